@@ -1,0 +1,22 @@
+//! # ferrokube
+//!
+//! Kubernetes controller machinery written from scratch in Rust, in the shape of Go's client-go.
+//!
+//! This crate is the one a controller author puts in `Cargo.toml`; it re-exports the member crates so
+//! that every concept has one path:
+//!
+//! | module | what it is | client-go counterpart |
+//! |---|---|---|
+//! | [`workqueue`] | deduplicating keyed queue with Get/Done, delays, rate limits, priorities, metrics | `util/workqueue` |
+//! | [`informer`] | Reflector, Store, Indexers, Listers, SharedIndexInformer | `tools/cache` |
+//!
+//! The data flow of a controller built on ferrokube is the same as one built on client-go:
+//!
+//! ```text
+//!  API server ──watch──▶ Reflector ──deltas──▶ Store/Indexer ──events──▶ handlers ──keys──▶ WorkQueue ──▶ workers
+//!                                                   ▲                                                      │
+//!                                                   └──────────────── Lister reads ◀─────────────────────────┘
+//! ```
+
+pub use ferrokube_informer as informer;
+pub use ferrokube_workqueue as workqueue;

@@ -1,0 +1,511 @@
+//! The five workqueue workloads of `benches/WORKLOADS.md`, run on ferrokube's `WorkQueue` (or on the
+//! single-threaded floors), printing one JSON line per run on stdout.
+//!
+//! ```text
+//! cargo run --release -p ferrokube-workqueue --example bench_workloads -- --workload W1 --runs 5
+//! cargo run --release -p ferrokube-workqueue --example bench_workloads -- --workload all
+//! cargo run --release -p ferrokube-workqueue --example bench_workloads -- --impl floor-foldhash --workload W1
+//! ```
+//!
+//! Options: `--workload W1..W5|all`, `--runs N` (default 1), `--scale F` (smoke tests only),
+//! `--impl ferrokube|floor-siphash|floor-foldhash` (the floors run W1 only; other workloads exit 3).
+//! Everything but the JSON lines goes to stderr. Follow WORKLOADS.md when changing anything here.
+
+use std::collections::{HashSet, VecDeque};
+use std::hash::BuildHasher;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Barrier, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use ferrokube_workqueue::{ExponentialFailureRateLimiter, WorkQueue};
+
+type Key = Arc<str>;
+
+/// SplitMix64, exactly as WORKLOADS.md gives it.
+struct SplitMix64(u64);
+
+impl SplitMix64 {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+}
+
+/// The test vectors of WORKLOADS.md; the harness refuses to run if any fails.
+fn check_vectors() -> Result<(), String> {
+    let draws = |seed, n| {
+        let mut rng = SplitMix64(seed);
+        (0..n).map(|_| rng.next()).collect::<Vec<_>>()
+    };
+    let want1: [u64; 3] = [
+        4332104999045480776,
+        15022492692291828655,
+        14266957338849687121,
+    ];
+    let want2: [u64; 3] = [
+        13609660699017974483,
+        883804695291935563,
+        1885940644450548452,
+    ];
+    let mut rng = SplitMix64(1003);
+    let space: Vec<u64> = (0..3).map(|_| rng.next() % 10_000).collect();
+    if draws(1000, 3) != want1 || draws(2000, 3) != want2 || space != [1864, 8462, 6476] {
+        return Err("SplitMix64 test vectors failed".into());
+    }
+    Ok(())
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Impl {
+    Ferrokube,
+    FloorSipHash,
+    FloorFoldHash,
+}
+
+impl Impl {
+    fn name(self) -> &'static str {
+        match self {
+            Impl::Ferrokube => "ferrokube",
+            Impl::FloorSipHash => "floor-siphash",
+            Impl::FloorFoldHash => "floor-foldhash",
+        }
+    }
+}
+
+struct Args {
+    workloads: Vec<String>,
+    runs: usize,
+    scale: Option<f64>,
+    implementation: Impl,
+}
+
+fn parse_args() -> Result<Args, String> {
+    let mut args = Args {
+        workloads: vec![],
+        runs: 1,
+        scale: None,
+        implementation: Impl::Ferrokube,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let mut value = || it.next().ok_or(format!("{flag} needs a value"));
+        match flag.trim_start_matches('-') {
+            "workload" => {
+                let w = value()?.to_uppercase();
+                args.workloads = match w.as_str() {
+                    "ALL" => ["W1", "W2", "W3", "W4", "W5"].map(String::from).to_vec(),
+                    "W1" | "W2" | "W3" | "W4" | "W5" => vec![w],
+                    _ => return Err(format!("unknown workload {w}")),
+                };
+            }
+            "runs" => args.runs = value()?.parse().map_err(|e| format!("--runs: {e}"))?,
+            "scale" => {
+                let scale: f64 = value()?.parse().map_err(|e| format!("--scale: {e}"))?;
+                if !(scale > 0.0 && scale.is_finite()) {
+                    return Err("--scale must be positive".into());
+                }
+                args.scale = Some(scale);
+            }
+            "impl" => {
+                args.implementation = match value()?.as_str() {
+                    "ferrokube" => Impl::Ferrokube,
+                    "floor-siphash" => Impl::FloorSipHash,
+                    "floor-foldhash" => Impl::FloorFoldHash,
+                    other => return Err(format!("unknown impl {other}")),
+                }
+            }
+            _ => return Err(format!("unknown option {flag}")),
+        }
+    }
+    if args.workloads.is_empty() {
+        return Err("--workload W1..W5|all is required".into());
+    }
+    Ok(args)
+}
+
+/// One run's result, printed as the JSON line of WORKLOADS.md.
+struct Report {
+    workload: &'static str,
+    items: u64,
+    secs: f64,
+    extra: Vec<(&'static str, String)>,
+}
+
+fn print_report(implementation: Impl, scale: Option<f64>, mut report: Report) {
+    if let Some(scale) = scale {
+        report.extra.push(("scale", json_number(scale)));
+    }
+    let extra: Vec<String> = report
+        .extra
+        .iter()
+        .map(|(k, v)| format!("\"{k}\":{v}"))
+        .collect();
+    println!(
+        "{{\"impl\":\"{}\",\"workload\":\"{}\",\"items\":{},\"secs\":{},\"per_sec\":{},\"extra\":{{{}}}}}",
+        implementation.name(),
+        report.workload,
+        report.items,
+        json_number(report.secs),
+        json_number(report.items as f64 / report.secs),
+        extra.join(",")
+    );
+}
+
+fn json_number(v: f64) -> String {
+    if v.is_finite() {
+        format!("{v}")
+    } else {
+        "null".into()
+    }
+}
+
+fn scaled(n: usize, scale: Option<f64>) -> usize {
+    scale.map_or(n, |s| ((n as f64 * s).round() as usize).max(1))
+}
+
+fn keys(prefix: &str, n: usize) -> Vec<Key> {
+    (0..n).map(|i| Arc::from(format!("{prefix}{i}"))).collect()
+}
+
+fn main() -> ExitCode {
+    if let Err(e) = check_vectors() {
+        eprintln!("{e}");
+        return ExitCode::from(2);
+    }
+    let args = match parse_args() {
+        Ok(args) => args,
+        Err(e) => {
+            eprintln!("bench_workloads: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    for workload in &args.workloads {
+        for run in 0..args.runs {
+            eprintln!("{} {workload} run {}", args.implementation.name(), run + 1);
+            let result = match (args.implementation, workload.as_str()) {
+                (Impl::Ferrokube, "W1") => Ok(w1(args.scale)),
+                (Impl::Ferrokube, "W2") => Ok(w2(args.scale)),
+                (Impl::Ferrokube, "W3") => w3(args.scale),
+                (Impl::Ferrokube, "W4") => Ok(w4(args.scale)),
+                (Impl::Ferrokube, "W5") => w5(args.scale),
+                (Impl::FloorSipHash, "W1") => Ok(w1_floor(args.scale, std::hash::RandomState::new())),
+                (Impl::FloorFoldHash, "W1") => {
+                    Ok(w1_floor(args.scale, foldhash::fast::RandomState::default()))
+                }
+                _ => {
+                    eprintln!("{} cannot run {workload}", args.implementation.name());
+                    return ExitCode::from(3);
+                }
+            };
+            match result {
+                Ok(report) => print_report(args.implementation, args.scale, report),
+                Err(e) => {
+                    eprintln!("{workload} failed: {e}");
+                    return ExitCode::FAILURE;
+                }
+            }
+        }
+    }
+    ExitCode::SUCCESS
+}
+
+/// W1 — sequential: add every key, then get + done each, on one thread.
+fn w1(scale: Option<f64>) -> Report {
+    let n = scaled(1_000_000, scale);
+    let keys = keys("ns/name-", n);
+    let queue: WorkQueue<Key> = WorkQueue::new();
+    let start = Instant::now();
+    for key in &keys {
+        queue.add(key.clone());
+    }
+    for _ in 0..n {
+        let Some(key) = queue.get_blocking() else {
+            break;
+        };
+        queue.done(&key);
+    }
+    let secs = start.elapsed().as_secs_f64();
+    queue.shut_down();
+    drop(keys);
+    Report {
+        workload: "W1",
+        items: n as u64,
+        secs,
+        extra: vec![],
+    }
+}
+
+/// W1 on the floor: a `VecDeque` plus a `HashSet`, one thread, no locks.
+fn w1_floor<S: BuildHasher>(scale: Option<f64>, hasher: S) -> Report {
+    let n = scaled(1_000_000, scale);
+    let keys = keys("ns/name-", n);
+    let mut queue: VecDeque<Key> = VecDeque::new();
+    let mut dirty: HashSet<Key, S> = HashSet::with_hasher(hasher);
+    let start = Instant::now();
+    for key in &keys {
+        if dirty.insert(key.clone()) {
+            queue.push_back(key.clone());
+        }
+    }
+    let mut got = 0u64;
+    while let Some(key) = queue.pop_front() {
+        dirty.remove(&key);
+        got += 1;
+    }
+    let secs = start.elapsed().as_secs_f64();
+    drop(keys);
+    Report {
+        workload: "W1",
+        items: got,
+        secs,
+        extra: vec![],
+    }
+}
+
+/// Consumers for W2/W3: `get` → `done` until shutdown; returns (items, time of its last `done`).
+fn spawn_consumers(
+    queue: &WorkQueue<Key>,
+    n: usize,
+    barrier: &Arc<Barrier>,
+) -> Vec<thread::JoinHandle<(u64, Option<Instant>)>> {
+    (0..n)
+        .map(|_| {
+            let queue = queue.clone();
+            let barrier = Arc::clone(barrier);
+            thread::spawn(move || {
+                barrier.wait();
+                let mut items = 0u64;
+                let mut last_done = None;
+                while let Some(key) = queue.get_blocking() {
+                    queue.done(&key);
+                    last_done = Some(Instant::now());
+                    items += 1;
+                }
+                (items, last_done)
+            })
+        })
+        .collect()
+}
+
+/// Runs producers (each adding its own prepared key list) and consumers as W2 and W3 define.
+/// Returns (items handed out, secs to the last done, producers_secs).
+fn produce_and_consume(streams: Vec<Vec<Key>>, consumers: usize) -> (u64, f64, f64) {
+    let queue: WorkQueue<Key> = WorkQueue::new();
+    let barrier = Arc::new(Barrier::new(streams.len() + consumers + 1));
+    let consumer_threads = spawn_consumers(&queue, consumers, &barrier);
+    let producer_threads: Vec<_> = streams
+        .into_iter()
+        .map(|stream| {
+            let queue = queue.clone();
+            let barrier = Arc::clone(&barrier);
+            thread::spawn(move || {
+                barrier.wait();
+                for key in &stream {
+                    queue.add(key.clone());
+                }
+                stream // kept alive until the clock stops
+            })
+        })
+        .collect();
+    let start = Instant::now();
+    barrier.wait();
+    let streams: Vec<_> = producer_threads
+        .into_iter()
+        .map(|t| t.join().expect("producer thread"))
+        .collect();
+    let producers_secs = start.elapsed().as_secs_f64();
+    queue.shut_down();
+    let mut items = 0;
+    let mut end = start;
+    for t in consumer_threads {
+        let (n, last) = t.join().expect("consumer thread");
+        items += n;
+        end = end.max(last.unwrap_or(start));
+    }
+    drop(streams);
+    (items, (end - start).as_secs_f64(), producers_secs)
+}
+
+/// W2 — dedup storm: 4 producers × 250,000 adds over 10,000 keys, 4 consumers.
+fn w2(scale: Option<f64>) -> Report {
+    let space = keys("ns/name-", 10_000);
+    let per_producer = scaled(250_000, scale);
+    let streams: Vec<Vec<Key>> = (0..4u64)
+        .map(|p| {
+            let mut rng = SplitMix64(1000 + p);
+            (0..per_producer)
+                .map(|_| space[(rng.next() % 10_000) as usize].clone())
+                .collect()
+        })
+        .collect();
+    let adds = (4 * per_producer) as f64;
+    let (items, secs, producers_secs) = produce_and_consume(streams, 4);
+    Report {
+        workload: "W2",
+        items,
+        secs,
+        extra: vec![
+            ("adds", json_number(adds)),
+            ("adds_per_sec", json_number(adds / producers_secs)),
+            ("dedup_ratio", json_number(adds / items as f64)),
+            ("producers_secs", json_number(producers_secs)),
+        ],
+    }
+}
+
+/// W3 — contended: 8 producers × 125,000 unique keys, 8 consumers.
+fn w3(scale: Option<f64>) -> Result<Report, String> {
+    let per_producer = scaled(125_000, scale);
+    let streams: Vec<Vec<Key>> = (0..8)
+        .map(|p| keys(&format!("ns/p{p}-"), per_producer))
+        .collect();
+    let expected = (8 * per_producer) as u64;
+    let (items, secs, producers_secs) = produce_and_consume(streams, 8);
+    if items != expected {
+        return Err(format!("processed {items} keys, expected {expected}"));
+    }
+    Ok(Report {
+        workload: "W3",
+        items,
+        secs,
+        extra: vec![("producers_secs", json_number(producers_secs))],
+    })
+}
+
+/// W4 — delaying: 100,000 `add_after` with uniform delays in [0, 1 s], one consumer; lateness.
+fn w4(scale: Option<f64>) -> Report {
+    let n = scaled(100_000, scale);
+    let keys = keys("ns/name-", n);
+    let mut rng = SplitMix64(2000);
+    let delays: Vec<u64> = (0..n).map(|_| rng.next() % 1_000_000_001).collect();
+    // due[i] in ns since the clock started, written by the producer before it adds key i.
+    let due: Arc<Vec<AtomicU64>> = Arc::new((0..n).map(|_| AtomicU64::new(0)).collect());
+    let queue: WorkQueue<Key> = WorkQueue::new();
+    let barrier = Arc::new(Barrier::new(2));
+    let start_cell = Arc::new(Mutex::new(None::<Instant>));
+    let consumer = {
+        let (queue, barrier, due, start_cell) = (
+            queue.clone(),
+            Arc::clone(&barrier),
+            Arc::clone(&due),
+            Arc::clone(&start_cell),
+        );
+        thread::spawn(move || {
+            barrier.wait();
+            let start = start_cell.lock().expect("start").expect("clock started");
+            let mut lateness_ns: Vec<i64> = Vec::with_capacity(n);
+            let mut last_get = start;
+            for _ in 0..n {
+                let Some(key) = queue.get_blocking() else {
+                    break;
+                };
+                last_get = Instant::now();
+                let got = (last_get - start).as_nanos() as i64;
+                let i: usize = key
+                    .rsplit('-')
+                    .next()
+                    .and_then(|s| s.parse().ok())
+                    .expect("key suffix");
+                lateness_ns.push(got - due[i].load(Ordering::Acquire) as i64);
+                queue.done(&key);
+            }
+            (lateness_ns, (last_get - start).as_secs_f64())
+        })
+    };
+    let start = Instant::now();
+    *start_cell.lock().expect("start") = Some(start);
+    barrier.wait();
+    for (i, key) in keys.iter().enumerate() {
+        let due_ns = (start.elapsed().as_nanos() as u64) + delays[i];
+        due[i].store(due_ns, Ordering::Release);
+        queue.add_after(key.clone(), Duration::from_nanos(delays[i]));
+    }
+    let (mut lateness, secs) = consumer.join().expect("consumer thread");
+    queue.shut_down();
+    lateness.sort_unstable();
+    let ms = |ns: i64| ns as f64 / 1e6;
+    let rank = |p: f64| lateness[((p * lateness.len() as f64).ceil() as usize).saturating_sub(1)];
+    let mean = lateness.iter().map(|&x| x as f64).sum::<f64>() / lateness.len() as f64;
+    Report {
+        workload: "W4",
+        items: lateness.len() as u64,
+        secs,
+        extra: vec![
+            ("p50_ms", json_number(ms(rank(0.50)))),
+            ("p99_ms", json_number(ms(rank(0.99)))),
+            ("max_ms", json_number(ms(*lateness.last().unwrap_or(&0)))),
+            ("min_ms", json_number(ms(*lateness.first().unwrap_or(&0)))),
+            ("mean_ms", json_number(mean / 1e6)),
+        ],
+    }
+}
+
+/// W5 — rate-limited retry: every key fails five times (exponential backoff from 1 µs), then succeeds.
+fn w5(scale: Option<f64>) -> Result<Report, String> {
+    let n = scaled(10_000, scale);
+    let keys = keys("ns/name-", n);
+    let base = Duration::from_micros(1);
+    let queue: WorkQueue<Key> = WorkQueue::builder()
+        .rate_limiter(ExponentialFailureRateLimiter::new(base, Duration::from_secs(1)))
+        .build();
+    let barrier = Arc::new(Barrier::new(5));
+    let successes = Arc::new(AtomicUsize::new(0));
+    let end = Arc::new(Mutex::new(None::<Instant>));
+    let consumers: Vec<_> = (0..4)
+        .map(|_| {
+            let (queue, barrier, successes, end) = (
+                queue.clone(),
+                Arc::clone(&barrier),
+                Arc::clone(&successes),
+                Arc::clone(&end),
+            );
+            thread::spawn(move || {
+                barrier.wait();
+                let mut gets = 0u64;
+                while let Some(key) = queue.get_blocking() {
+                    gets += 1;
+                    if queue.num_requeues(&key) < 5 {
+                        queue.add_rate_limited(key.clone());
+                        queue.done(&key);
+                    } else {
+                        queue.forget(&key);
+                        queue.done(&key);
+                        if successes.fetch_add(1, Ordering::SeqCst) + 1 == n {
+                            *end.lock().expect("end") = Some(Instant::now());
+                            queue.shut_down();
+                        }
+                    }
+                }
+                gets
+            })
+        })
+        .collect();
+    let start = Instant::now();
+    barrier.wait();
+    for key in &keys {
+        queue.add(key.clone());
+    }
+    let gets: u64 = consumers
+        .into_iter()
+        .map(|t| t.join().expect("consumer thread"))
+        .sum();
+    let end = end.lock().expect("end").ok_or("never reached the last success")?;
+    if gets != 6 * n as u64 {
+        return Err(format!("{gets} gets, expected {}", 6 * n));
+    }
+    Ok(Report {
+        workload: "W5",
+        items: gets,
+        secs: (end - start).as_secs_f64(),
+        extra: vec![
+            ("successes", json_number(successes.load(Ordering::SeqCst) as f64)),
+            ("base", "\"1us\"".to_string()),
+            ("base_ns", json_number(base.as_nanos() as f64)),
+        ],
+    })
+}

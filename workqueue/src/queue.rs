@@ -1,0 +1,493 @@
+//! [`WorkQueue`]: the queue a controller's event handlers add keys to and its workers take keys from.
+//!
+//! How one key flows through it (module by module):
+//!
+//! ```text
+//!  add(k) ─▶ key_table: absent → Queued ─▶ ready_queue.push ─▶ wake one getter
+//!  get()  ─▶ ready_queue.pop ─▶ key_table: Queued → Processing ─▶ worker
+//!  done(k)─▶ key_table: Processing → absent, or ProcessingDirty → Queued ─▶ ready_queue.push
+//!  add_after(k, d) ─▶ delay: waits d ─▶ add(k)
+//!  add_rate_limited(k) ─▶ rate_limiter.when(k) = d ─▶ add_after(k, d)
+//! ```
+//!
+//! Locks: each key-table shard, the ready queue and the delay heap each have their own lock, and no code
+//! path holds two of them at once, so there is no lock order to get wrong and no deadlock.
+
+use std::hash::Hash;
+use std::pin::pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use tokio::sync::Notify;
+
+use crate::block_on::block_on;
+use crate::clock::MetricsClock;
+use crate::delay::{DelayedKeys, Deliver};
+use crate::key_table::{AddOutcome, DoneOutcome, KeyState, KeyTable};
+use crate::metrics::{QueueMetrics, UNFINISHED_WORK_UPDATE_PERIOD};
+use crate::rate_limiter::{RateLimiter, default_controller_rate_limiter};
+use crate::ready_queue::{Entry, ReadyQueue};
+
+/// What a key type needs to be a workqueue key. `Arc<str>`, `String` and small structs of them are
+/// typical; cloning should be cheap because the queue clones a key once when it first enters.
+pub trait QueueKey: Clone + Eq + Hash + Send + Sync + 'static {}
+impl<K: Clone + Eq + Hash + Send + Sync + 'static> QueueKey for K {}
+
+/// How to add a key: at which priority, after how long, whether through the rate limiter. Every
+/// `add*` method of [`WorkQueue`] is a shorthand for [`WorkQueue::add_with`] and one of these.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AddOptions {
+    priority: i32,
+    after: Option<Duration>,
+    rate_limited: bool,
+}
+
+impl AddOptions {
+    /// Default: priority 0, no delay, not rate limited.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Higher priorities are handed out first; FIFO within a priority. Default 0. Adding a key that
+    /// is already waiting with a higher priority raises it; a lower one leaves it where it is.
+    pub fn priority(mut self, priority: i32) -> Self {
+        self.priority = priority;
+        self
+    }
+
+    /// Add only after `delay` (counted as a retry in the metrics, as client-go's `AddAfter` is).
+    /// A zero delay adds at once.
+    pub fn after(mut self, delay: Duration) -> Self {
+        self.after = Some(delay);
+        self
+    }
+
+    /// Ask the queue's rate limiter for the delay (and count a failure of the key). With
+    /// [`AddOptions::after`] too, the longer of the two delays applies.
+    pub fn rate_limited(mut self) -> Self {
+        self.rate_limited = true;
+        self
+    }
+}
+
+/// A deduplicating keyed work queue with client-go's `workqueue` semantics: `add`/`get`/`done`,
+/// delayed and rate-limited adds, plus priorities.
+///
+/// Cloning a `WorkQueue` gives another handle to the same queue (it is an `Arc`). The queue and its
+/// timer thread go away when the last handle is dropped or the queue is shut down.
+pub struct WorkQueue<K: QueueKey> {
+    inner: Arc<Inner<K>>,
+}
+
+impl<K: QueueKey> Clone for WorkQueue<K> {
+    fn clone(&self) -> Self {
+        WorkQueue {
+            inner: Arc::clone(&self.inner),
+        }
+    }
+}
+
+struct Inner<K: QueueKey> {
+    name: String,
+    /// Every key that is queued or being processed, and in which of those states.
+    keys: KeyTable<K>,
+    /// Keys ready to hand out. Invariant: holds exactly one live entry per `Queued` key.
+    ready: Mutex<ReadyQueue<K>>,
+    /// Getters with nothing to take wait here. An add that queues a key wakes one; shutdown wakes all.
+    ready_signal: Notify,
+    /// Keys added with a delay, and the timer that adds them when it has passed.
+    delayed: Arc<DelayedKeys<K>>,
+    shutting_down: AtomicBool,
+    /// Set by `shut_down_with_drain`; `done` then signals `drained` once nothing is processing.
+    draining: AtomicBool,
+    drained: Notify,
+    /// Adds refused because the queue was shutting down.
+    dropped_adds: AtomicU64,
+    limiter: Box<dyn RateLimiter<K>>,
+    metrics: Option<Arc<dyn QueueMetrics>>,
+    clock: MetricsClock,
+    /// The `Arc` this lives in, for the timer thread (which must not keep the queue alive).
+    this: Weak<Inner<K>>,
+}
+
+/// Builds a [`WorkQueue`]. Every option has a default; `WorkQueue::new()` is `builder().build()`.
+pub struct WorkQueueBuilder<K: QueueKey> {
+    name: String,
+    limiter: Option<Box<dyn RateLimiter<K>>>,
+    metrics: Option<Arc<dyn QueueMetrics>>,
+}
+
+impl<K: QueueKey> WorkQueueBuilder<K> {
+    /// The queue's name, used in logs and thread names (the metrics get theirs from
+    /// [`crate::PrometheusMetrics::for_queue`]). Default: empty.
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = name.into();
+        self
+    }
+
+    /// The limiter behind `add_rate_limited`, `forget` and `num_requeues`.
+    /// Default: [`default_controller_rate_limiter`] (as client-go's controllers use).
+    pub fn rate_limiter(mut self, limiter: impl RateLimiter<K> + 'static) -> Self {
+        self.limiter = Some(Box::new(limiter));
+        self
+    }
+
+    /// Where to report metrics. Default: none, and then the queue does no work for metrics at all.
+    pub fn metrics(mut self, metrics: Arc<dyn QueueMetrics>) -> Self {
+        self.metrics = Some(metrics);
+        self
+    }
+
+    pub fn build(self) -> WorkQueue<K> {
+        let tick = self.metrics.is_some().then_some(UNFINISHED_WORK_UPDATE_PERIOD);
+        let thread_name = if self.name.is_empty() {
+            "workqueue-timer".to_string()
+        } else {
+            format!("workqueue-timer-{}", self.name)
+        };
+        let inner = Arc::new_cyclic(|this| Inner {
+            clock: MetricsClock::new(self.metrics.is_some()),
+            name: self.name,
+            keys: KeyTable::new(),
+            ready: Mutex::new(ReadyQueue::new()),
+            ready_signal: Notify::new(),
+            delayed: Arc::new(DelayedKeys::new(thread_name, tick)),
+            shutting_down: AtomicBool::new(false),
+            draining: AtomicBool::new(false),
+            drained: Notify::new(),
+            dropped_adds: AtomicU64::new(0),
+            limiter: self
+                .limiter
+                .unwrap_or_else(|| Box::new(default_controller_rate_limiter())),
+            metrics: self.metrics,
+            this: this.clone(),
+        });
+        inner.delayed.start_ticking(&inner.this);
+        WorkQueue { inner }
+    }
+}
+
+impl<K: QueueKey> Default for WorkQueue<K> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<K: QueueKey> WorkQueue<K> {
+    /// A queue with every default (see [`WorkQueueBuilder`]).
+    pub fn new() -> Self {
+        Self::builder().build()
+    }
+
+    pub fn builder() -> WorkQueueBuilder<K> {
+        WorkQueueBuilder {
+            name: String::new(),
+            limiter: None,
+            metrics: None,
+        }
+    }
+
+    /// The name given at build time.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// Marks `key` as needing processing.
+    ///
+    /// - If the key is already waiting, nothing changes: a waiting key is stored once (dedup).
+    /// - If a worker is processing it, it is marked dirty and goes back into the queue when that
+    ///   worker calls [`done`](Self::done), so one key is never handed to two workers at once.
+    /// - Otherwise it joins the back of the queue (FIFO).
+    /// - After [`shut_down`](Self::shut_down) the add is dropped and counted in
+    ///   [`dropped_adds`](Self::dropped_adds).
+    pub fn add(&self, key: K) {
+        self.add_with(key, AddOptions::new());
+    }
+
+    /// [`add`](Self::add) at `priority` (default 0; higher first, FIFO within one priority). Adding a
+    /// waiting key at a higher priority moves it up; this is how edge-triggered events overtake a
+    /// backlog of resync keys.
+    pub fn add_with_priority(&self, key: K, priority: i32) {
+        self.add_with(key, AddOptions::new().priority(priority));
+    }
+
+    /// Adds `key` once `delay` has passed. While it waits, adding it again with a delay keeps the
+    /// earlier of the two ready times. A zero delay is a plain [`add`](Self::add).
+    pub fn add_after(&self, key: K, delay: Duration) {
+        self.add_with(key, AddOptions::new().after(delay));
+    }
+
+    /// Adds `key` after the delay the rate limiter gives for it, counting one more failure of it.
+    pub fn add_rate_limited(&self, key: K) {
+        self.add_with(key, AddOptions::new().rate_limited());
+    }
+
+    /// Adds `key` as `options` say. The other `add*` methods are shorthands for this one.
+    pub fn add_with(&self, key: K, options: AddOptions) {
+        let inner = &*self.inner;
+        if inner.refuse_if_shutting_down() {
+            return;
+        }
+        let mut delay = options.after.unwrap_or_default();
+        if options.rate_limited {
+            delay = delay.max(inner.limiter.when(&key));
+        }
+        if options.after.is_some() || options.rate_limited {
+            inner.with_metrics(|m| m.retried());
+        }
+        if delay.is_zero() {
+            inner.enqueue(key, options.priority);
+        } else if !inner
+            .delayed
+            .insert(key, delay, options.priority, &inner.this)
+        {
+            inner.dropped_adds.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Waits for a key to process and hands it out; `None` once the queue is shut down and empty.
+    ///
+    /// The caller owns the key until it calls [`done`](Self::done) with it; meanwhile adds of the
+    /// same key mark it dirty instead of handing it to another worker. After shutdown, keys still
+    /// in the queue are handed out first; then every `get` returns `None`.
+    pub async fn get(&self) -> Option<K> {
+        let inner = &*self.inner;
+        loop {
+            if let Some(key) = inner.take() {
+                return Some(key);
+            }
+            if inner.promote_due() {
+                continue;
+            }
+            // Register before the last look, so an add or shutdown after it cannot be missed.
+            let mut woken = pin!(inner.ready_signal.notified());
+            woken.as_mut().enable();
+            if let Some(key) = inner.take() {
+                return Some(key);
+            }
+            if inner.shutting_down.load(Ordering::SeqCst) {
+                return None;
+            }
+            woken.await;
+        }
+    }
+
+    /// [`get`](Self::get) for threads that are not async: blocks the calling thread. Do not call it on
+    /// an async runtime's worker thread.
+    pub fn get_blocking(&self) -> Option<K> {
+        block_on(self.get())
+    }
+
+    /// Ends processing of `key`: a worker calls this for every key [`get`](Self::get) gave it, success
+    /// or not. If the key was added while it was processed, it goes back into the queue now.
+    pub fn done(&self, key: &K) {
+        let inner = &*self.inner;
+        let hash = inner.keys.hash(key);
+        let started_at = match inner.keys.done(key, hash) {
+            DoneOutcome::Finished { started_at } => started_at,
+            DoneOutcome::Requeue {
+                started_at,
+                ticket,
+                priority,
+            } => {
+                let entry = Entry {
+                    key: key.clone(),
+                    hash,
+                    ticket,
+                };
+                inner.ready.lock().push(entry, priority, false);
+                inner.ready_signal.notify_one();
+                started_at
+            }
+            DoneOutcome::NotProcessing => {
+                tracing::debug!(queue = %inner.name, "workqueue: done for a key that was not being processed");
+                return;
+            }
+        };
+        inner.with_metrics(|m| {
+            let worked = inner.clock.between(started_at, inner.clock.now());
+            m.done(worked.unwrap_or_default());
+        });
+        if inner.draining.load(Ordering::SeqCst) && inner.keys.processing_count() == 0 {
+            inner.drained.notify_waiters();
+        }
+    }
+
+    /// Clears the rate limiter's memory of `key` (call it when the key was processed successfully).
+    /// The key itself is unaffected.
+    pub fn forget(&self, key: &K) {
+        self.inner.limiter.forget(key);
+    }
+
+    /// How many failures the rate limiter remembers for `key`.
+    pub fn num_requeues(&self, key: &K) -> usize {
+        self.inner.limiter.num_requeues(key)
+    }
+
+    /// Number of keys waiting to be handed out (not counting keys being processed or still delayed).
+    pub fn len(&self) -> usize {
+        self.inner.ready.lock().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Number of keys added with a delay that has not passed yet.
+    pub fn delayed_len(&self) -> usize {
+        self.inner.delayed.len()
+    }
+
+    /// Stops the queue: later adds are dropped (and counted), delayed keys are dropped and the timer
+    /// thread ends, waiting getters wake. Keys already in the queue are still handed out; then every
+    /// `get` returns `None`. Keys being processed may still be marked dirty and re-queued by `done`.
+    pub fn shut_down(&self) {
+        let inner = &*self.inner;
+        inner.shutting_down.store(true, Ordering::SeqCst);
+        inner.delayed.stop();
+        inner.ready_signal.notify_waiters();
+    }
+
+    /// [`shut_down`](Self::shut_down), then waits until every key being processed is
+    /// [`done`](Self::done). Workers must keep calling `get` and `done` for this to finish.
+    pub async fn shut_down_with_drain(&self) {
+        let inner = &*self.inner;
+        inner.draining.store(true, Ordering::SeqCst);
+        self.shut_down();
+        loop {
+            let mut drained = pin!(inner.drained.notified());
+            drained.as_mut().enable();
+            if inner.keys.processing_count() == 0 {
+                return;
+            }
+            drained.await;
+        }
+    }
+
+    /// [`shut_down_with_drain`](Self::shut_down_with_drain) for threads that are not async.
+    pub fn shut_down_with_drain_blocking(&self) {
+        block_on(self.shut_down_with_drain());
+    }
+
+    pub fn is_shutting_down(&self) -> bool {
+        self.inner.shutting_down.load(Ordering::SeqCst)
+    }
+
+    /// Number of adds dropped because they came after shutdown.
+    pub fn dropped_adds(&self) -> u64 {
+        self.inner.dropped_adds.load(Ordering::Relaxed)
+    }
+
+    /// Whether `key` is currently being processed (for tests and diagnostics).
+    pub fn is_processing(&self, key: &K) -> bool {
+        matches!(
+            self.inner.keys.state(key),
+            Some(KeyState::Processing { .. } | KeyState::ProcessingDirty { .. })
+        )
+    }
+
+    #[cfg(test)]
+    pub(crate) fn timer_running(&self) -> bool {
+        self.inner.delayed.timer_running()
+    }
+}
+
+impl<K: QueueKey> Inner<K> {
+    fn with_metrics(&self, f: impl FnOnce(&dyn QueueMetrics)) {
+        if let Some(metrics) = &self.metrics {
+            f(metrics.as_ref());
+        }
+    }
+
+    /// True (and the add counted as dropped) if the queue is shutting down.
+    fn refuse_if_shutting_down(&self) -> bool {
+        let refused = self.shutting_down.load(Ordering::SeqCst);
+        if refused {
+            self.dropped_adds.fetch_add(1, Ordering::Relaxed);
+        }
+        refused
+    }
+
+    /// The add rule itself (see [`WorkQueue::add`]).
+    fn enqueue(&self, key: K, priority: i32) {
+        let hash = self.keys.hash(&key);
+        match self.keys.add(&key, hash, priority, self.clock.now()) {
+            AddOutcome::Enqueue { ticket, raised } => {
+                let entry = Entry { key, hash, ticket };
+                self.ready.lock().push(entry, priority, raised);
+                if !raised {
+                    self.with_metrics(|m| m.added());
+                    self.ready_signal.notify_one();
+                }
+            }
+            AddOutcome::MarkedDirty { newly_dirty: true } => self.with_metrics(|m| m.added()),
+            AddOutcome::MarkedDirty { newly_dirty: false } | AddOutcome::AlreadyQueued => {}
+        }
+    }
+
+    /// Takes the next ready key, if any, moving it to `Processing`.
+    fn take(&self) -> Option<K> {
+        let mut last_was_stale = false;
+        loop {
+            let entry = {
+                let mut ready = self.ready.lock();
+                if last_was_stale {
+                    ready.stale_popped();
+                }
+                ready.pop()
+            }?;
+            let now = self.clock.now();
+            match self.keys.claim(&entry.key, entry.hash, entry.ticket, now) {
+                Some(queued_at) => {
+                    self.with_metrics(|m| {
+                        m.taken(self.clock.between(queued_at, now).unwrap_or_default())
+                    });
+                    return Some(entry.key);
+                }
+                None => last_was_stale = true,
+            }
+        }
+    }
+
+    /// Adds delayed keys whose time has come; true if there were any. Lets an idle getter deliver
+    /// them without waiting for the timer thread to wake up.
+    fn promote_due(&self) -> bool {
+        let mut due = Vec::new();
+        self.delayed.take_due(&mut due);
+        let promoted = !due.is_empty();
+        self.deliver(&mut due);
+        promoted
+    }
+}
+
+impl<K: QueueKey> Deliver<K> for Inner<K> {
+    fn deliver(&self, due: &mut Vec<(K, i32)>) {
+        for (key, priority) in due.drain(..) {
+            if !self.refuse_if_shutting_down() {
+                self.enqueue(key, priority);
+            }
+        }
+    }
+
+    fn tick(&self) {
+        let Some(metrics) = &self.metrics else {
+            return;
+        };
+        let now = self.clock.now();
+        let (mut total, mut longest) = (Duration::ZERO, Duration::ZERO);
+        self.keys.for_each_processing(|started_at| {
+            let running = self.clock.between(started_at, now).unwrap_or_default();
+            total += running;
+            longest = longest.max(running);
+        });
+        metrics.unfinished(total, longest);
+    }
+}
+
+impl<K: QueueKey> Drop for Inner<K> {
+    fn drop(&mut self) {
+        self.delayed.stop();
+    }
+}
