@@ -27,6 +27,7 @@
 use std::hash::{BuildHasher, Hash};
 
 use hashbrown::HashTable;
+use hashbrown::hash_table::Entry;
 use parking_lot::Mutex;
 
 use crate::clock::Stamp;
@@ -36,32 +37,35 @@ use crate::clock::Stamp;
 const SHARDS: usize = 64;
 
 /// Where a key is in its life in the queue. Keys that are in none of these states are absent from
-/// the table.
+/// the table. Twelve bytes, so that a slot (key + state) of an `Arc<str>` key is 32 bytes: the table is
+/// the queue's largest structure and its size decides how often a large queue misses the cache.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum KeyState {
     /// Waiting in the ready queue to be handed out.
     Queued {
         /// Names the key's one live ready-queue entry.
-        ticket: u64,
+        ticket: u32,
         priority: i32,
-        /// When the key entered the queue (for `queue_duration_seconds`); `Stamp::NONE` without metrics.
-        queued_at: Stamp,
     },
     /// Handed to a worker, which has not called `done` yet.
-    Processing { started_at: Stamp },
+    Processing,
     /// Handed to a worker and added again meanwhile: it goes back to the queue when `done` comes.
-    ProcessingDirty {
-        started_at: Stamp,
-        priority: i32,
-        queued_at: Stamp,
-    },
+    ProcessingDirty { priority: i32 },
+}
+
+/// When a key became dirty and when a worker took it, for the latency metrics. Kept in a table of
+/// its own, which exists only in queues with metrics.
+#[derive(Debug, Clone, Copy, Default)]
+struct Timing {
+    queued_at: Stamp,
+    started_at: Stamp,
 }
 
 /// What [`KeyTable::add`] did, so the caller knows whether to push a ready-queue entry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum AddOutcome {
     /// The key became `Queued` (or was raised to a higher priority): push an entry with this ticket.
-    Enqueue { ticket: u64, raised: bool },
+    Enqueue { ticket: u32, raised: bool },
     /// The key is being processed; it was marked dirty (`newly_dirty` is false if it already was).
     MarkedDirty { newly_dirty: bool },
     /// The key was already waiting at this priority or higher: nothing to do.
@@ -76,7 +80,7 @@ pub(crate) enum DoneOutcome {
     /// The key was dirty: it is `Queued` again; push an entry with this ticket and priority.
     Requeue {
         started_at: Stamp,
-        ticket: u64,
+        ticket: u32,
         priority: i32,
     },
     /// `done` for a key that was not being processed: a caller bug, ignored as client-go ignores it.
@@ -90,9 +94,13 @@ struct Slot<K> {
 
 struct ShardState<K> {
     slots: HashTable<Slot<K>>,
-    /// Source of tickets for keys in this shard. A key always lives in the same shard, so tickets are
-    /// unique per key for the life of the queue.
-    next_ticket: u64,
+    /// `Some` only in queues with metrics. Invariant: holds an entry for exactly the keys in `slots`.
+    timings: Option<HashTable<(K, Timing)>>,
+    /// Source of tickets for keys in this shard. A key always lives in the same shard, so tickets
+    /// differ between one key's entries unless 2^32 tickets are issued in the shard while a stale entry
+    /// waits; even then the worst case is that the key is handed out from its older position (the
+    /// claim still moves it to `Processing`, so it is never handed out twice).
+    next_ticket: u32,
     /// Number of keys in this shard that are `Processing` or `ProcessingDirty`.
     processing: usize,
 }
@@ -108,11 +116,13 @@ pub(crate) struct KeyTable<K> {
 }
 
 impl<K: Hash + Eq + Clone> KeyTable<K> {
-    pub(crate) fn new() -> Self {
+    /// `timed`: keep [`Timing`]s (queues with metrics).
+    pub(crate) fn new(timed: bool) -> Self {
         let shards = (0..SHARDS)
             .map(|_| {
                 Shard(Mutex::new(ShardState {
                     slots: HashTable::new(),
+                    timings: timed.then(HashTable::new),
                     next_ticket: 0,
                     processing: 0,
                 }))
@@ -135,32 +145,28 @@ impl<K: Hash + Eq + Clone> KeyTable<K> {
         &self.shards[(hash >> 40) as usize & (SHARDS - 1)].0
     }
 
-    /// Records an add of `key` at `priority`; `now` is the stamp to use if the key starts waiting.
+    /// Records an add of `key` at `priority`; `now` is the stamp to use if the key becomes dirty.
     pub(crate) fn add(&self, key: &K, hash: u64, priority: i32, now: Stamp) -> AddOutcome {
         let mut shard = self.shard(hash).lock();
         let shard = &mut *shard;
         let hasher = |slot: &Slot<K>| self.hasher.hash_one(&slot.key);
-        match shard.slots.find_mut(hash, |slot| slot.key == *key) {
-            None => {
+        let entry = shard.slots.entry(hash, |slot| slot.key == *key, hasher);
+        let outcome = match entry {
+            Entry::Vacant(vacant) => {
                 let ticket = next(&mut shard.next_ticket);
-                let state = KeyState::Queued {
-                    ticket,
-                    priority,
-                    queued_at: now,
-                };
-                let slot = Slot {
+                vacant.insert(Slot {
                     key: key.clone(),
-                    state,
-                };
-                shard.slots.insert_unique(hash, slot, hasher);
+                    state: KeyState::Queued { ticket, priority },
+                });
                 AddOutcome::Enqueue {
                     ticket,
                     raised: false,
                 }
             }
-            Some(slot) => match &mut slot.state {
+            Entry::Occupied(mut occupied) => match &mut occupied.get_mut().state {
                 KeyState::Queued {
-                    ticket, priority: p, ..
+                    ticket,
+                    priority: p,
                 } if priority > *p => {
                     *ticket = next(&mut shard.next_ticket);
                     *p = priority;
@@ -170,36 +176,45 @@ impl<K: Hash + Eq + Clone> KeyTable<K> {
                     }
                 }
                 KeyState::Queued { .. } => AddOutcome::AlreadyQueued,
-                KeyState::Processing { started_at } => {
-                    slot.state = KeyState::ProcessingDirty {
-                        started_at: *started_at,
-                        priority,
-                        queued_at: now,
-                    };
+                state @ KeyState::Processing => {
+                    *state = KeyState::ProcessingDirty { priority };
                     AddOutcome::MarkedDirty { newly_dirty: true }
                 }
-                KeyState::ProcessingDirty { priority: p, .. } => {
+                KeyState::ProcessingDirty { priority: p } => {
                     *p = (*p).max(priority);
                     AddOutcome::MarkedDirty { newly_dirty: false }
                 }
             },
+        };
+        if let Some(timings) = &mut shard.timings {
+            let newly_dirty = matches!(
+                outcome,
+                AddOutcome::Enqueue { raised: false, .. } | AddOutcome::MarkedDirty { newly_dirty: true }
+            );
+            if newly_dirty {
+                timing_mut(timings, &self.hasher, key, hash).queued_at = now;
+            }
         }
+        outcome
     }
 
-    /// Moves the key from `Queued` to `Processing` if `ticket` is its live ticket. Returns when it was
-    /// queued, or `None` if the entry was stale (the key was re-ticketed after that entry was pushed).
-    pub(crate) fn claim(&self, key: &K, hash: u64, ticket: u64, now: Stamp) -> Option<Stamp> {
+    /// Moves the key from `Queued` to `Processing` if `ticket` is its live ticket. Returns when it
+    /// became dirty (`Stamp::NONE` without metrics), or `None` if the entry was stale (the key was
+    /// re-ticketed after that entry was pushed).
+    pub(crate) fn claim(&self, key: &K, hash: u64, ticket: u32, now: Stamp) -> Option<Stamp> {
         let mut shard = self.shard(hash).lock();
+        let shard = &mut *shard;
         let slot = shard.slots.find_mut(hash, |slot| slot.key == *key)?;
         match slot.state {
-            KeyState::Queued {
-                ticket: live,
-                queued_at,
-                ..
-            } if live == ticket => {
-                slot.state = KeyState::Processing { started_at: now };
+            KeyState::Queued { ticket: live, .. } if live == ticket => {
+                slot.state = KeyState::Processing;
                 shard.processing += 1;
-                Some(queued_at)
+                let Some(timings) = &mut shard.timings else {
+                    return Some(Stamp::NONE);
+                };
+                let timing = timing_mut(timings, &self.hasher, key, hash);
+                timing.started_at = now;
+                Some(timing.queued_at)
             }
             _ => None,
         }
@@ -212,31 +227,47 @@ impl<K: Hash + Eq + Clone> KeyTable<K> {
         let Ok(entry) = shard.slots.find_entry(hash, |slot| slot.key == *key) else {
             return DoneOutcome::NotProcessing;
         };
-        match entry.get().state {
-            KeyState::Processing { started_at } => {
+        let outcome = match entry.get().state {
+            KeyState::Processing => {
                 entry.remove();
-                shard.processing -= 1;
-                DoneOutcome::Finished { started_at }
+                DoneOutcome::Finished {
+                    started_at: Stamp::NONE,
+                }
             }
-            KeyState::ProcessingDirty {
-                started_at,
-                priority,
-                queued_at,
-            } => {
+            KeyState::ProcessingDirty { priority } => {
                 let ticket = next(&mut shard.next_ticket);
-                entry.into_mut().state = KeyState::Queued {
-                    ticket,
-                    priority,
-                    queued_at,
-                };
-                shard.processing -= 1;
+                entry.into_mut().state = KeyState::Queued { ticket, priority };
                 DoneOutcome::Requeue {
-                    started_at,
+                    started_at: Stamp::NONE,
                     ticket,
                     priority,
                 }
             }
-            KeyState::Queued { .. } => DoneOutcome::NotProcessing,
+            KeyState::Queued { .. } => return DoneOutcome::NotProcessing,
+        };
+        shard.processing -= 1;
+        let Some(timings) = &mut shard.timings else {
+            return outcome;
+        };
+        let Ok(timing) = timings.find_entry(hash, |(k, _)| k == key) else {
+            return outcome;
+        };
+        let started = timing.get().1.started_at;
+        match outcome {
+            DoneOutcome::Finished { .. } => {
+                timing.remove();
+                DoneOutcome::Finished {
+                    started_at: started,
+                }
+            }
+            DoneOutcome::Requeue {
+                ticket, priority, ..
+            } => DoneOutcome::Requeue {
+                started_at: started,
+                ticket,
+                priority,
+            },
+            DoneOutcome::NotProcessing => outcome,
         }
     }
 
@@ -255,22 +286,38 @@ impl<K: Hash + Eq + Clone> KeyTable<K> {
         self.shards.iter().map(|s| s.0.lock().processing).sum()
     }
 
-    /// Calls `f` with the start stamp of every key being processed (for the unfinished-work metrics).
+    /// Calls `f` with the start stamp of every key being processed (for the unfinished-work metrics;
+    /// nothing without metrics).
     pub(crate) fn for_each_processing(&self, mut f: impl FnMut(Stamp)) {
         for shard in self.shards.iter() {
             let shard = shard.0.lock();
+            let Some(timings) = &shard.timings else {
+                return;
+            };
             for slot in shard.slots.iter() {
-                match slot.state {
-                    KeyState::Processing { started_at }
-                    | KeyState::ProcessingDirty { started_at, .. } => f(started_at),
-                    KeyState::Queued { .. } => {}
+                if matches!(slot.state, KeyState::Processing | KeyState::ProcessingDirty { .. }) {
+                    let hash = self.hasher.hash_one(&slot.key);
+                    if let Some((_, timing)) = timings.find(hash, |(k, _)| *k == slot.key) {
+                        f(timing.started_at);
+                    }
                 }
             }
         }
     }
 }
 
-fn next(counter: &mut u64) -> u64 {
-    *counter += 1;
+/// The key's timing entry, created if missing.
+fn timing_mut<'a, K: Hash + Eq + Clone>(
+    timings: &'a mut HashTable<(K, Timing)>,
+    hasher: &foldhash::fast::RandomState,
+    key: &K,
+    hash: u64,
+) -> &'a mut Timing {
+    let entry = timings.entry(hash, |(k, _)| k == key, |(k, _)| hasher.hash_one(k));
+    &mut entry.or_insert_with(|| (key.clone(), Timing::default())).into_mut().1
+}
+
+fn next(counter: &mut u32) -> u32 {
+    *counter = counter.wrapping_add(1);
     *counter
 }

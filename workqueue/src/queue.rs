@@ -150,7 +150,7 @@ impl<K: QueueKey> WorkQueueBuilder<K> {
         let inner = Arc::new_cyclic(|this| Inner {
             clock: MetricsClock::new(self.metrics.is_some()),
             name: self.name,
-            keys: KeyTable::new(),
+            keys: KeyTable::new(self.metrics.is_some()),
             ready: Mutex::new(ReadyQueue::new()),
             ready_signal: Notify::new(),
             delayed: Arc::new(DelayedKeys::new(thread_name, tick)),
@@ -384,7 +384,7 @@ impl<K: QueueKey> WorkQueue<K> {
     pub fn is_processing(&self, key: &K) -> bool {
         matches!(
             self.inner.keys.state(key),
-            Some(KeyState::Processing { .. } | KeyState::ProcessingDirty { .. })
+            Some(KeyState::Processing | KeyState::ProcessingDirty { .. })
         )
     }
 

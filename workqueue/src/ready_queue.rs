@@ -15,7 +15,7 @@ use std::collections::{BTreeMap, VecDeque};
 pub(crate) struct Entry<K> {
     pub(crate) key: K,
     pub(crate) hash: u64,
-    pub(crate) ticket: u64,
+    pub(crate) ticket: u32,
 }
 
 pub(crate) struct ReadyQueue<K> {
