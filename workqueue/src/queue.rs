@@ -491,3 +491,68 @@ impl<K: QueueKey> Drop for Inner<K> {
         self.delayed.stop();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn wait_until(mut done: impl FnMut() -> bool) -> bool {
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while std::time::Instant::now() < deadline {
+            if done() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        false
+    }
+
+    #[test]
+    fn no_timer_thread_until_a_key_is_delayed() {
+        let q: WorkQueue<u32> = WorkQueue::new();
+        q.add(1);
+        assert!(!q.timer_running());
+        q.add_after(2, Duration::from_secs(60));
+        assert!(q.timer_running());
+    }
+
+    #[test]
+    fn shut_down_stops_the_timer_and_drops_delayed_keys() {
+        let q: WorkQueue<u32> = WorkQueue::new();
+        for k in 0..100 {
+            q.add_after(k, Duration::from_secs(60));
+        }
+        assert!(q.timer_running());
+        q.shut_down();
+        assert!(!q.timer_running(), "timer thread still running after shut_down");
+        assert_eq!(q.delayed_len(), 0);
+    }
+
+    #[test]
+    fn dropping_the_last_handle_ends_the_timer_thread() {
+        let q: WorkQueue<u32> = WorkQueue::new();
+        q.add_after(1, Duration::from_secs(60));
+        let delayed = Arc::clone(&q.inner.delayed);
+        drop(q);
+        // The thread holds only a weak reference to the queue, so it exits and frees its state.
+        assert!(wait_until(|| Arc::strong_count(&delayed) == 1));
+        assert!(!delayed.timer_running());
+    }
+
+    #[test]
+    fn a_queue_with_metrics_ticks_and_stops_on_drop() {
+        struct Nothing;
+        impl QueueMetrics for Nothing {
+            fn added(&self) {}
+            fn taken(&self, _: Duration) {}
+            fn done(&self, _: Duration) {}
+            fn retried(&self) {}
+            fn unfinished(&self, _: Duration, _: Duration) {}
+        }
+        let q: WorkQueue<u32> = WorkQueue::builder().metrics(Arc::new(Nothing)).build();
+        assert!(q.timer_running());
+        let delayed = Arc::clone(&q.inner.delayed);
+        drop(q);
+        assert!(wait_until(|| Arc::strong_count(&delayed) == 1));
+    }
+}
