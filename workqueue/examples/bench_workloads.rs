@@ -193,7 +193,9 @@ fn main() -> ExitCode {
                 (Impl::Ferrokube, "W3") => w3(args.scale),
                 (Impl::Ferrokube, "W4") => Ok(w4(args.scale)),
                 (Impl::Ferrokube, "W5") => w5(args.scale),
-                (Impl::FloorSipHash, "W1") => Ok(w1_floor(args.scale, std::hash::RandomState::new())),
+                (Impl::FloorSipHash, "W1") => {
+                    Ok(w1_floor(args.scale, std::hash::RandomState::new()))
+                }
                 (Impl::FloorFoldHash, "W1") => {
                     Ok(w1_floor(args.scale, foldhash::fast::RandomState::default()))
                 }
@@ -451,7 +453,10 @@ fn w5(scale: Option<f64>) -> Result<Report, String> {
     let keys = keys("ns/name-", n);
     let base = Duration::from_micros(1);
     let queue: WorkQueue<Key> = WorkQueue::builder()
-        .rate_limiter(ExponentialFailureRateLimiter::new(base, Duration::from_secs(1)))
+        .rate_limiter(ExponentialFailureRateLimiter::new(
+            base,
+            Duration::from_secs(1),
+        ))
         .build();
     let barrier = Arc::new(Barrier::new(5));
     let successes = Arc::new(AtomicUsize::new(0));
@@ -494,7 +499,10 @@ fn w5(scale: Option<f64>) -> Result<Report, String> {
         .into_iter()
         .map(|t| t.join().expect("consumer thread"))
         .sum();
-    let end = end.lock().expect("end").ok_or("never reached the last success")?;
+    let end = end
+        .lock()
+        .expect("end")
+        .ok_or("never reached the last success")?;
     if gets != 6 * n as u64 {
         return Err(format!("{gets} gets, expected {}", 6 * n));
     }
@@ -503,7 +511,10 @@ fn w5(scale: Option<f64>) -> Result<Report, String> {
         items: gets,
         secs: (end - start).as_secs_f64(),
         extra: vec![
-            ("successes", json_number(successes.load(Ordering::SeqCst) as f64)),
+            (
+                "successes",
+                json_number(successes.load(Ordering::SeqCst) as f64),
+            ),
             ("base", "\"1us\"".to_string()),
             ("base_ns", json_number(base.as_nanos() as f64)),
         ],

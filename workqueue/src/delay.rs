@@ -21,8 +21,8 @@
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::hash::Hash;
-use std::sync::{Arc, Weak};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -153,7 +153,9 @@ impl<K: Hash + Eq + Clone + Send + Sync + 'static> DelayedKeys<K> {
         }
         state.next_seq += 1;
         let seq = state.next_seq;
-        state.waiting.insert(key.clone(), Waiting { due, seq, priority });
+        state
+            .waiting
+            .insert(key.clone(), Waiting { due, seq, priority });
         state.heap.push(Reverse(HeapEntry { due, seq, key }));
         if due < self.next_due.load(Ordering::Relaxed) {
             self.next_due.store(due, Ordering::Release);
@@ -163,7 +165,12 @@ impl<K: Hash + Eq + Clone + Send + Sync + 'static> DelayedKeys<K> {
     }
 
     /// Makes sure the timer thread will look at the heap no later than `due`.
-    fn wake_timer_for<D: Deliver<K>>(self: &Arc<Self>, state: &mut State<K>, due: Nanos, target: &Weak<D>) {
+    fn wake_timer_for<D: Deliver<K>>(
+        self: &Arc<Self>,
+        state: &mut State<K>,
+        due: Nanos,
+        target: &Weak<D>,
+    ) {
         match &mut state.timer {
             Timer::Running { wakes_at, .. } => {
                 if due < *wakes_at {
@@ -190,7 +197,9 @@ impl<K: Hash + Eq + Clone + Send + Sync + 'static> DelayedKeys<K> {
                 }
             }
             // Without a timer thread, idle getters still promote due keys; say why it is slower.
-            Err(error) => tracing::error!(%error, "workqueue: could not start the delay timer thread"),
+            Err(error) => {
+                tracing::error!(%error, "workqueue: could not start the delay timer thread")
+            }
         }
     }
 

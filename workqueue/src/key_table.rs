@@ -189,7 +189,8 @@ impl<K: Hash + Eq + Clone> KeyTable<K> {
         if let Some(timings) = &mut shard.timings {
             let newly_dirty = matches!(
                 outcome,
-                AddOutcome::Enqueue { raised: false, .. } | AddOutcome::MarkedDirty { newly_dirty: true }
+                AddOutcome::Enqueue { raised: false, .. }
+                    | AddOutcome::MarkedDirty { newly_dirty: true }
             );
             if newly_dirty {
                 timing_mut(timings, &self.hasher, key, hash).queued_at = now;
@@ -295,7 +296,10 @@ impl<K: Hash + Eq + Clone> KeyTable<K> {
                 return;
             };
             for slot in shard.slots.iter() {
-                if matches!(slot.state, KeyState::Processing | KeyState::ProcessingDirty { .. }) {
+                if matches!(
+                    slot.state,
+                    KeyState::Processing | KeyState::ProcessingDirty { .. }
+                ) {
                     let hash = self.hasher.hash_one(&slot.key);
                     if let Some((_, timing)) = timings.find(hash, |(k, _)| *k == slot.key) {
                         f(timing.started_at);
@@ -314,7 +318,10 @@ fn timing_mut<'a, K: Hash + Eq + Clone>(
     hash: u64,
 ) -> &'a mut Timing {
     let entry = timings.entry(hash, |(k, _)| k == key, |(k, _)| hasher.hash_one(k));
-    &mut entry.or_insert_with(|| (key.clone(), Timing::default())).into_mut().1
+    &mut entry
+        .or_insert_with(|| (key.clone(), Timing::default()))
+        .into_mut()
+        .1
 }
 
 fn next(counter: &mut u32) -> u32 {

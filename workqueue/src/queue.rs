@@ -141,7 +141,10 @@ impl<K: QueueKey> WorkQueueBuilder<K> {
     }
 
     pub fn build(self) -> WorkQueue<K> {
-        let tick = self.metrics.is_some().then_some(UNFINISHED_WORK_UPDATE_PERIOD);
+        let tick = self
+            .metrics
+            .is_some()
+            .then_some(UNFINISHED_WORK_UPDATE_PERIOD);
         let thread_name = if self.name.is_empty() {
             "workqueue-timer".to_string()
         } else {
@@ -524,7 +527,10 @@ mod tests {
         }
         assert!(q.timer_running());
         q.shut_down();
-        assert!(!q.timer_running(), "timer thread still running after shut_down");
+        assert!(
+            !q.timer_running(),
+            "timer thread still running after shut_down"
+        );
         assert_eq!(q.delayed_len(), 0);
     }
 

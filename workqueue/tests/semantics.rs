@@ -39,7 +39,14 @@ fn keys_come_out_in_fifo_order() {
         q.add(k);
     }
     let got: Vec<_> = (0..3).map(|_| poll_get(&q)).collect();
-    assert_eq!(got, [Poll::Ready(Some("c")), Poll::Ready(Some("a")), Poll::Ready(Some("b"))]);
+    assert_eq!(
+        got,
+        [
+            Poll::Ready(Some("c")),
+            Poll::Ready(Some("a")),
+            Poll::Ready(Some("b"))
+        ]
+    );
 }
 
 #[test]
@@ -123,7 +130,10 @@ async fn shut_down_wakes_waiting_getters() {
     q.shut_down();
     for g in getters {
         assert_eq!(
-            tokio::time::timeout(Duration::from_secs(5), g).await.unwrap().unwrap(),
+            tokio::time::timeout(Duration::from_secs(5), g)
+                .await
+                .unwrap()
+                .unwrap(),
             None
         );
     }
@@ -160,7 +170,11 @@ async fn shut_down_with_drain_waits_for_keys_being_processed() {
         }
     });
     tokio::time::sleep(Duration::from_millis(30)).await;
-    assert_eq!(drained.load(Ordering::SeqCst), 0, "returned while a key was processing");
+    assert_eq!(
+        drained.load(Ordering::SeqCst),
+        0,
+        "returned while a key was processing"
+    );
     assert!(q.is_shutting_down());
     q.done(&key);
     tokio::time::timeout(Duration::from_secs(5), drain)
@@ -185,9 +199,15 @@ async fn add_after_holds_the_key_until_its_delay_passes() {
     assert_eq!(q.len(), 0);
     assert_eq!(q.delayed_len(), 1);
     assert_eq!(poll_get(&q), Poll::Pending);
-    let key = tokio::time::timeout(Duration::from_secs(5), q.get()).await.unwrap();
+    let key = tokio::time::timeout(Duration::from_secs(5), q.get())
+        .await
+        .unwrap();
     assert_eq!(key, Some("a"));
-    assert!(start.elapsed() >= Duration::from_millis(100), "{:?}", start.elapsed());
+    assert!(
+        start.elapsed() >= Duration::from_millis(100),
+        "{:?}",
+        start.elapsed()
+    );
     assert_eq!(q.delayed_len(), 0);
 }
 
@@ -199,7 +219,9 @@ async fn a_waiting_key_keeps_its_earliest_ready_time() {
     q.add_after("a", Duration::from_millis(50)); // earlier: wins
     q.add_after("a", Duration::from_secs(30)); // later: ignored
     assert_eq!(q.delayed_len(), 1);
-    let key = tokio::time::timeout(Duration::from_secs(5), q.get()).await.unwrap();
+    let key = tokio::time::timeout(Duration::from_secs(5), q.get())
+        .await
+        .unwrap();
     assert_eq!(key, Some("a"));
     assert!(start.elapsed() < Duration::from_secs(5));
     // It was delivered once.
@@ -225,7 +247,10 @@ async fn delayed_keys_come_out_in_due_order() {
     q.add_after("b", Duration::from_millis(60));
     let mut got = Vec::new();
     for _ in 0..3 {
-        let k = tokio::time::timeout(Duration::from_secs(5), q.get()).await.unwrap().unwrap();
+        let k = tokio::time::timeout(Duration::from_secs(5), q.get())
+            .await
+            .unwrap()
+            .unwrap();
         q.done(&k);
         got.push(k);
     }
@@ -235,7 +260,11 @@ async fn delayed_keys_come_out_in_due_order() {
 #[test]
 fn add_rate_limited_waits_as_the_limiter_says_and_forget_resets() {
     let q: WorkQueue<&str> = WorkQueue::builder()
-        .rate_limiter(FastSlowRateLimiter::new(Duration::ZERO, Duration::from_secs(3600), 2))
+        .rate_limiter(FastSlowRateLimiter::new(
+            Duration::ZERO,
+            Duration::from_secs(3600),
+            2,
+        ))
         .build();
     // Two fast (zero-delay) retries, then a slow one.
     q.add_rate_limited("a");
@@ -264,7 +293,10 @@ async fn exponential_retries_back_off() {
     q.add("a");
     let mut last = Instant::now();
     for _ in 0..4 {
-        let k = tokio::time::timeout(Duration::from_secs(5), q.get()).await.unwrap().unwrap();
+        let k = tokio::time::timeout(Duration::from_secs(5), q.get())
+            .await
+            .unwrap()
+            .unwrap();
         gaps.push(last.elapsed());
         last = Instant::now();
         q.add_rate_limited(k);

@@ -35,7 +35,9 @@ impl Shared {
     fn produce(&self, seed: u64, adds: usize) {
         let mut x = seed;
         for i in 0..adds {
-            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             let k = (x >> 33) as usize % KEYS;
             self.version[k].fetch_add(1, Ordering::SeqCst);
             match i % 3 {
@@ -134,11 +136,16 @@ async fn tasks_never_share_a_key_and_never_lose_an_add() {
     // Delayed adds too: each must still be processed after it lands.
     for k in 0..KEYS {
         shared.version[k].fetch_add(1, Ordering::SeqCst);
-        shared.queue.add_after(k, Duration::from_millis((k % 10) as u64));
+        shared
+            .queue
+            .add_after(k, Duration::from_millis((k % 10) as u64));
     }
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     while shared.queue.delayed_len() > 0 || !shared.queue.is_empty() {
-        assert!(tokio::time::Instant::now() < deadline, "delayed keys never delivered");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "delayed keys never delivered"
+        );
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     shared.queue.shut_down_with_drain().await;

@@ -44,7 +44,10 @@ async fn failures_are_retried_with_backoff_and_successes_forgotten() {
     }
     let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
     while attempts.lock().unwrap().get("flaky") != Some(&3) {
-        assert!(tokio::time::Instant::now() < deadline, "flaky never succeeded");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "flaky never succeeded"
+        );
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     queue.shut_down_with_drain().await;
@@ -84,16 +87,25 @@ async fn a_panicking_reconcile_does_not_lose_the_key_or_the_worker() {
     queue.add("a".to_string());
     let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
     while calls.lock().unwrap().len() < 2 {
-        assert!(tokio::time::Instant::now() < deadline, "key lost after a panic");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "key lost after a panic"
+        );
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     // The key was done (not stuck processing) and retried by a replacement worker.
     queue.add("b".to_string());
     while calls.lock().unwrap().len() < 3 {
-        assert!(tokio::time::Instant::now() < deadline, "no worker after a panic");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no worker after a panic"
+        );
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     queue.shut_down();
-    tokio::time::timeout(Duration::from_secs(5), pool).await.unwrap().unwrap();
+    tokio::time::timeout(Duration::from_secs(5), pool)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(*calls.lock().unwrap(), ["a", "a", "b"]);
 }

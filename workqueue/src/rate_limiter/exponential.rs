@@ -85,7 +85,8 @@ mod tests {
 
     #[test]
     fn keys_are_independent_and_forget_resets() {
-        let limiter = ExponentialFailureRateLimiter::new(Duration::from_millis(1), Duration::from_secs(1));
+        let limiter =
+            ExponentialFailureRateLimiter::new(Duration::from_millis(1), Duration::from_secs(1));
         limiter.when(&"a");
         limiter.when(&"a");
         assert_eq!(limiter.when(&"b"), Duration::from_millis(1));

@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# Side-by-side workqueue benchmark: the five workloads of benches/WORKLOADS.md on ferrokube, client-go
+# v1.20.2 (benches/peers/client-go) and kube-runtime's scheduler (benches/peers/kube-runtime), plus the
+# single-threaded floors. Each (implementation, workload) runs REPS times (default 5), every run in a
+# fresh process, implementations interleaved within each repetition; peak RSS from /usr/bin/time -v.
+# Prints a markdown table of medians (min–max) on stdout; raw JSON lines go to $OUT (default
+# target/bench-peers/results.jsonl).
+#
+#   scripts/bench-workqueue-peers.sh              # full run (about 10 minutes, plus first-time builds)
+#   REPS=1 SCALE=0.1 scripts/bench-workqueue-peers.sh   # smoke run
+set -euo pipefail
+cd "$(dirname "$0")/.."
+REPS=${REPS:-5}
+SCALE=${SCALE:-}
+OUT=${OUT:-target/bench-peers/results.jsonl}
+mkdir -p "$(dirname "$OUT")"
+: >"$OUT"
+
+log() { echo "[bench-peers] $*" >&2; }
+
+if [ ! -x /usr/bin/time ]; then
+  log "installing GNU time (for peak RSS)"
+  apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq time >&2
+fi
+
+log "building ferrokube's runner"
+cargo build --release -q -p ferrokube-workqueue --example bench_workloads >&2
+ours=target/release/examples/bench_workloads
+log "building the client-go peer"
+client_go=$(benches/peers/client-go/build.sh | tail -n 1)
+log "building the kube-runtime peer"
+kube_runtime=$(benches/peers/kube-runtime/build.sh | tail -n 1)
+
+impls=(
+  "ferrokube|$ours --impl ferrokube"
+  "client-go-v1.20.2|$client_go"
+  "kube-runtime-5.0-scheduler|$kube_runtime"
+  "floor-siphash|$ours --impl floor-siphash"
+  "floor-foldhash|$ours --impl floor-foldhash"
+)
+scale_args=()
+[ -n "$SCALE" ] && scale_args=(--scale "$SCALE")
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+for rep in $(seq 1 "$REPS"); do
+  for w in W1 W2 W3 W4 W5; do
+    # Rotate the order each repetition so no implementation always runs first.
+    n=${#impls[@]}
+    for i in $(seq 0 $((n - 1))); do
+      entry=${impls[$(((i + rep) % n))]}
+      name=${entry%%|*}
+      cmd=${entry#*|}
+      set +e
+      # shellcheck disable=SC2086
+      /usr/bin/time -v -o "$tmp/time" $cmd --workload "$w" "${scale_args[@]}" >"$tmp/out" 2>"$tmp/err"
+      status=$?
+      set -e
+      if [ "$status" -eq 3 ]; then continue; fi
+      if [ "$status" -ne 0 ]; then
+        log "FAILED: $name $w (exit $status)"; cat "$tmp/err" >&2; exit 1
+      fi
+      rss_kb=$(awk -F: '/Maximum resident set size/ {gsub(/ /, "", $2); print $2}' "$tmp/time")
+      python3 - "$tmp/out" "$rss_kb" "$name" >>"$OUT" <<'PY'
+import json, sys
+line = open(sys.argv[1]).read().strip().splitlines()
+assert len(line) == 1, f"expected one JSON line, got {len(line)}"
+rec = json.loads(line[0])
+rec["peak_rss_kib"] = int(sys.argv[2])
+rec["bench_impl"] = sys.argv[3]
+print(json.dumps(rec))
+PY
+      log "rep $rep $w $name: $(tail -n 1 "$OUT" | python3 -c 'import json,sys; r=json.load(sys.stdin); print(round(r["per_sec"]), "/s")')"
+    done
+  done
+done
+
+python3 - "$OUT" <<'PY'
+import json, statistics, sys
+from collections import defaultdict
+runs = defaultdict(list)
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    runs[(r["bench_impl"], r["workload"])].append(r)
+
+def cell(values, fmt):
+    if not values:
+        return "—"
+    med = statistics.median(values)
+    return f"{fmt(med)} ({fmt(min(values))}–{fmt(max(values))})"
+
+def rate(v):
+    return f"{v/1e6:.2f} M" if v >= 1e6 else f"{v/1e3:.0f} k"
+
+def col(impl, w, key):
+    rs = runs.get((impl, w), [])
+    if key == "per_sec":
+        return [r["per_sec"] for r in rs]
+    if key == "rss":
+        return [r["peak_rss_kib"] / 1024 for r in rs]
+    return [r["extra"][key] for r in rs]
+
+impls = []
+for (impl, _w) in runs:
+    if impl not in impls:
+        impls.append(impl)
+print("| impl | W1 items/s | W2 adds/s | W3 items/s | W4 p50 ms | W4 p99 ms | W5 gets/s | W1 peak RSS MiB |")
+print("|---|---|---|---|---|---|---|---|")
+for impl in impls:
+    print("| " + " | ".join([
+        impl,
+        cell(col(impl, "W1", "per_sec"), rate),
+        cell(col(impl, "W2", "adds_per_sec"), rate),
+        cell(col(impl, "W3", "per_sec"), rate),
+        cell(col(impl, "W4", "p50_ms"), lambda v: f"{v:.2f}"),
+        cell(col(impl, "W4", "p99_ms"), lambda v: f"{v:.2f}"),
+        cell(col(impl, "W5", "per_sec"), rate),
+        cell(col(impl, "W1", "rss"), lambda v: f"{v:.0f}"),
+    ]) + " |")
+
+def med(impl, w, key):
+    v = col(impl, w, key)
+    return statistics.median(v) if v else None
+base, ours = "client-go-v1.20.2", "ferrokube"
+ratios = []
+for w, key in [("W1", "per_sec"), ("W2", "adds_per_sec"), ("W3", "per_sec"), ("W5", "per_sec")]:
+    a, b = med(ours, w, key), med(base, w, key)
+    if a and b:
+        ratios.append(f"{w} {a/b:.2f}×")
+floor = med("floor-foldhash", "W1", "per_sec")
+w1 = med(ours, "W1", "per_sec")
+print()
+print("ferrokube / client-go (medians): " + ", ".join(ratios))
+if floor and w1:
+    print(f"floor-foldhash / ferrokube on W1: {floor/w1:.2f}× (target: within 3×)")
+PY
