@@ -37,8 +37,7 @@ use crate::clock::Stamp;
 const SHARDS: usize = 64;
 
 /// Where a key is in its life in the queue. Keys that are in none of these states are absent from
-/// the table. Twelve bytes, so that a slot (key + state) of an `Arc<str>` key is 32 bytes: the table is
-/// the queue's largest structure and its size decides how often a large queue misses the cache.
+/// the table. Stored packed into eight bytes ([`PackedState`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum KeyState {
     /// Waiting in the ready queue to be handed out.
@@ -87,9 +86,42 @@ pub(crate) enum DoneOutcome {
     NotProcessing,
 }
 
+/// A [`KeyState`] in eight bytes: bits 0–1 the variant, bits 2–31 the ticket, bits 32–63 the
+/// priority. With an `Arc<str>` key a slot is then 24 bytes instead of 32: the table is the queue's
+/// largest structure, and with a million keys its size decides how often the queue misses the cache
+/// (measured on W1 of `benches/WORKLOADS.md`).
+#[derive(Debug, Clone, Copy)]
+struct PackedState(u64);
+
+/// Tickets are 30 bits (see `ShardState::next_ticket` for why wrapping is harmless).
+const TICKET_MASK: u32 = (1 << 30) - 1;
+
+impl PackedState {
+    fn get(self) -> KeyState {
+        let ticket = (self.0 as u32) >> 2;
+        let priority = (self.0 >> 32) as u32 as i32;
+        match self.0 & 3 {
+            0 => KeyState::Queued { ticket, priority },
+            1 => KeyState::Processing,
+            _ => KeyState::ProcessingDirty { priority },
+        }
+    }
+}
+
+impl From<KeyState> for PackedState {
+    fn from(state: KeyState) -> Self {
+        let (variant, ticket, priority) = match state {
+            KeyState::Queued { ticket, priority } => (0, ticket & TICKET_MASK, priority),
+            KeyState::Processing => (1, 0, 0),
+            KeyState::ProcessingDirty { priority } => (2, 0, priority),
+        };
+        PackedState(((priority as u32 as u64) << 32) | (u64::from(ticket) << 2) | variant)
+    }
+}
+
 struct Slot<K> {
     key: K,
-    state: KeyState,
+    state: PackedState,
 }
 
 struct ShardState<K> {
@@ -156,35 +188,39 @@ impl<K: Hash + Eq + Clone> KeyTable<K> {
                 let ticket = next(&mut shard.next_ticket);
                 vacant.insert(Slot {
                     key: key.clone(),
-                    state: KeyState::Queued { ticket, priority },
+                    state: KeyState::Queued { ticket, priority }.into(),
                 });
                 AddOutcome::Enqueue {
                     ticket,
                     raised: false,
                 }
             }
-            Entry::Occupied(mut occupied) => match &mut occupied.get_mut().state {
-                KeyState::Queued {
-                    ticket,
-                    priority: p,
-                } if priority > *p => {
-                    *ticket = next(&mut shard.next_ticket);
-                    *p = priority;
-                    AddOutcome::Enqueue {
-                        ticket: *ticket,
-                        raised: true,
+            Entry::Occupied(mut occupied) => {
+                let slot = occupied.get_mut();
+                let (state, outcome) = match slot.state.get() {
+                    KeyState::Queued { priority: p, .. } if priority > p => {
+                        let ticket = next(&mut shard.next_ticket);
+                        let raised = AddOutcome::Enqueue {
+                            ticket,
+                            raised: true,
+                        };
+                        (KeyState::Queued { ticket, priority }, raised)
                     }
-                }
-                KeyState::Queued { .. } => AddOutcome::AlreadyQueued,
-                state @ KeyState::Processing => {
-                    *state = KeyState::ProcessingDirty { priority };
-                    AddOutcome::MarkedDirty { newly_dirty: true }
-                }
-                KeyState::ProcessingDirty { priority: p } => {
-                    *p = (*p).max(priority);
-                    AddOutcome::MarkedDirty { newly_dirty: false }
-                }
-            },
+                    queued @ KeyState::Queued { .. } => (queued, AddOutcome::AlreadyQueued),
+                    KeyState::Processing => (
+                        KeyState::ProcessingDirty { priority },
+                        AddOutcome::MarkedDirty { newly_dirty: true },
+                    ),
+                    KeyState::ProcessingDirty { priority: p } => (
+                        KeyState::ProcessingDirty {
+                            priority: p.max(priority),
+                        },
+                        AddOutcome::MarkedDirty { newly_dirty: false },
+                    ),
+                };
+                slot.state = state.into();
+                outcome
+            }
         };
         if let Some(timings) = &mut shard.timings {
             let newly_dirty = matches!(
@@ -206,9 +242,9 @@ impl<K: Hash + Eq + Clone> KeyTable<K> {
         let mut shard = self.shard(hash).lock();
         let shard = &mut *shard;
         let slot = shard.slots.find_mut(hash, |slot| slot.key == *key)?;
-        match slot.state {
+        match slot.state.get() {
             KeyState::Queued { ticket: live, .. } if live == ticket => {
-                slot.state = KeyState::Processing;
+                slot.state = KeyState::Processing.into();
                 shard.processing += 1;
                 let Some(timings) = &mut shard.timings else {
                     return Some(Stamp::NONE);
@@ -228,7 +264,7 @@ impl<K: Hash + Eq + Clone> KeyTable<K> {
         let Ok(entry) = shard.slots.find_entry(hash, |slot| slot.key == *key) else {
             return DoneOutcome::NotProcessing;
         };
-        let outcome = match entry.get().state {
+        let outcome = match entry.get().state.get() {
             KeyState::Processing => {
                 entry.remove();
                 DoneOutcome::Finished {
@@ -237,7 +273,7 @@ impl<K: Hash + Eq + Clone> KeyTable<K> {
             }
             KeyState::ProcessingDirty { priority } => {
                 let ticket = next(&mut shard.next_ticket);
-                entry.into_mut().state = KeyState::Queued { ticket, priority };
+                entry.into_mut().state = KeyState::Queued { ticket, priority }.into();
                 DoneOutcome::Requeue {
                     started_at: Stamp::NONE,
                     ticket,
@@ -279,7 +315,7 @@ impl<K: Hash + Eq + Clone> KeyTable<K> {
         shard
             .slots
             .find(hash, |slot| slot.key == *key)
-            .map(|slot| slot.state)
+            .map(|slot| slot.state.get())
     }
 
     /// Number of keys being processed, summed over shards (locks each shard in turn; not for hot paths).
@@ -296,8 +332,9 @@ impl<K: Hash + Eq + Clone> KeyTable<K> {
                 return;
             };
             for slot in shard.slots.iter() {
+                let state = slot.state.get();
                 if matches!(
-                    slot.state,
+                    state,
                     KeyState::Processing | KeyState::ProcessingDirty { .. }
                 ) {
                     let hash = self.hasher.hash_one(&slot.key);
@@ -325,6 +362,52 @@ fn timing_mut<'a, K: Hash + Eq + Clone>(
 }
 
 fn next(counter: &mut u32) -> u32 {
-    *counter = counter.wrapping_add(1);
+    *counter = counter.wrapping_add(1) & TICKET_MASK;
     *counter
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn packed_state_round_trips() {
+        for priority in [i32::MIN, -1, 0, 1, 7, i32::MAX] {
+            for ticket in [0, 1, 12345, TICKET_MASK] {
+                let queued = KeyState::Queued { ticket, priority };
+                assert_eq!(PackedState::from(queued).get(), queued);
+            }
+            let dirty = KeyState::ProcessingDirty { priority };
+            assert_eq!(PackedState::from(dirty).get(), dirty);
+        }
+        assert_eq!(
+            PackedState::from(KeyState::Processing).get(),
+            KeyState::Processing
+        );
+        assert_eq!(std::mem::size_of::<Slot<std::sync::Arc<str>>>(), 24);
+    }
+
+    #[test]
+    fn stale_tickets_are_told_apart_from_live_ones() {
+        let table: KeyTable<&str> = KeyTable::new(false);
+        let hash = table.hash(&"k");
+        let AddOutcome::Enqueue { ticket: first, .. } = table.add(&"k", hash, 0, Stamp::NONE)
+        else {
+            panic!("not enqueued");
+        };
+        let AddOutcome::Enqueue {
+            ticket: raised,
+            raised: true,
+        } = table.add(&"k", hash, 5, Stamp::NONE)
+        else {
+            panic!("not raised");
+        };
+        assert_eq!(table.claim(&"k", hash, first, Stamp::NONE), None);
+        assert!(table.claim(&"k", hash, raised, Stamp::NONE).is_some());
+        assert_eq!(
+            table.claim(&"k", hash, raised, Stamp::NONE),
+            None,
+            "claimed twice"
+        );
+    }
 }
