@@ -12,13 +12,15 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier, Mutex};
 use std::time::{Duration, Instant};
 
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use kube_runtime::scheduler::{ScheduleRequest, scheduler};
 use tokio::sync::{Notify, mpsc};
 use tokio_stream::wrappers::UnboundedReceiverStream;
 
 type Key = Arc<str>;
 const IMPL: &str = "kube-runtime-5.0-scheduler";
+/// A key no workload uses, scheduled by `shut_down` to find the end of the requests.
+const SHUTDOWN_SENTINEL: &str = "\u{0}shutdown";
 
 /// SplitMix64, exactly as WORKLOADS.md gives it.
 struct SplitMix64(u64);
@@ -55,9 +57,9 @@ fn vectors_ok() -> bool {
 ///   from being reconciled twice at once: a key being processed is held back until its `done`.
 /// - `num_requeues` / `forget` / `add_rate_limited`: a per-key failure count in the adapter,
 ///   `delay = base · 2^failures` capped at 1 s.
-/// - `shut_down()`: the scheduler has no notion of draining; after shutdown the dispatcher hands out
-///   what the scheduler still emits and closes once it has been quiet for 20 ms with nothing being
-///   processed (not counted: every workload's clock stops at the last `done`).
+/// - `shut_down()`: the scheduler cannot tell when it is empty, so shutdown schedules a sentinel key
+///   5 ms after every earlier request; once it comes out, the dispatcher hands out what is left and
+///   closes when nothing is processing (not timed: every workload's clock stops at the last `done`).
 #[derive(Clone)]
 struct SchedulerQueue {
     requests: mpsc::UnboundedSender<ScheduleRequest<Key>>,
@@ -85,30 +87,40 @@ impl SchedulerQueue {
         let q = queue.clone();
         runtime.spawn(async move {
             let mut sched = std::pin::pin!(scheduler(UnboundedReceiverStream::new(incoming)));
-            let mut quiet_since: Option<tokio::time::Instant> = None;
+            // Set once the shutdown sentinel comes out: every earlier request has been emitted or is
+            // held for a key still being processed.
+            let mut draining = false;
             loop {
                 let processing = q.processing.clone();
                 let mut held = sched
                     .as_mut()
                     .hold_unless(move |k: &Key| !processing.lock().unwrap().contains(k));
-                let next = held.next();
+                if draining && q.processing.lock().unwrap().is_empty() {
+                    // Nothing is held back now: whatever is left comes out at once, or nothing is.
+                    match held.next().now_or_never() {
+                        Some(Some(key)) => {
+                            q.processing.lock().unwrap().insert(key.clone());
+                            if ready_tx.send(key).await.is_err() {
+                                break;
+                            }
+                            continue;
+                        }
+                        _ => break,
+                    }
+                }
                 tokio::select! {
-                    key = next => {
+                    key = held.next() => {
                         let Some(key) = key else { break };
+                        if *key == *SHUTDOWN_SENTINEL {
+                            draining = true;
+                            continue;
+                        }
                         q.processing.lock().unwrap().insert(key.clone());
-                        quiet_since = None;
                         if ready_tx.send(key).await.is_err() {
                             break;
                         }
                     }
                     _ = q.done_signal.notified() => {}
-                    _ = tokio::time::sleep(Duration::from_millis(5)), if q.shutting_down.load(Ordering::SeqCst) => {
-                        let idle = q.processing.lock().unwrap().is_empty();
-                        let since = *quiet_since.get_or_insert_with(tokio::time::Instant::now);
-                        if idle && since.elapsed() >= Duration::from_millis(20) {
-                            break;
-                        }
-                    }
                 }
             }
             ready_tx.close();
@@ -161,9 +173,15 @@ impl SchedulerQueue {
         self.add_after(key, delay);
     }
 
+    /// Refuses later adds and schedules the sentinel 5 ms after every earlier request, so it is
+    /// emitted after all of them (tokio's timer wheel has 1 ms slots).
     fn shut_down(&self) {
-        self.shutting_down.store(true, Ordering::SeqCst);
-        self.done_signal.notify_one();
+        if self.shutting_down.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let run_at = tokio::time::Instant::now() + Duration::from_millis(5);
+        let message = Arc::from(SHUTDOWN_SENTINEL);
+        let _ = self.requests.send(ScheduleRequest { message, run_at });
     }
 }
 
