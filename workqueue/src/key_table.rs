@@ -166,7 +166,7 @@ impl<K: Hash + Eq + Clone> KeyTable<K> {
         }
     }
 
-    /// The key's hash. Computed once per operation and carried along (ready-queue entries keep it).
+    /// The key's hash, computed once per operation and passed to the table methods below.
     pub(crate) fn hash(&self, key: &K) -> u64 {
         self.hasher.hash_one(key)
     }
