@@ -283,7 +283,7 @@ impl<K: QueueKey> WorkQueue<K> {
     /// [`get`](Self::get) for threads that are not async: blocks the calling thread. Do not call it on
     /// an async runtime's worker thread.
     ///
-    /// Before it parks, the thread yields its core a few times ([`SPIN_YIELDS`]): with more busy
+    /// Before it parks, the thread yields its core a few times (eight): with more busy
     /// threads than cores, that lets a producer run and refill the queue, which is much cheaper than a
     /// park now and a wake-up (two system calls and two context switches) a moment later.
     pub fn get_blocking(&self) -> Option<K> {
