@@ -15,7 +15,7 @@
 
 use std::hash::Hash;
 use std::pin::pin;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
@@ -100,6 +100,11 @@ struct Inner<K: QueueKey> {
     ready: Mutex<ReadyQueue<K>>,
     /// Getters with nothing to take wait here. An add that queues a key wakes one; shutdown wakes all.
     ready_signal: Notify,
+    /// Getters registered on `ready_signal` (about to wait, or waiting). An add wakes one only if this
+    /// is non-zero, so a busy queue pays no wake-up cost. No wake-up is lost: a getter counts itself
+    /// before its last look at the ready queue, and an adder reads the count after its push; the ready
+    /// queue's lock orders the two (see `get`).
+    sleepers: AtomicUsize,
     /// Keys added with a delay, and the timer that adds them when it has passed.
     delayed: Arc<DelayedKeys<K>>,
     shutting_down: AtomicBool,
@@ -159,6 +164,7 @@ impl<K: QueueKey> WorkQueueBuilder<K> {
             keys: KeyTable::new(self.metrics.is_some()),
             ready: Mutex::new(ReadyQueue::new()),
             ready_signal: Notify::new(),
+            sleepers: AtomicUsize::new(0),
             delayed: Arc::new(DelayedKeys::new(thread_name, tick)),
             shutting_down: AtomicBool::new(false),
             draining: AtomicBool::new(false),
@@ -209,7 +215,10 @@ impl<K: QueueKey> WorkQueue<K> {
     /// - After [`shut_down`](Self::shut_down) the add is dropped and counted in
     ///   [`dropped_adds`](Self::dropped_adds).
     pub fn add(&self, key: K) {
-        self.add_with(key, AddOptions::new());
+        let inner = &*self.inner;
+        if !inner.refuse_if_shutting_down() {
+            inner.enqueue(key, 0);
+        }
     }
 
     /// [`add`](Self::add) at `priority` (default 0; higher first, FIFO within one priority). Adding a
@@ -267,7 +276,9 @@ impl<K: QueueKey> WorkQueue<K> {
             if inner.promote_due() {
                 continue;
             }
-            // Register before the last look, so an add or shutdown after it cannot be missed.
+            // Register (and count ourselves a sleeper) before the last look, so an add or shutdown
+            // after it cannot be missed.
+            let _sleeping = Sleeping::new(&inner.sleepers);
             let mut woken = pin!(inner.ready_signal.notified());
             woken.as_mut().enable();
             if let Some(key) = inner.take() {
@@ -319,7 +330,7 @@ impl<K: QueueKey> WorkQueue<K> {
                     ticket,
                 };
                 inner.ready.lock().push(entry, priority, false);
-                inner.ready_signal.notify_one();
+                inner.wake_one();
                 started_at
             }
             DoneOutcome::NotProcessing => {
@@ -422,6 +433,13 @@ impl<K: QueueKey> Inner<K> {
         }
     }
 
+    /// Wakes one waiting getter, if there is one. Call after pushing to the ready queue.
+    fn wake_one(&self) {
+        if self.sleepers.load(Ordering::SeqCst) > 0 {
+            self.ready_signal.notify_one();
+        }
+    }
+
     /// True (and the add counted as dropped) if the queue is shutting down.
     fn refuse_if_shutting_down(&self) -> bool {
         let refused = self.shutting_down.load(Ordering::SeqCst);
@@ -440,7 +458,7 @@ impl<K: QueueKey> Inner<K> {
                 self.ready.lock().push(entry, priority, raised);
                 if !raised {
                     self.with_metrics(|m| m.added());
-                    self.ready_signal.notify_one();
+                    self.wake_one();
                 }
             }
             AddOutcome::MarkedDirty { newly_dirty: true } => self.with_metrics(|m| m.added()),
@@ -505,6 +523,22 @@ impl<K: QueueKey> Deliver<K> for Inner<K> {
             longest = longest.max(running);
         });
         metrics.unfinished(total, longest);
+    }
+}
+
+/// Counts a getter in `Inner::sleepers` for as long as it lives (also if the `get` future is dropped).
+struct Sleeping<'a>(&'a AtomicUsize);
+
+impl<'a> Sleeping<'a> {
+    fn new(sleepers: &'a AtomicUsize) -> Self {
+        sleepers.fetch_add(1, Ordering::SeqCst);
+        Sleeping(sleepers)
+    }
+}
+
+impl Drop for Sleeping<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
