@@ -1,12 +1,10 @@
 //! Per-key exponential backoff: each failure of a key doubles its next delay, up to a cap.
 
-use std::collections::HashMap;
 use std::hash::Hash;
 use std::time::Duration;
 
-use parking_lot::Mutex;
-
 use super::RateLimiter;
+use super::failure_counts::FailureCounts;
 
 /// Delay for a key's `n`-th failure (counting from 0) is `base · 2^n`, capped at `max`: with the
 /// defaults 5 ms, 10 ms, 20 ms, … 1000 s. No overflow however many failures: the count saturates
@@ -14,17 +12,17 @@ use super::RateLimiter;
 pub struct ExponentialFailureRateLimiter<K> {
     base: Duration,
     max: Duration,
-    /// Failures per key since its last `forget`; a key with none is absent.
-    failures: Mutex<HashMap<K, u32, foldhash::fast::RandomState>>,
+    /// Failures per key since its last `forget`.
+    failures: FailureCounts<K>,
 }
 
-impl<K> ExponentialFailureRateLimiter<K> {
+impl<K: Hash + Eq + Clone> ExponentialFailureRateLimiter<K> {
     /// `base` is the first delay, `max` the cap.
     pub fn new(base: Duration, max: Duration) -> Self {
         ExponentialFailureRateLimiter {
             base,
             max,
-            failures: Mutex::new(HashMap::default()),
+            failures: FailureCounts::new(),
         }
     }
 
@@ -42,7 +40,7 @@ impl<K> ExponentialFailureRateLimiter<K> {
     }
 }
 
-impl<K> Default for ExponentialFailureRateLimiter<K> {
+impl<K: Hash + Eq + Clone> Default for ExponentialFailureRateLimiter<K> {
     /// base 5 ms, max 1000 s (client-go's `DefaultControllerRateLimiter` values).
     fn default() -> Self {
         Self::new(Duration::from_millis(5), Duration::from_secs(1000))
@@ -51,22 +49,15 @@ impl<K> Default for ExponentialFailureRateLimiter<K> {
 
 impl<K: Hash + Eq + Clone + Send + Sync> RateLimiter<K> for ExponentialFailureRateLimiter<K> {
     fn when(&self, key: &K) -> Duration {
-        let mut failures = self.failures.lock();
-        let count = match failures.get_mut(key) {
-            Some(count) => count,
-            None => failures.entry(key.clone()).or_insert(0),
-        };
-        let delay = self.delay(*count);
-        *count = count.saturating_add(1);
-        delay
+        self.delay(self.failures.bump(key))
     }
 
     fn forget(&self, key: &K) {
-        self.failures.lock().remove(key);
+        self.failures.forget(key);
     }
 
     fn num_requeues(&self, key: &K) -> usize {
-        self.failures.lock().get(key).map_or(0, |&n| n as usize)
+        self.failures.get(key) as usize
     }
 }
 
@@ -110,7 +101,7 @@ mod tests {
         }
         // The failure count saturates instead of wrapping back to short delays.
         let saturated = ExponentialFailureRateLimiter::default();
-        saturated.failures.lock().insert("k", u32::MAX);
+        saturated.failures.set("k", u32::MAX);
         assert_eq!(saturated.when(&"k"), Duration::from_secs(1000));
         assert_eq!(saturated.num_requeues(&"k"), u32::MAX as usize);
     }

@@ -1,12 +1,10 @@
 //! Per-key fast/slow: a few quick retries, then slow ones.
 
-use std::collections::HashMap;
 use std::hash::Hash;
 use std::time::Duration;
 
-use parking_lot::Mutex;
-
 use super::RateLimiter;
+use super::failure_counts::FailureCounts;
 
 /// The first `max_fast_attempts` failures of a key wait `fast`; later ones wait `slow`.
 /// client-go's `ItemFastSlowRateLimiter` (which has no defaults either).
@@ -14,30 +12,25 @@ pub struct FastSlowRateLimiter<K> {
     fast: Duration,
     slow: Duration,
     max_fast_attempts: u32,
-    /// Failures per key since its last `forget`; a key with none is absent.
-    attempts: Mutex<HashMap<K, u32, foldhash::fast::RandomState>>,
+    /// Failures per key since its last `forget`.
+    attempts: FailureCounts<K>,
 }
 
-impl<K> FastSlowRateLimiter<K> {
+impl<K: Hash + Eq + Clone> FastSlowRateLimiter<K> {
     pub fn new(fast: Duration, slow: Duration, max_fast_attempts: u32) -> Self {
         FastSlowRateLimiter {
             fast,
             slow,
             max_fast_attempts,
-            attempts: Mutex::new(HashMap::default()),
+            attempts: FailureCounts::new(),
         }
     }
 }
 
 impl<K: Hash + Eq + Clone + Send + Sync> RateLimiter<K> for FastSlowRateLimiter<K> {
     fn when(&self, key: &K) -> Duration {
-        let mut attempts = self.attempts.lock();
-        let count = match attempts.get_mut(key) {
-            Some(count) => count,
-            None => attempts.entry(key.clone()).or_insert(0),
-        };
-        *count = count.saturating_add(1);
-        if *count <= self.max_fast_attempts {
+        // This failure is attempt number `before + 1`.
+        if self.attempts.bump(key) < self.max_fast_attempts {
             self.fast
         } else {
             self.slow
@@ -45,11 +38,11 @@ impl<K: Hash + Eq + Clone + Send + Sync> RateLimiter<K> for FastSlowRateLimiter<
     }
 
     fn forget(&self, key: &K) {
-        self.attempts.lock().remove(key);
+        self.attempts.forget(key);
     }
 
     fn num_requeues(&self, key: &K) -> usize {
-        self.attempts.lock().get(key).map_or(0, |&n| n as usize)
+        self.attempts.get(key) as usize
     }
 }
 

@@ -17,6 +17,7 @@
 
 mod bucket;
 mod exponential;
+mod failure_counts;
 mod fast_slow;
 mod max_of;
 
