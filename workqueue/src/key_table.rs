@@ -26,11 +26,10 @@
 
 use std::hash::{BuildHasher, Hash};
 
-use hashbrown::HashTable;
-use hashbrown::hash_table::Entry;
 use parking_lot::Mutex;
 
 use crate::clock::Stamp;
+use crate::probe_table::{Probe, ProbeTable};
 
 /// Number of shards. A power of two well above the core count of a typical controller host, so that
 /// two threads rarely want the same shard; 64 small tables cost no more memory than one large one.
@@ -87,9 +86,9 @@ pub(crate) enum DoneOutcome {
 }
 
 /// A [`KeyState`] in eight bytes: bits 0–1 the variant, bits 2–31 the ticket, bits 32–63 the
-/// priority. With an `Arc<str>` key a slot is then 24 bytes instead of 32: the table is the queue's
-/// largest structure, and with a million keys its size decides how often the queue misses the cache
-/// (measured on W1 of `benches/WORKLOADS.md`).
+/// priority. With an `Arc<str>` key a bucket (hash, key, state) is then 32 bytes, two to a cache
+/// line: the table is the queue's largest structure, and with a million keys its size decides how
+/// often the queue misses the cache (measured on W1 of `benches/WORKLOADS.md`).
 #[derive(Debug, Clone, Copy)]
 struct PackedState(u64);
 
@@ -119,15 +118,11 @@ impl From<KeyState> for PackedState {
     }
 }
 
-struct Slot<K> {
-    key: K,
-    state: PackedState,
-}
-
 struct ShardState<K> {
-    slots: HashTable<Slot<K>>,
+    /// Each known key and its state.
+    slots: ProbeTable<K, PackedState>,
     /// `Some` only in queues with metrics. Invariant: holds an entry for exactly the keys in `slots`.
-    timings: Option<HashTable<(K, Timing)>>,
+    timings: Option<ProbeTable<K, Timing>>,
     /// Source of tickets for keys in this shard. A key always lives in the same shard, so tickets
     /// differ between one key's entries unless 2^32 tickets are issued in the shard while a stale entry
     /// waits; even then the worst case is that the key is handed out from its older position (the
@@ -153,8 +148,8 @@ impl<K: Hash + Eq + Clone> KeyTable<K> {
         let shards = (0..SHARDS)
             .map(|_| {
                 Shard(Mutex::new(ShardState {
-                    slots: HashTable::new(),
-                    timings: timed.then(HashTable::new),
+                    slots: ProbeTable::new(),
+                    timings: timed.then(ProbeTable::new),
                     next_ticket: 0,
                     processing: 0,
                 }))
@@ -172,8 +167,8 @@ impl<K: Hash + Eq + Clone> KeyTable<K> {
     }
 
     fn shard(&self, hash: u64) -> &Mutex<ShardState<K>> {
-        // hashbrown uses the low bits (bucket index) and the top seven bits (tag); take the shard from
-        // bits in between so the two do not correlate.
+        // The shard's table places keys by the low bits; take the shard from high bits so the two do
+        // not correlate.
         &self.shards[(hash >> 40) as usize & (SHARDS - 1)].0
     }
 
@@ -181,23 +176,22 @@ impl<K: Hash + Eq + Clone> KeyTable<K> {
     pub(crate) fn add(&self, key: &K, hash: u64, priority: i32, now: Stamp) -> AddOutcome {
         let mut shard = self.shard(hash).lock();
         let shard = &mut *shard;
-        let hasher = |slot: &Slot<K>| self.hasher.hash_one(&slot.key);
-        let entry = shard.slots.entry(hash, |slot| slot.key == *key, hasher);
-        let outcome = match entry {
-            Entry::Vacant(vacant) => {
+        shard.slots.reserve_one();
+        let outcome = match shard.slots.find(hash, |k| k == key) {
+            Probe::Vacant(at) => {
                 let ticket = next(&mut shard.next_ticket);
-                vacant.insert(Slot {
-                    key: key.clone(),
-                    state: KeyState::Queued { ticket, priority }.into(),
-                });
+                let state = KeyState::Queued { ticket, priority }.into();
+                shard.slots.insert(at, hash, key.clone(), state);
                 AddOutcome::Enqueue {
                     ticket,
                     raised: false,
                 }
             }
-            Entry::Occupied(mut occupied) => {
-                let slot = occupied.get_mut();
-                let (state, outcome) = match slot.state.get() {
+            Probe::Found(at) => {
+                let Some(slot) = shard.slots.value_mut(at) else {
+                    return AddOutcome::AlreadyQueued;
+                };
+                let (state, outcome) = match slot.get() {
                     KeyState::Queued { priority: p, .. } if priority > p => {
                         let ticket = next(&mut shard.next_ticket);
                         let raised = AddOutcome::Enqueue {
@@ -218,7 +212,7 @@ impl<K: Hash + Eq + Clone> KeyTable<K> {
                         AddOutcome::MarkedDirty { newly_dirty: false },
                     ),
                 };
-                slot.state = state.into();
+                *slot = state.into();
                 outcome
             }
         };
@@ -229,7 +223,9 @@ impl<K: Hash + Eq + Clone> KeyTable<K> {
                     | AddOutcome::MarkedDirty { newly_dirty: true }
             );
             if newly_dirty {
-                timing_mut(timings, &self.hasher, key, hash).queued_at = now;
+                if let Some(timing) = timing_mut(timings, key, hash) {
+                    timing.queued_at = now;
+                }
             }
         }
         outcome
@@ -241,15 +237,18 @@ impl<K: Hash + Eq + Clone> KeyTable<K> {
     pub(crate) fn claim(&self, key: &K, hash: u64, ticket: u32, now: Stamp) -> Option<Stamp> {
         let mut shard = self.shard(hash).lock();
         let shard = &mut *shard;
-        let slot = shard.slots.find_mut(hash, |slot| slot.key == *key)?;
-        match slot.state.get() {
+        let Probe::Found(at) = shard.slots.find(hash, |k| k == key) else {
+            return None;
+        };
+        let slot = shard.slots.value_mut(at)?;
+        match slot.get() {
             KeyState::Queued { ticket: live, .. } if live == ticket => {
-                slot.state = KeyState::Processing.into();
+                *slot = KeyState::Processing.into();
                 shard.processing += 1;
                 let Some(timings) = &mut shard.timings else {
                     return Some(Stamp::NONE);
                 };
-                let timing = timing_mut(timings, &self.hasher, key, hash);
+                let timing = timing_mut(timings, key, hash)?;
                 timing.started_at = now;
                 Some(timing.queued_at)
             }
@@ -261,19 +260,22 @@ impl<K: Hash + Eq + Clone> KeyTable<K> {
     pub(crate) fn done(&self, key: &K, hash: u64) -> DoneOutcome {
         let mut shard = self.shard(hash).lock();
         let shard = &mut *shard;
-        let Ok(entry) = shard.slots.find_entry(hash, |slot| slot.key == *key) else {
+        let Probe::Found(at) = shard.slots.find(hash, |k| k == key) else {
             return DoneOutcome::NotProcessing;
         };
-        let outcome = match entry.get().state.get() {
+        let Some(slot) = shard.slots.value_mut(at) else {
+            return DoneOutcome::NotProcessing;
+        };
+        let outcome = match slot.get() {
             KeyState::Processing => {
-                entry.remove();
+                shard.slots.remove(at);
                 DoneOutcome::Finished {
                     started_at: Stamp::NONE,
                 }
             }
             KeyState::ProcessingDirty { priority } => {
                 let ticket = next(&mut shard.next_ticket);
-                entry.into_mut().state = KeyState::Queued { ticket, priority }.into();
+                *slot = KeyState::Queued { ticket, priority }.into();
                 DoneOutcome::Requeue {
                     started_at: Stamp::NONE,
                     ticket,
@@ -286,13 +288,16 @@ impl<K: Hash + Eq + Clone> KeyTable<K> {
         let Some(timings) = &mut shard.timings else {
             return outcome;
         };
-        let Ok(timing) = timings.find_entry(hash, |(k, _)| k == key) else {
+        let Probe::Found(at) = timings.find(hash, |k| k == key) else {
             return outcome;
         };
-        let started = timing.get().1.started_at;
+        let started = timings
+            .value_mut(at)
+            .map(|t| t.started_at)
+            .unwrap_or_default();
         match outcome {
             DoneOutcome::Finished { .. } => {
-                timing.remove();
+                timings.remove(at);
                 DoneOutcome::Finished {
                     started_at: started,
                 }
@@ -311,11 +316,11 @@ impl<K: Hash + Eq + Clone> KeyTable<K> {
     /// The key's current state, if the queue knows it.
     pub(crate) fn state(&self, key: &K) -> Option<KeyState> {
         let hash = self.hash(key);
-        let shard = self.shard(hash).lock();
-        shard
-            .slots
-            .find(hash, |slot| slot.key == *key)
-            .map(|slot| slot.state.get())
+        let mut shard = self.shard(hash).lock();
+        let Probe::Found(at) = shard.slots.find(hash, |k| k == key) else {
+            return None;
+        };
+        shard.slots.value_mut(at).map(|state| state.get())
     }
 
     /// Number of keys being processed, summed over shards (locks each shard in turn; not for hot paths).
@@ -331,15 +336,15 @@ impl<K: Hash + Eq + Clone> KeyTable<K> {
             let Some(timings) = &shard.timings else {
                 return;
             };
-            for slot in shard.slots.iter() {
-                let state = slot.state.get();
+            for (hash, key, state) in shard.slots.iter() {
                 if matches!(
-                    state,
+                    state.get(),
                     KeyState::Processing | KeyState::ProcessingDirty { .. }
                 ) {
-                    let hash = self.hasher.hash_one(&slot.key);
-                    if let Some((_, timing)) = timings.find(hash, |(k, _)| *k == slot.key) {
-                        f(timing.started_at);
+                    if let Probe::Found(at) = timings.find(hash, |k| k == key) {
+                        if let Some(timing) = timings.value(at) {
+                            f(timing.started_at);
+                        }
                     }
                 }
             }
@@ -347,18 +352,21 @@ impl<K: Hash + Eq + Clone> KeyTable<K> {
     }
 }
 
-/// The key's timing entry, created if missing.
+/// The key's timing entry, created if missing (`None` only if the table breaks its own rules).
 fn timing_mut<'a, K: Hash + Eq + Clone>(
-    timings: &'a mut HashTable<(K, Timing)>,
-    hasher: &foldhash::fast::RandomState,
+    timings: &'a mut ProbeTable<K, Timing>,
     key: &K,
     hash: u64,
-) -> &'a mut Timing {
-    let entry = timings.entry(hash, |(k, _)| k == key, |(k, _)| hasher.hash_one(k));
-    &mut entry
-        .or_insert_with(|| (key.clone(), Timing::default()))
-        .into_mut()
-        .1
+) -> Option<&'a mut Timing> {
+    timings.reserve_one();
+    let at = match timings.find(hash, |k| k == key) {
+        Probe::Found(at) => at,
+        Probe::Vacant(at) => {
+            timings.insert(at, hash, key.clone(), Timing::default());
+            at
+        }
+    };
+    timings.value_mut(at)
 }
 
 fn next(counter: &mut u32) -> u32 {
@@ -384,7 +392,6 @@ mod tests {
             PackedState::from(KeyState::Processing).get(),
             KeyState::Processing
         );
-        assert_eq!(std::mem::size_of::<Slot<std::sync::Arc<str>>>(), 24);
     }
 
     #[test]

@@ -81,6 +81,7 @@ mod clock;
 mod delay;
 mod key_table;
 pub mod metrics;
+mod probe_table;
 mod queue;
 pub mod rate_limiter;
 mod ready_queue;
