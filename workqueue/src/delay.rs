@@ -19,14 +19,16 @@
 //! the queue shuts down or is dropped, after which nothing it held is left.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
-use std::hash::Hash;
+use std::collections::BinaryHeap;
+use std::hash::{BuildHasher, Hash};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
+
+use crate::probe_table::{Probe, ProbeTable};
 
 /// Nanoseconds since [`DelayedKeys::epoch`].
 type Nanos = u64;
@@ -53,6 +55,8 @@ struct Waiting {
 struct HeapEntry<K> {
     due: Nanos,
     seq: u64,
+    /// The key's hash in `waiting`, so that popping does not hash the key again.
+    hash: u64,
     key: K,
 }
 
@@ -90,7 +94,7 @@ enum Timer {
 struct State<K> {
     heap: BinaryHeap<Reverse<HeapEntry<K>>>,
     /// Invariant: every key here has exactly one heap entry with its `seq` (its live entry).
-    waiting: HashMap<K, Waiting, foldhash::fast::RandomState>,
+    waiting: ProbeTable<K, Waiting>,
     next_seq: u64,
     timer: Timer,
 }
@@ -102,6 +106,7 @@ pub(crate) struct DelayedKeys<K> {
     /// getter can tell in one load that there is nothing to promote.
     next_due: AtomicU64,
     epoch: Instant,
+    hasher: foldhash::fast::RandomState,
     /// If set, the timer thread also wakes this often to call [`Deliver::tick`].
     tick: Option<Duration>,
     /// Name for the timer thread.
@@ -113,13 +118,14 @@ impl<K: Hash + Eq + Clone + Send + Sync + 'static> DelayedKeys<K> {
         DelayedKeys {
             state: Mutex::new(State {
                 heap: BinaryHeap::new(),
-                waiting: HashMap::default(),
+                waiting: ProbeTable::new(),
                 next_seq: 0,
                 timer: Timer::NotStarted,
             }),
             timer_wake: Condvar::new(),
             next_due: AtomicU64::new(NOTHING_DUE),
             epoch: Instant::now(),
+            hasher: foldhash::fast::RandomState::default(),
             tick,
             thread_name,
         }
@@ -141,26 +147,42 @@ impl<K: Hash + Eq + Clone + Send + Sync + 'static> DelayedKeys<K> {
         let due = self
             .now()
             .saturating_add(Nanos::try_from(delay.as_nanos()).unwrap_or(NOTHING_DUE));
+        let hash = self.hasher.hash_one(&key);
         let mut state = self.state.lock();
+        let state = &mut *state;
         if matches!(state.timer, Timer::Stopped) {
             return false;
         }
-        if let Some(w) = state.waiting.get_mut(&key) {
-            w.priority = w.priority.max(priority);
-            if w.due <= due {
-                return true;
-            }
-        }
         state.next_seq += 1;
         let seq = state.next_seq;
-        state
-            .waiting
-            .insert(key.clone(), Waiting { due, seq, priority });
-        state.heap.push(Reverse(HeapEntry { due, seq, key }));
+        state.waiting.reserve_one();
+        match state.waiting.find(hash, |k| *k == key) {
+            Probe::Found(at) => {
+                let Some(w) = state.waiting.value_mut(at) else {
+                    return true;
+                };
+                w.priority = w.priority.max(priority);
+                if w.due <= due {
+                    return true;
+                }
+                w.due = due;
+                w.seq = seq;
+            }
+            Probe::Vacant(at) => {
+                let waiting = Waiting { due, seq, priority };
+                state.waiting.insert(at, hash, key.clone(), waiting);
+            }
+        }
+        state.heap.push(Reverse(HeapEntry {
+            due,
+            seq,
+            hash,
+            key,
+        }));
         if due < self.next_due.load(Ordering::Relaxed) {
             self.next_due.store(due, Ordering::Release);
         }
-        self.wake_timer_for(&mut state, due, target);
+        self.wake_timer_for(state, due, target);
         true
     }
 
@@ -224,10 +246,12 @@ impl<K: Hash + Eq + Clone + Send + Sync + 'static> DelayedKeys<K> {
             let Some(Reverse(entry)) = state.heap.pop() else {
                 break;
             };
-            if let Some(w) = state.waiting.get(&entry.key) {
-                if w.seq == entry.seq {
-                    let priority = w.priority;
-                    state.waiting.remove(&entry.key);
+            let Probe::Found(at) = state.waiting.find(entry.hash, |k| *k == entry.key) else {
+                continue;
+            };
+            if let Some(&Waiting { seq, priority, .. }) = state.waiting.value(at) {
+                if seq == entry.seq {
+                    state.waiting.remove(at);
                     out.push((entry.key, priority));
                 }
             }
@@ -257,7 +281,7 @@ impl<K: Hash + Eq + Clone + Send + Sync + 'static> DelayedKeys<K> {
         let thread = {
             let mut state = self.state.lock();
             state.heap.clear();
-            state.waiting.clear();
+            state.waiting = ProbeTable::new();
             self.next_due.store(NOTHING_DUE, Ordering::Release);
             match std::mem::replace(&mut state.timer, Timer::Stopped) {
                 Timer::Running { thread, .. } => thread,

@@ -43,7 +43,6 @@ impl<K, V> ProbeTable<K, V> {
         }
     }
 
-    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.len
     }

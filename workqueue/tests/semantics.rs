@@ -230,6 +230,24 @@ async fn a_waiting_key_keeps_its_earliest_ready_time() {
     assert_eq!(q.delayed_len(), 0);
 }
 
+#[tokio::test]
+async fn a_waiting_key_keeps_its_highest_priority_when_its_time_moves_earlier() {
+    let q = queue();
+    q.add_with(
+        "a",
+        AddOptions::new().priority(5).after(Duration::from_secs(60)),
+    );
+    q.add_with("a", AddOptions::new().after(Duration::from_millis(20))); // earlier, priority 0
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while q.len() == 0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    q.add_with_priority("b", 1);
+    // "a" kept priority 5 when its ready time moved earlier, so it goes before "b" (priority 1).
+    assert_eq!(poll_get(&q), Poll::Ready(Some("a")));
+    assert_eq!(poll_get(&q), Poll::Ready(Some("b")));
+}
+
 #[test]
 fn zero_delay_is_a_plain_add() {
     let q = queue();
