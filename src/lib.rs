@@ -18,5 +18,13 @@
 //!                                                   └──────────────── Lister reads ◀─────────────────────────┘
 //! ```
 
+pub mod client;
+pub mod config;
+pub mod error;
+
+pub use client::Client;
+pub use config::Config;
+pub use error::Error;
 pub use ferrokube_informer as informer;
 pub use ferrokube_workqueue as workqueue;
+pub use k8s_openapi;
