@@ -18,10 +18,14 @@
 //!                                                   └──────────────── Lister reads ◀─────────────────────────┘
 //! ```
 
+pub mod api;
+pub mod backoff;
 pub mod client;
 pub mod config;
 pub mod error;
+pub mod watch;
 
+pub use api::{Api, ApiResource, DynamicObject, Object};
 pub use client::Client;
 pub use config::Config;
 pub use error::Error;

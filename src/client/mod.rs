@@ -284,4 +284,3 @@ async fn error_from_response(response: Response<Incoming>, url: &str) -> Error {
     }
     Error::Api(Box::new(ApiError::from_response(code, &body, retry_after)))
 }
-
