@@ -129,7 +129,7 @@ impl<K> ObjectList<K> {
 #[derive(Debug, Clone)]
 pub enum Deleted<K> {
     Pending(K),
-    Gone(Status),
+    Gone(Box<Status>),
 }
 
 /// The verbs on one resource, in one namespace or all of them. See the [module docs](self).
@@ -457,7 +457,7 @@ fn decode_deleted<T: DeserializeOwned>(body: &[u8]) -> Result<Deleted<T>, Error>
     let probe: KindOnly = serde_json::from_slice(body).map_err(decode_error)?;
     if probe.kind.as_deref() == Some("Status") {
         return serde_json::from_slice(body)
-            .map(Deleted::Gone)
+            .map(|status| Deleted::Gone(Box::new(status)))
             .map_err(decode_error);
     }
     serde_json::from_slice(body)
