@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# End-to-end tests against a real kube-apiserver: start it (scripts/kube-apiserver.sh up: installs and
+# builds what it needs on first use), run every end-to-end test target against it, stop it, and exit
+# non-zero if anything failed.
+#
+#   scripts/e2e.sh                 # everything
+#   KEEP=1 scripts/e2e.sh          # leave the server running afterwards (stop: scripts/kube-apiserver.sh down)
+#
+# To run the same tests against your own cluster instead, skip this script:
+#   KUBECONFIG=~/.kube/config cargo test --features e2e --test e2e_client
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+scripts/kube-apiserver.sh up
+eval "$(scripts/kube-apiserver.sh env)"
+export KUBECONFIG
+
+status=0
+# Each end-to-end target, in turn (later issues add theirs here).
+for target in e2e_client; do
+  echo "[e2e] cargo test --features e2e --test $target" >&2
+  cargo test --features e2e --test "$target" -- --test-threads=4 || status=1
+done
+
+if [ "${KEEP:-0}" != 1 ]; then
+  scripts/kube-apiserver.sh down
+fi
+exit $status

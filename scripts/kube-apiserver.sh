@@ -1,0 +1,246 @@
+#!/usr/bin/env bash
+# A real kube-apiserver (Kubernetes 1.20.2, built from Debian's `kubernetes` source package) on etcd,
+# on loopback, with TLS, a client certificate user, bearer-token users and RBAC: the ground truth that
+# ferrokube's end-to-end tests run against.
+#
+#   scripts/kube-apiserver.sh build   # install packages, build kube-apiserver + kube-controller-manager
+#                                     # (cached under ~/.cache/ferrokube/bin; ~4 min each the first time)
+#   scripts/kube-apiserver.sh up      # build if needed, start etcd + kube-apiserver, write a kubeconfig
+#   scripts/kube-apiserver.sh down    # stop both and delete their state
+#   scripts/kube-apiserver.sh env     # print `export KUBECONFIG=...` for the running server
+#
+# The kubeconfig ($STATE/kubeconfig) has three contexts:
+#   cert    (current) user admin-cert: client certificate, group system:masters
+#   token             user admin-token: bearer token, group system:masters
+#   viewer            user viewer: bearer token, bound to the read-only `view` ClusterRole
+#
+# Settings (environment): STATE (default /tmp/ferrokube-apiserver), APISERVER_PORT (16443),
+# ETCD_PORT (12379), WATCH_CACHE_SIZE (default-watch-cache-size, 100: small, so that a watch from an
+# old resourceVersion gets 410 after a few hundred writes).
+set -euo pipefail
+
+log() { echo "[kube-apiserver] $*" >&2; }
+
+repo=$(cd "$(dirname "$0")/.." && pwd)
+cache=${XDG_CACHE_HOME:-$HOME/.cache}/ferrokube
+bin=$cache/bin
+STATE=${STATE:-/tmp/ferrokube-apiserver}
+APISERVER_PORT=${APISERVER_PORT:-16443}
+ETCD_PORT=${ETCD_PORT:-12379}
+WATCH_CACHE_SIZE=${WATCH_CACHE_SIZE:-100}
+VERSION_PKG=k8s.io/kubernetes/vendor/k8s.io/component-base/version
+
+install_packages() {
+  local missing=()
+  command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)
+  command -v openssl >/dev/null 2>&1 || missing+=(openssl)
+  command -v curl >/dev/null 2>&1 || missing+=(curl)
+  if [ ${#missing[@]} -gt 0 ]; then
+    log "installing ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq >&2
+    apt-get install -y -qq "${missing[@]}" >&2
+  fi
+}
+
+# openapi-gen over every package that asks for it, into pkg/generated/openapi (as the upstream
+# Makefile's gen_openapi does for the KUBE target).
+generate_openapi() {
+  local tree=$1 gopath=$2
+  local out=$tree/pkg/generated/openapi/zz_generated.openapi.go
+  [ -s "$out" ] && return 0
+  log "building openapi-gen"
+  (cd "$gopath/src/k8s.io/kubernetes" &&
+    env GO111MODULE=off CGO_ENABLED=0 GOPATH="$gopath" GOFLAGS= GOPROXY=off \
+      go build -o "$bin/openapi-gen" k8s.io/kubernetes/vendor/k8s.io/kube-openapi/cmd/openapi-gen >&2)
+  log "finding packages tagged +k8s:openapi-gen"
+  local dirs
+  dirs=$(cd "$tree" && {
+    grep -rl --include='*.go' -E '^// *\+k8s:openapi-gen=' pkg cmd plugin 2>/dev/null || true
+    grep -rl --include='*.go' -E '^// *\+k8s:openapi-gen=' staging/src/k8s.io | sed 's#^staging/src/#vendor/#'
+  } | xargs -n1 dirname | grep -v -e 'k8s.io/code-generator' -e 'k8s.io/sample-apiserver' \
+    | LC_ALL=C sort -u | sed 's#^#k8s.io/kubernetes/#' | paste -sd, -)
+  log "running openapi-gen over $(echo "$dirs" | tr ',' '\n' | wc -l) packages"
+  (cd "$gopath/src/k8s.io/kubernetes" &&
+    env GO111MODULE=off GOPATH="$gopath" "$bin/openapi-gen" \
+      --logtostderr -i "$dirs" \
+      -p k8s.io/kubernetes/pkg/generated/openapi \
+      -O zz_generated.openapi \
+      -h vendor/k8s.io/code-generator/hack/boilerplate.go.txt \
+      -r "$cache/openapi-violations.report" \
+      -o "$gopath/src" >&2)
+  [ -s "$out" ] || { log "openapi-gen produced no $out"; exit 1; }
+}
+
+build_one() {
+  local name=$1 tree=$2 gopath=$3
+  local stamp_want
+  stamp_want=$( { go version; echo "$tree"; } | sha256sum | cut -d' ' -f1)
+  if [ -x "$bin/$name" ] && [ "$(cat "$bin/$name.sha256" 2>/dev/null)" = "$stamp_want" ]; then
+    return 0
+  fi
+  log "building $name (a few minutes the first time)"
+  local start=$SECONDS
+  (cd "$gopath/src/k8s.io/kubernetes" &&
+    env GO111MODULE=off CGO_ENABLED=0 GOPATH="$gopath" GOFLAGS= GOPROXY=off \
+      go build -o "$bin/$name.tmp" \
+      -ldflags "-X $VERSION_PKG.gitVersion=v1.20.2 -X $VERSION_PKG.gitMajor=1 -X $VERSION_PKG.gitMinor=20 -X $VERSION_PKG.gitTreeState=clean" \
+      "k8s.io/kubernetes/cmd/$name" >&2)
+  mv "$bin/$name.tmp" "$bin/$name"
+  echo "$stamp_want" >"$bin/$name.sha256"
+  log "built $bin/$name in $((SECONDS - start)) s"
+}
+
+build() {
+  install_packages
+  mkdir -p "$bin"
+  local tree gopath
+  tree=$("$repo/scripts/kubernetes-source.sh" | tail -n 1)
+  gopath=$cache/kubernetes/gopath
+  generate_openapi "$tree" "$gopath"
+  build_one kube-apiserver "$tree" "$gopath"
+  build_one kube-controller-manager "$tree" "$gopath"
+}
+
+make_certs() {
+  local d=$STATE/pki
+  mkdir -p "$d"
+  [ -f "$d/viewer.done" ] && return 0
+  openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=ferrokube-test-ca" \
+    -keyout "$d/ca.key" -out "$d/ca.crt" 2>/dev/null
+  # Serving certificate for 127.0.0.1 / localhost.
+  openssl req -newkey rsa:2048 -nodes -subj "/CN=kube-apiserver" -keyout "$d/server.key" \
+    -out "$d/server.csr" 2>/dev/null
+  printf 'subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes.default.svc\nextendedKeyUsage=serverAuth\n' >"$d/server.ext"
+  openssl x509 -req -in "$d/server.csr" -CA "$d/ca.crt" -CAkey "$d/ca.key" -CAcreateserial \
+    -days 3650 -extfile "$d/server.ext" -out "$d/server.crt" 2>/dev/null
+  # Client certificate: an EC key (the token users cover the rest), group system:masters.
+  openssl ecparam -name prime256v1 -genkey -noout -out "$d/admin.key"
+  openssl req -new -key "$d/admin.key" -subj "/O=system:masters/CN=ferrokube-admin" \
+    -out "$d/admin.csr" 2>/dev/null
+  printf 'extendedKeyUsage=clientAuth\n' >"$d/client.ext"
+  openssl x509 -req -in "$d/admin.csr" -CA "$d/ca.crt" -CAkey "$d/ca.key" -CAcreateserial \
+    -days 3650 -extfile "$d/client.ext" -out "$d/admin.crt" 2>/dev/null
+  # Service-account signing key pair.
+  openssl genrsa -out "$d/sa.key" 2048 2>/dev/null
+  openssl rsa -in "$d/sa.key" -pubout -out "$d/sa.pub" 2>/dev/null
+  # Bearer tokens: token,user,uid,"groups".
+  local admin_token viewer_token
+  admin_token=$(openssl rand -hex 16)
+  viewer_token=$(openssl rand -hex 16)
+  printf '%s,ferrokube-token-admin,1001,"system:masters"\n%s,viewer,1002\n' \
+    "$admin_token" "$viewer_token" >"$d/tokens.csv"
+  echo "$admin_token" >"$d/admin.token"
+  echo "$viewer_token" >"$d/viewer.token"
+  touch "$d/viewer.done"
+}
+
+write_kubeconfig() {
+  local d=$STATE/pki server=https://127.0.0.1:$APISERVER_PORT
+  cat >"$STATE/kubeconfig" <<EOF
+apiVersion: v1
+kind: Config
+current-context: cert
+clusters:
+- name: ferrokube-e2e
+  cluster:
+    server: $server
+    certificate-authority: pki/ca.crt
+contexts:
+- name: cert
+  context: {cluster: ferrokube-e2e, user: admin-cert, namespace: default}
+- name: token
+  context: {cluster: ferrokube-e2e, user: admin-token, namespace: default}
+- name: viewer
+  context: {cluster: ferrokube-e2e, user: viewer, namespace: default}
+users:
+- name: admin-cert
+  user:
+    client-certificate: pki/admin.crt
+    client-key: pki/admin.key
+- name: admin-token
+  user:
+    token: $(cat "$d/admin.token")
+- name: viewer
+  user:
+    tokenFile: pki/viewer.token
+EOF
+}
+
+running() {
+  [ -f "$STATE/$1.pid" ] && kill -0 "$(cat "$STATE/$1.pid")" 2>/dev/null
+}
+
+up() {
+  build
+  mkdir -p "$STATE"
+  make_certs
+  write_kubeconfig
+  local d=$STATE/pki
+  if ! running etcd; then
+    log "starting etcd on 127.0.0.1:$ETCD_PORT"
+    etcd --name ferrokube-e2e --data-dir "$STATE/etcd" \
+      --listen-client-urls "http://127.0.0.1:$ETCD_PORT" \
+      --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
+      --listen-peer-urls "http://127.0.0.1:$((ETCD_PORT + 1))" \
+      --initial-advertise-peer-urls "http://127.0.0.1:$((ETCD_PORT + 1))" \
+      --initial-cluster "ferrokube-e2e=http://127.0.0.1:$((ETCD_PORT + 1))" \
+      >"$STATE/etcd.log" 2>&1 &
+    echo $! >"$STATE/etcd.pid"
+  fi
+  if ! running kube-apiserver; then
+    log "starting kube-apiserver on https://127.0.0.1:$APISERVER_PORT"
+    "$bin/kube-apiserver" \
+      --etcd-servers "http://127.0.0.1:$ETCD_PORT" \
+      --insecure-port=0 --secure-port "$APISERVER_PORT" \
+      --bind-address 127.0.0.1 --advertise-address 127.0.0.1 \
+      --tls-cert-file "$d/server.crt" --tls-private-key-file "$d/server.key" \
+      --client-ca-file "$d/ca.crt" --token-auth-file "$d/tokens.csv" \
+      --service-account-key-file "$d/sa.pub" --service-account-signing-key-file "$d/sa.key" \
+      --service-account-issuer https://kubernetes.default.svc \
+      --authorization-mode RBAC \
+      --disable-admission-plugins ServiceAccount \
+      --service-cluster-ip-range 10.96.0.0/24 \
+      --default-watch-cache-size "$WATCH_CACHE_SIZE" \
+      >"$STATE/kube-apiserver.log" 2>&1 &
+    echo $! >"$STATE/kube-apiserver.pid"
+  fi
+  log "waiting for /readyz"
+  for _ in $(seq 1 120); do
+    if curl -fsS --cacert "$d/ca.crt" --cert "$d/admin.crt" --key "$d/admin.key" \
+      "https://127.0.0.1:$APISERVER_PORT/readyz" >/dev/null 2>&1; then
+      export KUBECONFIG=$STATE/kubeconfig
+      kubectl get clusterrolebinding ferrokube-viewer >/dev/null 2>&1 ||
+        kubectl create clusterrolebinding ferrokube-viewer --clusterrole=view --user=viewer >&2
+      log "ready: export KUBECONFIG=$STATE/kubeconfig"
+      return 0
+    fi
+    if ! running kube-apiserver; then
+      log "kube-apiserver exited; last log lines:"; tail -n 20 "$STATE/kube-apiserver.log" >&2; exit 1
+    fi
+    sleep 1
+  done
+  log "kube-apiserver not ready after 120 s; last log lines:"
+  tail -n 20 "$STATE/kube-apiserver.log" >&2
+  exit 1
+}
+
+down() {
+  for name in kube-apiserver etcd; do
+    if running "$name"; then
+      kill "$(cat "$STATE/$name.pid")" 2>/dev/null || true
+      for _ in $(seq 1 50); do running "$name" || break; sleep 0.2; done
+      running "$name" && kill -9 "$(cat "$STATE/$name.pid")" 2>/dev/null || true
+    fi
+  done
+  rm -rf "$STATE"
+  log "stopped"
+}
+
+case "${1:-}" in
+  build) build ;;
+  up) up ;;
+  down) down ;;
+  env) echo "export KUBECONFIG=$STATE/kubeconfig" ;;
+  *) echo "usage: $0 build|up|down|env" >&2; exit 2 ;;
+esac
