@@ -24,7 +24,9 @@ pub(super) fn client_config(config: &Config) -> Result<ClientConfig, ConfigError
     } else {
         builder.with_root_certificates(root_store(config)?)
     };
-    let mut tls = match &config.identity {
+    // ALPN (h2, http/1.1) is set by the connector builder (`enable_all_versions`), which refuses a
+    // config that already has protocols.
+    let tls = match &config.identity {
         Some(identity) => {
             let certs = parse_certs(&identity.cert_pem, "client certificate")?
                 .into_iter()
@@ -37,7 +39,6 @@ pub(super) fn client_config(config: &Config) -> Result<ClientConfig, ConfigError
         }
         None => builder.with_no_client_auth(),
     };
-    tls.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok(tls)
 }
 

@@ -1,0 +1,316 @@
+//! The client's HTTP behaviour (retries, rate limits, timeouts, headers, watch streams) against a
+//! small scripted HTTP server in the test process. Behaviour against a real API server is in
+//! `e2e_client.rs`.
+
+use std::convert::Infallible;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use ferrokube::api::{ListParams, PostParams, WatchParams};
+use ferrokube::backoff::Backoff;
+use ferrokube::watch::{ResumingWatcher, WatchError, WatchEvent};
+use ferrokube::{Api, Client, Config, Error};
+use futures_util::StreamExt;
+use http::{Request, Response};
+use http_body_util::{BodyExt, StreamBody};
+use hyper::body::{Frame, Incoming};
+use k8s_openapi::api::core::v1::ConfigMap;
+
+type Body = http_body_util::combinators::BoxBody<Bytes, Infallible>;
+
+/// What the scripted server saw: method and path-and-query of every request, and their headers.
+#[derive(Default)]
+struct Seen {
+    requests: Vec<(String, String)>,
+    headers: Vec<http::HeaderMap>,
+}
+
+/// Starts a server answering each request with `answer(n, request)` (n counts from 0).
+async fn serve<F>(answer: F) -> (String, Arc<Mutex<Seen>>)
+where
+    F: Fn(usize, &Request<Incoming>) -> Response<Body> + Send + Sync + 'static,
+{
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let url = format!("http://{}", listener.local_addr().expect("addr"));
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let answer = Arc::new(answer);
+    let state = seen.clone();
+    tokio::spawn(async move {
+        loop {
+            let Ok((socket, _)) = listener.accept().await else {
+                return;
+            };
+            let answer = answer.clone();
+            let state = state.clone();
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(move |request: Request<Incoming>| {
+                    let n = {
+                        let mut seen = state.lock().expect("lock");
+                        seen.requests.push((
+                            request.method().to_string(),
+                            request
+                                .uri()
+                                .path_and_query()
+                                .map(|p| p.to_string())
+                                .unwrap_or_default(),
+                        ));
+                        seen.headers.push(request.headers().clone());
+                        seen.requests.len() - 1
+                    };
+                    let response = answer(n, &request);
+                    async move { Ok::<_, Infallible>(response) }
+                });
+                let _ = hyper_util::server::conn::auto::Builder::new(
+                    hyper_util::rt::TokioExecutor::new(),
+                )
+                .serve_connection(hyper_util::rt::TokioIo::new(socket), service)
+                .await;
+            });
+        }
+    });
+    (url, seen)
+}
+
+fn body(text: &str) -> Body {
+    http_body_util::Full::new(Bytes::from(text.to_string()))
+        .map_err(|never| match never {})
+        .boxed()
+}
+
+fn respond(code: u16, text: &str) -> Response<Body> {
+    Response::builder()
+        .status(code)
+        .header("content-type", "application/json")
+        .body(body(text))
+        .expect("response")
+}
+
+/// A body sent as these chunks, in order.
+fn chunked(chunks: Vec<&'static [u8]>) -> Response<Body> {
+    let frames = futures_util::stream::iter(
+        chunks
+            .into_iter()
+            .map(|c| Ok::<_, Infallible>(Frame::data(Bytes::from_static(c)))),
+    );
+    Response::builder()
+        .status(200)
+        .body(BodyExt::boxed(StreamBody::new(frames)))
+        .expect("response")
+}
+
+const CM: &str = r#"{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"a","namespace":"ns","resourceVersion":"5"}}"#;
+const LIST: &str =
+    r#"{"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVersion":"9"},"items":[]}"#;
+
+fn config(url: &str) -> Config {
+    let mut config = Config::new(url.parse().expect("url"));
+    config.auth = ferrokube::config::Auth::Token("secret".into());
+    config.qps = None;
+    config.retry.initial_backoff = Duration::from_millis(5);
+    config
+}
+
+fn api(config: Config) -> Api<ConfigMap> {
+    Api::namespaced(Client::new(config).expect("client"), "ns")
+}
+
+#[tokio::test]
+async fn sends_standard_headers_and_credentials() {
+    let (url, seen) = serve(|_, _| respond(200, CM)).await;
+    let cm = api(config(&url)).get("a").await.expect("get");
+    assert_eq!(cm.metadata.resource_version.as_deref(), Some("5"));
+    let seen = seen.lock().expect("lock");
+    assert_eq!(
+        seen.requests[0],
+        ("GET".into(), "/api/v1/namespaces/ns/configmaps/a".into())
+    );
+    let headers = &seen.headers[0];
+    assert_eq!(headers["authorization"], "Bearer secret");
+    assert_eq!(headers["accept"], "application/json");
+    assert!(
+        headers["user-agent"]
+            .to_str()
+            .expect("ascii")
+            .starts_with("ferrokube/")
+    );
+}
+
+#[tokio::test]
+async fn a_429_is_retried_after_its_retry_after_even_for_a_create() {
+    let (url, seen) = serve(|n, _| {
+        if n == 0 {
+            Response::builder()
+                .status(429)
+                .header("retry-after", "1")
+                .body(body(
+                    r#"{"kind":"Status","status":"Failure","reason":"TooManyRequests","code":429}"#,
+                ))
+                .expect("response")
+        } else {
+            respond(201, CM)
+        }
+    })
+    .await;
+    let started = Instant::now();
+    api(config(&url))
+        .create(&PostParams::default(), &ConfigMap::default())
+        .await
+        .expect("created on the second attempt");
+    assert!(
+        started.elapsed() >= Duration::from_millis(900),
+        "waited for Retry-After"
+    );
+    assert_eq!(seen.lock().expect("lock").requests.len(), 2);
+}
+
+#[tokio::test]
+async fn a_5xx_is_retried_for_a_get_and_never_for_a_create() {
+    let (url, seen) = serve(|n, request| {
+        if request.method() == http::Method::GET && n < 2 {
+            respond(503, "")
+        } else if request.method() == http::Method::POST {
+            respond(500, r#"{"kind":"Status","status":"Failure","reason":"InternalError","code":500,"message":"etcd down"}"#)
+        } else {
+            respond(200, LIST)
+        }
+    })
+    .await;
+    let api = api(config(&url));
+    let list = api
+        .list(&ListParams::default())
+        .await
+        .expect("third GET works");
+    assert_eq!(list.resource_version(), "9");
+    let error = api
+        .create(&PostParams::default(), &ConfigMap::default())
+        .await
+        .expect_err("create is not retried");
+    assert!(error.is_server_error(), "{error}");
+    assert_eq!(error.api().map(|a| a.message.as_str()), Some("etcd down"));
+    let seen = seen.lock().expect("lock");
+    assert_eq!(seen.requests.iter().filter(|(m, _)| m == "GET").count(), 3);
+    assert_eq!(seen.requests.iter().filter(|(m, _)| m == "POST").count(), 1);
+}
+
+#[tokio::test]
+async fn the_rate_limiter_spaces_requests() {
+    let (url, _) = serve(|_, _| respond(200, CM)).await;
+    let mut config = config(&url);
+    config.qps = Some(20.0);
+    config.burst = 2;
+    let api = api(config);
+    let started = Instant::now();
+    for _ in 0..8 {
+        api.get("a").await.expect("get");
+    }
+    // 2 at once, then one every 50 ms: at least 6 × 50 ms.
+    assert!(
+        started.elapsed() >= Duration::from_millis(280),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+#[tokio::test]
+async fn a_slow_server_times_out() {
+    let (url, _) = serve(|_, _| {
+        let slow = futures_util::stream::once(async {
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            Ok::<_, Infallible>(Frame::data(Bytes::from_static(b"{}")))
+        });
+        Response::builder()
+            .status(200)
+            .body(BodyExt::boxed(StreamBody::new(slow)))
+            .expect("response")
+    })
+    .await;
+    let mut config = config(&url);
+    config.timeout = Some(Duration::from_millis(200));
+    config.retry.max_retries = 0;
+    let started = Instant::now();
+    let error = api(config).get("a").await.expect_err("times out");
+    assert!(matches!(error, Error::Timeout { .. }), "{error}");
+    assert!(started.elapsed() < Duration::from_secs(3));
+}
+
+#[tokio::test]
+async fn a_watch_decodes_across_chunks_and_ends_on_a_malformed_line() {
+    let (url, seen) = serve(|_, _| {
+        chunked(vec![
+            br#"{"type":"ADDED","object":{"metadata":{"name":"a","resourceVersion":"6"}}}"#,
+            b"\n{\"type\":\"MODI",
+            br#"FIED","object":{"metadata":{"name":"a","resourceVersion":"7"}}}"#,
+            b"\n{\"type\":\"BOOKMARK\",\"object\":{\"metadata\":{\"resourceVersion\":\"8\"}}}\n{oops\n",
+            br#"{"type":"DELETED","object":{"metadata":{"name":"a"}}}"#,
+        ])
+    })
+    .await;
+    let api = api(config(&url));
+    let mut stream = api
+        .watch(&WatchParams::default().labels("app=x"), "5")
+        .await
+        .expect("watch opens");
+    let mut kinds = Vec::new();
+    while let Some(item) = stream.next().await {
+        kinds.push(match item {
+            Ok(WatchEvent::Added(_)) => "added",
+            Ok(WatchEvent::Modified(_)) => "modified",
+            Ok(WatchEvent::Bookmark(_)) => "bookmark",
+            Ok(_) => "other",
+            Err(Error::Decode { .. }) => "decode error",
+            Err(_) => "error",
+        });
+    }
+    assert_eq!(kinds, ["added", "modified", "bookmark", "decode error"]);
+    let (_, query) = &seen.lock().expect("lock").requests[0];
+    assert_eq!(
+        query,
+        "/api/v1/namespaces/ns/configmaps?watch=true&labelSelector=app%3Dx&allowWatchBookmarks=true&resourceVersion=5"
+    );
+}
+
+#[tokio::test]
+async fn the_resuming_watcher_reopens_from_the_last_version_and_reports_410() {
+    let (url, seen) = serve(|n, _| match n {
+        0 => chunked(vec![
+            b"{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"a\",\"resourceVersion\":\"11\"}}}\n",
+        ]),
+        1 => chunked(vec![
+            b"{\"type\":\"BOOKMARK\",\"object\":{\"metadata\":{\"resourceVersion\":\"15\"}}}\n",
+        ]),
+        // (A 5xx would be retried inside the client; a broken stream reaches the watcher.)
+        2 => chunked(vec![b"{not json\n"]),
+        3 => chunked(vec![
+            b"{\"type\":\"ERROR\",\"object\":{\"kind\":\"Status\",\"status\":\"Failure\",\"reason\":\"Expired\",\"code\":410,\"message\":\"too old resource version\"}}\n",
+        ]),
+        _ => respond(410, r#"{"kind":"Status","status":"Failure","reason":"Expired","code":410}"#),
+    })
+    .await;
+    let mut watcher = ResumingWatcher::new(api(config(&url)), WatchParams::default(), "10")
+        .with_backoff(Backoff::new(
+            Duration::from_millis(1),
+            Duration::from_millis(5),
+            Duration::from_secs(60),
+        ));
+    assert!(matches!(watcher.next().await, Ok(WatchEvent::Added(_))));
+    assert!(matches!(watcher.next().await, Ok(WatchEvent::Bookmark(_))));
+    assert_eq!(watcher.resource_version(), "15");
+    assert!(matches!(watcher.next().await, Err(WatchError::Retrying(_))));
+    assert!(matches!(watcher.next().await, Err(WatchError::Gone(v)) if v == "15"));
+    assert!(
+        matches!(watcher.next().await, Err(WatchError::Gone(_))),
+        "stays gone"
+    );
+    watcher.resume_from("20");
+    assert!(matches!(watcher.next().await, Err(WatchError::Gone(v)) if v == "20"));
+    let seen = seen.lock().expect("lock");
+    let versions: Vec<&str> = seen
+        .requests
+        .iter()
+        .map(|(_, q)| q.rsplit("resourceVersion=").next().unwrap_or_default())
+        .collect();
+    assert_eq!(versions, ["10", "11", "15", "15", "20"]);
+}
