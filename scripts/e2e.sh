@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 
 scripts/kube-apiserver.sh up
 eval "$(scripts/kube-apiserver.sh env)"
-export KUBECONFIG
+export KUBECONFIG FERROKUBE_E2E_ETCD
 
 status=0
 # Each end-to-end target, in turn (later issues add theirs here).

@@ -7,16 +7,20 @@
 #                                     # (cached under ~/.cache/ferrokube/bin; ~4 min each the first time)
 #   scripts/kube-apiserver.sh up      # build if needed, start etcd + kube-apiserver, write a kubeconfig
 #   scripts/kube-apiserver.sh down    # stop both and delete their state
-#   scripts/kube-apiserver.sh env     # print `export KUBECONFIG=...` for the running server
+#   scripts/kube-apiserver.sh env     # print `export KUBECONFIG=... FERROKUBE_E2E_ETCD=...`
 #
 # The kubeconfig ($STATE/kubeconfig) has three contexts:
 #   cert    (current) user admin-cert: client certificate, group system:masters
 #   token             user admin-token: bearer token, group system:masters
-#   viewer            user viewer: bearer token, bound to the read-only `view` ClusterRole
+#   viewer            user viewer: token file, bound to a ClusterRole that may only get/list/watch
+#
+# PodTemplates are served without the watch cache (`--watch-cache-sizes podtemplates#0`), straight
+# from etcd, so that a test can compact etcd (`etcdctl compact`, at $ETCD from `env`) and see the 410
+# a watch from a compacted resourceVersion gets. (The watch cache of 1.20 keeps 75 s of history
+# whatever its size, so writing past it is slow.)
 #
 # Settings (environment): STATE (default /tmp/ferrokube-apiserver), APISERVER_PORT (16443),
-# ETCD_PORT (12379), WATCH_CACHE_SIZE (default-watch-cache-size, 100: small, so that a watch from an
-# old resourceVersion gets 410 after a few hundred writes).
+# ETCD_PORT (12379), WATCH_CACHE_SIZE (default-watch-cache-size, 100).
 set -euo pipefail
 
 log() { echo "[kube-apiserver] $*" >&2; }
@@ -28,13 +32,25 @@ STATE=${STATE:-/tmp/ferrokube-apiserver}
 APISERVER_PORT=${APISERVER_PORT:-16443}
 ETCD_PORT=${ETCD_PORT:-12379}
 WATCH_CACHE_SIZE=${WATCH_CACHE_SIZE:-100}
-VERSION_PKG=k8s.io/kubernetes/vendor/k8s.io/component-base/version
+
+# Version stamps (as the upstream build sets them), under both spellings of the package path: in
+# GOPATH mode the linker may know it by its vendor/ path or by its import path.
+version_flags() {
+  local pkg flags=""
+  for pkg in k8s.io/kubernetes/vendor/k8s.io/component-base/version k8s.io/component-base/version; do
+    flags+=" -X $pkg.gitVersion=v1.20.2 -X $pkg.gitMajor=1 -X $pkg.gitMinor=20 -X $pkg.gitTreeState=clean"
+  done
+  echo "$flags"
+}
 
 install_packages() {
   local missing=()
   command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)
+  command -v etcdctl >/dev/null 2>&1 || missing+=(etcd-client)
   command -v openssl >/dev/null 2>&1 || missing+=(openssl)
   command -v curl >/dev/null 2>&1 || missing+=(curl)
+  [ -f /usr/share/gocode/src/github.com/modern-go/reflect2/go_above_118.go ] ||
+    missing+=(golang-github-modern-go-reflect2-dev)
   if [ ${#missing[@]} -gt 0 ]; then
     log "installing ${missing[*]}"
     export DEBIAN_FRONTEND=noninteractive
@@ -72,10 +88,23 @@ generate_openapi() {
   [ -s "$out" ] || { log "openapi-gen produced no $out"; exit 1; }
 }
 
+# Kubernetes 1.20 vendors modern-go/reflect2 v1.0.1, which reads Go's map iterator with the pre-1.18
+# layout: built with Debian's Go 1.19 the apiserver then crashes ("fatal error: fault" in
+# mapiternext) on its first JSON encoding of a map. reflect2 v1.0.2 fixed that; Debian packages it
+# (golang-github-modern-go-reflect2-dev), and Debian's own kubernetes build uses it, so we do too.
+use_debian_reflect2() {
+  local tree=$1 vendored=$1/vendor/github.com/modern-go/reflect2
+  [ -f "$vendored/go_above_118.go" ] && return 0
+  log "replacing vendored modern-go/reflect2 v1.0.1 with Debian's v1.0.2 (Go >= 1.18 fix)"
+  rm -rf "$vendored"
+  cp -r /usr/share/gocode/src/github.com/modern-go/reflect2 "$vendored"
+  rm -f "$vendored/go.mod"
+}
+
 build_one() {
   local name=$1 tree=$2 gopath=$3
   local stamp_want
-  stamp_want=$( { go version; echo "$tree"; } | sha256sum | cut -d' ' -f1)
+  stamp_want=$( { go version; echo "$tree"; ls "$tree/vendor/github.com/modern-go/reflect2"; } | sha256sum | cut -d' ' -f1)
   if [ -x "$bin/$name" ] && [ "$(cat "$bin/$name.sha256" 2>/dev/null)" = "$stamp_want" ]; then
     return 0
   fi
@@ -84,7 +113,7 @@ build_one() {
   (cd "$gopath/src/k8s.io/kubernetes" &&
     env GO111MODULE=off CGO_ENABLED=0 GOPATH="$gopath" GOFLAGS= GOPROXY=off \
       go build -o "$bin/$name.tmp" \
-      -ldflags "-X $VERSION_PKG.gitVersion=v1.20.2 -X $VERSION_PKG.gitMajor=1 -X $VERSION_PKG.gitMinor=20 -X $VERSION_PKG.gitTreeState=clean" \
+      -ldflags "$(version_flags)" \
       "k8s.io/kubernetes/cmd/$name" >&2)
   mv "$bin/$name.tmp" "$bin/$name"
   echo "$stamp_want" >"$bin/$name.sha256"
@@ -97,6 +126,7 @@ build() {
   local tree gopath
   tree=$("$repo/scripts/kubernetes-source.sh" | tail -n 1)
   gopath=$cache/kubernetes/gopath
+  use_debian_reflect2 "$tree"
   generate_openapi "$tree" "$gopath"
   build_one kube-apiserver "$tree" "$gopath"
   build_one kube-controller-manager "$tree" "$gopath"
@@ -202,6 +232,7 @@ up() {
       --disable-admission-plugins ServiceAccount \
       --service-cluster-ip-range 10.96.0.0/24 \
       --default-watch-cache-size "$WATCH_CACHE_SIZE" \
+      --watch-cache-sizes podtemplates#0 \
       >"$STATE/kube-apiserver.log" 2>&1 &
     echo $! >"$STATE/kube-apiserver.pid"
   fi
@@ -210,8 +241,12 @@ up() {
     if curl -fsS --cacert "$d/ca.crt" --cert "$d/admin.crt" --key "$d/admin.key" \
       "https://127.0.0.1:$APISERVER_PORT/readyz" >/dev/null 2>&1; then
       export KUBECONFIG=$STATE/kubeconfig
+      # Not the built-in `view` role: its rules are filled in by kube-controller-manager's aggregation
+      # controller, which does not run here.
+      kubectl get clusterrole ferrokube-read >/dev/null 2>&1 ||
+        kubectl create clusterrole ferrokube-read --verb=get,list,watch --resource='*.*' >&2
       kubectl get clusterrolebinding ferrokube-viewer >/dev/null 2>&1 ||
-        kubectl create clusterrolebinding ferrokube-viewer --clusterrole=view --user=viewer >&2
+        kubectl create clusterrolebinding ferrokube-viewer --clusterrole=ferrokube-read --user=viewer >&2
       log "ready: export KUBECONFIG=$STATE/kubeconfig"
       return 0
     fi
@@ -241,6 +276,6 @@ case "${1:-}" in
   build) build ;;
   up) up ;;
   down) down ;;
-  env) echo "export KUBECONFIG=$STATE/kubeconfig" ;;
+  env) echo "export KUBECONFIG=$STATE/kubeconfig FERROKUBE_E2E_ETCD=http://127.0.0.1:$ETCD_PORT" ;;
   *) echo "usage: $0 build|up|down|env" >&2; exit 2 ;;
 esac

@@ -20,7 +20,7 @@ use ferrokube::watch::{ResumingWatcher, WatchError, WatchEvent};
 use ferrokube::{Api, ApiResource, Client, Config, DynamicObject};
 use futures_util::StreamExt;
 use k8s_openapi::api::apps::v1::ReplicaSet;
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, PodTemplate};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::json;
 
@@ -438,32 +438,51 @@ async fn resuming_watcher_continues_after_the_server_closes_the_watch() {
     );
 }
 
+/// Compacts etcd up to `revision` (`FERROKUBE_E2E_ETCD`, set by `scripts/kube-apiserver.sh env`).
+fn compact_etcd(revision: &str) {
+    let endpoint = std::env::var("FERROKUBE_E2E_ETCD")
+        .expect("FERROKUBE_E2E_ETCD names the etcd to compact (scripts/kube-apiserver.sh env)");
+    let status = std::process::Command::new("etcdctl")
+        .env("ETCDCTL_API", "3")
+        .args(["--endpoints", &endpoint, "compact", revision])
+        .status()
+        .expect("etcdctl runs");
+    assert!(status.success(), "etcdctl compact {revision}");
+}
+
+fn pod_template(name: &str) -> PodTemplate {
+    serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "template": {"spec": {"containers": [{"name": "c", "image": "registry.invalid/pause:1"}]}}
+    }))
+    .expect("pod template json")
+}
+
 #[tokio::test]
 async fn a_compacted_resource_version_is_410_and_asks_for_a_relist() {
+    // PodTemplates are served straight from etcd (no watch cache) by scripts/kube-apiserver.sh.
     let client = client(None);
     let ns = namespace(&client, "gone").await;
-    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
-    let old = config_maps
-        .list(&ListParams::default())
+    let templates: Api<PodTemplate> = Api::namespaced(client.clone(), &ns);
+    let old = templates
+        .create(&PostParams::default(), &pod_template("t0"))
         .await
-        .expect("list")
+        .expect("create")
         .metadata
         .resource_version
         .expect("rv");
-    // Push the old version out of the watch cache (kube-apiserver.sh sets it to 100 entries).
-    let writes = (0..400).map(|i| {
-        let api = config_maps.clone();
-        async move {
-            api.create(&PostParams::default(), &config_map(&format!("g{i}"), "v"))
-                .await
-        }
-    });
-    let results = futures_util::stream::iter(writes)
-        .buffer_unordered(32)
-        .collect::<Vec<_>>()
-        .await;
-    assert!(results.iter().all(Result::is_ok));
-    let mut watcher = ResumingWatcher::new(config_maps.clone(), WatchParams::default(), &old);
+    let mut newest = old.clone();
+    for i in 1..5 {
+        newest = templates
+            .create(&PostParams::default(), &pod_template(&format!("t{i}")))
+            .await
+            .expect("create")
+            .metadata
+            .resource_version
+            .expect("rv");
+    }
+    compact_etcd(&newest);
+    let mut watcher = ResumingWatcher::new(templates.clone(), WatchParams::default(), &old);
     let outcome = tokio::time::timeout(Duration::from_secs(30), watcher.next())
         .await
         .expect("answer in time");
@@ -472,20 +491,21 @@ async fn a_compacted_resource_version_is_410_and_asks_for_a_relist() {
         Ok(event) => panic!("expected 410, got an event: {event:?}"),
         Err(other) => panic!("expected 410, got {other}"),
     }
-    let fresh = config_maps
+    let fresh = templates
         .list(&ListParams::default())
         .await
         .expect("relist");
+    assert_eq!(fresh.items.len(), 5);
     watcher.resume_from(fresh.resource_version());
-    config_maps
-        .create(&PostParams::default(), &config_map("after", "v"))
+    templates
+        .create(&PostParams::default(), &pod_template("after"))
         .await
         .expect("create");
     let event = tokio::time::timeout(Duration::from_secs(30), watcher.next())
         .await
         .expect("event in time")
         .expect("watch works again");
-    assert!(matches!(event, WatchEvent::Added(c) if c.metadata.name.as_deref() == Some("after")));
+    assert!(matches!(event, WatchEvent::Added(t) if t.metadata.name.as_deref() == Some("after")));
 }
 
 #[tokio::test]
