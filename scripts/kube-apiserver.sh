@@ -33,15 +33,6 @@ APISERVER_PORT=${APISERVER_PORT:-16443}
 ETCD_PORT=${ETCD_PORT:-12379}
 WATCH_CACHE_SIZE=${WATCH_CACHE_SIZE:-100}
 
-# Version stamps (as the upstream build sets them), under both spellings of the package path: in
-# GOPATH mode the linker may know it by its vendor/ path or by its import path.
-version_flags() {
-  local pkg flags=""
-  for pkg in k8s.io/kubernetes/vendor/k8s.io/component-base/version k8s.io/component-base/version; do
-    flags+=" -X $pkg.gitVersion=v1.20.2 -X $pkg.gitMajor=1 -X $pkg.gitMinor=20 -X $pkg.gitTreeState=clean"
-  done
-  echo "$flags"
-}
 
 install_packages() {
   local missing=()
@@ -113,7 +104,6 @@ build_one() {
   (cd "$gopath/src/k8s.io/kubernetes" &&
     env GO111MODULE=off CGO_ENABLED=0 GOPATH="$gopath" GOFLAGS= GOPROXY=off \
       go build -o "$bin/$name.tmp" \
-      -ldflags "$(version_flags)" \
       "k8s.io/kubernetes/cmd/$name" >&2)
   mv "$bin/$name.tmp" "$bin/$name"
   echo "$stamp_want" >"$bin/$name.sha256"
