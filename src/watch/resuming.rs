@@ -41,7 +41,9 @@ enum State<K> {
     NeedsRelist,
 }
 
-/// See the [module docs](self).
+/// A watch that reopens itself from the last resourceVersion it saw whenever the server ends it,
+/// backs off after errors, and on 410 Gone returns [`WatchError::Gone`] until the caller has relisted
+/// and called [`resume_from`](Self::resume_from). (client-go's `RetryWatcher`.)
 pub struct ResumingWatcher<K> {
     api: Api<K>,
     params: WatchParams,

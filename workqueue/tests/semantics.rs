@@ -239,7 +239,7 @@ async fn a_waiting_key_keeps_its_highest_priority_when_its_time_moves_earlier() 
     );
     q.add_with("a", AddOptions::new().after(Duration::from_millis(20))); // earlier, priority 0
     let deadline = Instant::now() + Duration::from_secs(5);
-    while q.len() == 0 && Instant::now() < deadline {
+    while q.is_empty() && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     q.add_with_priority("b", 1);
