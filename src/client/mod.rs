@@ -179,20 +179,15 @@ impl Client {
         })
     }
 
-    /// Sends `call` and returns the whole 2xx body.
+    /// Sends `call` and returns the whole 2xx body. Reading the body has its own request timeout.
     pub async fn request_bytes(&self, call: Call) -> Result<Bytes, Error> {
         let url = call.request.uri().to_string();
-        let timeout = self.inner.timeout;
-        let work = async {
-            let response = self.send(call).await?;
-            read_body(response.into_body(), &url).await
-        };
-        match timeout {
-            // `send` has its own per-attempt timeout; this one bounds reading the body too.
-            Some(limit) => tokio::time::timeout(limit * 2, work)
+        let body = self.send(call).await?.into_body();
+        match self.inner.timeout {
+            Some(limit) => tokio::time::timeout(limit, read_body(body, &url))
                 .await
                 .map_err(|_| Error::Timeout { url, after: limit })?,
-            None => work.await,
+            None => read_body(body, &url).await,
         }
     }
 
