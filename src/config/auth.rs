@@ -37,12 +37,7 @@ pub enum Auth {
 
 impl Auth {
     /// The credentials of a kubeconfig user. `token` wins over `tokenFile`, as in client-go.
-    pub(super) fn from_user(
-        user_name: &str,
-        user: &AuthInfo,
-        context: &str,
-        server: &str,
-    ) -> Result<Auth, ConfigError> {
+    pub(super) fn from_user(user_name: &str, user: &AuthInfo) -> Result<Auth, ConfigError> {
         if let Some(token) = user.token.as_deref().filter(|t| !t.is_empty()) {
             return Ok(Auth::Token(token.to_string()));
         }
@@ -63,8 +58,6 @@ impl Auth {
             return Ok(Auth::Exec(Arc::new(ExecCredentials::new(
                 exec.clone(),
                 user_name,
-                context,
-                server,
             )?)));
         }
         Ok(Auth::None)

@@ -60,12 +60,7 @@ const SUPPORTED: [&str; 2] = [
 ];
 
 impl ExecCredentials {
-    pub(super) fn new(
-        config: ExecConfig,
-        user: &str,
-        _context: &str,
-        _server: &str,
-    ) -> Result<ExecCredentials, ConfigError> {
+    pub(super) fn new(config: ExecConfig, user: &str) -> Result<ExecCredentials, ConfigError> {
         let api_version = config
             .api_version
             .clone()

@@ -203,7 +203,7 @@ impl Config {
         kubeconfig: &Kubeconfig,
         context: Option<&str>,
     ) -> Result<Config, ConfigError> {
-        let (context_name, context) = kubeconfig.context(context)?;
+        let (_, context) = kubeconfig.context(context)?;
         let cluster = kubeconfig.cluster(&context.cluster)?;
         let cluster_name = context.cluster.as_str();
         let server = cluster
@@ -280,7 +280,7 @@ impl Config {
                 });
             }
         };
-        config.auth = Auth::from_user(user_name, &user, context_name, server)?;
+        config.auth = Auth::from_user(user_name, &user)?;
         Ok(config)
     }
 

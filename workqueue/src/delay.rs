@@ -153,9 +153,8 @@ impl<K: Hash + Eq + Clone + Send + Sync + 'static> DelayedKeys<K> {
         if matches!(state.timer, Timer::Stopped) {
             return false;
         }
-        state.next_seq += 1;
-        let seq = state.next_seq;
         state.waiting.reserve_one();
+        let seq = state.next_seq + 1;
         match state.waiting.find(hash, |k| *k == key) {
             Probe::Found(at) => {
                 let Some(w) = state.waiting.value_mut(at) else {
@@ -173,6 +172,7 @@ impl<K: Hash + Eq + Clone + Send + Sync + 'static> DelayedKeys<K> {
                 state.waiting.insert(at, hash, key.clone(), waiting);
             }
         }
+        state.next_seq = seq;
         state.heap.push(Reverse(HeapEntry {
             due,
             seq,
