@@ -13,7 +13,8 @@
 //! | [`watch`] | watch streams decoded incrementally, and a watcher that resumes and says when to relist | `watch`, `RetryWatcher` |
 //! | [`error`] | the server's `Status` as a typed error (`is_conflict()`, `is_gone()`, …) | `api/errors` |
 //! | [`workqueue`] | deduplicating keyed queue with Get/Done, delays, rate limits, priorities, metrics | `util/workqueue` |
-//! | [`informer`] | Reflector, Store, Indexers, Listers, SharedIndexInformer | `tools/cache` |
+//! | [`informer`] | Reflector, Store, Indexers, Listers, SharedIndexInformer, factory | `tools/cache`, `informers` |
+//! | [`list_watch`] | `Api<K>` as the informer's ListerWatcher, `Client` as a factory's source | `cache.ListWatch` |
 //!
 //! The data flow of a controller built on ferrokube is the same as one built on client-go:
 //!
@@ -24,16 +25,18 @@
 //! ```
 
 pub mod api;
-pub mod backoff;
 pub mod client;
 pub mod config;
 pub mod error;
+pub mod list_watch;
 pub mod watch;
 
 pub use api::{Api, ApiResource, DynamicObject, Object};
 pub use client::Client;
 pub use config::Config;
 pub use error::Error;
+pub use list_watch::ListWatch;
 pub use ferrokube_informer as informer;
+pub use ferrokube_informer::backoff;
 pub use ferrokube_workqueue as workqueue;
 pub use k8s_openapi;

@@ -1,8 +1,79 @@
 //! # ferrokube-informer
 //!
-//! The informer machinery of ferrokube (client-go's `tools/cache`): a Reflector that lists and then watches
-//! one resource type, a thread-safe Store with Indexers, Listers over it, and a SharedIndexInformer that fans
-//! the resulting events out to any number of handlers.
+//! The informer machinery of ferrokube (client-go's `tools/cache`): how a controller keeps an
+//! up-to-date copy of the objects it cares about in memory, and hears about every change.
 //!
-//! This crate is being built; today it holds no public items. The workspace already depends on it so that
-//! `ferrokube::informer` is the one path to these types once they land.
+//! ## Why informers exist
+//!
+//! A controller must react to changes and read current state, all the time, for thousands of
+//! objects. Asking the API server each time would be slow and would overload it. So each process
+//! lists a resource once, then watches it, and keeps what it learned in a local cache. Reads go to
+//! the cache; changes are pushed to handlers, which usually put a key in a workqueue.
+//!
+//! ## Follow one event
+//!
+//! ```text
+//!  API server ──list, then watch──▶ Reflector ──Δ──▶ DeltaFifo ──pop──▶ SharedIndexInformer ──▶ Store (+ indexes)
+//!                                  reflector.rs      delta_fifo.rs      shared_informer.rs        store.rs, index.rs
+//!                                                                              │
+//!                                                           each handler's buffer and thread ──▶ your EventHandler
+//!                                                                    handler.rs                    (→ WorkQueue)
+//!  Lister ◀── reads ── Store                                          lister.rs
+//! ```
+//!
+//! 1. The [`Reflector`] lists the collection, then watches it from the list's resourceVersion. It
+//!    talks to the server only through the [`ListerWatcher`] trait (implemented by the client's
+//!    `Api<K>`, and by [`fake::FakeListerWatcher`] in tests).
+//! 2. Each change becomes a [`Delta`] in the [`DeltaFifo`], grouped by object key, in order.
+//! 3. The [`SharedIndexInformer`]'s processor pops a key with its deltas, applies them to the
+//!    [`Store`], and pushes an add/update/delete notification to every handler's own buffer.
+//! 4. Each handler's thread calls its [`EventHandler`]; workers read the store through a [`Lister`].
+//!
+//! [`SharedInformerFactory`] makes sure a process opens one watch per type and scope.
+//!
+//! | module | holds |
+//! |---|---|
+//! | `object` | [`Object`] (what we need of an object: its metadata) and [`ObjectKey`] |
+//! | `lister_watcher` | the [`ListerWatcher`] seam and its request, page, event and error types |
+//! | `reflector` | [`Reflector`]: list, watch, resume, relist on 410, backoff, streaming lists |
+//! | `delta_fifo` | [`DeltaFifo`], [`Delta`], [`DeletedObject`] tombstones |
+//! | `store`, `index` | [`Store`] with [`Indexers`]; built-in namespace, label and owner indexes |
+//! | `shared_informer` | [`SharedIndexInformer`] and its builder |
+//! | `handler` | [`EventHandler`], [`HandlerFns`], per-handler buffers and threads |
+//! | `lister`, `labels` | [`Lister`], [`NamespaceLister`], [`LabelSelector`] |
+//! | `factory` | [`SharedInformerFactory`], [`Scope`] |
+//! | [`metrics`] | what an informer reports, and a Prometheus implementation |
+//! | [`backoff`] | exponential backoff with jitter, shared with the client's watcher |
+//! | [`fake`] | an in-memory ListerWatcher with fault injection |
+
+pub mod backoff;
+mod delta_fifo;
+mod factory;
+pub mod fake;
+mod handler;
+pub mod index;
+mod labels;
+mod lister;
+mod lister_watcher;
+pub mod metrics;
+mod object;
+mod reflector;
+mod shared_informer;
+mod store;
+
+pub use backoff::Backoff;
+pub use delta_fifo::{DeletedObject, Delta, DeltaFifo, Transform};
+pub use factory::{ListerWatcherSource, Scope, SharedInformerFactory};
+pub use handler::{EventHandler, HandlerFns, HandlerOptions, HandlerRegistration};
+pub use index::{IndexFn, Indexers, NAMESPACE_INDEX};
+pub use labels::{LabelSelector, SelectorError};
+pub use lister::{Lister, NamespaceLister};
+pub use lister_watcher::{
+    BoxError, Event, EventStream, ListPage, ListRequest, ListVersion, ListWatchError,
+    ListerWatcher, WatchRequest,
+};
+pub use metrics::{InformerMetrics, PrometheusInformerMetrics};
+pub use object::{Object, ObjectKey};
+pub use reflector::{ListMode, Reflector, ReflectorOptions, ReflectorStatus, WatchErrorHandler};
+pub use shared_informer::{InformerBuilder, SharedIndexInformer, StartError};
+pub use store::{Store, UnknownIndex};

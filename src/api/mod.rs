@@ -21,7 +21,7 @@ use std::marker::PhantomData;
 
 use bytes::Bytes;
 use http::{Method, Request};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ListMeta, ObjectMeta, Status};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ListMeta, Status};
 use k8s_openapi::{ClusterResourceScope, NamespaceResourceScope};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -33,33 +33,11 @@ pub use params::{
 };
 use query::Query;
 
+pub use ferrokube_informer::Object;
+
 use crate::client::{Call, Client};
 use crate::error::Error;
 use crate::watch::WatchStream;
-
-/// What the client needs to know of an object: its metadata.
-pub trait Object: Serialize + DeserializeOwned + Clone + Send + Sync + 'static {
-    fn meta(&self) -> &ObjectMeta;
-    fn meta_mut(&mut self) -> &mut ObjectMeta;
-}
-
-impl<K> Object for K
-where
-    K: k8s_openapi::Metadata<Ty = ObjectMeta>
-        + Serialize
-        + DeserializeOwned
-        + Clone
-        + Send
-        + Sync
-        + 'static,
-{
-    fn meta(&self) -> &ObjectMeta {
-        self.metadata()
-    }
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        self.metadata_mut()
-    }
-}
 
 /// Where a kind of resource is served.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -178,6 +156,14 @@ impl<K: k8s_openapi::Resource> Api<K> {
             namespace: None,
             kind: PhantomData,
         }
+    }
+
+    /// The same resource in `namespace` (ignored for a cluster-scoped kind).
+    pub(crate) fn in_namespace(mut self, namespace: &str) -> Api<K> {
+        if self.resource.namespaced {
+            self.namespace = Some(namespace.to_string());
+        }
+        self
     }
 }
 

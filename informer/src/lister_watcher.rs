@@ -1,0 +1,109 @@
+//! The seam between the informer and the API server: list a collection, watch it from a version.
+//!
+//! The [`Reflector`](crate::Reflector) needs exactly two calls, so that is the whole trait. The
+//! client's `Api<K>` implements it (in the `ferrokube` crate) and so does the in-memory
+//! [`FakeListerWatcher`](crate::fake::FakeListerWatcher), which is how every informer behaviour is
+//! tested without HTTP. Selectors and the namespace are not parameters here: they belong to the
+//! implementation (one `ListerWatcher` is one filtered view of one resource), as with client-go's
+//! `ListWatch` built by `NewFilteredListWatchFromClient`.
+
+use std::future::Future;
+
+use futures_util::stream::BoxStream;
+
+/// Any error, boxed, as the cause of a [`ListWatchError`].
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// What the reflector has to tell apart in a failure, because each asks for a different recovery.
+#[derive(Debug, thiserror::Error)]
+pub enum ListWatchError {
+    /// 410: the resourceVersion (or continue token) is older than the server keeps. Relist from the
+    /// latest version.
+    #[error("resource version too old (410): {0}")]
+    Gone(#[source] BoxError),
+    /// The server refused the request as such (400, 403, 422, …): retrying it unchanged will fail
+    /// again. A streaming-list request refused this way means the server does not support it.
+    #[error("request refused: {0}")]
+    Rejected(#[source] BoxError),
+    /// The server could not be reached or answered 429/5xx/timeout: try again after a backoff.
+    #[error("server unavailable: {0}")]
+    Unavailable(#[source] BoxError),
+}
+
+/// Which version a list should reflect.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ListVersion {
+    /// `resourceVersion=""`: the latest, read from etcd (a consistent read).
+    Latest,
+    /// `resourceVersion="0"`: whatever the server has at hand (the watch cache), possibly old.
+    Any,
+    /// `resourceVersion=v&resourceVersionMatch=NotOlderThan`: at least as new as `v`.
+    NotOlderThan(String),
+}
+
+/// One list call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListRequest {
+    pub version: ListVersion,
+    /// Page size; `None` for everything at once.
+    pub limit: Option<u32>,
+    /// The previous page's continue token.
+    pub continue_token: Option<String>,
+}
+
+/// One page of a list.
+#[derive(Debug, Clone)]
+pub struct ListPage<K> {
+    pub items: Vec<K>,
+    /// The collection's resourceVersion: the snapshot all pages come from.
+    pub resource_version: String,
+    /// Present when more pages follow.
+    pub continue_token: Option<String>,
+}
+
+/// One watch call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WatchRequest {
+    /// Start after this version (`""`: the server picks; with `send_initial_events`, the latest).
+    pub resource_version: String,
+    /// Ask the server to end the watch after this many seconds.
+    pub timeout_seconds: Option<u32>,
+    /// Ask for BOOKMARK events.
+    pub allow_bookmarks: bool,
+    /// Streaming list: an ADDED per existing object first, then a bookmark marking the end of them.
+    pub send_initial_events: bool,
+}
+
+/// One change on a watch stream.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event<K> {
+    Added(K),
+    Modified(K),
+    /// The object's last state.
+    Deleted(K),
+    /// No change; the stream has reached `resource_version`. `initial_events_end` marks the end of
+    /// a streaming list's initial events (annotation `k8s.io/initial-events-end`).
+    Bookmark {
+        resource_version: String,
+        initial_events_end: bool,
+    },
+}
+
+/// The events of one open watch. The stream ends when the server ends the watch; an error item
+/// (e.g. an in-stream 410) is the last item.
+pub type EventStream<K> = BoxStream<'static, Result<Event<K>, ListWatchError>>;
+
+/// Lists and watches one resource (one namespace or all, one set of selectors).
+pub trait ListerWatcher<K>: Send + Sync + 'static {
+    /// One page of the collection.
+    fn list(
+        &self,
+        request: ListRequest,
+    ) -> impl Future<Output = Result<ListPage<K>, ListWatchError>> + Send;
+
+    /// Opens a watch.
+    fn watch(
+        &self,
+        request: WatchRequest,
+    ) -> impl Future<Output = Result<EventStream<K>, ListWatchError>> + Send;
+}

@@ -1,0 +1,133 @@
+//! What the informer needs of an object (its metadata), and the key it is stored under.
+//!
+//! Every informer structure is keyed by [`ObjectKey`]: `namespace/name` for namespaced objects and
+//! `name` for cluster-scoped ones, exactly client-go's `MetaNamespaceKeyFunc`. A controller puts the
+//! same key in its workqueue, and its worker finds the object again with the key.
+
+use std::borrow::Borrow;
+use std::fmt;
+use std::ops::Deref;
+use std::sync::Arc;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+/// An API object: anything with Kubernetes `metadata`. Implemented for every k8s-openapi kind, and
+/// by `ferrokube::DynamicObject` for kinds known only at run time.
+pub trait Object: Serialize + DeserializeOwned + Clone + Send + Sync + 'static {
+    fn meta(&self) -> &ObjectMeta;
+    fn meta_mut(&mut self) -> &mut ObjectMeta;
+
+    /// The object's `metadata.resourceVersion`, or `""`.
+    fn resource_version(&self) -> &str {
+        self.meta().resource_version.as_deref().unwrap_or("")
+    }
+}
+
+impl<K> Object for K
+where
+    K: k8s_openapi::Metadata<Ty = ObjectMeta>
+        + Serialize
+        + DeserializeOwned
+        + Clone
+        + Send
+        + Sync
+        + 'static,
+{
+    fn meta(&self) -> &ObjectMeta {
+        self.metadata()
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        self.metadata_mut()
+    }
+}
+
+/// `namespace/name`, or `name` for a cluster-scoped object. Cheap to clone (one shared string).
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ObjectKey(Arc<str>);
+
+impl ObjectKey {
+    /// The key of `namespace`/`name` (`namespace` empty or `None`: cluster-scoped).
+    pub fn new(namespace: Option<&str>, name: &str) -> ObjectKey {
+        match namespace {
+            Some(ns) if !ns.is_empty() => ObjectKey(format!("{ns}/{name}").into()),
+            _ => ObjectKey(name.into()),
+        }
+    }
+
+    /// The key of an object.
+    pub fn of<K: Object>(object: &K) -> ObjectKey {
+        let meta = object.meta();
+        ObjectKey::new(meta.namespace.as_deref(), meta.name.as_deref().unwrap_or(""))
+    }
+
+    /// The namespace part (`None` for a cluster-scoped key).
+    pub fn namespace(&self) -> Option<&str> {
+        self.0.split_once('/').map(|(ns, _)| ns)
+    }
+
+    /// The name part.
+    pub fn name(&self) -> &str {
+        self.0.split_once('/').map_or(&self.0, |(_, name)| name)
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl From<&str> for ObjectKey {
+    fn from(key: &str) -> ObjectKey {
+        ObjectKey(key.into())
+    }
+}
+
+impl From<ObjectKey> for Arc<str> {
+    fn from(key: ObjectKey) -> Arc<str> {
+        key.0
+    }
+}
+
+impl Deref for ObjectKey {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl Borrow<str> for ObjectKey {
+    fn borrow(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for ObjectKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl fmt::Debug for ObjectKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&*self.0, f)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_split_back_into_namespace_and_name() {
+        let key = ObjectKey::new(Some("default"), "web");
+        assert_eq!(key.as_str(), "default/web");
+        assert_eq!(key.namespace(), Some("default"));
+        assert_eq!(key.name(), "web");
+        let cluster = ObjectKey::new(None, "node-1");
+        assert_eq!(cluster.as_str(), "node-1");
+        assert_eq!(cluster.namespace(), None);
+        assert_eq!(cluster.name(), "node-1");
+        assert_eq!(ObjectKey::new(Some(""), "x").as_str(), "x");
+    }
+}

@@ -1,0 +1,478 @@
+//! The Reflector: keeps a [`DeltaFifo`] in step with the server by listing once, then watching.
+//!
+//! ```text
+//!             ┌───────────── 410 Gone: relist from the latest ─────────────┐
+//!             ▼                                                             │
+//!   List ──replace──▶ Watch ──opened──▶ Watching ──server closes──▶ Watch (from the last version)
+//!     │                 │                  │ error
+//!     └──── error ──────┴──────────────────┴──▶ Backoff(800 ms … 30 s) ──▶ Watch, or List
+//! ```
+//!
+//! - **List** pages through the collection (500 per page). The first list asks for
+//!   `resourceVersion=0`, which the API server answers from its watch cache without touching etcd;
+//!   later lists ask for at least the last version seen. If a page's continue token has expired
+//!   (410), the reflector lists everything again in one consistent read.
+//! - **Watch** opens from the list's resourceVersion, with bookmarks and a random timeout of 5 to 10
+//!   minutes (so that many clients do not reconnect together). Each event moves the last seen
+//!   version forward; a bookmark moves it with no change.
+//! - A watch the server ends is reopened at once from the last version seen: nothing is relisted.
+//!   A 410 on the watch (the version was compacted) is the only thing that forces a relist, and that
+//!   relist is a consistent read, since the cache may be behind what we already saw.
+//! - Errors back off exponentially with jitter ([`Backoff`], client-go's 800 ms → 30 s, reset after
+//!   2 quiet minutes). Unreachable servers and 429/5xx resume the watch; other errors relist.
+//! - **Streaming list** ([`ListMode::Streaming`]): one watch with `sendInitialEvents=true` delivers
+//!   every object as ADDED, then a bookmark marked `k8s.io/initial-events-end`; the objects replace
+//!   the fifo's contents at that bookmark and the same watch goes on. A server that refuses the
+//!   request (older than 1.27, or the feature off) makes the reflector fall back to list + watch
+//!   for good.
+//!
+//! Every phase is a variant of [`Phase`]; [`Reflector::run`] just steps from one to the next until
+//! stopped.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use futures_util::StreamExt;
+use parking_lot::Mutex;
+use rand::Rng;
+use tokio::sync::watch;
+
+use crate::backoff::Backoff;
+use crate::delta_fifo::DeltaFifo;
+use crate::lister_watcher::{
+    Event, EventStream, ListRequest, ListVersion, ListWatchError, ListerWatcher, WatchRequest,
+};
+use crate::metrics::{EventKind, InformerMetrics};
+use crate::object::{Object, ObjectKey};
+
+/// Called with every list or watch error (client-go's `WatchErrorHandler`). The reflector recovers
+/// by itself; the hook is for logging, metrics or alerting.
+pub type WatchErrorHandler = Arc<dyn Fn(&ListWatchError) + Send + Sync>;
+
+/// How the reflector fills the fifo.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ListMode {
+    /// Paginated list, then watch. Default: every server supports it.
+    #[default]
+    ListWatch,
+    /// Streaming list (`sendInitialEvents`), falling back to [`ListMode::ListWatch`] if the
+    /// server refuses it.
+    Streaming,
+}
+
+/// Reflector settings. The defaults are client-go's.
+#[derive(Clone)]
+pub struct ReflectorOptions {
+    /// Objects per list page. Default 500.
+    pub page_size: u32,
+    /// Each watch asks the server to end it after a random time in `[min, 2·min)`. Default 5 min.
+    pub min_watch_timeout: Duration,
+    /// Waits after errors. Default [`Backoff::default`] (800 ms doubling to 30 s, jitter 1.0,
+    /// reset after 2 quiet minutes).
+    pub backoff: Backoff,
+    /// Default [`ListMode::ListWatch`].
+    pub list_mode: ListMode,
+    /// Default: none (errors are logged with `tracing`).
+    pub error_handler: Option<WatchErrorHandler>,
+}
+
+impl Default for ReflectorOptions {
+    fn default() -> Self {
+        ReflectorOptions {
+            page_size: 500,
+            min_watch_timeout: Duration::from_secs(300),
+            backoff: Backoff::default(),
+            list_mode: ListMode::ListWatch,
+            error_handler: None,
+        }
+    }
+}
+
+/// What the reflector has done, readable while it runs.
+#[derive(Debug, Default)]
+pub struct ReflectorStatus {
+    last_sync_resource_version: Mutex<String>,
+    lists: AtomicU64,
+    watches: AtomicU64,
+    streaming_unsupported: AtomicBool,
+}
+
+impl ReflectorStatus {
+    /// The resourceVersion the fifo reflects: the last list's, then each event's or bookmark's.
+    pub fn last_sync_resource_version(&self) -> String {
+        self.last_sync_resource_version.lock().clone()
+    }
+    /// Complete lists so far (1 after the first list; more means relists).
+    pub fn lists(&self) -> u64 {
+        self.lists.load(Ordering::Relaxed)
+    }
+    /// Watches opened so far.
+    pub fn watches(&self) -> u64 {
+        self.watches.load(Ordering::Relaxed)
+    }
+    /// True once a server refused a streaming list.
+    pub fn streaming_unsupported(&self) -> bool {
+        self.streaming_unsupported.load(Ordering::Relaxed)
+    }
+}
+
+/// What the reflector does next. See the [module docs](self).
+enum Phase<K> {
+    /// List everything at this version, then watch.
+    List(ListVersion),
+    /// One watch that starts with every object (`sendInitialEvents`).
+    StreamingList,
+    /// Open a watch from the last synced version.
+    Watch,
+    /// Consume an open watch.
+    Watching {
+        stream: EventStream<K>,
+        opened: Instant,
+        events: u64,
+    },
+    /// Wait, then go on.
+    Backoff { wait: Duration, then: Box<Phase<K>> },
+}
+
+/// A watch that ends this soon without a single event is treated as a failure, so a server that
+/// closes every watch at once is retried with backoff rather than in a tight loop.
+const SHORTEST_HEALTHY_WATCH: Duration = Duration::from_secs(1);
+
+/// See the [module docs](self).
+pub struct Reflector<K, L> {
+    lister_watcher: L,
+    fifo: Arc<DeltaFifo<K>>,
+    options: ReflectorOptions,
+    status: Arc<ReflectorStatus>,
+    metrics: Option<Arc<dyn InformerMetrics>>,
+}
+
+impl<K: Object, L: ListerWatcher<K>> Reflector<K, L> {
+    pub fn new(lister_watcher: L, fifo: Arc<DeltaFifo<K>>, options: ReflectorOptions) -> Self {
+        Reflector {
+            lister_watcher,
+            fifo,
+            options,
+            status: Arc::new(ReflectorStatus::default()),
+            metrics: None,
+        }
+    }
+
+    pub fn with_metrics(mut self, metrics: Arc<dyn InformerMetrics>) -> Self {
+        self.metrics = Some(metrics);
+        self
+    }
+
+    /// A handle on the reflector's progress (e.g. [`ReflectorStatus::last_sync_resource_version`]).
+    pub fn status(&self) -> Arc<ReflectorStatus> {
+        self.status.clone()
+    }
+
+    /// Lists and watches until `stop` turns true (or its sender is dropped).
+    pub async fn run(mut self, mut stop: watch::Receiver<bool>) {
+        let mut phase = self.first_phase();
+        loop {
+            phase = tokio::select! {
+                biased;
+                _ = stop.wait_for(|stopped| *stopped) => return,
+                next = self.step(phase) => next,
+            };
+        }
+    }
+
+    fn first_phase(&self) -> Phase<K> {
+        match self.options.list_mode {
+            ListMode::Streaming if !self.status.streaming_unsupported() => Phase::StreamingList,
+            _ => Phase::List(self.relist_version()),
+        }
+    }
+
+    async fn step(&mut self, phase: Phase<K>) -> Phase<K> {
+        match phase {
+            Phase::List(version) => self.list(version).await,
+            Phase::StreamingList => self.streaming_list().await,
+            Phase::Watch => self.open_watch().await,
+            Phase::Watching {
+                stream,
+                opened,
+                events,
+            } => self.watching(stream, opened, events).await,
+            Phase::Backoff { wait, then } => {
+                tokio::time::sleep(wait).await;
+                *then
+            }
+        }
+    }
+
+    /// `"0"` before the first list (the watch cache will do), then "at least what we saw".
+    fn relist_version(&self) -> ListVersion {
+        let last = self.status.last_sync_resource_version();
+        if last.is_empty() {
+            ListVersion::Any
+        } else {
+            ListVersion::NotOlderThan(last)
+        }
+    }
+
+    /// The phase that starts over after a 410: a consistent list (or streaming list from now).
+    fn after_gone(&mut self) -> Phase<K> {
+        self.set_version(String::new());
+        if self.streaming() {
+            Phase::StreamingList
+        } else {
+            Phase::List(ListVersion::Latest)
+        }
+    }
+
+    fn streaming(&self) -> bool {
+        self.options.list_mode == ListMode::Streaming && !self.status.streaming_unsupported()
+    }
+
+    fn failed(&mut self, error: &ListWatchError, then: Phase<K>) -> Phase<K> {
+        self.report(error);
+        Phase::Backoff {
+            wait: self.options.backoff.failure(),
+            then: Box::new(then),
+        }
+    }
+
+    fn report(&self, error: &ListWatchError) {
+        tracing::warn!(%error, "list/watch failed");
+        if let Some(handler) = &self.options.error_handler {
+            handler(error);
+        }
+    }
+
+    fn set_version(&self, version: String) {
+        if let Some(metrics) = &self.metrics {
+            metrics.resource_version(&version);
+        }
+        *self.status.last_sync_resource_version.lock() = version;
+    }
+
+    async fn list(&mut self, version: ListVersion) -> Phase<K> {
+        match self.list_pages(version.clone()).await {
+            Ok((items, resource_version)) => {
+                let relist = self.status.lists.fetch_add(1, Ordering::Relaxed) > 0;
+                if let Some(metrics) = &self.metrics {
+                    metrics.listed(items.len(), relist);
+                }
+                tracing::debug!(objects = items.len(), %resource_version, relist, "listed");
+                self.fifo.replace(items);
+                self.set_version(resource_version);
+                Phase::Watch
+            }
+            Err(ListWatchError::Gone(source)) if version != ListVersion::Latest => {
+                tracing::info!(%source, "list version gone; listing the latest");
+                Phase::List(ListVersion::Latest)
+            }
+            Err(error) => {
+                let retry = Phase::List(self.relist_version());
+                self.failed(&error, retry)
+            }
+        }
+    }
+
+    /// Every page of one list. Continuation pages carry only the token (the API forbids a version
+    /// with it). An expired token restarts as one unpaginated consistent list.
+    async fn list_pages(&self, version: ListVersion) -> Result<(Vec<K>, String), ListWatchError> {
+        let mut items = Vec::new();
+        let mut request = ListRequest {
+            version,
+            limit: Some(self.options.page_size),
+            continue_token: None,
+        };
+        loop {
+            let page = match self.lister_watcher.list(request.clone()).await {
+                Ok(page) => page,
+                Err(ListWatchError::Gone(source)) if request.continue_token.is_some() => {
+                    tracing::info!(%source, "continue token expired; listing everything at once");
+                    let whole = ListRequest {
+                        version: ListVersion::Latest,
+                        limit: None,
+                        continue_token: None,
+                    };
+                    let page = self.lister_watcher.list(whole).await?;
+                    return Ok((page.items, page.resource_version));
+                }
+                Err(error) => return Err(error),
+            };
+            items.extend(page.items);
+            match page.continue_token.filter(|token| !token.is_empty()) {
+                Some(token) => {
+                    request.version = ListVersion::Latest;
+                    request.continue_token = Some(token);
+                }
+                None => return Ok((items, page.resource_version)),
+            }
+        }
+    }
+
+    fn watch_request(&self, send_initial_events: bool) -> WatchRequest {
+        let min = self.options.min_watch_timeout.as_secs().max(1);
+        let timeout = rand::rng().random_range(min..2 * min);
+        WatchRequest {
+            resource_version: self.status.last_sync_resource_version(),
+            timeout_seconds: Some(u32::try_from(timeout).unwrap_or(u32::MAX)),
+            allow_bookmarks: true,
+            send_initial_events,
+        }
+    }
+
+    fn count_watch(&self) {
+        let restart = self.status.watches.fetch_add(1, Ordering::Relaxed) > 0;
+        if let Some(metrics) = &self.metrics {
+            metrics.watch_opened(restart);
+        }
+    }
+
+    async fn open_watch(&mut self) -> Phase<K> {
+        match self.lister_watcher.watch(self.watch_request(false)).await {
+            Ok(stream) => {
+                self.count_watch();
+                Phase::Watching {
+                    stream,
+                    opened: Instant::now(),
+                    events: 0,
+                }
+            }
+            Err(ListWatchError::Gone(source)) => {
+                tracing::info!(%source, "watch version gone; relisting");
+                self.after_gone()
+            }
+            Err(error @ ListWatchError::Unavailable(_)) => self.failed(&error, Phase::Watch),
+            Err(error) => {
+                let relist = Phase::List(self.relist_version());
+                self.failed(&error, relist)
+            }
+        }
+    }
+
+    async fn watching(
+        &mut self,
+        mut stream: EventStream<K>,
+        opened: Instant,
+        mut events: u64,
+    ) -> Phase<K> {
+        while let Some(item) = stream.next().await {
+            match item {
+                Ok(event) => {
+                    events += 1;
+                    self.apply(event);
+                }
+                Err(ListWatchError::Gone(source)) => {
+                    tracing::info!(%source, "watch version gone; relisting");
+                    return self.after_gone();
+                }
+                Err(error) => return self.failed(&error, Phase::Watch),
+            }
+        }
+        if events == 0 && opened.elapsed() < SHORTEST_HEALTHY_WATCH {
+            let error = ListWatchError::Unavailable("watch closed at once with no events".into());
+            return self.failed(&error, Phase::Watch);
+        }
+        tracing::debug!(events, "watch ended; resuming");
+        Phase::Watch
+    }
+
+    fn apply(&self, event: Event<K>) {
+        let (kind, version) = match event {
+            Event::Added(object) => {
+                let version = object.resource_version().to_string();
+                self.fifo.add(object);
+                (EventKind::Added, version)
+            }
+            Event::Modified(object) => {
+                let version = object.resource_version().to_string();
+                self.fifo.update(object);
+                (EventKind::Modified, version)
+            }
+            Event::Deleted(object) => {
+                let version = object.resource_version().to_string();
+                self.fifo.delete(object);
+                (EventKind::Deleted, version)
+            }
+            Event::Bookmark {
+                resource_version, ..
+            } => (EventKind::Bookmark, resource_version),
+        };
+        if let Some(metrics) = &self.metrics {
+            metrics.event(kind);
+        }
+        if !version.is_empty() {
+            self.set_version(version);
+        }
+    }
+
+    async fn streaming_list(&mut self) -> Phase<K> {
+        let mut stream = match self.lister_watcher.watch(self.watch_request(true)).await {
+            Ok(stream) => stream,
+            Err(ListWatchError::Rejected(source)) => {
+                tracing::info!(%source, "streaming list refused; falling back to list + watch");
+                self.status
+                    .streaming_unsupported
+                    .store(true, Ordering::Relaxed);
+                return Phase::List(self.relist_version());
+            }
+            Err(ListWatchError::Gone(_)) => return self.after_gone(),
+            Err(error) => return self.failed(&error, Phase::StreamingList),
+        };
+        self.count_watch();
+        // The initial objects by key: a change to one during the initial phase replaces it.
+        let mut initial: Vec<K> = Vec::new();
+        let mut positions: std::collections::HashMap<ObjectKey, usize> = Default::default();
+        while let Some(item) = stream.next().await {
+            match item {
+                Ok(Event::Added(object)) | Ok(Event::Modified(object)) => {
+                    let key = ObjectKey::of(&object);
+                    match positions.get(&key) {
+                        Some(&at) => initial[at] = object,
+                        None => {
+                            positions.insert(key, initial.len());
+                            initial.push(object);
+                        }
+                    }
+                }
+                Ok(Event::Deleted(object)) => {
+                    if let Some(at) = positions.remove(&ObjectKey::of(&object)) {
+                        initial.swap_remove(at);
+                        if let Some(moved) = initial.get(at) {
+                            positions.insert(ObjectKey::of(moved), at);
+                        }
+                    }
+                }
+                Ok(Event::Bookmark {
+                    resource_version,
+                    initial_events_end,
+                }) => {
+                    if !initial_events_end {
+                        continue;
+                    }
+                    let relist = self.status.lists.fetch_add(1, Ordering::Relaxed) > 0;
+                    if let Some(metrics) = &self.metrics {
+                        metrics.listed(initial.len(), relist);
+                    }
+                    self.fifo.replace(initial);
+                    self.set_version(resource_version);
+                    return Phase::Watching {
+                        stream,
+                        opened: Instant::now(),
+                        events: 1,
+                    };
+                }
+                Err(ListWatchError::Gone(_)) => return self.after_gone(),
+                Err(ListWatchError::Rejected(source)) => {
+                    self.status
+                        .streaming_unsupported
+                        .store(true, Ordering::Relaxed);
+                    tracing::info!(%source, "streaming list refused; falling back to list + watch");
+                    return Phase::List(self.relist_version());
+                }
+                Err(error) => return self.failed(&error, Phase::StreamingList),
+            }
+        }
+        let error = ListWatchError::Unavailable("streaming list ended before its last object".into());
+        self.failed(&error, Phase::StreamingList)
+    }
+}

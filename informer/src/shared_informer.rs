@@ -1,0 +1,407 @@
+//! SharedIndexInformer: one reflector, one store, any number of handlers.
+//!
+//! Follow one watch event through it:
+//!
+//! ```text
+//!  server ─▶ Reflector ─▶ DeltaFifo ─pop─▶ process(key, deltas) ─┬─▶ Store (insert / remove)
+//!   (reflector.rs)        (delta_fifo.rs)   (this file)           └─▶ each handler's buffer ─▶ its thread
+//!                                                                      (handler.rs)
+//! ```
+//!
+//! The processor applies a key's deltas to the store and, for each, pushes a notification to every
+//! handler: `Add` when the store did not have the key, `Update(old, new)` when it did, `Delete`
+//! with the last state or a tombstone. `Sync` deltas (resyncs) go only to the handlers whose resync
+//! period is due. All of this happens under the handler lock, which is what makes a late handler
+//! correct: `add_event_handler` takes the same lock, gives the new handler an `Add` for every cached
+//! object, and only then joins, so it sees every object exactly once and every later change after it.
+//!
+//! **Where we differ from client-go:** objects are stored and handed out as `Arc<K>` and never
+//! copied, so there is no "do not mutate the cache" rule to remember (the type system enforces it);
+//! and handlers are plain threads with unbounded buffers, so any handler may block.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use tokio::sync::watch;
+
+use crate::delta_fifo::{Delta, DeltaFifo, Transform};
+use crate::handler::{EventHandler, HandlerOptions, HandlerRegistration, Listener, Notification};
+use crate::index::Indexers;
+use crate::lister::Lister;
+use crate::lister_watcher::ListerWatcher;
+use crate::metrics::InformerMetrics;
+use crate::object::{Object, ObjectKey};
+use crate::reflector::{Reflector, ReflectorOptions, ReflectorStatus};
+use crate::store::Store;
+
+/// Why an informer could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("an informer must be started from inside a tokio runtime")]
+    NoRuntime,
+    #[error("the informer was stopped; informers cannot be restarted")]
+    Stopped,
+    #[error("could not start a handler thread: {0}")]
+    Thread(#[from] std::io::Error),
+}
+
+/// The resync check never runs more often than this (client-go: 1 s).
+const MIN_RESYNC_CHECK: Duration = Duration::from_secs(1);
+
+type BoxFuture = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+enum Lifecycle {
+    /// Built; holds the reflector until `start`.
+    NotStarted(BoxFuture),
+    Running,
+    Stopped,
+}
+
+struct Handlers<K> {
+    listeners: Vec<Arc<Listener<K>>>,
+    /// The informer has synced (its first list is fully processed).
+    synced: bool,
+}
+
+struct Inner<K> {
+    name: String,
+    store: Arc<Store<K>>,
+    fifo: Arc<DeltaFifo<K>>,
+    /// Held while a key's deltas are applied and distributed, and while a handler joins.
+    handlers: Mutex<Handlers<K>>,
+    lifecycle: Mutex<Lifecycle>,
+    stop: watch::Sender<bool>,
+    synced: watch::Sender<bool>,
+    reflector: Arc<ReflectorStatus>,
+    metrics: Option<Arc<dyn InformerMetrics>>,
+    next_handler: AtomicU64,
+}
+
+/// See the [module docs](self). Cheap to clone; clones share one informer.
+pub struct SharedIndexInformer<K> {
+    inner: Arc<Inner<K>>,
+}
+
+impl<K> Clone for SharedIndexInformer<K> {
+    fn clone(&self) -> Self {
+        SharedIndexInformer {
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+/// Builds a [`SharedIndexInformer`]; every option has client-go's default.
+pub struct InformerBuilder<K, L> {
+    lister_watcher: L,
+    name: String,
+    indexers: Indexers<K>,
+    transform: Option<Transform<K>>,
+    reflector: ReflectorOptions,
+    metrics: Option<Arc<dyn InformerMetrics>>,
+}
+
+impl<K: Object, L: ListerWatcher<K>> InformerBuilder<K, L> {
+    /// Shown in logs, metrics and handler thread names. Default `informer`.
+    pub fn name(mut self, name: &str) -> Self {
+        self.name = name.to_string();
+        self
+    }
+    /// Indexes of the store. Default: the namespace index only.
+    pub fn indexers(mut self, indexers: Indexers<K>) -> Self {
+        self.indexers = indexers;
+        self
+    }
+    /// Applied once to every object from the server before it is stored. Default none.
+    pub fn transform(mut self, transform: impl Fn(K) -> K + Send + Sync + 'static) -> Self {
+        self.transform = Some(Arc::new(transform));
+        self
+    }
+    /// Reflector settings. Default [`ReflectorOptions::default`].
+    pub fn reflector(mut self, options: ReflectorOptions) -> Self {
+        self.reflector = options;
+        self
+    }
+    /// Default none.
+    pub fn metrics(mut self, metrics: Arc<dyn InformerMetrics>) -> Self {
+        self.metrics = Some(metrics);
+        self
+    }
+
+    pub fn build(self) -> SharedIndexInformer<K> {
+        let store = Arc::new(Store::new(self.indexers));
+        let fifo = Arc::new(DeltaFifo::new(store.clone(), self.transform));
+        let mut reflector = Reflector::new(self.lister_watcher, fifo.clone(), self.reflector);
+        if let Some(metrics) = &self.metrics {
+            reflector = reflector.with_metrics(metrics.clone());
+        }
+        let status = reflector.status();
+        let (stop, stop_rx) = watch::channel(false);
+        let run: BoxFuture = Box::pin(reflector.run(stop_rx));
+        SharedIndexInformer {
+            inner: Arc::new(Inner {
+                name: self.name,
+                store,
+                fifo,
+                handlers: Mutex::new(Handlers {
+                    listeners: Vec::new(),
+                    synced: false,
+                }),
+                lifecycle: Mutex::new(Lifecycle::NotStarted(run)),
+                stop,
+                synced: watch::channel(false).0,
+                reflector: status,
+                metrics: self.metrics,
+                next_handler: AtomicU64::new(1),
+            }),
+        }
+    }
+}
+
+impl<K: Object> SharedIndexInformer<K> {
+    /// An informer over `lister_watcher`; configure it, then `build()`.
+    pub fn builder<L: ListerWatcher<K>>(lister_watcher: L) -> InformerBuilder<K, L> {
+        InformerBuilder {
+            lister_watcher,
+            name: "informer".to_string(),
+            indexers: Indexers::default(),
+            transform: None,
+            reflector: ReflectorOptions::default(),
+            metrics: None,
+        }
+    }
+
+    /// Starts the reflector, the delta processor and the resync timer on the current tokio
+    /// runtime. Starting a running informer does nothing.
+    pub fn start(&self) -> Result<(), StartError> {
+        let runtime = tokio::runtime::Handle::try_current().map_err(|_| StartError::NoRuntime)?;
+        let mut lifecycle = self.inner.lifecycle.lock();
+        let reflector = match std::mem::replace(&mut *lifecycle, Lifecycle::Running) {
+            Lifecycle::NotStarted(reflector) => reflector,
+            Lifecycle::Running => return Ok(()),
+            Lifecycle::Stopped => {
+                *lifecycle = Lifecycle::Stopped;
+                return Err(StartError::Stopped);
+            }
+        };
+        runtime.spawn(reflector);
+        let inner = self.inner.clone();
+        runtime.spawn(async move { inner.process_until_closed().await });
+        let inner = self.inner.clone();
+        runtime.spawn(async move { inner.resync_until_stopped().await });
+        Ok(())
+    }
+
+    /// Stops the reflector, the processor and every handler thread. Pending notifications are
+    /// dropped. An informer cannot be started again.
+    pub fn stop(&self) {
+        *self.inner.lifecycle.lock() = Lifecycle::Stopped;
+        self.inner.stop.send_replace(true);
+        self.inner.fifo.close();
+        for listener in self.inner.handlers.lock().listeners.drain(..) {
+            listener.stop();
+        }
+    }
+
+    /// Adds a handler with default options. See [`add_event_handler_with`](Self::add_event_handler_with).
+    pub fn add_event_handler(
+        &self,
+        handler: impl EventHandler<K>,
+    ) -> Result<HandlerRegistration<K>, StartError> {
+        self.add_event_handler_with(handler, HandlerOptions::default())
+    }
+
+    /// Adds a handler, at any time. A handler added after objects were cached first gets an `Add`
+    /// (with `is_in_initial_list` true) for each of them, then every change after.
+    pub fn add_event_handler_with(
+        &self,
+        handler: impl EventHandler<K>,
+        options: HandlerOptions,
+    ) -> Result<HandlerRegistration<K>, StartError> {
+        if matches!(*self.inner.lifecycle.lock(), Lifecycle::Stopped) {
+            return Err(StartError::Stopped);
+        }
+        let id = self.inner.next_handler.fetch_add(1, Ordering::Relaxed);
+        let name = options.name.unwrap_or_else(|| format!("handler-{id}"));
+        let metrics = self.inner.metrics.as_ref().map(|m| m.handler_queue(&name));
+        let listener = Listener::new(name, Arc::new(handler), options.resync, metrics);
+        let mut handlers = self.inner.handlers.lock();
+        for object in self.inner.store.list() {
+            listener.push(Notification::Add {
+                object,
+                initial: true,
+            });
+        }
+        if handlers.synced {
+            listener.mark_upstream_synced();
+        }
+        listener.spawn()?;
+        handlers.listeners.push(listener.clone());
+        Ok(HandlerRegistration { listener })
+    }
+
+    /// Removes a handler; it gets nothing more (what was waiting in its buffer is dropped).
+    pub fn remove_event_handler(&self, registration: &HandlerRegistration<K>) {
+        let mut handlers = self.inner.handlers.lock();
+        handlers
+            .listeners
+            .retain(|l| !Arc::ptr_eq(l, &registration.listener));
+        registration.listener.stop();
+    }
+
+    /// True once the first list has been applied to the store (handlers may still be working
+    /// through it; see [`HandlerRegistration::has_synced`]).
+    pub fn has_synced(&self) -> bool {
+        *self.inner.synced.borrow()
+    }
+
+    /// Waits until [`has_synced`](Self::has_synced); false if the informer stopped first.
+    pub async fn wait_for_cache_sync(&self) -> bool {
+        let mut synced = self.inner.synced.subscribe();
+        let mut stop = self.inner.stop.subscribe();
+        tokio::select! {
+            result = synced.wait_for(|s| *s) => result.is_ok(),
+            _ = stop.wait_for(|s| *s) => false,
+        }
+    }
+
+    /// The informer's store, with its indexes.
+    pub fn store(&self) -> &Arc<Store<K>> {
+        &self.inner.store
+    }
+
+    /// A [`Lister`] over the store.
+    pub fn lister(&self) -> Lister<K> {
+        Lister::new(self.inner.store.clone())
+    }
+
+    /// The resourceVersion the store reflects (client-go's `LastSyncResourceVersion`).
+    pub fn last_sync_resource_version(&self) -> String {
+        self.inner.reflector.last_sync_resource_version()
+    }
+
+    /// The reflector's progress: lists, watches, and whether streaming lists were refused.
+    pub fn reflector_status(&self) -> &Arc<ReflectorStatus> {
+        &self.inner.reflector
+    }
+
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+}
+
+impl<K: Object> Inner<K> {
+    async fn process_until_closed(&self) {
+        while self
+            .fifo
+            .pop(|key, deltas| self.process(key, deltas))
+            .await
+            .is_some()
+        {
+            if !*self.synced.borrow() && self.fifo.has_synced() {
+                let mut handlers = self.handlers.lock();
+                handlers.synced = true;
+                for listener in &handlers.listeners {
+                    listener.mark_upstream_synced();
+                }
+                drop(handlers);
+                self.synced.send_replace(true);
+                tracing::debug!(informer = %self.name, objects = self.store.len(), "synced");
+            }
+        }
+    }
+
+    /// Applies one key's deltas to the store and tells the handlers.
+    fn process(&self, key: ObjectKey, deltas: Vec<Delta<K>>) {
+        let handlers = self.handlers.lock();
+        let initial = !handlers.synced;
+        for delta in deltas {
+            let (object, resync) = match delta {
+                Delta::Deleted(deleted) => {
+                    self.store.remove(&key);
+                    handlers.notify(|| Notification::Delete(deleted.clone()), false);
+                    continue;
+                }
+                Delta::Sync(object) => (object, true),
+                Delta::Added(object) | Delta::Updated(object) | Delta::Replaced(object) => {
+                    (object, false)
+                }
+            };
+            match self.store.insert(object.clone()) {
+                Some(old) => handlers.notify(
+                    || Notification::Update {
+                        old: old.clone(),
+                        new: object.clone(),
+                    },
+                    resync,
+                ),
+                None => handlers.notify(
+                    || Notification::Add {
+                        object: object.clone(),
+                        initial,
+                    },
+                    false,
+                ),
+            }
+        }
+        if let Some(metrics) = &self.metrics {
+            metrics.cached(self.store.len());
+        }
+    }
+
+    /// Every `MIN_RESYNC_CHECK`, marks the handlers whose resync period is due and, if any, queues
+    /// a `Sync` for every cached object.
+    async fn resync_until_stopped(&self) {
+        let mut stop = self.stop.subscribe();
+        loop {
+            tokio::select! {
+                _ = stop.wait_for(|s| *s) => return,
+                _ = tokio::time::sleep(self.resync_check_period()) => {}
+            }
+            if !*self.synced.borrow() {
+                continue;
+            }
+            let now = Instant::now();
+            let mut any_due = false;
+            for listener in &self.handlers.lock().listeners {
+                let due = match (listener.resync_period, &mut *listener.next_resync.lock()) {
+                    (Some(period), Some(next)) if now >= *next => {
+                        *next = now + period;
+                        true
+                    }
+                    _ => false,
+                };
+                listener.resyncing.store(due, Ordering::SeqCst);
+                any_due |= due;
+            }
+            if any_due {
+                self.fifo.resync();
+            }
+        }
+    }
+
+    fn resync_check_period(&self) -> Duration {
+        self.handlers
+            .lock()
+            .listeners
+            .iter()
+            .filter_map(|l| l.resync_period)
+            .min()
+            .unwrap_or(Duration::from_secs(60))
+            .max(MIN_RESYNC_CHECK)
+    }
+}
+
+impl<K: Send + Sync + 'static> Handlers<K> {
+    /// Pushes a notification to every handler, or for a resync only to those resyncing now.
+    fn notify(&self, notification: impl Fn() -> Notification<K>, resync: bool) {
+        for listener in &self.listeners {
+            if !resync || listener.resyncing.load(Ordering::SeqCst) {
+                listener.push(notification());
+            }
+        }
+    }
+}
