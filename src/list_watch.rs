@@ -12,11 +12,11 @@
 //! | 429, 5xx, server timeout, transport, our timeout, a malformed event | `Unavailable` | back off, resume |
 //! | any other status (400, 403, 422, …), a bad request | `Rejected` | back off, relist |
 
-use futures_util::StreamExt;
 use ferrokube_informer::{
     Event, EventStream, ListPage, ListRequest, ListVersion, ListWatchError, ListerWatcher,
     ListerWatcherSource, Scope, WatchRequest,
 };
+use futures_util::StreamExt;
 
 use crate::api::{Api, ListParams, Object, VersionMatch, WatchParams};
 use crate::client::Client;

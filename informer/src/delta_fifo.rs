@@ -26,7 +26,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
-use tokio::sync::Notify;
+use tokio::sync::{Notify, watch};
 
 use crate::object::{Object, ObjectKey};
 use crate::store::Store;
@@ -103,6 +103,9 @@ pub struct DeltaFifo<K> {
     state: Mutex<FifoState<K>>,
     /// Wakes the (single) popper when a key is queued or the fifo closes.
     ready: Notify,
+    /// Turns true, under the state lock, the moment `populated && initial_population == 0` first
+    /// holds: after the last initial key was processed, or at once for an empty first list.
+    synced: watch::Sender<bool>,
     /// What the processor has applied: used to find deletions on relist and objects to resync.
     known: Arc<Store<K>>,
     transform: Option<Transform<K>>,
@@ -120,6 +123,7 @@ impl<K: Object> DeltaFifo<K> {
                 closed: false,
             }),
             ready: Notify::new(),
+            synced: watch::channel(false).0,
             known,
             transform,
         }
@@ -138,6 +142,7 @@ impl<K: Object> DeltaFifo<K> {
         let mut state = self.state.lock();
         state.populated = true;
         self.queue_delta(&mut state, ObjectKey::of(&*object), Delta::Added(object));
+        self.note_synced(&state);
     }
 
     /// Records a MODIFIED from the watch.
@@ -146,6 +151,7 @@ impl<K: Object> DeltaFifo<K> {
         let mut state = self.state.lock();
         state.populated = true;
         self.queue_delta(&mut state, ObjectKey::of(&*object), Delta::Updated(object));
+        self.note_synced(&state);
     }
 
     /// Records a DELETED from the watch. Ignored for an object neither stored nor queued (there
@@ -155,6 +161,7 @@ impl<K: Object> DeltaFifo<K> {
         let key = ObjectKey::of(&*object);
         let mut state = self.state.lock();
         state.populated = true;
+        self.note_synced(&state);
         if !state.items.contains_key(&key) && self.known.get_by_key(&key).is_none() {
             return;
         }
@@ -191,7 +198,6 @@ impl<K: Object> DeltaFifo<K> {
                 gone.push((key, stored));
             }
         }
-        let deletions = gone.len();
         for (key, last_known) in gone {
             let delta = Delta::Deleted(DeletedObject::FinalStateUnknown {
                 key: key.clone(),
@@ -201,8 +207,24 @@ impl<K: Object> DeltaFifo<K> {
         }
         if !state.populated {
             state.populated = true;
-            state.initial_population = listed.len() + deletions;
+            state.initial_population = state.queue.len();
         }
+        self.note_synced(&state);
+    }
+
+    /// Publishes `synced` once the first list has been fully processed. Call with the state lock.
+    fn note_synced(&self, state: &FifoState<K>) {
+        if state.populated && state.initial_population == 0 {
+            self.synced
+                .send_if_modified(|synced| !std::mem::replace(synced, true));
+        }
+    }
+
+    /// Resolves once [`has_synced`](Self::has_synced) is true (immediately if it already is).
+    pub async fn wait_for_sync(&self) {
+        let mut synced = self.synced.subscribe();
+        // The sender lives as long as `self`, so this cannot fail while we borrow it.
+        let _ = synced.wait_for(|s| *s).await;
     }
 
     /// Queues a `Sync` for every stored object that has no pending delta (a pending delta will
@@ -234,8 +256,12 @@ impl<K: Object> DeltaFifo<K> {
 
     /// Waits for a queued key, removes it with all its deltas, and runs `process` on them while
     /// still holding the fifo (so nothing new is recorded for the key in between, and `has_synced`
-    /// turns true only after the first list is fully processed). `None` once closed.
-    pub async fn pop<R>(&self, process: impl FnOnce(ObjectKey, Vec<Delta<K>>) -> R) -> Option<R> {
+    /// turns true only after the first list is fully processed). `process` also learns whether the
+    /// key belongs to the first list (`is_in_initial_list`). `None` once closed.
+    pub async fn pop<R>(
+        &self,
+        process: impl FnOnce(ObjectKey, Vec<Delta<K>>, bool) -> R,
+    ) -> Option<R> {
         loop {
             let notified = self.ready.notified();
             {
@@ -245,8 +271,10 @@ impl<K: Object> DeltaFifo<K> {
                 }
                 if let Some(key) = state.queue.pop_front() {
                     let deltas = state.items.remove(&key).unwrap_or_default();
-                    let result = process(key, deltas);
+                    let initial = !(state.populated && state.initial_population == 0);
+                    let result = process(key, deltas, initial);
                     state.initial_population = state.initial_population.saturating_sub(1);
+                    self.note_synced(&state);
                     return Some(result);
                 }
             }
@@ -331,10 +359,10 @@ mod tests {
         fifo.delete(cm("a", "4"));
         fifo.delete(cm("a", "4"));
         assert_eq!(fifo.len(), 2);
-        let (key, deltas) = fifo.pop(|k, d| (k, d)).await.unwrap();
+        let (key, deltas) = fifo.pop(|k, d, _| (k, d)).await.unwrap();
         assert_eq!(key.as_str(), "ns/a");
         assert_eq!(kinds(&deltas), ["Added@1", "Updated@3", "Deleted@4"]);
-        let (key, _) = fifo.pop(|k, d| (k, d)).await.unwrap();
+        let (key, _) = fifo.pop(|k, d, _| (k, d)).await.unwrap();
         assert_eq!(key.as_str(), "ns/b");
     }
 
@@ -348,7 +376,11 @@ mod tests {
         fifo.replace(vec![cm("kept", "3"), cm("new", "3")]);
         let mut all = Vec::new();
         while !fifo.is_empty() {
-            all.push(fifo.pop(|k, d| (k.to_string(), kinds(&d))).await.unwrap());
+            all.push(
+                fifo.pop(|k, d, _| (k.to_string(), kinds(&d)))
+                    .await
+                    .unwrap(),
+            );
         }
         all.sort();
         assert_eq!(
@@ -373,7 +405,7 @@ mod tests {
         fifo.replace(vec![cm("a", "1"), cm("b", "1")]);
         assert!(!fifo.has_synced());
         for _ in 0..2 {
-            fifo.pop(|_, deltas| store.insert(deltas[0].object().clone()))
+            fifo.pop(|_, deltas, _| store.insert(deltas[0].object().clone()))
                 .await
                 .unwrap();
         }
@@ -382,7 +414,11 @@ mod tests {
         fifo.resync();
         let mut all = Vec::new();
         while !fifo.is_empty() {
-            all.push(fifo.pop(|k, d| (k.to_string(), kinds(&d))).await.unwrap());
+            all.push(
+                fifo.pop(|k, d, _| (k.to_string(), kinds(&d)))
+                    .await
+                    .unwrap(),
+            );
         }
         all.sort();
         assert_eq!(
@@ -406,11 +442,12 @@ mod tests {
         let store = Arc::new(Store::default());
         let fifo = DeltaFifo::new(store.clone(), Some(transform));
         fifo.replace(vec![cm("a", "1")]);
-        fifo.pop(|_, d| store.insert(d[0].object().clone())).await;
+        fifo.pop(|_, d, _| store.insert(d[0].object().clone()))
+            .await;
         fifo.resync();
-        fifo.pop(|_, _| ()).await;
+        fifo.pop(|_, _, _| ()).await;
         fifo.replace(vec![]);
-        fifo.pop(|_, _| ()).await;
+        fifo.pop(|_, _, _| ()).await;
         assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 1);
     }
 }

@@ -9,6 +9,7 @@
 //! |---|---|
 //! | [`close_watches`](FakeListerWatcher::close_watches) | every open watch ends (the server's timeout, a restart) |
 //! | [`compact`](FakeListerWatcher::compact) | history dropped: watches and continue tokens from older versions get 410 |
+//! | [`advance_version`](FakeListerWatcher::advance_version) | nothing (a change outside the selector), until the next bookmark |
 //! | [`send_bookmarks`](FakeListerWatcher::send_bookmarks) | a BOOKMARK at the current version on every watch |
 //! | [`fail_next_list`](FakeListerWatcher::fail_next_list), [`fail_next_watch`](FakeListerWatcher::fail_next_watch) | the next call fails with the given error |
 //! | [`set_streaming`](FakeListerWatcher::set_streaming) | whether streaming lists are served (else refused, as servers before 1.27) |
@@ -140,6 +141,11 @@ impl<K: Object> FakeListerWatcher<K> {
     /// Ends every open watch.
     pub fn close_watches(&self) {
         self.state.lock().watchers.clear();
+    }
+
+    /// A change the watches do not see (as one outside their selector): only the version moves.
+    pub fn advance_version(&self) {
+        self.state.lock().version += 1;
     }
 
     /// Sends a BOOKMARK with the current version on every open watch.
@@ -290,9 +296,9 @@ impl<K: Object> FakeState<K> {
 }
 
 fn parse_version(version: &str) -> Result<u64, ListWatchError> {
-    version
-        .parse()
-        .map_err(|_| ListWatchError::Rejected(format!("invalid resource version {version:?}").into()))
+    version.parse().map_err(|_| {
+        ListWatchError::Rejected(format!("invalid resource version {version:?}").into())
+    })
 }
 
 impl<K: Object> ListerWatcher<K> for FakeListerWatcher<K> {

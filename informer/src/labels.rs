@@ -166,7 +166,10 @@ fn parse_requirement(part: &str) -> Result<Requirement, String> {
         return Ok(Requirement::DoesNotExist(check_key(key.trim())?));
     }
     for (operator, build) in [
-        ("!=", Requirement::NotEquals as fn(String, String) -> Requirement),
+        (
+            "!=",
+            Requirement::NotEquals as fn(String, String) -> Requirement,
+        ),
         ("==", Requirement::Equals),
         ("=", Requirement::Equals),
     ] {
@@ -206,7 +209,10 @@ fn check_key(key: &str) -> Result<String, String> {
 }
 
 fn check_value(value: &str) -> Result<String, String> {
-    if value.len() > 63 || !value.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+    if value.len() > 63
+        || !value
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
     {
         return Err(format!("invalid label value {value:?}"));
     }
@@ -256,7 +262,15 @@ mod tests {
 
     #[test]
     fn bad_selectors_are_typed_errors() {
-        for bad in ["app=(", "a b c", "tier in (a", "=web", "app=web,", "x in a", "k=v v"] {
+        for bad in [
+            "app=(",
+            "a b c",
+            "tier in (a",
+            "=web",
+            "app=web,",
+            "x in a",
+            "k=v v",
+        ] {
             assert!(LabelSelector::parse(bad).is_err(), "{bad:?} should fail");
         }
     }

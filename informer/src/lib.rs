@@ -47,19 +47,19 @@
 //! | [`fake`] | an in-memory ListerWatcher with fault injection |
 
 pub mod backoff;
-mod delta_fifo;
-mod factory;
+pub mod delta_fifo;
+pub mod factory;
 pub mod fake;
-mod handler;
+pub mod handler;
 pub mod index;
-mod labels;
-mod lister;
-mod lister_watcher;
+pub mod labels;
+pub mod lister;
+pub mod lister_watcher;
 pub mod metrics;
-mod object;
-mod reflector;
-mod shared_informer;
-mod store;
+pub mod object;
+pub mod reflector;
+pub mod shared_informer;
+pub mod store;
 
 pub use backoff::Backoff;
 pub use delta_fifo::{DeletedObject, Delta, DeltaFifo, Transform};

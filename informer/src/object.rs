@@ -59,7 +59,10 @@ impl ObjectKey {
     /// The key of an object.
     pub fn of<K: Object>(object: &K) -> ObjectKey {
         let meta = object.meta();
-        ObjectKey::new(meta.namespace.as_deref(), meta.name.as_deref().unwrap_or(""))
+        ObjectKey::new(
+            meta.namespace.as_deref(),
+            meta.name.as_deref().unwrap_or(""),
+        )
     }
 
     /// The namespace part (`None` for a cluster-scoped key).

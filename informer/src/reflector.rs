@@ -26,7 +26,7 @@
 //!   request (older than 1.27, or the feature off) makes the reflector fall back to list + watch
 //!   for good.
 //!
-//! Every phase is a variant of [`Phase`]; [`Reflector::run`] just steps from one to the next until
+//! Every phase is a variant of `Phase`; [`Reflector::run`] just steps from one to the next until
 //! stopped.
 
 use std::sync::Arc;
@@ -472,7 +472,8 @@ impl<K: Object, L: ListerWatcher<K>> Reflector<K, L> {
                 Err(error) => return self.failed(&error, Phase::StreamingList),
             }
         }
-        let error = ListWatchError::Unavailable("streaming list ended before its last object".into());
+        let error =
+            ListWatchError::Unavailable("streaming list ended before its last object".into());
         self.failed(&error, Phase::StreamingList)
     }
 }

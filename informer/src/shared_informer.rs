@@ -191,6 +191,8 @@ impl<K: Object> SharedIndexInformer<K> {
         let inner = self.inner.clone();
         runtime.spawn(async move { inner.process_until_closed().await });
         let inner = self.inner.clone();
+        runtime.spawn(async move { inner.mark_synced_when_fifo_is().await });
+        let inner = self.inner.clone();
         runtime.spawn(async move { inner.resync_until_stopped().await });
         Ok(())
     }
@@ -297,27 +299,34 @@ impl<K: Object> Inner<K> {
     async fn process_until_closed(&self) {
         while self
             .fifo
-            .pop(|key, deltas| self.process(key, deltas))
+            .pop(|key, deltas, initial| self.process(key, deltas, initial))
             .await
             .is_some()
-        {
-            if !*self.synced.borrow() && self.fifo.has_synced() {
-                let mut handlers = self.handlers.lock();
-                handlers.synced = true;
-                for listener in &handlers.listeners {
-                    listener.mark_upstream_synced();
-                }
-                drop(handlers);
-                self.synced.send_replace(true);
-                tracing::debug!(informer = %self.name, objects = self.store.len(), "synced");
-            }
+        {}
+    }
+
+    /// Waits for the fifo to report the first list fully processed, then tells every handler and
+    /// every `wait_for_cache_sync`. Runs beside the processor, because an empty first list queues
+    /// nothing for the processor to pop.
+    async fn mark_synced_when_fifo_is(&self) {
+        let mut stop = self.stop.subscribe();
+        tokio::select! {
+            _ = stop.wait_for(|s| *s) => return,
+            _ = self.fifo.wait_for_sync() => {}
         }
+        let mut handlers = self.handlers.lock();
+        handlers.synced = true;
+        for listener in &handlers.listeners {
+            listener.mark_upstream_synced();
+        }
+        drop(handlers);
+        self.synced.send_replace(true);
+        tracing::debug!(informer = %self.name, objects = self.store.len(), "synced");
     }
 
     /// Applies one key's deltas to the store and tells the handlers.
-    fn process(&self, key: ObjectKey, deltas: Vec<Delta<K>>) {
+    fn process(&self, key: ObjectKey, deltas: Vec<Delta<K>>, initial: bool) {
         let handlers = self.handlers.lock();
-        let initial = !handlers.synced;
         for delta in deltas {
             let (object, resync) = match delta {
                 Delta::Deleted(deleted) => {

@@ -148,7 +148,10 @@ impl<K: Object> Store<K> {
 
     /// Every object, in no particular order.
     pub fn list(&self) -> Vec<Arc<K>> {
-        self.items.iter().map(|entry| entry.value().clone()).collect()
+        self.items
+            .iter()
+            .map(|entry| entry.value().clone())
+            .collect()
     }
 
     /// Every key, in no particular order.
@@ -225,14 +228,23 @@ mod tests {
         store.insert(cm("a", "one", "web"));
         store.insert(cm("a", "two", "web"));
         store.insert(cm("b", "three", "db"));
-        assert_eq!(sorted(store.index_keys("app", "web").unwrap()), ["a/one", "a/two"]);
-        assert_eq!(sorted(store.index_keys(NAMESPACE_INDEX, "b").unwrap()), ["b/three"]);
+        assert_eq!(
+            sorted(store.index_keys("app", "web").unwrap()),
+            ["a/one", "a/two"]
+        );
+        assert_eq!(
+            sorted(store.index_keys(NAMESPACE_INDEX, "b").unwrap()),
+            ["b/three"]
+        );
 
         // An update that changes the label moves the key between index values.
         let old = store.insert(cm("a", "two", "db"));
         assert!(old.is_some());
         assert_eq!(sorted(store.index_keys("app", "web").unwrap()), ["a/one"]);
-        assert_eq!(sorted(store.index_keys("app", "db").unwrap()), ["a/two", "b/three"]);
+        assert_eq!(
+            sorted(store.index_keys("app", "db").unwrap()),
+            ["a/two", "b/three"]
+        );
 
         store.remove("a/one");
         assert!(store.index_keys("app", "web").unwrap().is_empty());
