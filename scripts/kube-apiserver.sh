@@ -92,10 +92,31 @@ use_debian_reflect2() {
   rm -f "$vendored/go.mod"
 }
 
+# The version the binaries report on /version (and kubectl version shows), from the Debian
+# changelog: "1.20.5+really1.20.2-1.1+deb12u1" is upstream 1.20.2.
+source_version() {
+  local tree=$1 version
+  version=$(sed -n '1s/^kubernetes (\([^)]*\)).*/\1/p' "$tree/debian/changelog")
+  version=${version#*really}
+  echo "${version%%-*}"
+}
+
 build_one() {
   local name=$1 tree=$2 gopath=$3
-  local stamp_want
-  stamp_want=$( { go version; echo "$tree"; ls "$tree/vendor/github.com/modern-go/reflect2"; } | sha256sum | cut -d' ' -f1)
+  local version major minor stamp_want
+  version=$(source_version "$tree")
+  major=${version%%.*}
+  minor=${version#*.}
+  minor=${minor%%.*}
+  # Both copies of the version variables: component-base's (flags, logs) and client-go's (which
+  # this Debian build serves on /version).
+  local pkg ldflags=""
+  for pkg in component-base/version client-go/pkg/version; do
+    pkg=k8s.io/kubernetes/vendor/k8s.io/$pkg
+    ldflags+=" -X $pkg.gitVersion=v$version -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor"
+    ldflags+=" -X $pkg.gitTreeState=clean"
+  done
+  stamp_want=$( { go version; echo "$tree"; echo "$ldflags"; ls "$tree/vendor/github.com/modern-go/reflect2"; } | sha256sum | cut -d' ' -f1)
   if [ -x "$bin/$name" ] && [ "$(cat "$bin/$name.sha256" 2>/dev/null)" = "$stamp_want" ]; then
     return 0
   fi
@@ -103,7 +124,7 @@ build_one() {
   local start=$SECONDS
   (cd "$gopath/src/k8s.io/kubernetes" &&
     env GO111MODULE=off CGO_ENABLED=0 GOPATH="$gopath" GOFLAGS= GOPROXY=off \
-      go build -o "$bin/$name.tmp" \
+      go build -ldflags "$ldflags" -o "$bin/$name.tmp" \
       "k8s.io/kubernetes/cmd/$name" >&2)
   mv "$bin/$name.tmp" "$bin/$name"
   echo "$stamp_want" >"$bin/$name.sha256"

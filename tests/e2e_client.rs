@@ -9,81 +9,21 @@
 
 #![cfg(feature = "e2e")]
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use common::{client, compact_etcd, config_map, has_context, namespace, pod_template};
 use ferrokube::api::{
     DeleteParams, Deleted, ListParams, Patch, PatchParams, PostParams, Preconditions, WatchParams,
 };
-use ferrokube::config::{Kubeconfig, kubeconfig_paths};
 use ferrokube::watch::{ResumingWatcher, WatchError, WatchEvent};
-use ferrokube::{Api, ApiResource, Client, Config, DynamicObject};
+use ferrokube::{Api, ApiResource, DynamicObject};
 use futures_util::StreamExt;
 use k8s_openapi::api::apps::v1::ReplicaSet;
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, PodTemplate};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, PodTemplate};
 use serde_json::json;
-
-fn config(context: Option<&str>) -> Config {
-    let paths = kubeconfig_paths();
-    let mut config = Config::from_kubeconfig(
-        &Kubeconfig::read_merged(&paths).expect("kubeconfig readable"),
-        context,
-    )
-    .expect("kubeconfig usable");
-    // Tests create objects in bursts; the client's defaults (5 QPS) would make them slow, not wrong.
-    config.qps = Some(200.0);
-    config.burst = 400;
-    config
-}
-
-fn client(context: Option<&str>) -> Client {
-    Client::new(config(context)).expect("client builds")
-}
-
-/// Whether the kubeconfig has context `name`. Missing extra users fail the tests that need them,
-/// unless `FERROKUBE_E2E_SINGLE_USER=1` says the cluster has only the current context's user.
-fn has_context(name: &str) -> bool {
-    let found = Kubeconfig::read_merged(&kubeconfig_paths())
-        .map(|k| k.contexts.iter().any(|c| c.name == name))
-        .unwrap_or(false);
-    let single_user = std::env::var("FERROKUBE_E2E_SINGLE_USER").is_ok_and(|v| v == "1");
-    assert!(
-        found || single_user,
-        "the kubeconfig has no context {name:?}; add one or set FERROKUBE_E2E_SINGLE_USER=1"
-    );
-    found
-}
-
-/// A fresh namespace for one test.
-async fn namespace(client: &Client, prefix: &str) -> String {
-    let namespaces: Api<Namespace> = Api::all(client.clone());
-    let created = namespaces
-        .create(
-            &PostParams::default(),
-            &Namespace {
-                metadata: ObjectMeta {
-                    generate_name: Some(format!("e2e-{prefix}-")),
-                    ..ObjectMeta::default()
-                },
-                ..Namespace::default()
-            },
-        )
-        .await
-        .expect("namespace created");
-    created.metadata.name.expect("generated name")
-}
-
-fn config_map(name: &str, value: &str) -> ConfigMap {
-    ConfigMap {
-        metadata: ObjectMeta {
-            name: Some(name.to_string()),
-            ..ObjectMeta::default()
-        },
-        data: Some(BTreeMap::from([("k".to_string(), value.to_string())])),
-        ..ConfigMap::default()
-    }
-}
 
 fn pod(name: &str) -> Pod {
     serde_json::from_value(json!({
@@ -436,26 +376,6 @@ async fn resuming_watcher_continues_after_the_server_closes_the_watch() {
         names, expected,
         "every create seen once, in order, across reconnects"
     );
-}
-
-/// Compacts etcd up to `revision` (`FERROKUBE_E2E_ETCD`, set by `scripts/kube-apiserver.sh env`).
-fn compact_etcd(revision: &str) {
-    let endpoint = std::env::var("FERROKUBE_E2E_ETCD")
-        .expect("FERROKUBE_E2E_ETCD names the etcd to compact (scripts/kube-apiserver.sh env)");
-    let status = std::process::Command::new("etcdctl")
-        .env("ETCDCTL_API", "3")
-        .args(["--endpoints", &endpoint, "compact", revision])
-        .status()
-        .expect("etcdctl runs");
-    assert!(status.success(), "etcdctl compact {revision}");
-}
-
-fn pod_template(name: &str) -> PodTemplate {
-    serde_json::from_value(json!({
-        "metadata": {"name": name},
-        "template": {"spec": {"containers": [{"name": "c", "image": "registry.invalid/pause:1"}]}}
-    }))
-    .expect("pod template json")
 }
 
 #[tokio::test]

@@ -120,6 +120,14 @@ impl LabelSelector {
     }
 }
 
+impl std::str::FromStr for LabelSelector {
+    type Err = SelectorError;
+    /// Same as [`LabelSelector::parse`], so `"app=web".parse()` works.
+    fn from_str(selector: &str) -> Result<Self, SelectorError> {
+        LabelSelector::parse(selector)
+    }
+}
+
 impl fmt::Display for LabelSelector {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for (i, requirement) in self.requirements.iter().enumerate() {
