@@ -1,0 +1,338 @@
+//! The informer benchmark's three tools, for `scripts/bench-informer-peers.sh` (which runs this
+//! side by side with the client-go and kube-rs peers in `benches/peers/`):
+//!
+//! ```text
+//! bench_informer seed   --namespace bench --count 10000        # make realistic Pods (idempotent)
+//! bench_informer run    --namespace bench --round 3 --updates 2000 [--strip]   # the measured side
+//! bench_informer update --namespace bench --round 3 --count 2000               # the load
+//! ```
+//!
+//! `run` follows the protocol every peer follows (benches/peers/INFORMER.md): read RSS, start an
+//! informer on the namespace's Pods, wait until synced, print one `synced` JSON line, then time the
+//! updates whose `ferrokube.bench/sent` annotation carries this round (`<round>:<unix nanos>`,
+//! stamped by `update` right before each PATCH) from that stamp to the handler, and print one
+//! `result` JSON line. `--strip` adds a transform that drops `managedFields` and the
+//! last-applied-configuration annotation before the object is stored.
+//!
+//! All three use the kubeconfig (`KUBECONFIG`); `run` uses client QPS/burst from `--qps`/`--burst`
+//! (default 50/100, the same the peers get).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use ferrokube::api::{ListParams, Patch, PatchParams, PostParams};
+use ferrokube::informer::{EventHandler, SharedIndexInformer};
+use ferrokube::{Api, Client, Config, ListWatch};
+use futures_util::StreamExt;
+use k8s_openapi::api::core::v1::{Namespace, Pod};
+use parking_lot::Mutex;
+use serde_json::json;
+
+const SENT: &str = "ferrokube.bench/sent";
+
+struct Args(Vec<String>);
+
+impl Args {
+    fn value(&self, flag: &str, default: &str) -> String {
+        self.0
+            .iter()
+            .position(|a| a == flag)
+            .and_then(|i| self.0.get(i + 1))
+            .cloned()
+            .unwrap_or_else(|| default.to_string())
+    }
+    fn number(&self, flag: &str, default: u64) -> u64 {
+        let text = self.value(flag, &default.to_string());
+        text.parse()
+            .unwrap_or_else(|_| panic!("{flag} wants a number, got {text:?}"))
+    }
+    fn flag(&self, flag: &str) -> bool {
+        self.0.iter().any(|a| a == flag)
+    }
+}
+
+fn client(qps: f32, burst: u32) -> Client {
+    let mut config = Config::infer().expect("a kubeconfig (KUBECONFIG)");
+    config.qps = Some(qps);
+    config.burst = burst;
+    Client::new(config).expect("client")
+}
+
+fn main() {
+    let args = Args(std::env::args().skip(1).collect());
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    match args.0.first().map(String::as_str) {
+        Some("seed") => runtime.block_on(seed(&args)),
+        Some("update") => runtime.block_on(update(&args)),
+        Some("run") => runtime.block_on(run(&args)),
+        _ => {
+            eprintln!("usage: bench_informer seed|update|run [options] (see the source's header)");
+            std::process::exit(2);
+        }
+    }
+}
+
+/// A Pod as a Deployment would make it: two containers, labels, env, resources, probes.
+fn pod(name: &str, index: u64) -> Pod {
+    serde_json::from_value(json!({
+        "metadata": {
+            "name": name,
+            "labels": {
+                "app": format!("app-{}", index % 50),
+                "tier": if index % 3 == 0 { "frontend" } else { "backend" },
+                "pod-template-hash": format!("{:010x}", index % 50 * 7919),
+            },
+            "annotations": {"ferrokube.bench/seeded": "true"},
+        },
+        "spec": {
+            "containers": [
+                {
+                    "name": "app",
+                    "image": "registry.invalid/app:1.4.2",
+                    "ports": [{"containerPort": 8080, "name": "http"}],
+                    "env": [
+                        {"name": "LOG_LEVEL", "value": "info"},
+                        {"name": "POD_INDEX", "value": index.to_string()},
+                        {"name": "DATABASE_URL", "value": "postgres://db.bench.svc:5432/app"},
+                    ],
+                    "resources": {
+                        "requests": {"cpu": "100m", "memory": "128Mi"},
+                        "limits": {"cpu": "500m", "memory": "256Mi"},
+                    },
+                    "readinessProbe": {"httpGet": {"path": "/ready", "port": 8080}},
+                },
+                {
+                    "name": "sidecar",
+                    "image": "registry.invalid/proxy:2.0.1",
+                    "args": ["--listen", ":9090", "--upstream", "127.0.0.1:8080"],
+                    "env": [{"name": "PROXY_MODE", "value": "sidecar"}],
+                    "resources": {
+                        "requests": {"cpu": "50m", "memory": "64Mi"},
+                        "limits": {"cpu": "200m", "memory": "128Mi"},
+                    },
+                },
+            ],
+            "terminationGracePeriodSeconds": 30,
+        },
+    }))
+    .expect("pod json")
+}
+
+/// Creates Pods `pod-00000 … pod-<count-1>` that do not exist yet, `--concurrency` at a time.
+async fn seed(args: &Args) {
+    let namespace = args.value("--namespace", "bench");
+    let count = args.number("--count", 10_000);
+    let concurrency = args.number("--concurrency", 32) as usize;
+    let client = client(5_000.0, 10_000);
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    if namespaces.get(&namespace).await.is_err() {
+        let object: Namespace =
+            serde_json::from_value(json!({"metadata": {"name": namespace}})).expect("namespace");
+        namespaces
+            .create(&PostParams::default(), &object)
+            .await
+            .expect("create namespace");
+    }
+    let pods: Api<Pod> = Api::namespaced(client, &namespace);
+    let existing: std::collections::HashSet<String> = pods
+        .list(&ListParams::default())
+        .await
+        .expect("list")
+        .items
+        .into_iter()
+        .filter_map(|p| p.metadata.name)
+        .collect();
+    let missing: Vec<u64> = (0..count)
+        .filter(|i| !existing.contains(&format!("pod-{i:05}")))
+        .collect();
+    let started = Instant::now();
+    let created = missing.len();
+    futures_util::stream::iter(missing)
+        .for_each_concurrent(concurrency, |i| {
+            let pods = pods.clone();
+            async move {
+                let name = format!("pod-{i:05}");
+                pods.create(&PostParams::default(), &pod(&name, i))
+                    .await
+                    .unwrap_or_else(|e| panic!("create {name}: {e}"));
+            }
+        })
+        .await;
+    eprintln!(
+        "[seed] {created} pods created in {:.1} s ({} existed)",
+        started.elapsed().as_secs_f64(),
+        existing.len()
+    );
+}
+
+fn unix_nanos() -> u128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0)
+}
+
+/// Patches `--count` Pods (round robin over `--pods`), each stamped with this round and the time
+/// right before its PATCH is sent.
+async fn update(args: &Args) {
+    let namespace = args.value("--namespace", "bench");
+    let round = args.number("--round", 1);
+    let count = args.number("--count", 2_000);
+    let pods_total = args.number("--pods", 10_000);
+    let concurrency = args.number("--concurrency", 16) as usize;
+    let pods: Api<Pod> = Api::namespaced(client(5_000.0, 10_000), &namespace);
+    let started = Instant::now();
+    futures_util::stream::iter(0..count)
+        .for_each_concurrent(concurrency, |n| {
+            let pods = pods.clone();
+            async move {
+                let name = format!("pod-{:05}", (n * 7 + round * 13) % pods_total);
+                let stamp = format!("{round}:{}", unix_nanos());
+                let patch = json!({"metadata": {"annotations": {SENT: stamp}}});
+                pods.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await
+                    .unwrap_or_else(|e| panic!("patch {name}: {e}"));
+            }
+        })
+        .await;
+    eprintln!(
+        "[update] {count} patches in {:.2} s",
+        started.elapsed().as_secs_f64()
+    );
+}
+
+/// KiB from a `/proc/self/status` line such as `VmRSS:  12345 kB`.
+fn proc_status_kib(field: &str) -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find(|l| l.starts_with(field))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// Lags (ms) of this round's stamped updates, and when each arrived.
+#[derive(Clone)]
+struct LagRecorder {
+    round: String,
+    lags: Arc<Mutex<Vec<(f64, Instant)>>>,
+}
+
+impl LagRecorder {
+    fn record(&self, pod: &Pod) {
+        let now = unix_nanos();
+        let Some(stamp) = pod.metadata.annotations.as_ref().and_then(|a| a.get(SENT)) else {
+            return;
+        };
+        let Some((round, sent)) = stamp.split_once(':') else {
+            return;
+        };
+        if round != self.round {
+            return;
+        }
+        if let Ok(sent) = sent.parse::<u128>() {
+            let lag_ms = now.saturating_sub(sent) as f64 / 1e6;
+            self.lags.lock().push((lag_ms, Instant::now()));
+        }
+    }
+}
+
+impl EventHandler<Pod> for LagRecorder {
+    fn on_update(&self, _old: &Arc<Pod>, new: &Arc<Pod>) {
+        self.record(new);
+    }
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+/// Drops what a controller never reads: server-side-apply bookkeeping and kubectl's copy of the
+/// last applied object.
+fn strip(mut pod: Pod) -> Pod {
+    pod.metadata.managed_fields = None;
+    if let Some(annotations) = pod.metadata.annotations.as_mut() {
+        annotations.remove("kubectl.kubernetes.io/last-applied-configuration");
+    }
+    pod
+}
+
+async fn run(args: &Args) {
+    let namespace = args.value("--namespace", "bench");
+    let round = args.number("--round", 1);
+    let updates = args.number("--updates", 2_000) as usize;
+    let strip_fields = args.flag("--strip");
+    let qps = args.number("--qps", 50) as f32;
+    let burst = args.number("--burst", 100) as u32;
+    let started = Instant::now();
+    let client = client(qps, burst);
+    let baseline_kib = proc_status_kib("VmRSS:");
+
+    let pods: Api<Pod> = Api::namespaced(client, &namespace);
+    let mut builder = SharedIndexInformer::builder(ListWatch::new(pods)).name("pods");
+    if strip_fields {
+        builder = builder.transform(strip);
+    }
+    let informer = builder.build();
+    let recorder = LagRecorder {
+        round: round.to_string(),
+        lags: Arc::default(),
+    };
+    informer
+        .add_event_handler(recorder.clone())
+        .expect("handler");
+    informer.start().expect("start");
+    assert!(informer.wait_for_cache_sync().await, "synced");
+    let sync_ms = started.elapsed().as_secs_f64() * 1e3;
+    let rss_kib = proc_status_kib("VmRSS:");
+    let hwm_kib = proc_status_kib("VmHWM:");
+    let cached = informer.store().len();
+    println!(
+        "{}",
+        json!({"event": "synced", "impl": "ferrokube", "pods": cached, "sync_ms": sync_ms,
+               "baseline_rss_kib": baseline_kib, "rss_kib": rss_kib, "hwm_kib": hwm_kib})
+    );
+
+    let deadline = Instant::now() + Duration::from_secs(180);
+    while recorder.lags.lock().len() < updates && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    let lags = recorder.lags.lock().clone();
+    let mut sorted: Vec<f64> = lags.iter().map(|(lag, _)| *lag).collect();
+    sorted.sort_by(f64::total_cmp);
+    let span = match (lags.first(), lags.last()) {
+        (Some(first), Some(last)) => last.1.duration_since(first.1).as_secs_f64(),
+        _ => 0.0,
+    };
+    let summary: BTreeMap<&str, serde_json::Value> = BTreeMap::from([
+        ("event", json!("result")),
+        ("impl", json!("ferrokube")),
+        ("strip", json!(strip_fields)),
+        ("pods", json!(cached)),
+        ("sync_ms", json!(sync_ms)),
+        ("baseline_rss_kib", json!(baseline_kib)),
+        ("rss_kib", json!(rss_kib)),
+        ("hwm_kib", json!(hwm_kib)),
+        ("updates_seen", json!(sorted.len())),
+        ("lag_p50_ms", json!(percentile(&sorted, 50.0))),
+        ("lag_p99_ms", json!(percentile(&sorted, 99.0))),
+        (
+            "updates_per_sec",
+            json!(sorted.len() as f64 / span.max(1e-9)),
+        ),
+    ]);
+    println!("{}", json!(summary));
+    informer.stop();
+}
