@@ -65,7 +65,7 @@ struct Machinery {
 impl Machinery {
     fn start<L: ListerWatcher<Pod>>(source: L, resync_every: Duration) -> Machinery {
         let store = Arc::new(Store::new(Indexers::default()));
-        let fifo = Arc::new(DeltaFifo::new(store.clone(), None));
+        let fifo = Arc::new(DeltaFifo::new(store.clone()));
         let reflector = Reflector::new(source, fifo.clone(), ReflectorOptions::default());
         let status = reflector.status();
         let stop = watch::channel(false).0;

@@ -14,9 +14,10 @@
 
 use ferrokube_informer::{
     Event, EventStream, ListPage, ListRequest, ListVersion, ListWatchError, ListerWatcher,
-    ListerWatcherSource, Scope, WatchRequest,
+    ListerWatcherSource, Prepare, Scope, WatchRequest,
 };
 use futures_util::StreamExt;
+use std::sync::Arc;
 
 use crate::api::{Api, ListParams, Object, VersionMatch, WatchParams};
 use crate::client::Client;
@@ -52,22 +53,49 @@ impl<K: Object> ListWatch<K> {
     }
 }
 
-impl<K: Object> ListerWatcher<K> for ListWatch<K> {
-    async fn list(&self, request: ListRequest) -> Result<ListPage<K>, ListWatchError> {
+impl<K: Object> ListWatch<K> {
+    fn list_params(&self, request: ListRequest) -> ListParams {
         let (version, matching) = match request.version {
             ListVersion::Latest => (None, None),
             ListVersion::Any => (Some("0".to_string()), None),
             ListVersion::NotOlderThan(v) => (Some(v), Some(VersionMatch::NotOlderThan)),
         };
-        let params = ListParams {
+        ListParams {
             label_selector: self.label_selector.clone(),
             field_selector: self.field_selector.clone(),
             limit: request.limit,
             continue_token: request.continue_token,
             resource_version: version,
             version_match: matching,
-        };
-        let list = self.api.list(&params).await.map_err(classify)?;
+        }
+    }
+}
+
+impl<K: Object> ListerWatcher<K> for ListWatch<K> {
+    async fn list(&self, request: ListRequest) -> Result<ListPage<K>, ListWatchError> {
+        let list = self
+            .api
+            .list(&self.list_params(request))
+            .await
+            .map_err(classify)?;
+        Ok(ListPage {
+            resource_version: list.resource_version().to_string(),
+            continue_token: list.metadata.continue_.clone(),
+            items: list.items,
+        })
+    }
+
+    /// Decodes the page one object at a time, each prepared (transformed) before the next is read.
+    async fn list_prepared(
+        &self,
+        request: ListRequest,
+        prepare: &Prepare<K>,
+    ) -> Result<ListPage<Arc<K>>, ListWatchError> {
+        let list = self
+            .api
+            .list_mapped(&self.list_params(request), prepare)
+            .await
+            .map_err(classify)?;
         Ok(ListPage {
             resource_version: list.resource_version().to_string(),
             continue_token: list.metadata.continue_.clone(),
@@ -108,6 +136,15 @@ impl<K: Object> ListerWatcher<K> for ListWatch<K> {
 impl<K: Object> ListerWatcher<K> for Api<K> {
     async fn list(&self, request: ListRequest) -> Result<ListPage<K>, ListWatchError> {
         ListWatch::new(self.clone()).list(request).await
+    }
+    async fn list_prepared(
+        &self,
+        request: ListRequest,
+        prepare: &Prepare<K>,
+    ) -> Result<ListPage<Arc<K>>, ListWatchError> {
+        ListWatch::new(self.clone())
+            .list_prepared(request, prepare)
+            .await
     }
     async fn watch(&self, request: WatchRequest) -> Result<EventStream<K>, ListWatchError> {
         ListWatch::new(self.clone()).watch(request).await

@@ -19,8 +19,9 @@
 //! tombstone for each object we knew (in the store, or still queued) that the list no longer has: it
 //! was deleted while we were not watching, and its last state is all we have.
 //!
-//! A transform, if set, is applied here, once, to every object that comes from the server, before
-//! anything stores it.
+//! Objects arrive already shared (`Arc<K>`) and already transformed: the reflector applies the
+//! informer's transform as each object is decoded, so the fifo, the store and every handler share
+//! one immutable copy.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
@@ -30,9 +31,6 @@ use tokio::sync::{Notify, watch};
 
 use crate::object::{Object, ObjectKey};
 use crate::store::Store;
-
-/// Rewrites each object as it arrives from the server, e.g. to drop `managedFields`.
-pub type Transform<K> = Arc<dyn Fn(K) -> K + Send + Sync>;
 
 /// What a delete handler receives.
 #[derive(Debug, Clone, PartialEq)]
@@ -108,12 +106,11 @@ pub struct DeltaFifo<K> {
     synced: watch::Sender<bool>,
     /// What the processor has applied: used to find deletions on relist and objects to resync.
     known: Arc<Store<K>>,
-    transform: Option<Transform<K>>,
 }
 
 impl<K: Object> DeltaFifo<K> {
     /// A fifo feeding `known` (the store its popper applies deltas to).
-    pub fn new(known: Arc<Store<K>>, transform: Option<Transform<K>>) -> DeltaFifo<K> {
+    pub fn new(known: Arc<Store<K>>) -> DeltaFifo<K> {
         DeltaFifo {
             state: Mutex::new(FifoState {
                 queue: VecDeque::new(),
@@ -125,20 +122,12 @@ impl<K: Object> DeltaFifo<K> {
             ready: Notify::new(),
             synced: watch::channel(false).0,
             known,
-            transform,
         }
     }
 
-    fn prepare(&self, object: K) -> Arc<K> {
-        Arc::new(match &self.transform {
-            Some(transform) => transform(object),
-            None => object,
-        })
-    }
-
     /// Records an ADDED from the watch.
-    pub fn add(&self, object: K) {
-        let object = self.prepare(object);
+    pub fn add(&self, object: impl Into<Arc<K>>) {
+        let object = object.into();
         let mut state = self.state.lock();
         state.populated = true;
         self.queue_delta(&mut state, ObjectKey::of(&*object), Delta::Added(object));
@@ -146,8 +135,8 @@ impl<K: Object> DeltaFifo<K> {
     }
 
     /// Records a MODIFIED from the watch.
-    pub fn update(&self, object: K) {
-        let object = self.prepare(object);
+    pub fn update(&self, object: impl Into<Arc<K>>) {
+        let object = object.into();
         let mut state = self.state.lock();
         state.populated = true;
         self.queue_delta(&mut state, ObjectKey::of(&*object), Delta::Updated(object));
@@ -156,8 +145,8 @@ impl<K: Object> DeltaFifo<K> {
 
     /// Records a DELETED from the watch. Ignored for an object neither stored nor queued (there
     /// is nothing to delete, as in client-go).
-    pub fn delete(&self, object: K) {
-        let object = self.prepare(object);
+    pub fn delete(&self, object: impl Into<Arc<K>>) {
+        let object = object.into();
         let key = ObjectKey::of(&*object);
         let mut state = self.state.lock();
         state.populated = true;
@@ -171,11 +160,11 @@ impl<K: Object> DeltaFifo<K> {
 
     /// Records a complete list: `Replaced` for each object, and a tombstone delete for each object
     /// we knew of that the list does not have.
-    pub fn replace(&self, objects: Vec<K>) {
-        let objects: Vec<Arc<K>> = objects.into_iter().map(|o| self.prepare(o)).collect();
+    pub fn replace(&self, objects: impl IntoIterator<Item = impl Into<Arc<K>>>) {
         let mut state = self.state.lock();
-        let mut listed = HashSet::with_capacity(objects.len());
+        let mut listed = HashSet::new();
         for object in objects {
+            let object: Arc<K> = object.into();
             let key = ObjectKey::of(&*object);
             listed.insert(key.clone());
             self.queue_delta(&mut state, key, Delta::Replaced(object));
@@ -352,7 +341,7 @@ mod tests {
 
     #[tokio::test]
     async fn deltas_are_coalesced_per_key_in_order() {
-        let fifo = DeltaFifo::new(Arc::new(Store::default()), None);
+        let fifo = DeltaFifo::new(Arc::new(Store::default()));
         fifo.add(cm("a", "1"));
         fifo.add(cm("b", "2"));
         fifo.update(cm("a", "3"));
@@ -371,7 +360,7 @@ mod tests {
         let store = Arc::new(Store::default());
         store.insert(Arc::new(cm("stored", "1")));
         store.insert(Arc::new(cm("kept", "1")));
-        let fifo = DeltaFifo::new(store.clone(), None);
+        let fifo = DeltaFifo::new(store.clone());
         fifo.add(cm("queued", "2"));
         fifo.replace(vec![cm("kept", "3"), cm("new", "3")]);
         let mut all = Vec::new();
@@ -400,7 +389,7 @@ mod tests {
     #[tokio::test]
     async fn synced_after_the_first_list_is_popped_and_resync_skips_pending_keys() {
         let store = Arc::new(Store::default());
-        let fifo = DeltaFifo::new(store.clone(), None);
+        let fifo = DeltaFifo::new(store.clone());
         assert!(!fifo.has_synced());
         fifo.replace(vec![cm("a", "1"), cm("b", "1")]);
         assert!(!fifo.has_synced());
@@ -428,26 +417,5 @@ mod tests {
                 ("ns/b".to_string(), vec!["Sync@1".to_string()]),
             ]
         );
-    }
-
-    #[tokio::test]
-    async fn transform_runs_once_per_received_object() {
-        let calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        let counted = calls.clone();
-        let transform: Transform<ConfigMap> = Arc::new(move |mut o: ConfigMap| {
-            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            o.metadata.managed_fields = None;
-            o
-        });
-        let store = Arc::new(Store::default());
-        let fifo = DeltaFifo::new(store.clone(), Some(transform));
-        fifo.replace(vec![cm("a", "1")]);
-        fifo.pop(|_, d, _| store.insert(d[0].object().clone()))
-            .await;
-        fifo.resync();
-        fifo.pop(|_, _, _| ()).await;
-        fifo.replace(vec![]);
-        fifo.pop(|_, _, _| ()).await;
-        assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 1);
     }
 }

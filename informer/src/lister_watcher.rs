@@ -8,6 +8,7 @@
 //! `ListWatch` built by `NewFilteredListWatchFromClient`.
 
 use std::future::Future;
+use std::sync::Arc;
 
 use futures_util::stream::BoxStream;
 
@@ -93,6 +94,13 @@ pub enum Event<K> {
 /// (e.g. an in-stream 410) is the last item.
 pub type EventStream<K> = BoxStream<'static, Result<Event<K>, ListWatchError>>;
 
+/// Turns a decoded object into the shared, transformed copy the informer keeps.
+pub type Prepare<K> = dyn Fn(K) -> Arc<K> + Send + Sync;
+
+/// Rewrites each object as it arrives from the server, before anything keeps it, e.g. to drop
+/// `managedFields`.
+pub type Transform<K> = Arc<dyn Fn(K) -> K + Send + Sync>;
+
 /// Lists and watches one resource (one namespace or all, one set of selectors).
 pub trait ListerWatcher<K>: Send + Sync + 'static {
     /// One page of the collection.
@@ -100,6 +108,26 @@ pub trait ListerWatcher<K>: Send + Sync + 'static {
         &self,
         request: ListRequest,
     ) -> impl Future<Output = Result<ListPage<K>, ListWatchError>> + Send;
+
+    /// One page, each object turned into what the store keeps (`prepare`: the informer's transform,
+    /// then an `Arc`) as soon as it is decoded. The default lists the page, then prepares each
+    /// object; an implementation that decodes objects one by one (the client's `ListWatch`)
+    /// overrides it, so that a transform that drops fields keeps the full-size page from ever
+    /// existing in memory at once.
+    fn list_prepared(
+        &self,
+        request: ListRequest,
+        prepare: &Prepare<K>,
+    ) -> impl Future<Output = Result<ListPage<Arc<K>>, ListWatchError>> + Send {
+        async move {
+            let page = self.list(request).await?;
+            Ok(ListPage {
+                items: page.items.into_iter().map(prepare).collect(),
+                resource_version: page.resource_version,
+                continue_token: page.continue_token,
+            })
+        }
+    }
 
     /// Opens a watch.
     fn watch(

@@ -41,7 +41,8 @@ use tokio::sync::watch;
 use crate::backoff::Backoff;
 use crate::delta_fifo::DeltaFifo;
 use crate::lister_watcher::{
-    Event, EventStream, ListRequest, ListVersion, ListWatchError, ListerWatcher, WatchRequest,
+    Event, EventStream, ListRequest, ListVersion, ListWatchError, ListerWatcher, Prepare,
+    Transform, WatchRequest,
 };
 use crate::metrics::{EventKind, InformerMetrics};
 use crate::object::{Object, ObjectKey};
@@ -146,6 +147,8 @@ pub struct Reflector<K, L> {
     options: ReflectorOptions,
     status: Arc<ReflectorStatus>,
     metrics: Option<Arc<dyn InformerMetrics>>,
+    /// The informer's transform, then `Arc::new`: applied to every object once, as it is decoded.
+    prepare: Box<Prepare<K>>,
 }
 
 impl<K: Object, L: ListerWatcher<K>> Reflector<K, L> {
@@ -156,7 +159,14 @@ impl<K: Object, L: ListerWatcher<K>> Reflector<K, L> {
             options,
             status: Arc::new(ReflectorStatus::default()),
             metrics: None,
+            prepare: Box::new(Arc::new),
         }
+    }
+
+    /// Rewrites every object received (listed or watched) before anything keeps it. Default: none.
+    pub fn with_transform(mut self, transform: Transform<K>) -> Self {
+        self.prepare = Box::new(move |object| Arc::new(transform(object)));
+        self
     }
 
     pub fn with_metrics(mut self, metrics: Arc<dyn InformerMetrics>) -> Self {
@@ -276,7 +286,10 @@ impl<K: Object, L: ListerWatcher<K>> Reflector<K, L> {
 
     /// Every page of one list. Continuation pages carry only the token (the API forbids a version
     /// with it). An expired token restarts as one unpaginated consistent list.
-    async fn list_pages(&self, version: ListVersion) -> Result<(Vec<K>, String), ListWatchError> {
+    async fn list_pages(
+        &self,
+        version: ListVersion,
+    ) -> Result<(Vec<Arc<K>>, String), ListWatchError> {
         let mut items = Vec::new();
         let mut request = ListRequest {
             version,
@@ -284,7 +297,11 @@ impl<K: Object, L: ListerWatcher<K>> Reflector<K, L> {
             continue_token: None,
         };
         loop {
-            let page = match self.lister_watcher.list(request.clone()).await {
+            let listed = self
+                .lister_watcher
+                .list_prepared(request.clone(), &*self.prepare)
+                .await;
+            let page = match listed {
                 Ok(page) => page,
                 Err(ListWatchError::Gone(source)) if request.continue_token.is_some() => {
                     tracing::info!(%source, "continue token expired; listing everything at once");
@@ -293,7 +310,10 @@ impl<K: Object, L: ListerWatcher<K>> Reflector<K, L> {
                         limit: None,
                         continue_token: None,
                     };
-                    let page = self.lister_watcher.list(whole).await?;
+                    let page = self
+                        .lister_watcher
+                        .list_prepared(whole, &*self.prepare)
+                        .await?;
                     return Ok((page.items, page.resource_version));
                 }
                 Err(error) => return Err(error),
@@ -380,17 +400,17 @@ impl<K: Object, L: ListerWatcher<K>> Reflector<K, L> {
         let (kind, version) = match event {
             Event::Added(object) => {
                 let version = object.resource_version().to_string();
-                self.fifo.add(object);
+                self.fifo.add((self.prepare)(object));
                 (EventKind::Added, version)
             }
             Event::Modified(object) => {
                 let version = object.resource_version().to_string();
-                self.fifo.update(object);
+                self.fifo.update((self.prepare)(object));
                 (EventKind::Modified, version)
             }
             Event::Deleted(object) => {
                 let version = object.resource_version().to_string();
-                self.fifo.delete(object);
+                self.fifo.delete((self.prepare)(object));
                 (EventKind::Deleted, version)
             }
             Event::Bookmark {
@@ -420,12 +440,13 @@ impl<K: Object, L: ListerWatcher<K>> Reflector<K, L> {
         };
         self.count_watch();
         // The initial objects by key: a change to one during the initial phase replaces it.
-        let mut initial: Vec<K> = Vec::new();
+        let mut initial: Vec<Arc<K>> = Vec::new();
         let mut positions: std::collections::HashMap<ObjectKey, usize> = Default::default();
         while let Some(item) = stream.next().await {
             match item {
                 Ok(Event::Added(object)) | Ok(Event::Modified(object)) => {
-                    let key = ObjectKey::of(&object);
+                    let object = (self.prepare)(object);
+                    let key = ObjectKey::of(&*object);
                     match positions.get(&key) {
                         Some(&at) => initial[at] = object,
                         None => {
@@ -438,7 +459,7 @@ impl<K: Object, L: ListerWatcher<K>> Reflector<K, L> {
                     if let Some(at) = positions.remove(&ObjectKey::of(&object)) {
                         initial.swap_remove(at);
                         if let Some(moved) = initial.get(at) {
-                            positions.insert(ObjectKey::of(moved), at);
+                            positions.insert(ObjectKey::of(&**moved), at);
                         }
                     }
                 }

@@ -28,11 +28,12 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 use tokio::sync::watch;
 
-use crate::delta_fifo::{Delta, DeltaFifo, Transform};
+use crate::delta_fifo::{Delta, DeltaFifo};
 use crate::handler::{EventHandler, HandlerOptions, HandlerRegistration, Listener, Notification};
 use crate::index::Indexers;
 use crate::lister::Lister;
 use crate::lister_watcher::ListerWatcher;
+use crate::lister_watcher::Transform;
 use crate::metrics::InformerMetrics;
 use crate::object::{Object, ObjectKey};
 use crate::reflector::{Reflector, ReflectorOptions, ReflectorStatus};
@@ -115,7 +116,9 @@ impl<K: Object, L: ListerWatcher<K>> InformerBuilder<K, L> {
         self.indexers = indexers;
         self
     }
-    /// Applied once to every object from the server before it is stored. Default none.
+    /// Applied once to every object from the server, as it is decoded, before anything keeps it
+    /// (e.g. drop `managedFields`: with the client's `ListWatch` a list then never holds the
+    /// full-size objects all at once). Default none. client-go: `SetTransform`.
     pub fn transform(mut self, transform: impl Fn(K) -> K + Send + Sync + 'static) -> Self {
         self.transform = Some(Arc::new(transform));
         self
@@ -133,10 +136,13 @@ impl<K: Object, L: ListerWatcher<K>> InformerBuilder<K, L> {
 
     pub fn build(self) -> SharedIndexInformer<K> {
         let store = Arc::new(Store::new(self.indexers));
-        let fifo = Arc::new(DeltaFifo::new(store.clone(), self.transform));
+        let fifo = Arc::new(DeltaFifo::new(store.clone()));
         let mut reflector = Reflector::new(self.lister_watcher, fifo.clone(), self.reflector);
         if let Some(metrics) = &self.metrics {
             reflector = reflector.with_metrics(metrics.clone());
+        }
+        if let Some(transform) = self.transform {
+            reflector = reflector.with_transform(transform);
         }
         let status = reflector.status();
         let (stop, stop_rx) = watch::channel(false);

@@ -14,6 +14,7 @@
 //! each. Objects are plain serde types; all the client needs from one is its `metadata` ([`Object`]).
 
 mod dynamic;
+mod list;
 mod params;
 mod query;
 
@@ -270,14 +271,26 @@ impl<K: Object> Api<K> {
 
     /// One page (or, without a limit, all) of the objects `params` selects.
     pub async fn list(&self, params: &ListParams) -> Result<ObjectList<K>, Error> {
+        self.list_mapped(params, |object| object).await
+    }
+
+    /// Lists, passing each object through `map` as soon as it is decoded: only what `map` returns
+    /// is kept, so a list never holds every full-size object at once (e.g. `map` drops
+    /// `managedFields`, or keeps just the names).
+    pub async fn list_mapped<T>(
+        &self,
+        params: &ListParams,
+        map: impl FnMut(K) -> T,
+    ) -> Result<ObjectList<T>, Error> {
         let mut query = Query::default();
         params.write(&mut query);
-        let call = self.call(
-            Method::GET,
-            self.collection_path() + &query.finish(),
-            Bytes::new(),
-        )?;
-        self.client.request(call).await
+        let path = self.collection_path() + &query.finish();
+        let call = self.call(Method::GET, path.clone(), Bytes::new())?;
+        let body = self.client.request_bytes(call).await?;
+        list::decode_mapped(&body, map).map_err(|source| Error::Decode {
+            what: format!("the response of {path}"),
+            source,
+        })
     }
 
     /// Every page of the list, following `continue` tokens; the result carries the resourceVersion
