@@ -1,0 +1,590 @@
+//! One HTTP request in, one response out: parse the path and query, call the [`Api`], render JSON.
+//!
+//! Watches are the one streaming response: a task moves items from the store's [`WatchFeed`] to the
+//! response body as newline-delimited `{"type":…,"object":…}` events, applying the delivery-delay fault
+//! and `timeoutSeconds`, and ends the body when the store closes the watcher.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use http::{HeaderValue, Method, Request, Response, StatusCode, header};
+use http_body_util::{BodyExt, Limited};
+use hyper::body::Incoming;
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+use super::body::Body;
+use super::discovery;
+use super::query;
+use super::route::{Route, Subresource, route};
+use crate::api::{Api, DeleteOptions, Deletion, ListOptions, Propagation, WatchOptions};
+use crate::faults::{FaultSettings, Faults};
+use crate::patch::PatchType;
+use crate::resource::ResourceType;
+use crate::selection::Selection;
+use crate::status::StatusError;
+use crate::store::{Stored, WatchFeed, WatchItem};
+use crate::strategy::Endpoint;
+
+/// The largest request body accepted, as kube-apiserver's default.
+const MAX_BODY: usize = 3 * 1024 * 1024;
+
+/// Everything a request handler needs.
+pub struct Shared {
+    pub api: Api,
+    pub faults: Arc<Faults>,
+    /// `host:port`, for `/api`'s serverAddressByClientCIDRs.
+    pub address: String,
+    /// A bearer token every request must carry, if set.
+    pub token: Option<String>,
+    /// How long a watch without `timeoutSeconds` stays open.
+    pub default_watch_timeout: Duration,
+}
+
+type Reply = Result<Response<Body>, StatusError>;
+
+/// Serves one request.
+pub async fn handle(shared: Arc<Shared>, request: Request<Incoming>) -> Response<Body> {
+    let path = request.uri().path().to_string();
+    let method = request.method().clone();
+    let route = route(&shared.api.registry, &path);
+    if !matches!(route, Route::Faults | Route::Health) {
+        shared.faults.wait_unpaused().await;
+        if let Some(error) = unauthorized(&shared, &request) {
+            return error_response(&error);
+        }
+    }
+    let reply = dispatch(&shared, route, request).await;
+    let response = reply.unwrap_or_else(|e| error_response(&e));
+    tracing::debug!(%method, %path, status = response.status().as_u16(), "request");
+    response
+}
+
+fn unauthorized(shared: &Shared, request: &Request<Incoming>) -> Option<StatusError> {
+    let token = shared.token.as_deref()?;
+    let sent = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    (sent != Some(token)).then(|| StatusError {
+        code: 401,
+        reason: "Unauthorized",
+        message: "Unauthorized".into(),
+        details: None,
+    })
+}
+
+async fn dispatch(shared: &Arc<Shared>, route: Route, request: Request<Incoming>) -> Reply {
+    let registry = &shared.api.registry;
+    let method = request.method().clone();
+    let params = query::parse(request.uri().query());
+    let get_only = |document: Option<Value>| match (&method, document) {
+        (&Method::GET, Some(document)) => Ok(json_response(StatusCode::OK, &document)),
+        (&Method::GET, None) => Err(StatusError::no_such_resource()),
+        (m, _) => Err(StatusError::method_not_allowed(m.as_str())),
+    };
+    match route {
+        Route::Version => get_only(Some(discovery::version())),
+        Route::Health => Ok(Response::new(Body::full("ok"))),
+        Route::CoreVersions => get_only(Some(discovery::core_versions(&shared.address))),
+        Route::Groups => get_only(Some(discovery::groups(registry))),
+        Route::Group(group) => get_only(discovery::group_document(registry, &group)),
+        Route::Resources { group, version } => {
+            get_only(discovery::resources(registry, &group, &version))
+        }
+        Route::NotFound => Err(StatusError::no_such_resource()),
+        Route::Faults => faults(shared, request).await,
+        Route::Collection {
+            resource,
+            namespace,
+        } => {
+            let ns = namespace.as_deref();
+            match method {
+                Method::GET if is_true(params.get("watch")) => {
+                    watch(shared, &resource, ns, &params)
+                }
+                Method::GET => list(shared, &resource, ns, &params),
+                Method::POST => {
+                    write_fault(shared)?;
+                    let object = read_json(request).await?;
+                    let created = shared
+                        .api
+                        .create(&resource, ns, object, is_dry_run(&params))?;
+                    Ok(json_response(StatusCode::CREATED, &created))
+                }
+                Method::DELETE => {
+                    write_fault(shared)?;
+                    let selection = selection(&resource, &params)?;
+                    let options = delete_options(&params, read_json_or_empty(request).await?)?;
+                    let deleted = shared.api.delete_collection(
+                        &resource,
+                        ns,
+                        &selection,
+                        &options,
+                        is_dry_run(&params),
+                    )?;
+                    let body =
+                        list_body(&resource, shared.api.store.revision(), &deleted, None, None);
+                    Ok(bytes_response(StatusCode::OK, body))
+                }
+                m => Err(StatusError::method_not_allowed(m.as_str())),
+            }
+        }
+        Route::Object {
+            resource,
+            namespace,
+            name,
+            subresource,
+        } => {
+            object(
+                shared,
+                &resource,
+                namespace.as_deref(),
+                &name,
+                subresource,
+                &params,
+                request,
+            )
+            .await
+        }
+    }
+}
+
+async fn object(
+    shared: &Arc<Shared>,
+    resource: &Arc<ResourceType>,
+    ns: Option<&str>,
+    name: &str,
+    subresource: Option<Subresource>,
+    params: &HashMap<String, String>,
+    request: Request<Incoming>,
+) -> Reply {
+    let api = &shared.api;
+    let dry_run = is_dry_run(params);
+    let endpoint = match subresource {
+        Some(Subresource::Status) if resource.status => Endpoint::Status,
+        Some(Subresource::Scale) if resource.scale => Endpoint::Main,
+        None => Endpoint::Main,
+        Some(_) => return Err(StatusError::no_such_resource()),
+    };
+    let scale = subresource == Some(Subresource::Scale);
+    let method = request.method().clone();
+    let content_type = request
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string();
+    match method {
+        Method::GET if scale => Ok(json_response(
+            StatusCode::OK,
+            &api.get_scale(resource, ns, name)?,
+        )),
+        Method::GET => Ok(stored_response(
+            StatusCode::OK,
+            &api.get(resource, ns, name)?,
+        )),
+        Method::PUT => {
+            write_fault(shared)?;
+            update_fault(shared, resource, name)?;
+            let object = read_json(request).await?;
+            let updated = if scale {
+                api.update_scale(resource, ns, name, dry_run, |_| Ok(object))?
+            } else {
+                api.update(resource, ns, name, endpoint, object, dry_run)?
+            };
+            Ok(json_response(StatusCode::OK, &updated))
+        }
+        Method::PATCH => {
+            let kind = PatchType::from_content_type(&content_type)?;
+            write_fault(shared)?;
+            update_fault(shared, resource, name)?;
+            let patch = read_json(request).await?;
+            let patched = if scale {
+                api.update_scale(resource, ns, name, dry_run, |current| {
+                    crate::patch::apply(kind, &current, &patch)
+                })?
+            } else {
+                api.patch(resource, ns, name, endpoint, kind, &patch, dry_run)?
+            };
+            Ok(json_response(StatusCode::OK, &patched))
+        }
+        Method::DELETE if subresource.is_none() => {
+            write_fault(shared)?;
+            let options = delete_options(params, read_json_or_empty(request).await?)?;
+            match api.delete(resource, ns, name, &options, dry_run)? {
+                Deletion::Pending(stored) => Ok(stored_response(StatusCode::OK, &stored)),
+                Deletion::Deleted(stored) if resource.returns_deleted_object => {
+                    Ok(stored_response(StatusCode::OK, &stored))
+                }
+                Deletion::Deleted(stored) => {
+                    let mut details = serde_json::Map::new();
+                    details.insert("name".into(), name.into());
+                    if !resource.group.is_empty() {
+                        details.insert("group".into(), resource.group.clone().into());
+                    }
+                    details.insert("kind".into(), resource.plural.clone().into());
+                    let uid = crate::meta::uid(&stored.object).unwrap_or_default();
+                    details.insert("uid".into(), uid.into());
+                    let status = json!({"kind": "Status", "apiVersion": "v1", "metadata": {},
+                        "status": "Success", "details": details});
+                    Ok(json_response(StatusCode::OK, &status))
+                }
+            }
+        }
+        m => Err(StatusError::method_not_allowed(m.as_str())),
+    }
+}
+
+fn write_fault(shared: &Shared) -> Result<(), StatusError> {
+    match shared.faults.write_failure() {
+        Some(error) => Err(error),
+        None => Ok(()),
+    }
+}
+
+fn update_fault(shared: &Shared, resource: &ResourceType, name: &str) -> Result<(), StatusError> {
+    if shared.faults.update_conflicts() {
+        return Err(StatusError::conflict(resource, name, StatusError::MODIFIED));
+    }
+    Ok(())
+}
+
+fn is_true(value: Option<&String>) -> bool {
+    matches!(value.map(String::as_str), Some("true" | "1"))
+}
+
+fn is_dry_run(params: &HashMap<String, String>) -> bool {
+    params.get("dryRun").is_some_and(|v| v == "All")
+}
+
+fn selection(
+    resource: &ResourceType,
+    params: &HashMap<String, String>,
+) -> Result<Selection, StatusError> {
+    Selection::parse(
+        resource,
+        params.get("labelSelector").map(String::as_str),
+        params.get("fieldSelector").map(String::as_str),
+    )
+}
+
+fn list(
+    shared: &Shared,
+    resource: &ResourceType,
+    ns: Option<&str>,
+    params: &HashMap<String, String>,
+) -> Reply {
+    let limit = match params.get("limit").map(|l| l.parse::<usize>()) {
+        None => None,
+        Some(Ok(limit)) => Some(limit),
+        Some(Err(_)) => {
+            return Err(StatusError::bad_request(
+                "limit must be a non-negative integer",
+            ));
+        }
+    };
+    let options = ListOptions {
+        selection: selection(resource, params)?,
+        limit,
+        continue_token: params.get("continue").filter(|c| !c.is_empty()).cloned(),
+        resource_version: params.get("resourceVersion").cloned(),
+        resource_version_match: params.get("resourceVersionMatch").cloned(),
+    };
+    let result = shared.api.list(resource, ns, &options)?;
+    let body = list_body(
+        resource,
+        result.page.revision,
+        &result.page.items,
+        result.continue_token.as_deref(),
+        result.page.remaining,
+    );
+    Ok(bytes_response(StatusCode::OK, body))
+}
+
+/// A `<Kind>List` body, assembled from each object's stored bytes.
+fn list_body(
+    resource: &ResourceType,
+    revision: u64,
+    items: &[Stored],
+    continue_token: Option<&str>,
+    remaining: Option<u64>,
+) -> Bytes {
+    let mut metadata = json!({"resourceVersion": revision.to_string()});
+    if let (Some(token), Some(map)) = (continue_token, metadata.as_object_mut()) {
+        map.insert("continue".into(), token.into());
+        if let Some(remaining) = remaining {
+            map.insert("remainingItemCount".into(), remaining.into());
+        }
+    }
+    let head = json!({"kind": format!("{}List", resource.kind), "apiVersion": resource.api_version(), "metadata": metadata});
+    let head = head.to_string();
+    let size: usize = items.iter().map(|s| s.json.len() + 1).sum();
+    let mut body = BytesMut::with_capacity(head.len() + size + 16);
+    // `head` is `{...}`: reopen it to append the items.
+    body.put_slice(&head.as_bytes()[..head.len() - 1]);
+    body.put_slice(b",\"items\":[");
+    for (i, item) in items.iter().enumerate() {
+        if i > 0 {
+            body.put_u8(b',');
+        }
+        body.put_slice(&item.json);
+    }
+    body.put_slice(b"]}");
+    body.freeze()
+}
+
+fn watch(
+    shared: &Arc<Shared>,
+    resource: &Arc<ResourceType>,
+    ns: Option<&str>,
+    params: &HashMap<String, String>,
+) -> Reply {
+    let timeout = match params.get("timeoutSeconds").map(|t| t.parse::<u64>()) {
+        None => None,
+        Some(Ok(seconds)) => Some(Duration::from_secs(seconds)),
+        Some(Err(_)) => {
+            return Err(StatusError::bad_request(
+                "timeoutSeconds must be an integer",
+            ));
+        }
+    };
+    let options = WatchOptions {
+        selection: selection(resource, params)?,
+        resource_version: params.get("resourceVersion").cloned(),
+        bookmarks: is_true(params.get("allowWatchBookmarks")),
+        send_initial_events: is_true(params.get("sendInitialEvents")),
+        timeout,
+    };
+    let feed = shared.api.watch(resource, ns, &options)?;
+    let (tx, rx) = mpsc::channel(64);
+    let timeout = options.timeout.unwrap_or(shared.default_watch_timeout);
+    tokio::spawn(stream_watch(
+        feed,
+        tx,
+        resource.clone(),
+        shared.faults.clone(),
+        timeout,
+    ));
+    let mut response = Response::new(Body::Stream(rx));
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    headers.insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("no-cache, private"),
+    );
+    Ok(response)
+}
+
+/// Moves a watcher's items to its response body until the feed ends, the client leaves, or the
+/// timeout passes.
+async fn stream_watch(
+    mut feed: WatchFeed,
+    tx: mpsc::Sender<Bytes>,
+    resource: Arc<ResourceType>,
+    faults: Arc<Faults>,
+    timeout: Duration,
+) {
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        let item = match feed.backlog.pop_front() {
+            Some(item) => item,
+            None => tokio::select! {
+                item = feed.live.recv() => match item {
+                    Some(item) => item,
+                    None => return,
+                },
+                _ = tx.closed() => return,
+                _ = tokio::time::sleep_until(deadline) => return,
+            },
+        };
+        if let WatchItem::Event(_, stored) = &item {
+            let delay = faults.watch_delay();
+            if !delay.is_zero() {
+                let due = tokio::time::Instant::from_std(stored.written + delay);
+                tokio::time::sleep_until(due).await;
+            }
+        }
+        let last = matches!(item, WatchItem::Error(_));
+        if tx.send(render(&resource, &item)).await.is_err() || last {
+            return;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return;
+        }
+    }
+}
+
+/// One watch event line.
+fn render(resource: &ResourceType, item: &WatchItem) -> Bytes {
+    let mut line = BytesMut::new();
+    match item {
+        WatchItem::Event(event, stored) => {
+            line.put_slice(b"{\"type\":\"");
+            line.put_slice(event.as_str().as_bytes());
+            line.put_slice(b"\",\"object\":");
+            line.put_slice(&stored.json);
+            line.put_slice(b"}\n");
+        }
+        WatchItem::Bookmark {
+            revision,
+            initial_events_end,
+        } => {
+            let mut metadata =
+                json!({"resourceVersion": revision.to_string(), "creationTimestamp": null});
+            if *initial_events_end {
+                metadata["annotations"] = json!({"k8s.io/initial-events-end": "true"});
+            }
+            let event = json!({"type": "BOOKMARK", "object": {
+                "kind": resource.kind, "apiVersion": resource.api_version(), "metadata": metadata}});
+            line.put_slice(event.to_string().as_bytes());
+            line.put_u8(b'\n');
+        }
+        WatchItem::Error(error) => {
+            let event = json!({"type": "ERROR", "object": error.to_status()});
+            line.put_slice(event.to_string().as_bytes());
+            line.put_u8(b'\n');
+        }
+    }
+    line.freeze()
+}
+
+fn delete_options(
+    params: &HashMap<String, String>,
+    body: Value,
+) -> Result<DeleteOptions, StatusError> {
+    let text = |field: &str| {
+        body.get(field)
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .or_else(|| params.get(field).cloned())
+    };
+    let propagation = match text("propagationPolicy").as_deref() {
+        None | Some("") => None,
+        Some("Background") => Some(Propagation::Background),
+        Some("Foreground") => Some(Propagation::Foreground),
+        Some("Orphan") => Some(Propagation::Orphan),
+        Some(other) => {
+            return Err(StatusError::bad_request(format!(
+                "propagationPolicy: Unsupported value: {other:?}: supported values: \"Foreground\", \"Background\", \"Orphan\""
+            )));
+        }
+    };
+    let orphan = body
+        .get("orphanDependents")
+        .and_then(Value::as_bool)
+        .or_else(|| params.get("orphanDependents").map(|v| v == "true"));
+    let propagation = propagation.or(match orphan {
+        Some(true) => Some(Propagation::Orphan),
+        Some(false) => Some(Propagation::Background),
+        None => None,
+    });
+    let grace_period_seconds = body
+        .get("gracePeriodSeconds")
+        .and_then(Value::as_i64)
+        .or_else(|| {
+            params
+                .get("gracePeriodSeconds")
+                .and_then(|g| g.parse().ok())
+        });
+    let precondition = |field: &str| {
+        body.pointer(&format!("/preconditions/{field}"))
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    };
+    Ok(DeleteOptions {
+        propagation,
+        uid: precondition("uid"),
+        resource_version: precondition("resourceVersion"),
+        grace_period_seconds,
+    })
+}
+
+async fn read_body(request: Request<Incoming>) -> Result<Bytes, StatusError> {
+    let limited = Limited::new(request.into_body(), MAX_BODY);
+    match limited.collect().await {
+        Ok(collected) => Ok(collected.to_bytes()),
+        Err(e) if e.to_string().contains("length limit exceeded") => Err(StatusError::too_large()),
+        Err(e) => Err(StatusError::bad_request(format!(
+            "reading the request body: {e}"
+        ))),
+    }
+}
+
+async fn read_json(request: Request<Incoming>) -> Result<Value, StatusError> {
+    let bytes = read_body(request).await?;
+    serde_json::from_slice(&bytes).map_err(|e| {
+        StatusError::bad_request(format!("couldn't get version/kind; json parse error: {e}"))
+    })
+}
+
+async fn read_json_or_empty(request: Request<Incoming>) -> Result<Value, StatusError> {
+    let bytes = read_body(request).await?;
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Ok(json!({}));
+    }
+    serde_json::from_slice(&bytes)
+        .map_err(|e| StatusError::bad_request(format!("json parse error: {e}")))
+}
+
+async fn faults(shared: &Shared, request: Request<Incoming>) -> Reply {
+    let method = request.method().clone();
+    let params = query::parse(request.uri().query());
+    match method {
+        Method::GET => {}
+        Method::PUT => {
+            let body = read_body(request).await?;
+            let settings: FaultSettings = serde_json::from_slice(&body)
+                .map_err(|e| StatusError::bad_request(format!("fault settings: {e}")))?;
+            shared.faults.set(settings);
+        }
+        Method::POST => {
+            if is_true(params.get("closeWatches")) {
+                shared.api.store.close_watches();
+            }
+            if is_true(params.get("compact")) {
+                shared.api.store.compact();
+            }
+        }
+        m => return Err(StatusError::method_not_allowed(m.as_str())),
+    }
+    let settings = serde_json::to_value(shared.faults.settings())
+        .map_err(|e| StatusError::internal(e.to_string()))?;
+    Ok(json_response(StatusCode::OK, &settings))
+}
+
+fn bytes_response(status: StatusCode, body: Bytes) -> Response<Body> {
+    let mut response = Response::new(Body::full(body));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+fn json_response(status: StatusCode, value: &Value) -> Response<Body> {
+    bytes_response(status, Bytes::from(value.to_string()))
+}
+
+fn stored_response(status: StatusCode, stored: &Stored) -> Response<Body> {
+    bytes_response(status, stored.json.clone())
+}
+
+/// The `Status` response of a failed request.
+pub fn error_response(error: &StatusError) -> Response<Body> {
+    let status = StatusCode::from_u16(error.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let mut response = json_response(status, &error.to_status());
+    if let Some(seconds) = error.retry_after() {
+        if let Ok(value) = HeaderValue::from_str(&seconds.to_string()) {
+            response.headers_mut().insert(header::RETRY_AFTER, value);
+        }
+    }
+    response
+}

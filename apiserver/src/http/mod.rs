@@ -1,0 +1,332 @@
+//! The HTTP server: accept connections (plain or TLS, HTTP/1.1 or HTTP/2), hand each request to
+//! [`handlers::handle`].
+//!
+//! [`ApiServer`] is the builder; [`ApiServer::start`] binds, creates the built-in namespaces, starts the
+//! garbage collector, the bookmark ticker and (optionally) the pod simulator, and returns a
+//! [`RunningServer`]: its URL, a kubeconfig for it, and the fault switches. Dropping the
+//! `RunningServer` stops everything.
+
+mod body;
+mod discovery;
+mod handlers;
+mod query;
+mod route;
+mod tls;
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use serde_json::json;
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+use tokio_rustls::TlsAcceptor;
+
+pub use discovery::VERSION;
+
+use crate::ServerError;
+use crate::api::Api;
+use crate::faults::Faults;
+use crate::gc::GarbageCollector;
+use crate::kubelet::{Kubelet, KubeletSettings};
+use crate::resource::{Registry, ResourceType};
+use crate::store::Store;
+use handlers::Shared;
+
+/// Builder for an in-process API server; every option has a default.
+#[derive(Debug, Clone)]
+pub struct ApiServer {
+    address: SocketAddr,
+    tls: bool,
+    token: Option<String>,
+    history: usize,
+    watch_buffer: usize,
+    bookmark_interval: Duration,
+    watch_timeout: Duration,
+    registry: Registry,
+    kubelet: Option<KubeletSettings>,
+}
+
+impl Default for ApiServer {
+    fn default() -> ApiServer {
+        ApiServer {
+            address: SocketAddr::from(([127, 0, 0, 1], 0)),
+            tls: false,
+            token: None,
+            history: 10_000,
+            watch_buffer: 1_000,
+            bookmark_interval: Duration::from_secs(60),
+            watch_timeout: Duration::from_secs(1800),
+            registry: Registry::default(),
+            kubelet: None,
+        }
+    }
+}
+
+impl ApiServer {
+    /// The defaults: plain HTTP on `127.0.0.1`, a free port, no authentication.
+    pub fn new() -> ApiServer {
+        ApiServer::default()
+    }
+
+    /// Where to listen (default `127.0.0.1:0`, a free port).
+    pub fn address(mut self, address: SocketAddr) -> ApiServer {
+        self.address = address;
+        self
+    }
+
+    /// Serve HTTPS with a fresh self-signed CA (default: plain HTTP).
+    pub fn tls(mut self, on: bool) -> ApiServer {
+        self.tls = on;
+        self
+    }
+
+    /// Require `Authorization: Bearer <token>` (default: no authentication).
+    pub fn token(mut self, token: &str) -> ApiServer {
+        self.token = Some(token.to_string());
+        self
+    }
+
+    /// How many changes the watch history keeps; older resourceVersions get 410 (default 10,000).
+    pub fn history(mut self, changes: usize) -> ApiServer {
+        self.history = changes;
+        self
+    }
+
+    /// Per-watcher buffer; a watcher this far behind is closed (default 1,000 events).
+    pub fn watch_buffer(mut self, events: usize) -> ApiServer {
+        self.watch_buffer = events;
+        self
+    }
+
+    /// How often watchers that allow bookmarks get one (default 60 s).
+    pub fn bookmark_interval(mut self, every: Duration) -> ApiServer {
+        self.bookmark_interval = every;
+        self
+    }
+
+    /// How long a watch without `timeoutSeconds` stays open (default 30 min).
+    pub fn watch_timeout(mut self, timeout: Duration) -> ApiServer {
+        self.watch_timeout = timeout;
+        self
+    }
+
+    /// Serves one more resource type (untyped JSON), e.g. a CRD-like kind.
+    pub fn register(mut self, resource: ResourceType) -> ApiServer {
+        self.registry.register(resource);
+        self
+    }
+
+    /// Runs a stand-in kubelet that makes pods Running and Ready (default: none; pods stay Pending).
+    pub fn kubelet(mut self, settings: KubeletSettings) -> ApiServer {
+        self.kubelet = Some(settings);
+        self
+    }
+
+    /// Binds and starts serving; must be called inside a tokio runtime.
+    pub async fn start(self) -> Result<RunningServer, ServerError> {
+        let listener = TcpListener::bind(self.address)
+            .await
+            .map_err(ServerError::Bind)?;
+        let local = listener.local_addr().map_err(ServerError::Bind)?;
+        let certificates = if self.tls {
+            Some(tls::generate()?)
+        } else {
+            None
+        };
+        let scheme = if self.tls { "https" } else { "http" };
+        let url = format!("{scheme}://{local}");
+        let store = Arc::new(Store::new(self.history, self.watch_buffer));
+        let faults = Arc::new(Faults::default());
+        let api = Api {
+            store: store.clone(),
+            registry: self.registry.clone(),
+            graceful_pods: self.kubelet.is_some(),
+        };
+        let shared = Arc::new(Shared {
+            api,
+            faults: faults.clone(),
+            address: local.to_string(),
+            token: self.token.clone(),
+            default_watch_timeout: self.watch_timeout,
+        });
+        create_builtin_namespaces(&shared.api)?;
+        let mut tasks = Vec::new();
+        tasks.push(tokio::spawn(
+            GarbageCollector::new(shared.clone_api()).run(store.subscribe()),
+        ));
+        let ticker_store = store.clone();
+        let interval = self.bookmark_interval;
+        tasks.push(tokio::spawn(async move {
+            let mut tick = tokio::time::interval(interval);
+            tick.tick().await;
+            loop {
+                tick.tick().await;
+                ticker_store.send_bookmarks();
+            }
+        }));
+        if let Some(settings) = self.kubelet.clone() {
+            let kubelet = Kubelet::new(shared.clone_api(), settings);
+            tasks.push(tokio::spawn(kubelet.run(store.subscribe())));
+        }
+        let acceptor = certificates
+            .as_ref()
+            .map(|c| TlsAcceptor::from(Arc::new(c.server.clone())));
+        tasks.push(tokio::spawn(accept_loop(
+            listener,
+            acceptor,
+            shared.clone(),
+        )));
+        tracing::info!(%url, "ferrokube-apiserver serving");
+        Ok(RunningServer {
+            url,
+            ca_pem: certificates.map(|c| c.ca_pem),
+            token: self.token,
+            shared,
+            tasks,
+        })
+    }
+}
+
+impl Shared {
+    /// A second handle on the same store and registry, for in-process controllers.
+    fn clone_api(&self) -> Arc<Api> {
+        Arc::new(Api {
+            store: self.api.store.clone(),
+            registry: self.api.registry.clone(),
+            graceful_pods: self.api.graceful_pods,
+        })
+    }
+}
+
+fn create_builtin_namespaces(api: &Api) -> Result<(), ServerError> {
+    let namespaces = api
+        .registry
+        .find("", "v1", "namespaces")
+        .ok_or_else(|| ServerError::Setup("namespaces are not registered".into()))?;
+    for name in ["default", "kube-system", "kube-public", "kube-node-lease"] {
+        let object = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
+        api.create(&namespaces, None, object, false)
+            .map_err(|e| ServerError::Setup(e.to_string()))?;
+    }
+    Ok(())
+}
+
+async fn accept_loop(listener: TcpListener, tls: Option<TlsAcceptor>, shared: Arc<Shared>) {
+    loop {
+        let (stream, peer) = match listener.accept().await {
+            Ok(accepted) => accepted,
+            Err(e) => {
+                tracing::warn!(error = %e, "accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let shared = shared.clone();
+        let tls = tls.clone();
+        tokio::spawn(async move {
+            let service = service_fn(move |request| {
+                let shared = shared.clone();
+                async move { Ok::<_, Infallible>(handlers::handle(shared, request).await) }
+            });
+            let builder = auto::Builder::new(TokioExecutor::new());
+            let served = match tls {
+                Some(acceptor) => match acceptor.accept(stream).await {
+                    Ok(stream) => {
+                        builder
+                            .serve_connection(TokioIo::new(stream), service)
+                            .await
+                    }
+                    Err(e) => {
+                        tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                        return;
+                    }
+                },
+                None => {
+                    builder
+                        .serve_connection(TokioIo::new(stream), service)
+                        .await
+                }
+            };
+            if let Err(e) = served {
+                tracing::debug!(%peer, error = %e, "connection ended with an error");
+            }
+        });
+    }
+}
+
+/// A started server; dropping it stops the server and its background tasks.
+pub struct RunningServer {
+    url: String,
+    ca_pem: Option<String>,
+    token: Option<String>,
+    shared: Arc<Shared>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl RunningServer {
+    /// `http://127.0.0.1:<port>` or `https://...`.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The CA that signed the serving certificate (PEM), when serving TLS.
+    pub fn ca_pem(&self) -> Option<&str> {
+        self.ca_pem.as_deref()
+    }
+
+    /// The bearer token clients must send, if one was set.
+    pub fn token(&self) -> Option<&str> {
+        self.token.as_deref()
+    }
+
+    /// A kubeconfig (YAML) for this server, with context `ferrokube` and namespace `default`.
+    pub fn kubeconfig(&self) -> String {
+        tls::kubeconfig(&self.url, self.ca_pem.as_deref(), self.token.as_deref())
+    }
+
+    /// Writes [`RunningServer::kubeconfig`] to `path`.
+    pub fn write_kubeconfig(&self, path: &Path) -> std::io::Result<()> {
+        std::fs::write(path, self.kubeconfig())
+    }
+
+    /// The fault switches.
+    pub fn faults(&self) -> &Faults {
+        &self.shared.faults
+    }
+
+    /// The object store (revision, counts, `close_watches`, `compact`).
+    pub fn store(&self) -> &Store {
+        &self.shared.api.store
+    }
+
+    /// The REST verbs, in-process.
+    pub fn api(&self) -> &Api {
+        &self.shared.api
+    }
+
+    /// Ends every open watch now.
+    pub fn close_watches(&self) -> usize {
+        self.shared.api.store.close_watches()
+    }
+
+    /// Drops all watch history: a watch from any earlier resourceVersion gets 410.
+    pub fn compact(&self) -> u64 {
+        self.shared.api.store.compact()
+    }
+}
+
+impl Drop for RunningServer {
+    fn drop(&mut self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+        self.shared.api.store.close_watches();
+    }
+}

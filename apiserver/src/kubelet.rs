@@ -1,0 +1,245 @@
+//! A stand-in for the scheduler and the kubelets (like kwok): pods come alive without a node.
+//!
+//! With it enabled ([`crate::ApiServer::kubelet`]), a new pod is bound to one of a few fake nodes and,
+//! [`KubeletSettings::ready_after`] later, reported `Running` with every container started and
+//! `Ready`. A pod deleted with a grace period gets a `deletionTimestamp` (as on a real cluster, it is
+//! still there, terminating) and is removed [`KubeletSettings::terminate_after`] later. Optionally it
+//! kills running pods at a steady rate, so a controller sees a living cluster.
+//!
+//! Its writes are the kubelet's and scheduler's, so they bypass client validation (a client may not
+//! set `spec.nodeName` by update) but go through the store, so watchers see them.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+use crate::api::{Api, DeleteOptions};
+use crate::meta;
+use crate::store::{Change, EventType, Write};
+
+/// How the simulated kubelet behaves; every field has a default.
+#[derive(Debug, Clone)]
+pub struct KubeletSettings {
+    /// From a pod's creation to Running and Ready (default 500 ms).
+    pub ready_after: Duration,
+    /// From a graceful delete to the pod's removal (default 300 ms).
+    pub terminate_after: Duration,
+    /// Fake nodes pods are spread over (default 3).
+    pub nodes: usize,
+    /// Running pods killed (deleted) per second; 0 = none (default 0).
+    pub kill_rate: f64,
+    /// Seed for choosing victims (default 0).
+    pub seed: u64,
+}
+
+impl Default for KubeletSettings {
+    fn default() -> KubeletSettings {
+        KubeletSettings {
+            ready_after: Duration::from_millis(500),
+            terminate_after: Duration::from_millis(300),
+            nodes: 3,
+            kill_rate: 0.0,
+            seed: 0,
+        }
+    }
+}
+
+enum Action {
+    Start {
+        key: String,
+        uid: String,
+    },
+    Remove {
+        namespace: String,
+        name: String,
+        uid: String,
+    },
+}
+
+/// See the [module docs](self).
+pub struct Kubelet {
+    api: Arc<Api>,
+    settings: KubeletSettings,
+    started: u64,
+}
+
+impl Kubelet {
+    /// A kubelet acting on `api`'s pods.
+    pub fn new(api: Arc<Api>, settings: KubeletSettings) -> Kubelet {
+        Kubelet {
+            api,
+            settings,
+            started: 0,
+        }
+    }
+
+    /// Follows pod changes until the store goes away.
+    pub async fn run(mut self, mut changes: mpsc::UnboundedReceiver<Arc<Change>>) {
+        let (timer_tx, mut timers) = mpsc::unbounded_channel::<Action>();
+        let mut rng = StdRng::seed_from_u64(self.settings.seed);
+        let kill_every = (self.settings.kill_rate > 0.0)
+            .then(|| Duration::from_secs_f64(1.0 / self.settings.kill_rate));
+        let mut kill = tokio::time::interval(kill_every.unwrap_or(Duration::from_secs(3600)));
+        kill.tick().await;
+        loop {
+            tokio::select! {
+                change = changes.recv() => match change {
+                    Some(change) => self.observe(&change, &timer_tx),
+                    None => return,
+                },
+                Some(action) = timers.recv() => self.act(action),
+                _ = kill.tick(), if kill_every.is_some() => self.kill_one(&mut rng),
+            }
+        }
+    }
+
+    fn observe(&self, change: &Change, timers: &mpsc::UnboundedSender<Action>) {
+        if &*change.table != "pods" || change.event == EventType::Deleted {
+            return;
+        }
+        let pod = &change.object.object;
+        let uid = meta::uid(pod).unwrap_or_default().to_string();
+        let deleting = meta::string(pod, "deletionTimestamp").is_some();
+        let (after, action) = if change.event == EventType::Added && !deleting {
+            let key = change.key.clone();
+            (self.settings.ready_after, Action::Start { key, uid })
+        } else if deleting && !was_deleting(change) {
+            let namespace = meta::namespace(pod).unwrap_or_default().to_string();
+            let name = meta::name(pod).unwrap_or_default().to_string();
+            let action = Action::Remove {
+                namespace,
+                name,
+                uid,
+            };
+            (self.settings.terminate_after, action)
+        } else {
+            return;
+        };
+        let timers = timers.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(after).await;
+            let _ = timers.send(action);
+        });
+    }
+
+    fn act(&mut self, action: Action) {
+        match action {
+            Action::Start { key, uid } => self.start(&key, &uid),
+            Action::Remove {
+                namespace,
+                name,
+                uid,
+            } => {
+                let Some(pods) = self.api.registry.find("", "v1", "pods") else {
+                    return;
+                };
+                let options = DeleteOptions {
+                    uid: Some(uid),
+                    grace_period_seconds: Some(0),
+                    ..DeleteOptions::default()
+                };
+                let _ = self
+                    .api
+                    .delete(&pods, Some(&namespace), &name, &options, false);
+            }
+        }
+    }
+
+    /// Binds the pod to a node and reports it Running and Ready.
+    fn start(&mut self, key: &str, uid: &str) {
+        self.started += 1;
+        let n = self.started;
+        let node = (n as usize) % self.settings.nodes.max(1);
+        let now = meta::now();
+        let table: Arc<str> = Arc::from("pods");
+        let result = self.api.store.transact(&table, key, |current| {
+            let Some(current) = current else {
+                return Ok(Write::Keep);
+            };
+            let pod = &current.object;
+            let deleting = meta::string(pod, "deletionTimestamp").is_some();
+            if meta::uid(pod) != Some(uid) || deleting {
+                return Ok(Write::Keep);
+            }
+            let mut pod = (**pod).clone();
+            pod["spec"]["nodeName"] = format!("ferrokube-node-{node}").into();
+            let condition = |kind: &str| {
+                json!({"type": kind, "status": "True", "lastProbeTime": null, "lastTransitionTime": now})
+            };
+            let containers: Vec<Value> = pod
+                .pointer("/spec/containers")
+                .and_then(Value::as_array)
+                .map(|list| {
+                    list.iter()
+                        .map(|c| {
+                            let image = c.get("image").cloned().unwrap_or(Value::Null);
+                            json!({"name": c.get("name"), "state": {"running": {"startedAt": now}},
+                                   "lastState": {}, "ready": true, "restartCount": 0,
+                                   "image": image, "imageID": "",
+                                   "containerID": format!("ferrokube://{uid}"), "started": true})
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            let qos = pod.pointer("/status/qosClass").cloned().unwrap_or(Value::Null);
+            let ip = format!("10.244.{node}.{}", n % 250 + 2);
+            pod["status"] = json!({
+                "phase": "Running",
+                "conditions": [condition("Initialized"), condition("Ready"),
+                               condition("ContainersReady"), condition("PodScheduled")],
+                "hostIP": format!("10.0.0.{}", node + 10),
+                "podIP": ip,
+                "podIPs": [{"ip": ip}],
+                "startTime": now,
+                "containerStatuses": containers,
+                "qosClass": qos,
+            });
+            Ok(Write::Put(pod))
+        });
+        if let Err(e) = result {
+            tracing::warn!(pod = key, error = %e, "simulated kubelet could not start a pod");
+        }
+    }
+
+    /// Deletes one running pod, chosen by the seeded generator.
+    fn kill_one(&self, rng: &mut StdRng) {
+        let running: Vec<_> = self
+            .api
+            .store
+            .snapshot("pods")
+            .into_iter()
+            .filter(|s| {
+                s.object.pointer("/status/phase").and_then(Value::as_str) == Some("Running")
+                    && meta::string(&s.object, "deletionTimestamp").is_none()
+            })
+            .collect();
+        if running.is_empty() {
+            return;
+        }
+        let victim = &running[rng.random_range(0..running.len())].object;
+        let (Some(pods), Some(ns), Some(name)) = (
+            self.api.registry.find("", "v1", "pods"),
+            meta::namespace(victim),
+            meta::name(victim),
+        ) else {
+            return;
+        };
+        tracing::info!(namespace = ns, pod = name, "simulated kubelet kills a pod");
+        let options = DeleteOptions {
+            uid: meta::uid(victim).map(str::to_string),
+            ..DeleteOptions::default()
+        };
+        let _ = self.api.delete(&pods, Some(ns), name, &options, false);
+    }
+}
+
+fn was_deleting(change: &Change) -> bool {
+    change
+        .previous
+        .as_ref()
+        .is_some_and(|p| meta::string(&p.object, "deletionTimestamp").is_some())
+}

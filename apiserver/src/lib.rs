@@ -1,0 +1,101 @@
+//! An in-process Kubernetes API server: the real REST API over an in-memory store, for examples and
+//! tests that must run without a cluster, with fault injection for the failures controllers must
+//! survive.
+//!
+//! It is **not** the ground truth — a real kube-apiserver is — but it aims to be indistinguishable to
+//! a client for the parts it implements, and the conformance suite (`tests/apiserver_conformance.rs`)
+//! runs the same cases against both to keep it so.
+//!
+//! # How a request flows
+//!
+//! ```text
+//!  HTTP/1.1 or h2, plain or TLS ──► http::handlers ──► Api (verbs: create, patch, delete, ...)
+//!                                     │                   │  strategy: defaults, generation, status rules
+//!                                     │                   │  validation: names, required fields → 422
+//!                                     │                   ▼
+//!   watch stream ◄── WatchFeed ◄──── Store::transact: one lock, one global resourceVersion,
+//!   (one task per watch)             history window, fan-out to bounded per-watcher buffers
+//!                                         │
+//!                                         └─► subscribers: GarbageCollector, Kubelet (simulator)
+//! ```
+//!
+//! | module | what it holds |
+//! |---|---|
+//! | [`store`] | objects, the global revision, watch history, watchers |
+//! | [`api`] | the verbs, independent of HTTP |
+//! | [`strategy`], [`validation`] | what happens to an object on create and update; 422s |
+//! | [`patch`] | merge, JSON and strategic merge patches |
+//! | [`selection`] | label and field selectors |
+//! | [`resource`] | the served types ([`Registry`]) and how to add one |
+//! | [`gc`] | ownerReferences: background, foreground, orphan; namespace deletion |
+//! | [`kubelet`] | a stand-in scheduler + kubelet (pods become Running/Ready; optional pod kills) |
+//! | [`faults`] | injected failures: 500/429 writes, 409 updates, delayed watches, pause |
+//! | [`http`] | the server, routing, discovery, TLS and kubeconfig |
+//!
+//! # Example
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), ferrokube_apiserver::ServerError> {
+//! use ferrokube_apiserver::{ApiServer, KubeletSettings};
+//! let server = ApiServer::new().tls(true).kubelet(KubeletSettings::default()).start().await?;
+//! std::fs::write("/tmp/kubeconfig", server.kubeconfig()).ok();
+//! // ... point a client (or kubectl) at it; then inject faults:
+//! server.close_watches();
+//! server.compact();
+//! # Ok(()) }
+//! ```
+//!
+//! # Known differences from kube-apiserver
+//!
+//! Found by the conformance suite or by design; each is deliberate unless marked otherwise.
+//!
+//! - Defaulting covers only the fields controllers commonly read (a Pod's restartPolicy, dnsPolicy,
+//!   terminationGracePeriodSeconds, schedulerName, imagePullPolicy...; a workload's replicas). No
+//!   service account, token volume or default tolerations are added: there is no admission chain.
+//! - Validation covers names, a Pod's containers and images, a workload's selector and template. Other
+//!   invalid specs are stored.
+//! - `managedFields` are never written; server-side apply answers 415.
+//! - Strategic merge patch knows the merge keys of the common list fields by name, not by Go type.
+//! - Watch history is one window over all kinds (etcd-like), sized in events, not per kind or in time.
+//! - A list or watch from a resourceVersion newer than the server's answers 504 at once instead of
+//!   waiting up to 3 s for it.
+//! - Namespace deletion is synchronous apart from finalizers: its contents are deleted by the garbage
+//!   collector as soon as the namespace is marked Terminating.
+//! - Messages of 400s about malformed JSON come from serde, not Go's decoder: the code and reason match,
+//!   the wording does not.
+//! - Tables (`Accept: ...;as=Table`) are not served: kubectl falls back to plain lists.
+
+pub mod api;
+pub mod faults;
+pub mod gc;
+pub mod http;
+pub mod kubelet;
+pub mod meta;
+pub mod patch;
+pub mod resource;
+pub mod selection;
+pub mod status;
+pub mod store;
+pub mod strategy;
+pub mod validation;
+
+pub use faults::{FaultSettings, Faults, WriteFailure};
+pub use http::{ApiServer, RunningServer};
+pub use kubelet::KubeletSettings;
+pub use resource::{NameRule, Registry, ResourceType};
+pub use status::StatusError;
+pub use store::Store;
+
+/// A server that could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    /// The listening socket could not be bound.
+    #[error("binding the listening socket: {0}")]
+    Bind(#[source] std::io::Error),
+    /// The certificate or TLS configuration could not be made.
+    #[error("setting up TLS: {0}")]
+    Tls(String),
+    /// The built-in objects could not be created.
+    #[error("setting up the server: {0}")]
+    Setup(String),
+}

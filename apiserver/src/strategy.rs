@@ -1,0 +1,502 @@
+//! What the server does to an object on its way in: the rules kube-apiserver's registry "strategies"
+//! apply before anything is stored.
+//!
+//! - **create**: check the kind and namespace against the URL, turn `generateName` into a name, validate,
+//!   stamp `uid` and `creationTimestamp`, start `generation` at 1 for kinds that track it, drop
+//!   `managedFields`, reset the status of kinds with a status subresource, and fill the defaults a client
+//!   reads back (a Pod's `restartPolicy`, a ReplicaSet's `replicas`, ...).
+//! - **update** (main endpoint): keep what a client may not change (uid, creationTimestamp,
+//!   deletionTimestamp, and the status of kinds with a status subresource), bump `generation` when the
+//!   spec changed, check `resourceVersion` for optimistic concurrency.
+//! - **update** (`/status`): take only the status from the request, everything else from the stored
+//!   object.
+
+use serde_json::{Map, Value, json};
+
+use crate::meta;
+use crate::resource::ResourceType;
+use crate::status::{Cause, StatusError};
+use crate::validation;
+
+/// Which endpoint an update came through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Endpoint {
+    /// `/namespaces/{ns}/{plural}/{name}`.
+    Main,
+    /// `/namespaces/{ns}/{plural}/{name}/status`.
+    Status,
+}
+
+/// Checks `object.apiVersion` and `object.kind` against the URL's resource (missing ones are filled).
+pub fn check_type(resource: &ResourceType, object: &mut Value) -> Result<(), StatusError> {
+    let Some(map) = object.as_object_mut() else {
+        return Err(StatusError::bad_request(format!(
+            "the object provided is unrecognized (must be of type {})",
+            resource.kind
+        )));
+    };
+    let api_version = resource.api_version();
+    match map.get("kind").and_then(Value::as_str) {
+        None | Some("") => {
+            map.insert("kind".into(), resource.kind.clone().into());
+        }
+        Some(kind) if kind == resource.kind => {}
+        Some(kind) => {
+            return Err(StatusError::bad_request(format!(
+                "the object provided is unrecognized (must be of type {}): {kind} in version {:?} cannot be handled as a {}",
+                resource.kind,
+                map.get("apiVersion").and_then(Value::as_str).unwrap_or(""),
+                resource.kind
+            )));
+        }
+    }
+    match map.get("apiVersion").and_then(Value::as_str) {
+        None | Some("") => {
+            map.insert("apiVersion".into(), api_version.into());
+        }
+        Some(v) if v == api_version => {}
+        Some(v) => {
+            return Err(StatusError::bad_request(format!(
+                "the API version in the data ({v}) does not match the expected API version ({api_version})"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Checks the object's namespace against the URL's, filling it in when missing.
+pub fn check_namespace(
+    resource: &ResourceType,
+    object: &mut Value,
+    url_namespace: Option<&str>,
+) -> Result<(), StatusError> {
+    let in_object = meta::namespace(object).map(str::to_string);
+    match (resource.namespaced, url_namespace, in_object) {
+        (true, Some(url), Some(obj)) if url != obj => Err(StatusError::bad_request(
+            "the namespace of the provided object does not match the namespace sent on the request",
+        )),
+        (true, Some(url), _) => {
+            meta::metadata_mut(object).insert("namespace".into(), url.into());
+            Ok(())
+        }
+        (false, _, _) => {
+            meta::metadata_mut(object).remove("namespace");
+            Ok(())
+        }
+        (true, None, _) => Err(StatusError::bad_request(
+            "a namespaced resource needs a namespace in the URL",
+        )),
+    }
+}
+
+/// Prepares a new object for storage; returns its name.
+pub fn prepare_create(resource: &ResourceType, object: &mut Value) -> Result<String, StatusError> {
+    let metadata = meta::metadata_mut(object);
+    let name = match metadata.get("name").and_then(Value::as_str) {
+        Some(name) if !name.is_empty() => name.to_string(),
+        _ => match metadata.get("generateName").and_then(Value::as_str) {
+            Some(prefix) if !prefix.is_empty() => {
+                let name = meta::generate_name(prefix);
+                metadata.insert("name".into(), name.clone().into());
+                name
+            }
+            _ => {
+                return Err(StatusError::invalid(
+                    resource,
+                    "",
+                    vec![Cause {
+                        reason: "FieldValueRequired",
+                        field: "metadata.name".into(),
+                        message: "Required value: name or generateName is required".into(),
+                    }],
+                ));
+            }
+        },
+    };
+    if metadata
+        .get("resourceVersion")
+        .and_then(Value::as_str)
+        .is_some_and(|rv| !rv.is_empty())
+    {
+        return Err(StatusError::internal(
+            "resourceVersion should not be set on objects to be created",
+        ));
+    }
+    metadata.insert("uid".into(), meta::new_uid().into());
+    metadata.insert("creationTimestamp".into(), meta::now().into());
+    metadata.remove("deletionTimestamp");
+    metadata.remove("deletionGracePeriodSeconds");
+    metadata.remove("managedFields");
+    metadata.remove("selfLink");
+    if resource.generation {
+        metadata.insert("generation".into(), 1.into());
+    } else {
+        metadata.remove("generation");
+    }
+    apply_defaults(resource, object);
+    if resource.status {
+        reset_status(resource, object);
+    }
+    validate(resource, &name, object)?;
+    Ok(name)
+}
+
+/// Prepares `new` to replace `old` through `endpoint`. `new`'s resourceVersion, if set, must be the
+/// stored one.
+pub fn prepare_update(
+    resource: &ResourceType,
+    old: &Value,
+    new: &mut Value,
+    endpoint: Endpoint,
+) -> Result<(), StatusError> {
+    let name = meta::name(old).unwrap_or_default().to_string();
+    let sent_version = meta::string(new, "resourceVersion").unwrap_or_default();
+    let stored_version = meta::string(old, "resourceVersion").unwrap_or_default();
+    if !sent_version.is_empty() && sent_version != stored_version {
+        return Err(StatusError::conflict(
+            resource,
+            &name,
+            StatusError::MODIFIED,
+        ));
+    }
+    if meta::uid(new).is_some_and(|u| Some(u) != meta::uid(old)) {
+        return Err(StatusError::conflict(
+            resource,
+            &name,
+            &format!(
+                "Precondition failed: UID in precondition: {}, UID in object meta: {}",
+                meta::uid(new).unwrap_or_default(),
+                meta::uid(old).unwrap_or_default()
+            ),
+        ));
+    }
+    if endpoint == Endpoint::Status {
+        let status = new.get("status").cloned();
+        *new = old.clone();
+        if let Some(map) = new.as_object_mut() {
+            match status {
+                Some(status) => map.insert("status".into(), status),
+                None => map.remove("status"),
+            };
+        }
+        return Ok(());
+    }
+    for kept in [
+        "uid",
+        "creationTimestamp",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "generation",
+    ] {
+        let old_value = meta::metadata(old).and_then(|m| m.get(kept)).cloned();
+        let new_meta = meta::metadata_mut(new);
+        match old_value {
+            Some(v) => new_meta.insert(kept.into(), v),
+            None => new_meta.remove(kept),
+        };
+    }
+    meta::metadata_mut(new).remove("managedFields");
+    if resource.status {
+        let old_status = old.get("status").cloned();
+        if let Some(map) = new.as_object_mut() {
+            match old_status {
+                Some(status) => map.insert("status".into(), status),
+                None => map.remove("status"),
+            };
+        }
+    }
+    apply_defaults(resource, new);
+    if resource.generation && spec_of(old) != spec_of(new) {
+        let generation = meta::metadata(old)
+            .and_then(|m| m.get("generation"))
+            .and_then(Value::as_i64)
+            .unwrap_or(0);
+        meta::metadata_mut(new).insert("generation".into(), (generation + 1).into());
+    }
+    if resource.kind == "Pod" && resource.group.is_empty() {
+        check_pod_update(resource, &name, old, new)?;
+    }
+    validate(resource, &name, new)
+}
+
+fn validate(resource: &ResourceType, name: &str, object: &Value) -> Result<(), StatusError> {
+    let mut causes = validation::name(resource.names, "metadata.name", name);
+    causes.extend(validation::object(resource, object));
+    if causes.is_empty() {
+        Ok(())
+    } else {
+        Err(StatusError::invalid(resource, name, causes))
+    }
+}
+
+/// Everything but `metadata` and `status`: what `generation` tracks.
+fn spec_of(object: &Value) -> Map<String, Value> {
+    object
+        .as_object()
+        .map(|m| {
+            m.iter()
+                .filter(|(k, _)| {
+                    !matches!(k.as_str(), "metadata" | "status" | "kind" | "apiVersion")
+                })
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A Pod's spec is immutable apart from container images (and a few fields we do not model).
+fn check_pod_update(
+    resource: &ResourceType,
+    name: &str,
+    old: &Value,
+    new: &Value,
+) -> Result<(), StatusError> {
+    let without_images = |spec: Option<&Value>| {
+        let mut spec = spec.cloned().unwrap_or(Value::Null);
+        for list in ["containers", "initContainers"] {
+            if let Some(containers) = spec.get_mut(list).and_then(Value::as_array_mut) {
+                for c in containers {
+                    if let Some(c) = c.as_object_mut() {
+                        c.remove("image");
+                    }
+                }
+            }
+        }
+        if let Some(s) = spec.as_object_mut() {
+            s.remove("activeDeadlineSeconds");
+            s.remove("tolerations");
+        }
+        spec
+    };
+    if without_images(old.get("spec")) == without_images(new.get("spec")) {
+        return Ok(());
+    }
+    Err(StatusError::invalid(
+        resource,
+        name,
+        vec![Cause {
+            reason: "FieldValueForbidden",
+            field: "spec".into(),
+            message: "Forbidden: pod updates may not change fields other than `spec.containers[*].image`, `spec.initContainers[*].image`, `spec.activeDeadlineSeconds` or `spec.tolerations` (only additions to existing tolerations)".into(),
+        }],
+    ))
+}
+
+/// The status a new object starts with.
+fn reset_status(resource: &ResourceType, object: &mut Value) {
+    let status = match (resource.group.as_str(), resource.kind.as_str()) {
+        ("", "Pod") => json!({"phase": "Pending", "qosClass": qos_class(object)}),
+        ("", "Namespace") => json!({"phase": "Active"}),
+        ("", "Service") => json!({"loadBalancer": {}}),
+        ("apps", _) => json!({}),
+        _ => match object.get("status") {
+            Some(s) => s.clone(),
+            None => return,
+        },
+    };
+    if let Some(map) = object.as_object_mut() {
+        if status.as_object().is_some_and(Map::is_empty) && resource.group == "apps" {
+            map.insert("status".into(), json!({"replicas": 0}));
+        } else {
+            map.insert("status".into(), status);
+        }
+    }
+}
+
+/// BestEffort, Burstable or Guaranteed, from the containers' requests and limits.
+fn qos_class(pod: &Value) -> &'static str {
+    let containers = pod
+        .pointer("/spec/containers")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let mut any = false;
+    let mut guaranteed = !containers.is_empty();
+    for c in &containers {
+        let requests = c.pointer("/resources/requests").and_then(Value::as_object);
+        let limits = c.pointer("/resources/limits").and_then(Value::as_object);
+        any |= requests.is_some_and(|r| !r.is_empty()) || limits.is_some_and(|l| !l.is_empty());
+        let full = |m: Option<&Map<String, Value>>| {
+            m.is_some_and(|m| m.contains_key("cpu") && m.contains_key("memory"))
+        };
+        let equal = match (requests, limits) {
+            (Some(r), Some(l)) => r.iter().all(|(k, v)| l.get(k) == Some(v)),
+            (None, Some(_)) => true,
+            _ => false,
+        };
+        guaranteed &= full(limits) && equal;
+    }
+    match (any, guaranteed) {
+        (false, _) => "BestEffort",
+        (true, true) => "Guaranteed",
+        (true, false) => "Burstable",
+    }
+}
+
+/// Fills a field if it is missing.
+fn default(map: &mut Map<String, Value>, field: &str, value: Value) {
+    map.entry(field).or_insert(value);
+}
+
+/// The defaults a client reads back that controllers commonly depend on.
+fn apply_defaults(resource: &ResourceType, object: &mut Value) {
+    match (resource.group.as_str(), resource.kind.as_str()) {
+        ("", "Pod") => {
+            if let Some(spec) = object.get_mut("spec") {
+                pod_spec_defaults(spec);
+            }
+        }
+        ("apps", "ReplicaSet") | ("apps", "Deployment") => {
+            let deployment = resource.kind == "Deployment";
+            if let Some(spec) = object.get_mut("spec").and_then(Value::as_object_mut) {
+                default(spec, "replicas", 1.into());
+                if deployment {
+                    default(spec, "revisionHistoryLimit", 10.into());
+                    default(spec, "progressDeadlineSeconds", 600.into());
+                    default(
+                        spec,
+                        "strategy",
+                        json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": "25%"}}),
+                    );
+                }
+                if let Some(pod) = spec.get_mut("template").and_then(|t| t.get_mut("spec")) {
+                    pod_spec_defaults(pod);
+                }
+            }
+        }
+        ("", "Namespace") => {
+            if let Some(map) = object.as_object_mut() {
+                let spec = map.entry("spec").or_insert_with(|| json!({}));
+                if let Some(spec) = spec.as_object_mut() {
+                    default(spec, "finalizers", json!(["kubernetes"]));
+                }
+            }
+        }
+        ("", "Secret") => {
+            if let Some(map) = object.as_object_mut() {
+                default(map, "type", "Opaque".into());
+            }
+        }
+        _ => {}
+    }
+}
+
+fn pod_spec_defaults(spec: &mut Value) {
+    let Some(spec) = spec.as_object_mut() else {
+        return;
+    };
+    default(spec, "restartPolicy", "Always".into());
+    default(spec, "terminationGracePeriodSeconds", 30.into());
+    default(spec, "dnsPolicy", "ClusterFirst".into());
+    default(spec, "securityContext", json!({}));
+    default(spec, "schedulerName", "default-scheduler".into());
+    for list in ["containers", "initContainers"] {
+        let Some(containers) = spec.get_mut(list).and_then(Value::as_array_mut) else {
+            continue;
+        };
+        for c in containers.iter_mut().filter_map(Value::as_object_mut) {
+            default(c, "terminationMessagePath", "/dev/termination-log".into());
+            default(c, "terminationMessagePolicy", "File".into());
+            default(c, "resources", json!({}));
+            let image = c.get("image").and_then(Value::as_str).unwrap_or_default();
+            let tag = image
+                .rsplit('/')
+                .next()
+                .and_then(|last| last.split_once(':'));
+            let policy = match tag {
+                Some((_, "latest")) | None if !image.contains('@') => "Always",
+                _ => "IfNotPresent",
+            };
+            default(c, "imagePullPolicy", policy.into());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resource::Registry;
+
+    fn rs_type() -> std::sync::Arc<ResourceType> {
+        Registry::default()
+            .find("apps", "v1", "replicasets")
+            .expect("built in")
+    }
+
+    fn rs(replicas: i64) -> Value {
+        json!({"metadata": {"name": "web", "namespace": "n"},
+               "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": "web"}},
+                        "template": {"metadata": {"labels": {"app": "web"}},
+                                     "spec": {"containers": [{"name": "c", "image": "nginx:1.25"}]}}},
+               "status": {"replicas": 7}})
+    }
+
+    #[test]
+    fn create_stamps_identity_and_resets_status() {
+        let mut object = rs(3);
+        let name = prepare_create(&rs_type(), &mut object).expect("valid");
+        assert_eq!(name, "web");
+        assert_eq!(object["metadata"]["generation"], 1);
+        assert_eq!(object["status"], json!({"replicas": 0}));
+        assert!(meta::uid(&object).is_some());
+        let pull = &object["spec"]["template"]["spec"]["containers"][0]["imagePullPolicy"];
+        assert_eq!(pull, "IfNotPresent");
+    }
+
+    #[test]
+    fn generation_moves_with_the_spec_only_and_status_needs_its_endpoint() {
+        let t = rs_type();
+        let mut old = rs(3);
+        prepare_create(&t, &mut old).expect("valid");
+        let mut labelled = old.clone();
+        labelled["metadata"]["labels"] = json!({"x": "y"});
+        labelled["status"] = json!({"replicas": 3});
+        prepare_update(&t, &old, &mut labelled, Endpoint::Main).expect("valid");
+        assert_eq!(labelled["metadata"]["generation"], 1);
+        assert_eq!(labelled["status"], json!({"replicas": 0}), "status is kept");
+        let mut scaled = old.clone();
+        scaled["spec"]["replicas"] = 5.into();
+        prepare_update(&t, &old, &mut scaled, Endpoint::Main).expect("valid");
+        assert_eq!(scaled["metadata"]["generation"], 2);
+        let mut status = old.clone();
+        status["status"] = json!({"replicas": 3});
+        status["spec"]["replicas"] = 9.into();
+        prepare_update(&t, &old, &mut status, Endpoint::Status).expect("valid");
+        assert_eq!(
+            (
+                status["status"]["replicas"].clone(),
+                status["spec"]["replicas"].clone()
+            ),
+            (json!(3), json!(3))
+        );
+    }
+
+    #[test]
+    fn a_stale_resource_version_conflicts() {
+        let t = rs_type();
+        let mut old = rs(3);
+        prepare_create(&t, &mut old).expect("valid");
+        old["metadata"]["resourceVersion"] = "10".into();
+        let mut new = old.clone();
+        new["metadata"]["resourceVersion"] = "9".into();
+        let error = prepare_update(&t, &old, &mut new, Endpoint::Main).expect_err("stale");
+        assert_eq!((error.code, error.reason), (409, "Conflict"));
+        assert!(
+            error
+                .message
+                .starts_with("Operation cannot be fulfilled on replicasets.apps \"web\"")
+        );
+    }
+
+    #[test]
+    fn qos_classes() {
+        let pod = |resources: Value| json!({"spec": {"containers": [{"resources": resources}]}});
+        assert_eq!(qos_class(&pod(json!({}))), "BestEffort");
+        assert_eq!(
+            qos_class(&pod(json!({"requests": {"cpu": "1"}}))),
+            "Burstable"
+        );
+        let limits = json!({"limits": {"cpu": "1", "memory": "1Gi"}});
+        assert_eq!(qos_class(&pod(limits)), "Guaranteed");
+    }
+}

@@ -1,0 +1,198 @@
+//! Refusing bad objects the way kube-apiserver does: 422 Invalid with one cause per field.
+//!
+//! Only the checks a controller author runs into are here: names (DNS subdomain, DNS label, DNS-1035
+//! label, at most 253 or 63 characters), required fields of Pods and workload specs, and a workload's
+//! template labels matching its selector. Everything else is accepted, which is a known difference
+//! listed in the crate docs.
+
+use serde_json::Value;
+
+use crate::resource::{NameRule, ResourceType};
+use crate::status::Cause;
+
+const SUBDOMAIN_HELP: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
+const LABEL_HELP: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
+const LABEL_1035_HELP: &str = "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')";
+
+fn is_label(s: &str) -> bool {
+    let bytes = s.as_bytes();
+    let alnum = |b: &u8| b.is_ascii_lowercase() || b.is_ascii_digit();
+    !bytes.is_empty()
+        && bytes.len() <= 63
+        && bytes.first().is_some_and(alnum)
+        && bytes.last().is_some_and(alnum)
+        && bytes.iter().all(|b| alnum(b) || *b == b'-')
+}
+
+/// Checks `name` against `rule`, as `metadata.name` (or the field named `field`).
+pub fn name(rule: NameRule, field: &str, name: &str) -> Vec<Cause> {
+    let mut causes = Vec::new();
+    match rule {
+        NameRule::Subdomain => {
+            if name.len() > 253 {
+                causes.push(Cause::invalid(
+                    field,
+                    name,
+                    "must be no more than 253 characters",
+                ));
+            }
+            if !name.split('.').all(is_label) || name.is_empty() {
+                causes.push(Cause::invalid(field, name, SUBDOMAIN_HELP));
+            }
+        }
+        NameRule::Label | NameRule::Label1035 => {
+            if name.len() > 63 {
+                causes.push(Cause::invalid(
+                    field,
+                    name,
+                    "must be no more than 63 characters",
+                ));
+            }
+            let shape_ok = name.len() > 63
+                || match rule {
+                    NameRule::Label1035 => {
+                        is_label(name) && name.as_bytes()[0].is_ascii_lowercase()
+                    }
+                    _ => is_label(name),
+                };
+            if !shape_ok {
+                let help = if rule == NameRule::Label {
+                    LABEL_HELP
+                } else {
+                    LABEL_1035_HELP
+                };
+                causes.push(Cause::invalid(field, name, help));
+            }
+        }
+    }
+    causes
+}
+
+/// True if `namespace` is a valid namespace name (a DNS label).
+pub fn is_namespace_name(namespace: &str) -> bool {
+    is_label(namespace)
+}
+
+/// The kind-specific checks for a new or updated object.
+pub fn object(resource: &ResourceType, object: &Value) -> Vec<Cause> {
+    match (resource.group.as_str(), resource.kind.as_str()) {
+        ("", "Pod") => pod_spec(object.get("spec"), "spec"),
+        ("apps", "ReplicaSet") | ("apps", "Deployment") => workload(object),
+        _ => Vec::new(),
+    }
+}
+
+fn pod_spec(spec: Option<&Value>, path: &str) -> Vec<Cause> {
+    let mut causes = Vec::new();
+    let containers = spec
+        .and_then(|s| s.get("containers"))
+        .and_then(Value::as_array);
+    match containers {
+        None => causes.push(Cause::required(&format!("{path}.containers"))),
+        Some(list) if list.is_empty() => {
+            causes.push(Cause::required(&format!("{path}.containers")))
+        }
+        Some(list) => {
+            for (i, container) in list.iter().enumerate() {
+                let at = format!("{path}.containers[{i}]");
+                match container.get("name").and_then(Value::as_str) {
+                    None | Some("") => causes.push(Cause::required(&format!("{at}.name"))),
+                    Some(n) if !is_label(n) => {
+                        causes.push(Cause::invalid(&format!("{at}.name"), n, LABEL_HELP))
+                    }
+                    Some(_) => {}
+                }
+                if container
+                    .get("image")
+                    .and_then(Value::as_str)
+                    .is_none_or(str::is_empty)
+                {
+                    causes.push(Cause::required(&format!("{at}.image")));
+                }
+            }
+        }
+    }
+    causes
+}
+
+fn workload(object: &Value) -> Vec<Cause> {
+    let mut causes = Vec::new();
+    let spec = object.get("spec");
+    if let Some(replicas) = spec.and_then(|s| s.get("replicas")).and_then(Value::as_i64) {
+        if replicas < 0 {
+            causes.push(Cause::invalid(
+                "spec.replicas",
+                &replicas.to_string(),
+                "must be greater than or equal to 0",
+            ));
+        }
+    }
+    let selector = spec.and_then(|s| s.get("selector"));
+    let match_labels = selector
+        .and_then(|s| s.get("matchLabels"))
+        .and_then(Value::as_object);
+    let has_expressions = selector
+        .and_then(|s| s.get("matchExpressions"))
+        .and_then(Value::as_array)
+        .is_some_and(|e| !e.is_empty());
+    if match_labels.is_none_or(|m| m.is_empty()) && !has_expressions {
+        causes.push(Cause::required("spec.selector"));
+    }
+    let template_labels = spec
+        .and_then(|s| s.get("template"))
+        .and_then(|t| t.get("metadata"))
+        .and_then(|m| m.get("labels"))
+        .and_then(Value::as_object);
+    if let Some(wanted) = match_labels {
+        let matches = wanted
+            .iter()
+            .all(|(k, v)| template_labels.and_then(|t| t.get(k)) == Some(v));
+        if !wanted.is_empty() && !matches {
+            causes.push(Cause {
+                reason: "FieldValueInvalid",
+                field: "spec.template.metadata.labels".into(),
+                message: "Invalid value: map[string]string{...}: `selector` does not match template `labels`".into(),
+            });
+        }
+    }
+    let template_spec = spec
+        .and_then(|s| s.get("template"))
+        .and_then(|t| t.get("spec"));
+    causes.extend(pod_spec(template_spec, "spec.template.spec"));
+    causes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn names_follow_the_dns_rules() {
+        assert!(name(NameRule::Subdomain, "metadata.name", "web-1.example").is_empty());
+        assert_eq!(name(NameRule::Subdomain, "metadata.name", "Web").len(), 1);
+        let long = "a".repeat(254);
+        let causes = name(NameRule::Subdomain, "metadata.name", &long);
+        assert!(causes[0].message.contains("no more than 253"));
+        assert!(!name(NameRule::Label, "metadata.name", "a.b").is_empty());
+        assert!(!name(NameRule::Label1035, "metadata.name", "1abc").is_empty());
+        assert!(name(NameRule::Label1035, "metadata.name", "abc-1").is_empty());
+    }
+
+    #[test]
+    fn pods_need_containers_with_images() {
+        let causes = pod_spec(Some(&json!({"containers": [{"name": "c"}]})), "spec");
+        assert_eq!(causes, vec![Cause::required("spec.containers[0].image")]);
+        assert_eq!(pod_spec(None, "spec").len(), 1);
+    }
+
+    #[test]
+    fn a_template_must_match_its_selector() {
+        let rs = json!({"spec": {"selector": {"matchLabels": {"app": "a"}},
+            "template": {"metadata": {"labels": {"app": "b"}},
+                         "spec": {"containers": [{"name": "c", "image": "i"}]}}}});
+        let causes = workload(&rs);
+        assert_eq!(causes.len(), 1);
+        assert_eq!(causes[0].field, "spec.template.metadata.labels");
+    }
+}
