@@ -128,3 +128,76 @@ pub fn resources(registry: &Registry, group: &str, version: &str) -> Option<Valu
         "resources": entries,
     }))
 }
+
+fn path_prefix(t: &ResourceType) -> String {
+    if t.group.is_empty() {
+        format!("api/{}", t.version)
+    } else {
+        format!("apis/{}/{}", t.group, t.version)
+    }
+}
+
+/// `/openapi/v3`: one entry per group-version, pointing at its document.
+pub fn openapi_v3_root(registry: &Registry) -> Value {
+    let mut paths = serde_json::Map::new();
+    for t in registry.all() {
+        let prefix = path_prefix(t);
+        let url = format!("/openapi/v3/{prefix}?hash=ferrokube");
+        paths.insert(prefix, json!({"serverRelativeURL": url}));
+    }
+    json!({"paths": paths})
+}
+
+/// `/openapi/v3/<api/v1 | apis/group/version>`: a skeleton document that tells kubectl, for each kind,
+/// that writes accept the `fieldValidation` parameter (so it validates server-side instead of
+/// downloading full schemas), with open schemas for the kinds.
+pub fn openapi_v3_group(registry: &Registry, prefix: &str) -> Option<Value> {
+    let types: Vec<_> = registry
+        .all()
+        .filter(|t| path_prefix(t) == prefix)
+        .collect();
+    if types.is_empty() {
+        return None;
+    }
+    let mut paths = serde_json::Map::new();
+    let mut schemas = serde_json::Map::new();
+    for t in types {
+        let gvk = json!({"group": t.group, "version": t.version, "kind": t.kind});
+        let parameters = json!([
+            {"name": "fieldValidation", "in": "query", "schema": {"type": "string"}},
+            {"name": "dryRun", "in": "query", "schema": {"type": "string"}},
+            {"name": "fieldManager", "in": "query", "schema": {"type": "string"}}
+        ]);
+        let operation = |action: &str| {
+            json!({"x-kubernetes-action": action, "x-kubernetes-group-version-kind": gvk,
+                   "parameters": parameters, "responses": {"200": {"description": "OK"}}})
+        };
+        let collection = if t.namespaced {
+            format!("/{prefix}/namespaces/{{namespace}}/{}", t.plural)
+        } else {
+            format!("/{prefix}/{}", t.plural)
+        };
+        paths.insert(collection.clone(), json!({"post": operation("post")}));
+        paths.insert(
+            format!("{collection}/{{name}}"),
+            json!({"put": operation("put"), "patch": operation("patch")}),
+        );
+        let name = format!(
+            "io.ferrokube.{}.{}.{}",
+            if t.group.is_empty() { "core" } else { &t.group },
+            t.version,
+            t.kind
+        );
+        schemas.insert(
+            name,
+            json!({"type": "object", "x-kubernetes-group-version-kind": [gvk],
+                   "x-kubernetes-preserve-unknown-fields": true}),
+        );
+    }
+    Some(json!({
+        "openapi": "3.0.0",
+        "info": {"title": "Kubernetes (ferrokube-apiserver)", "version": format!("v{}.{}.0", VERSION.0, VERSION.1)},
+        "paths": paths,
+        "components": {"schemas": schemas},
+    }))
+}

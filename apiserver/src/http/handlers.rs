@@ -95,6 +95,8 @@ async fn dispatch(shared: &Arc<Shared>, route: Route, request: Request<Incoming>
         Route::Resources { group, version } => {
             get_only(discovery::resources(registry, &group, &version))
         }
+        Route::OpenApiRoot => get_only(Some(discovery::openapi_v3_root(registry))),
+        Route::OpenApi(prefix) => get_only(discovery::openapi_v3_group(registry, &prefix)),
         Route::NotFound => Err(StatusError::no_such_resource()),
         Route::Faults => faults(shared, request).await,
         Route::Collection {

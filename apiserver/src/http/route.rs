@@ -37,6 +37,10 @@ pub enum Route {
     },
     /// `/ferrokube/faults`
     Faults,
+    /// `/openapi/v3`
+    OpenApiRoot,
+    /// `/openapi/v3/api/v1`, `/openapi/v3/apis/{group}/{version}`
+    OpenApi(String),
     Collection {
         resource: Arc<ResourceType>,
         namespace: Option<String>,
@@ -57,6 +61,8 @@ pub fn route(registry: &Registry, path: &str) -> Route {
         ["version"] => return Route::Version,
         ["healthz" | "readyz" | "livez"] => return Route::Health,
         ["ferrokube", "faults"] => return Route::Faults,
+        ["openapi", "v3"] => return Route::OpenApiRoot,
+        ["openapi", "v3", rest @ ..] => return Route::OpenApi(rest.join("/")),
         ["api"] => return Route::CoreVersions,
         ["apis"] => return Route::Groups,
         ["apis", group] => return Route::Group(group.to_string()),
