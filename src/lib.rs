@@ -15,6 +15,7 @@
 //! | [`workqueue`] | deduplicating keyed queue with Get/Done, delays, rate limits, priorities, metrics | `util/workqueue` |
 //! | [`informer`] | Reflector, Store, Indexers, Listers, SharedIndexInformer, factory | `tools/cache`, `informers` |
 //! | [`list_watch`] | `Api<K>` as the informer's ListerWatcher, `Client` as a factory's source | `cache.ListWatch` |
+//! | [`apiserver`] | an in-process API server (the real REST API, fault injection, a pod simulator) | envtest's kube-apiserver, kwok |
 //!
 //! The data flow of a controller built on ferrokube is the same as one built on client-go:
 //!
@@ -35,6 +36,7 @@ pub use api::{Api, ApiResource, DynamicObject, Object};
 pub use client::Client;
 pub use config::Config;
 pub use error::Error;
+pub use ferrokube_apiserver as apiserver;
 pub use ferrokube_informer as informer;
 pub use ferrokube_informer::backoff;
 pub use ferrokube_workqueue as workqueue;

@@ -1,0 +1,1050 @@
+//! Conformance of the embedded API server, judged against the real kube-apiserver.
+//!
+//! Every case runs against each *target*: always the embedded server (`ferrokube::apiserver`), and,
+//! with `--features e2e` and a kubeconfig (scripts/e2e.sh), the real kube-apiserver too. A case returns
+//! what a client observed — status codes, Status reason/message/details, generations, page sizes, event
+//! sequences — with the run-specific parts (uids, timestamps, resourceVersion numbers) normalized away.
+//! Each target must meet the case's own assertions, and when both ran their observations must be equal.
+//! Differences we accept are listed in the `ferrokube-apiserver` crate docs.
+
+mod common;
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use ferrokube::apiserver::{ApiServer, RunningServer};
+use ferrokube::client::{Call, RetryPolicy};
+use ferrokube::{Client, Config};
+use http::{Method, Request};
+use http_body_util::BodyExt;
+use serde_json::{Value, json};
+
+/// A server under test and a client for it.
+struct Target {
+    name: &'static str,
+    client: Client,
+    /// The embedded server, kept alive (and reachable for its fault switches).
+    embedded: Option<RunningServer>,
+}
+
+/// What a client saw of one request.
+#[derive(Debug, Clone)]
+struct Seen {
+    code: u16,
+    body: Value,
+}
+
+impl Seen {
+    fn reason(&self) -> &str {
+        self.body["reason"].as_str().unwrap_or("")
+    }
+    fn rv(&self) -> u64 {
+        rv_of(&self.body)
+    }
+    /// Code, reason, message and details: what a client branches on and shows.
+    fn status(&self) -> Value {
+        json!({"code": self.code, "reason": self.body["reason"], "message": self.body["message"],
+               "details": self.body.get("details").cloned().unwrap_or(Value::Null)})
+    }
+}
+
+fn rv_of(object: &Value) -> u64 {
+    object["metadata"]["resourceVersion"]
+        .as_str()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+impl Target {
+    async fn embedded() -> Target {
+        let server = ApiServer::new()
+            .start()
+            .await
+            .expect("embedded server starts");
+        let mut config = Config::new(server.url().parse().expect("url"));
+        config.qps = None;
+        config.retry = RetryPolicy {
+            max_retries: 0,
+            ..RetryPolicy::default()
+        };
+        Target {
+            name: "embedded",
+            client: Client::new(config).expect("client"),
+            embedded: Some(server),
+        }
+    }
+
+    #[cfg(feature = "e2e")]
+    fn real() -> Target {
+        let mut config = common::config(None);
+        config.retry = RetryPolicy {
+            max_retries: 0,
+            ..RetryPolicy::default()
+        };
+        Target {
+            name: "kube-apiserver",
+            client: Client::new(config).expect("client"),
+            embedded: None,
+        }
+    }
+
+    /// The targets of this run: the embedded server, and the real one with `--features e2e`.
+    async fn all() -> Vec<Target> {
+        #[allow(unused_mut)]
+        let mut targets = vec![Target::embedded().await];
+        #[cfg(feature = "e2e")]
+        targets.push(Target::real());
+        targets
+    }
+
+    async fn call(&self, method: Method, path: &str, body: Option<Value>) -> Seen {
+        let content_type = if method == Method::PATCH {
+            "application/merge-patch+json"
+        } else {
+            "application/json"
+        };
+        self.raw(method, path, content_type, body.map(|b| b.to_string()))
+            .await
+    }
+
+    async fn raw(
+        &self,
+        method: Method,
+        path: &str,
+        content_type: &str,
+        body: Option<String>,
+    ) -> Seen {
+        let request = Request::builder()
+            .method(method)
+            .uri(path)
+            .header("content-type", content_type)
+            .header("accept", "application/json")
+            .body(Bytes::from(body.unwrap_or_default()))
+            .expect("request");
+        let call = Call {
+            request,
+            idempotent: false,
+            streaming: false,
+        };
+        match self.client.send(call).await {
+            Ok(response) => {
+                let code = response.status().as_u16();
+                let bytes = response
+                    .into_body()
+                    .collect()
+                    .await
+                    .expect("body")
+                    .to_bytes();
+                let body = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+                Seen { code, body }
+            }
+            Err(error) => {
+                let api = error
+                    .api()
+                    .unwrap_or_else(|| panic!("{}: {error}", self.name));
+                let details = serde_json::to_value(&api.details).unwrap_or(Value::Null);
+                let reason = match &api.reason {
+                    ferrokube::error::Reason::Other(other) => other.clone(),
+                    known => format!("{known:?}"),
+                };
+                Seen {
+                    code: api.code,
+                    body: json!({"reason": reason, "message": api.message, "details": strip_nulls(details)}),
+                }
+            }
+        }
+    }
+
+    /// A fresh namespace for one case.
+    async fn namespace(&self, prefix: &str) -> String {
+        let seen = self
+            .call(
+                Method::POST,
+                "/api/v1/namespaces",
+                Some(json!({"metadata": {"generateName": format!("conf-{prefix}-")}})),
+            )
+            .await;
+        assert_eq!(seen.code, 201, "{}: namespace: {:?}", self.name, seen.body);
+        seen.body["metadata"]["name"]
+            .as_str()
+            .expect("name")
+            .to_string()
+    }
+
+    /// Makes every resourceVersion up to now too old to watch or list from.
+    async fn expire_history(&self) {
+        match &self.embedded {
+            Some(server) => {
+                server.compact();
+            }
+            None => {
+                #[cfg(feature = "e2e")]
+                {
+                    let seen = self
+                        .call(Method::GET, "/api/v1/namespaces?limit=1", None)
+                        .await;
+                    common::compact_etcd(&seen.rv().to_string());
+                }
+            }
+        }
+    }
+
+    /// Opens a watch and collects `(type, object)` until `count` events arrived or `wait` passed.
+    async fn watch(&self, path: &str, count: usize, wait: Duration) -> Vec<(String, Value)> {
+        let request = Request::builder()
+            .uri(path)
+            .body(Bytes::new())
+            .expect("request");
+        let call = Call {
+            request,
+            idempotent: true,
+            streaming: true,
+        };
+        let response = self.client.send(call).await.expect("watch opens");
+        let mut body = response.into_body();
+        let mut buffer = Vec::new();
+        let mut events = Vec::new();
+        let deadline = tokio::time::Instant::now() + wait;
+        while events.len() < count {
+            let frame = match tokio::time::timeout_at(deadline, body.frame()).await {
+                Ok(Some(Ok(frame))) => frame,
+                _ => break,
+            };
+            if let Some(data) = frame.data_ref() {
+                buffer.extend_from_slice(data);
+            }
+            while let Some(end) = buffer.iter().position(|b| *b == b'\n') {
+                let line: Vec<u8> = buffer.drain(..=end).collect();
+                let event: Value = serde_json::from_slice(&line).expect("watch line is JSON");
+                let kind = event["type"].as_str().unwrap_or("").to_string();
+                events.push((kind, event["object"].clone()));
+            }
+        }
+        events
+    }
+}
+
+fn strip_nulls(value: Value) -> Value {
+    match value {
+        Value::Object(map) => Value::Object(
+            map.into_iter()
+                .filter(|(_, v)| !v.is_null())
+                .map(|(k, v)| (k, strip_nulls(v)))
+                .collect(),
+        ),
+        Value::Array(items) => Value::Array(items.into_iter().map(strip_nulls).collect()),
+        other => other,
+    }
+}
+
+/// Replaces what differs run to run (generated names, numbers in messages) so observations compare.
+fn normalize(value: Value, namespace: &str) -> Value {
+    match value {
+        Value::String(s) => {
+            let s = s.replace(namespace, "<ns>");
+            let mut out = String::new();
+            let mut in_number = false;
+            for c in s.chars() {
+                if c.is_ascii_digit() {
+                    if !in_number {
+                        out.push('N');
+                    }
+                    in_number = true;
+                } else {
+                    in_number = false;
+                    out.push(c);
+                }
+            }
+            Value::String(out)
+        }
+        Value::Object(map) => Value::Object(
+            map.into_iter()
+                .filter(|(k, _)| k != "uid")
+                .map(|(k, v)| (k, normalize(v, namespace)))
+                .collect(),
+        ),
+        Value::Array(items) => {
+            Value::Array(items.into_iter().map(|v| normalize(v, namespace)).collect())
+        }
+        other => other,
+    }
+}
+
+/// Runs `case` on every target and requires equal (normalized) observations.
+macro_rules! conformance {
+    ($name:ident, $case:ident) => {
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $name() {
+            let mut observed: Vec<(&str, Value)> = Vec::new();
+            for target in Target::all().await {
+                let ns = target
+                    .namespace(stringify!($case).replace('_', "-").as_str())
+                    .await;
+                let seen = $case(&target, &ns).await;
+                observed.push((target.name, normalize(seen, &ns)));
+            }
+            if let [(a, first), (b, second)] = observed.as_slice() {
+                assert_eq!(first, second, "{a} and {b} disagree");
+            }
+        }
+    };
+}
+
+fn config_map(name: &str, value: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": {"k": value}})
+}
+
+fn replica_set(name: &str, replicas: i64) -> Value {
+    json!({"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": name},
+           "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
+                    "template": {"metadata": {"labels": {"app": name}},
+                                 "spec": {"containers": [{"name": "c", "image": "registry.invalid/pause:1"}]}}}})
+}
+
+fn pod(name: &str, labels: Value) -> Value {
+    json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": labels},
+           "spec": {"containers": [{"name": "c", "image": "registry.invalid/pause:1"}]}})
+}
+
+async fn crud_and_conflicts(t: &Target, ns: &str) -> Value {
+    let cms = format!("/api/v1/namespaces/{ns}/configmaps");
+    let created = t.call(Method::POST, &cms, Some(config_map("a", "1"))).await;
+    assert_eq!(created.code, 201, "{}: {:?}", t.name, created.body);
+    let again = t.call(Method::POST, &cms, Some(config_map("a", "1"))).await;
+    assert_eq!(
+        (again.code, again.reason()),
+        (409, "AlreadyExists"),
+        "{}",
+        t.name
+    );
+    let mut stale = created.body.clone();
+    stale["data"]["k"] = "2".into();
+    let updated = t
+        .call(Method::PUT, &format!("{cms}/a"), Some(stale.clone()))
+        .await;
+    assert_eq!(updated.code, 200, "{}: {:?}", t.name, updated.body);
+    assert!(
+        updated.rv() > created.rv(),
+        "{}: resourceVersion grows",
+        t.name
+    );
+    stale["data"]["k"] = "3".into();
+    let conflict = t.call(Method::PUT, &format!("{cms}/a"), Some(stale)).await;
+    assert_eq!(
+        (conflict.code, conflict.reason()),
+        (409, "Conflict"),
+        "{}",
+        t.name
+    );
+    let missing = t.call(Method::GET, &format!("{cms}/nope"), None).await;
+    assert_eq!(
+        (missing.code, missing.reason()),
+        (404, "NotFound"),
+        "{}",
+        t.name
+    );
+    let mut wrong_name = updated.body.clone();
+    wrong_name["metadata"]["name"] = "b".into();
+    let mismatch = t
+        .call(Method::PUT, &format!("{cms}/a"), Some(wrong_name))
+        .await;
+    let noop = t
+        .call(Method::PUT, &format!("{cms}/a"), Some(updated.body.clone()))
+        .await;
+    assert_eq!(
+        noop.rv(),
+        updated.rv(),
+        "{}: an unchanged update writes nothing",
+        t.name
+    );
+    let deleted = t.call(Method::DELETE, &format!("{cms}/a"), None).await;
+    let gone = t.call(Method::DELETE, &format!("{cms}/a"), None).await;
+    json!({
+        "created": [created.code, created.body["data"]],
+        "again": again.status(),
+        "conflict": conflict.status(),
+        "missing": missing.status(),
+        "mismatch": mismatch.status(),
+        "deleted": [deleted.code, deleted.body["kind"], deleted.body["status"], deleted.body["details"]["name"], deleted.body["details"]["kind"]],
+        "gone": gone.status(),
+    })
+}
+conformance!(create_update_delete_and_conflicts, crud_and_conflicts);
+
+async fn generation_status_and_scale(t: &Target, ns: &str) -> Value {
+    let rss = format!("/apis/apps/v1/namespaces/{ns}/replicasets");
+    let created = t
+        .call(Method::POST, &rss, Some(replica_set("web", 2)))
+        .await;
+    assert_eq!(created.code, 201, "{}: {:?}", t.name, created.body);
+    let url = format!("{rss}/web");
+    let labelled = t
+        .call(
+            Method::PATCH,
+            &url,
+            Some(json!({"metadata": {"labels": {"x": "y"}}, "status": {"replicas": 9}})),
+        )
+        .await;
+    let scaled = t
+        .call(Method::PATCH, &url, Some(json!({"spec": {"replicas": 3}})))
+        .await;
+    let status = t
+        .call(
+            Method::PATCH,
+            &format!("{url}/status"),
+            Some(json!({"status": {"replicas": 3, "readyReplicas": 1}, "spec": {"replicas": 7}})),
+        )
+        .await;
+    let scale = t.call(Method::GET, &format!("{url}/scale"), None).await;
+    let rescaled = t
+        .call(
+            Method::PATCH,
+            &format!("{url}/scale"),
+            Some(json!({"spec": {"replicas": 4}})),
+        )
+        .await;
+    let after = t.call(Method::GET, &url, None).await;
+    let invalid = t
+        .call(Method::PATCH, &url, Some(json!({"spec": {"replicas": -1}})))
+        .await;
+    assert_eq!(invalid.code, 422, "{}", t.name);
+    json!({
+        "created": [created.body["metadata"]["generation"], created.body["status"]],
+        "labelled": [labelled.body["metadata"]["generation"], labelled.body["status"]],
+        "scaled": [scaled.body["metadata"]["generation"], scaled.body["spec"]["replicas"]],
+        "status": [status.body["metadata"]["generation"], status.body["spec"]["replicas"], status.body["status"]],
+        "scale": [scale.body["kind"], scale.body["apiVersion"], scale.body["spec"], scale.body["status"]],
+        "rescaled": [rescaled.code, rescaled.body["spec"]],
+        "after": [after.body["metadata"]["generation"], after.body["spec"]["replicas"]],
+        "invalid": invalid.status(),
+    })
+}
+conformance!(
+    generation_status_and_scale_subresources,
+    generation_status_and_scale
+);
+
+async fn pagination(t: &Target, ns: &str) -> Value {
+    let cms = format!("/api/v1/namespaces/{ns}/configmaps");
+    for name in ["e", "a", "g", "c", "b", "f", "d"] {
+        let seen = t
+            .call(Method::POST, &cms, Some(config_map(name, "1")))
+            .await;
+        assert_eq!(seen.code, 201);
+    }
+    let names = |list: &Value| -> Vec<String> {
+        list["items"]
+            .as_array()
+            .map(|items| {
+                items
+                    .iter()
+                    .filter_map(|i| i["metadata"]["name"].as_str().map(String::from))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let first = t.call(Method::GET, &format!("{cms}?limit=3"), None).await;
+    let token = first.body["metadata"]["continue"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
+    assert!(
+        !token.is_empty(),
+        "{}: a cut page has a continue token",
+        t.name
+    );
+    // A write between pages is not seen: the pages are one consistent snapshot.
+    t.call(Method::POST, &cms, Some(config_map("bb", "1")))
+        .await;
+    let second = t
+        .call(
+            Method::GET,
+            &format!("{cms}?limit=3&continue={token}"),
+            None,
+        )
+        .await;
+    let token2 = second.body["metadata"]["continue"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
+    let third = t
+        .call(
+            Method::GET,
+            &format!("{cms}?limit=3&continue={token2}"),
+            None,
+        )
+        .await;
+    assert_eq!(
+        first.rv(),
+        second.rv(),
+        "{}: pages share the list's resourceVersion",
+        t.name
+    );
+    let with_rv = t
+        .call(
+            Method::GET,
+            &format!("{cms}?limit=3&continue={token}&resourceVersion=1"),
+            None,
+        )
+        .await;
+    let garbage = t
+        .call(
+            Method::GET,
+            &format!("{cms}?limit=3&continue=garbage"),
+            None,
+        )
+        .await;
+    let latest = t.call(Method::GET, &cms, None).await;
+    let future = t
+        .call(
+            Method::GET,
+            &format!("{cms}?resourceVersion={}", latest.rv() + 1000),
+            None,
+        )
+        .await;
+    json!({
+        "pages": [names(&first.body), names(&second.body), names(&third.body)],
+        "remaining": [first.body["metadata"]["remainingItemCount"], second.body["metadata"]["remainingItemCount"],
+                      third.body["metadata"].get("remainingItemCount"), third.body["metadata"].get("continue")],
+        "latest": names(&latest.body),
+        "kind": [latest.body["kind"], latest.body["apiVersion"]],
+        "withRv": [with_rv.code, with_rv.reason()],
+        "garbage": [garbage.code, garbage.reason()],
+        "future": [future.code, future.reason()],
+    })
+}
+conformance!(pagination_is_one_consistent_snapshot, pagination);
+
+async fn expired_versions(t: &Target, ns: &str) -> Value {
+    let cms = format!("/api/v1/namespaces/{ns}/configmaps");
+    for name in ["a", "b", "c"] {
+        t.call(Method::POST, &cms, Some(config_map(name, "1")))
+            .await;
+    }
+    let first = t.call(Method::GET, &format!("{cms}?limit=1"), None).await;
+    let token = first.body["metadata"]["continue"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
+    let old = first.rv();
+    for name in ["d", "e"] {
+        t.call(Method::POST, &cms, Some(config_map(name, "1")))
+            .await;
+    }
+    t.expire_history().await;
+    let next = t
+        .call(
+            Method::GET,
+            &format!("{cms}?limit=1&continue={token}"),
+            None,
+        )
+        .await;
+    assert_eq!((next.code, next.reason()), (410, "Expired"), "{}", t.name);
+    let exact = t
+        .call(
+            Method::GET,
+            &format!("{cms}?resourceVersion={old}&resourceVersionMatch=Exact"),
+            None,
+        )
+        .await;
+    assert_eq!(exact.code, 410, "{}", t.name);
+    let events = t
+        .watch(
+            &format!("{cms}?watch=1&resourceVersion={old}"),
+            1,
+            Duration::from_secs(5),
+        )
+        .await;
+    let (kind, object) = events.first().cloned().unwrap_or_default();
+    assert_eq!(
+        (kind.as_str(), object["code"].as_u64()),
+        ("ERROR", Some(410)),
+        "{}",
+        t.name
+    );
+    json!({
+        "continue": next.status(),
+        "exact": [exact.code, exact.reason()],
+        "watch": [kind, object["code"], object["reason"], object["kind"]],
+    })
+}
+conformance!(compacted_versions_are_410_expired, expired_versions);
+
+async fn watch_sequences(t: &Target, ns: &str) -> Value {
+    let cms = format!("/api/v1/namespaces/{ns}/configmaps");
+    let start = t.call(Method::POST, &cms, Some(config_map("a", "1"))).await;
+    let labels = |l: Value| json!({"metadata": {"labels": l}});
+    t.call(
+        Method::PATCH,
+        &format!("{cms}/a"),
+        Some(labels(json!({"app": "web"}))),
+    )
+    .await;
+    t.call(
+        Method::PATCH,
+        &format!("{cms}/a"),
+        Some(json!({"data": {"k": "2"}})),
+    )
+    .await;
+    t.call(
+        Method::PATCH,
+        &format!("{cms}/a"),
+        Some(labels(json!({"app": "db"}))),
+    )
+    .await;
+    t.call(Method::POST, &cms, Some(config_map("b", "1"))).await;
+    t.call(Method::DELETE, &format!("{cms}/a"), None).await;
+    let from = start.rv();
+    let all = t
+        .watch(
+            &format!("{cms}?watch=1&resourceVersion={from}"),
+            5,
+            Duration::from_secs(5),
+        )
+        .await;
+    let selected = t
+        .watch(
+            &format!("{cms}?watch=1&resourceVersion={from}&labelSelector=app%3Dweb"),
+            3,
+            Duration::from_secs(3),
+        )
+        .await;
+    let rvs: Vec<u64> = all.iter().map(|(_, o)| rv_of(o)).collect();
+    assert!(
+        rvs.windows(2).all(|w| w[0] < w[1]),
+        "{}: increasing {rvs:?}",
+        t.name
+    );
+    assert!(rvs.first().is_some_and(|r| *r > from), "{}", t.name);
+    let summary = |events: &[(String, Value)]| -> Vec<Value> {
+        events
+            .iter()
+            .map(|(k, o)| json!([k, o["metadata"]["name"], o["data"]["k"]]))
+            .collect()
+    };
+    let current = t
+        .watch(&format!("{cms}?watch=1"), 1, Duration::from_secs(3))
+        .await;
+    json!({"all": summary(&all), "selected": summary(&selected), "current": summary(&current)})
+}
+conformance!(
+    watch_event_sequences_and_selector_transitions,
+    watch_sequences
+);
+
+async fn selectors(t: &Target, ns: &str) -> Value {
+    let pods = format!("/api/v1/namespaces/{ns}/pods");
+    let specs = [
+        ("p1", json!({"app": "web", "tier": "front"})),
+        ("p2", json!({"app": "web", "tier": "back"})),
+        ("p3", json!({"app": "db"})),
+        ("p4", json!({})),
+    ];
+    for (name, labels) in specs {
+        let seen = t.call(Method::POST, &pods, Some(pod(name, labels))).await;
+        assert_eq!(seen.code, 201, "{}: {:?}", t.name, seen.body);
+    }
+    let mut results = serde_json::Map::new();
+    for query in [
+        "labelSelector=app%3Dweb",
+        "labelSelector=app%3D%3Dweb",
+        "labelSelector=app!%3Dweb",
+        "labelSelector=tier%20in%20(front,middle)",
+        "labelSelector=tier%20notin%20(front)",
+        "labelSelector=tier",
+        "labelSelector=!tier",
+        "labelSelector=app%3Dweb,tier%3Dback",
+        "fieldSelector=metadata.name%3Dp3",
+        "fieldSelector=metadata.name!%3Dp3",
+        "fieldSelector=status.phase%3DPending",
+        "fieldSelector=spec.nodeName%3D",
+        "fieldSelector=metadata.namespace%3Dnowhere",
+        "fieldSelector=spec.bogus%3D1",
+        "labelSelector=app%20in%20(web",
+    ] {
+        let seen = t.call(Method::GET, &format!("{pods}?{query}"), None).await;
+        let outcome = if seen.code == 200 {
+            let names: Vec<Value> = seen.body["items"]
+                .as_array()
+                .map(|items| {
+                    items
+                        .iter()
+                        .map(|i| i["metadata"]["name"].clone())
+                        .collect()
+                })
+                .unwrap_or_default();
+            json!(names)
+        } else {
+            json!([seen.code, seen.reason()])
+        };
+        results.insert(query.to_string(), outcome);
+    }
+    Value::Object(results)
+}
+conformance!(label_and_field_selectors, selectors);
+
+async fn bad_input(t: &Target, ns: &str) -> Value {
+    let cms = format!("/api/v1/namespaces/{ns}/configmaps");
+    let malformed = t
+        .raw(
+            Method::POST,
+            &cms,
+            "application/json",
+            Some("{not json".into()),
+        )
+        .await;
+    let wrong_kind = t
+        .call(
+            Method::POST,
+            &cms,
+            Some(json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}})),
+        )
+        .await;
+    let too_long = t
+        .call(Method::POST, &cms, Some(config_map(&"a".repeat(254), "1")))
+        .await;
+    let bad_name = t
+        .call(Method::POST, &cms, Some(config_map("Bad_Name", "1")))
+        .await;
+    let no_name = t
+        .call(
+            Method::POST,
+            &cms,
+            Some(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {}})),
+        )
+        .await;
+    let no_ns = t
+        .call(
+            Method::POST,
+            "/api/v1/namespaces/no-such-namespace-here/configmaps",
+            Some(config_map("a", "1")),
+        )
+        .await;
+    let unknown = t
+        .call(
+            Method::GET,
+            &format!("/api/v1/namespaces/{ns}/widgets"),
+            None,
+        )
+        .await;
+    let no_image = t
+        .call(
+            Method::POST,
+            &format!("/api/v1/namespaces/{ns}/pods"),
+            Some(json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {"containers": [{"name": "c"}]}})),
+        )
+        .await;
+    let listed = t.call(Method::GET, &cms, None).await;
+    let stored = listed.body["items"].as_array().map(Vec::len);
+    assert_eq!(stored, Some(0), "{}: nothing half-stored", t.name);
+    for seen in [
+        &malformed,
+        &wrong_kind,
+        &too_long,
+        &bad_name,
+        &no_name,
+        &no_ns,
+        &unknown,
+        &no_image,
+    ] {
+        assert!(seen.code >= 400, "{}: refused: {:?}", t.name, seen.body);
+    }
+    json!({
+        "malformed": [malformed.code, malformed.reason()],
+        "wrongKind": [wrong_kind.code, wrong_kind.reason()],
+        "tooLong": too_long.status(),
+        "badName": bad_name.status(),
+        "noName": [no_name.code, no_name.reason()],
+        "noNamespace": no_ns.status(),
+        "unknown": [unknown.code, unknown.reason()],
+        "noImage": no_image.status(),
+    })
+}
+conformance!(bad_input_gets_the_real_status, bad_input);
+
+async fn deletion(t: &Target, ns: &str) -> Value {
+    let cms = format!("/api/v1/namespaces/{ns}/configmaps");
+    let created = t.call(Method::POST, &cms, Some(config_map("a", "1"))).await;
+    let url = format!("{cms}/a");
+    let wrong_uid = t
+        .call(
+            Method::DELETE,
+            &url,
+            Some(json!({"preconditions": {"uid": "00000000-0000-0000-0000-000000000000"}})),
+        )
+        .await;
+    assert_eq!(
+        (wrong_uid.code, wrong_uid.reason()),
+        (409, "Conflict"),
+        "{}",
+        t.name
+    );
+    let uid = created.body["metadata"]["uid"].clone();
+    t.call(
+        Method::PATCH,
+        &url,
+        Some(json!({"metadata": {"finalizers": ["example.com/hold"]}})),
+    )
+    .await;
+    let pending = t
+        .call(
+            Method::DELETE,
+            &url,
+            Some(json!({"preconditions": {"uid": uid}})),
+        )
+        .await;
+    let still = t.call(Method::GET, &url, None).await;
+    let released = t
+        .call(
+            Method::PATCH,
+            &url,
+            Some(json!({"metadata": {"finalizers": null}})),
+        )
+        .await;
+    let after = t.call(Method::GET, &url, None).await;
+    let pods = format!("/api/v1/namespaces/{ns}/pods");
+    t.call(Method::POST, &pods, Some(pod("p", json!({})))).await;
+    let pod_deleted = t.call(Method::DELETE, &format!("{pods}/p"), None).await;
+    for name in ["x", "y", "z"] {
+        let mut cm = config_map(name, "1");
+        cm["metadata"]["labels"] = json!({"group": if name == "z" { "b" } else { "a" }});
+        t.call(Method::POST, &cms, Some(cm)).await;
+    }
+    let collection = t
+        .call(
+            Method::DELETE,
+            &format!("{cms}?labelSelector=group%3Da"),
+            None,
+        )
+        .await;
+    let left = t.call(Method::GET, &cms, None).await;
+    json!({
+        "wrongUid": wrong_uid.status()["reason"],
+        "pending": [pending.code, pending.body["kind"], pending.body["metadata"]["deletionTimestamp"].is_string(),
+                    pending.body["metadata"]["finalizers"]],
+        "still": [still.code, still.body["metadata"]["deletionTimestamp"].is_string()],
+        "released": released.code,
+        "after": [after.code, after.reason()],
+        "podDeleted": [pod_deleted.code, pod_deleted.body["kind"], pod_deleted.body["metadata"]["name"]],
+        "collection": [collection.code, collection.body["kind"], collection.body["items"].as_array().map(Vec::len)],
+        "left": left.body["items"].as_array().map(|i| i.iter().map(|o| o["metadata"]["name"].clone()).collect::<Vec<_>>()),
+    })
+}
+conformance!(delete_preconditions_finalizers_and_collections, deletion);
+
+async fn patches(t: &Target, ns: &str) -> Value {
+    let pods = format!("/api/v1/namespaces/{ns}/pods");
+    let mut p = pod("p", json!({"a": "1"}));
+    p["spec"]["containers"] = json!([{"name": "c", "image": "registry.invalid/one:1"},
+                                      {"name": "d", "image": "registry.invalid/two:1"}]);
+    t.call(Method::POST, &pods, Some(p)).await;
+    let url = format!("{pods}/p");
+    let strategic = t
+        .raw(
+            Method::PATCH,
+            &url,
+            "application/strategic-merge-patch+json",
+            Some(json!({"metadata": {"labels": {"b": "2"}}, "spec": {"containers": [{"name": "d", "image": "registry.invalid/two:2"}]}}).to_string()),
+        )
+        .await;
+    let json_patch = t
+        .raw(
+            Method::PATCH,
+            &url,
+            "application/json-patch+json",
+            Some(
+                json!([{"op": "test", "path": "/metadata/labels/a", "value": "1"},
+                        {"op": "remove", "path": "/metadata/labels/a"}])
+                .to_string(),
+            ),
+        )
+        .await;
+    let failed_test = t
+        .raw(
+            Method::PATCH,
+            &url,
+            "application/json-patch+json",
+            Some(json!([{"op": "test", "path": "/metadata/labels/b", "value": "9"}]).to_string()),
+        )
+        .await;
+    let immutable = t
+        .call(
+            Method::PATCH,
+            &url,
+            Some(json!({"spec": {"restartPolicy": "Never"}})),
+        )
+        .await;
+    let unknown_type = t
+        .raw(Method::PATCH, &url, "application/x-yaml", Some("{}".into()))
+        .await;
+    let dry = t
+        .call(
+            Method::PATCH,
+            &format!("{url}?dryRun=All"),
+            Some(json!({"metadata": {"labels": {"dry": "yes"}}})),
+        )
+        .await;
+    let after = t.call(Method::GET, &url, None).await;
+    let images: Vec<Value> = strategic.body["spec"]["containers"]
+        .as_array()
+        .map(|c| c.iter().map(|c| c["image"].clone()).collect())
+        .unwrap_or_default();
+    json!({
+        "strategic": [strategic.code, strategic.body["metadata"]["labels"], images],
+        "jsonPatch": [json_patch.code, json_patch.body["metadata"]["labels"]],
+        "failedTest": [failed_test.code, failed_test.reason()],
+        "immutable": [immutable.code, immutable.reason()],
+        "unknownType": [unknown_type.code, unknown_type.reason()],
+        "dryRun": [dry.code, dry.body["metadata"]["labels"]["dry"].clone(), after.body["metadata"]["labels"]],
+    })
+}
+conformance!(merge_json_and_strategic_patches, patches);
+
+async fn discovery(t: &Target, _ns: &str) -> Value {
+    let core = t.call(Method::GET, "/api/v1", None).await;
+    let apps = t.call(Method::GET, "/apis/apps/v1", None).await;
+    let pick = |list: &Value, name: &str| {
+        list["resources"]
+            .as_array()
+            .and_then(|r| r.iter().find(|e| e["name"] == name).cloned())
+            .map(|e| {
+                let mut verbs: Vec<Value> = e["verbs"].as_array().cloned().unwrap_or_default();
+                verbs.sort_by_key(|v| v.to_string());
+                json!([
+                    e["kind"],
+                    e["namespaced"],
+                    verbs,
+                    e["shortNames"],
+                    e["group"],
+                    e["version"]
+                ])
+            })
+    };
+    let groups = t.call(Method::GET, "/apis", None).await;
+    let has_apps = groups.body["groups"]
+        .as_array()
+        .is_some_and(|g| g.iter().any(|g| g["name"] == "apps"));
+    json!({
+        "pods": pick(&core.body, "pods"),
+        "podStatus": pick(&core.body, "pods/status"),
+        "replicasets": pick(&apps.body, "replicasets"),
+        "scale": pick(&apps.body, "replicasets/scale"),
+        "namespaces": pick(&core.body, "namespaces"),
+        "hasApps": has_apps,
+        "version": t.call(Method::GET, "/version", None).await.body["major"],
+    })
+}
+conformance!(discovery_documents, discovery);
+
+/// Embedded-only behaviour that kube-apiserver 1.20 does not have (streaming lists) or that needs a
+/// controller-manager (garbage collection): checked here, not compared.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streaming_list_bookmark_and_garbage_collection() {
+    let t = Target::embedded().await;
+    let ns = t.namespace("embedded").await;
+    let cms = format!("/api/v1/namespaces/{ns}/configmaps");
+    for name in ["a", "b"] {
+        t.call(Method::POST, &cms, Some(config_map(name, "1")))
+            .await;
+    }
+    let events = t
+        .watch(
+            &format!("{cms}?watch=1&sendInitialEvents=true&allowWatchBookmarks=true&resourceVersionMatch=NotOlderThan"),
+            3,
+            Duration::from_secs(3),
+        )
+        .await;
+    let kinds: Vec<&str> = events.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(kinds, ["ADDED", "ADDED", "BOOKMARK"]);
+    let end = &events[2].1["metadata"]["annotations"]["k8s.io/initial-events-end"];
+    assert_eq!(end, "true");
+
+    let rss = format!("/apis/apps/v1/namespaces/{ns}/replicasets");
+    let owner = t
+        .call(Method::POST, &rss, Some(replica_set("web", 1)))
+        .await;
+    let reference = json!([{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web",
+        "uid": owner.body["metadata"]["uid"], "controller": true, "blockOwnerDeletion": true}]);
+    for name in ["dep-1", "dep-2"] {
+        let mut cm = config_map(name, "1");
+        cm["metadata"]["ownerReferences"] = reference.clone();
+        t.call(Method::POST, &cms, Some(cm)).await;
+    }
+    let orphaned = t
+        .call(
+            Method::DELETE,
+            &format!("{rss}/web"),
+            Some(json!({"propagationPolicy": "Orphan"})),
+        )
+        .await;
+    assert_eq!(orphaned.code, 200);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let dep = t.call(Method::GET, &format!("{cms}/dep-1"), None).await;
+    assert_eq!(dep.code, 200, "orphaned dependents stay");
+    assert!(
+        dep.body["metadata"].get("ownerReferences").is_none(),
+        "{:?}",
+        dep.body
+    );
+    assert_eq!(
+        t.call(Method::GET, &format!("{rss}/web"), None).await.code,
+        404
+    );
+
+    let owner = t
+        .call(Method::POST, &rss, Some(replica_set("web2", 1)))
+        .await;
+    let mut cm = config_map("dep-3", "1");
+    cm["metadata"]["ownerReferences"] = json!([{"apiVersion": "apps/v1", "kind": "ReplicaSet",
+        "name": "web2", "uid": owner.body["metadata"]["uid"]}]);
+    t.call(Method::POST, &cms, Some(cm)).await;
+    let foreground = t
+        .call(
+            Method::DELETE,
+            &format!("{rss}/web2"),
+            Some(json!({"propagationPolicy": "Foreground"})),
+        )
+        .await;
+    assert_eq!(foreground.code, 200);
+    let mut gone = false;
+    for _ in 0..50 {
+        let dep = t
+            .call(Method::GET, &format!("{cms}/dep-3"), None)
+            .await
+            .code;
+        let rs = t.call(Method::GET, &format!("{rss}/web2"), None).await.code;
+        if dep == 404 && rs == 404 {
+            gone = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        gone,
+        "foreground deletion removes the dependent, then the owner"
+    );
+
+    let server = t.embedded.as_ref().expect("embedded");
+    let deleted_ns = t
+        .call(Method::DELETE, &format!("/api/v1/namespaces/{ns}"), None)
+        .await;
+    assert_eq!(deleted_ns.body["status"]["phase"], "Terminating");
+    let mut emptied = false;
+    for _ in 0..50 {
+        if t.call(Method::GET, &format!("/api/v1/namespaces/{ns}"), None)
+            .await
+            .code
+            == 404
+        {
+            emptied = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(emptied, "a deleted namespace is emptied, then removed");
+    assert_eq!(
+        server.store().object_count(),
+        4,
+        "only the built-in namespaces are left"
+    );
+}
