@@ -12,7 +12,7 @@ mod common;
 use std::time::Duration;
 
 use bytes::Bytes;
-use ferrokube::apiserver::{ApiServer, RunningServer};
+use ferrokube::apiserver::{ApiServer, ResourceType, RunningServer};
 use ferrokube::client::{Call, RetryPolicy};
 use ferrokube::{Client, Config};
 use http::{Method, Request};
@@ -58,6 +58,7 @@ fn rv_of(object: &Value) -> u64 {
 impl Target {
     async fn embedded() -> Target {
         let server = ApiServer::new()
+            .register(ResourceType::new("", "v1", "PodTemplate"))
             .start()
             .await
             .expect("embedded server starts");
@@ -515,11 +516,17 @@ async fn pagination(t: &Target, ns: &str) -> Value {
 }
 conformance!(pagination_is_one_consistent_snapshot, pagination);
 
+fn pod_template(name: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": name},
+           "template": {"spec": {"containers": [{"name": "c", "image": "registry.invalid/pause:1"}]}}})
+}
+
+/// PodTemplates: scripts/kube-apiserver.sh serves them without a watch cache, so on the real server
+/// history ends where etcd was compacted, as in the embedded store.
 async fn expired_versions(t: &Target, ns: &str) -> Value {
-    let cms = format!("/api/v1/namespaces/{ns}/configmaps");
+    let cms = format!("/api/v1/namespaces/{ns}/podtemplates");
     for name in ["a", "b", "c"] {
-        t.call(Method::POST, &cms, Some(config_map(name, "1")))
-            .await;
+        t.call(Method::POST, &cms, Some(pod_template(name))).await;
     }
     let first = t.call(Method::GET, &format!("{cms}?limit=1"), None).await;
     let token = first.body["metadata"]["continue"]
@@ -528,8 +535,7 @@ async fn expired_versions(t: &Target, ns: &str) -> Value {
         .to_string();
     let old = first.rv();
     for name in ["d", "e"] {
-        t.call(Method::POST, &cms, Some(config_map(name, "1")))
-            .await;
+        t.call(Method::POST, &cms, Some(pod_template(name))).await;
     }
     t.expire_history().await;
     let next = t
@@ -564,8 +570,11 @@ async fn expired_versions(t: &Target, ns: &str) -> Value {
     );
     json!({
         "continue": next.status(),
-        "exact": [exact.code, exact.reason()],
-        "watch": [kind, object["code"], object["reason"], object["kind"]],
+        "exact": exact.status(),
+        // The message differs by design: the watch cache's `too old resource version: R (C)` here,
+        // etcd's wording for kinds the real server serves uncached (see the crate docs).
+        "watch": [kind, object["code"], object["reason"], object["kind"],
+                  object["message"].as_str().is_some_and(|m| m.contains("too old"))],
     })
 }
 conformance!(compacted_versions_are_410_expired, expired_versions);

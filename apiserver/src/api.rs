@@ -143,6 +143,10 @@ impl Api {
         let result = self.list_page(resource, namespace, options, at, from, limit);
         match (result, &options.continue_token) {
             (Err(e), Some(_)) if e.code == 410 => Err(StatusError::continue_expired()),
+            // An exact list is read from storage (etcd) on the real server, whose wording this is.
+            (Err(e), None) if e.code == 410 => Err(StatusError::expired(
+                "The resourceVersion for the provided list is too old.",
+            )),
             (result, _) => result,
         }
     }

@@ -63,7 +63,12 @@
 //!   collector as soon as the namespace is marked Terminating.
 //! - Messages of 400s about malformed JSON come from serde, not Go's decoder: the code and reason match,
 //!   the wording does not.
-//! - Tables (`Accept: ...;as=Table`) are not served: kubectl falls back to plain lists.
+//! - Tables (`Accept: ...;as=Table`) are not served: kubectl falls back to plain lists (NAME and AGE
+//!   columns only).
+//! - A watch from a compacted resourceVersion ends with `too old resource version: R (C)`, the watch
+//!   cache's wording; kube-apiserver says `The resourceVersion for the provided watch is too old.` for
+//!   kinds it serves without a watch cache. Code (410) and reason (`Expired`) are the same.
+//! - kube-apiserver reports a negative `spec.replicas` twice in the causes; so do we, deliberately.
 
 pub mod api;
 pub mod faults;

@@ -49,6 +49,8 @@ pub struct ResourceType {
     pub names: NameRule,
     /// Fields usable in a field selector besides `metadata.name` and `metadata.namespace`.
     pub selectable_fields: Vec<String>,
+    /// Serves DELETE on the collection (default: yes; not for namespaces).
+    pub delete_collection: bool,
     /// A delete answers with the deleted object (pods, services, namespaces) rather than a
     /// `Status` of `Success`.
     pub returns_deleted_object: bool,
@@ -80,7 +82,14 @@ impl ResourceType {
             names: NameRule::Subdomain,
             selectable_fields: Vec::new(),
             returns_deleted_object: false,
+            delete_collection: true,
         }
+    }
+
+    /// Refuses DELETE on the collection with 405 (default: served).
+    pub fn without_delete_collection(mut self) -> ResourceType {
+        self.delete_collection = false;
+        self
     }
 
     /// Answers a delete with the deleted object (default: a `Status`).
@@ -202,7 +211,8 @@ impl Default for Registry {
                 .with_status()
                 .names(NameRule::Label)
                 .selectable_fields(&["status.phase"])
-                .returning_deleted_object(),
+                .returning_deleted_object()
+                .without_delete_collection(),
             ResourceType::new("", "v1", "Pod")
                 .short_names(&["po"])
                 .with_status()

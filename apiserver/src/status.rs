@@ -120,15 +120,24 @@ impl StatusError {
 
     /// 422 `Invalid`: `Pod "Web" is invalid: metadata.name: Invalid value: ...`.
     pub fn invalid(resource: &ResourceType, name: &str, causes: Vec<Cause>) -> StatusError {
-        let rendered: Vec<String> = causes
-            .iter()
-            .map(|c| format!("{}: {}", c.field, c.message))
-            .collect();
+        // The message lists each distinct cause once (the details keep them all), as Go's aggregate does.
+        let mut rendered: Vec<String> = Vec::new();
+        for c in &causes {
+            let line = format!("{}: {}", c.field, c.message);
+            if !rendered.contains(&line) {
+                rendered.push(line);
+            }
+        }
         let summary = match rendered.as_slice() {
             [one] => one.clone(),
             many => format!("[{}]", many.join(", ")),
         };
-        let message = format!("{} {name:?} is invalid: {summary}", resource.kind);
+        let kind = if resource.group.is_empty() {
+            resource.kind.clone()
+        } else {
+            format!("{}.{}", resource.kind, resource.group)
+        };
+        let message = format!("{kind} {name:?} is invalid: {summary}");
         let mut error = StatusError::new(422, "Invalid", message);
         let causes: Vec<Value> = causes
             .iter()

@@ -36,7 +36,8 @@ pub fn name(rule: NameRule, field: &str, name: &str) -> Vec<Cause> {
                     "must be no more than 253 characters",
                 ));
             }
-            if !name.split('.').all(is_label) || name.is_empty() {
+            // Like the real validation, a name that is too long gets only that cause.
+            if name.len() <= 253 && (!name.split('.').all(is_label) || name.is_empty()) {
                 causes.push(Cause::invalid(field, name, SUBDOMAIN_HELP));
             }
         }
@@ -120,11 +121,17 @@ fn workload(object: &Value) -> Vec<Cause> {
     let spec = object.get("spec");
     if let Some(replicas) = spec.and_then(|s| s.get("replicas")).and_then(Value::as_i64) {
         if replicas < 0 {
-            causes.push(Cause::invalid(
-                "spec.replicas",
-                &replicas.to_string(),
-                "must be greater than or equal to 0",
-            ));
+            // kube-apiserver checks replicas twice (spec validation and the update rules) and reports
+            // both; clients see two identical causes, so we report two as well.
+            for _ in 0..2 {
+                causes.push(Cause {
+                    reason: "FieldValueInvalid",
+                    field: "spec.replicas".into(),
+                    message: format!(
+                        "Invalid value: {replicas}: must be greater than or equal to 0"
+                    ),
+                });
+            }
         }
     }
     let selector = spec.and_then(|s| s.get("selector"));

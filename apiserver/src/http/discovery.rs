@@ -75,6 +75,10 @@ fn resource_entries(t: &ResourceType) -> Vec<Value> {
         "update",
         "watch",
     ];
+    let verbs: Vec<&str> = verbs
+        .into_iter()
+        .filter(|v| *v != "deletecollection" || t.delete_collection)
+        .collect();
     let mut entries = vec![json!({
         "name": t.plural,
         "singularName": t.singular,

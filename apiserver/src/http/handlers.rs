@@ -117,7 +117,7 @@ async fn dispatch(shared: &Arc<Shared>, route: Route, request: Request<Incoming>
                         .create(&resource, ns, object, is_dry_run(&params))?;
                     Ok(json_response(StatusCode::CREATED, &created))
                 }
-                Method::DELETE => {
+                Method::DELETE if resource.delete_collection => {
                     write_fault(shared)?;
                     let selection = selection(&resource, &params)?;
                     let options = delete_options(&params, read_json_or_empty(request).await?)?;
