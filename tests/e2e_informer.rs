@@ -11,118 +11,20 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use common::informer::{Replay, assert_converges, quick_reflector};
 use common::{client, compact_etcd, config_map, namespace, pod_template};
-use ferrokube::api::{DeleteParams, ListParams, PostParams};
+use ferrokube::api::{DeleteParams, PostParams};
 use ferrokube::client::Call;
 use ferrokube::informer::{
-    Backoff, DeletedObject, EventHandler, EventStream, ListMode, ListPage, ListRequest,
-    ListWatchError, ListerWatcher, ObjectKey, ReflectorOptions, Scope, SharedIndexInformer,
-    SharedInformerFactory, WatchRequest,
+    EventStream, ListMode, ListPage, ListRequest, ListWatchError, ListerWatcher, ReflectorOptions,
+    Scope, SharedIndexInformer, SharedInformerFactory, WatchRequest,
 };
 use ferrokube::{Api, ListWatch, Object};
 use k8s_openapi::api::core::v1::{ConfigMap, PodTemplate};
 use parking_lot::Mutex;
 use tokio::sync::watch;
-
-/// What a handler saw, replayed: key → resourceVersion, plus the deletes that were tombstones.
-#[derive(Default, Clone)]
-struct Replay {
-    state: Arc<Mutex<BTreeMap<String, String>>>,
-    tombstones: Arc<Mutex<Vec<String>>>,
-    adds_after_sync: Arc<Mutex<Vec<String>>>,
-}
-
-impl<K: Object> EventHandler<K> for Replay {
-    fn on_add(&self, object: &Arc<K>, initial: bool) {
-        let key = ObjectKey::of(&**object).to_string();
-        if !initial {
-            self.adds_after_sync.lock().push(key.clone());
-        }
-        let version = object.resource_version().to_string();
-        self.state.lock().insert(key, version);
-    }
-    fn on_update(&self, _old: &Arc<K>, new: &Arc<K>) {
-        let version = new.resource_version().to_string();
-        self.state
-            .lock()
-            .insert(ObjectKey::of(&**new).to_string(), version);
-    }
-    fn on_delete(&self, object: &DeletedObject<K>) {
-        if let DeletedObject::FinalStateUnknown { key, .. } = object {
-            self.tombstones.lock().push(key.to_string());
-        }
-        self.state.lock().remove(object.key().as_str());
-    }
-}
-
-/// The server's objects, freshly listed (a consistent read), by key.
-async fn fresh_list<K: Object>(api: &Api<K>) -> BTreeMap<String, K> {
-    api.list(&ListParams::default())
-        .await
-        .expect("fresh list")
-        .items
-        .into_iter()
-        .map(|o| (ObjectKey::of(&o).to_string(), o))
-        .collect()
-}
-
-/// Waits until the informer's store holds exactly the fresh list (each object equal, so the same
-/// resourceVersion), and the handler's replay agrees. Panics with the difference after 60 s.
-async fn assert_converges<K: Object + PartialEq + std::fmt::Debug>(
-    api: &Api<K>,
-    informer: &SharedIndexInformer<K>,
-    replay: &Replay,
-) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let server = fresh_list(api).await;
-        let store = informer.store();
-        let store_equal = store.len() == server.len()
-            && server
-                .iter()
-                .all(|(key, object)| store.get_by_key(key).is_some_and(|o| *o == *object));
-        let replayed: BTreeMap<String, String> = server
-            .iter()
-            .map(|(key, object)| (key.clone(), object.resource_version().to_string()))
-            .collect();
-        if store_equal && *replay.state.lock() == replayed {
-            return;
-        }
-        if Instant::now() > deadline {
-            let stored: BTreeMap<String, String> = store
-                .list()
-                .iter()
-                .map(|o| {
-                    (
-                        ObjectKey::of(&**o).to_string(),
-                        o.resource_version().to_string(),
-                    )
-                })
-                .collect();
-            panic!(
-                "store never matched the server\nserver: {replayed:?}\nstore:  {stored:?}\nhandler: {:?}",
-                replay.state.lock()
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
-
-fn quick_reflector() -> ReflectorOptions {
-    ReflectorOptions {
-        // The server ends every watch after 1–2 s: the reflector resumes over and over.
-        min_watch_timeout: Duration::from_secs(1),
-        backoff: Backoff::new(
-            Duration::from_millis(100),
-            Duration::from_secs(2),
-            Duration::from_secs(120),
-        ),
-        page_size: 50,
-        ..ReflectorOptions::default()
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_store_equals_a_fresh_list_after_churn_and_short_watches() {

@@ -3,6 +3,8 @@
 
 #![allow(dead_code)] // each test target uses its own subset
 
+pub mod informer;
+
 use std::collections::BTreeMap;
 
 use ferrokube::api::PostParams;

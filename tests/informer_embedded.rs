@@ -1,0 +1,230 @@
+//! The informer against the embedded API server, under its injected faults: watches closed again and
+//! again, delivery delayed, history compacted while the informer is cut off, writes failing. After
+//! every fault sequence the informer's store equals a fresh list of the server, object for object
+//! (resourceVersion included), and the handlers' replay agrees.
+//!
+//! The same properties are checked on a real kube-apiserver by `e2e_informer.rs`.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use common::informer::{Replay, assert_converges, quick_reflector};
+use ferrokube::api::{DeleteParams, PostParams};
+use ferrokube::apiserver::{ApiServer, RunningServer, WriteFailure};
+use ferrokube::client::RetryPolicy;
+use ferrokube::informer::{ListMode, ReflectorOptions, SharedIndexInformer};
+use ferrokube::{Api, Client, Config, ListWatch};
+use k8s_openapi::api::core::v1::ConfigMap;
+use serde_json::json;
+
+async fn server() -> (RunningServer, Client) {
+    let server = ApiServer::new()
+        .bookmark_interval(Duration::from_millis(200))
+        .start()
+        .await
+        .expect("server starts");
+    let mut config = Config::new(server.url().parse().expect("url"));
+    config.qps = None;
+    let client = Client::new(config).expect("client");
+    (server, client)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn closed_watches_and_delayed_delivery_resume_without_a_relist() {
+    let (server, client) = server().await;
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    for i in 0..60 {
+        let cm = common::config_map(&format!("pre-{i}"), "0");
+        api.create(&PostParams::default(), &cm)
+            .await
+            .expect("create");
+    }
+    let informer = SharedIndexInformer::builder(ListWatch::new(api.clone()))
+        .reflector(quick_reflector())
+        .build();
+    let replay = Replay::default();
+    informer.add_event_handler(replay.clone()).expect("handler");
+    informer.start().expect("start");
+    assert!(informer.wait_for_cache_sync().await);
+    server.faults().delay_watches(Duration::from_millis(50));
+
+    let writer = {
+        let api = api.clone();
+        tokio::spawn(async move {
+            for step in 0..150 {
+                let name = format!("w-{}", step % 20);
+                match step % 3 {
+                    0 => {
+                        let _ = api
+                            .create(&PostParams::default(), &common::config_map(&name, "new"))
+                            .await;
+                    }
+                    1 => {
+                        if let Ok(mut current) = api.get(&name).await {
+                            current.data = Some(BTreeMap::from([("k".into(), step.to_string())]));
+                            let _ = api.replace(&name, &PostParams::default(), &current).await;
+                        }
+                    }
+                    _ => {
+                        let _ = api.delete(&name, &DeleteParams::default()).await;
+                    }
+                }
+                let _ = api
+                    .delete(&format!("pre-{}", step % 60), &DeleteParams::default())
+                    .await;
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+    };
+    let mut closed = 0;
+    while !writer.is_finished() {
+        closed += server.close_watches();
+        tokio::time::sleep(Duration::from_millis(60)).await;
+    }
+    writer.await.expect("writer");
+    server.faults().delay_watches(Duration::ZERO);
+    assert_converges(&api, &informer, &replay).await;
+    let status = informer.reflector_status();
+    assert!(closed >= 2, "the server closed watches ({closed})");
+    assert!(
+        status.watches() >= 3,
+        "the reflector resumed ({} watches)",
+        status.watches()
+    );
+    assert_eq!(status.lists(), 1, "a resumed watch needs no relist");
+    assert!(replay.tombstones.lock().is_empty());
+    informer.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_compacted_gap_relists_into_tombstones_and_adds() {
+    let (server, client) = server().await;
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    for name in ["kept-0", "kept-1", "doomed-0", "doomed-1", "doomed-2"] {
+        let cm = common::config_map(name, "0");
+        api.create(&PostParams::default(), &cm)
+            .await
+            .expect("create");
+    }
+    let informer = SharedIndexInformer::builder(ListWatch::new(api.clone()))
+        .reflector(quick_reflector())
+        .build();
+    let replay = Replay::default();
+    informer.add_event_handler(replay.clone()).expect("handler");
+    informer.start().expect("start");
+    assert!(informer.wait_for_cache_sync().await);
+
+    // A partition: requests wait; the open watch ends; meanwhile the world changes (in-process, past
+    // the paused HTTP front) and history is compacted, so the resumed watch gets 410.
+    server.faults().pause();
+    server.close_watches();
+    let cms = server
+        .api()
+        .registry
+        .find("", "v1", "configmaps")
+        .expect("configmaps");
+    let in_process = server.api();
+    for name in ["doomed-0", "doomed-1", "doomed-2"] {
+        in_process
+            .delete(&cms, Some("default"), name, &Default::default(), false)
+            .expect("delete");
+    }
+    for name in ["born-0", "born-1"] {
+        let cm = json!({"metadata": {"name": name}, "data": {"k": "1"}});
+        in_process
+            .create(&cms, Some("default"), cm, false)
+            .expect("create");
+    }
+    server.compact();
+    let lists_before = informer.reflector_status().lists();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    server.faults().resume();
+
+    assert_converges(&api, &informer, &replay).await;
+    assert!(
+        informer.reflector_status().lists() > lists_before,
+        "the 410 forced a relist"
+    );
+    let mut tombstones = replay.tombstones.lock().clone();
+    tombstones.sort();
+    assert_eq!(
+        tombstones,
+        ["default/doomed-0", "default/doomed-1", "default/doomed-2"]
+    );
+    let mut born = replay.adds_after_sync.lock().clone();
+    born.sort();
+    assert_eq!(born, ["default/born-0", "default/born-1"]);
+    informer.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failing_writes_and_a_streaming_list_still_converge() {
+    let (server, client) = server().await;
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    for i in 0..20 {
+        let cm = common::config_map(&format!("c-{i}"), "0");
+        api.create(&PostParams::default(), &cm)
+            .await
+            .expect("create");
+    }
+    let informer = SharedIndexInformer::builder(ListWatch::new(api.clone()))
+        .reflector(ReflectorOptions {
+            list_mode: ListMode::Streaming,
+            ..quick_reflector()
+        })
+        .build();
+    let replay = Replay::default();
+    informer.add_event_handler(replay.clone()).expect("handler");
+    informer.start().expect("start");
+    assert!(informer.wait_for_cache_sync().await);
+    let status = informer.reflector_status();
+    assert!(
+        !status.streaming_unsupported(),
+        "the embedded server serves streaming lists"
+    );
+    assert_eq!(
+        status.lists(),
+        1,
+        "the initial events count as the one list"
+    );
+
+    // A fifth of writes fail with 500 (deterministically under the seed); a client without retries
+    // sees them; the informer still ends equal to the server.
+    server.faults().seed(7);
+    server
+        .faults()
+        .fail_writes(0.2, WriteFailure::InternalError);
+    let mut config = Config::new(server.url().parse().expect("url"));
+    config.qps = None;
+    config.retry = RetryPolicy {
+        max_retries: 0,
+        ..RetryPolicy::default()
+    };
+    let flaky: Api<ConfigMap> = Api::namespaced(Client::new(config).expect("client"), "default");
+    let mut failed = 0;
+    for i in 0..60 {
+        let name = format!("c-{}", i % 25);
+        let result = match i % 2 {
+            0 => flaky
+                .create(&PostParams::default(), &common::config_map(&name, "x"))
+                .await
+                .map(|_| ()),
+            _ => flaky
+                .delete(&name, &DeleteParams::default())
+                .await
+                .map(|_| ()),
+        };
+        if result.as_ref().is_err_and(|e| e.is_server_error()) {
+            failed += 1;
+        }
+        server.close_watches();
+    }
+    server
+        .faults()
+        .fail_writes(0.0, WriteFailure::InternalError);
+    assert!(failed > 0, "some writes failed");
+    assert_converges(&api, &informer, &replay).await;
+    informer.stop();
+}
