@@ -17,6 +17,9 @@
 //! All three use the kubeconfig (`KUBECONFIG`); `run` uses client QPS/burst from `--qps`/`--burst`
 //! (default 50/100, the same the peers get).
 
+#[path = "shared/realistic_pod.rs"]
+mod realistic_pod;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -77,50 +80,6 @@ fn main() {
 }
 
 /// A Pod as a Deployment would make it: two containers, labels, env, resources, probes.
-fn pod(name: &str, index: u64) -> Pod {
-    serde_json::from_value(json!({
-        "metadata": {
-            "name": name,
-            "labels": {
-                "app": format!("app-{}", index % 50),
-                "tier": if index % 3 == 0 { "frontend" } else { "backend" },
-                "pod-template-hash": format!("{:010x}", index % 50 * 7919),
-            },
-            "annotations": {"ferrokube.bench/seeded": "true"},
-        },
-        "spec": {
-            "containers": [
-                {
-                    "name": "app",
-                    "image": "registry.invalid/app:1.4.2",
-                    "ports": [{"containerPort": 8080, "name": "http"}],
-                    "env": [
-                        {"name": "LOG_LEVEL", "value": "info"},
-                        {"name": "POD_INDEX", "value": index.to_string()},
-                        {"name": "DATABASE_URL", "value": "postgres://db.bench.svc:5432/app"},
-                    ],
-                    "resources": {
-                        "requests": {"cpu": "100m", "memory": "128Mi"},
-                        "limits": {"cpu": "500m", "memory": "256Mi"},
-                    },
-                    "readinessProbe": {"httpGet": {"path": "/ready", "port": 8080}},
-                },
-                {
-                    "name": "sidecar",
-                    "image": "registry.invalid/proxy:2.0.1",
-                    "args": ["--listen", ":9090", "--upstream", "127.0.0.1:8080"],
-                    "env": [{"name": "PROXY_MODE", "value": "sidecar"}],
-                    "resources": {
-                        "requests": {"cpu": "50m", "memory": "64Mi"},
-                        "limits": {"cpu": "200m", "memory": "128Mi"},
-                    },
-                },
-            ],
-            "terminationGracePeriodSeconds": 30,
-        },
-    }))
-    .expect("pod json")
-}
 
 /// Creates Pods `pod-00000 … pod-<count-1>` that do not exist yet, `--concurrency` at a time.
 async fn seed(args: &Args) {
@@ -156,7 +115,7 @@ async fn seed(args: &Args) {
             let pods = pods.clone();
             async move {
                 let name = format!("pod-{i:05}");
-                pods.create(&PostParams::default(), &pod(&name, i))
+                pods.create(&PostParams::default(), &realistic_pod::pod(&name, i))
                     .await
                     .unwrap_or_else(|e| panic!("create {name}: {e}"));
             }

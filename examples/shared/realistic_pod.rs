@@ -1,0 +1,50 @@
+//! The realistic Pod the benchmarks create: two containers, labels, env, resources, probes.
+//! Included by the benchmark examples with `#[path = "shared/realistic_pod.rs"] mod realistic_pod;`.
+
+use k8s_openapi::api::core::v1::Pod;
+use serde_json::json;
+
+pub fn pod(name: &str, index: u64) -> Pod {
+    serde_json::from_value(json!({
+        "metadata": {
+            "name": name,
+            "labels": {
+                "app": format!("app-{}", index % 50),
+                "tier": if index % 3 == 0 { "frontend" } else { "backend" },
+                "pod-template-hash": format!("{:010x}", index % 50 * 7919),
+            },
+            "annotations": {"ferrokube.bench/seeded": "true"},
+        },
+        "spec": {
+            "containers": [
+                {
+                    "name": "app",
+                    "image": "registry.invalid/app:1.4.2",
+                    "ports": [{"containerPort": 8080, "name": "http"}],
+                    "env": [
+                        {"name": "LOG_LEVEL", "value": "info"},
+                        {"name": "POD_INDEX", "value": index.to_string()},
+                        {"name": "DATABASE_URL", "value": "postgres://db.bench.svc:5432/app"},
+                    ],
+                    "resources": {
+                        "requests": {"cpu": "100m", "memory": "128Mi"},
+                        "limits": {"cpu": "500m", "memory": "256Mi"},
+                    },
+                    "readinessProbe": {"httpGet": {"path": "/ready", "port": 8080}},
+                },
+                {
+                    "name": "sidecar",
+                    "image": "registry.invalid/proxy:2.0.1",
+                    "args": ["--listen", ":9090", "--upstream", "127.0.0.1:8080"],
+                    "env": [{"name": "PROXY_MODE", "value": "sidecar"}],
+                    "resources": {
+                        "requests": {"cpu": "50m", "memory": "64Mi"},
+                        "limits": {"cpu": "200m", "memory": "128Mi"},
+                    },
+                },
+            ],
+            "terminationGracePeriodSeconds": 30,
+        },
+    }))
+    .expect("pod json")
+}
