@@ -4,7 +4,7 @@
 //! as a real client would); the run fails otherwise.
 //!
 //! ```text
-//! cargo run --release --example bench_apiserver -- [--pods 50000] [--watchers 20] [--rate 1000] [--seconds 30]
+//! cargo run --release --example bench_apiserver -- [--pods 50000] [--watchers 20] [--rate 1000] [--seconds 30] [--history 10000]
 //! ```
 //!
 //! Server, clients and watchers share one process, so the RSS printed covers all of them (the
@@ -106,8 +106,9 @@ async fn main() {
     let watchers = arg("--watchers", 20) as usize;
     let rate = arg("--rate", 1_000);
     let seconds = arg("--seconds", 30);
+    let history = arg("--history", 10_000) as usize;
     let server = ApiServer::new()
-        .history(50_000)
+        .history(history)
         .start()
         .await
         .expect("server starts");
@@ -186,10 +187,15 @@ async fn main() {
         }));
     }
     let mut peak = 0;
+    let mut samples = Vec::new();
     while !tasks.iter().all(|t| t.is_finished()) {
         tokio::time::sleep(Duration::from_secs(1)).await;
-        peak = peak.max(rss_mib("VmRSS:"));
+        let now = rss_mib("VmRSS:");
+        peak = peak.max(now);
+        samples.push(now);
     }
+    let every_5s: Vec<String> = samples.iter().step_by(5).map(|m| m.to_string()).collect();
+    println!("RSS every 5 s during writes (MiB): {}", every_5s.join(" "));
     let took = started.elapsed().as_secs_f64();
     let writes = written.lock().len();
     println!(

@@ -79,8 +79,6 @@ fn main() {
     }
 }
 
-/// A Pod as a Deployment would make it: two containers, labels, env, resources, probes.
-
 /// Creates Pods `pod-00000 … pod-<count-1>` that do not exist yet, `--concurrency` at a time.
 async fn seed(args: &Args) {
     let namespace = args.value("--namespace", "bench");

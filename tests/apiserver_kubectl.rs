@@ -1,6 +1,6 @@
 //! kubectl 1.32 as a real client of the embedded API server (over TLS, with a bearer token and the
 //! kubeconfig the server writes): apply a ReplicaSet manifest, read it back, label, scale, re-apply,
-//! watch, delete.
+//! edit, delete.
 
 use std::path::Path;
 use std::process::Command;
@@ -32,6 +32,8 @@ fn kubectl(kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> String {
     let mut child = Command::new("kubectl")
         .args(args)
         .env("KUBECONFIG", kubeconfig)
+        // `kubectl edit` runs this "editor" on the object's YAML.
+        .env("KUBE_EDITOR", r"sed -i -e s/replicas:\ 3/replicas:\ 4/")
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
@@ -92,6 +94,11 @@ async fn kubectl_manages_a_replicaset_on_the_embedded_server() {
         let rs = json(&k(&["get", "replicaset.apps/web", "-o", "json"]));
         assert_eq!(rs["spec"]["replicas"], 3);
         assert_eq!(rs["metadata"]["labels"]["tier"], "front");
+
+        let edited = k(&["edit", "rs", "web"]);
+        assert!(edited.contains("edited"), "{edited}");
+        let rs = json(&k(&["get", "rs", "web", "-o", "json"]));
+        assert_eq!(rs["spec"]["replicas"], 4);
 
         let names = k(&["get", "rs", "-o", "name"]);
         assert_eq!(names.trim(), "replicaset.apps/web");

@@ -24,7 +24,7 @@ use crate::status::StatusError;
 
 /// How injected write failures answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", rename_all_fields = "camelCase")]
 pub enum WriteFailure {
     /// 500 InternalError.
     InternalError,

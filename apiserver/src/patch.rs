@@ -79,7 +79,7 @@ fn merge(target: &Value, patch: &Value) -> Value {
 
 /// The key that identifies elements of the list field `field` in a strategic merge, for the common
 /// fields of the built-in kinds; `None` means the list is replaced whole (or, for `finalizers`, merged
-/// as a set, see [`is_merged_set`]).
+/// as a set).
 pub fn merge_key(field: &str) -> Option<&'static str> {
     Some(match field {
         "containers"

@@ -4,6 +4,7 @@
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::json;
 
+/// A Pod as a Deployment would make it: two containers, labels, env, resources, probes.
 pub fn pod(name: &str, index: u64) -> Pod {
     serde_json::from_value(json!({
         "metadata": {

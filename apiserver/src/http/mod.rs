@@ -1,5 +1,5 @@
 //! The HTTP server: accept connections (plain or TLS, HTTP/1.1 or HTTP/2), hand each request to
-//! [`handlers::handle`].
+//! `handlers::handle`.
 //!
 //! [`ApiServer`] is the builder; [`ApiServer::start`] binds, creates the built-in namespaces, starts the
 //! garbage collector, the bookmark ticker and (optionally) the pod simulator, and returns a
