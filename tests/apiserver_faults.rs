@@ -189,3 +189,38 @@ async fn the_simulated_kubelet_runs_terminates_and_kills_pods() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watches_get_periodic_bookmarks_and_end_at_their_timeout() {
+    let server = ApiServer::new()
+        .bookmark_interval(Duration::from_millis(100))
+        .start()
+        .await
+        .expect("server");
+    let api: Api<ConfigMap> = Api::namespaced(client(&server), "default");
+    let created = api
+        .create(&PostParams::default(), &config_map("a"))
+        .await
+        .expect("create");
+    let from = created.metadata.resource_version.expect("rv");
+    let params = WatchParams {
+        allow_bookmarks: true,
+        timeout_seconds: Some(1),
+        ..WatchParams::default()
+    };
+    let started = Instant::now();
+    let mut watch = api.watch(&params, &from).await.expect("watch opens");
+    let mut bookmarks = 0;
+    while let Some(event) = watch.next().await {
+        if let Ok(WatchEvent::Bookmark(b)) = event {
+            assert_eq!(b.resource_version, from, "nothing changed since");
+            bookmarks += 1;
+        }
+    }
+    let lasted = started.elapsed();
+    assert!(bookmarks >= 3, "{bookmarks} bookmarks in a second");
+    assert!(
+        lasted >= Duration::from_millis(900) && lasted < Duration::from_secs(5),
+        "the watch ended at its timeoutSeconds ({lasted:?})"
+    );
+}
