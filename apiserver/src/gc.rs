@@ -28,7 +28,7 @@ use crate::meta;
 use crate::patch::PatchType;
 use crate::resource::ResourceType;
 use crate::selection::Selection;
-use crate::store::{Change, EventType};
+use crate::store::{Change, EventType, Stored};
 use crate::strategy::Endpoint;
 
 /// Where an object lives.
@@ -185,15 +185,17 @@ impl GarbageCollector {
             .cloned()
     }
 
+    /// The object as stored now, if it still exists.
+    fn current(&self, target: &ObjectRef) -> Option<Stored> {
+        let resource = self.resource(&target.table)?;
+        self.api
+            .get(&resource, target.namespace.as_deref(), &target.name)
+            .ok()
+    }
+
     /// A dependent whose owner went: delete it, or drop the dangling references.
     fn settle_dependent(&self, dependent: &ObjectRef) {
-        let Some(resource) = self.resource(&dependent.table) else {
-            return;
-        };
-        let Ok(current) = self
-            .api
-            .get(&resource, dependent.namespace.as_deref(), &dependent.name)
-        else {
+        let Some(current) = self.current(dependent) else {
             return;
         };
         let owners = meta::owner_references(&current.object);
@@ -201,21 +203,7 @@ impl GarbageCollector {
             self.delete(dependent, Propagation::Background);
             return;
         }
-        let kept: Vec<Value> = current
-            .object
-            .pointer("/metadata/ownerReferences")
-            .and_then(Value::as_array)
-            .map(|refs| {
-                refs.iter()
-                    .filter(|r| {
-                        r.get("uid")
-                            .and_then(Value::as_str)
-                            .is_some_and(|u| self.live.contains_key(u))
-                    })
-                    .cloned()
-                    .collect()
-            })
-            .unwrap_or_default();
+        let kept = owner_references_where(&current.object, |uid| self.live.contains_key(uid));
         self.patch_metadata(dependent, json!({"ownerReferences": kept}));
     }
 
@@ -231,17 +219,7 @@ impl GarbageCollector {
             else {
                 continue;
             };
-            let kept: Vec<Value> = current
-                .object
-                .pointer("/metadata/ownerReferences")
-                .and_then(Value::as_array)
-                .map(|refs| {
-                    refs.iter()
-                        .filter(|r| r.get("uid").and_then(Value::as_str) != Some(uid))
-                        .cloned()
-                        .collect()
-                })
-                .unwrap_or_default();
+            let kept = owner_references_where(&current.object, |owner| owner != uid);
             let refs = if kept.is_empty() {
                 Value::Null
             } else {
@@ -268,13 +246,7 @@ impl GarbageCollector {
         let Some(owner) = self.live.get(owner_uid) else {
             return;
         };
-        let Some(resource) = self.resource(&owner.table) else {
-            return;
-        };
-        let Ok(current) = self
-            .api
-            .get(&resource, owner.namespace.as_deref(), &owner.name)
-        else {
+        let Some(current) = self.current(owner) else {
             return;
         };
         let deleting = meta::string(&current.object, "deletionTimestamp").is_some();
@@ -404,4 +376,18 @@ impl GarbageCollector {
             tracing::warn!(namespace, error = %e, "could not finish deleting a namespace");
         }
     }
+}
+
+/// The object's ownerReferences (as JSON) whose owner uid passes `keep`.
+fn owner_references_where(object: &Value, keep: impl Fn(&str) -> bool) -> Vec<Value> {
+    object
+        .pointer("/metadata/ownerReferences")
+        .and_then(Value::as_array)
+        .map(|refs| {
+            refs.iter()
+                .filter(|r| r.get("uid").and_then(Value::as_str).is_some_and(&keep))
+                .cloned()
+                .collect()
+        })
+        .unwrap_or_default()
 }
