@@ -12,9 +12,9 @@ mod common;
 use std::time::Duration;
 
 use bytes::Bytes;
+use ferrokube::Client;
 use ferrokube::apiserver::{ApiServer, ResourceType, RunningServer};
-use ferrokube::client::{Call, RetryPolicy};
-use ferrokube::{Client, Config};
+use ferrokube::client::Call;
 use http::{Method, Request};
 use http_body_util::BodyExt;
 use serde_json::{Value, json};
@@ -62,21 +62,16 @@ impl Target {
             .start()
             .await
             .expect("embedded server starts");
-        let mut config = Config::new(server.url().parse().expect("url"));
-        config.qps = None;
-        config.retry = RetryPolicy {
-            max_retries: 0,
-            ..RetryPolicy::default()
-        };
         Target {
             name: "embedded",
-            client: Client::new(config).expect("client"),
+            client: common::embedded_client(&server, false),
             embedded: Some(server),
         }
     }
 
     #[cfg(feature = "e2e")]
     fn real() -> Target {
+        use ferrokube::client::RetryPolicy;
         let mut config = common::config(None);
         config.retry = RetryPolicy {
             max_retries: 0,

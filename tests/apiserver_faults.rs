@@ -5,22 +5,18 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use ferrokube::api::{DeleteParams, Patch, PatchParams, PostParams, WatchParams};
 use ferrokube::apiserver::{ApiServer, KubeletSettings, RunningServer};
-use ferrokube::client::{Call, RetryPolicy};
+use ferrokube::client::Call;
 use ferrokube::watch::WatchEvent;
-use ferrokube::{Api, Client, Config};
+use ferrokube::{Api, Client};
 use futures_util::StreamExt;
 use http::Request;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use serde_json::{Value, json};
 
+mod common;
+
 fn client(server: &RunningServer) -> Client {
-    let mut config = Config::new(server.url().parse().expect("url"));
-    config.qps = None;
-    config.retry = RetryPolicy {
-        max_retries: 0,
-        ..RetryPolicy::default()
-    };
-    Client::new(config).expect("client")
+    common::embedded_client(server, false)
 }
 
 async fn admin(client: &Client, method: &str, query: &str, body: Value) -> Value {

@@ -13,9 +13,8 @@ use std::time::Duration;
 use common::informer::{Replay, assert_converges, quick_reflector};
 use ferrokube::api::{DeleteParams, PostParams};
 use ferrokube::apiserver::{ApiServer, RunningServer, WriteFailure};
-use ferrokube::client::RetryPolicy;
 use ferrokube::informer::{ListMode, ReflectorOptions, SharedIndexInformer};
-use ferrokube::{Api, Client, Config, ListWatch};
+use ferrokube::{Api, Client, ListWatch};
 use k8s_openapi::api::core::v1::ConfigMap;
 use serde_json::json;
 
@@ -25,29 +24,41 @@ async fn server() -> (RunningServer, Client) {
         .start()
         .await
         .expect("server starts");
-    let mut config = Config::new(server.url().parse().expect("url"));
-    config.qps = None;
-    let client = Client::new(config).expect("client");
+    let client = common::embedded_client(&server, true);
     (server, client)
+}
+
+/// Creates the named ConfigMaps, then starts a synced informer on them with a replaying handler.
+async fn synced_informer(
+    api: &Api<ConfigMap>,
+    names: &[String],
+    options: ReflectorOptions,
+) -> (SharedIndexInformer<ConfigMap>, Replay) {
+    for name in names {
+        let cm = common::config_map(name, "0");
+        api.create(&PostParams::default(), &cm)
+            .await
+            .expect("create");
+    }
+    let informer = SharedIndexInformer::builder(ListWatch::new(api.clone()))
+        .reflector(options)
+        .build();
+    let replay = Replay::default();
+    informer.add_event_handler(replay.clone()).expect("handler");
+    informer.start().expect("start");
+    assert!(informer.wait_for_cache_sync().await);
+    (informer, replay)
+}
+
+fn numbered(prefix: &str, count: usize) -> Vec<String> {
+    (0..count).map(|i| format!("{prefix}{i}")).collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn closed_watches_and_delayed_delivery_resume_without_a_relist() {
     let (server, client) = server().await;
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
-    for i in 0..60 {
-        let cm = common::config_map(&format!("pre-{i}"), "0");
-        api.create(&PostParams::default(), &cm)
-            .await
-            .expect("create");
-    }
-    let informer = SharedIndexInformer::builder(ListWatch::new(api.clone()))
-        .reflector(quick_reflector())
-        .build();
-    let replay = Replay::default();
-    informer.add_event_handler(replay.clone()).expect("handler");
-    informer.start().expect("start");
-    assert!(informer.wait_for_cache_sync().await);
+    let (informer, replay) = synced_informer(&api, &numbered("pre-", 60), quick_reflector()).await;
     server.faults().delay_watches(Duration::from_millis(50));
 
     let writer = {
@@ -102,19 +113,9 @@ async fn closed_watches_and_delayed_delivery_resume_without_a_relist() {
 async fn a_compacted_gap_relists_into_tombstones_and_adds() {
     let (server, client) = server().await;
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
-    for name in ["kept-0", "kept-1", "doomed-0", "doomed-1", "doomed-2"] {
-        let cm = common::config_map(name, "0");
-        api.create(&PostParams::default(), &cm)
-            .await
-            .expect("create");
-    }
-    let informer = SharedIndexInformer::builder(ListWatch::new(api.clone()))
-        .reflector(quick_reflector())
-        .build();
-    let replay = Replay::default();
-    informer.add_event_handler(replay.clone()).expect("handler");
-    informer.start().expect("start");
-    assert!(informer.wait_for_cache_sync().await);
+    let mut names = numbered("kept-", 2);
+    names.extend(numbered("doomed-", 3));
+    let (informer, replay) = synced_informer(&api, &names, quick_reflector()).await;
 
     // A partition: requests wait; the open watch ends; meanwhile the world changes (in-process, past
     // the paused HTTP front) and history is compacted, so the resumed watch gets 410.
@@ -163,22 +164,11 @@ async fn a_compacted_gap_relists_into_tombstones_and_adds() {
 async fn failing_writes_and_a_streaming_list_still_converge() {
     let (server, client) = server().await;
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
-    for i in 0..20 {
-        let cm = common::config_map(&format!("c-{i}"), "0");
-        api.create(&PostParams::default(), &cm)
-            .await
-            .expect("create");
-    }
-    let informer = SharedIndexInformer::builder(ListWatch::new(api.clone()))
-        .reflector(ReflectorOptions {
-            list_mode: ListMode::Streaming,
-            ..quick_reflector()
-        })
-        .build();
-    let replay = Replay::default();
-    informer.add_event_handler(replay.clone()).expect("handler");
-    informer.start().expect("start");
-    assert!(informer.wait_for_cache_sync().await);
+    let streaming = ReflectorOptions {
+        list_mode: ListMode::Streaming,
+        ..quick_reflector()
+    };
+    let (informer, replay) = synced_informer(&api, &numbered("c-", 20), streaming).await;
     let status = informer.reflector_status();
     assert!(
         !status.streaming_unsupported(),
@@ -196,13 +186,7 @@ async fn failing_writes_and_a_streaming_list_still_converge() {
     server
         .faults()
         .fail_writes(0.2, WriteFailure::InternalError);
-    let mut config = Config::new(server.url().parse().expect("url"));
-    config.qps = None;
-    config.retry = RetryPolicy {
-        max_retries: 0,
-        ..RetryPolicy::default()
-    };
-    let flaky: Api<ConfigMap> = Api::namespaced(Client::new(config).expect("client"), "default");
+    let flaky: Api<ConfigMap> = Api::namespaced(common::embedded_client(&server, false), "default");
     let mut failed = 0;
     for i in 0..60 {
         let name = format!("c-{}", i % 25);

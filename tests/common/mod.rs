@@ -8,6 +8,8 @@ pub mod informer;
 use std::collections::BTreeMap;
 
 use ferrokube::api::PostParams;
+use ferrokube::apiserver::RunningServer;
+use ferrokube::client::RetryPolicy;
 use ferrokube::config::{Kubeconfig, kubeconfig_paths};
 use ferrokube::{Api, Client, Config};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, PodTemplate};
@@ -93,4 +95,17 @@ pub fn pod_template(name: &str) -> PodTemplate {
         "template": {"spec": {"containers": [{"name": "c", "image": "registry.invalid/pause:1"}]}}
     }))
     .expect("pod template json")
+}
+
+/// A client for an embedded server: no client-side rate limit; retries only if `retries`.
+pub fn embedded_client(server: &RunningServer, retries: bool) -> Client {
+    let mut config = Config::new(server.url().parse().expect("server url"));
+    config.qps = None;
+    if !retries {
+        config.retry = RetryPolicy {
+            max_retries: 0,
+            ..RetryPolicy::default()
+        };
+    }
+    Client::new(config).expect("client")
 }
