@@ -460,13 +460,32 @@ fn stamp(mut object: Value, revision: u64) -> Result<Stored, StatusError> {
 }
 
 /// True if `a` and `b` differ at most in `metadata.resourceVersion`: such a write is a no-op.
+/// Compares in place (this runs on every write, under the store's lock).
 fn same_apart_from_version(a: &Value, b: &Value) -> bool {
-    let strip = |v: &Value| {
-        let mut v = v.clone();
-        meta::metadata_mut(&mut v).remove("resourceVersion");
-        v
+    let (Some(a), Some(b)) = (a.as_object(), b.as_object()) else {
+        return a == b;
     };
-    strip(a) == strip(b)
+    let others_equal = a.len() == b.len()
+        && a.iter()
+            .filter(|(k, _)| *k != "metadata")
+            .all(|(k, v)| b.get(k) == Some(v));
+    let empty = serde_json::Map::new();
+    let ma = a
+        .get("metadata")
+        .and_then(Value::as_object)
+        .unwrap_or(&empty);
+    let mb = b
+        .get("metadata")
+        .and_then(Value::as_object)
+        .unwrap_or(&empty);
+    let fields =
+        |m: &serde_json::Map<String, Value>| m.keys().filter(|k| *k != "resourceVersion").count();
+    others_equal
+        && fields(ma) == fields(mb)
+        && ma
+            .iter()
+            .filter(|(k, _)| *k != "resourceVersion")
+            .all(|(k, v)| mb.get(k) == Some(v))
 }
 
 /// The table as it was at `revision`: undo every later change (the oldest later change per key
@@ -565,6 +584,19 @@ mod tests {
             .iter()
             .filter_map(|s| meta::name(&s.object).map(str::to_string))
             .collect()
+    }
+
+    #[test]
+    fn only_resource_version_differences_make_a_write_a_no_op() {
+        let a = json!({"metadata": {"name": "x", "resourceVersion": "1"}, "data": {"k": "v"}});
+        let b = json!({"metadata": {"name": "x"}, "data": {"k": "v"}});
+        assert!(same_apart_from_version(&a, &b));
+        let labelled = json!({"metadata": {"name": "x", "labels": {}}, "data": {"k": "v"}});
+        assert!(!same_apart_from_version(&a, &labelled));
+        let more = json!({"metadata": {"name": "x"}, "data": {"k": "v"}, "extra": 1});
+        assert!(!same_apart_from_version(&b, &more));
+        let no_meta = json!({"data": {"k": "v"}});
+        assert!(!same_apart_from_version(&b, &no_meta));
     }
 
     #[test]
