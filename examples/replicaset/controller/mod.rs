@@ -1,0 +1,683 @@
+//! A ReplicaSet controller with the behaviour of Kubernetes' own (`pkg/controller/replicaset`).
+//!
+//! # How a change flows through it
+//!
+//! ```text
+//!  API server ──watch──▶ ReplicaSet informer ─┐  handlers map each event to ReplicaSet keys
+//!             ──watch──▶ Pod informer ────────┤  (a pod → its controller, or an orphan → every
+//!                                             │   ReplicaSet whose selector matches it)
+//!                                             ▼
+//!                              rate-limited WorkQueue<key>  (dedups; one worker per key at a time)
+//!                                             │  5 workers: get → sync(key) → forget / add_rate_limited
+//!                                             ▼
+//!  sync(key): read the ReplicaSet and its namespace's pods from the listers (never the server)
+//!     1. claim: adopt matching orphans, release owned pods that no longer match     (PATCH pods)
+//!     2. manage: if expectations are satisfied, create or delete the difference    (POST/DELETE pods)
+//!     3. status: replicas, ready, available, observedGeneration, ReplicaFailure    (PUT …/status)
+//! ```
+//!
+//! The controller is **edge-triggered** (only an event, a resync or a retry runs a sync) and
+//! **level-driven**: a sync never asks *what happened*, only *what is wanted* (`spec.replicas`) and *what
+//! is* (the cached pods), so a missed, duplicated or reordered event cannot lead it astray; the next
+//! sync of that key repairs it. What the cache cannot know yet — the pods it just created or deleted —
+//! is covered by [`expectations`].
+//!
+//! Errors go back to the queue: a failed sync's key is re-added with per-key exponential backoff
+//! (5 ms doubling to 1000 s, and a 10 qps/100 burst overall bucket: client-go's default controller rate
+//! limiter), a successful one's backoff is forgotten. A 409 on the status write is such an error; it is
+//! not retried in place.
+//!
+//! The module's parts: [`expectations`] (what we wait to see), [`pod`] (pod predicates),
+//! [`pod_control`] (writes to pods, and their events), [`events`] (the event recorder), [`ranking`]
+//! (which pods to delete first), [`status`] (status computation and write).
+
+pub mod events;
+pub mod expectations;
+pub mod pod;
+pub mod pod_control;
+pub mod ranking;
+pub mod status;
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use ferrokube::informer::{
+    DeletedObject, EventHandler, HandlerOptions, LabelSelector, Lister, ObjectKey, Scope,
+    SharedIndexInformer, SharedInformerFactory, StartError,
+};
+use ferrokube::workqueue::{WorkQueue, default_controller_rate_limiter, run_workers};
+use ferrokube::{Api, Client, Error};
+use futures_util::future::join_all;
+use k8s_openapi::api::apps::v1::ReplicaSet;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+
+use events::EventRecorder;
+use expectations::Expectations;
+use pod_control::PodControl;
+
+/// The controller's settings; every field has a default equal to kube-controller-manager's.
+#[derive(Debug, Clone)]
+pub struct ControllerOptions {
+    /// Syncs that run at once (`--concurrent-replicaset-syncs`, default 5).
+    pub workers: usize,
+    /// Most pods created or deleted by one sync (upstream's `BurstReplicas`, default 500).
+    pub burst_replicas: usize,
+    /// How often every cached ReplicaSet is synced again with nothing changed. Default 12 h
+    /// (kube-controller-manager's `--min-resync-period`; it picks 12–24 h at random).
+    pub resync: Duration,
+    /// How long unmet expectations hold a ReplicaSet back (default 5 min).
+    pub expectations_timeout: Duration,
+}
+
+impl Default for ControllerOptions {
+    fn default() -> Self {
+        ControllerOptions {
+            workers: 5,
+            burst_replicas: 500,
+            resync: Duration::from_secs(12 * 3600),
+            expectations_timeout: expectations::EXPECTATIONS_TIMEOUT,
+        }
+    }
+}
+
+/// Why a sync failed. The key is retried with backoff either way.
+#[derive(Debug, thiserror::Error)]
+pub enum SyncError {
+    #[error(transparent)]
+    Api(#[from] Error),
+    /// The fresh read before adopting found the ReplicaSet gone, replaced or being deleted.
+    #[error("cannot adopt pods for ReplicaSet {key}: {reason}")]
+    CannotAdopt { key: String, reason: String },
+    /// A pod template without labels could never be matched by the selector.
+    #[error("unable to create pods for ReplicaSet {key}: the pod template has no labels")]
+    TemplateWithoutLabels { key: String },
+}
+
+/// Counters for the live view and metrics; all monotonic.
+#[derive(Debug, Default)]
+pub struct Stats {
+    pub syncs: AtomicU64,
+    pub failed_syncs: AtomicU64,
+    pub pods_created: AtomicU64,
+    pub pods_deleted: AtomicU64,
+    pub status_writes: AtomicU64,
+    pub replicaset_events: AtomicU64,
+    pub pod_events: AtomicU64,
+}
+
+impl Stats {
+    fn bump(counter: &AtomicU64) {
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+    pub fn get(counter: &AtomicU64) -> u64 {
+        counter.load(Ordering::Relaxed)
+    }
+}
+
+/// See the [module docs](self).
+pub struct ReplicaSetController {
+    shared: Arc<Shared>,
+    pods: SharedIndexInformer<Pod>,
+    replicasets: SharedIndexInformer<ReplicaSet>,
+}
+
+/// What handlers and workers share.
+struct Shared {
+    /// For the controller's own requests (informers list and watch through the factory's).
+    client: Client,
+    replicasets: Lister<ReplicaSet>,
+    pods: Lister<Pod>,
+    queue: WorkQueue<ObjectKey>,
+    expectations: Expectations,
+    pod_control: PodControl,
+    events: EventRecorder,
+    options: ControllerOptions,
+    stats: Arc<Stats>,
+}
+
+impl ReplicaSetController {
+    /// Registers the controller's handlers on the factory's Pod and ReplicaSet informers (created if
+    /// needed) and returns it with the task that posts its events (spawn that). Start the factory and
+    /// wait for its caches, then [`run`](Self::run).
+    pub fn new(
+        factory: &SharedInformerFactory<Client>,
+        client: Client,
+        queue: WorkQueue<ObjectKey>,
+        options: ControllerOptions,
+    ) -> Result<
+        (
+            ReplicaSetController,
+            impl Future<Output = ()> + Send + 'static,
+        ),
+        StartError,
+    > {
+        let pods = factory.informer::<Pod>(&Scope::all());
+        let replicasets = factory.informer::<ReplicaSet>(&Scope::all());
+        let (events, post_events) = EventRecorder::new(client.clone());
+        let shared = Arc::new(Shared {
+            pod_control: PodControl::new(client.clone(), events.clone()),
+            client,
+            replicasets: replicasets.lister(),
+            pods: pods.lister(),
+            queue,
+            expectations: Expectations::new(options.expectations_timeout),
+            events,
+            stats: Arc::default(),
+            options,
+        });
+        replicasets.add_event_handler_with(
+            ReplicaSetEvents(shared.clone()),
+            HandlerOptions::default()
+                .name("replicaset-controller")
+                .resync(shared.options.resync),
+        )?;
+        pods.add_event_handler_with(
+            PodEvents(shared.clone()),
+            HandlerOptions::default().name("replicaset-controller"),
+        )?;
+        let controller = ReplicaSetController {
+            shared,
+            pods,
+            replicasets,
+        };
+        Ok((controller, post_events))
+    }
+
+    /// A workqueue with client-go's default controller rate limiter, named `replicaset`.
+    pub fn default_queue() -> WorkQueue<ObjectKey> {
+        WorkQueue::builder()
+            .name("replicaset")
+            .rate_limiter(default_controller_rate_limiter())
+            .build()
+    }
+
+    pub fn stats(&self) -> &Arc<Stats> {
+        &self.shared.stats
+    }
+
+    pub fn queue(&self) -> &WorkQueue<ObjectKey> {
+        &self.shared.queue
+    }
+
+    pub fn replicasets(&self) -> &SharedIndexInformer<ReplicaSet> {
+        &self.replicasets
+    }
+
+    pub fn pods(&self) -> &SharedIndexInformer<Pod> {
+        &self.pods
+    }
+
+    /// Runs the workers until `shutdown` resolves, then stops taking new work and waits for the
+    /// queued and in-flight keys to finish (ShutDownWithDrain). Stop the informers first so no new
+    /// keys arrive while draining.
+    pub async fn run(&self, shutdown: impl Future<Output = ()>) {
+        let shared = self.shared.clone();
+        let workers = tokio::spawn(run_workers(
+            self.shared.queue.clone(),
+            self.shared.options.workers,
+            move |key: ObjectKey| {
+                let shared = shared.clone();
+                async move { shared.sync(&key).await }
+            },
+        ));
+        shutdown.await;
+        tracing::info!(
+            queued = self.shared.queue.len(),
+            "shutting down: draining the queue"
+        );
+        self.shared.queue.shut_down_with_drain().await;
+        if let Err(error) = workers.await {
+            tracing::error!(%error, "workers ended abnormally");
+        }
+    }
+}
+
+impl Shared {
+    fn enqueue(&self, rs: &ReplicaSet) {
+        self.queue.add(ObjectKey::of(rs));
+    }
+
+    /// The ReplicaSet an owner reference points at, if it is one we know with that uid.
+    fn resolve(&self, namespace: Option<&str>, owner: &OwnerReference) -> Option<Arc<ReplicaSet>> {
+        if owner.kind != "ReplicaSet" {
+            return None;
+        }
+        let rs = self.replicasets.get(namespace, &owner.name)?;
+        (rs.metadata.uid.as_deref() == Some(owner.uid.as_str())).then_some(rs)
+    }
+
+    /// Every ReplicaSet in the pod's namespace whose selector matches the pod's labels.
+    fn replicasets_matching(&self, pod: &Pod) -> Vec<Arc<ReplicaSet>> {
+        let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
+        self.replicasets
+            .namespace(namespace)
+            .list(&LabelSelector::everything())
+            .into_iter()
+            .filter(|rs| selector_of(rs).is_ok_and(|s| s.matches(pod.metadata.labels.as_ref())))
+            .collect()
+    }
+
+    /// One sync of one ReplicaSet: see the [module docs](self).
+    async fn sync(&self, key: &ObjectKey) -> Result<(), SyncError> {
+        Stats::bump(&self.stats.syncs);
+        let result = self.sync_inner(key).await;
+        if result.is_err() {
+            Stats::bump(&self.stats.failed_syncs);
+        }
+        result
+    }
+
+    async fn sync_inner(&self, key: &ObjectKey) -> Result<(), SyncError> {
+        let Some(rs) = self.replicasets.get(key.namespace(), key.name()) else {
+            tracing::debug!(%key, "ReplicaSet has been deleted");
+            self.expectations.forget(key.as_str());
+            return Ok(());
+        };
+        let may_manage = self.expectations.satisfied(key.as_str());
+        let selector = match selector_of(&rs) {
+            Ok(selector) => selector,
+            Err(reason) => {
+                // Validation makes this impossible; retrying would not help.
+                tracing::error!(%key, %reason, "ReplicaSet has an unusable selector");
+                return Ok(());
+            }
+        };
+        let namespace = key.namespace().unwrap_or_default();
+        let active: Vec<Arc<Pod>> = self
+            .pods
+            .namespace(namespace)
+            .list(&LabelSelector::everything())
+            .into_iter()
+            .filter(|p| pod::is_active(p))
+            .collect();
+        let claimed = self.claim(&rs, &selector, active).await?;
+
+        let desired = i64::from(replicas_of(&rs));
+        let diff = claimed.len() as i64 - desired;
+        let managed = if may_manage && rs.metadata.deletion_timestamp.is_none() {
+            self.manage_replicas(key, &rs, &claimed, diff).await
+        } else {
+            Ok(())
+        };
+        let failure = managed
+            .as_ref()
+            .err()
+            .map(|error| status::ManageFailure { diff, error });
+        let new_status = status::calculate(&rs, &claimed, failure);
+        let (written, changed) = status::update(&self.client, &rs, new_status).await?;
+        if changed {
+            Stats::bump(&self.stats.status_writes);
+        }
+
+        // With minReadySeconds, pods become available with no event to say so: look again then.
+        let min_ready = rs.spec.min_ready_seconds.unwrap_or(0);
+        let status = written.status.unwrap_or_default();
+        let (ready, available) = (
+            status.ready_replicas.unwrap_or(0),
+            status.available_replicas.unwrap_or(0),
+        );
+        if managed.is_ok() && min_ready > 0 && ready == replicas_of(&rs) && available != ready {
+            let wait = Duration::from_secs(u64::try_from(min_ready).unwrap_or(0));
+            self.queue.add_after(key.clone(), wait);
+        }
+        managed
+    }
+
+    /// Adopts matching orphans and releases owned pods that no longer match; returns the pods that
+    /// are (now) ours. Owned by someone else: left alone.
+    async fn claim(
+        &self,
+        rs: &ReplicaSet,
+        selector: &LabelSelector,
+        pods: Vec<Arc<Pod>>,
+    ) -> Result<Vec<Arc<Pod>>, SyncError> {
+        let uid = rs.metadata.uid.as_deref().unwrap_or_default();
+        let deleting = rs.metadata.deletion_timestamp.is_some();
+        let mut claimed = Vec::with_capacity(pods.len());
+        let mut first_error = None;
+        let mut may_adopt: Option<Result<(), SyncError>> = None;
+        for pod in pods {
+            let matches = selector.matches(pod.metadata.labels.as_ref());
+            match pod::controller_of(&pod) {
+                Some(owner) if owner.uid != uid => {}
+                Some(_) if matches => claimed.push(pod),
+                Some(_) if deleting => {}
+                Some(_) => match self.pod_control.release(rs, &pod).await {
+                    // Gone, or no longer the pod we meant (its uid changed): nothing to release.
+                    Ok(()) => {}
+                    Err(e) if e.is_not_found() || e.is_invalid() => {}
+                    Err(e) => {
+                        first_error.get_or_insert(SyncError::from(e));
+                    }
+                },
+                None if deleting || !matches || pod.metadata.deletion_timestamp.is_some() => {}
+                None => {
+                    // Upstream re-reads the ReplicaSet once, from the server, before adopting
+                    // anything: the cache may still show one that was deleted or replaced.
+                    if may_adopt.is_none() {
+                        may_adopt = Some(self.check_adoptable(rs).await);
+                    }
+                    if let Some(Err(error)) = &may_adopt {
+                        first_error.get_or_insert(SyncError::CannotAdopt {
+                            key: ObjectKey::of(rs).as_str().to_string(),
+                            reason: error.to_string(),
+                        });
+                        continue;
+                    }
+                    match self.pod_control.adopt(rs, &pod).await {
+                        Ok(()) => claimed.push(pod),
+                        Err(e) if e.is_not_found() => {}
+                        Err(e) => {
+                            first_error.get_or_insert(SyncError::from(e));
+                        }
+                    }
+                }
+            }
+        }
+        match first_error {
+            Some(error) => Err(error),
+            None => Ok(claimed),
+        }
+    }
+
+    /// The fresh read before adoption: the ReplicaSet must still be this one and not being deleted.
+    async fn check_adoptable(&self, rs: &ReplicaSet) -> Result<(), SyncError> {
+        let namespace = rs.metadata.namespace.as_deref().unwrap_or_default();
+        let name = rs.metadata.name.as_deref().unwrap_or_default();
+        let api: Api<ReplicaSet> = Api::namespaced(self.client.clone(), namespace);
+        let fresh = api.get(name).await?;
+        let key = format!("{namespace}/{name}");
+        if fresh.metadata.uid != rs.metadata.uid {
+            return Err(SyncError::CannotAdopt {
+                key,
+                reason: format!(
+                    "the original is gone: got uid {}, wanted {}",
+                    fresh.metadata.uid.unwrap_or_default(),
+                    rs.metadata.uid.as_deref().unwrap_or_default()
+                ),
+            });
+        }
+        if fresh.metadata.deletion_timestamp.is_some() {
+            return Err(SyncError::CannotAdopt {
+                key,
+                reason: "it is being deleted".into(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Creates or deletes pods to close the gap `diff` (= active − desired), at most the burst.
+    async fn manage_replicas(
+        &self,
+        key: &ObjectKey,
+        rs: &ReplicaSet,
+        pods: &[Arc<Pod>],
+        diff: i64,
+    ) -> Result<(), SyncError> {
+        let burst = self.options.burst_replicas;
+        let count = usize::try_from(diff.unsigned_abs())
+            .unwrap_or(usize::MAX)
+            .min(burst);
+        if diff < 0 {
+            self.expectations.expect_creations(key.as_str(), count);
+            tracing::debug!(%key, need = count, "too few replicas; creating");
+            let (created, result) = slow_start_batch(count, || self.create_pod(rs)).await;
+            // The informer will never see the pods not created: stop expecting them.
+            for _ in created..count {
+                self.expectations.creation_observed(key.as_str());
+            }
+            return result;
+        }
+        if diff > 0 {
+            let related = self.related_pods(rs);
+            let victims = ranking::pods_to_delete(pods, &related, count);
+            self.expectations
+                .expect_deletions(key.as_str(), victims.iter().map(|p| pod::key(p)));
+            tracing::debug!(%key, count, "too many replicas; deleting");
+            let deletes = victims.iter().map(|victim| async move {
+                let name = victim.metadata.name.as_deref().unwrap_or_default();
+                (victim, self.pod_control.delete(rs, name).await)
+            });
+            let mut first_error = None;
+            for (victim, result) in join_all(deletes).await {
+                match result {
+                    Ok(()) => Stats::bump(&self.stats.pods_deleted),
+                    Err(error) => {
+                        // No delete event will come for it (or it already came): stop expecting it.
+                        self.expectations
+                            .deletion_observed(key.as_str(), &pod::key(victim));
+                        if !error.is_not_found() {
+                            first_error.get_or_insert(SyncError::from(error));
+                        }
+                    }
+                }
+            }
+            return first_error.map_or(Ok(()), Err);
+        }
+        Ok(())
+    }
+
+    async fn create_pod(&self, rs: &ReplicaSet) -> Result<(), SyncError> {
+        match self.pod_control.create(rs).await {
+            Ok(()) => {
+                Stats::bump(&self.stats.pods_created);
+                Ok(())
+            }
+            // Every create would fail in a namespace being deleted; not an error of ours.
+            Err(SyncError::Api(error)) if is_namespace_terminating(&error) => Ok(()),
+            Err(error) => Err(error),
+        }
+    }
+
+    /// Pods controlled by any ReplicaSet with the same controller as `rs` (its Deployment's), or by
+    /// `rs` alone if it has no controller: the family the deletion ranking spreads over nodes.
+    fn related_pods(&self, rs: &ReplicaSet) -> Vec<Arc<Pod>> {
+        let namespace = rs.metadata.namespace.as_deref().unwrap_or_default();
+        let owner_uid = controller_uid(&rs.metadata.owner_references);
+        let family: HashSet<String> = match owner_uid {
+            None => rs.metadata.uid.iter().cloned().collect(),
+            Some(owner) => self
+                .replicasets
+                .namespace(namespace)
+                .list(&LabelSelector::everything())
+                .into_iter()
+                .filter(|other| controller_uid(&other.metadata.owner_references) == Some(owner))
+                .filter_map(|other| other.metadata.uid.clone())
+                .collect(),
+        };
+        self.pods
+            .namespace(namespace)
+            .list(&LabelSelector::everything())
+            .into_iter()
+            .filter(|p| pod::controller_of(p).is_some_and(|o| family.contains(&o.uid)))
+            .collect()
+    }
+}
+
+/// Runs `count` calls of `call`, first 1 at once, then 2, 4, 8, …, stopping after the first batch
+/// with a failure: a quota or admission error then costs one request, not hundreds. Returns how many
+/// succeeded and the first error.
+async fn slow_start_batch<F, Fut>(count: usize, call: F) -> (usize, Result<(), SyncError>)
+where
+    F: Fn() -> Fut,
+    Fut: Future<Output = Result<(), SyncError>>,
+{
+    let mut succeeded = 0;
+    let mut batch = count.min(1);
+    while batch > 0 {
+        let results = join_all((0..batch).map(|_| call())).await;
+        let mut first_error = None;
+        for result in results {
+            match result {
+                Ok(()) => succeeded += 1,
+                Err(error) => {
+                    first_error.get_or_insert(error);
+                }
+            }
+        }
+        if let Some(error) = first_error {
+            return (succeeded, Err(error));
+        }
+        batch = (batch * 2).min(count - succeeded);
+    }
+    (succeeded, Ok(()))
+}
+
+fn selector_of(rs: &ReplicaSet) -> Result<LabelSelector, String> {
+    LabelSelector::from_spec(&rs.spec.selector).map_err(|e| e.to_string())
+}
+
+/// `spec.replicas`, which the API server defaults to 1.
+fn replicas_of(rs: &ReplicaSet) -> i32 {
+    rs.spec.replicas.unwrap_or(1)
+}
+
+fn controller_uid(owners: &Option<Vec<OwnerReference>>) -> Option<&str> {
+    owners
+        .as_deref()?
+        .iter()
+        .find(|o| o.controller == Some(true))
+        .map(|o| o.uid.as_str())
+}
+
+fn is_namespace_terminating(error: &Error) -> bool {
+    error
+        .api()
+        .and_then(|api| api.details.as_ref())
+        .and_then(|details| details.causes.as_ref())
+        .is_some_and(|causes| {
+            causes
+                .iter()
+                .any(|c| c.reason.as_deref() == Some("NamespaceTerminating"))
+        })
+}
+
+/// ReplicaSet events: every add, update (including resyncs) and delete enqueues the ReplicaSet.
+struct ReplicaSetEvents(Arc<Shared>);
+
+impl EventHandler<ReplicaSet> for ReplicaSetEvents {
+    fn on_add(&self, rs: &Arc<ReplicaSet>, _initial: bool) {
+        Stats::bump(&self.0.stats.replicaset_events);
+        self.0.enqueue(rs);
+    }
+
+    fn on_update(&self, old: &Arc<ReplicaSet>, new: &Arc<ReplicaSet>) {
+        Stats::bump(&self.0.stats.replicaset_events);
+        if old.metadata.uid != new.metadata.uid {
+            // Deleted and re-created under the same name between two events: the old one's
+            // expectations must not hold the new one back.
+            self.on_delete(&DeletedObject::FinalStateUnknown {
+                key: ObjectKey::of(old.as_ref()),
+                last_known: old.clone(),
+            });
+        }
+        // Level-driven: enqueued whatever changed, even on a resync (old == new).
+        self.0.enqueue(new);
+    }
+
+    fn on_delete(&self, deleted: &DeletedObject<ReplicaSet>) {
+        Stats::bump(&self.0.stats.replicaset_events);
+        let rs = deleted.object();
+        self.0
+            .expectations
+            .forget(ObjectKey::of(rs.as_ref()).as_str());
+        if let Some(uid) = rs.metadata.uid.as_deref() {
+            self.0.events.forget(uid);
+        }
+        self.0.enqueue(rs);
+    }
+}
+
+/// Pod events: lower expectations and enqueue the pod's ReplicaSet(s).
+struct PodEvents(Arc<Shared>);
+
+impl PodEvents {
+    /// The controlling ReplicaSet of `pod`, if it is one we know.
+    fn owner(&self, pod: &Pod) -> Option<Arc<ReplicaSet>> {
+        let owner = pod::controller_of(pod)?;
+        self.0.resolve(pod.metadata.namespace.as_deref(), owner)
+    }
+
+    fn enqueue_matching(&self, pod: &Pod) {
+        for rs in self.0.replicasets_matching(pod) {
+            self.0.enqueue(&rs);
+        }
+    }
+}
+
+impl EventHandler<Pod> for PodEvents {
+    fn on_add(&self, pod: &Arc<Pod>, _initial: bool) {
+        Stats::bump(&self.0.stats.pod_events);
+        if pod.metadata.deletion_timestamp.is_some() {
+            // Already being deleted when we first see it (e.g. after a restart): a deletion, not a
+            // creation we were waiting for.
+            return self.on_delete(&DeletedObject::Object(pod.clone()));
+        }
+        if pod::controller_of(pod).is_some() {
+            if let Some(rs) = self.owner(pod) {
+                self.0
+                    .expectations
+                    .creation_observed(ObjectKey::of(rs.as_ref()).as_str());
+                self.0.enqueue(&rs);
+            }
+            return;
+        }
+        // An orphan: every ReplicaSet that might adopt it should look.
+        self.enqueue_matching(pod);
+    }
+
+    fn on_update(&self, old: &Arc<Pod>, new: &Arc<Pod>) {
+        Stats::bump(&self.0.stats.pod_events);
+        if old.metadata.resource_version == new.metadata.resource_version {
+            // A resync; pods that did not change need no sync.
+            return;
+        }
+        let labels_changed = old.metadata.labels != new.metadata.labels;
+        if new.metadata.deletion_timestamp.is_some() {
+            // A graceful delete has begun: for the controller the pod is gone now, not when the
+            // kubelet finishes. If its labels changed too, the old owner may need to know.
+            self.on_delete(&DeletedObject::Object(new.clone()));
+            if labels_changed {
+                self.on_delete(&DeletedObject::Object(old.clone()));
+            }
+            return;
+        }
+        let (old_ref, new_ref) = (pod::controller_of(old), pod::controller_of(new));
+        let ref_changed = old_ref != new_ref;
+        if ref_changed {
+            if let Some(rs) = self.owner(old) {
+                self.0.enqueue(&rs);
+            }
+        }
+        if new_ref.is_some() {
+            if let Some(rs) = self.owner(new) {
+                self.0.enqueue(&rs);
+                // Becoming ready starts the minReadySeconds clock; look again when it has run.
+                let min_ready = rs.spec.min_ready_seconds.unwrap_or(0);
+                if min_ready > 0 && !pod::is_ready(old) && pod::is_ready(new) {
+                    let wait = Duration::from_secs(u64::try_from(min_ready).unwrap_or(0) + 1);
+                    self.0.queue.add_after(ObjectKey::of(rs.as_ref()), wait);
+                }
+            }
+            return;
+        }
+        if labels_changed || ref_changed {
+            self.enqueue_matching(new);
+        }
+    }
+
+    fn on_delete(&self, deleted: &DeletedObject<Pod>) {
+        Stats::bump(&self.0.stats.pod_events);
+        let pod = deleted.object();
+        if let Some(rs) = self.owner(pod) {
+            let key = ObjectKey::of(rs.as_ref());
+            self.0
+                .expectations
+                .deletion_observed(key.as_str(), &pod::key(pod));
+            self.0.queue.add(key);
+        }
+    }
+}

@@ -1,0 +1,164 @@
+//! The controller's writes to pods: create from the template, delete, adopt, release.
+//!
+//! Each is one API request. Creates and deletes record an event on the ReplicaSet, as upstream's
+//! `PodControl` does (`SuccessfulCreate` / `FailedCreate`, `SuccessfulDelete` / `FailedDelete`).
+//! Adopt and release are strategic merge patches of `metadata.ownerReferences` that also carry the
+//! pod's `metadata.uid`: if the pod was deleted and re-created under the same name meanwhile, the
+//! patch fails instead of claiming a stranger.
+
+use ferrokube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use ferrokube::{Api, Client, Error};
+use k8s_openapi::api::apps::v1::ReplicaSet;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use serde_json::json;
+
+use super::SyncError;
+use super::events::{EventRecorder, EventType};
+
+/// Writes pods on behalf of ReplicaSets. Cheap to clone.
+#[derive(Clone)]
+pub struct PodControl {
+    client: Client,
+    events: EventRecorder,
+}
+
+/// The owner reference that makes `rs` a pod's controller.
+pub fn controller_ref(rs: &ReplicaSet) -> OwnerReference {
+    OwnerReference {
+        api_version: "apps/v1".into(),
+        kind: "ReplicaSet".into(),
+        name: rs.metadata.name.clone().unwrap_or_default(),
+        uid: rs.metadata.uid.clone().unwrap_or_default(),
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+    }
+}
+
+impl PodControl {
+    pub fn new(client: Client, events: EventRecorder) -> PodControl {
+        PodControl { client, events }
+    }
+
+    fn pods(&self, namespace: &str) -> Api<Pod> {
+        Api::namespaced(self.client.clone(), namespace)
+    }
+
+    /// Creates one pod from `rs`'s template, controlled by `rs`.
+    pub async fn create(&self, rs: &ReplicaSet) -> Result<(), SyncError> {
+        let pod = pod_from_template(rs)?;
+        let namespace = rs.metadata.namespace.as_deref().unwrap_or_default();
+        match self
+            .pods(namespace)
+            .create(&PostParams::default(), &pod)
+            .await
+        {
+            Ok(created) => {
+                let name = created.metadata.name.unwrap_or_default();
+                tracing::debug!(rs = ?rs.metadata.name, pod = name, "created pod");
+                let message = format!("Created pod: {name}");
+                self.events
+                    .record(rs, EventType::Normal, "SuccessfulCreate", message);
+                Ok(())
+            }
+            Err(error) => {
+                let message = format!("Error creating: {error}");
+                self.events
+                    .record(rs, EventType::Warning, "FailedCreate", message);
+                Err(error.into())
+            }
+        }
+    }
+
+    /// Deletes pod `name` of `rs` (gracefully: the pod's own grace period).
+    pub async fn delete(&self, rs: &ReplicaSet, name: &str) -> Result<(), Error> {
+        let namespace = rs.metadata.namespace.as_deref().unwrap_or_default();
+        match self
+            .pods(namespace)
+            .delete(name, &DeleteParams::default())
+            .await
+        {
+            Ok(_) => {
+                let message = format!("Deleted pod: {name}");
+                self.events
+                    .record(rs, EventType::Normal, "SuccessfulDelete", message);
+                Ok(())
+            }
+            Err(error) if error.is_not_found() => Err(error),
+            Err(error) => {
+                let message = format!("Error deleting: {error}");
+                self.events
+                    .record(rs, EventType::Warning, "FailedDelete", message);
+                Err(error)
+            }
+        }
+    }
+
+    /// Makes `rs` the controller of `pod` (which must have none).
+    pub async fn adopt(&self, rs: &ReplicaSet, pod: &Pod) -> Result<(), Error> {
+        let patch = json!({"metadata": {
+            "ownerReferences": [controller_ref(rs)],
+            "uid": pod.metadata.uid,
+        }});
+        self.patch(pod, patch).await
+    }
+
+    /// Removes `rs`'s owner reference from `pod`.
+    pub async fn release(&self, rs: &ReplicaSet, pod: &Pod) -> Result<(), Error> {
+        let patch = json!({"metadata": {
+            "ownerReferences": [{"$patch": "delete", "uid": rs.metadata.uid}],
+            "uid": pod.metadata.uid,
+        }});
+        self.patch(pod, patch).await
+    }
+
+    async fn patch(&self, pod: &Pod, patch: serde_json::Value) -> Result<(), Error> {
+        let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
+        let name = pod.metadata.name.as_deref().unwrap_or_default();
+        self.pods(namespace)
+            .patch(name, &PatchParams::default(), &Patch::Strategic(patch))
+            .await
+            .map(drop)
+    }
+}
+
+/// The pod `rs`'s template describes: its labels, annotations, finalizers and spec, named
+/// `<rs>-<random>`, controlled by `rs`.
+fn pod_from_template(rs: &ReplicaSet) -> Result<Pod, SyncError> {
+    let name = rs.metadata.name.as_deref().unwrap_or_default();
+    let template = rs.spec.template.as_ref();
+    let meta = template
+        .and_then(|t| t.metadata.clone())
+        .unwrap_or_default();
+    if meta.labels.as_ref().is_none_or(|labels| labels.is_empty()) {
+        return Err(SyncError::TemplateWithoutLabels {
+            key: format!(
+                "{}/{name}",
+                rs.metadata.namespace.as_deref().unwrap_or_default()
+            ),
+        });
+    }
+    Ok(Pod {
+        metadata: ObjectMeta {
+            generate_name: Some(pod_name_prefix(name)),
+            namespace: rs.metadata.namespace.clone(),
+            labels: meta.labels,
+            annotations: meta.annotations,
+            finalizers: meta.finalizers,
+            owner_references: Some(vec![controller_ref(rs)]),
+            ..ObjectMeta::default()
+        },
+        spec: template.and_then(|t| t.spec.clone()),
+        status: None,
+    })
+}
+
+/// `<name>-`, unless that is not a valid name prefix (too long), then `<name>` (upstream's rule).
+fn pod_name_prefix(name: &str) -> String {
+    // generateName gets 5 random characters; a pod name is a DNS subdomain (at most 253).
+    if name.len() + 1 + 5 <= 253 {
+        format!("{name}-")
+    } else {
+        name.to_string()
+    }
+}

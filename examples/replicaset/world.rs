@@ -1,0 +1,117 @@
+//! Has the world converged? Checked against a fresh list from the API server, never a cache.
+//!
+//! A ReplicaSet has converged when the server holds exactly `spec.replicas` active pods controlled
+//! by it, and its status says so: `replicas`, `readyReplicas` and `availableReplicas` all equal
+//! `spec.replicas`, for the current spec (`observedGeneration == generation`). The demo's last line and
+//! the tests' assertions both come from here.
+
+use std::collections::HashMap;
+use std::fmt;
+
+use ferrokube::api::ListParams;
+use ferrokube::{Api, Client, Error};
+use k8s_openapi::api::apps::v1::ReplicaSet;
+use k8s_openapi::api::core::v1::Pod;
+
+use crate::controller::pod;
+
+/// One ReplicaSet as the server has it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplicaSetState {
+    pub name: String,
+    pub desired: i32,
+    /// Active pods on the server whose controller is this ReplicaSet (by uid).
+    pub live: i32,
+    pub replicas: i32,
+    pub ready: i32,
+    pub available: i32,
+    /// `status.observedGeneration == metadata.generation`.
+    pub observed: bool,
+}
+
+impl ReplicaSetState {
+    pub fn converged(&self) -> bool {
+        let d = self.desired;
+        self.observed
+            && self.live == d
+            && self.replicas == d
+            && self.ready == d
+            && self.available == d
+    }
+}
+
+/// Every ReplicaSet of a namespace, by name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct World {
+    pub replicasets: Vec<ReplicaSetState>,
+}
+
+impl World {
+    /// Lists the namespace's ReplicaSets and pods (two requests) and compares them.
+    pub async fn observe(client: &Client, namespace: &str) -> Result<World, Error> {
+        let replicasets = Api::<ReplicaSet>::namespaced(client.clone(), namespace)
+            .list(&ListParams::default())
+            .await?;
+        let pods = Api::<Pod>::namespaced(client.clone(), namespace)
+            .list(&ListParams::default())
+            .await?;
+        let mut live: HashMap<&str, i32> = HashMap::new();
+        for pod in pods.items.iter().filter(|p| pod::is_active(p)) {
+            if let Some(owner) = pod::controller_of(pod) {
+                *live.entry(owner.uid.as_str()).or_default() += 1;
+            }
+        }
+        let mut states: Vec<ReplicaSetState> = replicasets
+            .items
+            .iter()
+            .map(|rs| {
+                let status = rs.status.clone().unwrap_or_default();
+                let uid = rs.metadata.uid.as_deref().unwrap_or_default();
+                ReplicaSetState {
+                    name: rs.metadata.name.clone().unwrap_or_default(),
+                    desired: rs.spec.replicas.unwrap_or(1),
+                    live: live.get(uid).copied().unwrap_or(0),
+                    replicas: status.replicas,
+                    ready: status.ready_replicas.unwrap_or(0),
+                    available: status.available_replicas.unwrap_or(0),
+                    observed: status.observed_generation == rs.metadata.generation,
+                }
+            })
+            .collect();
+        states.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(World {
+            replicasets: states,
+        })
+    }
+
+    pub fn converged(&self) -> bool {
+        self.replicasets.iter().all(ReplicaSetState::converged)
+    }
+
+    pub fn pods(&self) -> i32 {
+        self.replicasets.iter().map(|rs| rs.live).sum()
+    }
+}
+
+impl fmt::Display for World {
+    /// `web 2/2 ready 2, api 4/4 ready 3 (status stale)`: desired/live pods, then what is off.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, rs) in self.replicasets.iter().enumerate() {
+            if i > 0 {
+                write!(f, ", ")?;
+            }
+            write!(
+                f,
+                "{} {}/{} ready {}",
+                rs.name, rs.desired, rs.live, rs.ready
+            )?;
+            if rs.available != rs.ready {
+                write!(f, " available {}", rs.available)?;
+            }
+            if rs.replicas != rs.live || !rs.observed {
+                write!(f, " (status behind)")?;
+            }
+        }
+        Ok(())
+    }
+}
