@@ -192,10 +192,7 @@ mod tests {
             pod("newer", newer),
             pod("crashing", crashing),
         ];
-        assert_eq!(
-            names(&pods_to_delete(&pods, &[], 3)),
-            ["crashing", "newer", "older"]
-        );
+        assert_eq!(names(&pods_to_delete(&pods, &[], 2)), ["crashing", "newer"]);
 
         // Two ready pods alike but for their node; the family has two more pods on n2.
         let a = pod("on-n1", running("n1", Some(ready)));
