@@ -41,14 +41,10 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ferrokube::informer::{PrometheusInformerMetrics, SharedInformerFactory, StartError};
-use ferrokube::workqueue::{PrometheusMetrics, WorkQueue, default_controller_rate_limiter};
-use ferrokube::{Client, Config};
+use ferrokube::Config;
 use prometheus_client::registry::Registry;
-use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
 
-use controller::{ControllerOptions, ReplicaSetController};
+use controller::{ControllerOptions, Running};
 
 const USAGE: &str = "usage: replicaset [--embedded | --kubeconfig PATH] [--keep-running] [--workers N] \
 [--qps Q] [--burst B] [--resync SECONDS] [--metrics-addr HOST:PORT]";
@@ -168,8 +164,7 @@ fn init_tracing(default: &str) {
         .init();
 }
 
-/// Everything that can stop the program early.
-pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+pub use controller::running::BoxError;
 
 /// Runs as the replicaset controller of the configured cluster until Ctrl-C.
 async fn run_in_cluster(args: &Args) -> Result<(), BoxError> {
@@ -177,7 +172,7 @@ async fn run_in_cluster(args: &Args) -> Result<(), BoxError> {
         Some(path) => Config::from_kubeconfig_files(std::slice::from_ref(path), None)?,
         None => Config::infer()?,
     };
-    let running = Running::start(config, args).await?;
+    let running = start(config, args).await?;
     eprintln!(
         "replicaset controller running ({} workers, qps {} burst {}); Ctrl-C stops",
         args.workers, args.qps, args.burst
@@ -188,73 +183,20 @@ async fn run_in_cluster(args: &Args) -> Result<(), BoxError> {
     Ok(())
 }
 
-/// The controller, its informers and workers, running.
-pub struct Running {
-    pub factory: SharedInformerFactory<Client>,
-    pub controller: Arc<ReplicaSetController>,
-    stop: oneshot::Sender<()>,
-    workers: JoinHandle<()>,
-}
-
-impl Running {
-    /// Builds the clients (one for the informers, one for the controller's writes, each limited to
-    /// `--qps`/`--burst`, as kube-controller-manager does), starts the informers, waits for their
-    /// caches, and starts the workers. With `--metrics-addr`, serves metrics.
-    pub async fn start(mut config: Config, args: &Args) -> Result<Running, BoxError> {
-        config.qps = Some(args.qps);
-        config.burst = args.burst;
-        let mut registry = Registry::default();
-        let informer_metrics = PrometheusInformerMetrics::register(&mut registry);
-        let queue_metrics = PrometheusMetrics::register(&mut registry);
-        let factory = SharedInformerFactory::new(Client::new(config.clone())?)
-            .with_metrics(move |name| informer_metrics.for_informer(name));
-        let queue = WorkQueue::builder()
-            .name("replicaset")
-            .rate_limiter(default_controller_rate_limiter())
-            .metrics(queue_metrics.for_queue("replicaset"))
-            .build();
-        let (controller, post_events) =
-            ReplicaSetController::new(&factory, Client::new(config)?, queue, args.options())?;
-        tokio::spawn(post_events);
-        let controller = Arc::new(controller);
-        if let Some(addr) = args.metrics_addr {
-            let listener = tokio::net::TcpListener::bind(addr).await?;
-            tracing::info!(%addr, "serving metrics at /metrics");
-            tokio::spawn(metrics::serve(
-                listener,
-                Arc::new(registry),
-                controller.stats().clone(),
-            ));
-        }
-        factory.start()?;
-        if !factory.wait_for_cache_sync().await {
-            return Err(Box::new(StartError::Stopped));
-        }
-        let (stop, stopped) = oneshot::channel::<()>();
-        let workers = tokio::spawn({
-            let controller = controller.clone();
-            async move {
-                controller
-                    .run(async {
-                        let _ = stopped.await;
-                    })
-                    .await
-            }
-        });
-        Ok(Running {
-            factory,
-            controller,
-            stop,
-            workers,
-        })
+/// Starts the controller with the command line's settings, and its metrics endpoint if asked for.
+pub async fn start(mut config: Config, args: &Args) -> Result<Running, BoxError> {
+    config.qps = Some(args.qps);
+    config.burst = args.burst;
+    let mut registry = Registry::default();
+    let running = Running::start(config, args.options(), Some(&mut registry)).await?;
+    if let Some(addr) = args.metrics_addr {
+        let listener = tokio::net::TcpListener::bind(addr).await?;
+        tracing::info!(%addr, "serving metrics at /metrics");
+        tokio::spawn(metrics::serve(
+            listener,
+            Arc::new(registry),
+            running.controller.stats().clone(),
+        ));
     }
-
-    /// Stops the informers, then drains the queue (ShutDownWithDrain) and waits for the workers.
-    pub async fn stop(self) {
-        self.factory.shutdown();
-        let _ = self.stop.send(());
-        if let Err(error) = self.workers.await {
-            tracing::error!(%error, "controller task failed");
-        }
-    }
+    Ok(running)
 }

@@ -25,7 +25,7 @@ use tokio::sync::watch;
 
 use crate::view::View;
 use crate::world::World;
-use crate::{Args, BoxError, Running};
+use crate::{Args, BoxError};
 
 const NAMESPACE: &str = "demo";
 /// Longest wait for convergence after one step.
@@ -40,7 +40,7 @@ pub async fn run(args: &Args, live: bool) -> Result<bool, BoxError> {
         .start()
         .await?;
     let config = Config::new(server.url().parse()?);
-    let running = Running::start(config.clone(), args).await?;
+    let running = crate::start(config.clone(), args).await?;
     let driver = Client::new(Config {
         qps: None,
         ..config

@@ -29,13 +29,15 @@
 //!
 //! The module's parts: [`expectations`] (what we wait to see), [`pod`] (pod predicates),
 //! [`pod_control`] (writes to pods, and their events), [`events`] (the event recorder), [`ranking`]
-//! (which pods to delete first), [`status`] (status computation and write).
+//! (which pods to delete first), [`status`] (status computation and write), [`running`] (start and
+//! stop it all).
 
 pub mod events;
 pub mod expectations;
 pub mod pod;
 pub mod pod_control;
 pub mod ranking;
+pub mod running;
 pub mod status;
 
 use std::collections::HashSet;
@@ -47,7 +49,7 @@ use ferrokube::informer::{
     DeletedObject, EventHandler, HandlerOptions, LabelSelector, Lister, ObjectKey, Scope,
     SharedIndexInformer, SharedInformerFactory, StartError,
 };
-use ferrokube::workqueue::{WorkQueue, default_controller_rate_limiter, run_workers};
+use ferrokube::workqueue::{WorkQueue, run_workers};
 use ferrokube::{Api, Client, Error};
 use futures_util::future::join_all;
 use k8s_openapi::api::apps::v1::ReplicaSet;
@@ -57,6 +59,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use events::EventRecorder;
 use expectations::Expectations;
 use pod_control::PodControl;
+pub use running::Running;
 
 /// The controller's settings; every field has a default equal to kube-controller-manager's.
 #[derive(Debug, Clone)]
@@ -184,14 +187,6 @@ impl ReplicaSetController {
             replicasets,
         };
         Ok((controller, post_events))
-    }
-
-    /// A workqueue with client-go's default controller rate limiter, named `replicaset`.
-    pub fn default_queue() -> WorkQueue<ObjectKey> {
-        WorkQueue::builder()
-            .name("replicaset")
-            .rate_limiter(default_controller_rate_limiter())
-            .build()
     }
 
     pub fn stats(&self) -> &Arc<Stats> {
