@@ -13,11 +13,11 @@ cd "$(dirname "$0")/.."
 
 scripts/kube-apiserver.sh up
 eval "$(scripts/kube-apiserver.sh env)"
-export KUBECONFIG FERROKUBE_E2E_ETCD
+export KUBECONFIG FERROKUBE_E2E_ETCD FERROKUBE_KCM
 
 status=0
 # Each end-to-end target, in turn (later issues add theirs here).
-for target in e2e_client e2e_informer apiserver_conformance; do
+for target in e2e_client e2e_informer apiserver_conformance e2e_replicaset; do
   echo "[e2e] cargo test --features e2e --test $target" >&2
   cargo test --features e2e --test "$target" -- --test-threads=4 || status=1
 done

@@ -7,7 +7,7 @@
 #                                     # (cached under ~/.cache/ferrokube/bin; ~4 min each the first time)
 #   scripts/kube-apiserver.sh up      # build if needed, start etcd + kube-apiserver, write a kubeconfig
 #   scripts/kube-apiserver.sh down    # stop both and delete their state
-#   scripts/kube-apiserver.sh env     # print `export KUBECONFIG=... FERROKUBE_E2E_ETCD=...`
+#   scripts/kube-apiserver.sh env     # print `export KUBECONFIG=... FERROKUBE_E2E_ETCD=... FERROKUBE_KCM=...`
 #
 # The kubeconfig ($STATE/kubeconfig) has three contexts:
 #   cert    (current) user admin-cert: client certificate, group system:masters
@@ -287,6 +287,6 @@ case "${1:-}" in
   build) build ;;
   up) up ;;
   down) down ;;
-  env) echo "export KUBECONFIG=$STATE/kubeconfig FERROKUBE_E2E_ETCD=http://127.0.0.1:$ETCD_PORT" ;;
+  env) echo "export KUBECONFIG=$STATE/kubeconfig FERROKUBE_E2E_ETCD=http://127.0.0.1:$ETCD_PORT FERROKUBE_KCM=$bin/kube-controller-manager" ;;
   *) echo "usage: $0 build|up|down|env" >&2; exit 2 ;;
 esac

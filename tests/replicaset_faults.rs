@@ -211,7 +211,7 @@ async fn no_over_creation_and_bounded_convergence_under_faults() {
 
     let replicasets: Api<ReplicaSet> = Api::namespaced(driver.clone(), NAMESPACE);
     for i in 0..REPLICASETS {
-        let rs = replica_set(&format!("rs-{i}"));
+        let rs = common::replica_set(&format!("rs-{i}"), REPLICAS, 0);
         let params = PostParams::default();
         persist(|| replicasets.create(&params, &rs)).await;
     }
@@ -267,19 +267,4 @@ async fn no_over_creation_and_bounded_convergence_under_faults() {
         census.relists > 1,
         "the watcher should have relisted after compactions"
     );
-}
-
-fn replica_set(name: &str) -> ReplicaSet {
-    serde_json::from_value(json!({
-        "metadata": {"name": name},
-        "spec": {
-            "replicas": REPLICAS,
-            "selector": {"matchLabels": {"app": name}},
-            "template": {
-                "metadata": {"labels": {"app": name}},
-                "spec": {"containers": [{"name": "main", "image": "registry.k8s.io/pause:3.9"}]},
-            },
-        },
-    }))
-    .expect("replica set")
 }

@@ -109,3 +109,24 @@ pub fn embedded_client(server: &RunningServer, retries: bool) -> Client {
     }
     Client::new(config).expect("client")
 }
+
+/// A ReplicaSet of `replicas` pods labelled `app=<name>` (selector `app=<name>`).
+pub fn replica_set(
+    name: &str,
+    replicas: i32,
+    min_ready_seconds: i32,
+) -> k8s_openapi::api::apps::v1::ReplicaSet {
+    serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": replicas,
+            "minReadySeconds": min_ready_seconds,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {"containers": [{"name": "main", "image": "registry.invalid/pause:1"}]},
+            },
+        },
+    }))
+    .expect("replica set json")
+}
