@@ -1,0 +1,320 @@
+//! The ReplicaSet controller scale benchmark's driver: 500 ReplicaSets × 10 replicas on a real cluster.
+//!
+//! It does not run a controller; `scripts/bench-replicaset.sh` starts ours or kube-controller-manager
+//! beside it (never both) and runs this once per controller, interleaved. In a fresh namespace:
+//!
+//! 1. **create**: N ReplicaSets of R replicas (concurrently); done when every one reports
+//!    `status.replicas == R` for its current generation;
+//! 2. **scale down**: every ReplicaSet to R/2; done likewise;
+//! 3. **delete 20%**: a seeded random fifth of the pods; done when every ReplicaSet has R/2 live pods
+//!    again and says so in its status.
+//!
+//! For each phase it prints the time taken and the API requests the *controller* made, from
+//! kube-apiserver's `/metrics` (`apiserver_request_total`, pods/replicasets/events only) before and
+//! after, minus the requests this driver made itself (it counts its own). Then it deletes what it
+//! created.
+//!
+//! ```text
+//! cargo run --release --example bench_replicaset -- --label ours [--replicasets 500] [--replicas 10]
+//! ```
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use ferrokube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use ferrokube::client::Call;
+use ferrokube::{Api, Client, Config};
+use futures_util::StreamExt;
+use futures_util::stream;
+use k8s_openapi::api::apps::v1::ReplicaSet;
+use k8s_openapi::api::core::v1::{Namespace, Pod};
+use parking_lot::Mutex;
+use serde_json::json;
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Requests by `VERB resource[/subresource]`.
+type Counts = BTreeMap<String, f64>;
+
+/// The driver's own requests, to subtract from the server's counts.
+#[derive(Default)]
+struct Own(Mutex<Counts>);
+
+impl Own {
+    fn add(&self, key: &str, n: usize) {
+        *self.0.lock().entry(key.to_string()).or_default() += n as f64;
+    }
+}
+
+struct Driver {
+    client: Client,
+    namespace: String,
+    own: Arc<Own>,
+    replicasets: usize,
+    replicas: i32,
+}
+
+fn flag(args: &[String], name: &str) -> Option<String> {
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .cloned()
+}
+
+#[tokio::main]
+async fn main() -> Result<(), BoxError> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let label = flag(&args, "--label").unwrap_or_else(|| "controller".into());
+    let replicasets: usize = flag(&args, "--replicasets").map_or(Ok(500), |v| v.parse())?;
+    let replicas: i32 = flag(&args, "--replicas").map_or(Ok(10), |v| v.parse())?;
+    let mut config = Config::infer()?;
+    config.qps = None;
+    let client = Client::new(config)?;
+    let created = Api::<Namespace>::all(client.clone())
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"generateName": "bench-rs-"}}))?,
+        )
+        .await?;
+    let driver = Driver {
+        client,
+        namespace: created.metadata.name.unwrap_or_default(),
+        own: Arc::default(),
+        replicasets,
+        replicas,
+    };
+    let result = driver.phases(&label).await;
+    driver.clean_up().await?;
+    result
+}
+
+impl Driver {
+    fn replicaset_api(&self) -> Api<ReplicaSet> {
+        Api::namespaced(self.client.clone(), &self.namespace)
+    }
+
+    fn pod_api(&self) -> Api<Pod> {
+        Api::namespaced(self.client.clone(), &self.namespace)
+    }
+
+    async fn phases(&self, label: &str) -> Result<(), BoxError> {
+        let half = self.replicas / 2;
+        let phases: [(&str, i32); 3] = [
+            ("create", self.replicas),
+            ("scale-down", half),
+            ("delete-20%", half),
+        ];
+        let mut total = (Duration::ZERO, 0.0);
+        for (phase, want) in phases {
+            let before = self.scrape().await?;
+            self.own.0.lock().clear();
+            let started = Instant::now();
+            match phase {
+                "create" => self.create_all().await?,
+                "scale-down" => self.scale_all(half).await?,
+                _ => self.delete_fifth().await?,
+            }
+            self.wait_converged(want, phase == "delete-20%").await?;
+            let took = started.elapsed();
+            let after = self.scrape().await?;
+            let mut requests = Counts::new();
+            for (key, value) in &after {
+                let own = self.own.0.lock().get(key).copied().unwrap_or(0.0);
+                let delta = value - before.get(key).copied().unwrap_or(0.0) - own;
+                if delta.abs() > 0.5 {
+                    requests.insert(key.clone(), delta);
+                }
+            }
+            let sum: f64 = requests.values().sum();
+            total.0 += took;
+            total.1 += sum;
+            let detail: Vec<String> = requests.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            println!(
+                "RESULT {label} phase={phase} seconds={:.1} requests={sum} {}",
+                took.as_secs_f64(),
+                detail.join(" ")
+            );
+        }
+        println!(
+            "RESULT {label} phase=total seconds={:.1} requests={}",
+            total.0.as_secs_f64(),
+            total.1
+        );
+        Ok(())
+    }
+
+    async fn create_all(&self) -> Result<(), BoxError> {
+        let api = self.replicaset_api();
+        let all = (0..self.replicasets)
+            .map(|i| replica_set(&format!("rs-{i:04}"), self.replicas))
+            .collect::<Result<Vec<_>, _>>()?;
+        let results: Vec<Result<ReplicaSet, ferrokube::Error>> = stream::iter(all)
+            .map(|rs| {
+                let api = api.clone();
+                async move { api.create(&PostParams::default(), &rs).await }
+            })
+            .buffer_unordered(32)
+            .collect()
+            .await;
+        self.own.add("POST replicasets", results.len());
+        results.into_iter().collect::<Result<Vec<_>, _>>()?;
+        Ok(())
+    }
+
+    async fn scale_all(&self, replicas: i32) -> Result<(), BoxError> {
+        let api = self.replicaset_api();
+        let patch = Patch::Merge(json!({"spec": {"replicas": replicas}}));
+        let results: Vec<_> = stream::iter(0..self.replicasets)
+            .map(|i| {
+                let (api, patch) = (api.clone(), patch.clone());
+                async move {
+                    api.patch(&format!("rs-{i:04}"), &PatchParams::default(), &patch)
+                        .await
+                }
+            })
+            .buffer_unordered(32)
+            .collect()
+            .await;
+        self.own.add("PATCH replicasets", results.len());
+        results.into_iter().collect::<Result<Vec<_>, _>>()?;
+        Ok(())
+    }
+
+    /// Deletes a seeded random fifth of the live pods.
+    async fn delete_fifth(&self) -> Result<(), BoxError> {
+        let pods = self.pod_api();
+        self.own.add("LIST pods", 1);
+        let mut names: Vec<String> = pods
+            .list(&ListParams::default())
+            .await?
+            .items
+            .into_iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .filter_map(|p| p.metadata.name)
+            .collect();
+        names.sort();
+        let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+        let count = names.len() / 5;
+        let mut victims = Vec::with_capacity(count);
+        for _ in 0..count {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            let index = (seed % names.len() as u64) as usize;
+            victims.push(names.swap_remove(index));
+        }
+        let results: Vec<_> = stream::iter(victims)
+            .map(|name| {
+                let pods = pods.clone();
+                async move { pods.delete(&name, &DeleteParams::default()).await }
+            })
+            .buffer_unordered(32)
+            .collect()
+            .await;
+        self.own.add("DELETE pods", results.len());
+        results.into_iter().collect::<Result<Vec<_>, _>>()?;
+        Ok(())
+    }
+
+    /// Polls until every ReplicaSet reports `replicas` for its current generation (and, with
+    /// `count_pods`, the namespace holds exactly that many live pods per ReplicaSet).
+    async fn wait_converged(&self, replicas: i32, count_pods: bool) -> Result<(), BoxError> {
+        let deadline = Instant::now() + Duration::from_secs(3600);
+        loop {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            self.own.add("LIST replicasets", 1);
+            let list = self.replicaset_api().list(&ListParams::default()).await?;
+            let done = list.items.len() == self.replicasets
+                && list.items.iter().all(|rs| {
+                    let status = rs.status.clone().unwrap_or_default();
+                    status.replicas == replicas
+                        && status.observed_generation == rs.metadata.generation
+                });
+            if done && count_pods {
+                self.own.add("LIST pods", 1);
+                let live = self
+                    .pod_api()
+                    .list(&ListParams::default())
+                    .await?
+                    .items
+                    .iter()
+                    .filter(|p| p.metadata.deletion_timestamp.is_none())
+                    .count();
+                if live == self.replicasets * replicas as usize {
+                    return Ok(());
+                }
+            } else if done {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                return Err("not converged within an hour".into());
+            }
+        }
+    }
+
+    /// `apiserver_request_total` for pods, replicasets and events, by verb and resource.
+    async fn scrape(&self) -> Result<Counts, BoxError> {
+        let call = Call {
+            request: http::Request::get("/metrics").body(Bytes::new())?,
+            idempotent: true,
+            streaming: false,
+        };
+        let body = self.client.request_bytes(call).await?;
+        let text = String::from_utf8_lossy(&body);
+        let mut counts = Counts::new();
+        for line in text.lines() {
+            let Some(rest) = line.strip_prefix("apiserver_request_total{") else {
+                continue;
+            };
+            let Some((labels, value)) = rest.rsplit_once("} ") else {
+                continue;
+            };
+            let label = |name: &str| {
+                labels
+                    .split(',')
+                    .find_map(|pair| pair.strip_prefix(&format!("{name}=\"")))
+                    .map(|v| v.trim_end_matches('"').to_string())
+                    .unwrap_or_default()
+            };
+            let resource = label("resource");
+            if !matches!(resource.as_str(), "pods" | "replicasets" | "events") {
+                continue;
+            }
+            let subresource = label("subresource");
+            let mut key = format!("{} {resource}", label("verb"));
+            if !subresource.is_empty() {
+                key = format!("{key}/{subresource}");
+            }
+            *counts.entry(key).or_default() += value.parse::<f64>().unwrap_or(0.0);
+        }
+        Ok(counts)
+    }
+
+    async fn clean_up(&self) -> Result<(), BoxError> {
+        let list = ListParams::default();
+        self.replicaset_api()
+            .delete_collection(&DeleteParams::default(), &list)
+            .await?;
+        self.pod_api()
+            .delete_collection(&DeleteParams::default(), &list)
+            .await?;
+        Ok(())
+    }
+}
+
+fn replica_set(name: &str, replicas: i32) -> Result<ReplicaSet, serde_json::Error> {
+    serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name, "bench": "replicaset"}},
+                "spec": {"containers": [{"name": "main", "image": "registry.invalid/pause:1",
+                    "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}}}]},
+            },
+        },
+    }))
+}

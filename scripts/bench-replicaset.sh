@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# The ReplicaSet controller scale benchmark: ours (examples/replicaset) and the upstream
+# kube-controller-manager (--controllers=replicaset, built from the same Debian source as the
+# apiserver), one at a time, interleaved, on the real kube-apiserver (scripts/kube-apiserver.sh).
+#
+#   scripts/bench-replicaset.sh                       # 1 round: ours, then upstream; 500 RS x 10
+#   REPS=3 REPLICASETS=100 scripts/bench-replicaset.sh
+#
+# Both get the same client limits (QPS 20, burst 30: kube-controller-manager's defaults) and 5
+# workers (its --concurrent-replicaset-syncs default). The driver (examples/bench_replicaset.rs) runs
+# the phases and prints, per phase, the time to converge and the controller's API requests (from
+# kube-apiserver's apiserver_request_total, minus the driver's own); this script adds each
+# controller's peak RSS (VmHWM). Results: lines starting with RESULT, also in $OUT.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+REPS=${REPS:-1}
+REPLICASETS=${REPLICASETS:-500}
+REPLICAS=${REPLICAS:-10}
+OUT=${OUT:-/tmp/ferrokube-bench-replicaset.txt}
+
+scripts/kube-apiserver.sh up
+eval "$(scripts/kube-apiserver.sh env)"
+export KUBECONFIG FERROKUBE_KCM
+cargo build --release -q --example replicaset --example bench_replicaset
+: >"$OUT"
+
+run_one() {
+  local who=$1 log=/tmp/ferrokube-bench-replicaset-$1.log pid
+  case $who in
+    ours)
+      RUST_LOG=error target/release/examples/replicaset --kubeconfig "$KUBECONFIG" \
+        --qps 20 --burst 30 --workers 5 2>"$log" &
+      ;;
+    upstream)
+      "$FERROKUBE_KCM" --kubeconfig "$KUBECONFIG" --controllers=replicaset --leader-elect=false \
+        --port=0 --secure-port=0 --kube-api-qps=20 --kube-api-burst=30 \
+        --concurrent-replicaset-syncs=5 2>"$log" &
+      ;;
+  esac
+  pid=$!
+  sleep 5 # both have synced their caches well within this
+  target/release/examples/bench_replicaset --label "$who" \
+    --replicasets "$REPLICASETS" --replicas "$REPLICAS" | tee -a "$OUT"
+  echo "RESULT $who peak_rss_mib=$(awk '/VmHWM/ {printf "%.1f", $2 / 1024}' "/proc/$pid/status")" |
+    tee -a "$OUT"
+  kill "$pid"
+  wait "$pid" 2>/dev/null || true
+}
+
+for _ in $(seq 1 "$REPS"); do
+  run_one ours
+  run_one upstream
+done
