@@ -25,7 +25,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use ferrokube::api::{ListParams, Patch, PatchParams, PostParams};
-use ferrokube::informer::{EventHandler, SharedIndexInformer};
+use ferrokube::informer::{EventHandler, SharedIndexInformer, drop_managed_fields};
 use ferrokube::{Api, Client, Config, ListWatch};
 use futures_util::StreamExt;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
@@ -216,16 +216,6 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[rank.clamp(1, sorted.len()) - 1]
 }
 
-/// Drops what a controller never reads: server-side-apply bookkeeping and kubectl's copy of the
-/// last applied object.
-fn strip(mut pod: Pod) -> Pod {
-    pod.metadata.managed_fields = None;
-    if let Some(annotations) = pod.metadata.annotations.as_mut() {
-        annotations.remove("kubectl.kubernetes.io/last-applied-configuration");
-    }
-    pod
-}
-
 async fn run(args: &Args) {
     let namespace = args.value("--namespace", "bench");
     let round = args.number("--round", 1);
@@ -240,7 +230,7 @@ async fn run(args: &Args) {
     let pods: Api<Pod> = Api::namespaced(client, &namespace);
     let mut builder = SharedIndexInformer::builder(ListWatch::new(pods)).name("pods");
     if strip_fields {
-        builder = builder.transform(strip);
+        builder = builder.transform(drop_managed_fields);
     }
     let informer = builder.build();
     let recorder = LagRecorder {

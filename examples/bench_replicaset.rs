@@ -107,6 +107,8 @@ impl Driver {
             ("delete-20%", half),
         ];
         let mut total = (Duration::ZERO, 0.0);
+        let first = self.scrape().await?;
+        let mut own_all = Counts::new();
         for (phase, want) in phases {
             let before = self.scrape().await?;
             self.own.0.lock().clear();
@@ -119,6 +121,9 @@ impl Driver {
             self.wait_converged(want, phase == "delete-20%").await?;
             let took = started.elapsed();
             let after = self.scrape().await?;
+            for (key, value) in self.own.0.lock().iter() {
+                *own_all.entry(key.clone()).or_default() += value;
+            }
             let mut requests = Counts::new();
             for (key, value) in &after {
                 let own = self.own.0.lock().get(key).copied().unwrap_or(0.0);
@@ -141,6 +146,33 @@ impl Driver {
             "RESULT {label} phase=total seconds={:.1} requests={}",
             total.0.as_secs_f64(),
             total.1
+        );
+        // Work a controller left queued (events, mostly: they wait behind the controller's other
+        // requests for the same client rate limit) still counts: wait until the counts are still
+        // for 6 s, then report everything since the first phase began.
+        let flush = Instant::now();
+        let mut last = self.scrape().await?;
+        let mut still = 0;
+        while still < 3 && flush.elapsed() < Duration::from_secs(600) {
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            let now = self.scrape().await?;
+            still = if now == last { still + 1 } else { 0 };
+            last = now;
+        }
+        let mut requests = Counts::new();
+        for (key, value) in &last {
+            let own = own_all.get(key).copied().unwrap_or(0.0);
+            let delta = value - first.get(key).copied().unwrap_or(0.0) - own;
+            if delta.abs() > 0.5 {
+                requests.insert(key.clone(), delta);
+            }
+        }
+        let detail: Vec<String> = requests.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        println!(
+            "RESULT {label} phase=all-until-quiet flush_seconds={:.1} requests={} {}",
+            flush.elapsed().as_secs_f64(),
+            requests.values().sum::<f64>(),
+            detail.join(" ")
         );
         Ok(())
     }

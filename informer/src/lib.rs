@@ -84,7 +84,7 @@ pub use lister_watcher::{
     ListerWatcher, Prepare, Transform, WatchRequest,
 };
 pub use metrics::{InformerMetrics, PrometheusInformerMetrics};
-pub use object::{Object, ObjectKey};
+pub use object::{Object, ObjectKey, drop_managed_fields};
 pub use reflector::{ListMode, Reflector, ReflectorOptions, ReflectorStatus, WatchErrorHandler};
 pub use shared_informer::{InformerBuilder, SharedIndexInformer, StartError};
 pub use store::{Store, UnknownIndex};

@@ -117,6 +117,19 @@ impl fmt::Debug for ObjectKey {
     }
 }
 
+/// A transform for informers whose handlers never read server-side-apply bookkeeping: drops
+/// `metadata.managedFields` and kubectl's `last-applied-configuration` annotation, usually the
+/// largest parts of an object a controller caches. Use it with
+/// [`InformerBuilder::transform`](crate::InformerBuilder::transform).
+pub fn drop_managed_fields<K: Object>(mut object: K) -> K {
+    let meta = object.meta_mut();
+    meta.managed_fields = None;
+    if let Some(annotations) = meta.annotations.as_mut() {
+        annotations.remove("kubectl.kubernetes.io/last-applied-configuration");
+    }
+    object
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -132,5 +145,31 @@ mod tests {
         assert_eq!(cluster.namespace(), None);
         assert_eq!(cluster.name(), "node-1");
         assert_eq!(ObjectKey::new(Some(""), "x").as_str(), "x");
+    }
+
+    #[test]
+    fn drop_managed_fields_keeps_everything_else() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ManagedFieldsEntry, ObjectMeta};
+        use std::collections::BTreeMap;
+        let pair = |k: &str, v: &str| (k.to_string(), v.to_string());
+        let pod = k8s_openapi::api::core::v1::Pod {
+            metadata: ObjectMeta {
+                name: Some("p".into()),
+                labels: Some(BTreeMap::from([pair("a", "b")])),
+                annotations: Some(BTreeMap::from([
+                    pair("kubectl.kubernetes.io/last-applied-configuration", "{}"),
+                    pair("keep", "me"),
+                ])),
+                managed_fields: Some(vec![ManagedFieldsEntry::default()]),
+                ..ObjectMeta::default()
+            },
+            ..Default::default()
+        };
+        let stripped = super::drop_managed_fields(pod.clone());
+        assert_eq!(stripped.metadata.managed_fields, None);
+        let annotations = stripped.metadata.annotations.clone().unwrap_or_default();
+        assert_eq!(annotations.keys().collect::<Vec<_>>(), ["keep"]);
+        assert_eq!(stripped.metadata.labels, pod.metadata.labels);
+        assert_eq!(stripped.spec, pod.spec);
     }
 }

@@ -6,7 +6,8 @@
 //!  Api::get/list/watch/…  ──▶ Call { request, idempotent, streaming }
 //!        │
 //!        ▼
-//!  rate limiter (governor; QPS 5, burst 10 by default; a watch takes one token to open)
+//!  rate limiter (governor; QPS 5, burst 10 by default; a watch takes one token to open; first
+//!  come, first served)
 //!        ▼
 //!  + base URL, User-Agent, Accept, Authorization (re-read from its source if it rotates)
 //!        ▼
@@ -56,6 +57,10 @@ struct Inner {
     auth: Auth,
     timeout: Option<Duration>,
     limiter: Option<DefaultDirectRateLimiter>,
+    /// Callers wait for the limiter one at a time, in arrival order (tokio's `Mutex` is fair), so
+    /// tokens go first come, first served, as with client-go's token bucket: a caller that sends
+    /// one request at a time gets its turn behind a burst, not ahead of it.
+    turn: tokio::sync::Mutex<()>,
     retry: RetryPolicy,
     default_namespace: String,
     user_agent: HeaderValue,
@@ -124,6 +129,7 @@ impl Client {
                 auth: config.auth,
                 timeout: config.timeout,
                 limiter,
+                turn: tokio::sync::Mutex::new(()),
                 retry: config.retry,
                 default_namespace: config.default_namespace,
                 user_agent,
@@ -193,6 +199,7 @@ impl Client {
 
     async fn send_once(&self, call: &Call) -> Result<Response<Incoming>, Error> {
         if let Some(limiter) = &self.inner.limiter {
+            let _turn = self.inner.turn.lock().await;
             limiter.until_ready().await;
         }
         let request = self.prepare(&call.request).await?;

@@ -47,7 +47,7 @@ use std::time::Duration;
 
 use ferrokube::informer::{
     DeletedObject, EventHandler, HandlerOptions, LabelSelector, Lister, ObjectKey, Scope,
-    SharedIndexInformer, SharedInformerFactory, StartError,
+    SharedIndexInformer, SharedInformerFactory, StartError, drop_managed_fields,
 };
 use ferrokube::workqueue::{WorkQueue, run_workers};
 use ferrokube::{Api, Client, Error};
@@ -157,8 +157,12 @@ impl ReplicaSetController {
         ),
         StartError,
     > {
-        let pods = factory.informer::<Pod>(&Scope::all());
-        let replicasets = factory.informer::<ReplicaSet>(&Scope::all());
+        // The controller never reads managedFields; not caching them roughly halves the memory a
+        // pod takes in the store. (An informer the factory already had keeps its own settings.)
+        let pods =
+            factory.informer_with::<Pod>(&Scope::all(), |b| b.transform(drop_managed_fields));
+        let replicasets = factory
+            .informer_with::<ReplicaSet>(&Scope::all(), |b| b.transform(drop_managed_fields));
         let (events, post_events) = EventRecorder::new(client.clone());
         let shared = Arc::new(Shared {
             pod_control: PodControl::new(client.clone(), events.clone()),
