@@ -1,9 +1,11 @@
 //! Has the world converged? Checked against a fresh list from the API server, never a cache.
 //!
 //! A ReplicaSet has converged when the server holds exactly `spec.replicas` active pods controlled
-//! by it, and its status says so: `replicas`, `readyReplicas` and `availableReplicas` all equal
-//! `spec.replicas`, for the current spec (`observedGeneration == generation`). The demo's last line and
-//! the tests' assertions both come from here.
+//! by it, all of them ready and available (ready for `minReadySeconds`), and its status says so:
+//! `replicas`, `readyReplicas` and `availableReplicas` all equal `spec.replicas`, for the current spec
+//! (`observedGeneration == generation`). Both halves are needed: a status written before a pod was
+//! killed can still show the right numbers once a replacement exists but is not ready yet. The demo's
+//! last line and the tests' assertions both come from here.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -22,6 +24,9 @@ pub struct ReplicaSetState {
     pub desired: i32,
     /// Active pods on the server whose controller is this ReplicaSet (by uid).
     pub live: i32,
+    /// Of those, ready ones, and ones ready for at least `minReadySeconds`.
+    pub live_ready: i32,
+    pub live_available: i32,
     pub replicas: i32,
     pub ready: i32,
     pub available: i32,
@@ -32,11 +37,9 @@ pub struct ReplicaSetState {
 impl ReplicaSetState {
     pub fn converged(&self) -> bool {
         let d = self.desired;
-        self.observed
-            && self.live == d
-            && self.replicas == d
-            && self.ready == d
-            && self.available == d
+        let pods = [self.live, self.live_ready, self.live_available];
+        let status = [self.replicas, self.ready, self.available];
+        self.observed && pods.iter().chain(&status).all(|n| *n == d)
     }
 }
 
@@ -55,22 +58,29 @@ impl World {
         let pods = Api::<Pod>::namespaced(client.clone(), namespace)
             .list(&ListParams::default())
             .await?;
-        let mut live: HashMap<&str, i32> = HashMap::new();
+        let mut owned: HashMap<&str, Vec<&Pod>> = HashMap::new();
         for pod in pods.items.iter().filter(|p| pod::is_active(p)) {
             if let Some(owner) = pod::controller_of(pod) {
-                *live.entry(owner.uid.as_str()).or_default() += 1;
+                owned.entry(owner.uid.as_str()).or_default().push(pod);
             }
         }
+        let now = pod::now();
         let mut states: Vec<ReplicaSetState> = replicasets
             .items
             .iter()
             .map(|rs| {
                 let status = rs.status.clone().unwrap_or_default();
                 let uid = rs.metadata.uid.as_deref().unwrap_or_default();
+                let pods = owned.get(uid).map(Vec::as_slice).unwrap_or_default();
+                let min_ready = rs.spec.min_ready_seconds.unwrap_or(0);
+                let count =
+                    |keep: &dyn Fn(&Pod) -> bool| pods.iter().filter(|p| keep(p)).count() as i32;
                 ReplicaSetState {
                     name: rs.metadata.name.clone().unwrap_or_default(),
                     desired: rs.spec.replicas.unwrap_or(1),
-                    live: live.get(uid).copied().unwrap_or(0),
+                    live: pods.len() as i32,
+                    live_ready: count(&|p| pod::is_ready(p)),
+                    live_available: count(&|p| pod::is_available(p, min_ready, now)),
                     replicas: status.replicas,
                     ready: status.ready_replicas.unwrap_or(0),
                     available: status.available_replicas.unwrap_or(0),
@@ -94,7 +104,8 @@ impl World {
 }
 
 impl fmt::Display for World {
-    /// `web 2/2 ready 2, api 4/4 ready 3 (status stale)`: desired/live pods, then what is off.
+    /// `web 2/2 ready 2, api 4/4 ready 3 (status behind)`: desired/live pods, ready (and available,
+    /// when it differs) pods, and whether the status disagrees.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for (i, rs) in self.replicasets.iter().enumerate() {
             if i > 0 {
@@ -103,12 +114,14 @@ impl fmt::Display for World {
             write!(
                 f,
                 "{} {}/{} ready {}",
-                rs.name, rs.desired, rs.live, rs.ready
+                rs.name, rs.desired, rs.live, rs.live_ready
             )?;
-            if rs.available != rs.ready {
-                write!(f, " available {}", rs.available)?;
+            if rs.live_available != rs.live_ready {
+                write!(f, " available {}", rs.live_available)?;
             }
-            if rs.replicas != rs.live || !rs.observed {
+            if (rs.replicas, rs.ready, rs.available) != (rs.live, rs.live_ready, rs.live_available)
+                || !rs.observed
+            {
                 write!(f, " (status behind)")?;
             }
         }
