@@ -8,10 +8,10 @@
 //! it marks pods Running and Ready when a step wants them ready.
 //!
 //! After each step the test waits for the ReplicaSets to settle, then records every ReplicaSet's
-//! spec.replicas and status (replicas, fullyLabeledReplicas, readyReplicas, availableReplicas,
-//! observedGeneration current, condition types), every pod's labels, owner reference (by owner name)
-//! and whether it is active; at the end, the events' reasons per ReplicaSet. The two recordings must
-//! be equal.
+//! spec.replicas, its live controlled pods and its status (replicas, fullyLabeledReplicas,
+//! readyReplicas, availableReplicas, observedGeneration current, condition types), every pod's labels,
+//! owner reference (by owner name) and whether it is active; at the end, the events' reasons per
+//! ReplicaSet. The two recordings must be equal.
 //!
 //! Steps: create `a` (3) · scale `a` to 5 · scale `a` to 2 · delete one of `a`'s pods · an orphan pod
 //! labelled `app=b`, then create `b` (2): adopted, plus one created · relabel one of `b`'s pods: released,
@@ -40,6 +40,8 @@ use controller::{ControllerOptions, Running};
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 struct ReplicaSetView {
     desired: i32,
+    /// Active pods on the server controlled by this ReplicaSet.
+    live: i32,
     replicas: i32,
     fully_labeled: i32,
     ready: i32,
@@ -89,6 +91,15 @@ async fn snapshot(client: &Client, namespace: &str) -> Snapshot {
             let status = rs.status.clone().unwrap_or_default();
             let view = ReplicaSetView {
                 desired: rs.spec.replicas.unwrap_or(1),
+                live: pods
+                    .items
+                    .iter()
+                    .filter(|p| controller::pod::is_active(p))
+                    .filter(|p| {
+                        controller::pod::controller_of(p)
+                            .is_some_and(|o| Some(&o.uid) == rs.metadata.uid.as_ref())
+                    })
+                    .count() as i32,
                 replicas: status.replicas,
                 fully_labeled: status.fully_labeled_replicas.unwrap_or(0),
                 ready: status.ready_replicas.unwrap_or(0),
@@ -130,44 +141,24 @@ async fn snapshot(client: &Client, namespace: &str) -> Snapshot {
 }
 
 /// Waits until every ReplicaSet has exactly `spec.replicas` active controlled pods and its status
-/// says so for the current generation; with `ready`, marks the pods ready and waits for
-/// `readyReplicas` too (and `availableReplicas`, when `available`). Then a quiet second.
-async fn settle(client: &Client, namespace: &str, ready: bool, available: bool) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let mut marked = false;
-    loop {
-        let now = snapshot(client, namespace).await;
-        let pods = Api::<Pod>::namespaced(client.clone(), namespace)
-            .list(&ListParams::default())
-            .await
-            .expect("list pods");
-        let structural = now.replicasets.iter().all(|(name, rs)| {
-            let live = pods
-                .items
-                .iter()
-                .filter(|p| controller::pod::is_active(p))
-                .filter(|p| controller::pod::controller_of(p).is_some_and(|o| &o.name == name))
-                .count() as i32;
-            live == rs.desired && rs.replicas == rs.desired && rs.observed_current
-        });
-        if structural && ready && !marked {
-            mark_ready(client, namespace, &pods.items).await;
-            marked = true;
-            continue;
-        }
-        let readiness = now.replicasets.values().all(|rs| {
-            (!ready || rs.ready == rs.desired) && (!available || rs.available == rs.desired)
-        });
-        if structural && (!ready || marked) && readiness {
-            tokio::time::sleep(Duration::from_secs(1)).await;
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{namespace}: did not settle within 60 s: {now:#?}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+/// says so for the current generation; then marks the pods ready and waits for `readyReplicas` too
+/// (and `availableReplicas`, when `available`).
+async fn settle(client: &Client, namespace: &str, available: bool) {
+    let structural = |now: &Snapshot| {
+        now.replicasets
+            .values()
+            .all(|rs| rs.live == rs.desired && rs.replicas == rs.desired && rs.observed_current)
+    };
+    wait_until(client, namespace, structural).await;
+    mark_ready(client, namespace).await;
+    wait_until(client, namespace, |now| {
+        structural(now)
+            && now
+                .replicasets
+                .values()
+                .all(|rs| rs.ready == rs.desired && (!available || rs.available == rs.desired))
+    })
+    .await;
 }
 
 /// Waits (up to 60 s) until `done` holds for the namespace, then a quiet second.
@@ -188,8 +179,13 @@ async fn wait_until(client: &Client, namespace: &str, done: impl Fn(&Snapshot) -
 }
 
 /// The kubelet's part: every active pod not yet ready becomes Running and Ready now.
-async fn mark_ready(client: &Client, namespace: &str, pods: &[Pod]) {
+async fn mark_ready(client: &Client, namespace: &str) {
     let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let pods = api
+        .list(&ListParams::default())
+        .await
+        .expect("list pods")
+        .items;
     let now = controller::pod::now();
     for pod in pods
         .iter()
@@ -245,22 +241,22 @@ async fn scenarios(client: &Client, who: &str) -> Vec<(&'static str, Snapshot)> 
         .create(&post, &common::replica_set("a", 3, 0))
         .await
         .expect("create a");
-    settle(client, &ns, true, true).await;
+    settle(client, &ns, true).await;
     recorded.push(("create a (3)", snapshot(client, &ns).await));
 
     scale(client, &ns, "a", 5).await;
-    settle(client, &ns, true, true).await;
+    settle(client, &ns, true).await;
     recorded.push(("scale a to 5", snapshot(client, &ns).await));
 
     scale(client, &ns, "a", 2).await;
-    settle(client, &ns, true, true).await;
+    settle(client, &ns, true).await;
     recorded.push(("scale a to 2", snapshot(client, &ns).await));
 
     let victim = pod_names(client, &ns, "a").await.remove(0);
     pods.delete(&victim, &DeleteParams::default())
         .await
         .expect("delete pod");
-    settle(client, &ns, true, true).await;
+    settle(client, &ns, true).await;
     recorded.push(("delete a pod of a", snapshot(client, &ns).await));
 
     let orphan: Pod = serde_json::from_value(json!({
@@ -273,7 +269,7 @@ async fn scenarios(client: &Client, who: &str) -> Vec<(&'static str, Snapshot)> 
         .create(&post, &common::replica_set("b", 2, 0))
         .await
         .expect("create b");
-    settle(client, &ns, true, true).await;
+    settle(client, &ns, true).await;
     recorded.push(("orphan adopted by b", snapshot(client, &ns).await));
 
     pods.patch(
@@ -283,16 +279,16 @@ async fn scenarios(client: &Client, who: &str) -> Vec<(&'static str, Snapshot)> 
     )
     .await
     .expect("relabel");
-    settle(client, &ns, true, true).await;
+    settle(client, &ns, true).await;
     recorded.push(("relabelled pod released by b", snapshot(client, &ns).await));
 
     replicasets
         .create(&post, &common::replica_set("c", 2, 10))
         .await
         .expect("create c");
-    settle(client, &ns, true, false).await;
+    settle(client, &ns, false).await;
     recorded.push(("c ready, not yet available", snapshot(client, &ns).await));
-    settle(client, &ns, true, true).await;
+    settle(client, &ns, true).await;
     recorded.push((
         "c available after minReadySeconds",
         snapshot(client, &ns).await,
@@ -317,6 +313,7 @@ async fn scenarios(client: &Client, who: &str) -> Vec<(&'static str, Snapshot)> 
             format!("events {object} {reason}"),
             ReplicaSetView {
                 desired: count,
+                live: 0,
                 replicas: 0,
                 fully_labeled: 0,
                 ready: 0,
@@ -367,7 +364,7 @@ async fn scenarios(client: &Client, who: &str) -> Vec<(&'static str, Snapshot)> 
         .delete("q", &DeleteParams::default())
         .await
         .expect("delete quota");
-    settle(client, &ns, true, true).await;
+    settle(client, &ns, true).await;
     recorded.push(("d recovers: condition removed", snapshot(client, &ns).await));
     recorded
 }
