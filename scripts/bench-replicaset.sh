@@ -4,6 +4,7 @@
 # apiserver), one at a time, interleaved, on the real kube-apiserver (scripts/kube-apiserver.sh).
 #
 #   scripts/bench-replicaset.sh                       # 1 round: ours, then upstream; 500 RS x 10
+#   REPS=2 scripts/bench-replicaset.sh                # round 2 runs upstream first
 #   REPS=3 REPLICASETS=100 scripts/bench-replicaset.sh
 #
 # Both get the same client limits (QPS 20, burst 30: kube-controller-manager's defaults) and 5
@@ -48,7 +49,13 @@ run_one() {
   wait "$pid" 2>/dev/null || true
 }
 
-for _ in $(seq 1 "$REPS"); do
-  run_one ours
-  run_one upstream
+# Odd rounds run ours first, even rounds upstream first, so neither always gets the fresher server.
+for round in $(seq 1 "$REPS"); do
+  if ((round % 2)); then
+    run_one ours
+    run_one upstream
+  else
+    run_one upstream
+    run_one ours
+  fi
 done
