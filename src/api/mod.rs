@@ -274,9 +274,10 @@ impl<K: Object> Api<K> {
         self.list_mapped(params, |object| object).await
     }
 
-    /// Lists, passing each object through `map` as soon as it is decoded: only what `map` returns
-    /// is kept, so a list never holds every full-size object at once (e.g. `map` drops
-    /// `managedFields`, or keeps just the names).
+    /// Lists, passing each object through `map` as soon as it is decoded, while the rest of the
+    /// body is still arriving: only what `map` returns is kept, so a list never holds the whole
+    /// response body or every full-size object at once (e.g. `map` drops `managedFields`, or keeps
+    /// just the names).
     pub async fn list_mapped<T>(
         &self,
         params: &ListParams,
@@ -286,11 +287,15 @@ impl<K: Object> Api<K> {
         params.write(&mut query);
         let path = self.collection_path() + &query.finish();
         let call = self.call(Method::GET, path.clone(), Bytes::new())?;
-        let body = self.client.request_bytes(call).await?;
-        list::decode_mapped(&body, map).map_err(|source| Error::Decode {
+        let decode_error = |source| Error::Decode {
             what: format!("the response of {path}"),
             source,
-        })
+        };
+        let mut decoder = list::ListDecoder::new(map);
+        self.client
+            .request_chunks(call, |chunk| decoder.push(chunk).map_err(decode_error))
+            .await?;
+        decoder.finish().map_err(decode_error)
     }
 
     /// Every page of the list, following `continue` tokens; the result carries the resourceVersion

@@ -197,6 +197,24 @@ impl Client {
         }
     }
 
+    /// Sends `call` and hands the 2xx body to `each` piece by piece as it arrives, so the caller
+    /// can decode while the rest is still on the wire (a list: see `api::list`). Reading the body
+    /// has its own request timeout, as in [`request_bytes`](Self::request_bytes).
+    pub async fn request_chunks(
+        &self,
+        call: Call,
+        each: impl FnMut(&[u8]) -> Result<(), Error>,
+    ) -> Result<(), Error> {
+        let url = call.request.uri().to_string();
+        let body = self.send(call).await?.into_body();
+        match self.inner.timeout {
+            Some(limit) => tokio::time::timeout(limit, read_chunks(body, &url, each))
+                .await
+                .map_err(|_| Error::Timeout { url, after: limit })?,
+            None => read_chunks(body, &url, each).await,
+        }
+    }
+
     async fn send_once(&self, call: &Call) -> Result<Response<Incoming>, Error> {
         if let Some(limiter) = &self.inner.limiter {
             let _turn = self.inner.turn.lock().await;
@@ -267,6 +285,23 @@ async fn read_body(body: Incoming, url: &str) -> Result<Bytes, Error> {
             url: url.to_string(),
             source: Box::new(source),
         })
+}
+
+async fn read_chunks(
+    mut body: Incoming,
+    url: &str,
+    mut each: impl FnMut(&[u8]) -> Result<(), Error>,
+) -> Result<(), Error> {
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|source| Error::Transport {
+            url: url.to_string(),
+            source: Box::new(source),
+        })?;
+        if let Some(data) = frame.data_ref() {
+            each(data)?;
+        }
+    }
+    Ok(())
 }
 
 async fn error_from_response(response: Response<Incoming>, url: &str) -> Error {
