@@ -215,6 +215,10 @@ impl ListSplitter {
                 let Some(len) = span.scan(&self.buf) else {
                     return Ok(None);
                 };
+                if len == 0 {
+                    // A delimiter where a value should start, e.g. `"kind":,` or `[1,]`.
+                    return Err(self.unexpected(self.place, self.buf[0]));
+                }
                 let value = self.take(len);
                 match self.place {
                     Place::Item(_) => {
@@ -428,6 +432,7 @@ mod tests {
             br#"{"items"[]}"#,
             br#"{"items":[]}}"#,
             br#"{"items":[]]"#,
+            br#"{"kind":,"items":[]}"#,
         ] {
             assert!(
                 decode_mapped(bad, |c: ConfigMap| c).is_err(),
