@@ -5,8 +5,9 @@
 //! as client-go's event broadcaster does. When the queue is full (1,000 events) new ones are dropped
 //! with a log line, never blocking a sync.
 //!
-//! Like client-go's spam filter, each ReplicaSet may emit a burst of 25 events, then one more per
-//! 5 minutes; upstream also merges runs of similar events into one "combined" event and patches the
+//! Like client-go's spam filter, each ReplicaSet may post a burst of 25 events, then one more per
+//! 5 minutes. As upstream, the filter runs in the posting task, as each event leaves the queue, so an
+//! event the full queue dropped costs its object nothing. Upstream also merges runs of similar events into one "combined" event and patches the
 //! count of repeated ones, which this recorder does not (it posts or drops).
 
 use std::collections::HashMap;
@@ -27,6 +28,9 @@ pub const COMPONENT: &str = "replicaset-controller";
 const SPAM_BURST: f64 = 25.0;
 /// And then one per this long.
 const SPAM_REFILL: Duration = Duration::from_secs(300);
+/// Objects the spam filter tracks before it forgets those whose budget is full again (an object
+/// with a full budget needs no entry; client-go keeps an LRU of this size).
+const SPAM_TRACKED: usize = 4096;
 /// Events waiting to be posted before new ones are dropped.
 const QUEUE: usize = 1000;
 
@@ -41,38 +45,52 @@ pub enum EventType {
 #[derive(Clone)]
 pub struct EventRecorder {
     queue: mpsc::Sender<Event>,
-    /// Per involved object uid: tokens left and when they were counted.
-    budget: Arc<Mutex<HashMap<String, (f64, Instant)>>>,
+    budget: Arc<SpamFilter>,
 }
+
+/// Per involved object uid: tokens left and when they were counted.
+#[derive(Default)]
+struct SpamFilter(Mutex<HashMap<String, (f64, Instant)>>);
 
 impl EventRecorder {
     /// A recorder and the task that posts its events through `client` (spawn it; it ends when every
     /// recorder is dropped and the queue is empty).
     pub fn new(client: Client) -> (EventRecorder, impl Future<Output = ()> + Send + 'static) {
         let (queue, posts) = mpsc::channel(QUEUE);
+        let budget = Arc::new(SpamFilter::default());
         let recorder = EventRecorder {
             queue,
-            budget: Arc::default(),
+            budget: budget.clone(),
         };
-        (recorder, post_all(client, posts))
+        (recorder, post_all(client, posts, budget))
     }
 
     /// Queues an event about `rs`.
     pub fn record(&self, rs: &ReplicaSet, kind: EventType, reason: &str, message: String) {
-        let uid = rs.metadata.uid.clone().unwrap_or_default();
-        if !self.take_token(&uid) {
-            tracing::debug!(reason, %message, "event dropped by the spam filter");
-            return;
-        }
         let event = event_about(rs, kind, reason, message);
         if self.queue.try_send(event).is_err() {
             tracing::warn!(reason, "event queue full; event dropped");
         }
     }
 
-    fn take_token(&self, uid: &str) -> bool {
-        let mut budget = self.budget.lock();
-        let now = Instant::now();
+    /// Drops the spam-filter state of a deleted object.
+    pub fn forget(&self, uid: &str) {
+        self.budget.0.lock().remove(uid);
+    }
+}
+
+impl SpamFilter {
+    /// Whether the object `uid` may post one more event at `now` (and if so, counts it).
+    fn take_token(&self, uid: &str, now: Instant) -> bool {
+        let mut budget = self.0.lock();
+        let full_again = |tokens: f64, counted: Instant| {
+            tokens + now.duration_since(counted).as_secs_f64() / SPAM_REFILL.as_secs_f64()
+                >= SPAM_BURST
+        };
+        if budget.len() >= SPAM_TRACKED && !budget.contains_key(uid) {
+            // Also what bounds entries re-made by events posted after `forget`.
+            budget.retain(|_, (tokens, counted)| !full_again(*tokens, *counted));
+        }
         let (tokens, counted) = budget.entry(uid.to_string()).or_insert((SPAM_BURST, now));
         let refilled = now.duration_since(*counted).as_secs_f64() / SPAM_REFILL.as_secs_f64();
         *tokens = (*tokens + refilled).min(SPAM_BURST);
@@ -126,8 +144,13 @@ fn event_about(rs: &ReplicaSet, kind: EventType, reason: &str, message: String) 
     }
 }
 
-async fn post_all(client: Client, mut posts: mpsc::Receiver<Event>) {
+async fn post_all(client: Client, mut posts: mpsc::Receiver<Event>, budget: Arc<SpamFilter>) {
     while let Some(event) = posts.recv().await {
+        let uid = event.involved_object.uid.as_deref().unwrap_or_default();
+        if !budget.take_token(uid, Instant::now()) {
+            tracing::debug!(reason = ?event.reason, "event dropped by the spam filter");
+            continue;
+        }
         let namespace = event.metadata.namespace.clone().unwrap_or_default();
         let api: Api<Event> = Api::namespaced(client.clone(), &namespace);
         if let Err(error) = api.create(&PostParams::default(), &event).await {
@@ -136,9 +159,39 @@ async fn post_all(client: Client, mut posts: mpsc::Receiver<Event>) {
     }
 }
 
-impl EventRecorder {
-    /// Drops the spam-filter state of a deleted object.
-    pub fn forget(&self, uid: &str) {
-        self.budget.lock().remove(uid);
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spam_filter_allows_a_burst_per_object_then_one_per_refill() {
+        let filter = SpamFilter::default();
+        let start = Instant::now();
+        assert!((0..25).all(|_| filter.take_token("a", start)));
+        assert!(!filter.take_token("a", start));
+        assert!(
+            filter.take_token("b", start),
+            "objects have separate budgets"
+        );
+        assert!(!filter.take_token("a", start + SPAM_REFILL / 2));
+        assert!(filter.take_token("a", start + SPAM_REFILL + SPAM_REFILL / 2));
+        assert!(!filter.take_token("a", start + SPAM_REFILL + SPAM_REFILL / 2));
+    }
+
+    #[test]
+    fn spam_filter_forgets_objects_whose_budget_is_full_again_once_it_tracks_many() {
+        let filter = SpamFilter::default();
+        let start = Instant::now();
+        for i in 0..SPAM_TRACKED {
+            assert!(filter.take_token(&format!("old-{i}"), start));
+        }
+        // One token spent each: none is full yet, so a newcomer forgets nobody.
+        assert!(filter.take_token("new-1", start));
+        assert_eq!(filter.0.lock().len(), SPAM_TRACKED + 1);
+        // A refill period later every old budget is full again and may go.
+        assert!(filter.take_token("new-2", start + SPAM_REFILL));
+        let tracked = filter.0.lock();
+        assert!(tracked.len() <= 3, "{}", tracked.len());
+        assert!(tracked.contains_key("new-2"));
     }
 }
