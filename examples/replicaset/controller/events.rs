@@ -5,22 +5,25 @@
 //! as client-go's event broadcaster does. When the queue is full (1,000 events) new ones are dropped
 //! with a log line, never blocking a sync.
 //!
-//! Like client-go's spam filter, each ReplicaSet may post a burst of 25 events, then one more per
-//! 5 minutes. As upstream, the filter runs in the posting task, as each event leaves the queue, so an
-//! event the full queue dropped costs its object nothing. Upstream also merges runs of similar events into one "combined" event and patches the
-//! count of repeated ones, which this recorder does not (it posts or drops).
+//! On the way out each event goes through an [`EventCorrelator`] (similar events combined, repeats
+//! patched instead of re-posted, as client-go's), then a spam filter like client-go's: each
+//! ReplicaSet may post a burst of 25 events, then one more per 5 minutes. As upstream, both run in
+//! the posting task as each event leaves the queue, so an event the full queue dropped costs its
+//! object nothing.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ferrokube::api::PostParams;
+use ferrokube::api::{Patch, PatchParams, PostParams};
 use ferrokube::{Api, Client};
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use parking_lot::Mutex;
 use tokio::sync::mpsc;
+
+use super::event_correlator::{Delivery, EventCorrelator};
 
 /// The `source.component` of every event (upstream's name for this controller).
 pub const COMPONENT: &str = "replicaset-controller";
@@ -144,17 +147,51 @@ fn event_about(rs: &ReplicaSet, kind: EventType, reason: &str, message: String) 
     }
 }
 
+/// The posting task: each queued event is correlated (combined, counted), spam-filtered and sent.
 async fn post_all(client: Client, mut posts: mpsc::Receiver<Event>, budget: Arc<SpamFilter>) {
+    let mut correlator = EventCorrelator::default();
     while let Some(event) = posts.recv().await {
+        let now = Instant::now();
+        let (delivery, key) = correlator.correlate(event, now);
+        let event = match &delivery {
+            Delivery::Create(event) | Delivery::Patch { event, .. } => event,
+        };
         let uid = event.involved_object.uid.as_deref().unwrap_or_default();
-        if !budget.take_token(uid, Instant::now()) {
+        if !budget.take_token(uid, now) {
             tracing::debug!(reason = ?event.reason, "event dropped by the spam filter");
             continue;
         }
-        let namespace = event.metadata.namespace.clone().unwrap_or_default();
-        let api: Api<Event> = Api::namespaced(client.clone(), &namespace);
-        if let Err(error) = api.create(&PostParams::default(), &event).await {
-            tracing::debug!(%error, reason = ?event.reason, "could not post event");
+        let reason = event.reason.clone();
+        match send(&client, delivery).await {
+            Ok(stored) => correlator.sent(key, &stored, now),
+            Err(error) => tracing::debug!(%error, ?reason, "could not post event"),
+        }
+    }
+}
+
+/// One request: a POST, or a PATCH of the repeated Event (a POST after all if it is gone).
+async fn send(client: &Client, delivery: Delivery) -> Result<Event, ferrokube::Error> {
+    let event = match &delivery {
+        Delivery::Create(event) | Delivery::Patch { event, .. } => event,
+    };
+    let api: Api<Event> = Api::namespaced(
+        client.clone(),
+        event.metadata.namespace.as_deref().unwrap_or_default(),
+    );
+    match delivery {
+        Delivery::Create(event) => api.create(&PostParams::default(), &event).await,
+        Delivery::Patch { mut event, patch } => {
+            let name = event.metadata.name.clone().unwrap_or_default();
+            match api
+                .patch(&name, &PatchParams::default(), &Patch::Strategic(&patch))
+                .await
+            {
+                Err(error) if error.is_not_found() => {
+                    event.metadata.resource_version = None;
+                    api.create(&PostParams::default(), &event).await
+                }
+                sent => sent,
+            }
         }
     }
 }

@@ -32,6 +32,7 @@
 //! (which pods to delete first), [`status`] (status computation and write), [`running`] (start and
 //! stop it all).
 
+pub mod event_correlator;
 pub mod events;
 pub mod expectations;
 pub mod pod;
