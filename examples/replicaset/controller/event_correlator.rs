@@ -49,6 +49,15 @@ pub enum Delivery {
     },
 }
 
+impl Delivery {
+    /// The Event as it will be after this delivery.
+    pub fn event(&self) -> &Event {
+        match self {
+            Delivery::Create(event) | Delivery::Patch { event, .. } => event,
+        }
+    }
+}
+
 /// See the [module docs](self). Owned by the posting task alone.
 #[derive(Default)]
 pub struct EventCorrelator {

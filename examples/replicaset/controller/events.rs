@@ -153,9 +153,7 @@ async fn post_all(client: Client, mut posts: mpsc::Receiver<Event>, budget: Arc<
     while let Some(event) = posts.recv().await {
         let now = Instant::now();
         let (delivery, key) = correlator.correlate(event, now);
-        let event = match &delivery {
-            Delivery::Create(event) | Delivery::Patch { event, .. } => event,
-        };
+        let event = delivery.event();
         let uid = event.involved_object.uid.as_deref().unwrap_or_default();
         if !budget.take_token(uid, now) {
             tracing::debug!(reason = ?event.reason, "event dropped by the spam filter");
@@ -171,13 +169,8 @@ async fn post_all(client: Client, mut posts: mpsc::Receiver<Event>, budget: Arc<
 
 /// One request: a POST, or a PATCH of the repeated Event (a POST after all if it is gone).
 async fn send(client: &Client, delivery: Delivery) -> Result<Event, ferrokube::Error> {
-    let event = match &delivery {
-        Delivery::Create(event) | Delivery::Patch { event, .. } => event,
-    };
-    let api: Api<Event> = Api::namespaced(
-        client.clone(),
-        event.metadata.namespace.as_deref().unwrap_or_default(),
-    );
+    let namespace = delivery.event().metadata.namespace.as_deref();
+    let api: Api<Event> = Api::namespaced(client.clone(), namespace.unwrap_or_default());
     match delivery {
         Delivery::Create(event) => api.create(&PostParams::default(), &event).await,
         Delivery::Patch { mut event, patch } => {
