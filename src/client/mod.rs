@@ -26,7 +26,7 @@ use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, RETRY_AFTER, USER_AGENT};
 use http::{HeaderValue, Request, Response, StatusCode};
@@ -187,14 +187,13 @@ impl Client {
 
     /// Sends `call` and returns the whole 2xx body. Reading the body has its own request timeout.
     pub async fn request_bytes(&self, call: Call) -> Result<Bytes, Error> {
-        let url = call.request.uri().to_string();
-        let body = self.send(call).await?.into_body();
-        match self.inner.timeout {
-            Some(limit) => tokio::time::timeout(limit, read_body(body, &url))
-                .await
-                .map_err(|_| Error::Timeout { url, after: limit })?,
-            None => read_body(body, &url).await,
-        }
+        let mut body = BytesMut::new();
+        self.request_chunks(call, |chunk| {
+            body.extend_from_slice(chunk);
+            Ok(())
+        })
+        .await?;
+        Ok(body.freeze())
     }
 
     /// Sends `call` and hands the 2xx body to `each` piece by piece as it arrives, so the caller
