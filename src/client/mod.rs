@@ -7,7 +7,7 @@
 //!        │
 //!        ▼
 //!  rate limiter (governor; QPS 5, burst 10 by default; a watch takes one token to open; first
-//!  come, first served)
+//!  come, first served, or in the background lane: see `rate_limit`)
 //!        ▼
 //!  + base URL, User-Agent, Accept, Authorization (re-read from its source if it rotates)
 //!        ▼
@@ -19,15 +19,14 @@
 //!
 //! `Client` is cheap to clone: clones share the pool and the rate limiter.
 
+mod rate_limit;
 mod retry;
 mod tls;
 
-use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, RETRY_AFTER, USER_AGENT};
 use http::{HeaderValue, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full};
@@ -37,10 +36,12 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use serde::de::DeserializeOwned;
 
+pub use rate_limit::Priority;
 pub use retry::RetryPolicy;
 
 use crate::config::{Auth, Config, ConfigError};
 use crate::error::{ApiError, Error};
+use rate_limit::RateLimit;
 
 type Connector = hyper_rustls::HttpsConnector<HttpConnector>;
 
@@ -48,6 +49,9 @@ type Connector = hyper_rustls::HttpsConnector<HttpConnector>;
 #[derive(Clone)]
 pub struct Client {
     inner: Arc<Inner>,
+    /// The rate-limit lane of this handle's requests (clones made by [`Client::with_priority`]
+    /// share everything else).
+    priority: Priority,
 }
 
 struct Inner {
@@ -56,11 +60,7 @@ struct Inner {
     base: String,
     auth: Auth,
     timeout: Option<Duration>,
-    limiter: Option<DefaultDirectRateLimiter>,
-    /// Callers wait for the limiter one at a time, in arrival order (tokio's `Mutex` is fair), so
-    /// tokens go first come, first served, as with client-go's token bucket: a caller that sends
-    /// one request at a time gets its turn behind a burst, not ahead of it.
-    turn: tokio::sync::Mutex<()>,
+    limiter: Option<RateLimit>,
     retry: RetryPolicy,
     default_namespace: String,
     user_agent: HeaderValue,
@@ -108,14 +108,7 @@ impl Client {
         };
         let connector = builder.enable_all_versions().wrap_connector(http);
         let http = HyperClient::builder(TokioExecutor::new()).build(connector);
-        let limiter = match config.qps {
-            Some(qps) if qps > 0.0 => {
-                let period = Duration::from_secs_f64(1.0 / f64::from(qps));
-                let burst = NonZeroU32::new(config.burst.max(1)).unwrap_or(NonZeroU32::MIN);
-                Quota::with_period(period).map(|q| RateLimiter::direct(q.allow_burst(burst)))
-            }
-            _ => None,
-        };
+        let limiter = config.qps.and_then(|qps| RateLimit::new(qps, config.burst));
         let base = config
             .cluster_url
             .to_string()
@@ -129,12 +122,22 @@ impl Client {
                 auth: config.auth,
                 timeout: config.timeout,
                 limiter,
-                turn: tokio::sync::Mutex::new(()),
                 retry: config.retry,
                 default_namespace: config.default_namespace,
                 user_agent,
             }),
+            priority: Priority::default(),
         })
+    }
+
+    /// A handle on the same client (pool, credentials, rate limiter) whose requests wait in the
+    /// `priority` lane of the rate limiter. [`Priority::Background`] is for best-effort requests
+    /// (e.g. Events) that should use only tokens no other request is waiting for.
+    pub fn with_priority(&self, priority: Priority) -> Client {
+        Client {
+            inner: self.inner.clone(),
+            priority,
+        }
     }
 
     /// [`Config::infer`], then [`Client::new`].
@@ -216,8 +219,7 @@ impl Client {
 
     async fn send_once(&self, call: &Call) -> Result<Response<Incoming>, Error> {
         if let Some(limiter) = &self.inner.limiter {
-            let _turn = self.inner.turn.lock().await;
-            limiter.until_ready().await;
+            limiter.acquire(self.priority).await;
         }
         let request = self.prepare(&call.request).await?;
         let url = request.uri().to_string();
