@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! bench_informer seed   --namespace bench --count 10000        # make realistic Pods (idempotent)
-//! bench_informer run    --namespace bench --round 3 --updates 2000 [--strip]   # the measured side
+//! bench_informer run    --namespace bench --round 3 --updates 2000 [--strip] [--compact]  # measured
 //! bench_informer update --namespace bench --round 3 --count 2000               # the load
 //! ```
 //!
@@ -12,7 +12,8 @@
 //! updates whose `ferrokube.bench/sent` annotation carries this round (`<round>:<unix nanos>`,
 //! stamped by `update` right before each PATCH) from that stamp to the handler, and print one
 //! `result` JSON line. `--strip` adds a transform that drops `managedFields` and the
-//! last-applied-configuration annotation before the object is stored.
+//! last-applied-configuration annotation before the object is stored. `--compact` caches
+//! `Compact<Pod>` (typed metadata, the rest as JSON bytes) instead of `Pod`.
 //!
 //! All three use the kubeconfig (`KUBECONFIG`); `run` uses client QPS/burst from `--qps`/`--burst`
 //! (default 50/100, the same the peers get).
@@ -25,8 +26,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use ferrokube::api::{ListParams, Patch, PatchParams, PostParams};
-use ferrokube::informer::{EventHandler, SharedIndexInformer, drop_managed_fields};
-use ferrokube::{Api, Client, Config, ListWatch};
+use ferrokube::informer::{Compact, EventHandler, SharedIndexInformer, drop_managed_fields};
+use ferrokube::{Api, Client, Config, ListWatch, Object};
 use futures_util::StreamExt;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use parking_lot::Mutex;
@@ -184,9 +185,9 @@ struct LagRecorder {
 }
 
 impl LagRecorder {
-    fn record(&self, pod: &Pod) {
+    fn record(&self, pod: &impl Object) {
         let now = unix_nanos();
-        let Some(stamp) = pod.metadata.annotations.as_ref().and_then(|a| a.get(SENT)) else {
+        let Some(stamp) = pod.meta().annotations.as_ref().and_then(|a| a.get(SENT)) else {
             return;
         };
         let Some((round, sent)) = stamp.split_once(':') else {
@@ -202,9 +203,9 @@ impl LagRecorder {
     }
 }
 
-impl EventHandler<Pod> for LagRecorder {
-    fn on_update(&self, _old: &Arc<Pod>, new: &Arc<Pod>) {
-        self.record(new);
+impl<K: Object> EventHandler<K> for LagRecorder {
+    fn on_update(&self, _old: &Arc<K>, new: &Arc<K>) {
+        self.record(&**new);
     }
 }
 
@@ -217,6 +218,18 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 }
 
 async fn run(args: &Args) {
+    if args.flag("--compact") {
+        measure::<Compact<Pod>>(args, "ferrokube-compact").await
+    } else {
+        measure::<Pod>(args, "ferrokube").await
+    }
+}
+
+/// The measured side, caching Pods as `K` (`Pod`, or `Compact<Pod>` with `--compact`).
+async fn measure<K>(args: &Args, name: &str)
+where
+    K: Object + k8s_openapi::Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+{
     let namespace = args.value("--namespace", "bench");
     let round = args.number("--round", 1);
     let updates = args.number("--updates", 2_000) as usize;
@@ -227,7 +240,7 @@ async fn run(args: &Args) {
     let client = client(qps, burst);
     let baseline_kib = proc_status_kib("VmRSS:");
 
-    let pods: Api<Pod> = Api::namespaced(client, &namespace);
+    let pods: Api<K> = Api::namespaced(client, &namespace);
     let mut builder = SharedIndexInformer::builder(ListWatch::new(pods)).name("pods");
     if strip_fields {
         builder = builder.transform(drop_managed_fields);
@@ -248,7 +261,7 @@ async fn run(args: &Args) {
     let cached = informer.store().len();
     println!(
         "{}",
-        json!({"event": "synced", "impl": "ferrokube", "pods": cached, "sync_ms": sync_ms,
+        json!({"event": "synced", "impl": name, "pods": cached, "sync_ms": sync_ms,
                "baseline_rss_kib": baseline_kib, "rss_kib": rss_kib, "hwm_kib": hwm_kib})
     );
 
@@ -265,7 +278,7 @@ async fn run(args: &Args) {
     };
     let summary: BTreeMap<&str, serde_json::Value> = BTreeMap::from([
         ("event", json!("result")),
-        ("impl", json!("ferrokube")),
+        ("impl", json!(name)),
         ("strip", json!(strip_fields)),
         ("pods", json!(cached)),
         ("sync_ms", json!(sync_ms)),

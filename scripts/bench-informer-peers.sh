@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Side-by-side informer benchmark on a real kube-apiserver (scripts/kube-apiserver.sh): ferrokube's
-# SharedIndexInformer (examples/bench_informer.rs), client-go 1.20.2's SharedIndexInformer
+# SharedIndexInformer (examples/bench_informer.rs; caching `Pod`, and again caching `Compact<Pod>`),
+# client-go 1.20.2's SharedIndexInformer
 # (benches/peers/client-go/informer) and kube-rs 5.0's watcher + reflector
 # (benches/peers/kube-runtime/src/bin/informer.rs), all following benches/peers/INFORMER.md.
 #
@@ -42,6 +43,7 @@ kube_rs=$(benches/peers/kube-runtime/build.sh informer | tail -n 1)
 
 impls=(
   "ferrokube|$ours run"
+  "ferrokube-compact|$ours run --compact"
   "client-go-v1.20.2|$client_go"
   "kube-rs-5.0|$kube_rs"
 )

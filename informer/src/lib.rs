@@ -45,6 +45,7 @@
 //! | module | holds |
 //! |---|---|
 //! | `object` | [`Object`] (what we need of an object: its metadata) and [`ObjectKey`] |
+//! | [`compact`] | [`Compact`]: an object stored as typed metadata + JSON bytes, for big caches |
 //! | `lister_watcher` | the [`ListerWatcher`] seam and its request, page, event and error types |
 //! | `reflector` | [`Reflector`]: list, watch, resume, relist on 410, backoff, streaming lists |
 //! | `delta_fifo` | [`DeltaFifo`], [`Delta`], [`DeletedObject`] tombstones |
@@ -58,6 +59,7 @@
 //! | [`fake`] | an in-memory ListerWatcher with fault injection |
 
 pub mod backoff;
+pub mod compact;
 pub mod delta_fifo;
 pub mod factory;
 pub mod fake;
@@ -73,6 +75,7 @@ pub mod shared_informer;
 pub mod store;
 
 pub use backoff::Backoff;
+pub use compact::{Compact, CompactError};
 pub use delta_fifo::{DeletedObject, Delta, DeltaFifo};
 pub use factory::{ListerWatcherSource, Scope, SharedInformerFactory};
 pub use handler::{EventHandler, HandlerFns, HandlerOptions, HandlerRegistration};

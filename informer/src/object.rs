@@ -23,6 +23,12 @@ pub trait Object: Serialize + DeserializeOwned + Clone + Send + Sync + 'static {
     fn resource_version(&self) -> &str {
         self.meta().resource_version.as_deref().unwrap_or("")
     }
+
+    /// Drops `metadata.managedFields`. A type that keeps them outside its metadata
+    /// ([`Compact`](crate::Compact)) drops them there too.
+    fn clear_managed_fields(&mut self) {
+        self.meta_mut().managed_fields = None;
+    }
 }
 
 impl<K> Object for K
@@ -122,9 +128,8 @@ impl fmt::Debug for ObjectKey {
 /// largest parts of an object a controller caches. Use it with
 /// [`InformerBuilder::transform`](crate::InformerBuilder::transform).
 pub fn drop_managed_fields<K: Object>(mut object: K) -> K {
-    let meta = object.meta_mut();
-    meta.managed_fields = None;
-    if let Some(annotations) = meta.annotations.as_mut() {
+    object.clear_managed_fields();
+    if let Some(annotations) = object.meta_mut().annotations.as_mut() {
         annotations.remove("kubectl.kubernetes.io/last-applied-configuration");
     }
     object
