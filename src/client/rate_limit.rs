@@ -23,7 +23,11 @@ use governor::clock::Clock;
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use tokio::sync::{Mutex, Notify};
 
-/// Which lane a client's requests wait in. See the [module docs](self).
+/// Which lane of the client-side rate limiter a client's requests wait in; see
+/// [`Client::with_priority`](super::Client::with_priority). Foreground requests share tokens first
+/// come, first served (client-go's behaviour); a background request takes a token only when no
+/// foreground request is waiting for one, so under load it waits and when the client is idle it
+/// goes at once. client-go has no background lane.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Priority {
     /// First come, first served, as client-go. Default.
