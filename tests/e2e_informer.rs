@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::informer::{Replay, assert_converges, quick_reflector};
+use common::informer::{Replay, assert_converges, quick_reflector, start_synced};
 use common::{client, compact_etcd, config_map, namespace, pod_template};
 use ferrokube::api::{DeleteParams, PostParams};
 use ferrokube::client::Call;
@@ -40,13 +40,7 @@ async fn the_store_equals_a_fresh_list_after_churn_and_short_watches() {
         .await
         .expect("create");
     }
-    let informer = SharedIndexInformer::builder(ListWatch::new(api.clone()))
-        .reflector(quick_reflector())
-        .build();
-    let replay = Replay::default();
-    informer.add_event_handler(replay.clone()).expect("handler");
-    informer.start().expect("start");
-    assert!(informer.wait_for_cache_sync().await);
+    let (informer, replay) = start_synced(ListWatch::new(api.clone()), quick_reflector()).await;
     assert_eq!(informer.store().len(), 120, "the first list has everything");
 
     // Churn for a few watch lifetimes: creates, updates, deletes from four writers.
@@ -140,13 +134,7 @@ async fn a_compacted_gap_relists_into_tombstones_and_adds() {
         inner: ListWatch::new(api.clone()),
         open: watch::channel(true).0,
     };
-    let informer = SharedIndexInformer::builder(gate.clone())
-        .reflector(quick_reflector())
-        .build();
-    let replay = Replay::default();
-    informer.add_event_handler(replay.clone()).expect("handler");
-    informer.start().expect("start");
-    assert!(informer.wait_for_cache_sync().await);
+    let (informer, replay) = start_synced(gate.clone(), quick_reflector()).await;
     assert_eq!(informer.store().len(), 8);
 
     // Partition: once the current watch times out (≤ 2 s), no new one opens.

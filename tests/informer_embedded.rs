@@ -10,7 +10,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use common::informer::{Replay, assert_converges, quick_reflector};
+use common::informer::{Replay, assert_converges, quick_reflector, start_synced};
 use ferrokube::api::{DeleteParams, PostParams};
 use ferrokube::apiserver::{ApiServer, RunningServer, WriteFailure};
 use ferrokube::informer::{
@@ -42,14 +42,7 @@ async fn synced_informer(
             .await
             .expect("create");
     }
-    let informer = SharedIndexInformer::builder(ListWatch::new(api.clone()))
-        .reflector(options)
-        .build();
-    let replay = Replay::default();
-    informer.add_event_handler(replay.clone()).expect("handler");
-    informer.start().expect("start");
-    assert!(informer.wait_for_cache_sync().await);
-    (informer, replay)
+    start_synced(ListWatch::new(api.clone()), options).await
 }
 
 fn numbered(prefix: &str, count: usize) -> Vec<String> {
@@ -230,13 +223,7 @@ async fn a_compact_informer_converges_and_decodes_to_the_typed_objects() {
             .await
             .expect("create");
     }
-    let informer = SharedIndexInformer::builder(ListWatch::new(compact.clone()))
-        .reflector(quick_reflector())
-        .build();
-    let replay = Replay::default();
-    informer.add_event_handler(replay.clone()).expect("handler");
-    informer.start().expect("start");
-    assert!(informer.wait_for_cache_sync().await);
+    let (informer, replay) = start_synced(ListWatch::new(compact.clone()), quick_reflector()).await;
 
     for i in 0..40 {
         let name = format!("k-{}", i % 35);

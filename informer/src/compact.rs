@@ -27,9 +27,15 @@
 //!
 //! - Building one (as each object arrives) decodes it as `K` (that checks it is a valid `K`, and
 //!   is what a typed informer does anyway), then writes everything but the metadata back to JSON.
-//! - [`Object::meta`] is free. [`Compact::decode`] parses the bytes into a new `K`: a few
-//!   microseconds per object (see `benches/compact.rs`), paid on every read that needs the spec or
-//!   status. A controller that reads whole objects on every sync should cache `K` instead.
+//! - [`Object::meta`] is free. [`Compact::decode`] parses the bytes into a new `K`, paid on every
+//!   read that needs the spec or status. A controller that reads whole objects on every sync
+//!   should cache `K` instead.
+//!
+//! Measured by `benches/compact.rs` on the 2-core benchmark machine, for a 3.1 KB Pod (two
+//! containers, owner, status, two managedFields entries): the typed decode every informer does on
+//! arrival takes 26 µs; `Compact::new` adds 15 µs; `decode` takes 13 µs without managedFields
+//! (25 µs with them), against 5 ns for cloning an `Arc<Pod>` from a typed cache. It keeps 1.4 KB
+//! of JSON without managedFields (2.7 KB with them) beside the typed metadata.
 //!
 //! client-go has no equivalent in its typed informers; its nearest is the metadata-only informer
 //! (`PartialObjectMetadata`), which drops the spec and status altogether.

@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 
 use ferrokube::api::ListParams;
 use ferrokube::informer::{
-    Backoff, DeletedObject, EventHandler, ObjectKey, ReflectorOptions, SharedIndexInformer,
+    Backoff, DeletedObject, EventHandler, ListerWatcher, ObjectKey, ReflectorOptions,
+    SharedIndexInformer,
 };
 use ferrokube::{Api, Object};
 use parking_lot::Mutex;
@@ -41,6 +42,21 @@ impl<K: Object> EventHandler<K> for Replay {
         }
         self.state.lock().remove(object.key().as_str());
     }
+}
+
+/// An informer over `lister_watcher` with `options` and a [`Replay`] handler, started and synced.
+pub async fn start_synced<K: Object, L: ListerWatcher<K>>(
+    lister_watcher: L,
+    options: ReflectorOptions,
+) -> (SharedIndexInformer<K>, Replay) {
+    let informer = SharedIndexInformer::builder(lister_watcher)
+        .reflector(options)
+        .build();
+    let replay = Replay::default();
+    informer.add_event_handler(replay.clone()).expect("handler");
+    informer.start().expect("start");
+    assert!(informer.wait_for_cache_sync().await, "synced");
+    (informer, replay)
 }
 
 /// The server's objects, freshly listed (a consistent read), by key.
