@@ -14,12 +14,22 @@
 #   scripts/bench-informer-peers.sh                         # full run
 #   COUNTS=2000 REPS=1 UPDATES=200 scripts/bench-informer-peers.sh   # smoke run
 #
-# Raw JSON lines go to $OUT (default target/bench-peers/informer.jsonl); a markdown table of medians
-# (min–max over the repetitions) goes to stdout.
+# Then, PAIRED_REPS times (default 3) per size and transform, all implementations run *at once* on the
+# same round: each syncs, and only when all have synced does one updater send the stamped PATCHes,
+# which every implementation times to its own handler. The server's share of the lag (queueing, the
+# etcd write, the watch cache) is then the same for all of them, update for update, so the paired p99s
+# differ only by what happens in the clients. (Sync time and memory come from the solo runs only: in
+# a paired run the four lists compete with each other.)
+#
+#   REPS=0 PAIRED_REPS=5 scripts/bench-informer-peers.sh    # paired lag runs only
+#
+# Raw JSON lines go to $OUT (default target/bench-peers/informer.jsonl; "mode" is "solo" or "paired");
+# markdown tables of medians (min–max over the repetitions) go to stdout.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 COUNTS=${COUNTS:-"10000 50000"}
 REPS=${REPS:-3}
+PAIRED_REPS=${PAIRED_REPS:-3}
 UPDATES=${UPDATES:-2000}
 QPS=${QPS:-50}
 BURST=${BURST:-100}
@@ -73,17 +83,55 @@ run_one() {
   if ! wait "$pid"; then
     log "FAILED: $name exited non-zero"; cat "$tmp/err" >&2; exit 1
   fi
-  python3 - "$tmp/out" "$name" "$count" >>"$OUT" <<'PY'
+  record "$tmp/out" "$name" "$count" solo "$round"
+}
+
+# Appends one implementation's result line to $OUT with the run's settings, and logs it.
+record() {
+  python3 - "$@" >>"$OUT" <<'PY'
 import json, sys
-lines = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+out, name, count, mode, round_ = sys.argv[1:]
+lines = [json.loads(l) for l in open(out) if l.strip()]
 result = [l for l in lines if l.get("event") == "result"]
 assert len(result) == 1, f"expected one result line, got {lines}"
 rec = result[0]
-rec["bench_impl"] = sys.argv[2]
-rec["seeded"] = int(sys.argv[3])
+rec.update(bench_impl=name, seeded=int(count), mode=mode, round=int(round_))
 print(json.dumps(rec))
 PY
-  log "$(tail -n 1 "$OUT" | python3 -c 'import json,sys; r=json.load(sys.stdin); print(r["bench_impl"], r["seeded"], "strip" if r["strip"] else "full", "sync", round(r["sync_ms"]), "ms rss", r["rss_kib"]//1024, "MiB p99", round(r["lag_p99_ms"],1), "ms seen", r["updates_seen"])')"
+  log "$(tail -n 1 "$OUT" | python3 -c 'import json,sys; r=json.load(sys.stdin); print(r["mode"], r["bench_impl"], r["seeded"], "strip" if r["strip"] else "full", "sync", round(r["sync_ms"]), "ms rss", r["rss_kib"]//1024, "MiB p99", round(r["lag_p99_ms"],1), "ms seen", r["updates_seen"])')"
+}
+
+# Runs every implementation at once on one round: waits until all have synced, sends the stamped
+# updates once, collects each one's result.
+run_paired() {
+  local namespace=$1 count=$2 strip=$3
+  round=$((round + 1))
+  local flags=(--namespace "$namespace" --round "$round" --updates "$UPDATES" --qps "$QPS" --burst "$BURST")
+  [ "$strip" = 1 ] && flags+=(--strip)
+  local pids=() i
+  for i in "${!impls[@]}"; do
+    local entry=${impls[$i]}
+    # shellcheck disable=SC2086
+    ${entry#*|} "${flags[@]}" >"$tmp/paired-$i.out" 2>"$tmp/paired-$i.err" &
+    pids+=($!)
+  done
+  local waited=0
+  for i in "${!impls[@]}"; do
+    until grep -q '"synced"' "$tmp/paired-$i.out" 2>/dev/null; do
+      if ! kill -0 "${pids[$i]}" 2>/dev/null || [ $waited -gt 12000 ]; then
+        log "FAILED: ${impls[$i]%%|*} did not sync (paired)"; cat "$tmp/paired-$i.err" >&2
+        kill "${pids[@]}" 2>/dev/null || true; exit 1
+      fi
+      sleep 0.05; waited=$((waited + 1))
+    done
+  done
+  "$ours" update --namespace "$namespace" --round "$round" --count "$UPDATES" --pods "$count" 2>>"$tmp/updater"
+  for i in "${!impls[@]}"; do
+    if ! wait "${pids[$i]}"; then
+      log "FAILED: ${impls[$i]%%|*} exited non-zero (paired)"; cat "$tmp/paired-$i.err" >&2; exit 1
+    fi
+    record "$tmp/paired-$i.out" "${impls[$i]%%|*}" "$count" paired "$round"
+  done
 }
 
 for count in $COUNTS; do
@@ -99,15 +147,21 @@ for count in $COUNTS; do
       done
     done
   done
+  for rep in $(seq 1 "$PAIRED_REPS"); do
+    for strip in 0 1; do
+      run_paired "$namespace" "$count" "$strip"
+    done
+  done
 done
 
 python3 - "$OUT" <<'PY'
 import json, statistics, sys
 from collections import defaultdict
 runs = defaultdict(list)
+paired = defaultdict(list)
 for line in open(sys.argv[1]):
     r = json.loads(line)
-    runs[(r["seeded"], r["strip"], r["bench_impl"])].append(r)
+    (paired if r.get("mode") == "paired" else runs)[(r["seeded"], r["strip"], r["bench_impl"])].append(r)
 def cell(values, fmt):
     values = sorted(values)
     med = statistics.median(values)
@@ -121,4 +175,18 @@ for (seeded, strip, impl), rs in sorted(runs.items()):
           f"{cell(per_pod, '{:.1f}')} | {cell([r['lag_p50_ms'] for r in rs], '{:.1f}')} | "
           f"{cell([r['lag_p99_ms'] for r in rs], '{:.1f}')} | {cell([r['updates_per_sec'] for r in rs], '{:.0f}')} | "
           f"{min(r['updates_seen'] for r in rs)} |")
+if paired:
+    # The same round's client-go p99, to pair each implementation's p99 with.
+    reference = {r["round"]: r["lag_p99_ms"] for (_, _, impl), rs in paired.items()
+                 if impl.startswith("client-go") for r in rs}
+    print()
+    print("Paired runs (all implementations at once, the same updates):")
+    print()
+    print("| pods | transform | implementation | runs | update lag p50 (ms) | p99 (ms) | p99 ÷ client-go's p99, same run |")
+    print("|---|---|---|---|---|---|---|")
+    for (seeded, strip, impl), rs in sorted(paired.items()):
+        ratios = [r["lag_p99_ms"] / reference[r["round"]] for r in rs if r["round"] in reference]
+        print(f"| {seeded} | {'drop managedFields' if strip else 'none'} | {impl} | {len(rs)} | "
+              f"{cell([r['lag_p50_ms'] for r in rs], '{:.1f}')} | {cell([r['lag_p99_ms'] for r in rs], '{:.1f}')} | "
+              f"{cell(ratios, '{:.2f}') if ratios else '–'} |")
 PY

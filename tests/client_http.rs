@@ -1,5 +1,6 @@
 //! The client's HTTP behaviour (retries, rate limits, timeouts, headers, watch streams) against a
-//! small scripted HTTP server in the test process. Behaviour against a real API server is in
+//! small scripted HTTP server in the test process, and the HTTP version it negotiates over TLS
+//! (against the embedded API server, which offers both). Behaviour against a real API server is in
 //! `e2e_client.rs`.
 
 use std::convert::Infallible;
@@ -313,4 +314,52 @@ async fn the_resuming_watcher_reopens_from_the_last_version_and_reports_410() {
         .map(|(_, q)| q.rsplit("resourceVersion=").next().unwrap_or_default())
         .collect();
     assert_eq!(versions, ["10", "11", "15", "15", "20"]);
+}
+
+#[tokio::test]
+async fn over_tls_the_client_speaks_http1_unless_http2_is_asked_for() {
+    let server = ferrokube::apiserver::ApiServer::new()
+        .tls(true)
+        .token("version-token")
+        .start()
+        .await
+        .expect("server starts");
+    let path = std::env::temp_dir().join(format!(
+        "ferrokube-http-version-{}.kubeconfig",
+        std::process::id()
+    ));
+    server.write_kubeconfig(&path).expect("kubeconfig written");
+    let config = Config::from_kubeconfig_files(std::slice::from_ref(&path), None);
+    let _ = std::fs::remove_file(&path);
+    let config = config.expect("config from the server's kubeconfig");
+    assert!(!config.http2, "HTTP/1.1 is the default");
+
+    for (http2, expected) in [
+        (false, http::Version::HTTP_11),
+        (true, http::Version::HTTP_2),
+    ] {
+        let client = Client::new(Config {
+            http2,
+            ..config.clone()
+        })
+        .expect("client");
+        for streaming in [false, true] {
+            let uri = if streaming {
+                "/api/v1/namespaces/default/configmaps?watch=true&timeoutSeconds=1"
+            } else {
+                "/api/v1/namespaces/default/configmaps"
+            };
+            let call = ferrokube::client::Call {
+                request: Request::get(uri).body(Bytes::new()).expect("request"),
+                idempotent: true,
+                streaming,
+            };
+            let response = client.send(call).await.expect("answered");
+            assert_eq!(
+                response.version(),
+                expected,
+                "http2 = {http2}, watch = {streaming}"
+            );
+        }
+    }
 }

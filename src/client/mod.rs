@@ -33,7 +33,7 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper_util::client::legacy::Client as HyperClient;
 use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::TokioExecutor;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
 use serde::de::DeserializeOwned;
 
 pub use rate_limit::Priority;
@@ -65,6 +65,13 @@ struct Inner {
     default_namespace: String,
     user_agent: HeaderValue,
 }
+
+/// With [`Config::http2`], how long a connection may be quiet before it is pinged (client-go's
+/// `ReadIdleTimeout`: 30 s).
+const HTTP2_PING_AFTER_IDLE: Duration = Duration::from_secs(30);
+/// With [`Config::http2`], how long a ping may go unanswered before the connection is closed
+/// (client-go's `PingTimeout`: 15 s).
+const HTTP2_PING_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// One request to send, and what the retry rules need to know about it.
 pub struct Call {
@@ -106,8 +113,21 @@ impl Client {
             }
             None => builder,
         };
-        let connector = builder.enable_all_versions().wrap_connector(http);
-        let http = HyperClient::builder(TokioExecutor::new()).build(connector);
+        let connector = if config.http2 {
+            builder.enable_all_versions().wrap_connector(http)
+        } else {
+            builder.enable_http1().wrap_connector(http)
+        };
+        let mut http = HyperClient::builder(TokioExecutor::new());
+        if config.http2 {
+            // A shared HTTP/2 connection that died silently would stall every request and watch
+            // on it; ping it when it has been quiet, as client-go's health check does.
+            http.timer(TokioTimer::new())
+                .http2_keep_alive_interval(HTTP2_PING_AFTER_IDLE)
+                .http2_keep_alive_timeout(HTTP2_PING_TIMEOUT)
+                .http2_keep_alive_while_idle(true);
+        }
+        let http = http.build(connector);
         let limiter = config.qps.and_then(|qps| RateLimit::new(qps, config.burst));
         let base = config
             .cluster_url

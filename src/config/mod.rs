@@ -120,6 +120,16 @@ pub struct Config {
     pub burst: u32,
     /// Retries of failed requests (see [`RetryPolicy`](crate::client::RetryPolicy)).
     pub retry: crate::client::RetryPolicy,
+    /// Offer HTTP/2 in the TLS handshake (ALPN `h2`), so that every request and watch shares one
+    /// connection. Default `false`: HTTP/1.1, one connection per request in flight and per watch.
+    ///
+    /// This default is a deliberate difference from client-go, which prefers HTTP/2. Measured on
+    /// kube-apiserver 1.20 (README, "Informers": the paired runs), watch events reach an HTTP/1.1
+    /// client sooner under load: on HTTP/2 they also pass through the server's frame writer, which
+    /// shares the CPU with everything else. An HTTP/1.1 watch also has a connection of its own: no
+    /// head-of-line blocking behind other requests, and a dead connection takes down one watch,
+    /// not all traffic. Choose HTTP/2 to hold fewer connections when a process keeps many watches.
+    pub http2: bool,
 }
 
 /// Default request timeout.
@@ -145,6 +155,7 @@ impl Config {
             qps: Some(DEFAULT_QPS),
             burst: DEFAULT_BURST,
             retry: crate::client::RetryPolicy::default(),
+            http2: false,
         }
     }
 
