@@ -8,7 +8,7 @@
 //! | module | what it is | client-go counterpart |
 //! |---|---|---|
 //! | [`config`] | kubeconfig (merged like kubectl), in-cluster, credentials that rotate | `tools/clientcmd`, `rest.Config` |
-//! | [`client`] | one pooled HTTP/2 or HTTP/1.1 connection to the API server, rate limit, retries | `rest.RESTClient` |
+//! | [`client`] | pooled HTTP/1.1 (or, opted into, HTTP/2) connections to the API server, rate limit, retries | `rest.RESTClient` |
 //! | [`api`] | the verbs on one resource, typed (`Api<Pod>`) or dynamic (`Api<DynamicObject>`) | clientset, `dynamic` |
 //! | [`watch`] | watch streams decoded incrementally, and a watcher that resumes and says when to relist | `watch`, `RetryWatcher` |
 //! | [`error`] | the server's `Status` as a typed error (`is_conflict()`, `is_gone()`, …) | `api/errors` |

@@ -11,7 +11,8 @@
 //!        ▼
 //!  + base URL, User-Agent, Accept, Authorization (re-read from its source if it rotates)
 //!        ▼
-//!  hyper (pooled connections, HTTP/2 or HTTP/1.1 by ALPN) ── timeout 30 s, none for watches
+//!  hyper (pooled HTTP/1.1 connections; one HTTP/2 connection with `Config::http2`) ── timeout 30 s,
+//!  none for watches
 //!        ▼
 //!  2xx ──▶ response           error ──▶ RetryPolicy: 429 any verb, 5xx/transport idempotent only
 //!                                        401 once more with fresh credentials

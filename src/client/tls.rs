@@ -1,6 +1,7 @@
 //! The TLS side of a connection: which server certificates we trust and which certificate we show.
 //!
-//! rustls with the `ring` provider; ALPN offers HTTP/2 and HTTP/1.1, and the server picks.
+//! rustls with the `ring` provider. ALPN offers HTTP/1.1, or HTTP/2 and HTTP/1.1 with
+//! [`Config::http2`] (the connector sets it), and the server picks.
 
 use std::sync::Arc;
 
