@@ -126,9 +126,9 @@ pub struct Config {
     /// This default is a deliberate difference from client-go, which prefers HTTP/2. Measured on
     /// kube-apiserver 1.20 (README, "Informers": the paired runs), watch events reach an HTTP/1.1
     /// client sooner under load (our reading: on HTTP/2 they also pass through the server's frame
-    /// writer, one more step that waits for the CPU). An HTTP/1.1 watch also has a connection of its own: no
-    /// head-of-line blocking behind other requests, and a dead connection takes down one watch,
-    /// not all traffic. Choose HTTP/2 to hold fewer connections when a process keeps many watches.
+    /// writer, one more step that waits for the CPU). An HTTP/1.1 watch also has a connection of
+    /// its own: no head-of-line blocking behind other requests, and a dead connection takes down
+    /// one watch, not all traffic. Choose HTTP/2 to hold fewer connections when a process keeps many watches.
     pub http2: bool,
 }
 
