@@ -23,6 +23,12 @@ OUT=${OUT:-/tmp/ferrokube-bench-replicaset.txt}
 scripts/kube-apiserver.sh up
 eval "$(scripts/kube-apiserver.sh env)"
 export KUBECONFIG FERROKUBE_KCM
+# Both controllers cache every Pod in the cluster, so leftovers (e.g. the informer benchmark's seeded
+# Pods) would inflate both sides' memory and time: start from a cluster with no Pods.
+if [ "$(kubectl get --raw '/api/v1/pods?limit=1' | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["items"]))')" != 0 ]; then
+  echo "bench-replicaset: the cluster already holds Pods; run scripts/kube-apiserver.sh down for a fresh one" >&2
+  exit 1
+fi
 cargo build --release -q --example replicaset --example bench_replicaset
 : >"$OUT"
 
