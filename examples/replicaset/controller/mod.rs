@@ -32,9 +32,6 @@
 //! (which pods to delete first), [`status`] (status computation and write), [`running`] (start and
 //! stop it all).
 
-pub mod event_correlator;
-pub mod events;
-pub mod expectations;
 pub mod pod;
 pub mod pod_control;
 pub mod ranking;
@@ -46,21 +43,27 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use ferrokube::informer::{
-    DeletedObject, EventHandler, HandlerOptions, LabelSelector, Lister, ObjectKey, Scope,
-    SharedIndexInformer, SharedInformerFactory, StartError, drop_managed_fields,
+use ferrokube::controller::expectations::EXPECTATIONS_TIMEOUT;
+use ferrokube::controller::{
+    Action, Controller, ControllerBuilder, Enqueue, EventRecorder, Expectations, ObjectEvent,
+    Reconciler,
 };
-use ferrokube::workqueue::{WorkQueue, run_workers};
+use ferrokube::informer::{
+    LabelSelector, Lister, ObjectKey, Scope, SharedIndexInformer, SharedInformerFactory,
+    drop_managed_fields,
+};
+use ferrokube::workqueue::WorkQueue;
 use ferrokube::{Api, Client, Error};
 use futures_util::future::join_all;
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 
-use events::EventRecorder;
-use expectations::Expectations;
 use pod_control::PodControl;
 pub use running::Running;
+
+/// The `source.component` of every event (upstream's name for this controller).
+pub const COMPONENT: &str = "replicaset-controller";
 
 /// The controller's settings; every field has a default equal to kube-controller-manager's.
 #[derive(Debug, Clone)]
@@ -82,7 +85,7 @@ impl Default for ControllerOptions {
             workers: 5,
             burst_replicas: 500,
             resync: Duration::from_secs(12 * 3600),
-            expectations_timeout: expectations::EXPECTATIONS_TIMEOUT,
+            expectations_timeout: EXPECTATIONS_TIMEOUT,
         }
     }
 }
@@ -126,15 +129,15 @@ pub struct ReplicaSetController {
     shared: Arc<Shared>,
     pods: SharedIndexInformer<Pod>,
     replicasets: SharedIndexInformer<ReplicaSet>,
+    queue: WorkQueue<ObjectKey>,
 }
 
-/// What handlers and workers share.
+/// What the pod handler and the workers share: the reconciler's context.
 struct Shared {
     /// For the controller's own requests (informers list and watch through the factory's).
     client: Client,
     replicasets: Lister<ReplicaSet>,
     pods: Lister<Pod>,
-    queue: WorkQueue<ObjectKey>,
     expectations: Expectations,
     pod_control: PodControl,
     events: EventRecorder,
@@ -143,55 +146,59 @@ struct Shared {
 }
 
 impl ReplicaSetController {
-    /// Registers the controller's handlers on the factory's Pod and ReplicaSet informers (created if
-    /// needed) and returns it with the task that posts its events (spawn that). Start the factory and
-    /// wait for its caches, then [`run`](Self::run).
+    /// Declares the controller on the factory's Pod and ReplicaSet informers (created without
+    /// managedFields if the factory has none yet). Returns it, the [`Controller`] to run with
+    /// [`run`](Self::run), and the task that posts its events (spawn that).
     pub fn new(
-        factory: &SharedInformerFactory<Client>,
+        factory: &Arc<SharedInformerFactory<Client>>,
         client: Client,
-        queue: WorkQueue<ObjectKey>,
         options: ControllerOptions,
-    ) -> Result<
-        (
-            ReplicaSetController,
-            impl Future<Output = ()> + Send + 'static,
-        ),
-        StartError,
-    > {
+        metrics: Option<&ferrokube::controller::Metrics>,
+    ) -> (
+        ReplicaSetController,
+        ControllerBuilder<ReplicaSet>,
+        impl Future<Output = ()> + Send + 'static,
+    ) {
         // The controller never reads managedFields; not caching them roughly halves the memory a
         // pod takes in the store. (An informer the factory already had keeps its own settings.)
         let pods =
             factory.informer_with::<Pod>(&Scope::all(), |b| b.transform(drop_managed_fields));
         let replicasets = factory
             .informer_with::<ReplicaSet>(&Scope::all(), |b| b.transform(drop_managed_fields));
-        let (events, post_events) = EventRecorder::new(client.clone());
+        let (events, post_events) = EventRecorder::new(client.clone(), COMPONENT);
         let shared = Arc::new(Shared {
             pod_control: PodControl::new(client.clone(), events.clone()),
             client,
             replicasets: replicasets.lister(),
             pods: pods.lister(),
-            queue,
             expectations: Expectations::new(options.expectations_timeout),
             events,
             stats: Arc::default(),
             options,
         });
-        replicasets.add_event_handler_with(
-            ReplicaSetEvents(shared.clone()),
-            HandlerOptions::default()
-                .name("replicaset-controller")
-                .resync(shared.options.resync),
-        )?;
-        pods.add_event_handler_with(
-            PodEvents(shared.clone()),
-            HandlerOptions::default().name("replicaset-controller"),
-        )?;
+        let pod_events = PodEvents(shared.clone());
+        let stats = shared.stats.clone();
+        let mut builder = Controller::<ReplicaSet>::with_factory(factory.clone(), Scope::all())
+            .name("replicaset")
+            .workers(shared.options.workers)
+            .resync(Some(shared.options.resync))
+            .watches_with::<Pod>(Scope::all(), move |enqueue, event| {
+                pod_events.handle(enqueue, event)
+            })
+            // Only counted, for the live view; the primary source queues the keys.
+            .watches_with::<ReplicaSet>(Scope::all(), move |_, _| {
+                Stats::bump(&stats.replicaset_events)
+            });
+        if let Some(metrics) = metrics {
+            builder = builder.metrics(metrics);
+        }
         let controller = ReplicaSetController {
+            queue: builder.queue_handle(),
             shared,
             pods,
             replicasets,
         };
-        Ok((controller, post_events))
+        (controller, builder, post_events)
     }
 
     pub fn stats(&self) -> &Arc<Stats> {
@@ -199,7 +206,7 @@ impl ReplicaSetController {
     }
 
     pub fn queue(&self) -> &WorkQueue<ObjectKey> {
-        &self.shared.queue
+        &self.queue
     }
 
     pub fn replicasets(&self) -> &SharedIndexInformer<ReplicaSet> {
@@ -210,36 +217,43 @@ impl ReplicaSetController {
         &self.pods
     }
 
-    /// Runs the workers until `shutdown` resolves, then stops taking new work and waits for the
-    /// queued and in-flight keys to finish (ShutDownWithDrain). Stop the informers first so no new
-    /// keys arrive while draining.
-    pub async fn run(&self, shutdown: impl Future<Output = ()>) {
-        let shared = self.shared.clone();
-        let workers = tokio::spawn(run_workers(
-            self.shared.queue.clone(),
-            self.shared.options.workers,
-            move |key: ObjectKey| {
-                let shared = shared.clone();
-                async move { shared.sync(&key).await }
-            },
-        ));
-        shutdown.await;
-        tracing::info!(
-            queued = self.shared.queue.len(),
-            "shutting down: draining the queue"
-        );
-        self.shared.queue.shut_down_with_drain().await;
-        if let Err(error) = workers.await {
-            tracing::error!(%error, "workers ended abnormally");
+    /// Runs `controller` (from [`new`](Self::new)) until `shutdown` resolves: it waits for the
+    /// caches, then syncs with the configured workers; at shutdown it takes no new key and waits
+    /// for the syncs in flight.
+    pub async fn run(
+        &self,
+        controller: ControllerBuilder<ReplicaSet>,
+        shutdown: impl Future<Output = ()> + Send,
+    ) -> Result<(), ferrokube::controller::ControllerError> {
+        controller
+            .run(ReplicaSetSync(self.shared.clone()), shutdown)
+            .await
+    }
+}
+
+/// The reconciler: one sync per ReplicaSet key, and the bookkeeping of deleted ones.
+struct ReplicaSetSync(Arc<Shared>);
+
+impl Reconciler<ReplicaSet> for ReplicaSetSync {
+    type Error = SyncError;
+
+    async fn reconcile(&self, rs: Arc<ReplicaSet>) -> Result<Action, SyncError> {
+        self.0.sync(rs).await
+    }
+
+    async fn deleted(&self, rs: Arc<ReplicaSet>) -> Result<(), SyncError> {
+        tracing::debug!(rs = ?rs.metadata.name, "ReplicaSet has been deleted");
+        self.0
+            .expectations
+            .forget(ObjectKey::of(rs.as_ref()).as_str());
+        if let Some(uid) = rs.metadata.uid.as_deref() {
+            self.0.events.forget(uid);
         }
+        Ok(())
     }
 }
 
 impl Shared {
-    fn enqueue(&self, rs: &ReplicaSet) {
-        self.queue.add(ObjectKey::of(rs));
-    }
-
     /// The ReplicaSet an owner reference points at, if it is one we know with that uid.
     fn resolve(&self, namespace: Option<&str>, owner: &OwnerReference) -> Option<Arc<ReplicaSet>> {
         if owner.kind != "ReplicaSet" {
@@ -261,28 +275,25 @@ impl Shared {
     }
 
     /// One sync of one ReplicaSet: see the [module docs](self).
-    async fn sync(&self, key: &ObjectKey) -> Result<(), SyncError> {
+    async fn sync(&self, rs: Arc<ReplicaSet>) -> Result<Action, SyncError> {
         Stats::bump(&self.stats.syncs);
-        let result = self.sync_inner(key).await;
+        let result = self.sync_inner(rs).await;
         if result.is_err() {
             Stats::bump(&self.stats.failed_syncs);
         }
         result
     }
 
-    async fn sync_inner(&self, key: &ObjectKey) -> Result<(), SyncError> {
-        let Some(rs) = self.replicasets.get(key.namespace(), key.name()) else {
-            tracing::debug!(%key, "ReplicaSet has been deleted");
-            self.expectations.forget(key.as_str());
-            return Ok(());
-        };
+    async fn sync_inner(&self, rs: Arc<ReplicaSet>) -> Result<Action, SyncError> {
+        let key = ObjectKey::of(rs.as_ref());
+        let key = &key;
         let may_manage = self.expectations.satisfied(key.as_str());
         let selector = match selector_of(&rs) {
             Ok(selector) => selector,
             Err(reason) => {
                 // Validation makes this impossible; retrying would not help.
                 tracing::error!(%key, %reason, "ReplicaSet has an unusable selector");
-                return Ok(());
+                return Ok(Action::await_change());
             }
         };
         let namespace = key.namespace().unwrap_or_default();
@@ -311,6 +322,7 @@ impl Shared {
         if changed {
             Stats::bump(&self.stats.status_writes);
         }
+        managed?;
 
         // With minReadySeconds, pods become available with no event to say so: look again then.
         let min_ready = rs.spec.min_ready_seconds.unwrap_or(0);
@@ -319,11 +331,11 @@ impl Shared {
             status.ready_replicas.unwrap_or(0),
             status.available_replicas.unwrap_or(0),
         );
-        if managed.is_ok() && min_ready > 0 && ready == replicas_of(&rs) && available != ready {
+        if min_ready > 0 && ready == replicas_of(&rs) && available != ready {
             let wait = Duration::from_secs(u64::try_from(min_ready).unwrap_or(0));
-            self.queue.add_after(key.clone(), wait);
+            return Ok(Action::requeue(wait));
         }
-        managed
+        Ok(Action::await_change())
     }
 
     /// Adopts matching orphans and releases owned pods that no longer match; returns the pods that
@@ -555,82 +567,50 @@ fn is_namespace_terminating(error: &Error) -> bool {
         })
 }
 
-/// ReplicaSet events: every add, update (including resyncs) and delete enqueues the ReplicaSet.
-struct ReplicaSetEvents(Arc<Shared>);
-
-impl EventHandler<ReplicaSet> for ReplicaSetEvents {
-    fn on_add(&self, rs: &Arc<ReplicaSet>, _initial: bool) {
-        Stats::bump(&self.0.stats.replicaset_events);
-        self.0.enqueue(rs);
-    }
-
-    fn on_update(&self, old: &Arc<ReplicaSet>, new: &Arc<ReplicaSet>) {
-        Stats::bump(&self.0.stats.replicaset_events);
-        if old.metadata.uid != new.metadata.uid {
-            // Deleted and re-created under the same name between two events: the old one's
-            // expectations must not hold the new one back.
-            self.on_delete(&DeletedObject::FinalStateUnknown {
-                key: ObjectKey::of(old.as_ref()),
-                last_known: old.clone(),
-            });
-        }
-        // Level-driven: enqueued whatever changed, even on a resync (old == new).
-        self.0.enqueue(new);
-    }
-
-    fn on_delete(&self, deleted: &DeletedObject<ReplicaSet>) {
-        Stats::bump(&self.0.stats.replicaset_events);
-        let rs = deleted.object();
-        self.0
-            .expectations
-            .forget(ObjectKey::of(rs.as_ref()).as_str());
-        if let Some(uid) = rs.metadata.uid.as_deref() {
-            self.0.events.forget(uid);
-        }
-        self.0.enqueue(rs);
-    }
-}
-
-/// Pod events: lower expectations and enqueue the pod's ReplicaSet(s).
+/// Pod events: lower expectations and queue the pod's ReplicaSet(s).
 struct PodEvents(Arc<Shared>);
 
 impl PodEvents {
+    fn handle(&self, enqueue: &Enqueue, event: &ObjectEvent<'_, Pod>) {
+        Stats::bump(&self.0.stats.pod_events);
+        match event {
+            ObjectEvent::Added { object, .. } => self.added(enqueue, object),
+            ObjectEvent::Updated { old, new } => self.updated(enqueue, old, new),
+            ObjectEvent::Deleted(gone) => self.deleted(enqueue, gone.object()),
+        }
+    }
+
     /// The controlling ReplicaSet of `pod`, if it is one we know.
     fn owner(&self, pod: &Pod) -> Option<Arc<ReplicaSet>> {
         let owner = pod::controller_of(pod)?;
         self.0.resolve(pod.metadata.namespace.as_deref(), owner)
     }
 
-    fn enqueue_matching(&self, pod: &Pod) {
+    fn enqueue_matching(&self, enqueue: &Enqueue, pod: &Pod) {
         for rs in self.0.replicasets_matching(pod) {
-            self.0.enqueue(&rs);
+            enqueue.add(ObjectKey::of(rs.as_ref()));
         }
     }
-}
 
-impl EventHandler<Pod> for PodEvents {
-    fn on_add(&self, pod: &Arc<Pod>, _initial: bool) {
-        Stats::bump(&self.0.stats.pod_events);
+    fn added(&self, enqueue: &Enqueue, pod: &Arc<Pod>) {
         if pod.metadata.deletion_timestamp.is_some() {
             // Already being deleted when we first see it (e.g. after a restart): a deletion, not a
             // creation we were waiting for.
-            return self.on_delete(&DeletedObject::Object(pod.clone()));
+            return self.deleted(enqueue, pod);
         }
         if pod::controller_of(pod).is_some() {
             if let Some(rs) = self.owner(pod) {
-                self.0
-                    .expectations
-                    .creation_observed(ObjectKey::of(rs.as_ref()).as_str());
-                self.0.enqueue(&rs);
+                let key = ObjectKey::of(rs.as_ref());
+                self.0.expectations.creation_observed(key.as_str());
+                enqueue.add(key);
             }
             return;
         }
         // An orphan: every ReplicaSet that might adopt it should look.
-        self.enqueue_matching(pod);
+        self.enqueue_matching(enqueue, pod);
     }
 
-    fn on_update(&self, old: &Arc<Pod>, new: &Arc<Pod>) {
-        Stats::bump(&self.0.stats.pod_events);
+    fn updated(&self, enqueue: &Enqueue, old: &Arc<Pod>, new: &Arc<Pod>) {
         if old.metadata.resource_version == new.metadata.resource_version {
             // A resync; pods that did not change need no sync.
             return;
@@ -639,9 +619,9 @@ impl EventHandler<Pod> for PodEvents {
         if new.metadata.deletion_timestamp.is_some() {
             // A graceful delete has begun: for the controller the pod is gone now, not when the
             // kubelet finishes. If its labels changed too, the old owner may need to know.
-            self.on_delete(&DeletedObject::Object(new.clone()));
+            self.deleted(enqueue, new);
             if labels_changed {
-                self.on_delete(&DeletedObject::Object(old.clone()));
+                self.deleted(enqueue, old);
             }
             return;
         }
@@ -649,35 +629,33 @@ impl EventHandler<Pod> for PodEvents {
         let ref_changed = old_ref != new_ref;
         if ref_changed {
             if let Some(rs) = self.owner(old) {
-                self.0.enqueue(&rs);
+                enqueue.add(ObjectKey::of(rs.as_ref()));
             }
         }
         if new_ref.is_some() {
             if let Some(rs) = self.owner(new) {
-                self.0.enqueue(&rs);
+                enqueue.add(ObjectKey::of(rs.as_ref()));
                 // Becoming ready starts the minReadySeconds clock; look again when it has run.
                 let min_ready = rs.spec.min_ready_seconds.unwrap_or(0);
                 if min_ready > 0 && !pod::is_ready(old) && pod::is_ready(new) {
                     let wait = Duration::from_secs(u64::try_from(min_ready).unwrap_or(0) + 1);
-                    self.0.queue.add_after(ObjectKey::of(rs.as_ref()), wait);
+                    enqueue.add_after(ObjectKey::of(rs.as_ref()), wait);
                 }
             }
             return;
         }
         if labels_changed || ref_changed {
-            self.enqueue_matching(new);
+            self.enqueue_matching(enqueue, new);
         }
     }
 
-    fn on_delete(&self, deleted: &DeletedObject<Pod>) {
-        Stats::bump(&self.0.stats.pod_events);
-        let pod = deleted.object();
+    fn deleted(&self, enqueue: &Enqueue, pod: &Pod) {
         if let Some(rs) = self.owner(pod) {
             let key = ObjectKey::of(rs.as_ref());
             self.0
                 .expectations
                 .deletion_observed(key.as_str(), &pod::key(pod));
-            self.0.queue.add(key);
+            enqueue.add(key);
         }
     }
 }

@@ -14,7 +14,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use serde_json::json;
 
 use super::SyncError;
-use super::events::{EventRecorder, EventType};
+use ferrokube::controller::{EventRecorder, EventType};
 
 /// Writes pods on behalf of ReplicaSets. Cheap to clone.
 #[derive(Clone)]

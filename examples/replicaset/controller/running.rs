@@ -2,8 +2,8 @@
 
 use std::sync::Arc;
 
-use ferrokube::informer::{PrometheusInformerMetrics, SharedInformerFactory, StartError};
-use ferrokube::workqueue::{PrometheusMetrics, WorkQueue, default_controller_rate_limiter};
+use ferrokube::controller::Metrics;
+use ferrokube::informer::SharedInformerFactory;
 use ferrokube::{Client, Config};
 use prometheus_client::registry::Registry;
 use tokio::sync::oneshot;
@@ -16,7 +16,7 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// The controller, its informers and workers, running.
 pub struct Running {
-    pub factory: SharedInformerFactory<Client>,
+    pub factory: Arc<SharedInformerFactory<Client>>,
     pub controller: Arc<ReplicaSetController>,
     stop: oneshot::Sender<()>,
     workers: JoinHandle<()>,
@@ -25,41 +25,39 @@ pub struct Running {
 impl Running {
     /// Builds two clients from `config` (one for the informers, one for the controller's own
     /// requests, each with `config`'s QPS and burst, as kube-controller-manager does), starts the
-    /// informers, waits for their caches, and starts the workers. With a `registry`, the informers'
-    /// and the queue's metrics are registered in it.
+    /// controller and returns once its caches have synced. With a `registry`, the controller's,
+    /// the queue's and the informers' metrics are registered in it.
     pub async fn start(
         config: Config,
         options: ControllerOptions,
         registry: Option<&mut Registry>,
     ) -> Result<Running, BoxError> {
+        let metrics = registry.map(Metrics::register);
         let mut factory = SharedInformerFactory::new(Client::new(config.clone())?);
-        let mut queue = WorkQueue::builder()
-            .name("replicaset")
-            .rate_limiter(default_controller_rate_limiter());
-        if let Some(registry) = registry {
-            let informer_metrics = PrometheusInformerMetrics::register(registry);
-            factory = factory.with_metrics(move |name| informer_metrics.for_informer(name));
-            queue = queue.metrics(PrometheusMetrics::register(registry).for_queue("replicaset"));
+        if let Some(metrics) = &metrics {
+            factory = factory.with_metrics(metrics.informers());
         }
-        let (controller, post_events) =
-            ReplicaSetController::new(&factory, Client::new(config)?, queue.build(), options)?;
+        let factory = Arc::new(factory);
+        let (controller, builder, post_events) =
+            ReplicaSetController::new(&factory, Client::new(config)?, options, metrics.as_ref());
         tokio::spawn(post_events);
-        factory.start()?;
-        if !factory.wait_for_cache_sync().await {
-            return Err(Box::new(StartError::Stopped));
-        }
         let controller = Arc::new(controller);
         let (stop, stopped) = oneshot::channel::<()>();
         let workers = tokio::spawn({
-            let controller = controller.clone();
+            let (controller, factory) = (controller.clone(), factory.clone());
             async move {
-                controller
-                    .run(async {
-                        let _ = stopped.await;
-                    })
-                    .await
+                let shutdown = async {
+                    let _ = stopped.await;
+                };
+                if let Err(error) = controller.run(builder, shutdown).await {
+                    tracing::error!(%error, "the ReplicaSet controller could not start");
+                    factory.shutdown(); // so that a wait for the caches ends
+                }
             }
         });
+        if !factory.wait_for_cache_sync().await {
+            return Err("an informer stopped before its cache synced".into());
+        }
         Ok(Running {
             factory,
             controller,
@@ -68,12 +66,12 @@ impl Running {
         })
     }
 
-    /// Stops the informers, then drains the queue (ShutDownWithDrain) and waits for the workers.
+    /// Stops the controller (no new keys; syncs in flight finish), then the informers.
     pub async fn stop(self) {
-        self.factory.shutdown();
         let _ = self.stop.send(());
         if let Err(error) = self.workers.await {
             tracing::error!(%error, "controller task failed");
         }
+        self.factory.shutdown();
     }
 }

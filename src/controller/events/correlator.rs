@@ -1,6 +1,6 @@
 //! What happens to an event between the recorder's queue and the API server, as client-go's
-//! `EventCorrelator` does it, so `kubectl get events` reads the same for our controller as for
-//! upstream's.
+//! `EventCorrelator` does it, so `kubectl get events` reads the same for a ferrokube controller as
+//! for an upstream one.
 //!
 //! Two rules, both keyed by what the event is about:
 //!
@@ -119,7 +119,7 @@ impl EventCorrelator {
         let stamp = event
             .first_timestamp
             .clone()
-            .unwrap_or_else(|| Time(super::pod::now()));
+            .unwrap_or_else(|| Time(super::now()));
         let combined = Event {
             metadata: ObjectMeta {
                 name: Some(format!("{name}.{:x}", stamp.0.as_nanosecond())),
@@ -233,7 +233,8 @@ mod tests {
     }
 
     #[test]
-    fn ten_similar_events_are_nine_posts_then_one_combined_event_that_is_patched_after() {
+    fn controller_events_ten_similar_events_are_nine_posts_then_one_combined_event_that_is_patched_after()
+     {
         let mut correlator = EventCorrelator::default();
         let now = Instant::now();
         let mut sent = Vec::new();
@@ -271,7 +272,8 @@ mod tests {
     }
 
     #[test]
-    fn an_identical_event_is_a_count_patch_and_a_run_ends_after_ten_quiet_minutes() {
+    fn controller_events_an_identical_event_is_a_count_patch_and_a_run_ends_after_ten_quiet_minutes()
+     {
         let mut correlator = EventCorrelator::default();
         let start = Instant::now();
         let (_, first) = send(&mut correlator, event("FailedCreate", "quota"), start);

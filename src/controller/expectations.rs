@@ -1,9 +1,9 @@
 //! Expectations: what a controller has asked for and not yet seen in its cache.
 //!
-//! The controller reads pods from an informer's cache, and that cache lags the API server: a pod it
-//! created a moment ago is not in the cache until the watch event arrives. A sync that trusted the
-//! cache right after creating would count too few pods and create them again. The timeline that goes
-//! wrong without expectations (`replicas: 3`, no pods yet):
+//! A controller reads its children from an informer's cache, and that cache lags the API server: a
+//! child it created a moment ago is not in the cache until the watch event arrives. A reconcile
+//! that trusted the cache right after creating would count too few children and create them again.
+//! The timeline that goes wrong without expectations (a ReplicaSet with `replicas: 3`, no pods yet):
 //!
 //! ```text
 //!  t0  sync #1: cache has 0 pods, want 3   → POST pod a, b, c          (server: 3 pods)
@@ -12,23 +12,27 @@
 //!  t3  events for b, c, d, e arrive        → cache 5 pods    → sync #3 deletes 2 (churn)
 //! ```
 //!
-//! With expectations, sync #1 first records "expect 3 adds for this ReplicaSet"; every pod add the
-//! informer delivers lowers that by one; and a sync whose expectations are not yet met does not create
-//! or delete anything (it still adopts, releases and writes status). At t2 the expectation is 2, so sync
-//! #2 waits; after the last event (t3) it is 0 and the next sync sees the true count, 3.
+//! With expectations, sync #1 first records "expect 3 adds for this owner"; every child add the
+//! informer delivers lowers that by one; and a reconcile whose expectations are not yet met does not
+//! create or delete anything (it may still adopt, release and write status). At t2 the expectation
+//! is 2, so sync #2 waits; after the last event (t3) it is 0 and the next sync sees the true count.
 //!
 //! ```text
-//!  sync: expect_creations(rs, 3) ─POST×3─▶ server ─watch─▶ informer ─on_add─▶ creation_observed(rs)
-//!        satisfied(rs)? ◀──────────────── add ≤ 0 and del ≤ 0, or older than 5 min ────────────────┘
+//!  reconcile: expect_creations(owner, 3) ─POST×3─▶ server ─watch─▶ informer ─▶ creation_observed(owner)
+//!             satisfied(owner)? ◀────────── adds ≤ 0 and deletes ≤ 0, or older than the timeout ──┘
 //! ```
 //!
-//! Deletions are tracked by pod key as well as by count (client-go's UID-tracking expectations): a
-//! delete event lowers the count only for a pod this controller asked to delete, so a pod someone else
-//! deleted at the same moment is not mistaken for ours.
+//! Deletions are tracked by child key as well as by count (upstream's UID-tracking expectations): a
+//! delete event lowers the count only for a child this controller asked to delete, so a child
+//! someone else deleted at the same moment is not mistaken for ours.
 //!
-//! The 5-minute expiry is the safety net: a create that failed without our knowing (or an event lost in
-//! some way the informer did not repair) must not freeze the ReplicaSet forever. A failed create we *do*
-//! know about is un-expected at once (`creation_observed` for each pod not created).
+//! The timeout (default 5 minutes, client-go's `ExpectationsTimeout`) is the safety net: a create
+//! that failed without our knowing (or an event lost in a way the informer did not repair) must not
+//! freeze the owner forever. A failed create we *do* know about is un-expected at once
+//! (`creation_observed` for each child not created).
+//!
+//! Keys are the owner's key (`namespace/name`); forget an owner's record when it is deleted
+//! ([`Reconciler::deleted`](super::Reconciler::deleted) is the place).
 
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
@@ -38,14 +42,14 @@ use parking_lot::Mutex;
 /// How long a record of expectations is trusted (client-go's `ExpectationsTimeout`: 5 minutes).
 pub const EXPECTATIONS_TIMEOUT: Duration = Duration::from_secs(5 * 60);
 
-/// Pending adds and deletes of one controller (one ReplicaSet), with when they were set.
+/// Pending adds and deletes of one owner, with when they were set.
 #[derive(Debug, Clone)]
 struct Record {
-    /// Creates not yet seen. May go below zero (an add seen for a pod created elsewhere).
+    /// Creates not yet seen. May go below zero (an add seen for a child created elsewhere).
     adds: i64,
     /// Deletes not yet seen.
     deletes: i64,
-    /// Pod keys whose deletion we asked for and have not seen. Invariant: `deletes` was lowered once
+    /// Child keys whose deletion we asked for and have not seen. Invariant: `deletes` was lowered once
     /// for every key removed from here.
     deleting: HashSet<String>,
     set_at: Instant,
@@ -57,7 +61,7 @@ impl Record {
     }
 }
 
-/// Expectations of every ReplicaSet, keyed by `namespace/name`. See the [module docs](self).
+/// Expectations of every owner, keyed by `namespace/name`. See the [module docs](self).
 #[derive(Debug)]
 pub struct Expectations {
     records: Mutex<HashMap<String, Record>>,
@@ -71,6 +75,7 @@ impl Default for Expectations {
 }
 
 impl Expectations {
+    /// Expectations that are trusted for `timeout` (default [`EXPECTATIONS_TIMEOUT`], 5 min).
     pub fn new(timeout: Duration) -> Expectations {
         Expectations {
             records: Mutex::new(HashMap::new()),
@@ -79,7 +84,7 @@ impl Expectations {
     }
 
     /// Whether a sync of `key` may create or delete: nothing pending, no record at all (a new or
-    /// deleted controller), or a record older than the timeout.
+    /// deleted owner), or a record older than the timeout.
     pub fn satisfied(&self, key: &str) -> bool {
         match self.records.lock().get(key) {
             None => true,
@@ -97,14 +102,14 @@ impl Expectations {
         }
     }
 
-    /// Records that `adds` pods are about to be created (replacing any earlier record).
+    /// Records that `adds` children are about to be created (replacing any earlier record).
     pub fn expect_creations(&self, key: &str, adds: usize) {
         self.set(key, adds as i64, HashSet::new());
     }
 
-    /// Records that the pods `pod_keys` are about to be deleted (replacing any earlier record).
-    pub fn expect_deletions(&self, key: &str, pod_keys: impl IntoIterator<Item = String>) {
-        let deleting: HashSet<String> = pod_keys.into_iter().collect();
+    /// Records that the children `child_keys` are about to be deleted (replacing any earlier record).
+    pub fn expect_deletions(&self, key: &str, child_keys: impl IntoIterator<Item = String>) {
+        let deleting: HashSet<String> = child_keys.into_iter().collect();
         self.set(key, 0, deleting);
     }
 
@@ -118,29 +123,28 @@ impl Expectations {
         self.records.lock().insert(key.to_string(), record);
     }
 
-    /// A pod created by `key`'s controller was seen (or a create was given up).
+    /// A child created by `key`'s owner was seen (or a create was given up).
     pub fn creation_observed(&self, key: &str) {
         if let Some(record) = self.records.lock().get_mut(key) {
             record.adds -= 1;
         }
     }
 
-    /// Pod `pod_key` was seen deleted (or its delete failed); counts only if we asked for it.
-    pub fn deletion_observed(&self, key: &str, pod_key: &str) {
+    /// Child `child_key` was seen deleted (or its delete failed); counts only if we asked for it.
+    pub fn deletion_observed(&self, key: &str, child_key: &str) {
         if let Some(record) = self.records.lock().get_mut(key) {
-            if record.deleting.remove(pod_key) {
+            if record.deleting.remove(child_key) {
                 record.deletes -= 1;
             }
         }
     }
 
-    /// Forgets `key` (its ReplicaSet is gone).
+    /// Forgets `key` (its owner is gone).
     pub fn forget(&self, key: &str) {
         self.records.lock().remove(key);
     }
 
     /// `(adds, deletes)` still pending for `key`, if it has a record.
-    #[cfg(test)]
     pub fn pending(&self, key: &str) -> Option<(i64, i64)> {
         self.records
             .lock()
@@ -154,7 +158,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn creations_block_until_observed() {
+    fn controller_expectations_creations_block_until_observed() {
         let expectations = Expectations::default();
         assert!(expectations.satisfied("ns/rs"), "no record: free to act");
         expectations.expect_creations("ns/rs", 2);
@@ -167,7 +171,7 @@ mod tests {
     }
 
     #[test]
-    fn deletions_count_only_the_pods_we_deleted() {
+    fn controller_expectations_deletions_count_only_the_children_we_deleted() {
         let expectations = Expectations::default();
         expectations.expect_deletions("ns/rs", ["ns/a".to_string(), "ns/b".to_string()]);
         expectations.deletion_observed("ns/rs", "ns/other");
@@ -180,7 +184,7 @@ mod tests {
     }
 
     #[test]
-    fn an_old_record_expires_and_a_forgotten_one_is_gone() {
+    fn controller_expectations_an_old_record_expires_and_a_forgotten_one_is_gone() {
         let expectations = Expectations::new(Duration::from_millis(20));
         expectations.expect_creations("ns/rs", 5);
         assert!(!expectations.satisfied("ns/rs"));

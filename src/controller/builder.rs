@@ -1,0 +1,431 @@
+//! [`Controller`]: declare what a controller watches, then run it with a [`Reconciler`].
+//!
+//! The builder only records: `for` scope, owned types, watched types, streams, filters and
+//! options. [`Controller::run`] wires it up, in this order:
+//!
+//! 1. one handler per source on the factory's informers (shared with every other user of the
+//!    factory: one watch and one cache per type and scope in the process);
+//! 2. the informers start (those already running are left as they are) and the controller waits
+//!    for their caches: a reconcile never sees a half-listed world;
+//! 3. the stream sources start, then `workers` workers;
+//! 4. when `shutdown` resolves: the handlers come off the informers and the streams stop (no new
+//!    keys), workers finish the reconcile in hand and take no new key, and `run` returns once they
+//!    have, or after [`shutdown_timeout`](ControllerBuilder::shutdown_timeout) (reconciles still
+//!    running are then dropped at their next await). A controller made by [`Controller::new`]
+//!    owns its informers and stops them; one made by [`Controller::with_factory`] leaves a shared
+//!    factory to its owner.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ferrokube_informer::{
+    HandlerOptions, HandlerRegistration, ObjectKey, Scope, SharedIndexInformer,
+    SharedInformerFactory, StartError,
+};
+use ferrokube_workqueue::{WorkQueue, default_controller_rate_limiter};
+use futures_util::{Stream, StreamExt};
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+use super::filter::{Filter, Filters};
+use super::metrics::Metrics;
+use super::reconciler::Reconciler;
+use super::source::{self, Enqueue, MapEvent, ObjectEvent, SourceHandler, Tombstones};
+use super::worker::Workers;
+use crate::api::Object;
+use crate::client::Client;
+
+/// Workers of a controller unless set (controller-runtime's `MaxConcurrentReconciles` default, 1:
+/// a reconciler need not be written for concurrency to be correct; raise it when reconciles wait
+/// on I/O, and the queue still never hands one key to two workers).
+pub const DEFAULT_WORKERS: usize = 1;
+/// How often every cached primary object is reconciled with nothing changed (controller-runtime's
+/// `SyncPeriod` default, 10 hours).
+pub const DEFAULT_RESYNC: Duration = Duration::from_secs(10 * 3600);
+/// How long `run` waits for reconciles in flight at shutdown (controller-runtime's
+/// `GracefulShutdownTimeout` default, 30 s).
+pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Why a controller could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum ControllerError {
+    #[error("could not start the controller's informers: {0}")]
+    Start(#[from] StartError),
+    #[error("an informer of controller {0} stopped before its cache synced")]
+    CacheSync(String),
+}
+
+type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
+type KeyStream = Pin<Box<dyn Stream<Item = ObjectKey> + Send>>;
+
+/// A handler on an informer, whatever the informer's type.
+trait Attached: Send + Sync {
+    fn start(&self) -> Result<(), StartError>;
+    fn wait_for_sync(&self) -> BoxFuture<bool>;
+    /// Takes the handler off the informer; `stop` also stops the informer.
+    fn detach(&self, stop: bool);
+}
+
+struct Attachment<O> {
+    informer: SharedIndexInformer<O>,
+    registration: HandlerRegistration<O>,
+}
+
+impl<O: Object> Attached for Attachment<O> {
+    fn start(&self) -> Result<(), StartError> {
+        self.informer.start()
+    }
+    fn wait_for_sync(&self) -> BoxFuture<bool> {
+        let informer = self.informer.clone();
+        Box::pin(async move { informer.wait_for_cache_sync().await })
+    }
+    fn detach(&self, stop: bool) {
+        self.informer.remove_event_handler(&self.registration);
+        if stop {
+            self.informer.stop();
+        }
+    }
+}
+
+/// What a source needs to attach itself at `run`.
+struct Wiring<'a> {
+    factory: &'a SharedInformerFactory<Client>,
+    enqueue: &'a Enqueue,
+    filters: &'a Filters,
+    name: &'a str,
+}
+
+type Attach = Box<dyn FnOnce(&Wiring<'_>) -> Result<Box<dyn Attached>, StartError> + Send>;
+
+/// Attaches `map` to the factory's informer of `O` over `scope`.
+fn attach<O: Object + k8s_openapi::Resource>(
+    wiring: &Wiring<'_>,
+    scope: &Scope,
+    map: Box<MapEvent<O>>,
+    resync: Option<Duration>,
+) -> Result<Box<dyn Attached>, StartError> {
+    let informer = wiring.factory.informer::<O>(scope);
+    let handler = SourceHandler {
+        filters: wiring.filters.clone(),
+        enqueue: wiring.enqueue.clone(),
+        map,
+    };
+    let mut options = HandlerOptions::default().name(wiring.name);
+    if let Some(resync) = resync {
+        options = options.resync(resync);
+    }
+    let registration = informer.add_event_handler_with(handler, options)?;
+    Ok(Box::new(Attachment {
+        informer,
+        registration,
+    }))
+}
+
+/// A controller for the primary type `K`, not yet running: see the [module docs](self) and
+/// [`ControllerBuilder`] for what can be set.
+pub type Controller<K> = ControllerBuilder<K>;
+
+/// See the [module docs](self). Every option has a default, documented on its setter.
+pub struct ControllerBuilder<K> {
+    name: String,
+    factory: Arc<SharedInformerFactory<Client>>,
+    /// The controller made the factory, so it stops its informers at shutdown.
+    owns_factory: bool,
+    scope: Scope,
+    sources: Vec<Attach>,
+    streams: Vec<KeyStream>,
+    filters: Vec<Filter>,
+    workers: usize,
+    resync: Option<Duration>,
+    shutdown_timeout: Duration,
+    queue: WorkQueue<ObjectKey>,
+    metrics: Option<Metrics>,
+    _kind: std::marker::PhantomData<fn() -> K>,
+}
+
+impl<K: Object + k8s_openapi::Resource> ControllerBuilder<K> {
+    /// A controller for the `K`s in `scope`, with informers of its own (made from `client`,
+    /// stopped when it stops).
+    pub fn new(client: Client, scope: Scope) -> ControllerBuilder<K> {
+        let mut builder =
+            ControllerBuilder::with_factory(Arc::new(SharedInformerFactory::new(client)), scope);
+        builder.owns_factory = true;
+        builder
+    }
+
+    /// A controller for the `K`s in `scope` whose informers come from `factory`, shared with
+    /// everything else in the process that uses it (one watch and one cache per type and scope).
+    /// The factory's owner stops its informers. An informer created before keeps the settings
+    /// (transform, indexers) it was created with: create it first with `informer_with` to choose.
+    pub fn with_factory(
+        factory: Arc<SharedInformerFactory<Client>>,
+        scope: Scope,
+    ) -> ControllerBuilder<K> {
+        let name = K::KIND.to_lowercase();
+        ControllerBuilder {
+            queue: Self::queue(&name, None),
+            name,
+            factory,
+            owns_factory: false,
+            scope,
+            sources: Vec::new(),
+            streams: Vec::new(),
+            filters: Vec::new(),
+            workers: DEFAULT_WORKERS,
+            resync: Some(DEFAULT_RESYNC),
+            shutdown_timeout: DEFAULT_SHUTDOWN_TIMEOUT,
+            metrics: None,
+            _kind: std::marker::PhantomData,
+        }
+    }
+
+    fn queue(name: &str, metrics: Option<&Metrics>) -> WorkQueue<ObjectKey> {
+        let mut queue = WorkQueue::builder()
+            .name(name)
+            .rate_limiter(default_controller_rate_limiter());
+        if let Some(metrics) = metrics {
+            queue = queue.metrics(metrics.queue(name));
+        }
+        queue.build()
+    }
+
+    /// The controller's name: the `controller` label of its metrics, its queue's name, its
+    /// handlers' names and its log spans. Default: `K`'s kind in lower case.
+    pub fn name(mut self, name: &str) -> Self {
+        self.name = name.to_string();
+        self.queue = Self::queue(name, self.metrics.as_ref());
+        self
+    }
+
+    /// Reports reconcile and queue metrics to `metrics` (default: none).
+    pub fn metrics(mut self, metrics: &Metrics) -> Self {
+        self.queue = Self::queue(&self.name, Some(metrics));
+        self.metrics = Some(metrics.clone());
+        self
+    }
+
+    /// The controller's queue: to add keys from outside a source, or to watch its depth. Keys
+    /// added before `run` wait for the workers. (Changing `name` or `metrics` replaces it: take
+    /// it after those.)
+    pub fn queue_handle(&self) -> WorkQueue<ObjectKey> {
+        self.queue.clone()
+    }
+
+    /// The factory the controller's informers come from.
+    pub fn factory(&self) -> &Arc<SharedInformerFactory<Client>> {
+        &self.factory
+    }
+
+    /// The informer of the primary type (created now if the factory has none yet): its lister is
+    /// how a reconciler reads other `K`s.
+    pub fn primary_informer(&self) -> SharedIndexInformer<K> {
+        self.factory.informer::<K>(&self.scope)
+    }
+
+    /// Reconciles the `C`s in `scope` whose controller ownerReference points at a `K` (same kind
+    /// and API group), by the owner's key: a change to a child reconciles its owner. An update that
+    /// moves a child between owners reconciles both.
+    pub fn owns<C: Object + k8s_openapi::Resource>(self, scope: Scope) -> Self
+    where
+        K::Scope: 'static,
+    {
+        self.watches::<C>(scope, |child| {
+            source::controller_key::<K, C>(child).into_iter().collect()
+        })
+    }
+
+    /// Reconciles the keys `map` returns for each changed `O` in `scope` (zero or more; both the
+    /// old and the new state of an update are mapped).
+    pub fn watches<O: Object + k8s_openapi::Resource>(
+        mut self,
+        scope: Scope,
+        map: impl Fn(&O) -> Vec<ObjectKey> + Send + Sync + 'static,
+    ) -> Self {
+        self.sources.push(Box::new(move |wiring| {
+            attach::<O>(wiring, &scope, source::mapped(map), None)
+        }));
+        self
+    }
+
+    /// The most general informer source: `handle` gets every event of the `O`s in `scope` that
+    /// passed the filters, and adds keys itself (at the event's priority) through the [`Enqueue`].
+    /// For sources that must also keep books, like expectations.
+    pub fn watches_with<O: Object + k8s_openapi::Resource>(
+        mut self,
+        scope: Scope,
+        handle: impl Fn(&Enqueue, &ObjectEvent<'_, O>) + Send + Sync + 'static,
+    ) -> Self {
+        self.sources.push(Box::new(move |wiring| {
+            attach::<O>(wiring, &scope, Box::new(handle), None)
+        }));
+        self
+    }
+
+    /// An external source: every key the stream yields is queued (priority 0), from when the
+    /// controller runs until it stops or the stream ends. A channel's receiver, a timer, a poll of
+    /// a system outside Kubernetes. Filters do not apply (there is no object).
+    pub fn source(mut self, keys: impl Stream<Item = ObjectKey> + Send + 'static) -> Self {
+        self.streams.push(Box::pin(keys));
+        self
+    }
+
+    /// Adds a filter every informer event must pass (all filters must). Default: none.
+    pub fn filter(mut self, filter: Filter) -> Self {
+        self.filters.push(filter);
+        self
+    }
+
+    /// How many keys are reconciled at once. Default [`DEFAULT_WORKERS`] (1). At least 1.
+    pub fn workers(mut self, workers: usize) -> Self {
+        self.workers = workers.max(1);
+        self
+    }
+
+    /// Reconcile every cached primary object this often with nothing changed (at low priority),
+    /// or never with `None`. Default [`DEFAULT_RESYNC`] (10 h).
+    pub fn resync(mut self, period: Option<Duration>) -> Self {
+        self.resync = period;
+        self
+    }
+
+    /// How long `run` waits for reconciles in flight at shutdown. Default
+    /// [`DEFAULT_SHUTDOWN_TIMEOUT`] (30 s).
+    pub fn shutdown_timeout(mut self, timeout: Duration) -> Self {
+        self.shutdown_timeout = timeout;
+        self
+    }
+
+    /// Runs the controller until `shutdown` resolves; see the [module docs](self) for the order of
+    /// things. Returns an error only if it could not start.
+    pub async fn run<R: Reconciler<K>>(
+        self,
+        reconciler: R,
+        shutdown: impl Future<Output = ()> + Send,
+    ) -> Result<(), ControllerError> {
+        let enqueue = Enqueue::new(self.queue.clone());
+        let filters = Filters::new(self.filters);
+        let tombstones = Arc::new(Tombstones::<K>::default());
+        let wiring = Wiring {
+            factory: &self.factory,
+            enqueue: &enqueue,
+            filters: &filters,
+            name: &self.name,
+        };
+        let mut attached = Vec::with_capacity(1 + self.sources.len());
+        let primary = source::primary(tombstones.clone());
+        let (scope, resync) = (self.scope.clone(), self.resync);
+        let attach_all = std::iter::once(Box::new(move |wiring: &Wiring<'_>| {
+            attach::<K>(wiring, &scope, primary, resync)
+        }) as Attach)
+        .chain(self.sources);
+        for source in attach_all {
+            match source(&wiring).and_then(|source| {
+                source.start()?;
+                Ok(source)
+            }) {
+                Ok(source) => attached.push(source),
+                Err(error) => {
+                    detach_all(&attached, self.owns_factory);
+                    return Err(error.into());
+                }
+            }
+        }
+        let stopping = Stopping::new();
+        let mut shutdown = std::pin::pin!(shutdown);
+        let synced = futures_util::future::join_all(attached.iter().map(|a| a.wait_for_sync()));
+        let all_synced = tokio::select! {
+            synced = synced => synced.into_iter().all(|ok| ok),
+            () = &mut shutdown => {
+                tracing::info!(controller = %self.name, "shut down before the caches synced");
+                detach_all(&attached, self.owns_factory);
+                return Ok(());
+            }
+        };
+        if !all_synced {
+            detach_all(&attached, self.owns_factory);
+            return Err(ControllerError::CacheSync(self.name));
+        }
+        let workers = Arc::new(Workers {
+            name: self.name.clone(),
+            queue: self.queue.clone(),
+            cache: self.factory.informer::<K>(&self.scope).lister(),
+            tombstones,
+            reconciler,
+            metrics: self.metrics.as_ref().map(|m| m.for_controller(&self.name)),
+        });
+        let mut tasks = JoinSet::new();
+        for keys in self.streams {
+            tasks.spawn(forward(keys, enqueue.clone(), stopping.subscribe()));
+        }
+        if let Some(metrics) = &workers.metrics {
+            metrics.max_concurrent.set(self.workers as i64);
+        }
+        for _ in 0..self.workers {
+            tasks.spawn(workers.clone().work(stopping.subscribe()));
+        }
+        tracing::info!(controller = %self.name, workers = self.workers, "controller started");
+
+        shutdown.await;
+        tracing::info!(controller = %self.name, "shutting down: no new keys; waiting for reconciles in flight");
+        detach_all(&attached, self.owns_factory);
+        stopping.set();
+        self.queue.shut_down();
+        let drained = tokio::time::timeout(self.shutdown_timeout, async {
+            while tasks.join_next().await.is_some() {}
+        })
+        .await;
+        if drained.is_err() {
+            tracing::warn!(
+                controller = %self.name,
+                timeout = ?self.shutdown_timeout,
+                still_running = tasks.len(),
+                "reconciles still running at the shutdown deadline were cancelled"
+            );
+            tasks.shutdown().await;
+        }
+        if let Some(metrics) = &workers.metrics {
+            metrics.max_concurrent.set(0);
+        }
+        tracing::info!(controller = %self.name, "controller stopped");
+        Ok(())
+    }
+}
+
+/// Takes every handler off its informer (and stops the informers the controller owns).
+fn detach_all(attached: &[Box<dyn Attached>], stop: bool) {
+    for source in attached {
+        source.detach(stop);
+    }
+}
+
+/// The stop signal every task of a running controller watches.
+struct Stopping(watch::Sender<bool>);
+
+impl Stopping {
+    fn new() -> Stopping {
+        Stopping(watch::Sender::new(false))
+    }
+    fn set(&self) {
+        self.0.send_replace(true);
+    }
+    fn subscribe(&self) -> watch::Receiver<bool> {
+        self.0.subscribe()
+    }
+}
+
+/// Forwards a stream's keys to the queue until it ends or the controller stops.
+async fn forward(keys: KeyStream, enqueue: Enqueue, mut stop: watch::Receiver<bool>) {
+    let mut keys = keys;
+    loop {
+        tokio::select! {
+            biased;
+            _ = stop.wait_for(|stopping| *stopping) => return,
+            key = keys.next() => match key {
+                Some(key) => enqueue.add(key),
+                None => return,
+            },
+        }
+    }
+}

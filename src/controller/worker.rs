@@ -1,0 +1,157 @@
+//! The workers: take a key, hand its deletions and its object to the reconciler, requeue as asked.
+//!
+//! One worker's loop, run on `workers` tokio tasks:
+//!
+//! ```text
+//!  queue.get() ─▶ key ─▶ deletions recorded under key? ─▶ reconciler.deleted(last) for each
+//!                    └─▶ object in the cache under key? ─▶ reconciler.reconcile(object)
+//!                                                             │
+//!          Ok(await_change)  forget backoff ◀─────────────────┤
+//!          Ok(requeue(d))    forget, add_after(d) ◀───────────┤
+//!          Ok(rate limited)  add_rate_limited ◀───────────────┤
+//!          Err / panic       error_policy → one of the above ◀┘
+//!  queue.done(key)   (always: a key added meanwhile comes back; never two workers on one key)
+//! ```
+//!
+//! Each reconcile runs in a `tracing` span `reconcile{controller, key}`, is timed and counted in the
+//! controller's [metrics](super::metrics), and is guarded against panics: a panic is logged,
+//! counted as an error, and the key retried with backoff; the worker carries on.
+
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::time::Instant;
+
+use ferrokube_informer::{Lister, ObjectKey};
+use ferrokube_workqueue::WorkQueue;
+use futures_util::FutureExt;
+use tokio::sync::watch;
+use tracing::Instrument;
+
+use super::action::{Action, Next};
+use super::metrics::{ControllerMetrics, Outcome};
+use super::reconciler::Reconciler;
+use super::source::Tombstones;
+use crate::api::Object;
+
+/// What every worker of one controller shares.
+pub(crate) struct Workers<K, R> {
+    pub(crate) name: String,
+    pub(crate) queue: WorkQueue<ObjectKey>,
+    pub(crate) cache: Lister<K>,
+    pub(crate) tombstones: Arc<Tombstones<K>>,
+    pub(crate) reconciler: R,
+    pub(crate) metrics: Option<ControllerMetrics>,
+}
+
+impl<K: Object, R: Reconciler<K>> Workers<K, R> {
+    /// One worker: keys until the queue is empty and shut down, or `stop` turns true (then the
+    /// reconcile in flight finishes and no new key is taken).
+    pub(crate) async fn work(self: Arc<Self>, mut stop: watch::Receiver<bool>) {
+        loop {
+            let key = tokio::select! {
+                biased;
+                _ = stop.wait_for(|stopping| *stopping) => return,
+                key = self.queue.get() => key,
+            };
+            let Some(key) = key else { return };
+            self.process(key).await;
+        }
+    }
+
+    async fn process(&self, key: ObjectKey) {
+        let mut in_flight = InFlight {
+            queue: &self.queue,
+            key: &key,
+            finished: false,
+        };
+        if let Some(metrics) = &self.metrics {
+            metrics.active.inc();
+        }
+        let started = Instant::now();
+        let span = tracing::info_span!("reconcile", controller = %self.name, key = %key);
+        let result = AssertUnwindSafe(self.run_reconciler(&key))
+            .catch_unwind()
+            .instrument(span)
+            .await;
+        let (outcome, panicked) = match result {
+            Ok(Ok(action)) => (self.apply(&key, action, true), false),
+            Ok(Err(error)) => {
+                let retries = self.queue.num_requeues(&key);
+                tracing::warn!(controller = %self.name, %key, %error, retries, "reconcile failed");
+                let action = self.reconciler.error_policy(&key, &error, retries);
+                self.apply(&key, action, false);
+                (Outcome::Error, false)
+            }
+            Err(_) => {
+                tracing::error!(controller = %self.name, %key, "reconcile panicked; retrying with backoff");
+                self.queue.add_rate_limited(key.clone());
+                (Outcome::Error, true)
+            }
+        };
+        if let Some(metrics) = &self.metrics {
+            metrics.active.dec();
+            metrics.reconciled(outcome, started.elapsed(), panicked);
+        }
+        in_flight.finished = true;
+    }
+
+    /// The deletions recorded under `key`, then the object under it, if any.
+    async fn run_reconciler(&self, key: &ObjectKey) -> Result<Action, R::Error> {
+        let mut gone = self.tombstones.take(key);
+        while !gone.is_empty() {
+            if let Err(error) = self.reconciler.deleted(gone[0].clone()).await {
+                self.tombstones.put_back(key.clone(), gone);
+                return Err(error);
+            }
+            gone.remove(0);
+        }
+        match self.cache.get(key.namespace(), key.name()) {
+            Some(object) => self.reconciler.reconcile(object).await,
+            None => Ok(Action::await_change()),
+        }
+    }
+
+    /// Requeues `key` as `action` says; `succeeded` resets its backoff unless the action asks for
+    /// the rate limiter.
+    fn apply(&self, key: &ObjectKey, action: Action, succeeded: bool) -> Outcome {
+        match action.next() {
+            Next::AwaitChange => {
+                self.queue.forget(key);
+                if succeeded {
+                    Outcome::Success
+                } else {
+                    Outcome::Error
+                }
+            }
+            Next::After(delay) => {
+                if succeeded {
+                    self.queue.forget(key);
+                }
+                self.queue.add_after(key.clone(), delay);
+                Outcome::RequeueAfter
+            }
+            Next::RateLimited => {
+                self.queue.add_rate_limited(key.clone());
+                Outcome::Requeue
+            }
+        }
+    }
+}
+
+/// Calls `done` for a key however its processing ends; if it did not finish (its task was
+/// aborted at the shutdown deadline), the key is first re-added so that it is not lost while the
+/// queue still runs.
+struct InFlight<'a> {
+    queue: &'a WorkQueue<ObjectKey>,
+    key: &'a ObjectKey,
+    finished: bool,
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        if !self.finished {
+            self.queue.add_rate_limited(self.key.clone());
+        }
+        self.queue.done(self.key);
+    }
+}
