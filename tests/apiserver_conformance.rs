@@ -1061,3 +1061,322 @@ async fn streaming_list_bookmark_and_garbage_collection() {
         "only the built-in namespaces are left"
     );
 }
+
+/// A CRD of kind Widget in `group` (unique per run, so the real-server run is repeatable): spec.size
+/// is a required integer in 0..=10, spec.color one of two strings, spec.name at most 3 characters,
+/// spec.free keeps unknown fields; a status subresource and a printer column.
+fn widget_crd(group: &str) -> Value {
+    json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("widgets.{group}")},
+        "spec": {"group": group, "scope": "Namespaced",
+            "names": {"plural": "widgets", "kind": "Widget", "shortNames": ["wd"]},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "subresources": {"status": {}},
+                "additionalPrinterColumns": [{"name": "Size", "type": "integer", "jsonPath": ".spec.size"}],
+                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                    "spec": {"type": "object", "required": ["size"], "properties": {
+                        "size": {"type": "integer", "minimum": 0, "maximum": 10},
+                        "color": {"type": "string", "enum": ["red", "blue"]},
+                        "name": {"type": "string", "maxLength": 3},
+                        "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}},
+                    "status": {"type": "object", "properties": {"ready": {"type": "boolean"}}}}}}}]}})
+}
+
+fn widget(group: &str, name: &str, spec: Value) -> Value {
+    json!({"apiVersion": format!("{group}/v1"), "kind": "Widget", "metadata": {"name": name},
+           "spec": spec})
+}
+
+/// Polls `path` until `done` holds for what it answers, for up to 30 s; returns the last answer.
+async fn wait_for(t: &Target, path: &str, done: impl Fn(&Seen) -> bool) -> Seen {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let seen = t.call(Method::GET, path, None).await;
+        if done(&seen) || tokio::time::Instant::now() >= deadline {
+            return seen;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The conditions of a CRD as `[type, status, reason, message]`, sorted by type.
+fn conditions(crd: &Value) -> Vec<Value> {
+    let mut list: Vec<Value> = crd["status"]["conditions"]
+        .as_array()
+        .map(|c| {
+            c.iter()
+                .map(|c| json!([c["type"], c["status"], c["reason"], c["message"]]))
+                .collect()
+        })
+        .unwrap_or_default();
+    list.sort_by_key(|c| c.to_string());
+    list
+}
+
+fn is_established(crd: &Value) -> bool {
+    crd["status"]["conditions"].as_array().is_some_and(|c| {
+        c.iter()
+            .any(|c| c["type"] == "Established" && c["status"] == "True")
+    })
+}
+
+async fn custom_resources(t: &Target, ns: &str) -> Value {
+    let group = format!("{ns}.ferrokube.example");
+    let crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+    let crd_url = format!("{crds}/widgets.{group}");
+    let created_crd = t.call(Method::POST, crds, Some(widget_crd(&group))).await;
+    assert_eq!(created_crd.code, 201, "{}: {:?}", t.name, created_crd.body);
+    let established = wait_for(t, &crd_url, |s| is_established(&s.body)).await;
+    assert!(
+        is_established(&established.body),
+        "{}: {:?}",
+        t.name,
+        established.body
+    );
+    let version_url = format!("/apis/{group}/v1");
+    let resources = wait_for(t, &version_url, |s| s.code == 200).await;
+    let group_doc = t.call(Method::GET, &format!("/apis/{group}"), None).await;
+    let groups = t.call(Method::GET, "/apis", None).await;
+    let listed_group = groups.body["groups"]
+        .as_array()
+        .and_then(|g| g.iter().find(|g| g["name"] == group.as_str()).cloned());
+    let entries: Vec<Value> = resources.body["resources"]
+        .as_array()
+        .map(|r| {
+            r.iter()
+                .map(|e| {
+                    let mut verbs: Vec<Value> = e["verbs"].as_array().cloned().unwrap_or_default();
+                    verbs.sort_by_key(|v| v.to_string());
+                    json!([
+                        e["name"],
+                        e["kind"],
+                        e["namespaced"],
+                        verbs,
+                        e["shortNames"]
+                    ])
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+
+    // Objects: unknown fields pruned, status dropped on create, generation 1.
+    let widgets = format!("/apis/{group}/v1/namespaces/{ns}/widgets");
+    let mut first = widget(
+        &group,
+        "w1",
+        json!({"size": 3, "unknown": 1, "free": {"x": {"y": 1}}}),
+    );
+    first["status"] = json!({"ready": true});
+    first["extra"] = json!({"q": 1});
+    first["metadata"]["bogus"] = json!("dropped");
+    let created = t.call(Method::POST, &widgets, Some(first)).await;
+    assert_eq!(created.code, 201, "{}: {:?}", t.name, created.body);
+    let url = format!("{widgets}/w1");
+    let got = t.call(Method::GET, &url, None).await;
+    let list = t.call(Method::GET, &widgets, None).await;
+    // A spec change bumps the generation; status sent to the main endpoint is ignored.
+    let mut changed = got.body.clone();
+    changed["spec"]["size"] = json!(4);
+    changed["status"] = json!({"ready": true});
+    let updated = t.call(Method::PUT, &url, Some(changed)).await;
+    let mut unversioned = updated.body.clone();
+    unversioned["metadata"]
+        .as_object_mut()
+        .map(|m| m.remove("resourceVersion"));
+    let unconditional = t.call(Method::PUT, &url, Some(unversioned)).await;
+    let labelled = t
+        .call(
+            Method::PATCH,
+            &url,
+            Some(json!({"metadata": {"labels": {"x": "y"}}})),
+        )
+        .await;
+    let pruned_only = t
+        .call(Method::PATCH, &url, Some(json!({"other": {"a": 1}})))
+        .await;
+    // /status takes the status only (pruned and validated), and leaves the generation alone.
+    let status = t
+        .call(
+            Method::PATCH,
+            &format!("{url}/status"),
+            Some(
+                json!({"status": {"ready": true, "bogus": 1}, "spec": {"size": 9},
+                        "metadata": {"labels": {"s": "t"}}}),
+            ),
+        )
+        .await;
+    let bad_status = t
+        .call(
+            Method::PATCH,
+            &format!("{url}/status"),
+            Some(json!({"status": {"ready": "yes"}})),
+        )
+        .await;
+    // Validation against the schema: one cause each (kube-apiserver orders several causes
+    // differently from one request to the next).
+    let mut invalid = serde_json::Map::new();
+    for (name, spec) in [
+        ("type-mismatch", json!({"size": "big"})),
+        ("missing-required", json!({"color": "red"})),
+        ("null-required", json!({"size": null})),
+        ("not-in-enum", json!({"size": 1, "color": "green"})),
+        ("above-maximum", json!({"size": 11})),
+        ("too-long", json!({"size": 1, "name": "ABCD"})),
+        ("not-an-object", json!("text")),
+    ] {
+        let seen = t
+            .call(Method::POST, &widgets, Some(widget(&group, name, spec)))
+            .await;
+        assert_eq!(seen.code, 422, "{}: {name}: {:?}", t.name, seen.body);
+        invalid.insert(name.to_string(), seen.status());
+    }
+    let second = t
+        .call(
+            Method::POST,
+            &widgets,
+            Some(widget(&group, "w2", json!({"size": 0}))),
+        )
+        .await;
+    assert_eq!(second.code, 201, "{}: {:?}", t.name, second.body);
+    let events = t
+        .watch(
+            &format!("{widgets}?watch=1&resourceVersion={}", created.rv()),
+            4,
+            Duration::from_secs(5),
+        )
+        .await;
+    let events: Vec<Value> = events
+        .iter()
+        .map(|(kind, o)| {
+            json!([
+                kind,
+                o["metadata"]["name"],
+                o["metadata"]["generation"],
+                o["spec"]["size"],
+                o["status"]["ready"]
+            ])
+        })
+        .collect();
+
+    // Deleting the CRD deletes its objects, then stops serving the kind.
+    let deleted = t.call(Method::DELETE, &crd_url, None).await;
+    let gone = wait_for(t, &crd_url, |s| s.code == 404).await;
+    assert_eq!(
+        gone.code, 404,
+        "{}: the CRD is deleted: {:?}",
+        t.name, gone.body
+    );
+    let unserved = wait_for(t, &widgets, |s| s.code == 404).await;
+    let undiscovered = wait_for(t, &version_url, |s| s.code == 404).await;
+    json!({
+        "crd": [created_crd.body["status"]["acceptedNames"], created_crd.body["status"]["storedVersions"],
+                created_crd.body["spec"]["names"], created_crd.body["spec"]["conversion"],
+                created_crd.body["metadata"]["generation"],
+                created_crd.body["spec"]["versions"][0]["additionalPrinterColumns"]],
+        "established": [conditions(&established.body), established.body["status"]["acceptedNames"],
+                        established.body["status"]["storedVersions"]],
+        "discovery": [entries, group_doc.body["preferredVersion"], listed_group.map(|g| g["versions"].clone())],
+        "created": [created.body["metadata"]["generation"], created.body["spec"], created.body.get("status"),
+                    created.body.get("extra"), created.body["metadata"].get("bogus")],
+        "got": [got.body["kind"], got.body["apiVersion"], got.body["spec"]],
+        "list": [list.body["kind"], list.body["items"].as_array().map(Vec::len)],
+        "updated": [updated.code, updated.body["metadata"]["generation"], updated.body["spec"], updated.body.get("status")],
+        "unconditional": unconditional.status(),
+        "labelled": [labelled.body["metadata"]["generation"], labelled.body["metadata"]["labels"]],
+        "prunedOnly": [pruned_only.code, pruned_only.rv() == labelled.rv(), pruned_only.body.get("other")],
+        "status": [status.code, status.body["metadata"]["generation"], status.body["spec"], status.body["status"],
+                   status.body["metadata"]["labels"]],
+        "badStatus": bad_status.status(),
+        "invalid": invalid,
+        "events": events,
+        "deleted": [deleted.code, deleted.body["kind"], deleted.body["metadata"]["deletionTimestamp"].is_string(),
+                    deleted.body["metadata"]["finalizers"]],
+        "unserved": [unserved.code, unserved.reason()],
+        "undiscovered": undiscovered.code,
+    })
+}
+conformance!(custom_resource_definitions, custom_resources);
+
+/// A cluster-scoped CRD without a status subresource: status is part of the object (kept on create,
+/// counted by the generation). Deleting the CRD waits for an object's finalizer; meanwhile the kind
+/// is still served but refuses creates.
+async fn cluster_scoped_custom_resources(t: &Target, ns: &str) -> Value {
+    let group = format!("{ns}.ferrokube.example");
+    let crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+    let crd_url = format!("{crds}/gadgets.{group}");
+    let crd = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("gadgets.{group}")},
+        "spec": {"group": group, "scope": "Cluster",
+            "names": {"plural": "gadgets", "kind": "Gadget", "categories": ["all"]},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object",
+                    "x-kubernetes-preserve-unknown-fields": true}}}]}});
+    let created_crd = t.call(Method::POST, crds, Some(crd)).await;
+    assert_eq!(created_crd.code, 201, "{}: {:?}", t.name, created_crd.body);
+    let established = wait_for(t, &crd_url, |s| is_established(&s.body)).await;
+    assert!(is_established(&established.body), "{}", t.name);
+    let resources = wait_for(t, &format!("/apis/{group}/v1"), |s| s.code == 200).await;
+    let gadgets = format!("/apis/{group}/v1/gadgets");
+    let gadget = json!({"apiVersion": format!("{group}/v1"), "kind": "Gadget",
+        "metadata": {"name": "g1", "finalizers": ["example.com/hold"]},
+        "spec": {"anything": [1, "two"]}, "status": {"phase": "New"}});
+    let created = t.call(Method::POST, &gadgets, Some(gadget)).await;
+    assert_eq!(created.code, 201, "{}: {:?}", t.name, created.body);
+    let url = format!("{gadgets}/g1");
+    let status_change = t
+        .call(
+            Method::PATCH,
+            &url,
+            Some(json!({"status": {"phase": "Done"}})),
+        )
+        .await;
+    let no_status = t.call(Method::GET, &format!("{url}/status"), None).await;
+    let deleted = t.call(Method::DELETE, &crd_url, None).await;
+    // The object's finalizer holds the CRD: wait until the object is marked for deletion.
+    let held = wait_for(t, &url, |s| {
+        s.body["metadata"]["deletionTimestamp"].is_string()
+    })
+    .await;
+    let refused = t
+        .call(
+            Method::POST,
+            &gadgets,
+            Some(json!({"apiVersion": format!("{group}/v1"), "kind": "Gadget", "metadata": {"name": "g2"}})),
+        )
+        .await;
+    let terminating = t.call(Method::GET, &crd_url, None).await;
+    let released = t
+        .call(
+            Method::PATCH,
+            &url,
+            Some(json!({"metadata": {"finalizers": null}})),
+        )
+        .await;
+    let gone = wait_for(t, &crd_url, |s| s.code == 404).await;
+    assert_eq!(
+        gone.code, 404,
+        "{}: the CRD is deleted: {:?}",
+        t.name, gone.body
+    );
+    let unserved = wait_for(t, &gadgets, |s| s.code == 404).await;
+    let entry = resources.body["resources"][0].clone();
+    json!({
+        "discovery": [entry["name"], entry["namespaced"], entry["categories"],
+                      resources.body["resources"].as_array().map(Vec::len)],
+        "created": [created.body["metadata"]["generation"], created.body["spec"], created.body["status"],
+                    created.body["metadata"].get("namespace")],
+        "statusChange": [status_change.body["metadata"]["generation"], status_change.body["status"]],
+        "noStatus": [no_status.code, no_status.reason()],
+        "deleted": [deleted.code, deleted.body["metadata"]["finalizers"]],
+        "held": [held.code, held.body["metadata"]["finalizers"]],
+        "refused": refused.status(),
+        "terminating": [terminating.code, terminating.body["metadata"]["deletionTimestamp"].is_string(),
+                        conditions(&terminating.body).iter().any(|c| c[0] == "Terminating")],
+        "released": released.code,
+        "unserved": [unserved.code, unserved.reason()],
+    })
+}
+conformance!(
+    cluster_scoped_custom_resources_and_crd_finalization,
+    cluster_scoped_custom_resources
+);

@@ -96,7 +96,7 @@ async fn snapshot(client: &Client, namespace: &str) -> Snapshot {
                     .iter()
                     .filter(|p| controller::pod::is_active(p))
                     .filter(|p| {
-                        controller::pod::controller_of(p)
+                        ferrokube::controller::owner::controller_of(&p.metadata)
                             .is_some_and(|o| Some(&o.uid) == rs.metadata.uid.as_ref())
                     })
                     .count() as i32,

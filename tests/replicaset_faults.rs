@@ -55,7 +55,7 @@ struct Census {
 impl Census {
     fn apply(&mut self, pod: &Pod, gone: bool) {
         let name = pod.metadata.name.clone().unwrap_or_default();
-        match controller::pod::controller_of(pod) {
+        match ferrokube::controller::owner::controller_of(&pod.metadata) {
             Some(owner) if !gone && controller::pod::is_active(pod) => {
                 self.live.insert(name, owner.uid.clone());
             }

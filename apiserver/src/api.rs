@@ -13,6 +13,7 @@ use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde_json::{Value, json};
 
+use crate::crd;
 use crate::meta;
 use crate::patch::{self, PatchType};
 use crate::resource::{Registry, ResourceType};
@@ -221,6 +222,9 @@ impl Api {
         mut object: Value,
         dry_run: bool,
     ) -> Result<Value, StatusError> {
+        if resource.terminating {
+            return Err(crd::create_while_terminating(resource));
+        }
         strategy::check_type(resource, &mut object)?;
         strategy::check_namespace(resource, &mut object, namespace)?;
         if let Some(ns) = namespace.filter(|_| resource.namespaced) {
@@ -239,9 +243,29 @@ impl Api {
                 }
                 Ok(Write::Put(object))
             })?;
-        stored
+        let created = stored
             .map(|s| (*s.object).clone())
-            .ok_or_else(|| StatusError::internal("the created object vanished"))
+            .ok_or_else(|| StatusError::internal("the created object vanished"))?;
+        self.after_write(resource, &name);
+        Ok(created)
+    }
+
+    /// What a committed write of `resource` sets off: a CRD written is reconciled at once (its kind
+    /// served or unserved); an object of a terminating CRD written (a finalizer removed, or a
+    /// create that raced the deletion) lets the CRD's deletion go on. Not called for dry runs, nor
+    /// from [`crd::reconcile`] itself (which uses the unhooked [`Api::write`] and
+    /// [`Api::delete_object`]).
+    fn after_write(&self, resource: &ResourceType, name: &str) {
+        if resource.is_definitions() {
+            crd::reconcile(self, name);
+        } else if let Some(definition) = resource.definition.as_deref() {
+            let now = self
+                .registry
+                .find(&resource.group, &resource.version, &resource.plural);
+            if now.is_none_or(|t| t.terminating) {
+                crd::reconcile(self, definition);
+            }
+        }
     }
 
     fn check_namespace_open(
@@ -293,11 +317,20 @@ impl Api {
                 meta::metadata_mut(&mut object).insert("name".into(), name.into());
             }
         }
-        self.write(resource, namespace, name, dry_run, |current| {
+        if resource.is_custom()
+            && meta::string(&object, "resourceVersion").is_none_or(str::is_empty)
+        {
+            return Err(crd::unconditional_update(resource, name));
+        }
+        let updated = self.write(resource, namespace, name, dry_run, |current| {
             let mut object = object;
             strategy::prepare_update(resource, current, &mut object, endpoint)?;
             Ok(object)
-        })
+        })?;
+        if !dry_run {
+            self.after_write(resource, name);
+        }
+        Ok(updated)
     }
 
     /// PATCH through `endpoint`.
@@ -312,7 +345,7 @@ impl Api {
         patch: &Value,
         dry_run: bool,
     ) -> Result<Value, StatusError> {
-        self.write(resource, namespace, name, dry_run, |current| {
+        let patched = self.write(resource, namespace, name, dry_run, |current| {
             let mut object = patch::apply(kind, current, patch)?;
             strategy::check_type(resource, &mut object)?;
             if meta::name(&object) != Some(name) {
@@ -323,12 +356,16 @@ impl Api {
             strategy::check_namespace(resource, &mut object, namespace)?;
             strategy::prepare_update(resource, current, &mut object, endpoint)?;
             Ok(object)
-        })
+        })?;
+        if !dry_run {
+            self.after_write(resource, name);
+        }
+        Ok(patched)
     }
 
     /// A read-modify-write of one object. An update that clears the last finalizer of an object
-    /// being deleted completes the deletion.
-    fn write(
+    /// being deleted completes the deletion. Unhooked: see [`Api::after_write`].
+    pub(crate) fn write(
         &self,
         resource: &ResourceType,
         namespace: Option<&str>,
@@ -387,6 +424,22 @@ impl Api {
         options: &DeleteOptions,
         dry_run: bool,
     ) -> Result<Deletion, StatusError> {
+        let deletion = self.delete_object(resource, namespace, name, options, dry_run)?;
+        if !dry_run {
+            self.after_write(resource, name);
+        }
+        Ok(deletion)
+    }
+
+    /// DELETE one object, unhooked: see [`Api::after_write`].
+    pub(crate) fn delete_object(
+        &self,
+        resource: &ResourceType,
+        namespace: Option<&str>,
+        name: &str,
+        options: &DeleteOptions,
+        dry_run: bool,
+    ) -> Result<Deletion, StatusError> {
         let key = resource.key(namespace, name);
         let mut preview = None;
         let (change, stored) = self
@@ -427,6 +480,12 @@ impl Api {
             Some(Propagation::Orphan) => add("orphan"),
             _ => {}
         }
+        let already_deleting = meta::string(&object, "deletionTimestamp").is_some();
+        // A CRD waits for its custom objects to be deleted (see `crd`).
+        let definition = resource.is_definitions();
+        if definition && !already_deleting {
+            add(crd::FINALIZER);
+        }
         let grace = options.grace_period_seconds.unwrap_or_else(|| {
             object
                 .pointer("/spec/terminationGracePeriodSeconds")
@@ -441,7 +500,6 @@ impl Api {
                 .and_then(Value::as_str)
                 .is_some_and(|n| !n.is_empty());
         let graceful = bound_pod && grace > 0;
-        let already_deleting = meta::string(&object, "deletionTimestamp").is_some();
         if finalizers.is_empty() && !graceful && !namespace_kind {
             return Write::Delete;
         }
@@ -459,6 +517,13 @@ impl Api {
         metadata.insert("deletionGracePeriodSeconds".into(), grace_value.into());
         if !finalizers.is_empty() {
             metadata.insert("finalizers".into(), json!(finalizers));
+        }
+        if definition && !already_deleting {
+            crd::set_terminating(
+                &mut object,
+                "InstanceDeletionPending",
+                "CustomResourceDefinition marked for deletion; CustomResource deletion will begin soon",
+            );
         }
         if namespace_kind {
             if let Some(map) = object.as_object_mut() {

@@ -181,8 +181,8 @@ impl GarbageCollector {
         self.api
             .registry
             .all()
+            .into_iter()
             .find(|t| t.qualified() == table)
-            .cloned()
     }
 
     /// The object as stored now, if it still exists.
@@ -318,7 +318,7 @@ impl GarbageCollector {
     /// Deletes everything in a terminating namespace.
     fn empty_namespace(&self, namespace: &str) {
         let everything = Selection::default();
-        for resource in self.api.registry.all().filter(|t| t.namespaced) {
+        for resource in self.api.registry.all().into_iter().filter(|t| t.namespaced) {
             let Ok(page) = self.api.store.list(
                 &resource.qualified(),
                 Some(namespace),
@@ -343,20 +343,26 @@ impl GarbageCollector {
     /// Deletes a terminating namespace once it is empty.
     fn finish_namespace(&self, namespace: &str) {
         let everything = Selection::default();
-        let empty = self.api.registry.all().filter(|t| t.namespaced).all(|t| {
-            self.api
-                .store
-                .list(
-                    &t.qualified(),
-                    Some(namespace),
-                    &everything,
-                    None,
-                    None,
-                    Some(1),
-                )
-                .map(|page| page.items.is_empty())
-                .unwrap_or(true)
-        });
+        let empty = self
+            .api
+            .registry
+            .all()
+            .iter()
+            .filter(|t| t.namespaced)
+            .all(|t| {
+                self.api
+                    .store
+                    .list(
+                        &t.qualified(),
+                        Some(namespace),
+                        &everything,
+                        None,
+                        None,
+                        Some(1),
+                    )
+                    .map(|page| page.items.is_empty())
+                    .unwrap_or(true)
+            });
         if !empty {
             return;
         }

@@ -12,6 +12,8 @@
 //!  HTTP/1.1 or h2, plain or TLS ──► http::handlers ──► Api (verbs: create, patch, delete, ...)
 //!                                     │                   │  strategy: defaults, generation, status rules
 //!                                     │                   │  validation: names, required fields → 422
+//!                                     │                   │  custom kinds: schema pruning + checks
+//!                                     │                   │  a CRD written ─► crd::reconcile ─► Registry
 //!                                     │                   ▼
 //!   watch stream ◄── WatchFeed ◄──── Store::transact: one lock, one global resourceVersion,
 //!   (one task per watch)             history window, fan-out to bounded per-watcher buffers
@@ -26,7 +28,9 @@
 //! | [`strategy`], [`validation`] | what happens to an object on create and update; 422s |
 //! | [`patch`] | merge, JSON and strategic merge patches |
 //! | [`selection`] | label and field selectors |
-//! | [`resource`] | the served types ([`Registry`]) and how to add one |
+//! | [`resource`] | the served types: a [`Catalog`] snapshot per request, the live [`Registry`] |
+//! | [`crd`] | CustomResourceDefinitions: how a stored CRD becomes a served kind, and stops being one |
+//! | [`schema`] | structural schemas: pruning and validating custom objects → 422 |
 //! | [`gc`] | ownerReferences: background, foreground, orphan; namespace deletion |
 //! | [`kubelet`] | a stand-in scheduler + kubelet (pods become Running/Ready; optional pod kills) |
 //! | [`faults`] | injected failures: 500/429 writes, 409 updates, delayed watches, pause |
@@ -69,8 +73,24 @@
 //!   cache's wording; kube-apiserver says `The resourceVersion for the provided watch is too old.` for
 //!   kinds it serves without a watch cache. Code (410) and reason (`Expired`) are the same.
 //! - kube-apiserver reports a negative `spec.replicas` twice in the causes; so do we, deliberately.
+//! - CustomResourceDefinitions are established inside the request that writes them (kube-apiserver's
+//!   controllers take a moment): the kind is served, and `NamesAccepted`/`Established` are True, by
+//!   the time the create returns. Deletion likewise runs at once, up to finalizers on custom objects.
+//! - CRDs: no name-conflict detection between CRDs (NamesAccepted is always True), no conversion
+//!   between versions (an object keeps the apiVersion it was written with; kube-apiserver rewrites it
+//!   to the requested version), no `/scale` subresource, no webhook conversion, no validation of
+//!   printer column paths, no immutability checks of scope or names; `additionalPrinterColumns` are
+//!   stored and served in the CRD, but there are no Tables to print them in.
+//! - Schemas check `type`, `required`, `enum`, `minimum`/`maximum` (and exclusive), `minLength`/
+//!   `maxLength`, `nullable`, `x-kubernetes-int-or-string` and prune with
+//!   `x-kubernetes-preserve-unknown-fields`, `properties`, `additionalProperties` and `items`.
+//!   `pattern`, `format`, `multipleOf`, item and property counts, `allOf`/`anyOf`/`oneOf`/`not`,
+//!   defaults, `x-kubernetes-embedded-resource` and list/map types are accepted and ignored.
+//! - Several schema violations in one object are reported in alphabetical field order; kube-apiserver
+//!   reports them in an order that varies between requests (Go map iteration).
 
 pub mod api;
+pub mod crd;
 pub mod faults;
 pub mod gc;
 pub mod http;
@@ -78,6 +98,7 @@ pub mod kubelet;
 pub mod meta;
 pub mod patch;
 pub mod resource;
+pub mod schema;
 pub mod selection;
 pub mod status;
 pub mod store;
@@ -87,7 +108,7 @@ pub mod validation;
 pub use faults::{FaultSettings, Faults, WriteFailure};
 pub use http::{ApiServer, RunningServer};
 pub use kubelet::KubeletSettings;
-pub use resource::{NameRule, Registry, ResourceType};
+pub use resource::{Catalog, NameRule, Registry, ResourceType};
 pub use status::StatusError;
 pub use store::Store;
 

@@ -7,9 +7,24 @@
 //! is generated from the registry, so kubectl sees exactly what the server can do.
 //!
 //! The built-in types are the ones a controller author meets first; [`Registry::register`] adds any
-//! other (untyped JSON, like a CRD) before the server starts.
+//! other (untyped JSON) at any time, and every CustomResourceDefinition the server stores adds the
+//! types it defines (see [`crate::crd`]).
+//!
+//! # Changing what is served while serving
+//!
+//! Every request looks types up (routing, discovery), and the set changes only when someone creates,
+//! changes or deletes a CRD. So the registry is a *copy-on-write snapshot*: a [`Catalog`] is an
+//! immutable list of types; the [`Registry`] holds the current one behind an `Arc`. A request takes
+//! the current catalog (a read lock held for one `Arc` clone) and then works on it without any lock;
+//! a change builds a new catalog and swaps it in. A request that started before the swap finishes
+//! with the catalog it took, as a request to kube-apiserver finishes with the handler it was routed to.
 
+use std::cmp::Ordering;
 use std::sync::Arc;
+
+use parking_lot::{Mutex, MutexGuard, RwLock};
+
+use crate::schema::Schema;
 
 /// How `metadata.name` is validated for a resource type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,6 +69,17 @@ pub struct ResourceType {
     /// A delete answers with the deleted object (pods, services, namespaces) rather than a
     /// `Status` of `Success`.
     pub returns_deleted_object: bool,
+    /// Groups the type belongs to for kubectl (`kubectl get all`, `api-extensions`).
+    pub categories: Vec<String>,
+    /// The structural schema objects are pruned and validated with (custom resources only).
+    pub schema: Option<Arc<Schema>>,
+    /// The CustomResourceDefinition (by name) this type is served for; `None` for built-in and
+    /// [`Registry::register`]ed types. Custom resources follow the CRD rules: status is dropped on
+    /// create when there is a status subresource, an update must carry a resourceVersion.
+    pub definition: Option<String>,
+    /// The defining CRD is being deleted: the type is still served (so finalizers can be removed)
+    /// but creates are refused. Only ever true when `definition` is set.
+    pub terminating: bool,
 }
 
 impl ResourceType {
@@ -83,7 +109,27 @@ impl ResourceType {
             selectable_fields: Vec::new(),
             returns_deleted_object: false,
             delete_collection: true,
+            categories: Vec::new(),
+            schema: None,
+            definition: None,
+            terminating: false,
         }
+    }
+
+    /// Puts the type in kubectl categories (default: none).
+    pub fn categories(mut self, categories: &[&str]) -> ResourceType {
+        self.categories = categories.iter().map(|c| c.to_string()).collect();
+        self
+    }
+
+    /// True for the types a CustomResourceDefinition defines.
+    pub fn is_custom(&self) -> bool {
+        self.definition.is_some()
+    }
+
+    /// True for `customresourcedefinitions.apiextensions.k8s.io` itself.
+    pub fn is_definitions(&self) -> bool {
+        self.group == crate::crd::GROUP && self.plural == crate::crd::PLURAL
     }
 
     /// Refuses DELETE on the collection with 405 (default: served).
@@ -173,16 +219,19 @@ impl ResourceType {
     }
 }
 
-/// The resource types the server serves; cheap to clone.
+/// One immutable set of served types: what a request sees from start to end. See the
+/// [module docs](self).
 #[derive(Debug, Clone)]
-pub struct Registry {
+pub struct Catalog {
+    /// In registration order; at most one per (group, version, plural).
     types: Vec<Arc<ResourceType>>,
 }
 
-impl Default for Registry {
+impl Default for Catalog {
     /// The built-in types: core/v1 namespaces, pods, configmaps, secrets, events, services;
-    /// apps/v1 replicasets, deployments; coordination.k8s.io/v1 leases.
-    fn default() -> Registry {
+    /// apps/v1 replicasets, deployments; coordination.k8s.io/v1 leases;
+    /// apiextensions.k8s.io/v1 customresourcedefinitions.
+    fn default() -> Catalog {
         let pod_fields = [
             "status.phase",
             "spec.nodeName",
@@ -240,14 +289,15 @@ impl Default for Registry {
                 .with_scale()
                 .with_generation(),
             ResourceType::new("coordination.k8s.io", "v1", "Lease"),
+            crate::crd::definitions_type(),
         ];
-        Registry {
+        Catalog {
             types: types.into_iter().map(Arc::new).collect(),
         }
     }
 }
 
-impl Registry {
+impl Catalog {
     /// Adds a resource type (replacing one with the same group, version and plural).
     pub fn register(&mut self, resource: ResourceType) {
         self.types.retain(|t| {
@@ -279,7 +329,8 @@ impl Registry {
         self.types.iter()
     }
 
-    /// The API groups other than core, each with its versions, in registration order.
+    /// The API groups other than core, in registration order, each with its versions, most
+    /// preferred first (Kubernetes version priority: `v2` > `v1` > `v1beta1` > `v1alpha1`).
     pub fn groups(&self) -> Vec<(String, Vec<String>)> {
         let mut groups: Vec<(String, Vec<String>)> = Vec::new();
         for t in self.types.iter().filter(|t| !t.group.is_empty()) {
@@ -291,7 +342,135 @@ impl Registry {
                 None => groups.push((t.group.clone(), vec![t.version.clone()])),
             }
         }
+        for (_, versions) in &mut groups {
+            versions.sort_by(|a, b| version_priority(a, b));
+        }
         groups
+    }
+
+    /// This catalog with the types of CRD `definition` replaced by `types`.
+    fn with_definition(&self, definition: &str, types: Vec<ResourceType>) -> Catalog {
+        let mut next = Catalog {
+            types: self
+                .types
+                .iter()
+                .filter(|t| t.definition.as_deref() != Some(definition))
+                .cloned()
+                .collect(),
+        };
+        for t in types {
+            next.register(t);
+        }
+        next
+    }
+}
+
+/// Orders Kubernetes API versions most preferred first: GA before beta before alpha, higher numbers
+/// first, and anything not shaped like `v<N>[alpha|beta<M>]` last, alphabetically.
+pub fn version_priority(a: &str, b: &str) -> Ordering {
+    /// (stability: 3 GA, 2 beta, 1 alpha, major, minor), or None for other shapes.
+    fn parse(v: &str) -> Option<(u8, u64, u64)> {
+        let rest = v.strip_prefix('v')?;
+        let digits = rest
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        let major: u64 = rest[..digits].parse().ok()?;
+        let (stability, minor) = match &rest[digits..] {
+            "" => (3, "0"),
+            tail => match (tail.strip_prefix("beta"), tail.strip_prefix("alpha")) {
+                (Some(n), _) => (2, n),
+                (_, Some(n)) => (1, n),
+                _ => return None,
+            },
+        };
+        Some((stability, major, minor.parse().ok()?))
+    }
+    match (parse(a), parse(b)) {
+        (Some(x), Some(y)) => y.cmp(&x),
+        (Some(_), None) => Ordering::Less,
+        (None, Some(_)) => Ordering::Greater,
+        (None, None) => a.cmp(b),
+    }
+}
+
+/// The live set of served types, shared by every part of a running server; cloning shares it.
+/// See the [module docs](self) for why reads are a snapshot.
+#[derive(Debug, Clone)]
+pub struct Registry {
+    shared: Arc<Shared>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    /// The current catalog. Readers clone the `Arc` and let go of the lock at once; writers replace
+    /// it while holding `changes`, so no change is lost to a concurrent one.
+    current: RwLock<Arc<Catalog>>,
+    /// Serializes changes (register, CRD reconciliation): read-modify-swap of `current`.
+    changes: Mutex<()>,
+}
+
+impl Default for Registry {
+    /// A registry of the built-in types ([`Catalog::default`]).
+    fn default() -> Registry {
+        Registry::new(Catalog::default())
+    }
+}
+
+impl Registry {
+    /// A registry serving `catalog`.
+    pub fn new(catalog: Catalog) -> Registry {
+        Registry {
+            shared: Arc::new(Shared {
+                current: RwLock::new(Arc::new(catalog)),
+                changes: Mutex::new(()),
+            }),
+        }
+    }
+
+    /// The catalog as of now; later changes do not affect it.
+    pub fn snapshot(&self) -> Arc<Catalog> {
+        self.shared.current.read().clone()
+    }
+
+    /// Serves one more resource type from now on (replacing one with the same group, version and
+    /// plural).
+    pub fn register(&self, resource: ResourceType) {
+        let _change = self.shared.changes.lock();
+        let mut next = (*self.snapshot()).clone();
+        next.register(resource);
+        *self.shared.current.write() = Arc::new(next);
+    }
+
+    /// Holds off every other change until the guard is dropped: CRD reconciliation reads the stored
+    /// CRD and swaps the catalog under it, so two reconciliations cannot interleave.
+    pub(crate) fn lock_changes(&self) -> MutexGuard<'_, ()> {
+        self.shared.changes.lock()
+    }
+
+    /// Replaces the types CRD `definition` serves; the caller holds [`Registry::lock_changes`].
+    pub(crate) fn set_definition(&self, definition: &str, types: Vec<ResourceType>) {
+        let next = self.snapshot().with_definition(definition, types);
+        *self.shared.current.write() = Arc::new(next);
+    }
+
+    /// The type served at `group/version/plural`, now.
+    pub fn find(&self, group: &str, version: &str, plural: &str) -> Option<Arc<ResourceType>> {
+        self.snapshot().find(group, version, plural)
+    }
+
+    /// The type of a kind (`apps/v1`, `ReplicaSet`), now.
+    pub fn by_kind(&self, api_version: &str, kind: &str) -> Option<Arc<ResourceType>> {
+        self.snapshot().by_kind(api_version, kind)
+    }
+
+    /// Every type served now, in registration order.
+    pub fn all(&self) -> Vec<Arc<ResourceType>> {
+        self.snapshot().all().cloned().collect()
+    }
+
+    /// The API groups other than core, now (see [`Catalog::groups`]).
+    pub fn groups(&self) -> Vec<(String, Vec<String>)> {
+        self.snapshot().groups()
     }
 }
 
@@ -316,5 +495,37 @@ mod tests {
         assert!(registry.by_kind("v1", "Pod").is_some_and(|t| t.status));
         assert!(registry.find("", "v1", "replicasets").is_none());
         assert_eq!(registry.groups()[0].0, "apps");
+    }
+
+    #[test]
+    fn versions_sort_by_kubernetes_priority() {
+        let mut versions = vec![
+            "v1alpha1", "v1", "foo", "v2beta1", "v1beta2", "v2", "v1beta1",
+        ];
+        versions.sort_by(|a, b| version_priority(a, b));
+        assert_eq!(
+            versions,
+            [
+                "v2", "v1", "v2beta1", "v1beta2", "v1beta1", "v1alpha1", "foo"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_snapshot_does_not_see_later_changes() {
+        let registry = Registry::default();
+        let before = registry.snapshot();
+        registry.register(ResourceType::new("example.com", "v1", "Widget"));
+        assert!(before.find("example.com", "v1", "widgets").is_none());
+        assert!(registry.find("example.com", "v1", "widgets").is_some());
+        let mut custom = ResourceType::new("example.com", "v1", "Gadget");
+        custom.definition = Some("gadgets.example.com".into());
+        let guard = registry.lock_changes();
+        registry.set_definition("gadgets.example.com", vec![custom]);
+        assert!(registry.find("example.com", "v1", "gadgets").is_some());
+        registry.set_definition("gadgets.example.com", Vec::new());
+        drop(guard);
+        assert!(registry.find("example.com", "v1", "gadgets").is_none());
+        assert!(registry.find("example.com", "v1", "widgets").is_some());
     }
 }

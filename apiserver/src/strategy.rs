@@ -10,9 +10,14 @@
 //!   spec changed, check `resourceVersion` for optimistic concurrency.
 //! - **update** (`/status`): take only the status from the request, everything else from the stored
 //!   object.
+//! - **custom resources** (kinds a CRD defines, [`crate::crd`]): prune unknown fields with the
+//!   version's schema before anything compares or validates the object, then validate against it
+//!   ([`crate::schema`]); `generation` tracks every change outside `metadata` (and outside `status`
+//!   when there is a status subresource).
 
 use serde_json::{Map, Value, json};
 
+use crate::crd;
 use crate::meta;
 use crate::resource::ResourceType;
 use crate::status::{Cause, StatusError};
@@ -137,6 +142,7 @@ pub fn prepare_create(resource: &ResourceType, object: &mut Value) -> Result<Str
     if resource.status {
         reset_status(resource, object);
     }
+    prune(resource, object);
     validate(resource, &name, object)?;
     Ok(name)
 }
@@ -179,6 +185,14 @@ pub fn prepare_update(
                 None => map.remove("status"),
             };
         }
+        // Built-in kinds' status is not validated here; a custom kind's is, against its schema.
+        if let Some(schema) = &resource.schema {
+            schema.prune_object(new);
+            let causes = schema.validate_object(new);
+            if !causes.is_empty() {
+                return Err(StatusError::invalid(resource, &name, causes));
+            }
+        }
         return Ok(());
     }
     for kept in [
@@ -206,7 +220,8 @@ pub fn prepare_update(
         }
     }
     apply_defaults(resource, new);
-    if resource.generation && spec_of(old) != spec_of(new) {
+    prune(resource, new);
+    if resource.generation && spec_of(resource, old) != spec_of(resource, new) {
         let generation = meta::metadata(old)
             .and_then(|m| m.get("generation"))
             .and_then(Value::as_i64)
@@ -219,9 +234,19 @@ pub fn prepare_update(
     validate(resource, &name, new)
 }
 
+/// Drops the fields a custom kind's schema does not declare (see [`crate::schema`]).
+fn prune(resource: &ResourceType, object: &mut Value) {
+    if let Some(schema) = &resource.schema {
+        schema.prune_object(object);
+    }
+}
+
 fn validate(resource: &ResourceType, name: &str, object: &Value) -> Result<(), StatusError> {
     let mut causes = validation::name(resource.names, "metadata.name", name);
     causes.extend(validation::object(resource, object));
+    if let Some(schema) = &resource.schema {
+        causes.extend(schema.validate_object(object));
+    }
     if causes.is_empty() {
         Ok(())
     } else {
@@ -229,14 +254,17 @@ fn validate(resource: &ResourceType, name: &str, object: &Value) -> Result<(), S
     }
 }
 
-/// Everything but `metadata` and `status`: what `generation` tracks.
-fn spec_of(object: &Value) -> Map<String, Value> {
+/// What `generation` tracks: everything but `metadata` (and `status`, for kinds with a status
+/// subresource; a custom kind without one bumps its generation on status changes too).
+fn spec_of(resource: &ResourceType, object: &Value) -> Map<String, Value> {
     object
         .as_object()
         .map(|m| {
             m.iter()
-                .filter(|(k, _)| {
-                    !matches!(k.as_str(), "metadata" | "status" | "kind" | "apiVersion")
+                .filter(|(k, _)| match k.as_str() {
+                    "metadata" | "kind" | "apiVersion" => false,
+                    "status" => !resource.status,
+                    _ => true,
                 })
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect()
@@ -289,6 +317,14 @@ fn reset_status(resource: &ResourceType, object: &mut Value) {
         ("", "Namespace") => json!({"phase": "Active"}),
         ("", "Service") => json!({"loadBalancer": {}}),
         ("apps", _) => json!({}),
+        _ if resource.is_definitions() => crd::initial_status(object),
+        // A custom kind with a status subresource: status is written through /status only.
+        _ if resource.is_custom() => {
+            if let Some(map) = object.as_object_mut() {
+                map.remove("status");
+            }
+            return;
+        }
         _ => match object.get("status") {
             Some(s) => s.clone(),
             None => return,
@@ -377,6 +413,7 @@ fn apply_defaults(resource: &ResourceType, object: &mut Value) {
                 default(map, "type", "Opaque".into());
             }
         }
+        _ if resource.is_definitions() => crd::apply_defaults(object),
         _ => {}
     }
 }

@@ -79,6 +79,7 @@ pub fn object(resource: &ResourceType, object: &Value) -> Vec<Cause> {
     match (resource.group.as_str(), resource.kind.as_str()) {
         ("", "Pod") => pod_spec(object.get("spec"), "spec"),
         ("apps", "ReplicaSet") | ("apps", "Deployment") => workload(object),
+        _ if resource.is_definitions() => crate::crd::validate(object),
         _ => Vec::new(),
     }
 }

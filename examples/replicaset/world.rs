@@ -60,7 +60,7 @@ impl World {
             .await?;
         let mut owned: HashMap<&str, Vec<&Pod>> = HashMap::new();
         for pod in pods.items.iter().filter(|p| pod::is_active(p)) {
-            if let Some(owner) = pod::controller_of(pod) {
+            if let Some(owner) = ferrokube::controller::owner::controller_of(&pod.metadata) {
                 owned.entry(owner.uid.as_str()).or_default().push(pod);
             }
         }

@@ -23,7 +23,7 @@
 //! | [`Filter::resource_version_changed`] | anything changed (drops resyncs only) | `ResourceVersionChangedPredicate` |
 //! | [`Filter::new`] | your closure says so | `predicate.Funcs` |
 //!
-//! Combine with [`Filter::or`] (e.g. generation *or* labels changed) and [`Filter::not`]; several
+//! Combine with [`Filter::or`] (e.g. generation *or* labels changed) and `!` (negation); several
 //! filters given to the builder must all pass.
 
 use std::fmt;
@@ -110,14 +110,17 @@ impl Filter {
         Filter::new(move |change| self.passes(change) || other.passes(change))
     }
 
-    /// Passes what this filter rejects.
-    pub fn not(self) -> Filter {
-        Filter::new(move |change| !self.passes(change))
-    }
-
     /// Whether `change` passes.
     pub fn passes(&self, change: &Change<'_>) -> bool {
         (self.0)(change)
+    }
+}
+
+/// `!filter` passes what `filter` rejects.
+impl std::ops::Not for Filter {
+    type Output = Filter;
+    fn not(self) -> Filter {
+        Filter::new(move |change| !self.passes(change))
     }
 }
 
@@ -177,11 +180,7 @@ mod tests {
         let rv = Filter::resource_version_changed();
         assert!(!rv.passes(&update(&a, &a)), "a resync is dropped");
         assert!(rv.passes(&update(&a, &status_only)));
-        assert!(
-            Filter::resource_version_changed()
-                .not()
-                .passes(&update(&a, &a))
-        );
+        assert!((!Filter::resource_version_changed()).passes(&update(&a, &a)));
 
         let all = Filters::new(vec![
             Filter::resource_version_changed(),

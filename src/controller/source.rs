@@ -33,7 +33,6 @@ use std::time::Duration;
 use ferrokube_informer::{DeletedObject, EventHandler, ObjectKey};
 use ferrokube_workqueue::{AddOptions, WorkQueue};
 use k8s_openapi::NamespaceResourceScope;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use parking_lot::Mutex;
 
 use super::filter::{Change, Filters};
@@ -247,12 +246,7 @@ pub(crate) fn controller_key<K: k8s_openapi::Resource, C: Object>(child: &C) -> 
 where
     K::Scope: 'static,
 {
-    let owner: &OwnerReference = child
-        .meta()
-        .owner_references
-        .as_deref()?
-        .iter()
-        .find(|o| o.controller == Some(true))?;
+    let owner = super::owner::controller_of(child.meta())?;
     if owner.kind != K::KIND || group_of(&owner.api_version) != K::GROUP {
         return None;
     }
@@ -291,7 +285,7 @@ mod tests {
     use super::*;
     use k8s_openapi::api::apps::v1::ReplicaSet;
     use k8s_openapi::api::core::v1::{Namespace, Pod};
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
     fn pod(owner: Option<(&str, &str, &str)>) -> Pod {
         Pod {

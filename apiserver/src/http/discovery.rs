@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 
-use crate::resource::{Registry, ResourceType};
+use crate::resource::{Catalog, ResourceType};
 
 /// The Kubernetes version the server reports on `/version` (its API follows 1.32's, including
 /// streaming lists).
@@ -43,7 +43,7 @@ fn group(name: &str, versions: &[String]) -> Value {
 }
 
 /// `/apis`.
-pub fn groups(registry: &Registry) -> Value {
+pub fn groups(registry: &Catalog) -> Value {
     let groups: Vec<Value> = registry
         .groups()
         .iter()
@@ -53,7 +53,7 @@ pub fn groups(registry: &Registry) -> Value {
 }
 
 /// `/apis/{group}`, if served.
-pub fn group_document(registry: &Registry, name: &str) -> Option<Value> {
+pub fn group_document(registry: &Catalog, name: &str) -> Option<Value> {
     let groups = registry.groups();
     let (_, versions) = groups.iter().find(|(g, _)| g == name)?;
     let mut document = group(name, versions);
@@ -87,6 +87,9 @@ fn resource_entries(t: &ResourceType) -> Vec<Value> {
         "verbs": verbs,
         "shortNames": t.short_names,
     })];
+    if let (false, Some(entry)) = (t.categories.is_empty(), entries[0].as_object_mut()) {
+        entry.insert("categories".into(), json!(t.categories));
+    }
     if t.status {
         entries.push(json!({
             "name": format!("{}/status", t.plural),
@@ -111,7 +114,7 @@ fn resource_entries(t: &ResourceType) -> Vec<Value> {
 }
 
 /// `/api/v1` or `/apis/{group}/{version}`, if served.
-pub fn resources(registry: &Registry, group: &str, version: &str) -> Option<Value> {
+pub fn resources(registry: &Catalog, group: &str, version: &str) -> Option<Value> {
     let entries: Vec<Value> = registry
         .all()
         .filter(|t| t.group == group && t.version == version)
@@ -142,7 +145,7 @@ fn path_prefix(t: &ResourceType) -> String {
 }
 
 /// `/openapi/v3`: one entry per group-version, pointing at its document.
-pub fn openapi_v3_root(registry: &Registry) -> Value {
+pub fn openapi_v3_root(registry: &Catalog) -> Value {
     let mut paths = serde_json::Map::new();
     for t in registry.all() {
         let prefix = path_prefix(t);
@@ -155,7 +158,7 @@ pub fn openapi_v3_root(registry: &Registry) -> Value {
 /// `/openapi/v3/<api/v1 | apis/group/version>`: a skeleton document that tells kubectl, for each kind,
 /// that writes accept the `fieldValidation` parameter (so it validates server-side instead of
 /// downloading full schemas), with open schemas for the kinds.
-pub fn openapi_v3_group(registry: &Registry, prefix: &str) -> Option<Value> {
+pub fn openapi_v3_group(registry: &Catalog, prefix: &str) -> Option<Value> {
     let types: Vec<_> = registry
         .all()
         .filter(|t| path_prefix(t) == prefix)

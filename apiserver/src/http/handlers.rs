@@ -22,7 +22,7 @@ use super::route::{Route, Subresource, route};
 use crate::api::{Api, DeleteOptions, Deletion, ListOptions, Propagation, WatchOptions};
 use crate::faults::{FaultSettings, Faults};
 use crate::patch::PatchType;
-use crate::resource::ResourceType;
+use crate::resource::{Catalog, ResourceType};
 use crate::selection::Selection;
 use crate::status::StatusError;
 use crate::store::{Stored, WatchFeed, WatchItem};
@@ -49,14 +49,16 @@ type Reply = Result<Response<Body>, StatusError>;
 pub async fn handle(shared: Arc<Shared>, request: Request<Incoming>) -> Response<Body> {
     let path = request.uri().path().to_string();
     let method = request.method().clone();
-    let route = route(&shared.api.registry, &path);
+    // One snapshot of the served types for the whole request (see `resource`).
+    let catalog = shared.api.registry.snapshot();
+    let route = route(&catalog, &path);
     if !matches!(route, Route::Faults | Route::Health) {
         shared.faults.wait_unpaused().await;
         if let Some(error) = unauthorized(&shared, &request) {
             return error_response(&error);
         }
     }
-    let reply = dispatch(&shared, route, request).await;
+    let reply = dispatch(&shared, &catalog, route, request).await;
     let response = reply.unwrap_or_else(|e| error_response(&e));
     tracing::debug!(%method, %path, status = response.status().as_u16(), "request");
     response
@@ -77,8 +79,12 @@ fn unauthorized(shared: &Shared, request: &Request<Incoming>) -> Option<StatusEr
     })
 }
 
-async fn dispatch(shared: &Arc<Shared>, route: Route, request: Request<Incoming>) -> Reply {
-    let registry = &shared.api.registry;
+async fn dispatch(
+    shared: &Arc<Shared>,
+    registry: &Catalog,
+    route: Route,
+    request: Request<Incoming>,
+) -> Reply {
     let method = request.method().clone();
     let params = query::parse(request.uri().query());
     let get_only = |document: Option<Value>| match (&method, document) {

@@ -34,7 +34,7 @@ use crate::api::Api;
 use crate::faults::Faults;
 use crate::gc::GarbageCollector;
 use crate::kubelet::{Kubelet, KubeletSettings};
-use crate::resource::{Registry, ResourceType};
+use crate::resource::{Catalog, Registry, ResourceType};
 use crate::store::Store;
 use handlers::Shared;
 
@@ -48,7 +48,8 @@ pub struct ApiServer {
     watch_buffer: usize,
     bookmark_interval: Duration,
     watch_timeout: Duration,
-    registry: Registry,
+    /// The types served from the start; the running server's [`Registry`] starts from these.
+    catalog: Catalog,
     kubelet: Option<KubeletSettings>,
 }
 
@@ -62,7 +63,7 @@ impl Default for ApiServer {
             watch_buffer: 1_000,
             bookmark_interval: Duration::from_secs(60),
             watch_timeout: Duration::from_secs(1800),
-            registry: Registry::default(),
+            catalog: Catalog::default(),
             kubelet: None,
         }
     }
@@ -116,9 +117,10 @@ impl ApiServer {
         self
     }
 
-    /// Serves one more resource type (untyped JSON), e.g. a CRD-like kind.
+    /// Serves one more resource type (untyped JSON) from the start. (A running server takes more
+    /// through [`RunningServer::registry`], or CustomResourceDefinitions.)
     pub fn register(mut self, resource: ResourceType) -> ApiServer {
-        self.registry.register(resource);
+        self.catalog.register(resource);
         self
     }
 
@@ -145,7 +147,7 @@ impl ApiServer {
         let faults = Arc::new(Faults::default());
         let api = Api {
             store: store.clone(),
-            registry: self.registry.clone(),
+            registry: Registry::new(self.catalog.clone()),
             graceful_pods: self.kubelet.is_some(),
         };
         let shared = Arc::new(Shared {
@@ -309,6 +311,11 @@ impl RunningServer {
     /// The REST verbs, in-process.
     pub fn api(&self) -> &Api {
         &self.shared.api
+    }
+
+    /// The served types, live: [`Registry::register`] serves another at once.
+    pub fn registry(&self) -> &Registry {
+        &self.shared.api.registry
     }
 
     /// Ends every open watch now.

@@ -10,7 +10,7 @@
 
 use std::sync::Arc;
 
-use crate::resource::{Registry, ResourceType};
+use crate::resource::{Catalog, ResourceType};
 
 /// A subresource of one object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,7 +55,7 @@ pub enum Route {
 }
 
 /// Parses `path` against the served resource types.
-pub fn route(registry: &Registry, path: &str) -> Route {
+pub fn route(registry: &Catalog, path: &str) -> Route {
     let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
     let (group, version, rest) = match segments.as_slice() {
         ["version"] => return Route::Version,
@@ -128,7 +128,7 @@ mod tests {
     use super::*;
 
     fn describe(path: &str) -> String {
-        match route(&Registry::default(), path) {
+        match route(&Catalog::default(), path) {
             Route::Collection {
                 resource,
                 namespace,
@@ -169,6 +169,10 @@ mod tests {
         );
         assert_eq!(describe("/api/v1/namespaces/d/widgets"), "NotFound");
         assert_eq!(describe("/api/v1/pods/x"), "NotFound");
+        assert_eq!(
+            describe("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/w.example.com"),
+            "object customresourcedefinitions None w.example.com None"
+        );
         assert_eq!(
             describe("/apis/apps/v1"),
             "Resources { group: \"apps\", version: \"v1\" }"

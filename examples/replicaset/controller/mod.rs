@@ -43,7 +43,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use ferrokube::controller::claim::{ClaimError, Claimer};
 use ferrokube::controller::expectations::EXPECTATIONS_TIMEOUT;
+use ferrokube::controller::owner;
 use ferrokube::controller::{
     Action, Controller, ControllerBuilder, Enqueue, EventRecorder, Expectations, ObjectEvent,
     Reconciler,
@@ -95,9 +97,10 @@ impl Default for ControllerOptions {
 pub enum SyncError {
     #[error(transparent)]
     Api(#[from] Error),
-    /// The fresh read before adopting found the ReplicaSet gone, replaced or being deleted.
-    #[error("cannot adopt pods for ReplicaSet {key}: {reason}")]
-    CannotAdopt { key: String, reason: String },
+    /// Adopting or releasing pods failed, or the fresh read before adopting found the ReplicaSet
+    /// gone, replaced or being deleted.
+    #[error(transparent)]
+    Claim(#[from] ClaimError),
     /// A pod template without labels could never be matched by the selector.
     #[error("unable to create pods for ReplicaSet {key}: the pod template has no labels")]
     TemplateWithoutLabels { key: String },
@@ -304,7 +307,12 @@ impl Shared {
             .into_iter()
             .filter(|p| pod::is_active(p))
             .collect();
-        let claimed = self.claim(&rs, &selector, active).await?;
+        // Adopt matching orphans, release owned pods that no longer match (the ReplicaSet is
+        // re-read from the server once before adopting); pods of other controllers are left alone.
+        let replicasets: Api<ReplicaSet> = Api::namespaced(self.client.clone(), namespace);
+        let claimed = Claimer::new(replicasets, rs.clone(), selector)?
+            .claim(active)
+            .await?;
 
         let desired = i64::from(replicas_of(&rs));
         let diff = claimed.len() as i64 - desired;
@@ -338,89 +346,6 @@ impl Shared {
         Ok(Action::await_change())
     }
 
-    /// Adopts matching orphans and releases owned pods that no longer match; returns the pods that
-    /// are (now) ours. Owned by someone else: left alone.
-    async fn claim(
-        &self,
-        rs: &ReplicaSet,
-        selector: &LabelSelector,
-        pods: Vec<Arc<Pod>>,
-    ) -> Result<Vec<Arc<Pod>>, SyncError> {
-        let uid = rs.metadata.uid.as_deref().unwrap_or_default();
-        let deleting = rs.metadata.deletion_timestamp.is_some();
-        let mut claimed = Vec::with_capacity(pods.len());
-        let mut first_error = None;
-        let mut may_adopt: Option<Result<(), SyncError>> = None;
-        for pod in pods {
-            let matches = selector.matches(pod.metadata.labels.as_ref());
-            match pod::controller_of(&pod) {
-                Some(owner) if owner.uid != uid => {}
-                Some(_) if matches => claimed.push(pod),
-                Some(_) if deleting => {}
-                Some(_) => match self.pod_control.release(rs, &pod).await {
-                    // Gone, or no longer the pod we meant (its uid changed): nothing to release.
-                    Ok(()) => {}
-                    Err(e) if e.is_not_found() || e.is_invalid() => {}
-                    Err(e) => {
-                        first_error.get_or_insert(SyncError::from(e));
-                    }
-                },
-                None if deleting || !matches || pod.metadata.deletion_timestamp.is_some() => {}
-                None => {
-                    // Upstream re-reads the ReplicaSet once, from the server, before adopting
-                    // anything: the cache may still show one that was deleted or replaced.
-                    if may_adopt.is_none() {
-                        may_adopt = Some(self.check_adoptable(rs).await);
-                    }
-                    if let Some(Err(error)) = &may_adopt {
-                        first_error.get_or_insert(SyncError::CannotAdopt {
-                            key: ObjectKey::of(rs).as_str().to_string(),
-                            reason: error.to_string(),
-                        });
-                        continue;
-                    }
-                    match self.pod_control.adopt(rs, &pod).await {
-                        Ok(()) => claimed.push(pod),
-                        Err(e) if e.is_not_found() => {}
-                        Err(e) => {
-                            first_error.get_or_insert(SyncError::from(e));
-                        }
-                    }
-                }
-            }
-        }
-        match first_error {
-            Some(error) => Err(error),
-            None => Ok(claimed),
-        }
-    }
-
-    /// The fresh read before adoption: the ReplicaSet must still be this one and not being deleted.
-    async fn check_adoptable(&self, rs: &ReplicaSet) -> Result<(), SyncError> {
-        let namespace = rs.metadata.namespace.as_deref().unwrap_or_default();
-        let name = rs.metadata.name.as_deref().unwrap_or_default();
-        let api: Api<ReplicaSet> = Api::namespaced(self.client.clone(), namespace);
-        let fresh = api.get(name).await?;
-        let key = format!("{namespace}/{name}");
-        if fresh.metadata.uid != rs.metadata.uid {
-            return Err(SyncError::CannotAdopt {
-                key,
-                reason: format!(
-                    "the original is gone: got uid {}, wanted {}",
-                    fresh.metadata.uid.unwrap_or_default(),
-                    rs.metadata.uid.as_deref().unwrap_or_default()
-                ),
-            });
-        }
-        if fresh.metadata.deletion_timestamp.is_some() {
-            return Err(SyncError::CannotAdopt {
-                key,
-                reason: "it is being deleted".into(),
-            });
-        }
-        Ok(())
-    }
-
     /// Creates or deletes pods to close the gap `diff` (= active − desired), at most the burst.
     async fn manage_replicas(
         &self,
@@ -446,8 +371,12 @@ impl Shared {
         if diff > 0 {
             let related = self.related_pods(rs);
             let victims = ranking::pods_to_delete(pods, &related, count);
-            self.expectations
-                .expect_deletions(key.as_str(), victims.iter().map(|p| pod::key(p)));
+            self.expectations.expect_deletions(
+                key.as_str(),
+                victims
+                    .iter()
+                    .map(|p| ObjectKey::of(p.as_ref()).to_string()),
+            );
             tracing::debug!(%key, count, "too many replicas; deleting");
             let deletes = victims.iter().map(|victim| async move {
                 let name = victim.metadata.name.as_deref().unwrap_or_default();
@@ -459,8 +388,10 @@ impl Shared {
                     Ok(()) => Stats::bump(&self.stats.pods_deleted),
                     Err(error) => {
                         // No delete event will come for it (or it already came): stop expecting it.
-                        self.expectations
-                            .deletion_observed(key.as_str(), &pod::key(victim));
+                        self.expectations.deletion_observed(
+                            key.as_str(),
+                            ObjectKey::of(victim.as_ref()).as_str(),
+                        );
                         if !error.is_not_found() {
                             first_error.get_or_insert(SyncError::from(error));
                         }
@@ -504,7 +435,7 @@ impl Shared {
             .namespace(namespace)
             .list(&LabelSelector::everything())
             .into_iter()
-            .filter(|p| pod::controller_of(p).is_some_and(|o| family.contains(&o.uid)))
+            .filter(|p| owner::controller_of(&p.metadata).is_some_and(|o| family.contains(&o.uid)))
             .collect()
     }
 }
@@ -582,7 +513,7 @@ impl PodEvents {
 
     /// The controlling ReplicaSet of `pod`, if it is one we know.
     fn owner(&self, pod: &Pod) -> Option<Arc<ReplicaSet>> {
-        let owner = pod::controller_of(pod)?;
+        let owner = owner::controller_of(&pod.metadata)?;
         self.0.resolve(pod.metadata.namespace.as_deref(), owner)
     }
 
@@ -598,7 +529,7 @@ impl PodEvents {
             // creation we were waiting for.
             return self.deleted(enqueue, pod);
         }
-        if pod::controller_of(pod).is_some() {
+        if owner::controller_of(&pod.metadata).is_some() {
             if let Some(rs) = self.owner(pod) {
                 let key = ObjectKey::of(rs.as_ref());
                 self.0.expectations.creation_observed(key.as_str());
@@ -625,7 +556,10 @@ impl PodEvents {
             }
             return;
         }
-        let (old_ref, new_ref) = (pod::controller_of(old), pod::controller_of(new));
+        let (old_ref, new_ref) = (
+            owner::controller_of(&old.metadata),
+            owner::controller_of(&new.metadata),
+        );
         let ref_changed = old_ref != new_ref;
         if ref_changed {
             if let Some(rs) = self.owner(old) {
@@ -654,7 +588,7 @@ impl PodEvents {
             let key = ObjectKey::of(rs.as_ref());
             self.0
                 .expectations
-                .deletion_observed(key.as_str(), &pod::key(pod));
+                .deletion_observed(key.as_str(), ObjectKey::of(pod).as_str());
             enqueue.add(key);
         }
     }

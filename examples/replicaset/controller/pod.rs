@@ -1,10 +1,10 @@
-//! What the controller asks of a pod: is it active, ready, available, and who controls it.
+//! What the controller asks of a pod: is it active, ready, available.
 //!
 //! The same predicates as Kubernetes' `podutil` and `controller` packages, in one place, because the
 //! sync, the status and the deletion ranking all need them and must agree.
 
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
 /// Counts toward `replicas`: not terminating, and not finished (phase Succeeded or Failed).
@@ -35,24 +35,6 @@ pub fn is_available(pod: &Pod, min_ready_seconds: i32, now: Timestamp) -> bool {
             .checked_add(SignedDuration::from_secs(i64::from(min_ready_seconds)))
             .is_ok_and(|due| due < now),
     }
-}
-
-/// The owner reference marked `controller: true`, if any.
-pub fn controller_of(pod: &Pod) -> Option<&OwnerReference> {
-    pod.metadata
-        .owner_references
-        .as_deref()?
-        .iter()
-        .find(|owner| owner.controller == Some(true))
-}
-
-/// `namespace/name`, the key expectations track deletions by.
-pub fn key(pod: &Pod) -> String {
-    format!(
-        "{}/{}",
-        pod.metadata.namespace.as_deref().unwrap_or_default(),
-        pod.metadata.name.as_deref().unwrap_or_default()
-    )
 }
 
 /// The current time as the API's timestamps count it.

@@ -1,38 +1,23 @@
-//! The controller's writes to pods: create from the template, delete, adopt, release.
+//! The controller's writes to pods: create from the template, and delete.
 //!
 //! Each is one API request. Creates and deletes record an event on the ReplicaSet, as upstream's
 //! `PodControl` does (`SuccessfulCreate` / `FailedCreate`, `SuccessfulDelete` / `FailedDelete`).
-//! Adopt and release are strategic merge patches of `metadata.ownerReferences` that also carry the
-//! pod's `metadata.uid`: if the pod was deleted and re-created under the same name meanwhile, the
-//! patch fails instead of claiming a stranger.
+//! Adopting and releasing pods is the library's ([`ferrokube::controller::claim`]).
 
-use ferrokube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use ferrokube::api::{DeleteParams, PostParams};
 use ferrokube::{Api, Client, Error};
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
-use serde_json::json;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::SyncError;
-use ferrokube::controller::{EventRecorder, EventType};
+use ferrokube::controller::{EventRecorder, EventType, owner};
 
 /// Writes pods on behalf of ReplicaSets. Cheap to clone.
 #[derive(Clone)]
 pub struct PodControl {
     client: Client,
     events: EventRecorder,
-}
-
-/// The owner reference that makes `rs` a pod's controller.
-pub fn controller_ref(rs: &ReplicaSet) -> OwnerReference {
-    OwnerReference {
-        api_version: "apps/v1".into(),
-        kind: "ReplicaSet".into(),
-        name: rs.metadata.name.clone().unwrap_or_default(),
-        uid: rs.metadata.uid.clone().unwrap_or_default(),
-        controller: Some(true),
-        block_owner_deletion: Some(true),
-    }
 }
 
 impl PodControl {
@@ -93,33 +78,6 @@ impl PodControl {
             }
         }
     }
-
-    /// Makes `rs` the controller of `pod` (which must have none).
-    pub async fn adopt(&self, rs: &ReplicaSet, pod: &Pod) -> Result<(), Error> {
-        let patch = json!({"metadata": {
-            "ownerReferences": [controller_ref(rs)],
-            "uid": pod.metadata.uid,
-        }});
-        self.patch(pod, patch).await
-    }
-
-    /// Removes `rs`'s owner reference from `pod`.
-    pub async fn release(&self, rs: &ReplicaSet, pod: &Pod) -> Result<(), Error> {
-        let patch = json!({"metadata": {
-            "ownerReferences": [{"$patch": "delete", "uid": rs.metadata.uid}],
-            "uid": pod.metadata.uid,
-        }});
-        self.patch(pod, patch).await
-    }
-
-    async fn patch(&self, pod: &Pod, patch: serde_json::Value) -> Result<(), Error> {
-        let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
-        let name = pod.metadata.name.as_deref().unwrap_or_default();
-        self.pods(namespace)
-            .patch(name, &PatchParams::default(), &Patch::Strategic(patch))
-            .await
-            .map(drop)
-    }
 }
 
 /// The pod `rs`'s template describes: its labels, annotations, finalizers and spec, named
@@ -145,7 +103,7 @@ fn pod_from_template(rs: &ReplicaSet) -> Result<Pod, SyncError> {
             labels: meta.labels,
             annotations: meta.annotations,
             finalizers: meta.finalizers,
-            owner_references: Some(vec![controller_ref(rs)]),
+            owner_references: Some(vec![owner::controller_reference(rs)]),
             ..ObjectMeta::default()
         },
         spec: template.and_then(|t| t.spec.clone()),

@@ -360,4 +360,68 @@ mod tests {
         assert!(tracked.len() <= 3, "{}", tracked.len());
         assert!(tracked.contains_key("new-2"));
     }
+
+    /// Fails the first `failures` requests with `error`, then stores what it is sent.
+    struct FlakySink {
+        failures: std::sync::atomic::AtomicU32,
+        calls: std::sync::atomic::AtomicU32,
+        transport: bool,
+    }
+
+    impl FlakySink {
+        fn new(failures: u32, transport: bool) -> FlakySink {
+            FlakySink {
+                failures: failures.into(),
+                calls: 0.into(),
+                transport,
+            }
+        }
+        fn fail_or(&self, event: &Event) -> Result<Event, Error> {
+            use std::sync::atomic::Ordering::SeqCst;
+            self.calls.fetch_add(1, SeqCst);
+            if self
+                .failures
+                .fetch_update(SeqCst, SeqCst, |n| n.checked_sub(1))
+                .is_err()
+            {
+                return Ok(event.clone());
+            }
+            Err(if self.transport {
+                Error::Transport {
+                    url: "https://127.0.0.1:1".into(),
+                    source: "connection refused".into(),
+                }
+            } else {
+                Error::InvalidRequest("rejected".into())
+            })
+        }
+    }
+
+    impl EventSink for FlakySink {
+        async fn create(&self, event: &Event) -> Result<Event, Error> {
+            self.fail_or(event)
+        }
+        async fn patch(&self, _: &str, _: &str, _: &serde_json::Value) -> Result<Event, Error> {
+            self.fail_or(&Event::default())
+        }
+    }
+
+    #[tokio::test]
+    async fn controller_events_are_retried_on_transport_errors_only_up_to_twelve_tries() {
+        use std::sync::atomic::Ordering::SeqCst;
+        let event = || Delivery::Create(Event::default());
+        let wait = Duration::from_millis(1);
+
+        let flaky = FlakySink::new(2, true);
+        assert!(send_with_retries(&flaky, event(), wait).await.is_some());
+        assert_eq!(flaky.calls.load(SeqCst), 3, "two failures, then posted");
+
+        let rejected = FlakySink::new(1, false);
+        assert!(send_with_retries(&rejected, event(), wait).await.is_none());
+        assert_eq!(rejected.calls.load(SeqCst), 1, "an answer is final");
+
+        let down = FlakySink::new(u32::MAX, true);
+        assert!(send_with_retries(&down, event(), wait).await.is_none());
+        assert_eq!(down.calls.load(SeqCst), MAX_TRIES);
+    }
 }

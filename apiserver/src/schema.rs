@@ -1,0 +1,584 @@
+//! Structural schemas: how a CustomResourceDefinition's `openAPIV3Schema` shapes and checks the
+//! custom objects stored under it.
+//!
+//! kube-apiserver knows nothing about a custom kind but its schema, and applies it in two steps on
+//! every write, in this order:
+//!
+//! 1. **Pruning.** A field the schema does not declare is dropped, silently, unless the enclosing
+//!    object says `x-kubernetes-preserve-unknown-fields: true`. A `null` where the schema does not
+//!    say `nullable: true` is dropped too. At the root, `apiVersion`, `kind` and `metadata` are
+//!    always kept (metadata is pruned to the fields of an ObjectMeta). This is why a typo in a
+//!    field name of a custom object "does nothing" rather than failing.
+//! 2. **Validation.** What is left is checked against `type`, `required`, `enum`, `minimum`,
+//!    `maximum` (and their `exclusive…` forms), `minLength` and `maxLength`. Every problem becomes
+//!    one cause of a 422 Invalid, in kube-apiserver's words:
+//!
+//! ```text
+//! spec.size: Invalid value: "string": spec.size in body must be of type integer: "string"
+//! spec.size: Required value
+//! spec.color: Unsupported value: "green": supported values: "red", "blue"
+//! spec.size: Invalid value: 11: spec.size in body should be less than or equal to 10
+//! spec.name: Invalid value: "ABCD": spec.name in body should be at most 3 chars long
+//! ```
+//!
+//! Quirks of kube-apiserver 1.20 kept on purpose, since clients see them: an empty string where a
+//! non-nullable value is expected is reported as being of type `"null"`; problems inside an array's
+//! items are reported at the array's path (`spec.tags`, not `spec.tags[0]`). Properties are checked
+//! in alphabetical order; kube-apiserver checks them in an order that varies from request to request.
+//!
+//! Not supported (accepted and ignored): `pattern`, `format`, `multipleOf`, `minItems`/`maxItems`,
+//! `uniqueItems`, `minProperties`/`maxProperties`, `allOf`/`anyOf`/`oneOf`/`not`, defaults,
+//! `x-kubernetes-embedded-resource`, list and map types.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Map, Value};
+
+use crate::status::Cause;
+
+/// The JSON types a schema's `type` can name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JsonType {
+    Object,
+    Array,
+    String,
+    Integer,
+    Number,
+    Boolean,
+}
+
+impl JsonType {
+    fn parse(name: &str) -> Option<JsonType> {
+        Some(match name {
+            "object" => JsonType::Object,
+            "array" => JsonType::Array,
+            "string" => JsonType::String,
+            "integer" => JsonType::Integer,
+            "number" => JsonType::Number,
+            "boolean" => JsonType::Boolean,
+            _ => return None,
+        })
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            JsonType::Object => "object",
+            JsonType::Array => "array",
+            JsonType::String => "string",
+            JsonType::Integer => "integer",
+            JsonType::Number => "number",
+            JsonType::Boolean => "boolean",
+        }
+    }
+
+    /// True if `value` (not null) is of this type. An integer is also a number.
+    fn admits(self, value: &Value) -> bool {
+        match self {
+            JsonType::Object => value.is_object(),
+            JsonType::Array => value.is_array(),
+            JsonType::String => value.is_string(),
+            JsonType::Integer => value.is_i64() || value.is_u64(),
+            JsonType::Number => value.is_number(),
+            JsonType::Boolean => value.is_boolean(),
+        }
+    }
+}
+
+/// The type name kube-apiserver reports for a value; `""` counts as null (see the module docs).
+fn type_of(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::String(s) if s.is_empty() => "null",
+        Value::String(_) => "string",
+        Value::Number(n) if n.is_f64() => "number",
+        Value::Number(_) => "integer",
+        Value::Bool(_) => "boolean",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+/// A schema that cannot be used, with the path inside `openAPIV3Schema` where it went wrong.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SchemaError {
+    /// `type` names no JSON type.
+    #[error(
+        "{path}.type: Unsupported value: {found:?}: supported values: \"array\", \"boolean\", \"integer\", \"number\", \"object\", \"string\""
+    )]
+    UnknownType { path: String, found: String },
+    /// A keyword has a value of the wrong shape (e.g. `required` that is not a list of strings).
+    #[error("{path}.{keyword}: Invalid value: must be {expected}")]
+    Malformed {
+        path: String,
+        keyword: &'static str,
+        expected: &'static str,
+    },
+    /// The root must say `type: object`.
+    #[error("{path}.type: Required value: must be object at the root")]
+    RootNotObject { path: String },
+}
+
+/// One node of a structural schema. See the [module docs](self).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Schema {
+    /// `type`; `None` admits any type.
+    kind: Option<JsonType>,
+    /// `nullable: true`: a null is kept and valid.
+    nullable: bool,
+    /// `x-kubernetes-int-or-string: true`: an integer or a string.
+    int_or_string: bool,
+    /// `properties`: the declared fields of an object, by name.
+    properties: BTreeMap<String, Schema>,
+    /// `additionalProperties` as a schema: every undeclared field of an object (a map's values).
+    additional: Option<Box<Schema>>,
+    /// `items`: every element of an array.
+    items: Option<Box<Schema>>,
+    /// `required`: fields an object must have (and not null).
+    required: Vec<String>,
+    /// `x-kubernetes-preserve-unknown-fields: true`: undeclared fields are kept, unchecked.
+    preserve_unknown: bool,
+    /// `enum`: the only values allowed, if not empty.
+    allowed: Vec<Value>,
+    /// `minimum`, and whether it is exclusive.
+    minimum: Option<(f64, bool)>,
+    /// `maximum`, and whether it is exclusive.
+    maximum: Option<(f64, bool)>,
+    /// `minLength`, in characters.
+    min_length: Option<u64>,
+    /// `maxLength`, in characters.
+    max_length: Option<u64>,
+}
+
+/// The fields of an ObjectMeta: everything else under a custom object's `metadata` is pruned.
+const OBJECT_META: [&str; 16] = [
+    "name",
+    "generateName",
+    "namespace",
+    "selfLink",
+    "uid",
+    "resourceVersion",
+    "generation",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "labels",
+    "annotations",
+    "ownerReferences",
+    "finalizers",
+    "clusterName",
+    "managedFields",
+];
+
+/// Joins a field path the way causes name fields: `spec` + `size` = `spec.size`.
+fn join(path: &str, field: &str) -> String {
+    if path.is_empty() {
+        field.to_string()
+    } else {
+        format!("{path}.{field}")
+    }
+}
+
+/// A value as Go's field errors print it: strings quoted, everything else as JSON.
+fn shown(value: &Value) -> String {
+    match value {
+        Value::String(s) => format!("{s:?}"),
+        other => other.to_string(),
+    }
+}
+
+impl Schema {
+    /// Reads the root `openAPIV3Schema` (which must be `type: object`); `path` names it in errors.
+    pub fn root(value: &Value, path: &str) -> Result<Schema, SchemaError> {
+        let schema = Schema::parse(value, path)?;
+        if schema.kind != Some(JsonType::Object) {
+            return Err(SchemaError::RootNotObject {
+                path: path.to_string(),
+            });
+        }
+        Ok(schema)
+    }
+
+    /// Reads one node and everything below it.
+    fn parse(value: &Value, path: &str) -> Result<Schema, SchemaError> {
+        let malformed = |keyword, expected| SchemaError::Malformed {
+            path: path.to_string(),
+            keyword,
+            expected,
+        };
+        let Some(map) = value.as_object() else {
+            return Err(SchemaError::Malformed {
+                path: path.to_string(),
+                keyword: "type",
+                expected: "a schema object",
+            });
+        };
+        let flag = |name: &str| map.get(name).and_then(Value::as_bool).unwrap_or(false);
+        let mut schema = Schema {
+            nullable: flag("nullable"),
+            int_or_string: flag("x-kubernetes-int-or-string"),
+            preserve_unknown: flag("x-kubernetes-preserve-unknown-fields"),
+            ..Schema::default()
+        };
+        match map.get("type") {
+            None => {}
+            Some(Value::String(name)) if name.is_empty() => {}
+            Some(Value::String(name)) => {
+                schema.kind =
+                    Some(
+                        JsonType::parse(name).ok_or_else(|| SchemaError::UnknownType {
+                            path: path.to_string(),
+                            found: name.clone(),
+                        })?,
+                    );
+            }
+            Some(_) => return Err(malformed("type", "a string")),
+        }
+        if let Some(properties) = map.get("properties") {
+            let properties = properties
+                .as_object()
+                .ok_or_else(|| malformed("properties", "an object"))?;
+            for (name, child) in properties {
+                let child_path = format!("{path}.properties[{name}]");
+                schema
+                    .properties
+                    .insert(name.clone(), Schema::parse(child, &child_path)?);
+            }
+        }
+        match map.get("additionalProperties") {
+            Some(child @ Value::Object(_)) => {
+                let child_path = format!("{path}.additionalProperties");
+                schema.additional = Some(Box::new(Schema::parse(child, &child_path)?));
+            }
+            // `true` is the same as `{}` for pruning: keep every undeclared field.
+            Some(Value::Bool(true)) => {
+                schema.additional = Some(Box::new(Schema {
+                    preserve_unknown: true,
+                    ..Schema::default()
+                }))
+            }
+            _ => {}
+        }
+        if let Some(items) = map.get("items") {
+            let child_path = format!("{path}.items");
+            schema.items = Some(Box::new(Schema::parse(items, &child_path)?));
+        }
+        if let Some(required) = map.get("required") {
+            schema.required = required
+                .as_array()
+                .and_then(|names| {
+                    names
+                        .iter()
+                        .map(|n| n.as_str().map(str::to_string))
+                        .collect::<Option<Vec<String>>>()
+                })
+                .ok_or_else(|| malformed("required", "a list of strings"))?;
+        }
+        if let Some(allowed) = map.get("enum") {
+            schema.allowed = allowed
+                .as_array()
+                .cloned()
+                .ok_or_else(|| malformed("enum", "a list"))?;
+        }
+        let number = |name: &'static str| match map.get(name) {
+            None => Ok(None),
+            Some(v) => v
+                .as_f64()
+                .map(Some)
+                .ok_or_else(|| malformed(name, "a number")),
+        };
+        let count = |name: &'static str| match map.get(name) {
+            None => Ok(None),
+            Some(v) => v
+                .as_u64()
+                .map(Some)
+                .ok_or_else(|| malformed(name, "a non-negative integer")),
+        };
+        schema.minimum = number("minimum")?.map(|m| (m, flag("exclusiveMinimum")));
+        schema.maximum = number("maximum")?.map(|m| (m, flag("exclusiveMaximum")));
+        schema.min_length = count("minLength")?;
+        schema.max_length = count("maxLength")?;
+        Ok(schema)
+    }
+
+    /// Prunes a whole custom object in place (see the [module docs](self)).
+    pub fn prune_object(&self, object: &mut Value) {
+        let Some(map) = object.as_object_mut() else {
+            return;
+        };
+        if let Some(Value::Object(metadata)) = map.get_mut("metadata") {
+            metadata.retain(|k, _| OBJECT_META.contains(&k.as_str()));
+        }
+        self.prune_fields(map, true);
+    }
+
+    /// Prunes the fields of one object; at the root, `apiVersion`, `kind` and `metadata` stay.
+    fn prune_fields(&self, map: &mut Map<String, Value>, root: bool) {
+        map.retain(|key, value| {
+            if root && matches!(key.as_str(), "apiVersion" | "kind" | "metadata") {
+                return true;
+            }
+            let declared = self.properties.get(key).or(self.additional.as_deref());
+            match declared {
+                Some(child) if value.is_null() => child.nullable,
+                Some(child) => {
+                    child.prune(value);
+                    true
+                }
+                None => self.preserve_unknown,
+            }
+        });
+    }
+
+    /// Prunes one value below the root.
+    fn prune(&self, value: &mut Value) {
+        match value {
+            Value::Object(map) => self.prune_fields(map, false),
+            Value::Array(items) => {
+                if let Some(schema) = self.items.as_deref() {
+                    for item in items {
+                        schema.prune(item);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Checks a whole (pruned) custom object; metadata, apiVersion and kind are checked elsewhere.
+    pub fn validate_object(&self, object: &Value) -> Vec<Cause> {
+        let mut causes = Vec::new();
+        if let Some(map) = object.as_object() {
+            self.validate_fields(map, "", true, &mut causes);
+        }
+        causes
+    }
+
+    /// Checks one value at `path`, appending a cause per problem.
+    fn validate(&self, value: &Value, path: &str, causes: &mut Vec<Cause>) {
+        self.check_type(value, path, causes);
+        match value {
+            Value::String(s) => self.check_length(s, path, causes),
+            Value::Number(_) => self.check_range(value, path, causes),
+            _ => {}
+        }
+        if !self.allowed.is_empty() && !value.is_null() && !self.allowed.contains(value) {
+            let supported: Vec<String> = self
+                .allowed
+                .iter()
+                .map(|v| match v {
+                    Value::String(s) => format!("{s:?}"),
+                    other => format!("{:?}", other.to_string()),
+                })
+                .collect();
+            causes.push(Cause {
+                reason: "FieldValueNotSupported",
+                field: path.to_string(),
+                message: format!(
+                    "Unsupported value: {}: supported values: {}",
+                    shown(value),
+                    supported.join(", ")
+                ),
+            });
+        }
+        match value {
+            Value::Object(map) => self.validate_fields(map, path, false, causes),
+            Value::Array(items) => {
+                if let Some(schema) = self.items.as_deref() {
+                    for item in items {
+                        // kube-apiserver 1.20 names the array, not the element (module docs).
+                        schema.validate(item, path, causes);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn check_type(&self, value: &Value, path: &str, causes: &mut Vec<Cause>) {
+        let actual = type_of(value);
+        let ok = if actual == "null" {
+            self.nullable || self.kind.is_none() || self.int_or_string
+        } else if self.int_or_string {
+            value.is_string() || value.is_i64() || value.is_u64()
+        } else {
+            self.kind.is_none_or(|kind| kind.admits(value))
+        };
+        let Some(kind) = self.kind.filter(|_| !ok) else {
+            return;
+        };
+        causes.push(Cause::invalid(
+            path,
+            actual,
+            &format!(
+                "{path} in body must be of type {}: \"{actual}\"",
+                kind.name()
+            ),
+        ));
+    }
+
+    fn check_length(&self, s: &str, path: &str, causes: &mut Vec<Cause>) {
+        let length = s.chars().count() as u64;
+        if let Some(max) = self.max_length.filter(|max| length > *max) {
+            let detail = format!("{path} in body should be at most {max} chars long");
+            causes.push(Cause::invalid(path, s, &detail));
+        }
+        if let Some(min) = self.min_length.filter(|min| length < *min) {
+            let detail = format!("{path} in body should be at least {min} chars long");
+            causes.push(Cause::invalid(path, s, &detail));
+        }
+    }
+
+    fn check_range(&self, value: &Value, path: &str, causes: &mut Vec<Cause>) {
+        let Some(n) = value.as_f64() else {
+            return;
+        };
+        let mut out_of_range = |detail: String| {
+            causes.push(Cause {
+                reason: "FieldValueInvalid",
+                field: path.to_string(),
+                message: format!("Invalid value: {value}: {path} in body {detail}"),
+            });
+        };
+        if let Some((max, exclusive)) = self.maximum {
+            if exclusive && n >= max {
+                out_of_range(format!("should be less than {}", number(max)));
+            } else if n > max {
+                out_of_range(format!("should be less than or equal to {}", number(max)));
+            }
+        }
+        if let Some((min, exclusive)) = self.minimum {
+            if exclusive && n <= min {
+                out_of_range(format!("should be greater than {}", number(min)));
+            } else if n < min {
+                out_of_range(format!(
+                    "should be greater than or equal to {}",
+                    number(min)
+                ));
+            }
+        }
+    }
+
+    /// Checks an object's fields: required ones first, then each field, alphabetically.
+    fn validate_fields(
+        &self,
+        map: &Map<String, Value>,
+        path: &str,
+        root: bool,
+        causes: &mut Vec<Cause>,
+    ) {
+        for name in &self.required {
+            if map.get(name).is_none_or(Value::is_null) {
+                causes.push(Cause::required(&join(path, name)));
+            }
+        }
+        let mut keys: Vec<&String> = map.keys().collect();
+        keys.sort();
+        for key in keys {
+            if root && matches!(key.as_str(), "apiVersion" | "kind" | "metadata") {
+                continue;
+            }
+            let declared = self.properties.get(key).or(self.additional.as_deref());
+            if let (Some(schema), Some(value)) = (declared, map.get(key)) {
+                schema.validate(value, &join(path, key), causes);
+            }
+        }
+    }
+}
+
+/// A bound as Go prints a float64 with `%v`: `10`, not `10.0`.
+fn number(n: f64) -> String {
+    if n.fract() == 0.0 && n.abs() < 1e15 {
+        format!("{}", n as i64)
+    } else {
+        n.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn widget_schema() -> Schema {
+        let raw = json!({"type": "object", "properties": {
+            "spec": {"type": "object", "required": ["size"], "properties": {
+                "size": {"type": "integer", "minimum": 0, "maximum": 10},
+                "color": {"type": "string", "enum": ["red", "blue"]},
+                "name": {"type": "string", "maxLength": 3, "minLength": 1},
+                "tags": {"type": "array", "items": {"type": "string"}},
+                "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+                "labels": {"type": "object", "additionalProperties": {"type": "string"}}}},
+            "status": {"type": "object", "properties": {"ready": {"type": "boolean"}}}}});
+        Schema::root(&raw, "openAPIV3Schema").expect("valid schema")
+    }
+
+    fn messages(object: &Value) -> Vec<String> {
+        widget_schema()
+            .validate_object(object)
+            .into_iter()
+            .map(|c| format!("{}: {}", c.field, c.message))
+            .collect()
+    }
+
+    #[test]
+    fn unknown_fields_and_nulls_are_pruned_unless_preserved() {
+        let mut object = json!({"apiVersion": "x/v1", "kind": "Widget",
+            "metadata": {"name": "w", "bogus": 1, "labels": {"a": "b"}},
+            "spec": {"size": 3, "unknown": 1, "color": null, "free": {"x": {"y": 1}},
+                     "labels": {"k": "v"}},
+            "extra": true});
+        widget_schema().prune_object(&mut object);
+        assert_eq!(
+            object,
+            json!({"apiVersion": "x/v1", "kind": "Widget",
+                "metadata": {"name": "w", "labels": {"a": "b"}},
+                "spec": {"size": 3, "free": {"x": {"y": 1}}, "labels": {"k": "v"}}})
+        );
+    }
+
+    #[test]
+    fn type_required_enum_range_and_length_read_like_kube_apiserver() {
+        assert_eq!(
+            messages(&json!({"spec": {"size": "big"}})),
+            [
+                "spec.size: Invalid value: \"string\": spec.size in body must be of type integer: \"string\""
+            ]
+        );
+        assert_eq!(
+            messages(&json!({"spec": {"color": "red"}})),
+            ["spec.size: Required value"]
+        );
+        assert_eq!(
+            messages(&json!({"spec": {"size": 11, "color": "green", "name": "ABCD"}})),
+            [
+                "spec.color: Unsupported value: \"green\": supported values: \"red\", \"blue\"",
+                "spec.name: Invalid value: \"ABCD\": spec.name in body should be at most 3 chars long",
+                "spec.size: Invalid value: 11: spec.size in body should be less than or equal to 10",
+            ]
+        );
+        assert_eq!(
+            messages(&json!({"spec": {"size": -1, "name": "", "tags": [1]}})),
+            [
+                "spec.name: Invalid value: \"null\": spec.name in body must be of type string: \"null\"",
+                "spec.name: Invalid value: \"\": spec.name in body should be at least 1 chars long",
+                "spec.size: Invalid value: -1: spec.size in body should be greater than or equal to 0",
+                "spec.tags: Invalid value: \"integer\": spec.tags in body must be of type string: \"integer\"",
+            ]
+        );
+        assert!(messages(&json!({"spec": {"size": 0, "tags": [], "labels": {}}})).is_empty());
+    }
+
+    #[test]
+    fn unusable_schemas_are_refused() {
+        let unknown = json!({"type": "object", "properties": {"a": {"type": "text"}}});
+        assert!(matches!(
+            Schema::root(&unknown, "s"),
+            Err(SchemaError::UnknownType { .. })
+        ));
+        let not_object = json!({"type": "string"});
+        assert!(matches!(
+            Schema::root(&not_object, "s"),
+            Err(SchemaError::RootNotObject { .. })
+        ));
+    }
+}
