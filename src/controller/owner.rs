@@ -158,7 +158,7 @@ fn same_owner(a: &OwnerReference, b: &OwnerReference) -> bool {
 }
 
 /// `apps` of `apps/v1`; `""` (the core group) of `v1`.
-fn group_of(api_version: &str) -> &str {
+pub(crate) fn group_of(api_version: &str) -> &str {
     api_version.split_once('/').map_or("", |(group, _)| group)
 }
 

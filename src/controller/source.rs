@@ -235,11 +235,6 @@ where
     TypeId::of::<K::Scope>() == TypeId::of::<NamespaceResourceScope>()
 }
 
-/// The group part of an `apiVersion` (`""` for the core group's `v1`).
-fn group_of(api_version: &str) -> &str {
-    api_version.rsplit_once('/').map_or("", |(group, _)| group)
-}
-
 /// The key of the `K` that controls `child`, from its controller ownerReference, if it is of kind
 /// `K` (same kind and group; any version).
 pub(crate) fn controller_key<K: k8s_openapi::Resource, C: Object>(child: &C) -> Option<ObjectKey>
@@ -247,7 +242,7 @@ where
     K::Scope: 'static,
 {
     let owner = super::owner::controller_of(child.meta())?;
-    if owner.kind != K::KIND || group_of(&owner.api_version) != K::GROUP {
+    if owner.kind != K::KIND || super::owner::group_of(&owner.api_version) != K::GROUP {
         return None;
     }
     // An owner is in its child's namespace, or cluster-scoped.
