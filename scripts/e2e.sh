@@ -22,6 +22,11 @@ for target in e2e_client e2e_informer apiserver_conformance e2e_replicaset; do
   cargo test --features e2e --test "$target" -- --test-threads=4 || status=1
 done
 
+# The second sample controller (a CustomResource managing records outside Kubernetes): its whole
+# story (drift, edits, a restart, deletions) must converge on the real server too.
+echo "[e2e] cargo run --example dns -- --cluster" >&2
+cargo run -q --example dns -- --cluster || status=1
+
 if [ "${KEEP:-0}" != 1 ]; then
   scripts/kube-apiserver.sh down
 fi

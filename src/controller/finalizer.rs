@@ -247,7 +247,7 @@ impl<T> Finalized<T> {
 /// |---|---|---|---|
 /// | alive (no `deletionTimestamp`) | yes | `apply(obj)` | [`Finalized::Applied`] |
 /// | alive | no | add the finalizer, then `apply(patched obj)` | [`Finalized::Applied`] |
-/// | being deleted | yes | `cleanup(obj)`, then, only if it succeeded, remove the finalizer | [`Finalized::CleanedUp`] |
+/// | being deleted | yes | `cleanup(obj)`, then, only if it succeeded, remove the finalizer (an object already gone counts as removed) | [`Finalized::CleanedUp`] |
 /// | being deleted | no | nothing | [`Finalized::NothingToDo`] |
 ///
 /// - The finalizer is added *before* `apply` does anything outside the cluster, so a delete can
@@ -288,9 +288,13 @@ where
         let value = cleanup(obj.clone())
             .await
             .map_err(FinalizerError::Cleanup)?;
-        remove_finalizer(api, &obj, finalizer)
-            .await
-            .map_err(FinalizerError::RemoveFinalizer)?;
+        match remove_finalizer(api, &obj, finalizer).await {
+            Ok(_) => {}
+            // Gone already: a reconcile of a stale copy, after an earlier one removed the
+            // finalizer and the server finished the delete. Nothing is left to remove.
+            Err(FinalizerPatchError::Api(error)) if error.is_not_found() => {}
+            Err(error) => return Err(FinalizerError::RemoveFinalizer(error)),
+        }
         return Ok(Finalized::CleanedUp(value));
     }
     let obj = if listed {
