@@ -4,7 +4,7 @@
 //! wants to run again. Most of the time the answer is "when something changes" (an event brings the
 //! key back); a reconcile that polls something outside Kubernetes asks to be run again after a
 //! while. Errors are not an `Action`: they go back through the queue's rate limiter (see
-//! [`ControllerBuilder::error_policy`](super::ControllerBuilder::error_policy)).
+//! [`Reconciler::error_policy`](super::Reconciler::error_policy)).
 
 use std::time::Duration;
 

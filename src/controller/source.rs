@@ -20,7 +20,7 @@
 //! **Deletions of the primary**: the informer's delete (or the tombstone a relist finds, or an update
 //! whose uid changed: the object was deleted and re-created between two events) is recorded under
 //! its key before the key is queued, so that the worker can hand the last known state to
-//! [`Reconciler::deleted`](super::Reconciler::deleted). See [`Tombstones`].
+//! [`Reconciler::deleted`](super::Reconciler::deleted).
 //!
 //! Handlers run on the informer's handler thread for this controller: they only compute keys and
 //! add them to the queue, which never blocks.

@@ -6,7 +6,7 @@
 //!
 //! - **Similar events are combined.** Per object, type and reason, the first 9 different messages
 //!   within 10 minutes are posted as they are; from the 10th on, every such event is posted as one
-//!   Event, "(combined from similar events): <latest message>". A scale-up of 10 pods gives 9
+//!   Event, "(combined from similar events): *latest message*". A scale-up of 10 pods gives 9
 //!   "Created pod: …" events and one combined one.
 //! - **Repeats are counted, not re-posted.** An event whose object, type, reason and message were
 //!   posted before is sent as a patch of that Event (`count` + 1, `lastTimestamp`, `message`)
