@@ -6,6 +6,8 @@
 #   scripts/bench-replicaset.sh                       # 1 round: ours, then upstream; 500 RS x 10
 #   REPS=2 scripts/bench-replicaset.sh                # round 2 runs upstream first
 #   REPS=3 REPLICASETS=100 scripts/bench-replicaset.sh
+#   BEFORE=2b89cfd WHO="before ours" REPS=2 scripts/bench-replicaset.sh
+#                                                     # our controller at an older commit vs now
 #
 # Both get the same client limits (QPS 20, burst 30: kube-controller-manager's defaults) and 5
 # workers (its --concurrent-replicaset-syncs default). The driver (examples/bench_replicaset.rs) runs
@@ -19,6 +21,11 @@ REPS=${REPS:-1}
 REPLICASETS=${REPLICASETS:-500}
 REPLICAS=${REPLICAS:-10}
 OUT=${OUT:-/tmp/ferrokube-bench-replicaset.txt}
+# Which controllers run, in the order of odd rounds (even rounds reverse it).
+WHO=${WHO:-ours upstream}
+# With BEFORE=<git revision>, "before" is our controller as it was at that revision (built from a
+# git worktree into the same target directory, so only ferrokube's own crates are rebuilt).
+BEFORE=${BEFORE:-}
 
 scripts/kube-apiserver.sh up
 eval "$(scripts/kube-apiserver.sh env)"
@@ -30,13 +37,23 @@ if [ "$(kubectl get --raw '/api/v1/pods?limit=1' | python3 -c 'import json,sys; 
   exit 1
 fi
 cargo build --release -q --example replicaset --example bench_replicaset
+if [ -n "$BEFORE" ]; then
+  tree=$(mktemp -d)
+  git worktree add -q --detach "$tree" "$BEFORE"
+  cargo build --release -q --manifest-path "$tree/Cargo.toml" --target-dir target --example replicaset
+  cp target/release/examples/replicaset target/release/examples/replicaset-before
+  git worktree remove --force "$tree"
+  cargo build --release -q --example replicaset # the current one again
+fi
 : >"$OUT"
 
 run_one() {
   local who=$1 log=/tmp/ferrokube-bench-replicaset-$1.log pid
   case $who in
-    ours)
-      RUST_LOG=error target/release/examples/replicaset --kubeconfig "$KUBECONFIG" \
+    ours | before)
+      local binary=target/release/examples/replicaset
+      [ "$who" = before ] && binary=target/release/examples/replicaset-before
+      RUST_LOG=error "$binary" --kubeconfig "$KUBECONFIG" \
         --qps 20 --burst 30 --workers 5 2>"$log" &
       ;;
     upstream)
@@ -57,11 +74,9 @@ run_one() {
 
 # Odd rounds run ours first, even rounds upstream first, so neither always gets the fresher server.
 for round in $(seq 1 "$REPS"); do
-  if ((round % 2)); then
-    run_one ours
-    run_one upstream
-  else
-    run_one upstream
-    run_one ours
-  fi
+  order=$WHO
+  ((round % 2)) || order=$(echo "$WHO" | tr ' ' '\n' | tac | tr '\n' ' ')
+  for who in $order; do
+    run_one "$who"
+  done
 done

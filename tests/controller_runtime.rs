@@ -499,3 +499,62 @@ async fn controller_shutdown_gives_up_on_a_stuck_reconcile_after_the_timeout() {
         .unwrap()
         .unwrap();
 }
+
+/// Asks to run again at once, forever, without ever waiting.
+struct Spin(Arc<AtomicUsize>);
+
+impl Reconciler<ConfigMap> for Spin {
+    type Error = String;
+    async fn reconcile(&self, _: Arc<ConfigMap>) -> Result<Action, String> {
+        self.0.fetch_add(1, Ordering::SeqCst);
+        Ok(Action::requeue(Duration::ZERO))
+    }
+}
+
+/// Workers on a busy queue must leave the runtime to others: on a one-thread runtime, a
+/// controller whose reconciles never wait still lets a timer, a write and its watch event through.
+/// (The runtime runs on its own thread so that a starved one fails the test instead of hanging it.)
+#[test]
+fn controller_workers_on_a_busy_queue_do_not_starve_the_runtime() {
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        runtime.block_on(async {
+            let (_server, client) = server().await;
+            let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+            config_maps
+                .create(&PostParams::default(), &config_map("spin", &[]))
+                .await
+                .unwrap();
+            let spins = Arc::new(AtomicUsize::new(0));
+            let (stop, stopped) = oneshot::channel::<()>();
+            let controller =
+                Controller::<ConfigMap>::new(client.clone(), Scope::namespace("default"))
+                    .workers(4)
+                    .run(Spin(spins.clone()), async {
+                        let _ = stopped.await;
+                    });
+            let running = tokio::spawn(controller);
+            wait_for("the spinning reconciles", || {
+                spins.load(Ordering::SeqCst) > 1000
+            })
+            .await;
+            // Other work still runs: a timer, a request, and the controller's own watch.
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            let other = config_maps
+                .create(&PostParams::default(), &config_map("other", &[]))
+                .await
+                .unwrap();
+            let _ = other;
+            let _ = stop.send(());
+            running.await.unwrap().unwrap();
+        });
+        let _ = done.send(());
+    });
+    finished
+        .recv_timeout(Duration::from_secs(60))
+        .expect("the runtime kept making progress besides the spinning workers");
+}

@@ -55,6 +55,11 @@ impl<K: Object, R: Reconciler<K>> Workers<K, R> {
             };
             let Some(key) = key else { return };
             self.process(key).await;
+            // A busy queue hands out keys without ever being Pending, and a reconcile that does
+            // no I/O never is either: without this, workers would keep the runtime's threads to
+            // themselves and starve the informers (and everything else) while keys keep coming.
+            // It counts against tokio's cooperative budget and yields only once that is spent.
+            tokio::task::consume_budget().await;
         }
     }
 
