@@ -178,7 +178,7 @@ async fn run_in_cluster(args: &Args) -> Result<(), BoxError> {
         args.workers, args.qps, args.burst
     );
     tokio::signal::ctrl_c().await?;
-    eprintln!("Ctrl-C: stopping informers and draining the queue");
+    eprintln!("Ctrl-C: stopping the controller (syncs in flight finish), then the informers");
     running.stop().await;
     Ok(())
 }

@@ -65,7 +65,7 @@ pub async fn run(args: &Args, live: bool) -> Result<bool, BoxError> {
         view.step("the story is over; the controller keeps running (Ctrl-C stops)".into());
         let _ = tokio::signal::ctrl_c().await;
     }
-    view.step("stopping: informers first, then draining the queue".into());
+    view.step("stopping: the controller (syncs in flight finish), then the informers".into());
     running.stop().await;
     let _ = stop_view.send(true);
     let _ = drawing.await;
