@@ -28,6 +28,8 @@
 //! `--writers` concurrent writers go (phase `burst`, and `spin`), or at `--rate` per second
 //! (phase `paced`). Each reconcile records `now - sent` first thing.
 
+#[path = "shared/args.rs"]
+mod args;
 #[path = "shared/realistic_pod.rs"]
 mod realistic_pod;
 
@@ -38,6 +40,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use args::Args;
 use ferrokube::api::{Patch, PatchParams, PostParams};
 use ferrokube::apiserver::ApiServer;
 use ferrokube::controller::{Action, Controller, Reconciler};
@@ -51,27 +54,6 @@ use tokio::process::{Child, ChildStdin, ChildStdout};
 
 const SENT: &str = "ferrokube.bench/sent";
 const NAMESPACE: &str = "bench";
-
-struct Args(Vec<String>);
-
-impl Args {
-    fn value(&self, flag: &str, default: &str) -> String {
-        self.0
-            .iter()
-            .position(|a| a == flag)
-            .and_then(|i| self.0.get(i + 1))
-            .cloned()
-            .unwrap_or_else(|| default.to_string())
-    }
-    fn number(&self, flag: &str, default: u64) -> u64 {
-        let text = self.value(flag, &default.to_string());
-        text.parse()
-            .unwrap_or_else(|_| panic!("{flag} wants a number, got {text:?}"))
-    }
-    fn flag(&self, flag: &str) -> bool {
-        self.0.iter().any(|a| a == flag)
-    }
-}
 
 fn unix_nanos() -> u64 {
     SystemTime::now()
@@ -118,7 +100,7 @@ fn percentile_ms(sorted: &[u64], p: f64) -> f64 {
 }
 
 fn main() {
-    let args = Args(std::env::args().skip(1).collect());
+    let args = Args::from_env();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -18,6 +18,8 @@
 //! All three use the kubeconfig (`KUBECONFIG`); `run` uses client QPS/burst from `--qps`/`--burst`
 //! (default 50/100, the same the peers get).
 
+#[path = "shared/args.rs"]
+mod args;
 #[path = "shared/realistic_pod.rs"]
 mod realistic_pod;
 
@@ -25,6 +27,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use args::Args;
 use ferrokube::api::{ListParams, Patch, PatchParams, PostParams};
 use ferrokube::informer::{Compact, EventHandler, SharedIndexInformer, drop_managed_fields};
 use ferrokube::{Api, Client, Config, ListWatch, Object};
@@ -35,27 +38,6 @@ use serde_json::json;
 
 const SENT: &str = "ferrokube.bench/sent";
 
-struct Args(Vec<String>);
-
-impl Args {
-    fn value(&self, flag: &str, default: &str) -> String {
-        self.0
-            .iter()
-            .position(|a| a == flag)
-            .and_then(|i| self.0.get(i + 1))
-            .cloned()
-            .unwrap_or_else(|| default.to_string())
-    }
-    fn number(&self, flag: &str, default: u64) -> u64 {
-        let text = self.value(flag, &default.to_string());
-        text.parse()
-            .unwrap_or_else(|_| panic!("{flag} wants a number, got {text:?}"))
-    }
-    fn flag(&self, flag: &str) -> bool {
-        self.0.iter().any(|a| a == flag)
-    }
-}
-
 fn client(qps: f32, burst: u32) -> Client {
     let mut config = Config::infer().expect("a kubeconfig (KUBECONFIG)");
     config.qps = Some(qps);
@@ -64,7 +46,7 @@ fn client(qps: f32, burst: u32) -> Client {
 }
 
 fn main() {
-    let args = Args(std::env::args().skip(1).collect());
+    let args = Args::from_env();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
