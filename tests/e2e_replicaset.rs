@@ -186,7 +186,7 @@ async fn mark_ready(client: &Client, namespace: &str) {
         .await
         .expect("list pods")
         .items;
-    let now = controller::pod::now();
+    let now = ferrokube::controller::now();
     for pod in pods
         .iter()
         .filter(|p| controller::pod::is_active(p) && !controller::pod::is_ready(p))

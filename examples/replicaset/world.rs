@@ -64,7 +64,7 @@ impl World {
                 owned.entry(owner.uid.as_str()).or_default().push(pod);
             }
         }
-        let now = pod::now();
+        let now = ferrokube::controller::now();
         let mut states: Vec<ReplicaSetState> = replicasets
             .items
             .iter()

@@ -196,13 +196,10 @@ fn is_unset(time: &Time) -> bool {
     time.0 <= Timestamp::UNIX_EPOCH
 }
 
-/// Now, in whole seconds.
+/// Now, in whole seconds (the precision the API stores).
 fn now() -> Timestamp {
-    let since_epoch = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    Timestamp::new(i64::try_from(since_epoch.as_secs()).unwrap_or(i64::MAX), 0)
-        .unwrap_or(Timestamp::UNIX_EPOCH)
+    let now = super::now();
+    Timestamp::new(now.as_second(), 0).unwrap_or(now)
 }
 
 /// Read-modify-write of the object `name`'s status, retried on conflict:

@@ -36,15 +36,3 @@ pub fn is_available(pod: &Pod, min_ready_seconds: i32, now: Timestamp) -> bool {
             .is_ok_and(|due| due < now),
     }
 }
-
-/// The current time as the API's timestamps count it.
-pub fn now() -> Timestamp {
-    let since_epoch = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    Timestamp::new(
-        i64::try_from(since_epoch.as_secs()).unwrap_or(i64::MAX),
-        i32::try_from(since_epoch.subsec_nanos()).unwrap_or(0),
-    )
-    .unwrap_or(Timestamp::UNIX_EPOCH)
-}

@@ -45,7 +45,7 @@ pub fn calculate(
         .as_ref()
         .and_then(|t| t.metadata.as_ref())
         .and_then(|m| m.labels.as_ref());
-    let now = super::pod::now();
+    let now = ferrokube::controller::now();
     let (mut fully_labeled, mut ready, mut available) = (0, 0, 0);
     for pod in pods {
         if has_all(pod.metadata.labels.as_ref(), template_labels) {

@@ -39,7 +39,6 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
-use k8s_openapi::jiff::Timestamp;
 use parking_lot::Mutex;
 use tokio::sync::mpsc;
 
@@ -160,18 +159,6 @@ impl EventRecorder {
     }
 }
 
-/// The current time as the API's timestamps count it.
-pub(crate) fn now() -> Timestamp {
-    let since_epoch = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    Timestamp::new(
-        i64::try_from(since_epoch.as_secs()).unwrap_or(i64::MAX),
-        i32::try_from(since_epoch.subsec_nanos()).unwrap_or(0),
-    )
-    .unwrap_or(Timestamp::UNIX_EPOCH)
-}
-
 impl SpamFilter {
     /// Whether the object `uid` may post one more event at `now` (and if so, counts it).
     fn take_token(&self, uid: &str, now: Instant) -> bool {
@@ -204,7 +191,7 @@ fn event_about<O: Object + k8s_openapi::Resource>(
     reason: &str,
     message: String,
 ) -> Event {
-    let now = now();
+    let now = super::now();
     let meta = object.meta();
     let name = meta.name.clone().unwrap_or_default();
     // A cluster-scoped object's events go to `default`, as client-go's do.
