@@ -46,7 +46,6 @@ use ferrokube::apiserver::ApiServer;
 use ferrokube::controller::{Action, Controller, Reconciler};
 use ferrokube::informer::{Compact, Scope};
 use ferrokube::{Api, Client, Config, Object};
-use futures_util::StreamExt;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
@@ -369,17 +368,7 @@ async fn seed(client: &Client, objects: u64) {
         .expect("create namespace");
     let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
     let started = Instant::now();
-    futures_util::stream::iter(0..objects)
-        .for_each_concurrent(32, |i| {
-            let pods = pods.clone();
-            async move {
-                let name = format!("pod-{i:05}");
-                pods.create(&PostParams::default(), &realistic_pod::pod(&name, i))
-                    .await
-                    .unwrap_or_else(|e| panic!("create {name}: {e}"));
-            }
-        })
-        .await;
+    realistic_pod::create_all(&pods, 0..objects, 32).await;
     eprintln!(
         "[driver] seeded {objects} pods in {:.1} s",
         started.elapsed().as_secs_f64()

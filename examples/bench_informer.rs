@@ -91,17 +91,7 @@ async fn seed(args: &Args) {
         .collect();
     let started = Instant::now();
     let created = missing.len();
-    futures_util::stream::iter(missing)
-        .for_each_concurrent(concurrency, |i| {
-            let pods = pods.clone();
-            async move {
-                let name = format!("pod-{i:05}");
-                pods.create(&PostParams::default(), &realistic_pod::pod(&name, i))
-                    .await
-                    .unwrap_or_else(|e| panic!("create {name}: {e}"));
-            }
-        })
-        .await;
+    realistic_pod::create_all(&pods, missing, concurrency).await;
     eprintln!(
         "[seed] {created} pods created in {:.1} s ({} existed)",
         started.elapsed().as_secs_f64(),

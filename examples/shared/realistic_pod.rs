@@ -49,3 +49,22 @@ pub fn pod(name: &str, index: u64) -> Pod {
     }))
     .expect("pod json")
 }
+
+/// Creates the Pods `pod-NNNNN` for each index in `indexes` (see [`pod`]), `concurrency` requests
+/// at a time; panics with the name of a Pod that could not be created (a benchmark's setup).
+#[allow(dead_code)] // not every benchmark seeds Pods
+pub async fn create_all(
+    pods: &ferrokube::Api<Pod>,
+    indexes: impl IntoIterator<Item = u64>,
+    concurrency: usize,
+) {
+    use futures_util::StreamExt;
+    futures_util::stream::iter(indexes)
+        .for_each_concurrent(concurrency, |i| async move {
+            let name = format!("pod-{i:05}");
+            pods.create(&ferrokube::api::PostParams::default(), &pod(&name, i))
+                .await
+                .unwrap_or_else(|e| panic!("create {name}: {e}"));
+        })
+        .await;
+}
