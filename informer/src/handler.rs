@@ -1,8 +1,9 @@
 //! Event handlers: what an informer calls when an object is added, updated or deleted
 //! (client-go's `ResourceEventHandler`), and the buffer + thread that feeds each one.
 //!
-//! Handlers are called one notification at a time, in order, each handler on its own thread with
-//! its own unbounded buffer (client-go's `processorListener`). The informer only appends to
+//! Handlers are called one notification at a time, in order, by default each handler on its own
+//! thread with its own unbounded buffer (client-go's `processorListener`); a handler that never
+//! blocks can instead be called inline by the informer's processor ([`Delivery::Inline`]). The informer only appends to
 //! buffers, so a handler that blocks or is slow delays itself and nobody else: not the reflector,
 //! not the store, not the other handlers. Its buffer grows instead, and that growth is visible in
 //! [`HandlerRegistration::queue_depth`] and the metrics. Handlers of a controller typically only
@@ -103,6 +104,8 @@ pub struct HandlerOptions {
     pub name: Option<String>,
     /// Re-deliver every cached object as an update (old == new) this often. Default none.
     pub resync: Option<Duration>,
+    /// Where the handler is called. Default [`Delivery::OwnThread`].
+    pub delivery: Delivery,
 }
 
 impl HandlerOptions {
@@ -114,6 +117,32 @@ impl HandlerOptions {
         self.resync = Some(period);
         self
     }
+    /// Calls the handler on the informer's own processing task ([`Delivery::Inline`]).
+    pub fn inline(mut self) -> Self {
+        self.delivery = Delivery::Inline;
+        self
+    }
+}
+
+/// Where a handler's notifications are delivered.
+///
+/// ```text
+///  OwnThread:  processor ──push──▶ [buffer] ──condvar──▶ handler thread ──▶ handler
+///  Inline:     processor ─────────────────────────────────────────────────▶ handler
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Delivery {
+    /// The handler has its own unbounded buffer and thread (client-go's `processorListener`): a
+    /// slow or blocking handler delays only itself. The safe default for any handler.
+    #[default]
+    OwnThread,
+    /// The handler is called by the informer's processor, right after the store was updated and
+    /// before the next change is applied: no buffer, no thread, no wake-up between the watch event
+    /// and the handler. For handlers that only compute keys and add them to a queue, which never
+    /// block: the controller layer's sources. While it runs, the informer applies nothing else, so
+    /// a handler that blocks stalls this informer's store and every other handler on it; and it
+    /// must not add or remove handlers of the same informer (the processor holds their lock).
+    Inline,
 }
 
 /// One call to make on a handler.
@@ -133,6 +162,9 @@ struct Buffer<K> {
 pub(crate) struct Listener<K> {
     pub(crate) name: String,
     handler: Arc<dyn EventHandler<K>>,
+    delivery: Delivery,
+    /// Pending notifications ([`Delivery::OwnThread`] only; always empty when inline). `stopped`
+    /// is honoured by both deliveries.
     buffer: Mutex<Buffer<K>>,
     wake: Condvar,
     /// The informer has synced (set under the informer's handler lock).
@@ -151,12 +183,14 @@ impl<K: Send + Sync + 'static> Listener<K> {
     pub(crate) fn new(
         name: String,
         handler: Arc<dyn EventHandler<K>>,
+        delivery: Delivery,
         resync_period: Option<Duration>,
         metrics: Option<Arc<dyn HandlerQueueMetrics>>,
     ) -> Arc<Listener<K>> {
         Arc::new(Listener {
             name,
             handler,
+            delivery,
             buffer: Mutex::new(Buffer {
                 pending: VecDeque::new(),
                 stopped: false,
@@ -171,8 +205,11 @@ impl<K: Send + Sync + 'static> Listener<K> {
         })
     }
 
-    /// Starts the thread that delivers this listener's notifications.
+    /// Starts the thread that delivers this listener's notifications (none for an inline one).
     pub(crate) fn spawn(self: &Arc<Self>) -> std::io::Result<()> {
+        if self.delivery == Delivery::Inline {
+            return Ok(());
+        }
         let listener = self.clone();
         std::thread::Builder::new()
             .name(format!("informer-{}", self.name))
@@ -186,6 +223,11 @@ impl<K: Send + Sync + 'static> Listener<K> {
         }
         let mut buffer = self.buffer.lock();
         if buffer.stopped {
+            return;
+        }
+        if self.delivery == Delivery::Inline {
+            drop(buffer);
+            self.handle(notification);
             return;
         }
         buffer.pending.push_back(notification);
@@ -237,19 +279,24 @@ impl<K: Send + Sync + 'static> Listener<K> {
             if let Some(metrics) = &self.metrics {
                 metrics.depth(depth);
             }
-            let initial = matches!(notification, Notification::Add { initial: true, .. });
-            let handler = &self.handler;
-            let outcome = catch_unwind(AssertUnwindSafe(|| match &notification {
-                Notification::Add { object, initial } => handler.on_add(object, *initial),
-                Notification::Update { old, new } => handler.on_update(old, new),
-                Notification::Delete(deleted) => handler.on_delete(deleted),
-            }));
-            if outcome.is_err() {
-                tracing::error!(handler = %self.name, "event handler panicked; continuing with the next event");
-            }
-            if initial {
-                self.initial_pending.fetch_sub(1, Ordering::SeqCst);
-            }
+            self.handle(notification);
+        }
+    }
+
+    /// Calls the handler once; a panic is logged and the next notification goes on.
+    fn handle(&self, notification: Notification<K>) {
+        let initial = matches!(notification, Notification::Add { initial: true, .. });
+        let handler = &self.handler;
+        let outcome = catch_unwind(AssertUnwindSafe(|| match &notification {
+            Notification::Add { object, initial } => handler.on_add(object, *initial),
+            Notification::Update { old, new } => handler.on_update(old, new),
+            Notification::Delete(deleted) => handler.on_delete(deleted),
+        }));
+        if outcome.is_err() {
+            tracing::error!(handler = %self.name, "event handler panicked; continuing with the next event");
+        }
+        if initial {
+            self.initial_pending.fetch_sub(1, Ordering::SeqCst);
         }
     }
 }

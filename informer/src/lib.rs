@@ -27,7 +27,9 @@
 //! 2. Each change becomes a [`Delta`] in the [`DeltaFifo`], grouped by object key, in order.
 //! 3. The [`SharedIndexInformer`]'s processor pops a key with its deltas, applies them to the
 //!    [`Store`], and pushes an add/update/delete notification to every handler's own buffer.
-//! 4. Each handler's thread calls its [`EventHandler`]; workers read the store through a [`Lister`].
+//! 4. Each handler's thread calls its [`EventHandler`] (or, for a handler registered
+//!    [`Delivery::Inline`], the processor calls it itself); workers read the store through a
+//!    [`Lister`].
 //!
 //! [`SharedInformerFactory`] makes sure a process opens one watch per type and scope.
 //!
@@ -40,7 +42,9 @@
 //!   ([`ListerWatcher::list_prepared`]), so dropping `managedFields` lowers the peak, not only the
 //!   steady state.
 //! - **Handlers cannot stall each other.** Each handler has its own unbounded buffer and thread
-//!   (client-go: a goroutine per listener), and its depth is a metric.
+//!   (client-go: a goroutine per listener), and its depth is a metric. A handler that only adds
+//!   keys to a queue can skip both ([`Delivery::Inline`]): one hop less between the watch event and
+//!   the queue, which is what the controller layer does.
 //!
 //! | module | holds |
 //! |---|---|
@@ -51,7 +55,7 @@
 //! | `delta_fifo` | [`DeltaFifo`], [`Delta`], [`DeletedObject`] tombstones |
 //! | `store`, `index` | [`Store`] with [`Indexers`]; built-in namespace, label and owner indexes |
 //! | `shared_informer` | [`SharedIndexInformer`] and its builder |
-//! | `handler` | [`EventHandler`], [`HandlerFns`], per-handler buffers and threads |
+//! | `handler` | [`EventHandler`], [`HandlerFns`], per-handler buffers and threads, [`Delivery`] |
 //! | `lister`, `labels` | [`Lister`], [`NamespaceLister`], [`LabelSelector`] |
 //! | `factory` | [`SharedInformerFactory`], [`Scope`] |
 //! | [`metrics`] | what an informer reports, and a Prometheus implementation |
@@ -78,7 +82,7 @@ pub use backoff::Backoff;
 pub use compact::{Compact, CompactError};
 pub use delta_fifo::{DeletedObject, Delta, DeltaFifo};
 pub use factory::{ListerWatcherSource, Scope, SharedInformerFactory};
-pub use handler::{EventHandler, HandlerFns, HandlerOptions, HandlerRegistration};
+pub use handler::{Delivery, EventHandler, HandlerFns, HandlerOptions, HandlerRegistration};
 pub use index::{IndexFn, Indexers, NAMESPACE_INDEX};
 pub use labels::{LabelSelector, SelectorError};
 pub use lister::{Lister, NamespaceLister};

@@ -235,7 +235,13 @@ impl<K: Object> SharedIndexInformer<K> {
         let id = self.inner.next_handler.fetch_add(1, Ordering::Relaxed);
         let name = options.name.unwrap_or_else(|| format!("handler-{id}"));
         let metrics = self.inner.metrics.as_ref().map(|m| m.handler_queue(&name));
-        let listener = Listener::new(name, Arc::new(handler), options.resync, metrics);
+        let listener = Listener::new(
+            name,
+            Arc::new(handler),
+            options.delivery,
+            options.resync,
+            metrics,
+        );
         let mut handlers = self.inner.handlers.lock();
         for object in self.inner.store.list() {
             listener.push(Notification::Add {

@@ -314,6 +314,94 @@ async fn a_late_handler_gets_the_cache_first_then_changes() {
     informer.stop();
 }
 
+/// An inline handler is called by the processor itself, before the next change is applied: it
+/// sees the store already holding the object it is told about and nothing newer, runs on no
+/// thread of its own, gets the same notifications as a threaded one, survives its own panic, and
+/// reports synced like any other.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_inline_handler_runs_on_the_processor_before_the_next_change() {
+    let fake = FakeListerWatcher::new();
+    fake.create(cm("a", "1"));
+    let informer = informer(&fake);
+    let store = informer.store().clone();
+    let inline = Recorder::default();
+    // (rv the handler was told about, rv the store held for that key at that moment, thread name)
+    let observed: Arc<Mutex<Vec<(u64, u64, Option<String>)>>> = Arc::default();
+    let (record, log) = (inline.clone(), observed.clone());
+    let registration = informer
+        .add_event_handler_with(
+            HandlerFns::new()
+                .on_add({
+                    let (record, log, store) = (record.clone(), log.clone(), store.clone());
+                    move |object: &Arc<ConfigMap>, initial| {
+                        if object.metadata.name.as_deref() == Some("boom") {
+                            panic!("a handler bug");
+                        }
+                        record.on_add(object, initial);
+                        let cached = store
+                            .get_by_key(&ObjectKey::of(&**object))
+                            .map_or(0, |o| rv(&o));
+                        let thread = std::thread::current().name().map(str::to_string);
+                        log.lock().push((rv(object), cached, thread));
+                    }
+                })
+                .on_update(move |old: &Arc<ConfigMap>, new: &Arc<ConfigMap>| {
+                    record.on_update(old, new);
+                    let cached = store
+                        .get_by_key(&ObjectKey::of(&**new))
+                        .map_or(0, |o| rv(&o));
+                    let thread = std::thread::current().name().map(str::to_string);
+                    log.lock().push((rv(new), cached, thread));
+                }),
+            HandlerOptions::default().name("inline").inline(),
+        )
+        .unwrap();
+    let threaded = Recorder::default();
+    informer.add_event_handler(threaded.clone()).unwrap();
+    informer.start().unwrap();
+    assert!(informer.wait_for_cache_sync().await);
+    eventually("inline handler synced", || registration.has_synced()).await;
+    assert_eq!(
+        registration.queue_depth(),
+        0,
+        "an inline handler has no buffer"
+    );
+
+    fake.create(cm("boom", "1"));
+    for value in 2..=30 {
+        fake.update(cm("a", &value.to_string()));
+    }
+    eventually("threaded handler has every change", || {
+        threaded.seen().len() == 31
+    })
+    .await;
+    eventually("inline handler has every change", || {
+        inline.seen().len() == 30
+    })
+    .await;
+    let without_boom: Vec<Seen> = threaded
+        .seen()
+        .into_iter()
+        .filter(|s| !matches!(s, Seen::Add { key, .. } if key == "default/boom"))
+        .collect();
+    assert_eq!(
+        inline.seen(),
+        without_boom,
+        "same notifications, same order"
+    );
+    for (told, cached, thread) in observed.lock().iter() {
+        assert_eq!(
+            told, cached,
+            "the store held exactly the object the handler was told about"
+        );
+        assert!(
+            !thread.as_deref().unwrap_or("").starts_with("informer-"),
+            "called on a handler thread: {thread:?}"
+        );
+    }
+    informer.stop();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_handler_stalls_neither_the_store_nor_other_handlers() {
     let fake = FakeListerWatcher::new();

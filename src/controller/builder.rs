@@ -112,7 +112,10 @@ fn attach<O: Object + k8s_openapi::Resource>(
         enqueue: wiring.enqueue.clone(),
         map,
     };
-    let mut options = HandlerOptions::default().name(wiring.name);
+    // Inline: a source only maps an event to keys and adds them to the queue, which never blocks,
+    // so the informer's processor calls it directly (no handler thread, no wake-up between the
+    // watch event and the queue). A `watches_with` handler runs there too: see its docs.
+    let mut options = HandlerOptions::default().name(wiring.name).inline();
     if let Some(resync) = resync {
         options = options.resync(resync);
     }
@@ -252,6 +255,10 @@ impl<K: Object + k8s_openapi::Resource> ControllerBuilder<K> {
     /// The most general informer source: `handle` gets every event of the `O`s in `scope` that
     /// passed the filters, and adds keys itself (at the event's priority) through the [`Enqueue`].
     /// For sources that must also keep books, like expectations.
+    ///
+    /// Every source's handler (this one, `watches`' map and `owns`) is called by the informer's
+    /// processor itself ([`Delivery::Inline`](ferrokube_informer::Delivery::Inline)): it must be
+    /// quick and never block, since the informer applies no other change while it runs.
     pub fn watches_with<O: Object + k8s_openapi::Resource>(
         mut self,
         scope: Scope,

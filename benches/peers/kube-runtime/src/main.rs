@@ -13,8 +13,8 @@ use std::sync::{Arc, Barrier, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::{FutureExt, StreamExt};
-use kube_runtime::scheduler::{ScheduleRequest, scheduler};
-use tokio::sync::{Notify, mpsc};
+use kube_runtime::scheduler::{scheduler, ScheduleRequest};
+use tokio::sync::{mpsc, Notify};
 use tokio_stream::wrappers::UnboundedReceiverStream;
 
 type Key = Arc<str>;
@@ -41,8 +41,18 @@ fn vectors_ok() -> bool {
     };
     let mut r = SplitMix64(1003);
     let space: Vec<u64> = (0..3).map(|_| r.next() % 10_000).collect();
-    draws(1000, 3) == [4332104999045480776, 15022492692291828655, 14266957338849687121]
-        && draws(2000, 3) == [13609660699017974483, 883804695291935563, 1885940644450548452]
+    draws(1000, 3)
+        == [
+            4332104999045480776,
+            15022492692291828655,
+            14266957338849687121,
+        ]
+        && draws(2000, 3)
+            == [
+                13609660699017974483,
+                883804695291935563,
+                1885940644450548452,
+            ]
         && space == [1864, 8462, 6476]
 }
 
@@ -137,7 +147,10 @@ impl SchedulerQueue {
             return;
         }
         let run_at = tokio::time::Instant::now() + delay;
-        let _ = self.requests.send(ScheduleRequest { message: key, run_at });
+        let _ = self.requests.send(ScheduleRequest {
+            message: key,
+            run_at,
+        });
     }
 
     async fn get(&self) -> Option<Key> {
@@ -209,14 +222,21 @@ struct Report {
 }
 
 fn num(v: f64) -> String {
-    if v.is_finite() { format!("{v}") } else { "null".into() }
+    if v.is_finite() {
+        format!("{v}")
+    } else {
+        "null".into()
+    }
 }
 
 /// W1: one thread (a current-thread runtime runs the dispatcher and the loop).
 fn w1(scale: Option<f64>) -> Report {
     let n = scaled(1_000_000, scale);
     let keys = keys("ns/name-", n);
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
     let q = SchedulerQueue::start(&rt, Duration::ZERO);
     let secs = rt.block_on(async {
         let start = Instant::now();
@@ -230,7 +250,12 @@ fn w1(scale: Option<f64>) -> Report {
         start.elapsed().as_secs_f64()
     });
     q.shut_down();
-    Report { workload: "W1", items: n as u64, secs, extra: vec![] }
+    Report {
+        workload: "W1",
+        items: n as u64,
+        secs,
+        extra: vec![],
+    }
 }
 
 /// W2 and W3: producer threads, consumer tasks, shutdown and drain.
@@ -269,7 +294,10 @@ fn produce_and_consume(streams: Vec<Vec<Key>>, consumers: usize) -> (u64, f64, f
         .collect();
     let start = Instant::now();
     barrier.wait();
-    let streams: Vec<_> = producers.into_iter().map(|p| p.join().expect("producer")).collect();
+    let streams: Vec<_> = producers
+        .into_iter()
+        .map(|p| p.join().expect("producer"))
+        .collect();
     let producers_secs = start.elapsed().as_secs_f64();
     q.shut_down();
     let (mut items, mut end) = (0, start);
@@ -288,7 +316,9 @@ fn w2(scale: Option<f64>) -> Report {
     let streams: Vec<Vec<Key>> = (0..4u64)
         .map(|p| {
             let mut r = SplitMix64(1000 + p);
-            (0..per).map(|_| space[(r.next() % 10_000) as usize].clone()).collect()
+            (0..per)
+                .map(|_| space[(r.next() % 10_000) as usize].clone())
+                .collect()
         })
         .collect();
     let adds = (4 * per) as f64;
@@ -313,7 +343,12 @@ fn w3(scale: Option<f64>) -> Result<Report, String> {
     if items != (8 * per) as u64 {
         return Err(format!("processed {items}, expected {}", 8 * per));
     }
-    Ok(Report { workload: "W3", items, secs, extra: vec![("producers_secs", num(psecs))] })
+    Ok(Report {
+        workload: "W3",
+        items,
+        secs,
+        extra: vec![("producers_secs", num(psecs))],
+    })
 }
 
 fn w4(scale: Option<f64>) -> Report {
@@ -337,8 +372,13 @@ fn w4(scale: Option<f64>) -> Report {
             for _ in 0..n {
                 let Some(k) = q.get().await else { break };
                 last = Instant::now();
-                let i: usize = k.rsplit('-').next().and_then(|s| s.parse().ok()).expect("suffix");
-                lateness.push((last - t0).as_nanos() as i64 - due[i].load(Ordering::Acquire) as i64);
+                let i: usize = k
+                    .rsplit('-')
+                    .next()
+                    .and_then(|s| s.parse().ok())
+                    .expect("suffix");
+                lateness
+                    .push((last - t0).as_nanos() as i64 - due[i].load(Ordering::Acquire) as i64);
                 q.done(&k);
             }
             (lateness, (last - t0).as_secs_f64())
@@ -348,7 +388,10 @@ fn w4(scale: Option<f64>) -> Report {
     *start.lock().unwrap() = Some(t0);
     barrier.wait();
     for (i, k) in keys.iter().enumerate() {
-        due[i].store(t0.elapsed().as_nanos() as u64 + delays[i], Ordering::Release);
+        due[i].store(
+            t0.elapsed().as_nanos() as u64 + delays[i],
+            Ordering::Release,
+        );
         q.add_after(k.clone(), Duration::from_nanos(delays[i]));
     }
     let (mut lateness, secs) = rt.block_on(consumer).expect("consumer");
@@ -382,7 +425,8 @@ fn w5(scale: Option<f64>) -> Result<Report, String> {
     let end = Arc::new(Mutex::new(None::<Instant>));
     let consumers: Vec<_> = (0..4)
         .map(|_| {
-            let (q, barrier, successes, end) = (q.clone(), barrier.clone(), successes.clone(), end.clone());
+            let (q, barrier, successes, end) =
+                (q.clone(), barrier.clone(), successes.clone(), end.clone());
             let ready = rt.spawn_blocking(move || barrier.wait());
             rt.spawn(async move {
                 let _ = ready.await;
@@ -410,8 +454,14 @@ fn w5(scale: Option<f64>) -> Result<Report, String> {
     for k in &keys {
         q.add(k.clone());
     }
-    let gets: u64 = consumers.into_iter().map(|c| rt.block_on(c).expect("consumer")).sum();
-    let end = end.lock().unwrap().ok_or("never reached the last success")?;
+    let gets: u64 = consumers
+        .into_iter()
+        .map(|c| rt.block_on(c).expect("consumer"))
+        .sum();
+    let end = end
+        .lock()
+        .unwrap()
+        .ok_or("never reached the last success")?;
     if gets != 6 * n as u64 {
         return Err(format!("{gets} gets, expected {}", 6 * n));
     }
@@ -470,7 +520,11 @@ fn main() -> ExitCode {
             if let Some(s) = scale {
                 r.extra.push(("scale", num(s)));
             }
-            let extra: Vec<String> = r.extra.iter().map(|(k, v)| format!("\"{k}\":{v}")).collect();
+            let extra: Vec<String> = r
+                .extra
+                .iter()
+                .map(|(k, v)| format!("\"{k}\":{v}"))
+                .collect();
             println!(
                 "{{\"impl\":\"{IMPL}\",\"workload\":\"{}\",\"items\":{},\"secs\":{},\"per_sec\":{},\"extra\":{{{}}}}}",
                 r.workload,

@@ -7,6 +7,12 @@
 //! kube-rs-controller-peer --namespace bench --objects 10000 [--concurrency 16]
 //! ```
 //!
+//! The controller is what `Controller::new(api, watcher::Config::default())` builds, spelled out
+//! with `Controller::for_stream` (feature `unstable-runtime-stream-control`) so that one step can be
+//! added: `WatchStreamExt::modify` stamps each written object with `ferrokube.bench/arrived` (unix
+//! nanos) as its watch event comes off the wire, before the reflector's store and the scheduler,
+//! the same point where ferrokube's side stamps it (its informer's transform).
+//!
 //! Settings: `watcher::Config::default()` (what `Controller::new` is documented with);
 //! `controller::Config::concurrency(N)` when `--concurrency` is above 0 (0 is kube-runtime's
 //! default, unbounded). kube-rs has no client-side rate limiter.
@@ -14,7 +20,8 @@
 //! The reconcile records, first thing, the time it started against the `ferrokube.bench/sent`
 //! annotation (`<phase>:<unix nanos>`, stamped by the driver right before each PATCH), then returns
 //! `Action::requeue(0)` while a `spin` command runs and `Action::await_change()` otherwise. The
-//! recording code is the same as ferrokube's side, line for line in what it does.
+//! recording code is the same as ferrokube's side, line for line in what it does; it also records
+//! the time since `ferrokube.bench/arrived`.
 
 use std::convert::Infallible;
 use std::io::BufRead;
@@ -26,9 +33,11 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube_client::{Api, Client};
 use kube_runtime::controller::{self, Action, Controller};
-use kube_runtime::watcher;
+use kube_runtime::reflector::{self, reflector};
+use kube_runtime::{watcher, WatchStreamExt};
 
 const SENT: &str = "ferrokube.bench/sent";
+const ARRIVED: &str = "ferrokube.bench/arrived";
 const IMPL: &str = "kube-rs-5.0";
 
 fn arg(flag: &str, default: &str) -> String {
@@ -74,6 +83,7 @@ struct Phase {
     seen: Vec<bool>,
     distinct: usize,
     lags_ns: Vec<u64>,
+    event_lags_ns: Vec<u64>,
     first_sent: u64,
     first_start: u64,
     last_start: u64,
@@ -86,6 +96,7 @@ impl Phase {
             seen: vec![false; objects],
             distinct: 0,
             lags_ns: Vec::with_capacity(objects),
+            event_lags_ns: Vec::with_capacity(objects),
             first_sent: u64::MAX,
             first_start: u64::MAX,
             last_start: 0,
@@ -106,7 +117,7 @@ struct Recorder {
 
 impl Recorder {
     /// Called first thing in every reconcile; says whether to requeue at once.
-    fn record(&self, name: &str, stamp: Option<&str>) -> bool {
+    fn record(&self, name: &str, stamp: Option<&str>, arrived: Option<&str>) -> bool {
         let now = unix_nanos();
         self.total.fetch_add(1, Ordering::Relaxed);
         if !self.complete.load(Ordering::Relaxed) {
@@ -126,6 +137,9 @@ impl Recorder {
                     if let Some(sent) = sent.filter(|_| p.id != "*") {
                         p.lags_ns.push(now.saturating_sub(sent));
                         p.first_sent = p.first_sent.min(sent);
+                        if let Some(arrived) = arrived.and_then(|a| a.parse::<u64>().ok()) {
+                            p.event_lags_ns.push(now.saturating_sub(arrived));
+                        }
                     }
                     p.first_start = p.first_start.min(now);
                     p.last_start = now;
@@ -159,6 +173,8 @@ impl Recorder {
         let p = self.phase.lock().expect("recorder lock");
         let mut lags = p.lags_ns.clone();
         lags.sort_unstable();
+        let mut event_lags = p.event_lags_ns.clone();
+        event_lags.sort_unstable();
         let sent_to_last_ms = if p.first_sent == u64::MAX {
             f64::NAN
         } else {
@@ -169,6 +185,10 @@ impl Recorder {
             "phase": p.id, "reconciled": p.distinct, "lags": lags.len(),
             "lag_p50_ms": percentile(&lags, 50.0), "lag_p99_ms": percentile(&lags, 99.0),
             "lag_max_ms": percentile(&lags, 100.0),
+            "event_lags": event_lags.len(),
+            "event_lag_p50_ms": percentile(&event_lags, 50.0),
+            "event_lag_p99_ms": percentile(&event_lags, 99.0),
+            "event_lag_max_ms": percentile(&event_lags, 100.0),
             "sent_to_last_ms": sent_to_last_ms, "first_to_last_ms": first_to_last_ms,
             "reconciles_per_sec": p.distinct as f64 / (sent_to_last_ms / 1e3),
         })
@@ -195,17 +215,27 @@ async fn main() {
     });
 
     let api: Api<Pod> = Api::namespaced(client, &namespace);
-    let controller = Controller::new(api, watcher::Config::default())
+    let (reader, writer) = reflector::store();
+    let stamped = watcher(api, watcher::Config::default()).modify(|pod: &mut Pod| {
+        if let Some(annotations) = pod.metadata.annotations.as_mut() {
+            if annotations.contains_key(SENT) {
+                annotations.insert(ARRIVED.to_string(), unix_nanos().to_string());
+            }
+        }
+    });
+    let trigger = reflector(writer, stamped).applied_objects();
+    let controller = Controller::for_stream(trigger, reader)
         .with_config(controller::Config::default().concurrency(concurrency));
     let reconcile = |pod: Arc<Pod>, recorder: Arc<Recorder>| async move {
         let name = pod.metadata.name.as_deref().unwrap_or("");
-        let stamp = pod
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(SENT))
-            .map(String::as_str);
-        let spin = recorder.record(name, stamp);
+        let annotation = |key| {
+            pod.metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(key))
+                .map(String::as_str)
+        };
+        let spin = recorder.record(name, annotation(SENT), annotation(ARRIVED));
         if spin {
             Ok::<_, Infallible>(Action::requeue(Duration::ZERO))
         } else {

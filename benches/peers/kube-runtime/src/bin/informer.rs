@@ -17,7 +17,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use futures::TryStreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube_client::{Api, Client};
-use kube_runtime::{WatchStreamExt, reflector, watcher};
+use kube_runtime::{reflector, watcher, WatchStreamExt};
 
 const SENT: &str = "ferrokube.bench/sent";
 const IMPL: &str = "kube-rs-5.0";
