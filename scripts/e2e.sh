@@ -13,11 +13,11 @@ cd "$(dirname "$0")/.."
 
 scripts/kube-apiserver.sh up
 eval "$(scripts/kube-apiserver.sh env)"
-export KUBECONFIG FERROKUBE_E2E_ETCD FERROKUBE_KCM
+export KUBECONFIG FERROKUBE_E2E_ETCD FERROKUBE_KCM FERROKUBE_AUDIT_LOG
 
 status=0
 # Each end-to-end target, in turn (later issues add theirs here).
-for target in e2e_client e2e_informer apiserver_conformance e2e_replicaset; do
+for target in e2e_client e2e_informer apiserver_conformance e2e_replicaset e2e_leader; do
   echo "[e2e] cargo test --features e2e --test $target" >&2
   cargo test --features e2e --test "$target" -- --test-threads=4 || status=1
 done
@@ -26,6 +26,12 @@ done
 # story (drift, edits, a restart, deletions) must converge on the real server too.
 echo "[e2e] cargo run --example dns -- --cluster" >&2
 cargo run -q --example dns -- --cluster || status=1
+
+# How the sample starts in a cluster (deploy/replicaset/): the real server must accept every manifest
+# (schema, RBAC rules, probes) as it would apply them.
+echo "[e2e] kubectl apply --dry-run=server -f deploy/replicaset/" >&2
+kubectl apply -f deploy/replicaset/namespace.yaml >&2 || status=1
+kubectl apply --dry-run=server -f deploy/replicaset/ >&2 || status=1
 
 if [ "${KEEP:-0}" != 1 ]; then
   scripts/kube-apiserver.sh down

@@ -7,7 +7,7 @@
 #                                     # (cached under ~/.cache/ferrokube/bin; ~4 min each the first time)
 #   scripts/kube-apiserver.sh up      # build if needed, start etcd + kube-apiserver, write a kubeconfig
 #   scripts/kube-apiserver.sh down    # stop both and delete their state
-#   scripts/kube-apiserver.sh env     # print `export KUBECONFIG=... FERROKUBE_E2E_ETCD=... FERROKUBE_KCM=...`
+#   scripts/kube-apiserver.sh env     # print `export KUBECONFIG=... FERROKUBE_E2E_ETCD=... FERROKUBE_KCM=... FERROKUBE_AUDIT_LOG=...`
 #
 # The kubeconfig ($STATE/kubeconfig) has three contexts:
 #   cert    (current) user admin-cert: client certificate, group system:masters
@@ -230,8 +230,21 @@ up() {
     echo $! >"$STATE/etcd.pid"
   fi
   if ! running kube-apiserver; then
+    # An audit log of every write (who, what, when), as JSON lines: the leader-election drills
+    # (tests/e2e_leader.rs) read it to check that a replica which lost its lease wrote nothing.
+    cat >"$STATE/audit-policy.yaml" <<'POLICY'
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
+rules:
+- level: Metadata
+  verbs: ["create", "update", "patch", "delete", "deletecollection"]
+- level: None
+POLICY
     log "starting kube-apiserver on https://127.0.0.1:$APISERVER_PORT"
     "$bin/kube-apiserver" \
+      --audit-policy-file "$STATE/audit-policy.yaml" --audit-log-path "$STATE/audit.log" \
+      --audit-log-format json --audit-log-maxsize 200 \
       --etcd-servers "http://127.0.0.1:$ETCD_PORT" \
       --insecure-port=0 --secure-port "$APISERVER_PORT" \
       --bind-address 127.0.0.1 --advertise-address 127.0.0.1 \
@@ -287,6 +300,6 @@ case "${1:-}" in
   build) build ;;
   up) up ;;
   down) down ;;
-  env) echo "export KUBECONFIG=$STATE/kubeconfig FERROKUBE_E2E_ETCD=http://127.0.0.1:$ETCD_PORT FERROKUBE_KCM=$bin/kube-controller-manager" ;;
+  env) echo "export KUBECONFIG=$STATE/kubeconfig FERROKUBE_E2E_ETCD=http://127.0.0.1:$ETCD_PORT FERROKUBE_KCM=$bin/kube-controller-manager FERROKUBE_AUDIT_LOG=$STATE/audit.log" ;;
   *) echo "usage: $0 build|up|down|env" >&2; exit 2 ;;
 esac

@@ -49,6 +49,17 @@ pub enum Error {
     /// The configuration (kubeconfig, in-cluster files, credentials) is unusable.
     #[error(transparent)]
     Config(#[from] ConfigError),
+    /// A write refused by the handle's write gate ([`Client::with_write_gate`]): this process does
+    /// not hold (or may no longer hold) the lease its writes depend on. **Nothing was sent.**
+    ///
+    /// [`Client::with_write_gate`]: crate::Client::with_write_gate
+    #[error("{method} {url} was not sent: {source}")]
+    NotLeader {
+        method: String,
+        url: String,
+        /// Boxed to keep `Error` small (it is the `Err` of every request).
+        source: Box<crate::leader::NotLeader>,
+    },
 }
 
 /// The reason a `Status` gives (`metav1.StatusReason`), or the one its HTTP code implies.
@@ -239,6 +250,10 @@ impl Error {
     /// A 5xx answer.
     pub fn is_server_error(&self) -> bool {
         self.api().is_some_and(|api| api.code >= 500)
+    }
+    /// A write refused by a write gate, unsent ([`Error::NotLeader`]).
+    pub fn is_not_leader(&self) -> bool {
+        matches!(self, Error::NotLeader { .. })
     }
     /// A timeout, ours or the server's.
     pub fn is_timeout(&self) -> bool {

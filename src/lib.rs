@@ -15,6 +15,7 @@
 //! | [`workqueue`] | deduplicating keyed queue with Get/Done, delays, rate limits, priorities, metrics | `util/workqueue` |
 //! | [`informer`] | Reflector, Store, Indexers, Listers, SharedIndexInformer, factory | `tools/cache`, `informers` |
 //! | [`list_watch`] | `Api<K>` as the informer's ListerWatcher, `Client` as a factory's source | `cache.ListWatch` |
+//! | [`leader`] | leader election on a Lease, with a write gate for the leader's client | `tools/leaderelection` |
 //! | [`controller`] | the reconciler runtime (sources, filters, workers, metrics) and the toolkit: expectations, claiming, events, finalizers, conditions, owner references | kubernetes' `pkg/controller`, `tools/record`; controller-runtime |
 //! | [`apiserver`] | an in-process API server (the real REST API, fault injection, a pod simulator) | envtest's kube-apiserver, kwok |
 //!
@@ -31,7 +32,9 @@ pub mod client;
 pub mod config;
 pub mod controller;
 pub mod error;
+pub mod leader;
 pub mod list_watch;
+pub mod manager;
 pub mod watch;
 
 pub use api::{Api, ApiResource, DynamicObject, Object};

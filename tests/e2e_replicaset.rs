@@ -413,11 +413,11 @@ async fn same_outcomes_as_kube_controller_manager() {
     let mut config = common::config(None);
     config.qps = Some(20.0);
     config.burst = 30;
-    let ours = Running::start(config, ControllerOptions::default(), None)
+    let ours = Running::start(config, ControllerOptions::default())
         .await
         .expect("our controller starts");
     let ours_recorded = scenarios(&client, "ours").await;
-    ours.stop().await;
+    ours.stop().await.expect("stop our controller");
 
     let upstream = Upstream::start().await;
     let upstream_recorded = scenarios(&client, "kcm").await;

@@ -211,7 +211,7 @@ async fn no_over_creation_and_bounded_convergence_under_faults() {
     let mut config = Config::new(server.url().parse().expect("url"));
     config.qps = Some(20.0);
     config.burst = 30;
-    let running = Running::start(config, ControllerOptions::default(), None)
+    let running = Running::start(config, ControllerOptions::default())
         .await
         .expect("controller starts");
 
@@ -246,7 +246,7 @@ async fn no_over_creation_and_bounded_convergence_under_faults() {
     let second = converge(&driver, Duration::from_secs(90)).await;
     let controller_lists = running.controller.pods().reflector_status().lists();
     chaos.abort();
-    running.stop().await;
+    running.stop().await.expect("stop the controller");
     watcher.abort();
 
     let census = census.lock();

@@ -90,6 +90,7 @@
 //!   reports them in an order that varies between requests (Go map iteration).
 
 pub mod api;
+pub mod audit;
 pub mod crd;
 pub mod faults;
 pub mod gc;
@@ -105,6 +106,7 @@ pub mod store;
 pub mod strategy;
 pub mod validation;
 
+pub use audit::{AuditEntry, AuditLog};
 pub use faults::{FaultSettings, Faults, WriteFailure};
 pub use http::{ApiServer, RunningServer};
 pub use kubelet::KubeletSettings;

@@ -21,15 +21,23 @@
 //! that cluster's ReplicaSet controller until Ctrl-C — do not run it beside kube-controller-manager's.
 //!
 //! Options: `--workers N` (5), `--qps Q` / `--burst B` (20 / 30, kube-controller-manager's
-//! `--kube-api-qps` / `--kube-api-burst`), `--metrics-addr HOST:PORT` (Prometheus text at `/metrics`),
-//! `--resync SECONDS` (43200). Logs go to stderr through `tracing`; set `RUST_LOG` (default `warn`,
-//! `error` under the live view).
+//! `--kube-api-qps` / `--kube-api-burst`), `--http-addr HOST:PORT` (`/healthz`, `/readyz`, and
+//! Prometheus text at `/metrics`), `--resync SECONDS` (43200). Logs go to stderr through `tracing`;
+//! set `RUST_LOG` (default `warn`, `error` under the live view).
+//!
+//! **Several replicas** (`--leader-elect`): only the replica holding the Lease `--lease-name`
+//! (`ferrokube-replicaset`) in `--lease-namespace` (the kubeconfig context's namespace, or the pod's)
+//! acts; the others keep warm caches and take over when it goes. `--identity ID` (host name and a
+//! random suffix) names the replica in the Lease and in its requests' User-Agent
+//! (`ferrokube-replicaset/<ID>`), so an audit log tells the replicas' writes apart.
+//! `--lease-duration`, `--renew-deadline`, `--retry-period` (seconds: 15, 10, 2, client-go's).
+//! SIGTERM or SIGINT stops gracefully: no new syncs, the ones in flight finish, the Lease is
+//! released, exit 0. A replica that loses its Lease exits 1.
 //!
 //! The controller itself is in [`controller`]; this file wires it up, [`story`] plays the demo,
-//! [`view`] draws it, [`metrics`] serves the metrics.
+//! [`view`] draws it; `ferrokube::manager` runs it (leader election, health, metrics, signals).
 
 mod controller;
-mod metrics;
 mod story;
 mod view;
 mod world;
@@ -38,16 +46,16 @@ use std::io::IsTerminal;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
 use std::time::Duration;
 
-use ferrokube::Config;
-use prometheus_client::registry::Registry;
+use ferrokube::manager::{ManagerBuilder, shutdown_signal};
+use ferrokube::{Client, Config};
 
 use controller::{ControllerOptions, Running};
 
 const USAGE: &str = "usage: replicaset [--embedded | --kubeconfig PATH] [--keep-running] [--workers N] \
-[--qps Q] [--burst B] [--resync SECONDS] [--metrics-addr HOST:PORT]";
+[--qps Q] [--burst B] [--resync SECONDS] [--http-addr HOST:PORT] [--leader-elect] [--identity ID] \
+[--lease-namespace NS] [--lease-name NAME] [--lease-duration S] [--renew-deadline S] [--retry-period S]";
 
 /// The command line.
 #[derive(Debug, Clone)]
@@ -59,7 +67,31 @@ pub struct Args {
     qps: f32,
     burst: u32,
     resync: Duration,
-    metrics_addr: Option<SocketAddr>,
+    http_addr: Option<SocketAddr>,
+    leader_election: Option<LeaderElection>,
+    identity: Option<String>,
+}
+
+/// `--leader-elect` and its settings.
+#[derive(Debug, Clone)]
+pub struct LeaderElection {
+    namespace: Option<String>,
+    lease_name: String,
+    lease_duration: Duration,
+    renew_deadline: Duration,
+    retry_period: Duration,
+}
+
+impl Default for LeaderElection {
+    fn default() -> Self {
+        LeaderElection {
+            namespace: None,
+            lease_name: "ferrokube-replicaset".into(),
+            lease_duration: Duration::from_secs(15),
+            renew_deadline: Duration::from_secs(10),
+            retry_period: Duration::from_secs(2),
+        }
+    }
 }
 
 impl Args {
@@ -72,8 +104,12 @@ impl Args {
             qps: 20.0,
             burst: 30,
             resync: ControllerOptions::default().resync,
-            metrics_addr: None,
+            http_addr: None,
+            leader_election: None,
+            identity: None,
         };
+        let mut election = LeaderElection::default();
+        let mut elect = false;
         while let Some(word) = words.next() {
             let mut value = |flag: &str| words.next().ok_or(format!("{flag} needs a value"));
             match word.as_str() {
@@ -84,10 +120,20 @@ impl Args {
                 "--qps" => args.qps = number(&word, &value(&word)?)?,
                 "--burst" => args.burst = number(&word, &value(&word)?)?,
                 "--resync" => args.resync = Duration::from_secs(number(&word, &value(&word)?)?),
-                "--metrics-addr" => args.metrics_addr = Some(number(&word, &value(&word)?)?),
+                "--http-addr" => args.http_addr = Some(number(&word, &value(&word)?)?),
+                "--leader-elect" => elect = true,
+                "--identity" => args.identity = Some(value(&word)?),
+                "--lease-namespace" => election.namespace = Some(value(&word)?),
+                "--lease-name" => election.lease_name = value(&word)?,
+                "--lease-duration" => election.lease_duration = seconds(&word, &value(&word)?)?,
+                "--renew-deadline" => election.renew_deadline = seconds(&word, &value(&word)?)?,
+                "--retry-period" => election.retry_period = seconds(&word, &value(&word)?)?,
                 "-h" | "--help" => return Err(String::new()),
                 other => return Err(format!("unknown argument {other:?}")),
             }
+        }
+        if elect {
+            args.leader_election = Some(election);
         }
         Ok(args)
     }
@@ -111,6 +157,11 @@ impl Args {
 fn number<T: std::str::FromStr>(flag: &str, text: &str) -> Result<T, String> {
     text.parse()
         .map_err(|_| format!("{flag}: {text:?} is not a valid value"))
+}
+
+fn seconds(flag: &str, text: &str) -> Result<Duration, String> {
+    let seconds: f64 = number(flag, text)?;
+    Duration::try_from_secs_f64(seconds).map_err(|_| format!("{flag}: {text:?} is not a duration"))
 }
 
 fn main() -> ExitCode {
@@ -166,37 +217,61 @@ fn init_tracing(default: &str) {
 
 pub use controller::running::BoxError;
 
-/// Runs as the replicaset controller of the configured cluster until Ctrl-C.
+/// Runs as the replicaset controller of the configured cluster until SIGTERM or SIGINT (or, with
+/// leader election, until it loses its lease).
 async fn run_in_cluster(args: &Args) -> Result<(), BoxError> {
     let config = match &args.kubeconfig {
         Some(path) => Config::from_kubeconfig_files(std::slice::from_ref(path), None)?,
         None => Config::infer()?,
     };
-    let running = start(config, args).await?;
+    let running = start(config, args, shutdown_signal()).await?;
     eprintln!(
-        "replicaset controller running ({} workers, qps {} burst {}); Ctrl-C stops",
-        args.workers, args.qps, args.burst
+        "replicaset controller running ({} workers, qps {} burst {}{}); SIGTERM or Ctrl-C stops",
+        args.workers,
+        args.qps,
+        args.burst,
+        if args.leader_election.is_some() {
+            ", leader election on"
+        } else {
+            ""
+        },
     );
-    tokio::signal::ctrl_c().await?;
-    eprintln!("Ctrl-C: stopping the controller (syncs in flight finish), then the informers");
-    running.stop().await;
+    running.wait().await?;
+    eprintln!("replicaset controller stopped");
     Ok(())
 }
 
-/// Starts the controller with the command line's settings, and its metrics endpoint if asked for.
-pub async fn start(mut config: Config, args: &Args) -> Result<Running, BoxError> {
+/// Starts the controller in a manager with the command line's settings (leader election, the
+/// health and metrics endpoint), until `shutdown`.
+pub async fn start(
+    mut config: Config,
+    args: &Args,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<Running, BoxError> {
     config.qps = Some(args.qps);
     config.burst = args.burst;
-    let mut registry = Registry::default();
-    let running = Running::start(config, args.options(), Some(&mut registry)).await?;
-    if let Some(addr) = args.metrics_addr {
-        let listener = tokio::net::TcpListener::bind(addr).await?;
-        tracing::info!(%addr, "serving metrics at /metrics");
-        tokio::spawn(metrics::serve(
-            listener,
-            Arc::new(registry),
-            running.controller.stats().clone(),
-        ));
+    if let Some(identity) = &args.identity {
+        config.user_agent = Some(format!("ferrokube-replicaset/{identity}"));
     }
-    Ok(running)
+    let namespace = Client::new(config.clone())?.default_namespace().to_string();
+    let configure = |mut manager: ManagerBuilder| {
+        if let Some(addr) = args.http_addr {
+            manager = manager.serve(addr);
+        }
+        if let Some(election) = &args.leader_election {
+            let namespace = election.namespace.as_deref().unwrap_or(&namespace);
+            manager = manager.leader_election_with(namespace, &election.lease_name, |elector| {
+                let elector = elector
+                    .lease_duration(election.lease_duration)
+                    .renew_deadline(election.renew_deadline)
+                    .retry_period(election.retry_period);
+                match &args.identity {
+                    Some(identity) => elector.identity(identity),
+                    None => elector,
+                }
+            });
+        }
+        manager
+    };
+    Running::start_with(config, args.options(), configure, shutdown).await
 }

@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use ferrokube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use ferrokube::apiserver::{ApiServer, KubeletSettings, RunningServer};
+use ferrokube::manager::shutdown_signal;
 use ferrokube::{Api, Client, Config};
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
@@ -40,7 +41,7 @@ pub async fn run(args: &Args, live: bool) -> Result<bool, BoxError> {
         .start()
         .await?;
     let config = Config::new(server.url().parse()?);
-    let running = crate::start(config.clone(), args).await?;
+    let running = crate::start(config.clone(), args, std::future::pending()).await?;
     let driver = Client::new(Config {
         qps: None,
         ..config
@@ -57,18 +58,23 @@ pub async fn run(args: &Args, live: bool) -> Result<bool, BoxError> {
     let started = Instant::now();
     let played = tokio::select! {
         result = play(&server, &driver, &view) => result,
-        _ = tokio::signal::ctrl_c() => Err("interrupted by Ctrl-C".into()),
+        () = shutdown_signal() => Err("interrupted by a signal".into()),
     };
     let world = World::observe(&driver, NAMESPACE).await;
     let story_time = started.elapsed();
     if args.keep_running && played.is_ok() {
-        view.step("the story is over; the controller keeps running (Ctrl-C stops)".into());
-        let _ = tokio::signal::ctrl_c().await;
+        view.step(
+            "the story is over; the controller keeps running (SIGTERM or Ctrl-C stops)".into(),
+        );
+        shutdown_signal().await;
     }
     view.step("stopping: the controller (syncs in flight finish), then the informers".into());
-    running.stop().await;
+    let stopped = running.stop().await;
     let _ = stop_view.send(true);
     let _ = drawing.await;
+    if let Err(error) = stopped {
+        eprintln!("replicaset: stopping the controller: {error}");
+    }
 
     let world = world?;
     let converged = played.is_ok() && world.converged();

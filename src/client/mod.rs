@@ -11,6 +11,9 @@
 //!        ▼
 //!  + base URL, User-Agent, Accept, Authorization (re-read from its source if it rotates)
 //!        ▼
+//!  write gate (only on a handle made by `with_write_gate`, only for writes): refused ──▶
+//!  Error::NotLeader, nothing sent
+//!        ▼
 //!  hyper (pooled HTTP/1.1 connections; one HTTP/2 connection with `Config::http2`) ── timeout 30 s,
 //!  none for watches
 //!        ▼
@@ -19,6 +22,18 @@
 //! ```
 //!
 //! `Client` is cheap to clone: clones share the pool and the rate limiter.
+//!
+//! ## Write gates
+//!
+//! A process that must write only while it holds a lease (a leader-elected controller) makes its
+//! writes through `client.with_write_gate(leadership.clone())` (see [`crate::leader`]). Every
+//! request of that handle whose method is not GET, HEAD or OPTIONS (so create, update, patch,
+//! delete; lists and watches are GETs) asks the gate for a [`WritePermit`] at the last moment: after
+//! its rate-limit token (a request that waited long for one is judged by the time it is sent, not
+//! by the time it was made) and after its credentials, right before hyper gets it. A refusal is
+//! [`Error::NotLeader`] and nothing goes on the wire; a retry asks again. The permit is held until
+//! the answer's head arrives, so the gate's owner can wait for writes in flight (the elector does,
+//! before it releases its lease).
 
 mod rate_limit;
 mod retry;
@@ -42,6 +57,7 @@ pub use retry::RetryPolicy;
 
 use crate::config::{Auth, Config, ConfigError};
 use crate::error::{ApiError, Error};
+use crate::leader::NotLeader;
 use rate_limit::RateLimit;
 
 type Connector = hyper_rustls::HttpsConnector<HttpConnector>;
@@ -53,6 +69,46 @@ pub struct Client {
     /// The rate-limit lane of this handle's requests (clones made by [`Client::with_priority`]
     /// share everything else).
     priority: Priority,
+    /// Asked before each write of this handle is sent; `None`: writes are not gated. Set by
+    /// [`Client::with_write_gate`]; shared by clones of this handle, not by the other handles.
+    gate: Option<Arc<dyn WriteGate>>,
+}
+
+/// Decides, right before each write of a gated [`Client`] is sent, whether it may go. See
+/// [`Client::with_write_gate`]; [`Leadership`](crate::leader::Leadership) is the gate this crate
+/// provides.
+pub trait WriteGate: Send + Sync + 'static {
+    /// `Ok`: send, holding the permit until the answer's head arrives (or the attempt is given up).
+    /// `Err`: the request fails with [`Error::NotLeader`] and is not sent. Called once per attempt,
+    /// on the request's task, so it must be quick and must not block.
+    fn admit(&self) -> Result<WritePermit, NotLeader>;
+}
+
+/// Proof that a [`WriteGate`] let one write through; dropped when the write's answer has arrived
+/// (or the attempt ended without one). A gate that wants to know which writes are in flight puts a
+/// guard in it whose `Drop` counts the write done.
+pub struct WritePermit {
+    _guard: Option<Box<dyn std::any::Any + Send + Sync>>,
+}
+
+impl WritePermit {
+    /// A permit that tracks nothing.
+    pub fn untracked() -> WritePermit {
+        WritePermit { _guard: None }
+    }
+
+    /// A permit that holds `guard` until the write is over.
+    pub fn holding(guard: impl std::any::Any + Send + Sync) -> WritePermit {
+        WritePermit {
+            _guard: Some(Box::new(guard)),
+        }
+    }
+}
+
+impl std::fmt::Debug for WritePermit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WritePermit").finish_non_exhaustive()
+    }
 }
 
 struct Inner {
@@ -88,6 +144,8 @@ impl std::fmt::Debug for Client {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Client")
             .field("base", &self.inner.base)
+            .field("priority", &self.priority)
+            .field("gated", &self.gate.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -135,7 +193,12 @@ impl Client {
             .to_string()
             .trim_end_matches('/')
             .to_string();
-        let user_agent = HeaderValue::from_static(concat!("ferrokube/", env!("CARGO_PKG_VERSION")));
+        let user_agent = match &config.user_agent {
+            Some(agent) => HeaderValue::from_str(agent).map_err(|_| {
+                Error::InvalidRequest(format!("user agent {agent:?} is not a valid header value"))
+            })?,
+            None => HeaderValue::from_static(concat!("ferrokube/", env!("CARGO_PKG_VERSION"))),
+        };
         Ok(Client {
             inner: Arc::new(Inner {
                 http,
@@ -148,6 +211,7 @@ impl Client {
                 user_agent,
             }),
             priority: Priority::default(),
+            gate: None,
         })
     }
 
@@ -158,7 +222,42 @@ impl Client {
         Client {
             inner: self.inner.clone(),
             priority,
+            gate: self.gate.clone(),
         }
+    }
+
+    /// A handle on the same client (pool, credentials, rate limiter, priority) whose writes (every
+    /// method but GET, HEAD and OPTIONS) are sent only if `gate` admits them, asked right before
+    /// each attempt is handed to the connection: after the rate limiter, so a request that waited
+    /// long for a token is judged when it leaves. A refused write returns [`Error::NotLeader`]
+    /// without sending anything. Replaces any gate this handle had; reads are never gated.
+    ///
+    /// ```no_run
+    /// # fn demo(client: ferrokube::Client, leadership: ferrokube::leader::Leadership) {
+    /// let writes_while_leading = client.with_write_gate(leadership.clone());
+    /// # }
+    /// ```
+    pub fn with_write_gate(&self, gate: impl WriteGate) -> Client {
+        Client {
+            inner: self.inner.clone(),
+            priority: self.priority,
+            gate: Some(Arc::new(gate)),
+        }
+    }
+
+    /// The same handle without a write gate (the leader elector's own requests must not wait for
+    /// the leadership they maintain).
+    pub fn without_write_gate(&self) -> Client {
+        Client {
+            inner: self.inner.clone(),
+            priority: self.priority,
+            gate: None,
+        }
+    }
+
+    /// Whether this handle's writes go through a [`WriteGate`].
+    pub fn is_write_gated(&self) -> bool {
+        self.gate.is_some()
     }
 
     /// [`Config::infer`], then [`Client::new`].
@@ -244,6 +343,9 @@ impl Client {
         }
         let request = self.prepare(&call.request).await?;
         let url = request.uri().to_string();
+        // The last moment before the request leaves: after the rate limiter and the credentials.
+        // Held until the answer's head arrives.
+        let _permit = self.admit(request.method(), &url)?;
         let sent = self.inner.http.request(request);
         let response = match (self.inner.timeout, call.streaming) {
             (Some(limit), false) => {
@@ -264,6 +366,30 @@ impl Client {
             return Ok(response);
         }
         Err(error_from_response(response, &url).await)
+    }
+
+    /// Asks the write gate, if this handle has one and `method` writes.
+    fn admit(&self, method: &http::Method, url: &str) -> Result<Option<WritePermit>, Error> {
+        let Some(gate) = &self.gate else {
+            return Ok(None);
+        };
+        if matches!(
+            *method,
+            http::Method::GET | http::Method::HEAD | http::Method::OPTIONS
+        ) {
+            return Ok(None);
+        }
+        match gate.admit() {
+            Ok(permit) => Ok(Some(permit)),
+            Err(refusal) => {
+                tracing::debug!(%method, url, %refusal, "write refused by the write gate");
+                Err(Error::NotLeader {
+                    method: method.to_string(),
+                    url: url.to_string(),
+                    source: Box::new(refusal),
+                })
+            }
+        }
     }
 
     /// The full request: base URL, standard headers and credentials added to the caller's.

@@ -130,6 +130,10 @@ pub struct Config {
     /// its own: no head-of-line blocking behind other requests, and a dead connection takes down
     /// one watch, not all traffic. Choose HTTP/2 to hold fewer connections when a process keeps many watches.
     pub http2: bool,
+    /// The `User-Agent` of every request (client-go's `rest.Config.UserAgent`). Default `None`:
+    /// `ferrokube/<version>`. Give each replica or component its own to tell their requests apart
+    /// in the API server's audit log and metrics.
+    pub user_agent: Option<String>,
 }
 
 /// Default request timeout.
@@ -156,6 +160,7 @@ impl Config {
             burst: DEFAULT_BURST,
             retry: crate::client::RetryPolicy::default(),
             http2: false,
+            user_agent: None,
         }
     }
 

@@ -145,6 +145,9 @@ pub struct ControllerBuilder<K> {
     shutdown_timeout: Duration,
     queue: WorkQueue<ObjectKey>,
     metrics: Option<Metrics>,
+    /// Awaited after the caches synced and before the workers start (the manager's "until this
+    /// replica leads"); none: start at once.
+    workers_after: Option<BoxFuture<()>>,
     _kind: std::marker::PhantomData<fn() -> K>,
 }
 
@@ -180,6 +183,7 @@ impl<K: Object + k8s_openapi::Resource> ControllerBuilder<K> {
             resync: Some(DEFAULT_RESYNC),
             shutdown_timeout: DEFAULT_SHUTDOWN_TIMEOUT,
             metrics: None,
+            workers_after: None,
             _kind: std::marker::PhantomData,
         }
     }
@@ -207,6 +211,11 @@ impl<K: Object + k8s_openapi::Resource> ControllerBuilder<K> {
         self.queue = Self::queue(&self.name, Some(metrics));
         self.metrics = Some(metrics.clone());
         self
+    }
+
+    /// The controller's name (see [`name`](Self::name)).
+    pub fn controller_name(&self) -> &str {
+        &self.name
     }
 
     /// The controller's queue: to add keys from outside a source, or to watch its depth. Keys
@@ -297,6 +306,16 @@ impl<K: Object + k8s_openapi::Resource> ControllerBuilder<K> {
         self
     }
 
+    /// Holds the workers back until `gate` resolves: `run` starts the informers and handlers, waits
+    /// for the caches, then awaits `gate` (polled for the first time only then) before the first
+    /// reconcile. Keys still queue up meanwhile (each once). This is how a
+    /// [`Manager`](crate::manager::Manager) keeps a follower's caches warm: it runs every controller
+    /// at once with `gate` = "this replica leads". Default: no gate.
+    pub fn start_workers_after(mut self, gate: impl Future<Output = ()> + Send + 'static) -> Self {
+        self.workers_after = Some(Box::pin(gate));
+        self
+    }
+
     /// How long `run` waits for reconciles in flight at shutdown. Default
     /// [`DEFAULT_SHUTDOWN_TIMEOUT`] (30 s).
     pub fn shutdown_timeout(mut self, timeout: Duration) -> Self {
@@ -353,6 +372,17 @@ impl<K: Object + k8s_openapi::Resource> ControllerBuilder<K> {
         if !all_synced {
             detach_all(&attached, self.owns_factory);
             return Err(ControllerError::CacheSync(self.name));
+        }
+        if let Some(gate) = self.workers_after {
+            tracing::debug!(controller = %self.name, "caches synced; workers wait for their gate");
+            tokio::select! {
+                () = gate => {}
+                () = &mut shutdown => {
+                    tracing::info!(controller = %self.name, "shut down before the workers started");
+                    detach_all(&attached, self.owns_factory);
+                    return Ok(());
+                }
+            }
         }
         let workers = Arc::new(Workers {
             name: self.name.clone(),

@@ -41,7 +41,11 @@ pub struct Shared {
     pub token: Option<String>,
     /// How long a watch without `timeoutSeconds` stays open.
     pub default_watch_timeout: Duration,
+    /// Write requests, when auditing is on.
+    pub audit: Arc<AuditLog>,
 }
+
+use crate::audit::{AuditEntry, AuditLog};
 
 type Reply = Result<Response<Body>, StatusError>;
 
@@ -49,6 +53,18 @@ type Reply = Result<Response<Body>, StatusError>;
 pub async fn handle(shared: Arc<Shared>, request: Request<Incoming>) -> Response<Body> {
     let path = request.uri().path().to_string();
     let method = request.method().clone();
+    let audited = shared.audit.is_on()
+        && matches!(
+            method,
+            Method::POST | Method::PUT | Method::PATCH | Method::DELETE
+        );
+    let received = std::time::SystemTime::now();
+    let user_agent = request
+        .headers()
+        .get(header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string();
     // One snapshot of the served types for the whole request (see `resource`).
     let catalog = shared.api.registry.snapshot();
     let route = route(&catalog, &path);
@@ -61,6 +77,15 @@ pub async fn handle(shared: Arc<Shared>, request: Request<Incoming>) -> Response
     let reply = dispatch(&shared, &catalog, route, request).await;
     let response = reply.unwrap_or_else(|e| error_response(&e));
     tracing::debug!(%method, %path, status = response.status().as_u16(), "request");
+    if audited {
+        shared.audit.record(AuditEntry {
+            received,
+            method: method.to_string(),
+            path,
+            user_agent,
+            code: response.status().as_u16(),
+        });
+    }
     response
 }
 

@@ -13,6 +13,7 @@ mod query;
 mod route;
 mod tls;
 
+use crate::audit::AuditLog;
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::path::Path;
@@ -51,6 +52,7 @@ pub struct ApiServer {
     /// The types served from the start; the running server's [`Registry`] starts from these.
     catalog: Catalog,
     kubelet: Option<KubeletSettings>,
+    audit: bool,
 }
 
 impl Default for ApiServer {
@@ -65,6 +67,7 @@ impl Default for ApiServer {
             watch_timeout: Duration::from_secs(1800),
             catalog: Catalog::default(),
             kubelet: None,
+            audit: false,
         }
     }
 }
@@ -131,6 +134,12 @@ impl ApiServer {
     }
 
     /// Binds and starts serving; must be called inside a tokio runtime.
+    /// Keeps an audit log of write requests ([`RunningServer::audit_log`]). Default off.
+    pub fn audit(mut self, on: bool) -> ApiServer {
+        self.audit = on;
+        self
+    }
+
     pub async fn start(self) -> Result<RunningServer, ServerError> {
         let listener = TcpListener::bind(self.address)
             .await
@@ -156,6 +165,7 @@ impl ApiServer {
             address: local.to_string(),
             token: self.token.clone(),
             default_watch_timeout: self.watch_timeout,
+            audit: Arc::new(AuditLog::new(self.audit)),
         });
         create_builtin_namespaces(&shared.api)?;
         let mut tasks = Vec::new();
@@ -273,6 +283,11 @@ pub struct RunningServer {
 }
 
 impl RunningServer {
+    /// The audit log of write requests (empty unless [`ApiServer::audit`] turned it on).
+    pub fn audit_log(&self) -> Arc<AuditLog> {
+        self.shared.audit.clone()
+    }
+
     /// `http://127.0.0.1:<port>` or `https://...`.
     pub fn url(&self) -> &str {
         &self.url

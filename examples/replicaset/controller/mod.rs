@@ -40,26 +40,26 @@ pub mod status;
 
 use std::collections::HashSet;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use ferrokube::controller::claim::{ClaimError, Claimer};
 use ferrokube::controller::expectations::EXPECTATIONS_TIMEOUT;
 use ferrokube::controller::owner;
 use ferrokube::controller::{
-    Action, Controller, ControllerBuilder, Enqueue, EventRecorder, Expectations, ObjectEvent,
-    Reconciler,
+    Action, ControllerBuilder, Enqueue, EventRecorder, Expectations, ObjectEvent, Reconciler,
 };
 use ferrokube::informer::{
-    LabelSelector, Lister, ObjectKey, Scope, SharedIndexInformer, SharedInformerFactory,
-    drop_managed_fields,
+    LabelSelector, Lister, ObjectKey, Scope, SharedIndexInformer, drop_managed_fields,
 };
+use ferrokube::manager::Manager;
 use ferrokube::workqueue::WorkQueue;
 use ferrokube::{Api, Client, Error};
 use futures_util::future::join_all;
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::registry::Registry;
 
 use pod_control::PodControl;
 pub use running::Running;
@@ -106,24 +106,62 @@ pub enum SyncError {
     TemplateWithoutLabels { key: String },
 }
 
-/// Counters for the live view and metrics; all monotonic.
+/// Counters for the live view and `/metrics` (as `replicaset_controller_<name>_total`); all
+/// monotonic. Prometheus counters, so the manager's registry serves them as they are.
 #[derive(Debug, Default)]
 pub struct Stats {
-    pub syncs: AtomicU64,
-    pub failed_syncs: AtomicU64,
-    pub pods_created: AtomicU64,
-    pub pods_deleted: AtomicU64,
-    pub status_writes: AtomicU64,
-    pub replicaset_events: AtomicU64,
-    pub pod_events: AtomicU64,
+    pub syncs: Counter,
+    pub failed_syncs: Counter,
+    pub pods_created: Counter,
+    pub pods_deleted: Counter,
+    pub status_writes: Counter,
+    pub replicaset_events: Counter,
+    pub pod_events: Counter,
 }
 
 impl Stats {
-    fn bump(counter: &AtomicU64) {
-        counter.fetch_add(1, Ordering::Relaxed);
+    /// New counters, registered in `registry`.
+    pub fn register(registry: &mut Registry) -> Arc<Stats> {
+        let stats = Arc::new(Stats::default());
+        let counters: [(&str, &str, &Counter); 7] = [
+            ("syncs", "ReplicaSet syncs run", &stats.syncs),
+            (
+                "failed_syncs",
+                "Syncs that failed and were retried",
+                &stats.failed_syncs,
+            ),
+            ("pods_created", "Pods created", &stats.pods_created),
+            ("pods_deleted", "Pods deleted", &stats.pods_deleted),
+            (
+                "status_writes",
+                "Status updates written",
+                &stats.status_writes,
+            ),
+            (
+                "replicaset_events",
+                "ReplicaSet informer events handled",
+                &stats.replicaset_events,
+            ),
+            (
+                "pod_events",
+                "Pod informer events handled",
+                &stats.pod_events,
+            ),
+        ];
+        for (name, help, counter) in counters {
+            registry.register(
+                format!("replicaset_controller_{name}"),
+                help,
+                counter.clone(),
+            );
+        }
+        stats
     }
-    pub fn get(counter: &AtomicU64) -> u64 {
-        counter.load(Ordering::Relaxed)
+    fn bump(counter: &Counter) {
+        counter.inc();
+    }
+    pub fn get(counter: &Counter) -> u64 {
+        counter.get()
     }
 }
 
@@ -149,14 +187,15 @@ struct Shared {
 }
 
 impl ReplicaSetController {
-    /// Declares the controller on the factory's Pod and ReplicaSet informers (created without
-    /// managedFields if the factory has none yet). Returns it, the [`Controller`] to run with
-    /// [`run`](Self::run), and the task that posts its events (spawn that).
+    /// Declares the controller on the manager's Pod and ReplicaSet informers (created without
+    /// managedFields if the factory has none yet), writing with the manager's client (gated by
+    /// leadership when leader election is on). Returns it, the [`Controller`] to give
+    /// [`Manager::add_controller`] with [`reconciler`](Self::reconciler), and the task that posts
+    /// its events (spawn that).
     pub fn new(
-        factory: &Arc<SharedInformerFactory<Client>>,
-        client: Client,
+        manager: &Manager,
         options: ControllerOptions,
-        metrics: Option<&ferrokube::controller::Metrics>,
+        stats: Arc<Stats>,
     ) -> (
         ReplicaSetController,
         ControllerBuilder<ReplicaSet>,
@@ -164,6 +203,7 @@ impl ReplicaSetController {
     ) {
         // The controller never reads managedFields; not caching them roughly halves the memory a
         // pod takes in the store. (An informer the factory already had keeps its own settings.)
+        let (factory, client) = (manager.factory(), manager.client());
         let pods =
             factory.informer_with::<Pod>(&Scope::all(), |b| b.transform(drop_managed_fields));
         let replicasets = factory
@@ -176,12 +216,13 @@ impl ReplicaSetController {
             pods: pods.lister(),
             expectations: Expectations::new(options.expectations_timeout),
             events,
-            stats: Arc::default(),
+            stats,
             options,
         });
         let pod_events = PodEvents(shared.clone());
         let stats = shared.stats.clone();
-        let mut builder = Controller::<ReplicaSet>::with_factory(factory.clone(), Scope::all())
+        let builder = manager
+            .controller::<ReplicaSet>(Scope::all())
             .name("replicaset")
             .workers(shared.options.workers)
             .resync(Some(shared.options.resync))
@@ -192,9 +233,6 @@ impl ReplicaSetController {
             .watches_with::<ReplicaSet>(Scope::all(), move |_, _| {
                 Stats::bump(&stats.replicaset_events)
             });
-        if let Some(metrics) = metrics {
-            builder = builder.metrics(metrics);
-        }
         let controller = ReplicaSetController {
             queue: builder.queue_handle(),
             shared,
@@ -220,22 +258,14 @@ impl ReplicaSetController {
         &self.pods
     }
 
-    /// Runs `controller` (from [`new`](Self::new)) until `shutdown` resolves: it waits for the
-    /// caches, then syncs with the configured workers; at shutdown it takes no new key and waits
-    /// for the syncs in flight.
-    pub async fn run(
-        &self,
-        controller: ControllerBuilder<ReplicaSet>,
-        shutdown: impl Future<Output = ()> + Send,
-    ) -> Result<(), ferrokube::controller::ControllerError> {
-        controller
-            .run(ReplicaSetSync(self.shared.clone()), shutdown)
-            .await
+    /// The reconciler to run the controller with.
+    pub fn reconciler(&self) -> ReplicaSetSync {
+        ReplicaSetSync(self.shared.clone())
     }
 }
 
 /// The reconciler: one sync per ReplicaSet key, and the bookkeeping of deleted ones.
-struct ReplicaSetSync(Arc<Shared>);
+pub struct ReplicaSetSync(Arc<Shared>);
 
 impl Reconciler<ReplicaSet> for ReplicaSetSync {
     type Error = SyncError;

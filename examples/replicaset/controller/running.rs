@@ -1,11 +1,11 @@
-//! Starting and stopping the controller as a whole: clients, informers, queue, workers.
+//! Starting and stopping the controller as a whole, through a [`Manager`]: clients, informers,
+//! queue, workers, and (when asked) leader election and the health and metrics endpoint.
 
 use std::sync::Arc;
 
-use ferrokube::controller::Metrics;
 use ferrokube::informer::SharedInformerFactory;
+use ferrokube::manager::{Manager, ManagerBuilder, ManagerError};
 use ferrokube::{Client, Config};
-use prometheus_client::registry::Registry;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
@@ -14,47 +14,50 @@ use super::{ControllerOptions, ReplicaSetController};
 /// Everything that can stop the controller from starting.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
-/// The controller, its informers and workers, running.
+/// The controller, its informers and workers, running in a manager.
 pub struct Running {
     pub factory: Arc<SharedInformerFactory<Client>>,
     pub controller: Arc<ReplicaSetController>,
     stop: oneshot::Sender<()>,
-    workers: JoinHandle<()>,
+    manager: JoinHandle<Result<(), ManagerError>>,
 }
 
 impl Running {
+    /// [`start_with`](Self::start_with) a manager with its defaults: no leader election, no
+    /// endpoint.
+    pub async fn start(config: Config, options: ControllerOptions) -> Result<Running, BoxError> {
+        Running::start_with(config, options, |manager| manager, std::future::pending()).await
+    }
+
     /// Builds two clients from `config` (one for the informers, one for the controller's own
-    /// requests, each with `config`'s QPS and burst, as kube-controller-manager does), starts the
-    /// controller and returns once its caches have synced. With a `registry`, the controller's,
-    /// the queue's and the informers' metrics are registered in it.
-    pub async fn start(
+    /// requests, each with `config`'s QPS and burst, as kube-controller-manager does), a manager
+    /// set up by `configure`, starts the controller in it, and returns once its caches have
+    /// synced (its workers may still wait to be elected). The controller's, the queue's, the
+    /// informers' and the sample's own metrics are in the manager's registry. The manager stops
+    /// gracefully when `shutdown` resolves or [`stop`](Self::stop) is called.
+    pub async fn start_with(
         config: Config,
         options: ControllerOptions,
-        registry: Option<&mut Registry>,
+        configure: impl FnOnce(ManagerBuilder) -> ManagerBuilder,
+        shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<Running, BoxError> {
-        let metrics = registry.map(Metrics::register);
-        let mut factory = SharedInformerFactory::new(Client::new(config.clone())?);
-        if let Some(metrics) = &metrics {
-            factory = factory.with_metrics(metrics.informers());
-        }
-        let factory = Arc::new(factory);
+        let mut builder =
+            Manager::builder(Client::new(config.clone())?).informer_client(Client::new(config)?);
+        let stats = super::Stats::register(builder.registry());
+        let mut manager = configure(builder).build()?;
+        let factory = manager.factory().clone();
         let (controller, builder, post_events) =
-            ReplicaSetController::new(&factory, Client::new(config)?, options, metrics.as_ref());
+            ReplicaSetController::new(&manager, options, stats);
         tokio::spawn(post_events);
         let controller = Arc::new(controller);
+        manager.add_controller(builder, controller.reconciler());
         let (stop, stopped) = oneshot::channel::<()>();
-        let workers = tokio::spawn({
-            let (controller, factory) = (controller.clone(), factory.clone());
-            async move {
-                let shutdown = async {
-                    let _ = stopped.await;
-                };
-                if let Err(error) = controller.run(builder, shutdown).await {
-                    tracing::error!(%error, "the ReplicaSet controller could not start");
-                    factory.shutdown(); // so that a wait for the caches ends
-                }
+        let manager = tokio::spawn(manager.run_until(async {
+            tokio::select! {
+                _ = stopped => {}
+                () = shutdown => {}
             }
-        });
+        }));
         if !factory.wait_for_cache_sync().await {
             return Err("an informer stopped before its cache synced".into());
         }
@@ -62,16 +65,26 @@ impl Running {
             factory,
             controller,
             stop,
-            workers,
+            manager,
         })
     }
 
-    /// Stops the controller (no new keys; syncs in flight finish), then the informers.
-    pub async fn stop(self) {
-        let _ = self.stop.send(());
-        if let Err(error) = self.workers.await {
-            tracing::error!(%error, "controller task failed");
+    /// Waits until the manager stops: after the `shutdown` given to
+    /// [`start_with`](Self::start_with), or by itself (lost leadership, a failure).
+    pub async fn wait(self) -> Result<(), BoxError> {
+        match self.manager.await {
+            Ok(result) => result.map_err(Into::into),
+            Err(error) => Err(error.into()),
         }
-        self.factory.shutdown();
+    }
+
+    /// Stops the controller (no new keys; syncs in flight finish), releases the lease if it
+    /// held one, then stops the informers.
+    pub async fn stop(self) -> Result<(), BoxError> {
+        let _ = self.stop.send(());
+        match self.manager.await {
+            Ok(result) => result.map_err(Into::into),
+            Err(error) => Err(error.into()),
+        }
     }
 }
