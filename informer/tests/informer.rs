@@ -314,6 +314,9 @@ async fn a_late_handler_gets_the_cache_first_then_changes() {
     informer.stop();
 }
 
+/// (rv the handler was told about, rv the store held for that key at that moment, thread name)
+type Observed = (u64, u64, Option<String>);
+
 /// An inline handler is called by the processor itself, before the next change is applied: it
 /// sees the store already holding the object it is told about and nothing newer, runs on no
 /// thread of its own, gets the same notifications as a threaded one, survives its own panic, and
@@ -326,7 +329,7 @@ async fn an_inline_handler_runs_on_the_processor_before_the_next_change() {
     let store = informer.store().clone();
     let inline = Recorder::default();
     // (rv the handler was told about, rv the store held for that key at that moment, thread name)
-    let observed: Arc<Mutex<Vec<(u64, u64, Option<String>)>>> = Arc::default();
+    let observed: Arc<Mutex<Vec<Observed>>> = Arc::default();
     let (record, log) = (inline.clone(), observed.clone());
     let registration = informer
         .add_event_handler_with(
