@@ -9,10 +9,11 @@
 #   scripts/kube-apiserver.sh down    # stop both and delete their state
 #   scripts/kube-apiserver.sh env     # print `export KUBECONFIG=... FERROKUBE_E2E_ETCD=... FERROKUBE_KCM=... FERROKUBE_AUDIT_LOG=...`
 #
-# The kubeconfig ($STATE/kubeconfig) has three contexts:
+# The kubeconfig ($STATE/kubeconfig) has these contexts:
 #   cert    (current) user admin-cert: client certificate, group system:masters
 #   token             user admin-token: bearer token, group system:masters
 #   viewer            user viewer: token file, bound to a ClusterRole that may only get/list/watch
+#   cert-v1-rsa, cert-v1-ec  X.509 v1 client certificates (RSA, EC), group system:masters
 #
 # PodTemplates are served without the watch cache (`--watch-cache-sizes podtemplates#0`), straight
 # from etcd, so that a test can compact etcd (`etcdctl compact`, at $ETCD from `env`) and see the 410
@@ -176,6 +177,22 @@ make_certs() {
   touch "$d/viewer.done"
 }
 
+# X.509 v1 client certificates (`openssl x509 -req` without `-extfile`, which kubectl accepts), RSA
+# and EC, group system:masters: the contexts cert-v1-rsa and cert-v1-ec (tests/e2e_client.rs).
+make_v1_certs() {
+  local d=$STATE/pki
+  [ -f "$d/v1.done" ] && return 0
+  openssl genrsa -out "$d/v1-rsa.key" 2048 2>/dev/null
+  openssl ecparam -name prime256v1 -genkey -noout -out "$d/v1-ec.key"
+  for kind in rsa ec; do
+    openssl req -new -key "$d/v1-$kind.key" -subj "/O=system:masters/CN=ferrokube-v1-$kind" \
+      -out "$d/v1-$kind.csr" 2>/dev/null
+    openssl x509 -req -in "$d/v1-$kind.csr" -CA "$d/ca.crt" -CAkey "$d/ca.key" -CAcreateserial \
+      -days 3650 -out "$d/v1-$kind.crt" 2>/dev/null
+  done
+  touch "$d/v1.done"
+}
+
 write_kubeconfig() {
   local d=$STATE/pki server=https://127.0.0.1:$APISERVER_PORT
   cat >"$STATE/kubeconfig" <<EOF
@@ -194,6 +211,10 @@ contexts:
   context: {cluster: ferrokube-e2e, user: admin-token, namespace: default}
 - name: viewer
   context: {cluster: ferrokube-e2e, user: viewer, namespace: default}
+- name: cert-v1-rsa
+  context: {cluster: ferrokube-e2e, user: admin-cert-v1-rsa, namespace: default}
+- name: cert-v1-ec
+  context: {cluster: ferrokube-e2e, user: admin-cert-v1-ec, namespace: default}
 users:
 - name: admin-cert
   user:
@@ -205,6 +226,14 @@ users:
 - name: viewer
   user:
     tokenFile: pki/viewer.token
+- name: admin-cert-v1-rsa
+  user:
+    client-certificate: pki/v1-rsa.crt
+    client-key: pki/v1-rsa.key
+- name: admin-cert-v1-ec
+  user:
+    client-certificate: pki/v1-ec.crt
+    client-key: pki/v1-ec.key
 EOF
 }
 
@@ -216,6 +245,7 @@ up() {
   build
   mkdir -p "$STATE"
   make_certs
+  make_v1_certs
   write_kubeconfig
   local d=$STATE/pki
   if ! running etcd; then

@@ -363,3 +363,69 @@ async fn over_tls_the_client_speaks_http1_unless_http2_is_asked_for() {
         }
     }
 }
+
+/// A client certificate is accepted as kubectl accepts it: X.509 v1 or v3, RSA or EC (fixtures in
+/// tests/fixtures/x509/), and the connection to the embedded TLS server works with it; a key that
+/// is not the certificate's is refused with a clear error, before any connection.
+#[tokio::test]
+async fn client_certificates_v1_and_v3_rsa_and_ec_are_accepted_as_kubectl_does() {
+    let server = ferrokube::apiserver::ApiServer::new()
+        .tls(true)
+        .token("cert-token")
+        .start()
+        .await
+        .expect("server starts");
+    let path = std::env::temp_dir().join(format!(
+        "ferrokube-client-cert-{}.kubeconfig",
+        std::process::id()
+    ));
+    server.write_kubeconfig(&path).expect("kubeconfig written");
+    let config = Config::from_kubeconfig_files(std::slice::from_ref(&path), None);
+    let _ = std::fs::remove_file(&path);
+    let config = config.expect("config from the server's kubeconfig");
+    let fixture = |name: &str| {
+        std::fs::read(format!(
+            "{}/tests/fixtures/x509/{name}",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .expect("fixture")
+    };
+    for kind in ["rsa", "ec"] {
+        for version in ["v1", "v3"] {
+            let client = Client::new(Config {
+                identity: Some(ferrokube::config::Identity {
+                    cert_pem: fixture(&format!("{kind}-{version}.crt")),
+                    key_pem: fixture(&format!("{kind}.key")),
+                }),
+                ..config.clone()
+            })
+            .unwrap_or_else(|e| panic!("{kind} {version} client certificate refused: {e}"));
+            let call = ferrokube::client::Call {
+                request: Request::get("/api/v1/namespaces/default/configmaps")
+                    .body(Bytes::new())
+                    .expect("request"),
+                idempotent: true,
+                streaming: false,
+            };
+            let response = client
+                .send(call)
+                .await
+                .unwrap_or_else(|e| panic!("{kind} {version}: {e}"));
+            assert!(response.status().is_success(), "{kind} {version}");
+        }
+    }
+    let mismatched = Client::new(Config {
+        identity: Some(ferrokube::config::Identity {
+            cert_pem: fixture("ec-v1.crt"),
+            key_pem: fixture("rsa.key"),
+        }),
+        ..config.clone()
+    });
+    let error = mismatched
+        .err()
+        .expect("a key that is not the certificate's is refused");
+    assert!(
+        error.to_string().contains("not the certificate's"),
+        "unclear error: {error}"
+    );
+}

@@ -556,3 +556,35 @@ async fn kubectl_and_ferrokube_see_the_same_objects() {
     let json: serde_json::Value = serde_json::from_slice(&output.stdout).expect("json");
     assert_eq!(json["data"]["k"], "w");
 }
+
+/// X.509 v1 client certificates (what `openssl x509 -req` makes without `-extfile`), RSA and EC,
+/// authenticate against the real kube-apiserver, as they do for kubectl: contexts `cert-v1-rsa`
+/// and `cert-v1-ec` of `scripts/kube-apiserver.sh`.
+#[tokio::test]
+async fn x509_v1_client_certificates_authenticate_like_kubectl() {
+    for context in ["cert-v1-rsa", "cert-v1-ec"] {
+        if !has_context(context) {
+            continue;
+        }
+        let client = client(Some(context));
+        let ns = namespace(&client, "v1-cert").await;
+        let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+        config_maps
+            .create(
+                &PostParams::default(),
+                &config_map("made-with-a-v1-cert", "yes"),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("{context}: {e}"));
+        assert_eq!(
+            config_maps
+                .list(&ListParams::default())
+                .await
+                .unwrap_or_else(|e| panic!("{context}: {e}"))
+                .items
+                .len(),
+            1,
+            "{context}"
+        );
+    }
+}

@@ -7,10 +7,91 @@ use std::sync::Arc;
 
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::crypto::CryptoProvider;
+use rustls::sign::{CertifiedKey, SingleCertAndKey};
 use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
-use rustls_pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 
 use crate::config::{Config, ConfigError, parse_certs, parse_key};
+
+/// The client certificate chain and its key, checked to belong together.
+///
+/// Not rustls' `with_client_auth_cert`: its check that key and certificate match parses the
+/// certificate with webpki, which accepts only X.509 v3, while kubectl and kube-apiserver (Go's
+/// `crypto/x509`) accept v1 too, and `openssl x509 -req` without `-extfile` makes v1. The server
+/// is the one that verifies a client certificate; what we must check is only that the key is the
+/// certificate's, which [`subject_public_key_info`] does on the raw DER for any version.
+fn certified_key(
+    certs: Vec<CertificateDer<'static>>,
+    key: PrivateKeyDer<'static>,
+    provider: &CryptoProvider,
+) -> Result<CertifiedKey, ConfigError> {
+    let signing_key = provider
+        .key_provider
+        .load_private_key(key)
+        .map_err(|e| ConfigError::Tls(format!("client key: {e}")))?;
+    let leaf = certs
+        .first()
+        .ok_or_else(|| ConfigError::Tls("client certificate: no certificate in the PEM".into()))?;
+    let cert_spki = subject_public_key_info(leaf).ok_or_else(|| {
+        ConfigError::Tls("client certificate: not a DER X.509 certificate".into())
+    })?;
+    if let Some(key_spki) = signing_key.public_key()
+        && key_spki.as_ref() != cert_spki
+    {
+        return Err(ConfigError::Tls(
+            "client certificate and key: the key is not the certificate's (their public keys differ)"
+                .into(),
+        ));
+    }
+    Ok(CertifiedKey::new(certs, signing_key))
+}
+
+/// One DER element: (tag, the whole element, its contents).
+fn der_element(input: &[u8]) -> Option<(u8, &[u8], &[u8], &[u8])> {
+    let (&tag, rest) = input.split_first()?;
+    let (&first, rest) = rest.split_first()?;
+    let (length, rest) = if first < 0x80 {
+        (usize::from(first), rest)
+    } else {
+        let count = usize::from(first & 0x7f);
+        if count == 0 || count > 4 || rest.len() < count {
+            return None;
+        }
+        let length = rest[..count]
+            .iter()
+            .fold(0usize, |n, b| (n << 8) | usize::from(*b));
+        (length, &rest[count..])
+    };
+    if rest.len() < length {
+        return None;
+    }
+    let header = input.len() - rest.len();
+    let whole = &input[..header + length];
+    Some((tag, whole, &rest[..length], &rest[length..]))
+}
+
+/// The `subjectPublicKeyInfo` element (whole, header included) of a DER certificate, of any
+/// version: `Certificate ::= SEQUENCE { tbsCertificate SEQUENCE { [0] version OPTIONAL (absent in
+/// v1), serialNumber, signature, issuer, validity, subject, subjectPublicKeyInfo, ... }, ... }`.
+fn subject_public_key_info(certificate: &[u8]) -> Option<&[u8]> {
+    const SEQUENCE: u8 = 0x30;
+    const VERSION: u8 = 0xa0; // [0] EXPLICIT
+    let (tag, _, certificate, _) = der_element(certificate)?;
+    let (tbs_tag, _, mut fields, _) = der_element(certificate)?;
+    if tag != SEQUENCE || tbs_tag != SEQUENCE {
+        return None;
+    }
+    let (first_tag, _, _, after_first) = der_element(fields)?;
+    if first_tag == VERSION {
+        fields = after_first;
+    }
+    // serialNumber, signature, issuer, validity, subject, then subjectPublicKeyInfo.
+    for _ in 0..5 {
+        fields = der_element(fields)?.3;
+    }
+    let (spki_tag, spki, _, _) = der_element(fields)?;
+    (spki_tag == SEQUENCE).then_some(spki)
+}
 
 /// The rustls client configuration for `config`.
 pub(super) fn client_config(config: &Config) -> Result<ClientConfig, ConfigError> {
@@ -21,7 +102,7 @@ pub(super) fn client_config(config: &Config) -> Result<ClientConfig, ConfigError
     let builder = if config.accept_invalid_certs {
         builder
             .dangerous()
-            .with_custom_certificate_verifier(Arc::new(AcceptAnyServerCert(provider)))
+            .with_custom_certificate_verifier(Arc::new(AcceptAnyServerCert(provider.clone())))
     } else {
         builder.with_root_certificates(root_store(config)?)
     };
@@ -34,9 +115,8 @@ pub(super) fn client_config(config: &Config) -> Result<ClientConfig, ConfigError
                 .map(CertificateDer::from)
                 .collect();
             let key = parse_key(&identity.key_pem, "client key")?;
-            builder
-                .with_client_auth_cert(certs, key)
-                .map_err(|e| ConfigError::Tls(format!("client certificate and key: {e}")))?
+            let certified = certified_key(certs, key, &provider)?;
+            builder.with_client_cert_resolver(Arc::new(SingleCertAndKey::from(certified)))
         }
         None => builder.with_no_client_auth(),
     };
