@@ -46,8 +46,18 @@ fn certified_key(
     Ok(CertifiedKey::new(certs, signing_key))
 }
 
-/// One DER element: (tag, the whole element, its contents).
-fn der_element(input: &[u8]) -> Option<(u8, &[u8], &[u8], &[u8])> {
+/// One DER element read off the front of some bytes.
+struct DerElement<'a> {
+    tag: u8,
+    /// The element, header included.
+    whole: &'a [u8],
+    contents: &'a [u8],
+    /// What follows the element.
+    rest: &'a [u8],
+}
+
+/// The first DER element of `input` (definite lengths of up to 4 bytes, as certificates use).
+fn der_element(input: &[u8]) -> Option<DerElement<'_>> {
     let (&tag, rest) = input.split_first()?;
     let (&first, rest) = rest.split_first()?;
     let (length, rest) = if first < 0x80 {
@@ -67,7 +77,12 @@ fn der_element(input: &[u8]) -> Option<(u8, &[u8], &[u8], &[u8])> {
     }
     let header = input.len() - rest.len();
     let whole = &input[..header + length];
-    Some((tag, whole, &rest[..length], &rest[length..]))
+    Some(DerElement {
+        tag,
+        whole,
+        contents: &rest[..length],
+        rest: &rest[length..],
+    })
 }
 
 /// The `subjectPublicKeyInfo` element (whole, header included) of a DER certificate, of any
@@ -76,21 +91,22 @@ fn der_element(input: &[u8]) -> Option<(u8, &[u8], &[u8], &[u8])> {
 fn subject_public_key_info(certificate: &[u8]) -> Option<&[u8]> {
     const SEQUENCE: u8 = 0x30;
     const VERSION: u8 = 0xa0; // [0] EXPLICIT
-    let (tag, _, certificate, _) = der_element(certificate)?;
-    let (tbs_tag, _, mut fields, _) = der_element(certificate)?;
-    if tag != SEQUENCE || tbs_tag != SEQUENCE {
+    let certificate = der_element(certificate)?;
+    let tbs = der_element(certificate.contents)?;
+    if certificate.tag != SEQUENCE || tbs.tag != SEQUENCE {
         return None;
     }
-    let (first_tag, _, _, after_first) = der_element(fields)?;
-    if first_tag == VERSION {
-        fields = after_first;
+    let mut fields = tbs.contents;
+    let first = der_element(fields)?;
+    if first.tag == VERSION {
+        fields = first.rest;
     }
     // serialNumber, signature, issuer, validity, subject, then subjectPublicKeyInfo.
     for _ in 0..5 {
-        fields = der_element(fields)?.3;
+        fields = der_element(fields)?.rest;
     }
-    let (spki_tag, spki, _, _) = der_element(fields)?;
-    (spki_tag == SEQUENCE).then_some(spki)
+    let spki = der_element(fields)?;
+    (spki.tag == SEQUENCE).then_some(spki.whole)
 }
 
 /// The rustls client configuration for `config`.
