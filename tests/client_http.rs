@@ -421,9 +421,9 @@ async fn client_certificates_v1_and_v3_rsa_and_ec_are_accepted_as_kubectl_does()
         }),
         ..config.clone()
     });
-    let error = mismatched
-        .err()
-        .expect("a key that is not the certificate's is refused");
+    let Err(error) = mismatched else {
+        panic!("a key that is not the certificate's is refused");
+    };
     assert!(
         error.to_string().contains("not the certificate's"),
         "unclear error: {error}"
