@@ -584,30 +584,12 @@ fn median(mut values: Vec<f64>) -> f64 {
     }
 }
 
-fn today() -> String {
-    std::process::Command::new("date")
-        .arg("+%Y-%m-%d")
-        .output()
-        .ok()
-        .and_then(|out| String::from_utf8(out.stdout).ok())
-        .map(|s| s.trim().to_string())
-        .filter(|s| !s.is_empty())
-        .unwrap_or_else(|| (unix_nanos() / 1_000_000_000).to_string())
-}
-
 async fn drive(args: &Args) {
     let reps = args.number("--reps", 3);
     let objects = args.number("--objects", 10_000);
     let workers = args.number("--workers", 16);
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let out = PathBuf::from(
-        args.value(
-            "--out",
-            &root
-                .join(format!("benches/controller/results-{}.jsonl", today()))
-                .to_string_lossy(),
-        ),
-    );
+    let out = args.results_file("controller");
     let peer = PathBuf::from(
         args.value(
             "--peer",

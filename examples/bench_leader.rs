@@ -89,17 +89,6 @@ fn unix_nanos() -> u64 {
         .unwrap_or(0)
 }
 
-fn today() -> String {
-    std::process::Command::new("date")
-        .arg("+%Y-%m-%d")
-        .output()
-        .ok()
-        .and_then(|out| String::from_utf8(out.stdout).ok())
-        .map(|s| s.trim().to_string())
-        .filter(|s| !s.is_empty())
-        .unwrap_or_else(|| (unix_nanos() / 1_000_000_000).to_string())
-}
-
 /// Seconds in a Go-style duration as the candidates take it (`15s`, `500ms`); exits if malformed.
 fn duration_seconds(text: &str) -> f64 {
     go_duration::parse(text)
@@ -610,14 +599,7 @@ async fn main() -> Result<(), BoxError> {
     let idle_reps = args.number("--idle-reps", 3);
     let idle_secs = args.number("--idle-secs", 60);
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let out = PathBuf::from(
-        args.value(
-            "--out",
-            &root
-                .join(format!("benches/leader/results-{}.jsonl", today()))
-                .to_string_lossy(),
-        ),
-    );
+    let out = args.results_file("leader");
     let kubeconfig = args.value(
         "--kubeconfig",
         &std::env::var("KUBECONFIG").unwrap_or_default(),

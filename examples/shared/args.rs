@@ -28,8 +28,43 @@ impl Args {
             .unwrap_or_else(|_| panic!("{flag} wants a number, got {text:?}"))
     }
 
+    /// Where a benchmark appends its raw JSON lines: `--out FILE`, or by default
+    /// `benches/<folder>/results-<today>.jsonl` in the repository.
+    pub fn results_file(&self, folder: &str) -> std::path::PathBuf {
+        match self
+            .0
+            .iter()
+            .position(|a| a == "--out")
+            .and_then(|i| self.0.get(i + 1))
+        {
+            Some(path) => path.into(),
+            None => std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("benches")
+                .join(folder)
+                .join(format!("results-{}.jsonl", today())),
+        }
+    }
+
     /// Whether `flag` was given.
     pub fn flag(&self, flag: &str) -> bool {
         self.0.iter().any(|a| a == flag)
     }
+}
+
+/// Today's date as `YYYY-MM-DD` (local time, from `date`), or the unix seconds if that fails.
+pub fn today() -> String {
+    std::process::Command::new("date")
+        .arg("+%Y-%m-%d")
+        .output()
+        .ok()
+        .and_then(|out| String::from_utf8(out.stdout).ok())
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs())
+                .unwrap_or(0)
+                .to_string()
+        })
 }
