@@ -7,8 +7,8 @@
 //! ```
 //!
 //! This example wires the first two by hand (what `SharedIndexInformer` does for you) and plays the
-//! processor itself: it pops each key's deltas, applies them to a `Store`, and prints where each one
-//! came from:
+//! processor itself: it pops each key's deltas (or a whole list, which the store takes in one step),
+//! applies them to a `Store`, and prints where each one came from:
 //!
 //! - `list`: the first list (`Replaced` deltas),
 //! - `watch`: an event on the open watch (`Added`, `Updated`, `Deleted`),
@@ -25,13 +25,14 @@
 //! tests use: it makes pods, drops the watch, and compacts its history while the watch is down, so
 //! every origin shows up in a few seconds.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use ferrokube::informer::fake::FakeListerWatcher;
 use ferrokube::informer::{
-    DeletedObject, Delta, DeltaFifo, Indexers, ListerWatcher, Object, ObjectKey, Reflector,
-    ReflectorOptions, ReflectorStatus, Store,
+    Changes, DeletedObject, Delta, DeltaFifo, Indexers, ListerWatcher, Object, ObjectKey,
+    Reflector, ReflectorOptions, ReflectorStatus, Store,
 };
 use ferrokube::{Api, Client};
 use k8s_openapi::api::core::v1::Pod;
@@ -89,12 +90,38 @@ impl Machinery {
         }
     }
 
-    /// Pops one key and applies its deltas to the store, printing each.
+    /// Pops one key and applies its deltas to the store, printing each; or one whole list, which
+    /// goes into the store at once (no reader ever sees half of it), then is printed.
     async fn pop_one(&self) -> bool {
         self.fifo
-            .pop(|key, deltas, _initial| {
-                for delta in deltas {
-                    self.apply(&key, delta);
+            .pop(|popped| match popped.changes {
+                Changes::Key { key, deltas } => {
+                    for delta in deltas {
+                        self.apply(&key, delta);
+                    }
+                }
+                Changes::List(keys) => {
+                    let mut changes = HashMap::new();
+                    for (key, deltas) in &keys {
+                        let last = deltas.last().filter(|d| !matches!(d, Delta::Deleted(_)));
+                        changes.insert(key.clone(), last.map(|d| d.object().clone()));
+                    }
+                    self.store.apply(changes);
+                    println!(
+                        "[{:<6}] {} keys at resourceVersion {}, applied to the store in one step:",
+                        if self.status.lists() > 1 {
+                            "relist"
+                        } else {
+                            "list"
+                        },
+                        keys.len(),
+                        popped.resource_version
+                    );
+                    for (key, deltas) in &keys {
+                        for delta in deltas {
+                            self.print(key, delta);
+                        }
+                    }
                 }
             })
             .await
@@ -111,6 +138,21 @@ impl Machinery {
     }
 
     fn apply(&self, key: &ObjectKey, delta: Delta<Pod>) {
+        match &delta {
+            Delta::Deleted(_) => {
+                self.store.remove(key);
+            }
+            Delta::Added(object)
+            | Delta::Updated(object)
+            | Delta::Replaced(object)
+            | Delta::Sync(object) => {
+                self.store.insert(object.clone());
+            }
+        }
+        self.print(key, &delta);
+    }
+
+    fn print(&self, key: &ObjectKey, delta: &Delta<Pod>) {
         let origin = match &delta {
             Delta::Sync(_) => "resync",
             Delta::Replaced(_) if self.status.lists() > 1 => "relist",
@@ -130,17 +172,6 @@ impl Machinery {
             ),
         };
         let version = delta.object().resource_version().to_string();
-        match delta {
-            Delta::Deleted(_) => {
-                self.store.remove(key);
-            }
-            Delta::Added(object)
-            | Delta::Updated(object)
-            | Delta::Replaced(object)
-            | Delta::Sync(object) => {
-                self.store.insert(object);
-            }
-        }
         println!(
             "[{origin:<6}] {kind:<8} {:<20} rv={version:<3} store holds {}{note}",
             key.as_str(),

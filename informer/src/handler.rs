@@ -146,6 +146,7 @@ pub enum Delivery {
 }
 
 /// One call to make on a handler.
+#[derive(Clone)]
 pub(crate) enum Notification<K> {
     Add { object: Arc<K>, initial: bool },
     Update { old: Arc<K>, new: Arc<K> },

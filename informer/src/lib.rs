@@ -24,9 +24,12 @@
 //! 1. The [`Reflector`] lists the collection, then watches it from the list's resourceVersion. It
 //!    talks to the server only through the [`ListerWatcher`] trait (implemented by the client's
 //!    `Api<K>`, and by [`fake::FakeListerWatcher`] in tests).
-//! 2. Each change becomes a [`Delta`] in the [`DeltaFifo`], grouped by object key, in order.
-//! 3. The [`SharedIndexInformer`]'s processor pops a key with its deltas, applies them to the
-//!    [`Store`], and pushes an add/update/delete notification to every handler's own buffer.
+//! 2. Each change becomes a [`Delta`] in the [`DeltaFifo`], grouped by object key, in order; a list
+//!    (the first, or a relist) becomes one entry.
+//! 3. The [`SharedIndexInformer`]'s processor pops a key with its deltas (or a whole list, applied
+//!    in one step: no reader sees half of a relist), applies them to the [`Store`], moves the
+//!    store's resourceVersion ([`SharedIndexInformer::last_store_sync_resource_version`]: how fresh
+//!    the cache is), and pushes an add/update/delete notification to every handler's own buffer.
 //! 4. Each handler's thread calls its [`EventHandler`] (or, for a handler registered
 //!    [`Delivery::Inline`], the processor calls it itself); workers read the store through a
 //!    [`Lister`].
@@ -52,8 +55,8 @@
 //! | [`compact`] | [`Compact`]: an object stored as typed metadata + JSON bytes, for big caches |
 //! | `lister_watcher` | the [`ListerWatcher`] seam and its request, page, event and error types |
 //! | `reflector` | [`Reflector`]: list, watch, resume, relist on 410, backoff, streaming lists |
-//! | `delta_fifo` | [`DeltaFifo`], [`Delta`], [`DeletedObject`] tombstones |
-//! | `store`, `index` | [`Store`] with [`Indexers`]; built-in namespace, label and owner indexes |
+//! | `delta_fifo` | [`DeltaFifo`], [`Delta`], [`DeletedObject`] tombstones, lists as one [`Changes::List`] |
+//! | `store`, `index` | [`Store`] with [`Indexers`], relists swapped in whole, its resourceVersion; built-in namespace, label and owner indexes |
 //! | `shared_informer` | [`SharedIndexInformer`] and its builder |
 //! | `handler` | [`EventHandler`], [`HandlerFns`], per-handler buffers and threads, [`Delivery`] |
 //! | `lister`, `labels` | [`Lister`], [`NamespaceLister`], [`LabelSelector`] |
@@ -80,7 +83,7 @@ pub mod store;
 
 pub use backoff::Backoff;
 pub use compact::{Compact, CompactError};
-pub use delta_fifo::{DeletedObject, Delta, DeltaFifo};
+pub use delta_fifo::{Changes, DeletedObject, Delta, DeltaFifo, Popped};
 pub use factory::{ListerWatcherSource, Scope, SharedInformerFactory};
 pub use handler::{Delivery, EventHandler, HandlerFns, HandlerOptions, HandlerRegistration};
 pub use index::{IndexFn, Indexers, NAMESPACE_INDEX};
@@ -94,4 +97,4 @@ pub use metrics::{InformerMetrics, PrometheusInformerMetrics};
 pub use object::{Object, ObjectKey, drop_managed_fields};
 pub use reflector::{ListMode, Reflector, ReflectorOptions, ReflectorStatus, WatchErrorHandler};
 pub use shared_informer::{InformerBuilder, SharedIndexInformer, StartError};
-pub use store::{Store, UnknownIndex};
+pub use store::{Store, UnknownIndex, VersionObserver};

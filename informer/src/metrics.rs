@@ -9,7 +9,8 @@
 //! | [`InformerMetrics::listed`] | `informer_lists_total`, and `informer_relists_total` for every list after the first |
 //! | [`InformerMetrics::watch_opened`] | `informer_watch_restarts_total` for every watch after the first |
 //! | [`InformerMetrics::event`] | `informer_watch_events_total{type}` |
-//! | [`InformerMetrics::resource_version`] | `informer_last_resource_version` |
+//! | [`InformerMetrics::resource_version`] | `informer_last_resource_version` (what the reflector received) |
+//! | [`InformerMetrics::store_resource_version`] | `store_resource_version` (what the store has applied: see [`Store::resource_version`](crate::Store::resource_version)) |
 //! | [`InformerMetrics::cached`] | `informer_objects` |
 //! | [`HandlerQueueMetrics::depth`] | `informer_handler_queue_depth{handler}` and `informer_handler_queue_peak_depth{handler}` |
 //!
@@ -53,6 +54,11 @@ pub trait InformerMetrics: Send + Sync + 'static {
     fn event(&self, kind: EventKind);
     /// The newest resourceVersion the reflector has seen.
     fn resource_version(&self, version: &str);
+    /// The resourceVersion the store has caught up to (every change up to it applied). Default:
+    /// ignored, so sinks written before it existed still compile.
+    fn store_resource_version(&self, version: &str) {
+        let _ = version;
+    }
     /// Objects now in the store.
     fn cached(&self, objects: usize);
     /// The metrics of the buffer of handler `handler` (called once, when the handler is added).
@@ -76,13 +82,15 @@ pub struct PrometheusInformerMetrics {
     watch_restarts: Family<Labels, Counter>,
     events: Family<Labels, Counter>,
     resource_version: Family<Labels, Gauge>,
+    store_resource_version: Family<Labels, Gauge>,
     objects: Family<Labels, Gauge>,
     handler_depth: Family<Labels, Gauge>,
     handler_peak: Family<Labels, Gauge>,
 }
 
 impl PrometheusInformerMetrics {
-    /// Creates the families and registers them in `registry` as `informer_*`.
+    /// Creates the families and registers them in `registry` as `informer_*`, and
+    /// `store_resource_version`.
     pub fn register(registry: &mut Registry) -> Self {
         let metrics = PrometheusInformerMetrics {
             lists: Family::default(),
@@ -90,6 +98,7 @@ impl PrometheusInformerMetrics {
             watch_restarts: Family::default(),
             events: Family::default(),
             resource_version: Family::default(),
+            store_resource_version: Family::default(),
             objects: Family::default(),
             handler_depth: Family::default(),
             handler_peak: Family::default(),
@@ -115,6 +124,12 @@ impl PrometheusInformerMetrics {
             "informer_last_resource_version",
             "The newest resourceVersion seen (when numeric, as etcd's are).",
             metrics.resource_version.clone(),
+        );
+        registry.register(
+            "store_resource_version",
+            "The resourceVersion the informer's store has caught up to: every change up to it \
+             applied (when numeric, as etcd's are).",
+            metrics.store_resource_version.clone(),
         );
         registry.register(
             "informer_objects",
@@ -143,6 +158,7 @@ impl PrometheusInformerMetrics {
             relists: self.relists.get_or_create(&labels).clone(),
             watch_restarts: self.watch_restarts.get_or_create(&labels).clone(),
             resource_version: self.resource_version.get_or_create(&labels).clone(),
+            store_resource_version: self.store_resource_version.get_or_create(&labels).clone(),
             objects: self.objects.get_or_create(&labels).clone(),
             events: [
                 EventKind::Added,
@@ -171,6 +187,7 @@ struct NamedInformerMetrics {
     /// Indexed by `EventKind as usize`.
     events: [Counter; 4],
     resource_version: Gauge,
+    store_resource_version: Gauge,
     objects: Gauge,
     families: PrometheusInformerMetrics,
 }
@@ -196,6 +213,12 @@ impl InformerMetrics for NamedInformerMetrics {
     fn resource_version(&self, version: &str) {
         if let Ok(version) = version.parse::<i64>() {
             self.resource_version.set(version);
+        }
+    }
+
+    fn store_resource_version(&self, version: &str) {
+        if let Ok(version) = version.parse::<i64>() {
+            self.store_resource_version.set(version);
         }
     }
 

@@ -14,7 +14,8 @@
 //!   (410), the reflector lists everything again in one consistent read.
 //! - **Watch** opens from the list's resourceVersion, with bookmarks and a random timeout of 5 to 10
 //!   minutes (so that many clients do not reconnect together). Each event moves the last seen
-//!   version forward; a bookmark moves it with no change.
+//!   version forward; a bookmark moves it with no change (and goes through the fifo too, so the
+//!   store's own version follows once everything before it is applied).
 //! - A watch the server ends is reopened at once from the last version seen: nothing is relisted.
 //!   A 410 on the watch (the version was compacted) is the only thing that forces a relist, and that
 //!   relist is a consistent read, since the cache may be behind what we already saw.
@@ -100,7 +101,9 @@ pub struct ReflectorStatus {
 }
 
 impl ReflectorStatus {
-    /// The resourceVersion the fifo reflects: the last list's, then each event's or bookmark's.
+    /// The newest resourceVersion the reflector received: the last list's, then each event's or
+    /// bookmark's. The store may not have applied it yet (its changes can still wait in the fifo):
+    /// [`Store::resource_version`](crate::Store::resource_version) says what it has applied.
     pub fn last_sync_resource_version(&self) -> String {
         self.last_sync_resource_version.lock().clone()
     }
@@ -269,7 +272,7 @@ impl<K: Object, L: ListerWatcher<K>> Reflector<K, L> {
                     metrics.listed(items.len(), relist);
                 }
                 tracing::debug!(objects = items.len(), %resource_version, relist, "listed");
-                self.fifo.replace(items);
+                self.fifo.replace(items, &resource_version);
                 self.set_version(resource_version);
                 Phase::Watch
             }
@@ -415,7 +418,10 @@ impl<K: Object, L: ListerWatcher<K>> Reflector<K, L> {
             }
             Event::Bookmark {
                 resource_version, ..
-            } => (EventKind::Bookmark, resource_version),
+            } => {
+                self.fifo.bookmark(&resource_version);
+                (EventKind::Bookmark, resource_version)
+            }
         };
         if let Some(metrics) = &self.metrics {
             metrics.event(kind);
@@ -474,7 +480,7 @@ impl<K: Object, L: ListerWatcher<K>> Reflector<K, L> {
                     if let Some(metrics) = &self.metrics {
                         metrics.listed(initial.len(), relist);
                     }
-                    self.fifo.replace(initial);
+                    self.fifo.replace(initial, &resource_version);
                     self.set_version(resource_version);
                     return Phase::Watching {
                         stream,

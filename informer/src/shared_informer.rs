@@ -3,21 +3,34 @@
 //! Follow one watch event through it:
 //!
 //! ```text
-//!  server ─▶ Reflector ─▶ DeltaFifo ─pop─▶ process(key, deltas) ─┬─▶ Store (insert / remove)
-//!   (reflector.rs)        (delta_fifo.rs)   (this file)           └─▶ each handler's buffer ─▶ its thread
-//!                                                                      (handler.rs)
+//!  server ─▶ Reflector ─▶ DeltaFifo ─pop─▶ process(popped) ─┬─▶ Store (a key in place; a list at once)
+//!   (reflector.rs)        (delta_fifo.rs)   (this file)      ├─▶ the store's resourceVersion moves
+//!                                                            └─▶ each handler's buffer ─▶ its thread
+//!                                                                 (handler.rs)
 //! ```
 //!
-//! The processor applies a key's deltas to the store and, for each, pushes a notification to every
-//! handler: `Add` when the store did not have the key, `Update(old, new)` when it did, `Delete`
-//! with the last state or a tombstone. `Sync` deltas (resyncs) go only to the handlers whose resync
-//! period is due. All of this happens under the handler lock, which is what makes a late handler
-//! correct: `add_event_handler` takes the same lock, gives the new handler an `Add` for every cached
-//! object, and only then joins, so it sees every object exactly once and every later change after it.
+//! The processor applies what it popped to the store and, for each delta, pushes a notification to
+//! every handler: `Add` when the store did not have the key, `Update(old, new)` when it did,
+//! `Delete` with the last state or a tombstone. `Sync` deltas (resyncs) go only to the handlers
+//! whose resync period is due. A key's deltas are applied and notified one by one (a handler finds
+//! exactly the object it is told about in the store); a list is applied to the store in one step
+//! and only then notified, delta by delta, so a handler of a relist finds all of it in the store,
+//! and no reader ever finds half of it. All of this happens under the handler lock, which is what
+//! makes a late handler correct: `add_event_handler` takes the same lock, gives the new handler an
+//! `Add` for every cached object, and only then joins, so it sees every object exactly once and
+//! every later change after it.
+//!
+//! **How fresh the cache is.** [`SharedIndexInformer::last_store_sync_resource_version`] is the
+//! resourceVersion the store has caught up to; it moves after the store applied a change and
+//! before the handlers hear of it, so a worker woken by a handler finds it current. It is not the
+//! reflector's [`last_sync_resource_version`](SharedIndexInformer::last_sync_resource_version),
+//! which moves as soon as a change is received. A controller compares it with the resourceVersion
+//! of its own last write (`ferrokube::controller::consistency`).
 //!
 //! **Where we differ from client-go:** objects are stored and handed out as `Arc<K>` and never
 //! copied, so there is no "do not mutate the cache" rule to remember (the type system enforces it);
-//! and handlers are plain threads with unbounded buffers, so any handler may block.
+//! handlers are plain threads with unbounded buffers, so any handler may block; and readers never
+//! wait for a relist to be applied (the store swaps it in whole).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -28,7 +41,7 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 use tokio::sync::watch;
 
-use crate::delta_fifo::{Delta, DeltaFifo};
+use crate::delta_fifo::{Changes, Delta, DeltaFifo, Popped};
 use crate::handler::{EventHandler, HandlerOptions, HandlerRegistration, Listener, Notification};
 use crate::index::Indexers;
 use crate::lister::Lister;
@@ -135,7 +148,14 @@ impl<K: Object, L: ListerWatcher<K>> InformerBuilder<K, L> {
     }
 
     pub fn build(self) -> SharedIndexInformer<K> {
-        let store = Arc::new(Store::new(self.indexers));
+        let mut store = Store::new(self.indexers);
+        if let Some(metrics) = &self.metrics {
+            let metrics = metrics.clone();
+            store = store.with_version_observer(Box::new(move |version| {
+                metrics.store_resource_version(version)
+            }));
+        }
+        let store = Arc::new(store);
         let fifo = Arc::new(DeltaFifo::new(store.clone()));
         let mut reflector = Reflector::new(self.lister_watcher, fifo.clone(), self.reflector);
         if let Some(metrics) = &self.metrics {
@@ -292,9 +312,20 @@ impl<K: Object> SharedIndexInformer<K> {
         Lister::new(self.inner.store.clone())
     }
 
-    /// The resourceVersion the store reflects (client-go's `LastSyncResourceVersion`).
+    /// The newest resourceVersion the reflector has received (client-go's
+    /// `LastSyncResourceVersion`). Changes up to it may still wait in the fifo: for what the cache
+    /// shows, see [`last_store_sync_resource_version`](Self::last_store_sync_resource_version).
     pub fn last_sync_resource_version(&self) -> String {
         self.inner.reflector.last_sync_resource_version()
+    }
+
+    /// The resourceVersion the store has caught up to: every change the server made up to it
+    /// (from lists, watch events and bookmarks) has been applied, so a read of the cache now shows
+    /// at least that version of the world (client-go's `LastStoreSyncResourceVersion`). `""`
+    /// until the first list is applied. ResourceVersions are opaque strings: compare them only
+    /// where the server's are integers (etcd's revisions).
+    pub fn last_store_sync_resource_version(&self) -> String {
+        self.inner.store.resource_version()
     }
 
     /// The reflector's progress: lists, watches, and whether streaming lists were refused.
@@ -309,12 +340,7 @@ impl<K: Object> SharedIndexInformer<K> {
 
 impl<K: Object> Inner<K> {
     async fn process_until_closed(&self) {
-        while self
-            .fifo
-            .pop(|key, deltas, initial| self.process(key, deltas, initial))
-            .await
-            .is_some()
-        {}
+        while self.fifo.pop(|popped| self.process(popped)).await.is_some() {}
     }
 
     /// Waits for the fifo to report the first list fully processed, then tells every handler and
@@ -336,40 +362,96 @@ impl<K: Object> Inner<K> {
         tracing::debug!(informer = %self.name, objects = self.store.len(), "synced");
     }
 
-    /// Applies one key's deltas to the store and tells the handlers.
-    fn process(&self, key: ObjectKey, deltas: Vec<Delta<K>>, initial: bool) {
+    /// Applies what was popped to the store, moves the store's resourceVersion, and tells the
+    /// handlers (see the [module docs](self) for the order).
+    fn process(&self, popped: Popped<K>) {
         let handlers = self.handlers.lock();
-        for delta in deltas {
-            let (object, resync) = match delta {
-                Delta::Deleted(deleted) => {
-                    self.store.remove(&key);
-                    handlers.notify(|| Notification::Delete(deleted.clone()), false);
-                    continue;
-                }
-                Delta::Sync(object) => (object, true),
-                Delta::Added(object) | Delta::Updated(object) | Delta::Replaced(object) => {
-                    (object, false)
-                }
-            };
-            match self.store.insert(object.clone()) {
-                Some(old) => handlers.notify(
-                    || Notification::Update {
-                        old: old.clone(),
-                        new: object.clone(),
-                    },
-                    resync,
-                ),
-                None => handlers.notify(
-                    || Notification::Add {
-                        object: object.clone(),
-                        initial,
-                    },
-                    false,
-                ),
+        match popped.changes {
+            Changes::Key { key, deltas } => self.apply_key(
+                &handlers,
+                &key,
+                deltas,
+                popped.initial,
+                &popped.resource_version,
+            ),
+            Changes::List(keys) => {
+                self.apply_list(&handlers, keys, popped.initial, &popped.resource_version)
             }
         }
         if let Some(metrics) = &self.metrics {
             metrics.cached(self.store.len());
+        }
+    }
+
+    /// One key's deltas, one at a time: each is in the store when its handlers hear of it. The
+    /// version moves before the last one is told (by then the store has all of them).
+    fn apply_key(
+        &self,
+        handlers: &Handlers<K>,
+        key: &ObjectKey,
+        deltas: Vec<Delta<K>>,
+        initial: bool,
+        version: &str,
+    ) {
+        let last = deltas.len().saturating_sub(1);
+        for (at, delta) in deltas.into_iter().enumerate() {
+            let (notification, resync) = match delta {
+                Delta::Deleted(deleted) => {
+                    self.store.remove(key);
+                    (Notification::Delete(deleted), false)
+                }
+                Delta::Sync(object) => {
+                    let old = self.store.insert(object.clone());
+                    changed(old, object, initial, true)
+                }
+                Delta::Added(object) | Delta::Updated(object) | Delta::Replaced(object) => {
+                    let old = self.store.insert(object.clone());
+                    changed(old, object, initial, false)
+                }
+            };
+            if at == last && !version.is_empty() {
+                self.store.set_resource_version(version);
+            }
+            handlers.notify(notification, resync);
+        }
+    }
+
+    /// A whole list: computed against the store as it is, applied in one step, then told.
+    fn apply_list(
+        &self,
+        handlers: &Handlers<K>,
+        keys: Vec<(ObjectKey, Vec<Delta<K>>)>,
+        initial: bool,
+        version: &str,
+    ) {
+        let mut notifications = Vec::with_capacity(keys.len());
+        let mut changes = std::collections::HashMap::with_capacity(keys.len());
+        for (key, deltas) in keys {
+            let mut current = self.store.get_by_key(&key);
+            for delta in deltas {
+                match delta {
+                    Delta::Deleted(deleted) => {
+                        current = None;
+                        notifications.push((Notification::Delete(deleted), false));
+                    }
+                    Delta::Sync(object) => {
+                        let old = current.replace(object.clone());
+                        notifications.push(changed(old, object, initial, true));
+                    }
+                    Delta::Added(object) | Delta::Updated(object) | Delta::Replaced(object) => {
+                        let old = current.replace(object.clone());
+                        notifications.push(changed(old, object, initial, false));
+                    }
+                }
+            }
+            changes.insert(key, current);
+        }
+        self.store.apply(changes);
+        if !version.is_empty() {
+            self.store.set_resource_version(version);
+        }
+        for (notification, resync) in notifications {
+            handlers.notify(notification, resync);
         }
     }
 
@@ -416,12 +498,41 @@ impl<K: Object> Inner<K> {
     }
 }
 
-impl<K: Send + Sync + 'static> Handlers<K> {
+/// The notification for a store write that replaced `old` (if any) with `new`, and whether it
+/// goes only to the handlers resyncing now (`sync`: a `Sync` delta, which is an update of an object
+/// the handlers have; an add is for everyone).
+fn changed<K>(
+    old: Option<Arc<K>>,
+    new: Arc<K>,
+    initial: bool,
+    sync: bool,
+) -> (Notification<K>, bool) {
+    match old {
+        Some(old) => (Notification::Update { old, new }, sync),
+        None => (
+            Notification::Add {
+                object: new,
+                initial,
+            },
+            false,
+        ),
+    }
+}
+
+impl<K: Object> Handlers<K> {
     /// Pushes a notification to every handler, or for a resync only to those resyncing now.
-    fn notify(&self, notification: impl Fn() -> Notification<K>, resync: bool) {
-        for listener in &self.listeners {
-            if !resync || listener.resyncing.load(Ordering::SeqCst) {
-                listener.push(notification());
+    fn notify(&self, notification: Notification<K>, resync: bool) {
+        let mut to = self
+            .listeners
+            .iter()
+            .filter(|listener| !resync || listener.resyncing.load(Ordering::SeqCst))
+            .peekable();
+        while let Some(listener) = to.next() {
+            if to.peek().is_some() {
+                listener.push(notification.clone());
+            } else {
+                listener.push(notification);
+                return;
             }
         }
     }

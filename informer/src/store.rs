@@ -1,26 +1,46 @@
 //! The informer's cache: every object of one resource, by key, with secondary indexes
-//! (client-go's `ThreadSafeStore` + `Indexer`).
+//! (client-go's `ThreadSafeStore` + `Indexer`), and the resourceVersion it has caught up to.
 //!
 //! Exactly one writer (the informer's delta processor, or whoever owns the store) changes it; any
 //! number of readers (Listers, workers) read it at the same time. Objects are stored as `Arc<K>` and
 //! never mutated: a write replaces the `Arc`, a read clones it (one atomic increment), so readers
 //! share objects without the deep copies client-go asks of its callers.
 //!
-//! ## Why reads never wait for a relist
+//! ## Two kinds of write
 //!
-//! client-go guards the whole map with one RWMutex and rebuilds it under the write lock on a
-//! relist, so every read waits for the rebuild. Here the items live in a sharded concurrent map
-//! ([`DashMap`]): a write locks one shard for the length of one insert, and a relist is applied as
-//! one such write per changed key. A read waits at most for one key's insert, never for a whole
-//! relist. The price: a `list` taken while a relist is applied may see some keys before it and
-//! some after (each object is itself whole and at a version the server reported).
+//! ```text
+//!  insert / remove (a watch event) ──▶ the current tables, in place: one shard locked per write
+//!  apply (a list or relist, whole)  ──▶ new tables built beside the current ones, then swapped in
+//!                                       ┌──────────────┐         ┌──────────────┐
+//!  readers ── snapshot (an Arc) ──────▶ │ tables, old  │  ─swap▶ │ tables, new  │
+//!                                       └──────────────┘         └──────────────┘
+//! ```
+//!
+//! The items live in a sharded concurrent map ([`DashMap`]): a single-key write locks one shard
+//! for the length of one insert, and a read waits at most for that. A relist must be different: if
+//! it were applied one key at a time, a `list` taken meanwhile would see some objects of the old
+//! list and some of the new one, a state the server never had. So [`Store::apply`] builds complete
+//! new tables (items and indexes) off to the side and swaps them in with one pointer write. Every
+//! read takes a snapshot of the current tables first (an `Arc` clone under a lock held for
+//! nanoseconds), so it sees the store entirely before a relist or entirely after it, and never
+//! waits for one to be built (client-go holds one lock over the whole rebuild instead, so its
+//! reads wait for relists).
+//!
+//! ## How fresh the store is
+//!
+//! [`Store::resource_version`] is the resourceVersion the store has caught up to: every change the
+//! server made up to that version has been applied (client-go's `LastStoreSyncResourceVersion`).
+//! The [`DeltaFifo`](crate::DeltaFifo) knows it (it sees changes arrive and leave) and sets it, and
+//! only after the changes were applied, never when the reflector merely received them. A controller
+//! compares it with the resourceVersion of its own last write to know whether the cache can show
+//! that write yet.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use dashmap::DashMap;
 use foldhash::fast::RandomState;
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
 
 use crate::index::{IndexFn, Indexers};
 use crate::object::{Object, ObjectKey};
@@ -30,6 +50,9 @@ use crate::object::{Object, ObjectKey};
 #[error("the store has no index named {0:?}")]
 pub struct UnknownIndex(pub String);
 
+/// Called with the store's new resourceVersion each time it changes (e.g. to set a gauge).
+pub type VersionObserver = Box<dyn Fn(&str) + Send + Sync>;
+
 struct Index<K> {
     name: String,
     function: IndexFn<K>,
@@ -38,12 +61,26 @@ struct Index<K> {
     values: DashMap<String, HashSet<ObjectKey>, RandomState>,
 }
 
-/// See the [module docs](self).
-pub struct Store<K> {
+/// One complete generation of the store: items and their indexes. Single-key writes change the
+/// current one in place; [`Store::apply`] replaces it whole.
+struct Tables<K> {
     items: DashMap<ObjectKey, Arc<K>, RandomState>,
     indexes: Vec<Index<K>>,
-    /// Held by writers, so that an item and its index entries change together.
+}
+
+/// See the [module docs](self).
+pub struct Store<K> {
+    /// The current tables. Readers clone the `Arc` and read their snapshot; the lock is held only
+    /// to clone or to swap the pointer.
+    tables: RwLock<Arc<Tables<K>>>,
+    /// The index functions, to build new tables.
+    indexers: Vec<(String, IndexFn<K>)>,
+    /// Held by writers, so that an item and its index entries change together, and a batch is
+    /// built from tables nobody else changes meanwhile.
     writer: Mutex<()>,
+    /// The resourceVersion the store has caught up to (`""` until the first list is applied).
+    version: RwLock<String>,
+    observer: Option<VersionObserver>,
 }
 
 impl<K: Object> Default for Store<K> {
@@ -52,68 +89,27 @@ impl<K: Object> Default for Store<K> {
     }
 }
 
-impl<K: Object> Store<K> {
-    pub fn new(indexers: Indexers<K>) -> Store<K> {
-        Store {
-            items: DashMap::with_hasher(RandomState::default()),
+impl<K: Object> Tables<K> {
+    fn new(indexers: &[(String, IndexFn<K>)], capacity: usize) -> Tables<K> {
+        Tables {
+            items: DashMap::with_capacity_and_hasher(capacity, RandomState::default()),
             indexes: indexers
-                .list
-                .into_iter()
+                .iter()
                 .map(|(name, function)| Index {
-                    name,
-                    function,
+                    name: name.clone(),
+                    function: function.clone(),
                     values: DashMap::with_hasher(RandomState::default()),
                 })
                 .collect(),
-            writer: Mutex::new(()),
         }
     }
 
-    /// Adds or replaces the object under its key; returns the previous one.
-    pub fn insert(&self, object: Arc<K>) -> Option<Arc<K>> {
-        let _writer = self.writer.lock();
-        self.insert_locked(ObjectKey::of(&*object), object)
-    }
-
-    /// Removes the object stored under `key`, and returns it.
-    pub fn remove(&self, key: &str) -> Option<Arc<K>> {
-        let _writer = self.writer.lock();
-        let (key, old) = self.items.remove(key)?;
-        self.unindex(&key, &old, None);
-        Some(old)
-    }
-
-    /// Makes the store hold exactly `objects` (a relist); returns the objects it removed.
-    pub fn replace(&self, objects: Vec<Arc<K>>) -> Vec<Arc<K>> {
-        let _writer = self.writer.lock();
-        let mut listed = HashSet::with_capacity(objects.len());
-        for object in objects {
-            let key = ObjectKey::of(&*object);
-            listed.insert(key.clone());
-            self.insert_locked(key, object);
-        }
-        let gone: Vec<ObjectKey> = self
-            .items
-            .iter()
-            .filter(|entry| !listed.contains(entry.key()))
-            .map(|entry| entry.key().clone())
-            .collect();
-        let mut removed = Vec::with_capacity(gone.len());
-        for key in gone {
-            if let Some((key, old)) = self.items.remove(&key) {
-                self.unindex(&key, &old, None);
-                removed.push(old);
-            }
-        }
-        removed
-    }
-
-    fn insert_locked(&self, key: ObjectKey, object: Arc<K>) -> Option<Arc<K>> {
+    fn insert(&self, key: ObjectKey, object: Arc<K>) -> Option<Arc<K>> {
         let old = self.items.insert(key.clone(), object.clone());
         for index in &self.indexes {
             let new_values = (index.function)(&object);
             if let Some(old) = &old {
-                self.unindex_one(index, &key, old, Some(&new_values));
+                unindex_one(index, &key, old, Some(&new_values));
             }
             for value in new_values {
                 index.values.entry(value).or_default().insert(key.clone());
@@ -122,74 +118,12 @@ impl<K: Object> Store<K> {
         old
     }
 
-    /// Drops `key` from the index sets of `old`'s values, except those in `keep`.
-    fn unindex(&self, key: &ObjectKey, old: &K, keep: Option<&[String]>) {
+    fn remove(&self, key: &str) -> Option<Arc<K>> {
+        let (key, old) = self.items.remove(key)?;
         for index in &self.indexes {
-            self.unindex_one(index, key, old, keep);
+            unindex_one(index, &key, &old, None);
         }
-    }
-
-    fn unindex_one(&self, index: &Index<K>, key: &ObjectKey, old: &K, keep: Option<&[String]>) {
-        for value in (index.function)(old) {
-            if keep.is_some_and(|keep| keep.contains(&value)) {
-                continue;
-            }
-            index.values.remove_if_mut(&value, |_, keys| {
-                keys.remove(key);
-                keys.is_empty()
-            });
-        }
-    }
-
-    /// The object stored under `key` (`namespace/name`, or `name` if cluster-scoped).
-    pub fn get_by_key(&self, key: &str) -> Option<Arc<K>> {
-        self.items.get(key).map(|entry| entry.value().clone())
-    }
-
-    /// Every object, in no particular order.
-    pub fn list(&self) -> Vec<Arc<K>> {
-        self.items
-            .iter()
-            .map(|entry| entry.value().clone())
-            .collect()
-    }
-
-    /// Every key, in no particular order.
-    pub fn list_keys(&self) -> Vec<ObjectKey> {
-        self.items.iter().map(|entry| entry.key().clone()).collect()
-    }
-
-    pub fn len(&self) -> usize {
-        self.items.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.items.is_empty()
-    }
-
-    /// The objects whose index `index` has `value`.
-    pub fn by_index(&self, index: &str, value: &str) -> Result<Vec<Arc<K>>, UnknownIndex> {
-        Ok(self
-            .index_keys(index, value)?
-            .iter()
-            .filter_map(|key| self.get_by_key(key))
-            .collect())
-    }
-
-    /// The keys of the objects whose index `index` has `value`.
-    pub fn index_keys(&self, index: &str, value: &str) -> Result<Vec<ObjectKey>, UnknownIndex> {
-        let index = self.index(index)?;
-        Ok(index
-            .values
-            .get(value)
-            .map(|keys| keys.iter().cloned().collect())
-            .unwrap_or_default())
-    }
-
-    /// Every value index `index` currently has.
-    pub fn index_values(&self, index: &str) -> Result<Vec<String>, UnknownIndex> {
-        let index = self.index(index)?;
-        Ok(index.values.iter().map(|e| e.key().clone()).collect())
+        Some(old)
     }
 
     fn index(&self, name: &str) -> Result<&Index<K>, UnknownIndex> {
@@ -198,6 +132,185 @@ impl<K: Object> Store<K> {
             .find(|index| index.name == name)
             .ok_or_else(|| UnknownIndex(name.to_string()))
     }
+}
+
+/// Drops `key` from the index sets of `old`'s values, except those in `keep`.
+fn unindex_one<K>(index: &Index<K>, key: &ObjectKey, old: &K, keep: Option<&[String]>) {
+    for value in (index.function)(old) {
+        if keep.is_some_and(|keep| keep.contains(&value)) {
+            continue;
+        }
+        index.values.remove_if_mut(&value, |_, keys| {
+            keys.remove(key);
+            keys.is_empty()
+        });
+    }
+}
+
+impl<K: Object> Store<K> {
+    pub fn new(indexers: Indexers<K>) -> Store<K> {
+        let indexers = indexers.list;
+        Store {
+            tables: RwLock::new(Arc::new(Tables::new(&indexers, 0))),
+            indexers,
+            writer: Mutex::new(()),
+            version: RwLock::new(String::new()),
+            observer: None,
+        }
+    }
+
+    /// Calls `observer` with the new resourceVersion whenever it changes. Default: none.
+    pub fn with_version_observer(mut self, observer: VersionObserver) -> Store<K> {
+        self.observer = Some(observer);
+        self
+    }
+
+    /// The current tables, for one read.
+    fn snapshot(&self) -> Arc<Tables<K>> {
+        self.tables.read().clone()
+    }
+
+    /// Adds or replaces the object under its key; returns the previous one.
+    pub fn insert(&self, object: Arc<K>) -> Option<Arc<K>> {
+        let _writer = self.writer.lock();
+        self.snapshot().insert(ObjectKey::of(&*object), object)
+    }
+
+    /// Removes the object stored under `key`, and returns it.
+    pub fn remove(&self, key: &str) -> Option<Arc<K>> {
+        let _writer = self.writer.lock();
+        self.snapshot().remove(key)
+    }
+
+    /// Applies every change at once: `Some(object)` stores it under the key, `None` removes the
+    /// key. A reader sees the store as it was before, or with all of the changes, never with some
+    /// of them. Costs a rebuild of the tables (every object's index values are computed again), so
+    /// it is for lists and relists, which change everything anyway.
+    pub fn apply(&self, changes: HashMap<ObjectKey, Option<Arc<K>>>) {
+        let _writer = self.writer.lock();
+        let old = self.snapshot();
+        let kept = old.items.len().saturating_sub(changes.len());
+        let new = Tables::new(&self.indexers, kept + changes.len());
+        for entry in old.items.iter() {
+            if !changes.contains_key(entry.key()) {
+                new.insert(entry.key().clone(), entry.value().clone());
+            }
+        }
+        for (key, object) in changes {
+            if let Some(object) = object {
+                new.insert(key, object);
+            }
+        }
+        *self.tables.write() = Arc::new(new);
+    }
+
+    /// Makes the store hold exactly `objects`, at once (see [`apply`](Self::apply)); returns the
+    /// objects it removed.
+    pub fn replace(&self, objects: Vec<Arc<K>>) -> Vec<Arc<K>> {
+        let mut changes: HashMap<ObjectKey, Option<Arc<K>>> = objects
+            .into_iter()
+            .map(|object| (ObjectKey::of(&*object), Some(object)))
+            .collect();
+        let mut removed = Vec::new();
+        for entry in self.snapshot().items.iter() {
+            if !changes.contains_key(entry.key()) {
+                removed.push(entry.value().clone());
+                changes.insert(entry.key().clone(), None);
+            }
+        }
+        self.apply(changes);
+        removed
+    }
+
+    /// The resourceVersion the store has caught up to: every change up to it is applied (client-go's
+    /// `LastStoreSyncResourceVersion`). `""` before the first list was applied.
+    pub fn resource_version(&self) -> String {
+        self.version.read().clone()
+    }
+
+    /// Records that the store has applied every change up to `version` (the
+    /// [`DeltaFifo`](crate::DeltaFifo) and the informer's processor call this, after applying).
+    pub fn set_resource_version(&self, version: &str) {
+        {
+            let mut current = self.version.write();
+            if *current == version {
+                return;
+            }
+            version.clone_into(&mut current);
+        }
+        if let Some(observer) = &self.observer {
+            observer(version);
+        }
+    }
+
+    /// The object stored under `key` (`namespace/name`, or `name` if cluster-scoped).
+    pub fn get_by_key(&self, key: &str) -> Option<Arc<K>> {
+        self.snapshot()
+            .items
+            .get(key)
+            .map(|entry| entry.value().clone())
+    }
+
+    /// Every object, in no particular order.
+    pub fn list(&self) -> Vec<Arc<K>> {
+        self.snapshot()
+            .items
+            .iter()
+            .map(|entry| entry.value().clone())
+            .collect()
+    }
+
+    /// Every key, in no particular order.
+    pub fn list_keys(&self) -> Vec<ObjectKey> {
+        self.snapshot()
+            .items
+            .iter()
+            .map(|entry| entry.key().clone())
+            .collect()
+    }
+
+    pub fn len(&self) -> usize {
+        self.snapshot().items.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.snapshot().items.is_empty()
+    }
+
+    /// The objects whose index `index` has `value` (keys and objects from one snapshot).
+    pub fn by_index(&self, index: &str, value: &str) -> Result<Vec<Arc<K>>, UnknownIndex> {
+        let tables = self.snapshot();
+        let keys = keys_of(&tables, index, value)?;
+        Ok(keys
+            .iter()
+            .filter_map(|key| tables.items.get(key).map(|entry| entry.value().clone()))
+            .collect())
+    }
+
+    /// The keys of the objects whose index `index` has `value`.
+    pub fn index_keys(&self, index: &str, value: &str) -> Result<Vec<ObjectKey>, UnknownIndex> {
+        keys_of(&self.snapshot(), index, value)
+    }
+
+    /// Every value index `index` currently has.
+    pub fn index_values(&self, index: &str) -> Result<Vec<String>, UnknownIndex> {
+        let tables = self.snapshot();
+        let index = tables.index(index)?;
+        Ok(index.values.iter().map(|e| e.key().clone()).collect())
+    }
+}
+
+fn keys_of<K: Object>(
+    tables: &Tables<K>,
+    index: &str,
+    value: &str,
+) -> Result<Vec<ObjectKey>, UnknownIndex> {
+    let index = tables.index(index)?;
+    Ok(index
+        .values
+        .get(value)
+        .map(|keys| keys.iter().cloned().collect())
+        .unwrap_or_default())
 }
 
 #[cfg(test)]

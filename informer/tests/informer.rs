@@ -274,6 +274,10 @@ async fn bookmarks_move_the_resume_version_forward() {
         informer.last_sync_resource_version() == target
     })
     .await;
+    eventually("the store caught up with the bookmark too", || {
+        informer.last_store_sync_resource_version() == target
+    })
+    .await;
     fake.close_watches();
     eventually("reopened", || fake.watch_requests().len() == 2).await;
     assert_eq!(fake.watch_requests()[1].resource_version, target);
@@ -784,5 +788,237 @@ async fn an_empty_first_list_counts_as_synced() {
         tokio::time::timeout(Duration::from_secs(10), informer.wait_for_cache_sync()).await;
     assert_eq!(synced, Ok(true), "an empty collection syncs at once");
     eventually("the handler synced too", || handler.has_synced()).await;
+    informer.stop();
+}
+
+/// The label every object of the atomic-relist test carries: which batch of writes it belongs to.
+const MARKER: &str = "generation-marker";
+
+fn marked(name: &str, generation: u32) -> ConfigMap {
+    let mut object = cm(name, "x");
+    object.metadata.labels = Some(BTreeMap::from([(MARKER.into(), generation.to_string())]));
+    object
+}
+
+fn marker_of(object: &ConfigMap) -> String {
+    object
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|labels| labels.get(MARKER))
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// A relist reaches the store, and then the handlers, as one batch: while it is applied, no reader
+/// sees part of the old list and part of the new one, and a handler told about one object of it
+/// already finds every other object of it in the store.
+///
+/// Each round rewrites every object with a new generation marker while the informer is not
+/// watching (the writes arrive only through the relist that follows a compaction). A reader thread
+/// lists the cache in a loop and records every list that holds two markers; an inline handler
+/// looks at a few probe objects on each notification of the relist. Applied piecewise (one key per
+/// pop, as before relists were atomic), both see the mix at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn relists_are_atomic_so_no_reader_sees_a_stale_and_fresh_mix() {
+    const OBJECTS: usize = 2000;
+    const ROUNDS: u32 = 3;
+    let names: Vec<String> = (0..OBJECTS).map(|i| format!("obj-{i:05}")).collect();
+    let fake = FakeListerWatcher::new();
+    for name in &names {
+        fake.create(marked(name, 0));
+    }
+    // A fixed wait after a failed watch: the writes of a round land inside it.
+    let informer = SharedIndexInformer::builder(fake.clone())
+        .reflector(ReflectorOptions {
+            backoff: Backoff::new(
+                Duration::from_millis(200),
+                Duration::from_millis(200),
+                Duration::from_secs(120),
+            ),
+            ..ReflectorOptions::default()
+        })
+        .build();
+    let lister = informer.lister();
+
+    // An inline handler: on each update, the probes must already carry the new object's marker.
+    let probes: Vec<ObjectKey> = [0, OBJECTS / 3, OBJECTS / 2, OBJECTS - 1]
+        .iter()
+        .map(|&i| ObjectKey::new(Some("default"), &names[i]))
+        .collect();
+    let mixed_in_handler = Arc::new(AtomicUsize::new(0));
+    let store = informer.store().clone();
+    let mixed = mixed_in_handler.clone();
+    informer
+        .add_event_handler_with(
+            HandlerFns::new().on_update(move |_old: &Arc<ConfigMap>, new: &Arc<ConfigMap>| {
+                let wanted = marker_of(new);
+                let behind = probes.iter().any(|probe| {
+                    store
+                        .get_by_key(probe)
+                        .is_some_and(|cached| marker_of(&cached) != wanted)
+                });
+                if behind {
+                    mixed.fetch_add(1, Ordering::Relaxed);
+                }
+            }),
+            HandlerOptions::default().name("probe").inline(),
+        )
+        .unwrap();
+    informer.start().unwrap();
+    assert!(informer.wait_for_cache_sync().await);
+
+    // The reader: lists the whole cache in a loop, counting lists with more than one marker.
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let reader = {
+        let (lister, stop) = (lister.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let (mut reads, mut mixed_reads) = (0u64, 0u64);
+            let mut seen = std::collections::BTreeSet::new();
+            let everything = ferrokube_informer::LabelSelector::everything();
+            while !stop.load(Ordering::Relaxed) {
+                let markers: std::collections::BTreeSet<String> = lister
+                    .list(&everything)
+                    .iter()
+                    .map(|o| marker_of(o))
+                    .collect();
+                reads += 1;
+                if markers.len() > 1 {
+                    mixed_reads += 1;
+                }
+                seen.extend(markers);
+            }
+            (reads, mixed_reads, seen)
+        })
+    };
+
+    for round in 1..=ROUNDS {
+        let lists = informer.reflector_status().lists();
+        fake.fail_next_watch(ListWatchError::Unavailable("connection refused".into()));
+        fake.close_watches();
+        for name in &names {
+            fake.update(marked(name, round));
+        }
+        fake.compact();
+        eventually("relisted", || informer.reflector_status().lists() > lists).await;
+        eventually("the new generation is cached", || {
+            lister
+                .list(&ferrokube_informer::LabelSelector::everything())
+                .iter()
+                .all(|o| marker_of(o) == round.to_string())
+        })
+        .await;
+    }
+    stop.store(true, Ordering::Relaxed);
+    let (reads, mixed_reads, seen) = reader.join().unwrap();
+    informer.stop();
+
+    println!(
+        "atomic relists: {reads} reads of {OBJECTS} objects over {ROUNDS} relists; \
+         {mixed_reads} mixed; generations seen {seen:?}"
+    );
+    assert_eq!(
+        seen.len() as u32,
+        ROUNDS + 1,
+        "the reader read through every relist"
+    );
+    assert_eq!(mixed_reads, 0, "a lister saw a half-applied relist");
+    assert_eq!(
+        mixed_in_handler.load(Ordering::Relaxed),
+        0,
+        "a handler was told of a relist the store had only partly applied"
+    );
+}
+
+/// The store's resourceVersion is a promise: every change up to it is in the store. A reader thread
+/// checks it against the server's objects (only ever created here, so each must stay cached once
+/// the store's version reaches the version that created it) while objects are created as fast as
+/// possible; a slow inline handler keeps changes waiting in the fifo, where the reflector has
+/// received them but the store has not applied them. It also shows up in the
+/// `store_resource_version` gauge.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_store_version_never_claims_a_change_a_stale_store_has_not_applied() {
+    const OBJECTS: usize = 300;
+    let fake = FakeListerWatcher::new();
+    fake.create(cm("first", "1"));
+    let mut registry = prometheus_client::registry::Registry::default();
+    let metrics = ferrokube_informer::PrometheusInformerMetrics::register(&mut registry);
+    let informer = SharedIndexInformer::builder(fake.clone())
+        .name("configmaps")
+        .metrics(metrics.for_informer("configmaps"))
+        .build();
+    informer
+        .add_event_handler_with(
+            HandlerFns::new()
+                .on_add(|_: &Arc<ConfigMap>, _| std::thread::sleep(Duration::from_micros(300))),
+            HandlerOptions::default().inline(),
+        )
+        .unwrap();
+    informer.start().unwrap();
+    assert!(informer.wait_for_cache_sync().await);
+    assert_eq!(
+        informer.last_store_sync_resource_version(),
+        fake.resource_version(),
+        "the first list's version, once it is applied"
+    );
+
+    // (resourceVersion that created it, key), appended after each create.
+    let created: Arc<Mutex<Vec<(u64, ObjectKey)>>> = Arc::default();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let reader = {
+        let (informer, created, stop) = (informer.clone(), created.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let (mut checks, mut broken, mut behind) = (0u64, Vec::new(), 0u64);
+            while !stop.load(Ordering::Relaxed) {
+                let received = informer.last_sync_resource_version();
+                let Ok(version) = informer.last_store_sync_resource_version().parse::<u64>() else {
+                    continue;
+                };
+                if received.parse::<u64>().is_ok_and(|r| r > version) {
+                    behind += 1;
+                }
+                let store = informer.store();
+                for (rv, key) in created.lock().iter() {
+                    if *rv <= version {
+                        checks += 1;
+                        if store.get_by_key(key).is_none() {
+                            broken.push(format!(
+                                "{key} (rv {rv}) missing at store version {version}"
+                            ));
+                        }
+                    }
+                }
+            }
+            (checks, broken, behind)
+        })
+    };
+    for i in 0..OBJECTS {
+        let object = fake.create(cm(&format!("obj-{i}"), "x"));
+        created.lock().push((rv(&object), ObjectKey::of(&object)));
+        if i % 50 == 0 {
+            tokio::task::yield_now().await;
+        }
+    }
+    let target = fake.resource_version();
+    eventually("the store caught up", || {
+        informer.last_store_sync_resource_version() == target
+    })
+    .await;
+    stop.store(true, Ordering::Relaxed);
+    let (checks, broken, behind) = reader.join().unwrap();
+    println!(
+        "store version: {checks} checks, {} broken; the reflector was ahead of the store in {behind} samples",
+        broken.len()
+    );
+    assert!(
+        broken.is_empty(),
+        "the store claimed changes it had not applied: {broken:?}"
+    );
+    assert!(checks > 0, "the reader checked nothing");
+
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+    let expected = format!("store_resource_version{{name=\"configmaps\"}} {target}");
+    assert!(text.contains(&expected), "no {expected:?} in:\n{text}");
     informer.stop();
 }

@@ -7,7 +7,10 @@
 //!    factory: one watch and one cache per type and scope in the process);
 //! 2. the informers start (those already running are left as they are) and the controller waits
 //!    for their caches: a reconcile never sees a half-listed world;
-//! 3. the stream sources start, then `workers` workers;
+//! 3. the stream sources start, then `workers` workers; before each reconcile a worker asks the
+//!    controller's [consistency store](super::consistency) whether every cache the key's own last
+//!    writes went through shows them yet, and if not, skips the key for
+//!    [`stale_requeue`](ControllerBuilder::stale_requeue);
 //! 4. when `shutdown` resolves: the handlers come off the informers and the streams stop (no new
 //!    keys), workers finish the reconcile in hand and take no new key, and `run` returns once they
 //!    have, or after [`shutdown_timeout`](ControllerBuilder::shutdown_timeout) (reconciles still
@@ -29,6 +32,7 @@ use futures_util::{Stream, StreamExt};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
+use super::consistency::{ConsistencyStore, DEFAULT_STALE_REQUEUE};
 use super::filter::{Filter, Filters};
 use super::metrics::Metrics;
 use super::reconciler::Reconciler;
@@ -95,6 +99,7 @@ struct Wiring<'a> {
     enqueue: &'a Enqueue,
     filters: &'a Filters,
     name: &'a str,
+    consistency: &'a ConsistencyStore,
 }
 
 type Attach = Box<dyn FnOnce(&Wiring<'_>) -> Result<Box<dyn Attached>, StartError> + Send>;
@@ -107,6 +112,7 @@ fn attach<O: Object + k8s_openapi::Resource>(
     resync: Option<Duration>,
 ) -> Result<Box<dyn Attached>, StartError> {
     let informer = wiring.factory.informer::<O>(scope);
+    wiring.consistency.track(&informer, scope);
     let handler = SourceHandler {
         filters: wiring.filters.clone(),
         enqueue: wiring.enqueue.clone(),
@@ -145,6 +151,9 @@ pub struct ControllerBuilder<K> {
     shutdown_timeout: Duration,
     queue: WorkQueue<ObjectKey>,
     metrics: Option<Metrics>,
+    /// The controller's own writes per key, checked before each reconcile.
+    consistency: ConsistencyStore,
+    stale_requeue: Duration,
     /// Awaited after the caches synced and before the workers start (the manager's "until this
     /// replica leads"); none: start at once.
     workers_after: Option<BoxFuture<()>>,
@@ -172,6 +181,8 @@ impl<K: Object + k8s_openapi::Resource> ControllerBuilder<K> {
         let name = K::KIND.to_lowercase();
         ControllerBuilder {
             queue: Self::queue(&name, None),
+            consistency: ConsistencyStore::new(&name),
+            stale_requeue: DEFAULT_STALE_REQUEUE,
             name,
             factory,
             owns_factory: false,
@@ -202,6 +213,7 @@ impl<K: Object + k8s_openapi::Resource> ControllerBuilder<K> {
     /// handlers' names and its log spans. Default: `K`'s kind in lower case.
     pub fn name(mut self, name: &str) -> Self {
         self.name = name.to_string();
+        self.consistency.set_controller(name);
         self.queue = Self::queue(name, self.metrics.as_ref());
         self
     }
@@ -223,6 +235,30 @@ impl<K: Object + k8s_openapi::Resource> ControllerBuilder<K> {
     /// it after those.)
     pub fn queue_handle(&self) -> WorkQueue<ObjectKey> {
         self.queue.clone()
+    }
+
+    /// The controller's [consistency store](super::consistency): give it to the reconciler, which
+    /// records its writes for the key it reconciles through
+    /// [`ConsistencyStore::writes`] (and [`Claimer::record_writes`](super::claim::Claimer::record_writes));
+    /// the workers check it before each reconcile. It knows the controller's informers once `run`
+    /// has attached them.
+    pub fn consistency(&self) -> ConsistencyStore {
+        self.consistency.clone()
+    }
+
+    /// Whether reconciles wait for the caches to show the controller's own writes (see
+    /// [`consistency`](super::consistency)). Default on; off, the store records nothing and every
+    /// check passes.
+    pub fn stale_protection(self, on: bool) -> Self {
+        self.consistency.set_enabled(on);
+        self
+    }
+
+    /// How long a key whose caches were stale waits before it is tried again (an event still
+    /// brings it sooner). Default [`DEFAULT_STALE_REQUEUE`] (100 ms).
+    pub fn stale_requeue(mut self, delay: Duration) -> Self {
+        self.stale_requeue = delay;
+        self
     }
 
     /// The factory the controller's informers come from.
@@ -338,6 +374,7 @@ impl<K: Object + k8s_openapi::Resource> ControllerBuilder<K> {
             enqueue: &enqueue,
             filters: &filters,
             name: &self.name,
+            consistency: &self.consistency,
         };
         let mut attached = Vec::with_capacity(1 + self.sources.len());
         let primary = source::primary(tombstones.clone());
@@ -391,6 +428,8 @@ impl<K: Object + k8s_openapi::Resource> ControllerBuilder<K> {
             tombstones,
             reconciler,
             metrics: self.metrics.as_ref().map(|m| m.for_controller(&self.name)),
+            consistency: self.consistency.clone(),
+            stale_requeue: self.stale_requeue,
         });
         let mut tasks = JoinSet::new();
         for keys in self.streams {

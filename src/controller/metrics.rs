@@ -14,6 +14,7 @@
 //! | `controller_runtime_reconcile_time_seconds` | histogram | controller | time per reconcile (controller-runtime's buckets, 5 ms to 60 s) |
 //! | `controller_runtime_max_concurrent_reconciles` | gauge | controller | the number of workers |
 //! | `controller_runtime_active_workers` | gauge | controller | workers reconciling right now |
+//! | `stale_sync_skips_total` | counter | controller | reconciles skipped because a cache had not caught up with the controller's own write for the key ([`consistency`](super::consistency)) |
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -69,6 +70,7 @@ pub struct Metrics {
     time: HistogramFamily,
     max_concurrent: Family<Labels, Gauge>,
     active: Family<Labels, Gauge>,
+    stale_skips: Family<Labels, Counter>,
     queues: PrometheusMetrics,
     informers: PrometheusInformerMetrics,
 }
@@ -83,6 +85,7 @@ impl Metrics {
             time: Family::new_with_constructor(reconcile_histogram),
             max_concurrent: Family::default(),
             active: Family::default(),
+            stale_skips: Family::default(),
             queues: PrometheusMetrics::register(registry),
             informers: PrometheusInformerMetrics::register(registry),
         };
@@ -117,6 +120,12 @@ impl Metrics {
             "Workers reconciling right now, per controller.",
             metrics.active.clone(),
         );
+        registry.register(
+            "stale_sync_skips",
+            "Reconciles skipped because an informer had not yet caught up with the controller's \
+             own last write for the key, per controller.",
+            metrics.stale_skips.clone(),
+        );
         metrics
     }
 
@@ -149,6 +158,7 @@ impl Metrics {
             time: self.time.get_or_create(&labels).clone(),
             max_concurrent: self.max_concurrent.get_or_create(&labels).clone(),
             active: self.active.get_or_create(&labels).clone(),
+            stale_skips: self.stale_skips.get_or_create(&labels).clone(),
         }
     }
 }
@@ -165,9 +175,15 @@ pub(crate) struct ControllerMetrics {
     time: Histogram,
     pub(crate) max_concurrent: Gauge,
     pub(crate) active: Gauge,
+    stale_skips: Counter,
 }
 
 impl ControllerMetrics {
+    /// A reconcile was skipped: a cache was older than the controller's own write.
+    pub(crate) fn stale_skip(&self) {
+        self.stale_skips.inc();
+    }
+
     pub(crate) fn reconciled(&self, outcome: Outcome, took: Duration, panicked: bool) {
         match outcome {
             Outcome::Success => self.success.inc(),

@@ -42,8 +42,10 @@
 //!   resync, a retry after a timeout whose write did land, a restart), so a reconcile must converge
 //!   instead of repeating actions: create what is missing, not "create one".
 //! - What the cache cannot know yet (the pods you created a moment ago) is covered by
-//!   [`expectations`]; acting on the outside world before the object can disappear is covered by
-//!   [`finalizer`].
+//!   [`expectations`]; reconciling from a cache older than your own last write (a 409, a repeated
+//!   action, a status going backwards) by the [`consistency`] store, which the workers check
+//!   before each reconcile; acting on the outside world before the object can disappear is
+//!   covered by [`finalizer`].
 //!
 //! ## A controller in one screen
 //!
@@ -86,6 +88,7 @@
 //! | `worker` | the workers' loop: span, metrics, panics, requeue | `controller.reconcileHandler` |
 //! | [`metrics`] | [`Metrics`]: `controller_runtime_*`, with the queue's and informers' | controller-runtime's metrics |
 //! | [`expectations`] | [`Expectations`]: creates and deletes not yet seen in the cache | `pkg/controller` `ControllerExpectations` |
+//! | [`consistency`] | [`ConsistencyStore`]: the controller's own writes per key; skip a reconcile until the caches show them | KEP-5647's consistency store (kube-controller-manager 1.36) |
 //! | [`claim`] | adopting orphans and releasing children that no longer match | `ControllerRefManager` |
 //! | [`events`] | [`EventRecorder`]: events, correlated, spam-filtered, retried | `tools/record` |
 //! | [`finalizer`] | add, run cleanup on delete, remove | kube-rs `finalizer`, `controllerutil` |
@@ -96,6 +99,7 @@ pub mod action;
 pub mod builder;
 pub mod claim;
 pub mod conditions;
+pub mod consistency;
 pub mod events;
 pub mod expectations;
 pub mod filter;
@@ -108,6 +112,7 @@ mod worker;
 
 pub use action::Action;
 pub use builder::{Controller, ControllerBuilder, ControllerError};
+pub use consistency::{ConsistencyStore, StaleCache, TrackedApi, Writes};
 pub use events::{EventRecorder, EventType};
 pub use expectations::Expectations;
 pub use filter::{Change, Filter};

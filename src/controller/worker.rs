@@ -3,7 +3,8 @@
 //! One worker's loop, run on `workers` tokio tasks:
 //!
 //! ```text
-//!  queue.get() ─▶ key ─▶ deletions recorded under key? ─▶ reconciler.deleted(last) for each
+//!  queue.get() ─▶ key ─▶ deletions recorded under key? ─▶ forget the key's writes; reconciler.deleted(last) for each
+//!                    ├─▶ a cache older than the key's own last write? ─▶ skip: add_after(stale_requeue)
 //!                    └─▶ object in the cache under key? ─▶ reconciler.reconcile(object)
 //!                                                             │
 //!          Ok(await_change)  forget backoff ◀─────────────────┤
@@ -13,13 +14,16 @@
 //!  queue.done(key)   (always: a key added meanwhile comes back; never two workers on one key)
 //! ```
 //!
+//! The freshness check is the [consistency store](super::consistency)'s: a skipped key is not a
+//! reconcile (no result is counted, its backoff is untouched), only `stale_sync_skips_total`.
+//!
 //! Each reconcile runs in a `tracing` span `reconcile{controller, key}`, is timed and counted in the
 //! controller's [metrics](super::metrics), and is guarded against panics: a panic is logged,
 //! counted as an error, and the key retried with backoff; the worker carries on.
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use ferrokube_informer::{Lister, ObjectKey};
 use ferrokube_workqueue::WorkQueue;
@@ -28,6 +32,7 @@ use tokio::sync::watch;
 use tracing::Instrument;
 
 use super::action::{Action, Next};
+use super::consistency::{ConsistencyStore, StaleCache};
 use super::metrics::{ControllerMetrics, Outcome};
 use super::reconciler::Reconciler;
 use super::source::Tombstones;
@@ -41,6 +46,15 @@ pub(crate) struct Workers<K, R> {
     pub(crate) tombstones: Arc<Tombstones<K>>,
     pub(crate) reconciler: R,
     pub(crate) metrics: Option<ControllerMetrics>,
+    pub(crate) consistency: ConsistencyStore,
+    pub(crate) stale_requeue: Duration,
+}
+
+/// What a worker did with a key.
+enum Ran {
+    Reconciled(Action),
+    /// A cache was older than the key's own last write: nothing ran.
+    Skipped(StaleCache),
 }
 
 impl<K: Object, R: Reconciler<K>> Workers<K, R> {
@@ -78,31 +92,43 @@ impl<K: Object, R: Reconciler<K>> Workers<K, R> {
             .catch_unwind()
             .instrument(span)
             .await;
-        let (outcome, panicked) = match result {
-            Ok(Ok(action)) => (self.apply(&key, action, true), false),
+        let reconciled = match result {
+            Ok(Ok(Ran::Skipped(stale))) => {
+                self.skipped(&key, &stale);
+                None
+            }
+            Ok(Ok(Ran::Reconciled(action))) => Some((self.apply(&key, action, true), false)),
             Ok(Err(error)) => {
                 let retries = self.queue.num_requeues(&key);
                 tracing::warn!(controller = %self.name, %key, %error, retries, "reconcile failed");
                 let action = self.reconciler.error_policy(&key, &error, retries);
                 self.apply(&key, action, false);
-                (Outcome::Error, false)
+                Some((Outcome::Error, false))
             }
             Err(_) => {
                 tracing::error!(controller = %self.name, %key, "reconcile panicked; retrying with backoff");
                 self.queue.add_rate_limited(key.clone());
-                (Outcome::Error, true)
+                Some((Outcome::Error, true))
             }
         };
         if let Some(metrics) = &self.metrics {
             metrics.active.dec();
-            metrics.reconciled(outcome, started.elapsed(), panicked);
+            if let Some((outcome, panicked)) = reconciled {
+                metrics.reconciled(outcome, started.elapsed(), panicked);
+            }
         }
         in_flight.finished = true;
     }
 
-    /// The deletions recorded under `key`, then the object under it, if any.
-    async fn run_reconciler(&self, key: &ObjectKey) -> Result<Action, R::Error> {
+    /// The deletions recorded under `key`, then (if the caches show the key's own writes) the
+    /// object under it, if any.
+    async fn run_reconciler(&self, key: &ObjectKey) -> Result<Ran, R::Error> {
         let mut gone = self.tombstones.take(key);
+        if !gone.is_empty() {
+            // The object is gone: its writes need not be waited for (writes the deletion hooks
+            // make are recorded afresh).
+            self.consistency.forget(key);
+        }
         while !gone.is_empty() {
             if let Err(error) = self.reconciler.deleted(gone[0].clone()).await {
                 self.tombstones.put_back(key.clone(), gone);
@@ -110,10 +136,24 @@ impl<K: Object, R: Reconciler<K>> Workers<K, R> {
             }
             gone.remove(0);
         }
-        match self.cache.get(key.namespace(), key.name()) {
-            Some(object) => self.reconciler.reconcile(object).await,
-            None => Ok(Action::await_change()),
+        if let Err(stale) = self.consistency.ensure_fresh(key) {
+            return Ok(Ran::Skipped(stale));
         }
+        let action = match self.cache.get(key.namespace(), key.name()) {
+            Some(object) => self.reconciler.reconcile(object).await?,
+            None => Action::await_change(),
+        };
+        Ok(Ran::Reconciled(action))
+    }
+
+    /// A key whose caches were stale: counted, and back after `stale_requeue` (or an event).
+    fn skipped(&self, key: &ObjectKey, stale: &StaleCache) {
+        tracing::debug!(controller = %self.name, %key, %stale, "cache older than this controller's own write; reconcile skipped");
+        self.consistency.count_skip();
+        if let Some(metrics) = &self.metrics {
+            metrics.stale_skip();
+        }
+        self.queue.add_after(key.clone(), self.stale_requeue);
     }
 
     /// Requeues `key` as `action` says; `succeeded` resets its backoff unless the action asks for
