@@ -22,7 +22,9 @@
 //!
 //! Options: `--workers N` (5), `--qps Q` / `--burst B` (20 / 30, kube-controller-manager's
 //! `--kube-api-qps` / `--kube-api-burst`), `--http-addr HOST:PORT` (`/healthz`, `/readyz`, and
-//! Prometheus text at `/metrics`), `--resync SECONDS` (43200). Logs go to stderr through `tracing`;
+//! Prometheus text at `/metrics`), `--resync SECONDS` (43200), `--no-stale-protection` (sync even
+//! when a cache has not caught up with the controller's own last write for the key: only to see
+//! what the protection prevents; see `ferrokube::controller::consistency`). Logs go to stderr through `tracing`;
 //! set `RUST_LOG` (default `warn`, `error` under the live view).
 //!
 //! **Several replicas** (`--leader-elect`): only the replica holding the Lease `--lease-name`
@@ -54,7 +56,7 @@ use ferrokube::{Client, Config};
 use controller::{ControllerOptions, Running};
 
 const USAGE: &str = "usage: replicaset [--embedded | --kubeconfig PATH] [--keep-running] [--workers N] \
-[--qps Q] [--burst B] [--resync SECONDS] [--http-addr HOST:PORT] [--leader-elect] [--identity ID] \
+[--qps Q] [--burst B] [--resync SECONDS] [--no-stale-protection] [--http-addr HOST:PORT] [--leader-elect] [--identity ID] \
 [--lease-namespace NS] [--lease-name NAME] [--lease-duration S] [--renew-deadline S] [--retry-period S]";
 
 /// The command line.
@@ -70,6 +72,7 @@ pub struct Args {
     http_addr: Option<SocketAddr>,
     leader_election: Option<LeaderElection>,
     identity: Option<String>,
+    stale_protection: bool,
 }
 
 /// `--leader-elect` and its settings.
@@ -107,6 +110,7 @@ impl Args {
             http_addr: None,
             leader_election: None,
             identity: None,
+            stale_protection: true,
         };
         let mut election = LeaderElection::default();
         let mut elect = false;
@@ -115,6 +119,7 @@ impl Args {
             match word.as_str() {
                 "--embedded" => args.embedded = true,
                 "--keep-running" => args.keep_running = true,
+                "--no-stale-protection" => args.stale_protection = false,
                 "--kubeconfig" => args.kubeconfig = Some(value(&word)?.into()),
                 "--workers" => args.workers = number(&word, &value(&word)?)?,
                 "--qps" => args.qps = number(&word, &value(&word)?)?,
@@ -149,6 +154,7 @@ impl Args {
         ControllerOptions {
             workers: self.workers,
             resync: self.resync,
+            stale_protection: self.stale_protection,
             ..ControllerOptions::default()
         }
     }

@@ -54,6 +54,7 @@ use std::sync::Arc;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use serde_json::{Value, json};
 
+use super::consistency::Writes;
 use super::owner::controller_of;
 use crate::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
 use crate::error::Error;
@@ -144,6 +145,8 @@ pub struct Claimer<O> {
     selector: LabelSelector,
     reference: OwnerReference,
     style: PatchStyle,
+    /// Where adoptions and releases are recorded, if anywhere (see [`record_writes`](Self::record_writes)).
+    writes: Option<Writes>,
 }
 
 impl<O: Object> Claimer<O> {
@@ -186,12 +189,21 @@ impl<O: Object> Claimer<O> {
             selector,
             reference,
             style: PatchStyle::default(),
+            writes: None,
         })
     }
 
     /// Writes adopt and release patches in `style` (default [`PatchStyle::Strategic`]).
     pub fn patch_style(mut self, style: PatchStyle) -> Claimer<O> {
         self.style = style;
+        self
+    }
+
+    /// Records every adoption and release in `writes` (the controller's
+    /// [consistency store](super::consistency), for the key being reconciled), so that the next
+    /// reconcile of the key waits until the children's cache shows them. Default: not recorded.
+    pub fn record_writes(mut self, writes: Writes) -> Claimer<O> {
+        self.writes = Some(writes);
         self
     }
 
@@ -326,18 +338,15 @@ impl<O: Object> Claimer<O> {
     }
 
     async fn adopt<C: Object>(&self, api: &Api<C>, child: &C) -> Result<(), Error> {
-        send(api, child, &adopt_patch(self.style, &self.reference, child)).await?;
+        let patch = adopt_patch(self.style, &self.reference, child);
+        send(api, child, &patch, self.writes.as_ref()).await?;
         tracing::debug!(owner = %ObjectKey::of(&*self.owner), child = %ObjectKey::of(child), "adopted");
         Ok(())
     }
 
     async fn release<C: Object>(&self, api: &Api<C>, child: &C) -> Result<(), Error> {
-        send(
-            api,
-            child,
-            &release_patch(self.style, &self.reference, child),
-        )
-        .await?;
+        let patch = release_patch(self.style, &self.reference, child);
+        send(api, child, &patch, self.writes.as_ref()).await?;
         tracing::debug!(owner = %ObjectKey::of(&*self.owner), child = %ObjectKey::of(child), "released");
         Ok(())
     }
@@ -398,11 +407,19 @@ fn json_patch<C: Object>(child: &C, references: Option<&Vec<OwnerReference>>) ->
     ])
 }
 
-async fn send<C: Object>(api: &Api<C>, child: &C, patch: &Patch<Value>) -> Result<(), Error> {
+/// Sends `patch` to `child`, and records the patched child in `writes`, if given.
+async fn send<C: Object>(
+    api: &Api<C>,
+    child: &C,
+    patch: &Patch<Value>,
+    writes: Option<&Writes>,
+) -> Result<(), Error> {
     let name = child.meta().name.as_deref().unwrap_or_default();
-    api.patch(name, &PatchParams::default(), patch)
-        .await
-        .map(drop)
+    let patched = api.patch(name, &PatchParams::default(), patch).await?;
+    if let Some(writes) = writes {
+        writes.wrote(api.resource(), &patched);
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -46,7 +46,8 @@ use ferrokube::controller::claim::{ClaimError, Claimer};
 use ferrokube::controller::expectations::EXPECTATIONS_TIMEOUT;
 use ferrokube::controller::owner;
 use ferrokube::controller::{
-    Action, ControllerBuilder, Enqueue, EventRecorder, Expectations, ObjectEvent, Reconciler,
+    Action, ConsistencyStore, ControllerBuilder, Enqueue, EventRecorder, Expectations, ObjectEvent,
+    Reconciler, Writes,
 };
 use ferrokube::informer::{
     LabelSelector, Lister, ObjectKey, Scope, SharedIndexInformer, drop_managed_fields,
@@ -79,6 +80,9 @@ pub struct ControllerOptions {
     pub resync: Duration,
     /// How long unmet expectations hold a ReplicaSet back (default 5 min).
     pub expectations_timeout: Duration,
+    /// Skip a sync while a cache is older than this controller's own last write for the key
+    /// (kube-controller-manager 1.36's stale controller handling; default on).
+    pub stale_protection: bool,
 }
 
 impl Default for ControllerOptions {
@@ -88,6 +92,7 @@ impl Default for ControllerOptions {
             burst_replicas: 500,
             resync: Duration::from_secs(12 * 3600),
             expectations_timeout: EXPECTATIONS_TIMEOUT,
+            stale_protection: true,
         }
     }
 }
@@ -115,6 +120,8 @@ pub struct Stats {
     pub pods_created: Counter,
     pub pods_deleted: Counter,
     pub status_writes: Counter,
+    /// Status writes the server refused with 409 Conflict (the sync read a stale ReplicaSet).
+    pub status_conflicts: Counter,
     pub replicaset_events: Counter,
     pub pod_events: Counter,
 }
@@ -123,7 +130,7 @@ impl Stats {
     /// New counters, registered in `registry`.
     pub fn register(registry: &mut Registry) -> Arc<Stats> {
         let stats = Arc::new(Stats::default());
-        let counters: [(&str, &str, &Counter); 7] = [
+        let counters: [(&str, &str, &Counter); 8] = [
             ("syncs", "ReplicaSet syncs run", &stats.syncs),
             (
                 "failed_syncs",
@@ -136,6 +143,11 @@ impl Stats {
                 "status_writes",
                 "Status updates written",
                 &stats.status_writes,
+            ),
+            (
+                "status_conflicts",
+                "Status updates refused with 409 Conflict",
+                &stats.status_conflicts,
             ),
             (
                 "replicaset_events",
@@ -181,6 +193,8 @@ struct Shared {
     pods: Lister<Pod>,
     expectations: Expectations,
     pod_control: PodControl,
+    /// The controller's own writes per key; its workers skip a key while a cache is older.
+    consistency: ConsistencyStore,
     events: EventRecorder,
     options: ControllerOptions,
     stats: Arc<Stats>,
@@ -209,7 +223,14 @@ impl ReplicaSetController {
         let replicasets = factory
             .informer_with::<ReplicaSet>(&Scope::all(), |b| b.transform(drop_managed_fields));
         let (events, post_events) = EventRecorder::new(client.clone(), COMPONENT);
+        let builder = manager
+            .controller::<ReplicaSet>(Scope::all())
+            .name("replicaset")
+            .workers(options.workers)
+            .resync(Some(options.resync))
+            .stale_protection(options.stale_protection);
         let shared = Arc::new(Shared {
+            consistency: builder.consistency(),
             pod_control: PodControl::new(client.clone(), events.clone()),
             client,
             replicasets: replicasets.lister(),
@@ -221,11 +242,7 @@ impl ReplicaSetController {
         });
         let pod_events = PodEvents(shared.clone());
         let stats = shared.stats.clone();
-        let builder = manager
-            .controller::<ReplicaSet>(Scope::all())
-            .name("replicaset")
-            .workers(shared.options.workers)
-            .resync(Some(shared.options.resync))
+        let builder = builder
             .watches_with::<Pod>(Scope::all(), move |enqueue, event| {
                 pod_events.handle(enqueue, event)
             })
@@ -244,6 +261,11 @@ impl ReplicaSetController {
 
     pub fn stats(&self) -> &Arc<Stats> {
         &self.shared.stats
+    }
+
+    /// Syncs skipped so far because a cache had not caught up with this controller's own write.
+    pub fn stale_skips(&self) -> u64 {
+        self.shared.consistency.skips()
     }
 
     pub fn queue(&self) -> &WorkQueue<ObjectKey> {
@@ -340,23 +362,44 @@ impl Shared {
         // Adopt matching orphans, release owned pods that no longer match (the ReplicaSet is
         // re-read from the server once before adopting); pods of other controllers are left alone.
         let replicasets: Api<ReplicaSet> = Api::namespaced(self.client.clone(), namespace);
+        // Every write of this sync is recorded for the key: the next sync waits until the caches
+        // show them (the workers check before calling us).
+        let writes = self.consistency.writes(key.clone());
         let claimed = Claimer::new(replicasets, rs.clone(), selector)?
+            .record_writes(writes.clone())
             .claim(active)
             .await?;
 
         let desired = i64::from(replicas_of(&rs));
         let diff = claimed.len() as i64 - desired;
         let managed = if may_manage && rs.metadata.deletion_timestamp.is_none() {
-            self.manage_replicas(key, &rs, &claimed, diff).await
+            self.manage_replicas(&writes, &rs, &claimed, diff).await
         } else {
-            Ok(())
+            Ok(ManageOutcome::Nothing)
         };
         let failure = managed
             .as_ref()
             .err()
             .map(|error| status::ManageFailure { diff, error });
+        if let Ok(ManageOutcome::Wrote) = managed {
+            // Pods were created or deleted: the status computed from the pods claimed above is
+            // already out of date, and the events of those writes bring the key back at once, to a
+            // sync that sees them (the workers wait for the cache to). Writing it now would only
+            // be replaced a moment later (upstream writes it anyway: twice per ReplicaSet per
+            // scale instead of once).
+            return Ok(Action::await_change());
+        }
         let new_status = status::calculate(&rs, &claimed, failure);
-        let (written, changed) = status::update(&self.client, &rs, new_status).await?;
+        let (written, changed) = match status::update(&self.client, &writes, &rs, new_status).await
+        {
+            Ok(outcome) => outcome,
+            Err(error) => {
+                if error.is_conflict() {
+                    Stats::bump(&self.stats.status_conflicts);
+                }
+                return Err(error.into());
+            }
+        };
         if changed {
             Stats::bump(&self.stats.status_writes);
         }
@@ -376,14 +419,16 @@ impl Shared {
         Ok(Action::await_change())
     }
 
-    /// Creates or deletes pods to close the gap `diff` (= active − desired), at most the burst.
+    /// Creates or deletes pods to close the gap `diff` (= active − desired), at most the burst;
+    /// each write is recorded in `writes`.
     async fn manage_replicas(
         &self,
-        key: &ObjectKey,
+        writes: &Writes,
         rs: &ReplicaSet,
         pods: &[Arc<Pod>],
         diff: i64,
-    ) -> Result<(), SyncError> {
+    ) -> Result<ManageOutcome, SyncError> {
+        let key = writes.key();
         let burst = self.options.burst_replicas;
         let count = usize::try_from(diff.unsigned_abs())
             .unwrap_or(usize::MAX)
@@ -391,12 +436,12 @@ impl Shared {
         if diff < 0 {
             self.expectations.expect_creations(key.as_str(), count);
             tracing::debug!(%key, need = count, "too few replicas; creating");
-            let (created, result) = slow_start_batch(count, || self.create_pod(rs)).await;
+            let (created, result) = slow_start_batch(count, || self.create_pod(writes, rs)).await;
             // The informer will never see the pods not created: stop expecting them.
             for _ in created..count {
                 self.expectations.creation_observed(key.as_str());
             }
-            return result;
+            return result.map(|()| ManageOutcome::wrote(created));
         }
         if diff > 0 {
             let related = self.related_pods(rs);
@@ -410,12 +455,16 @@ impl Shared {
             tracing::debug!(%key, count, "too many replicas; deleting");
             let deletes = victims.iter().map(|victim| async move {
                 let name = victim.metadata.name.as_deref().unwrap_or_default();
-                (victim, self.pod_control.delete(rs, name).await)
+                (victim, self.pod_control.delete(writes, rs, name).await)
             });
             let mut first_error = None;
+            let mut deleted = 0;
             for (victim, result) in join_all(deletes).await {
                 match result {
-                    Ok(()) => Stats::bump(&self.stats.pods_deleted),
+                    Ok(()) => {
+                        Stats::bump(&self.stats.pods_deleted);
+                        deleted += 1;
+                    }
                     Err(error) => {
                         // No delete event will come for it (or it already came): stop expecting it.
                         self.expectations.deletion_observed(
@@ -428,13 +477,13 @@ impl Shared {
                     }
                 }
             }
-            return first_error.map_or(Ok(()), Err);
+            return first_error.map_or(Ok(ManageOutcome::wrote(deleted)), Err);
         }
-        Ok(())
+        Ok(ManageOutcome::Nothing)
     }
 
-    async fn create_pod(&self, rs: &ReplicaSet) -> Result<(), SyncError> {
-        match self.pod_control.create(rs).await {
+    async fn create_pod(&self, writes: &Writes, rs: &ReplicaSet) -> Result<(), SyncError> {
+        match self.pod_control.create(writes, rs).await {
             Ok(()) => {
                 Stats::bump(&self.stats.pods_created);
                 Ok(())
@@ -467,6 +516,24 @@ impl Shared {
             .into_iter()
             .filter(|p| owner::controller_of(&p.metadata).is_some_and(|o| family.contains(&o.uid)))
             .collect()
+    }
+}
+
+/// What managing replicas did, when it did not fail.
+enum ManageOutcome {
+    /// No pod was created or deleted.
+    Nothing,
+    /// Pods were created or deleted.
+    Wrote,
+}
+
+impl ManageOutcome {
+    fn wrote(count: usize) -> ManageOutcome {
+        if count > 0 {
+            ManageOutcome::Wrote
+        } else {
+            ManageOutcome::Nothing
+        }
     }
 }
 

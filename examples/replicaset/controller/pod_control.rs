@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::SyncError;
-use ferrokube::controller::{EventRecorder, EventType, owner};
+use ferrokube::controller::{EventRecorder, EventType, Writes, owner};
 
 /// Writes pods on behalf of ReplicaSets. Cheap to clone.
 #[derive(Clone)]
@@ -29,12 +29,12 @@ impl PodControl {
         Api::namespaced(self.client.clone(), namespace)
     }
 
-    /// Creates one pod from `rs`'s template, controlled by `rs`.
-    pub async fn create(&self, rs: &ReplicaSet) -> Result<(), SyncError> {
+    /// Creates one pod from `rs`'s template, controlled by `rs`; recorded in `writes`.
+    pub async fn create(&self, writes: &Writes, rs: &ReplicaSet) -> Result<(), SyncError> {
         let pod = pod_from_template(rs)?;
         let namespace = rs.metadata.namespace.as_deref().unwrap_or_default();
-        match self
-            .pods(namespace)
+        match writes
+            .api(self.pods(namespace))
             .create(&PostParams::default(), &pod)
             .await
         {
@@ -55,11 +55,11 @@ impl PodControl {
         }
     }
 
-    /// Deletes pod `name` of `rs` (gracefully: the pod's own grace period).
-    pub async fn delete(&self, rs: &ReplicaSet, name: &str) -> Result<(), Error> {
+    /// Deletes pod `name` of `rs` (gracefully: the pod's own grace period); recorded in `writes`.
+    pub async fn delete(&self, writes: &Writes, rs: &ReplicaSet, name: &str) -> Result<(), Error> {
         let namespace = rs.metadata.namespace.as_deref().unwrap_or_default();
-        match self
-            .pods(namespace)
+        match writes
+            .api(self.pods(namespace))
             .delete(name, &DeleteParams::default())
             .await
         {

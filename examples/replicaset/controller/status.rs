@@ -15,6 +15,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use ferrokube::api::PostParams;
+use ferrokube::controller::Writes;
 use ferrokube::{Api, Client, Error};
 use k8s_openapi::api::apps::v1::{ReplicaSet, ReplicaSetCondition, ReplicaSetStatus};
 use k8s_openapi::api::core::v1::Pod;
@@ -121,10 +122,12 @@ pub fn condition<'a>(status: &'a ReplicaSetStatus, type_: &str) -> Option<&'a Re
 }
 
 /// Writes `status` (with `observedGeneration` set to the spec's generation) unless `rs` already
-/// reports exactly that. Returns the ReplicaSet as it now is on the server (or `rs` if unchanged),
+/// reports exactly that; the write is recorded in `writes` (the next sync waits for the cache to
+/// show it, so it never sends this ReplicaSet's old resourceVersion). Returns the ReplicaSet as it now is on the server (or `rs` if unchanged),
 /// and whether a write happened.
 pub async fn update(
     client: &Client,
+    writes: &Writes,
     rs: &ReplicaSet,
     mut status: ReplicaSetStatus,
 ) -> Result<(ReplicaSet, bool), Error> {
@@ -147,7 +150,8 @@ pub async fn update(
     let namespace = rs.metadata.namespace.as_deref().unwrap_or_default();
     let name = rs.metadata.name.as_deref().unwrap_or_default();
     let api: Api<ReplicaSet> = Api::namespaced(client.clone(), namespace);
-    let written = api
+    let written = writes
+        .api(api)
         .replace_status(name, &PostParams::default(), &updated)
         .await?;
     Ok((written, true))
