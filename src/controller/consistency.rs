@@ -634,3 +634,46 @@ impl<O: Object> TrackedApi<O> {
         Ok(outcome)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::ConfigMap;
+
+    fn config_map(resource_version: &str) -> ConfigMap {
+        let mut cm = ConfigMap::default();
+        cm.metadata.namespace = Some("ns".into());
+        cm.metadata.name = Some("x".into());
+        cm.metadata.resource_version = Some(resource_version.into());
+        cm
+    }
+
+    #[test]
+    fn stale_protection_turns_off_for_good_on_a_resource_version_that_is_not_an_integer() {
+        let store = ConsistencyStore::new("test");
+        let key = ObjectKey::from("ns/x");
+        let resource = ApiResource::of::<ConfigMap>();
+        // No informer caches ConfigMaps: an integer version records nothing to wait for.
+        store.wrote(&key, &resource, &config_map("12"));
+        assert!(store.is_active());
+        assert_eq!(store.pending_keys(), 0);
+        assert!(store.ensure_fresh(&key).is_ok());
+        // An opaque version: nothing can be compared on this server any more.
+        store.wrote(&key, &resource, &config_map("a1b2"));
+        assert!(!store.is_active());
+        store.wrote(&key, &resource, &config_map("13"));
+        assert_eq!(store.pending_keys(), 0);
+        assert!(store.ensure_fresh(&key).is_ok());
+    }
+
+    #[test]
+    fn stale_protection_switched_off_records_nothing() {
+        let store = ConsistencyStore::new("test");
+        store.set_enabled(false);
+        assert!(!store.is_active());
+        let key = ObjectKey::from("ns/x");
+        store.wrote(&key, &ApiResource::of::<ConfigMap>(), &config_map("12"));
+        assert_eq!(store.pending_keys(), 0);
+        assert!(store.ensure_fresh(&key).is_ok());
+    }
+}
