@@ -115,8 +115,9 @@ async fn run(server: &RunningServer, protection: bool, delay: Duration) -> Run {
         .expect("watch opens");
     use futures_util::StreamExt;
     while let Some(event) = changes.next().await {
-        if let Ok(ferrokube::watch::WatchEvent::Added(cm) | ferrokube::watch::WatchEvent::Modified(cm)) =
-            event
+        if let Ok(
+            ferrokube::watch::WatchEvent::Added(cm) | ferrokube::watch::WatchEvent::Modified(cm),
+        ) = event
         {
             if count_of(&cm) >= TARGET {
                 break;
@@ -147,7 +148,11 @@ async fn stale_protection_a_reconcile_never_runs_on_a_cache_older_than_its_own_w
     let server = ApiServer::new().start().await.expect("server starts");
     let run = run(&server, true, Duration::from_millis(300)).await;
     assert_eq!(run.conflicts, 0, "no write from a stale cache");
-    assert_eq!(run.writes, TARGET, "exactly one write per step: {}", run.metrics);
+    assert_eq!(
+        run.writes, TARGET,
+        "exactly one write per step: {}",
+        run.metrics
+    );
     let skips = sample(
         &run.metrics,
         r#"stale_sync_skips_total{controller="configmap"}"#,

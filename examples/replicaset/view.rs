@@ -5,7 +5,7 @@
 //!  REPLICASET      DESIRED  CURRENT  READY  AVAILABLE
 //!  demo/api              2        2      2          2
 //!  demo/web              6        4      4          4
-//!  queue 1 · 8.0 reconciles/s · 52 syncs · 3 retries · pods +14 −6
+//!  queue 1 · 8.0 reconciles/s · 52 syncs · 3 retries · 9 waits for a stale cache · pods +14 −6
 //!  informer events: 61 ReplicaSet, 233 Pod · 2 lists · 5 watches
 //! ```
 //!
@@ -147,10 +147,11 @@ impl View {
         let watches = controller.replicasets().reflector_status().watches()
             + controller.pods().reflector_status().watches();
         let summary = format!(
-            "queue {} · {} syncs · {} retries · pods +{} −{} · informer events: {} ReplicaSet, {} Pod · {lists} lists · {watches} watches",
+            "queue {} · {} syncs · {} retries · {} waits for a stale cache · pods +{} −{} · informer events: {} ReplicaSet, {} Pod · {lists} lists · {watches} watches",
             controller.queue().len(),
             Stats::get(&stats.syncs),
             Stats::get(&stats.failed_syncs),
+            controller.stale_skips(),
             Stats::get(&stats.pods_created),
             Stats::get(&stats.pods_deleted),
             Stats::get(&stats.replicaset_events),
