@@ -328,6 +328,13 @@ impl<K: Object> SharedIndexInformer<K> {
         self.inner.store.resource_version()
     }
 
+    /// A receiver woken each time [`last_store_sync_resource_version`](Self::last_store_sync_resource_version)
+    /// moves ([`Store::watch_resource_version`]): to wait until the cache has caught up to a version
+    /// without polling.
+    pub fn watch_store_resource_version(&self) -> watch::Receiver<String> {
+        self.inner.store.watch_resource_version()
+    }
+
     /// The reflector's progress: lists, watches, and whether streaming lists were refused.
     pub fn reflector_status(&self) -> &Arc<ReflectorStatus> {
         &self.inner.reflector

@@ -33,7 +33,8 @@
 //! The [`DeltaFifo`](crate::DeltaFifo) knows it (it sees changes arrive and leave) and sets it, and
 //! only after the changes were applied, never when the reflector merely received them. A controller
 //! compares it with the resourceVersion of its own last write to know whether the cache can show
-//! that write yet.
+//! that write yet. Whoever must wait for the store to reach a version subscribes to it with
+//! [`Store::watch_resource_version`] and is woken at each change (instead of polling).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -41,6 +42,7 @@ use std::sync::Arc;
 use dashmap::DashMap;
 use foldhash::fast::RandomState;
 use parking_lot::{Mutex, RwLock};
+use tokio::sync::watch;
 
 use crate::index::{IndexFn, Indexers};
 use crate::object::{Object, ObjectKey};
@@ -78,8 +80,11 @@ pub struct Store<K> {
     /// Held by writers, so that an item and its index entries change together, and a batch is
     /// built from tables nobody else changes meanwhile.
     writer: Mutex<()>,
-    /// The resourceVersion the store has caught up to (`""` until the first list is applied).
-    version: RwLock<String>,
+    /// The resourceVersion the store has caught up to (`""` until the first list is applied), in a
+    /// channel so that waiters are woken when it moves. Invariant: it is set only after the changes
+    /// up to it are in `tables`, so a reader woken by a new value finds them; it never holds the
+    /// same value twice in a row (an unchanged version wakes nobody).
+    version: watch::Sender<String>,
     observer: Option<VersionObserver>,
 }
 
@@ -154,7 +159,7 @@ impl<K: Object> Store<K> {
             tables: RwLock::new(Arc::new(Tables::new(&indexers, 0))),
             indexers,
             writer: Mutex::new(()),
-            version: RwLock::new(String::new()),
+            version: watch::Sender::new(String::new()),
             observer: None,
         }
     }
@@ -225,18 +230,28 @@ impl<K: Object> Store<K> {
     /// The resourceVersion the store has caught up to: every change up to it is applied (client-go's
     /// `LastStoreSyncResourceVersion`). `""` before the first list was applied.
     pub fn resource_version(&self) -> String {
-        self.version.read().clone()
+        self.version.borrow().clone()
+    }
+
+    /// A receiver of the store's resourceVersion: `changed().await` returns each time it moves
+    /// (after the changes up to the new version were applied), `borrow()` reads it. For waiting
+    /// until the store has caught up to some version without polling.
+    pub fn watch_resource_version(&self) -> watch::Receiver<String> {
+        self.version.subscribe()
     }
 
     /// Records that the store has applied every change up to `version` (the
     /// [`DeltaFifo`](crate::DeltaFifo) and the informer's processor call this, after applying).
     pub fn set_resource_version(&self, version: &str) {
-        {
-            let mut current = self.version.write();
+        let changed = self.version.send_if_modified(|current| {
             if *current == version {
-                return;
+                return false;
             }
-            version.clone_into(&mut current);
+            version.clone_into(current);
+            true
+        });
+        if !changed {
+            return;
         }
         if let Some(observer) = &self.observer {
             observer(version);
@@ -374,5 +389,23 @@ mod tests {
             store.by_index("nope", "x").unwrap_err(),
             UnknownIndex("nope".into())
         );
+    }
+
+    #[test]
+    fn version_watchers_are_woken_by_changes_only() {
+        let store: Store<ConfigMap> = Store::default();
+        let mut versions = store.watch_resource_version();
+        assert_eq!(*versions.borrow(), "");
+        store.set_resource_version("7");
+        assert!(versions.has_changed().unwrap());
+        assert_eq!(*versions.borrow_and_update(), "7");
+        store.set_resource_version("7");
+        assert!(
+            !versions.has_changed().unwrap(),
+            "the same version wakes nobody"
+        );
+        store.set_resource_version("9");
+        assert_eq!(*versions.borrow_and_update(), "9");
+        assert_eq!(store.resource_version(), "9");
     }
 }

@@ -89,6 +89,7 @@
 //! | [`metrics`] | [`Metrics`]: `controller_runtime_*`, with the queue's and informers' | controller-runtime's metrics |
 //! | [`expectations`] | [`Expectations`]: creates and deletes not yet seen in the cache | `pkg/controller` `ControllerExpectations` |
 //! | [`consistency`] | [`ConsistencyStore`]: the controller's own writes per key; skip a reconcile until the caches show them | KEP-5647's consistency store (kube-controller-manager 1.36) |
+//! | [`read_your_writes`] | [`ReadYourWrites`]: a client whose cache reads wait (bounded) until they show its own completed writes | none in client-go; a controller-runtime design proposal (2026) |
 //! | [`claim`] | adopting orphans and releasing children that no longer match | `ControllerRefManager` |
 //! | [`events`] | [`EventRecorder`]: events, correlated, spam-filtered, retried | `tools/record` |
 //! | [`finalizer`] | add, run cleanup on delete, remove | kube-rs `finalizer`, `controllerutil` |
@@ -106,6 +107,7 @@ pub mod filter;
 pub mod finalizer;
 pub mod metrics;
 pub mod owner;
+pub mod read_your_writes;
 pub mod reconciler;
 pub mod source;
 mod worker;
@@ -117,6 +119,7 @@ pub use events::{EventRecorder, EventType};
 pub use expectations::Expectations;
 pub use filter::{Change, Filter};
 pub use metrics::Metrics;
+pub use read_your_writes::{ReadError, ReadYourWrites};
 pub use reconciler::{FnReconciler, Reconciler, from_fn};
 pub use source::{Enqueue, LOW_PRIORITY, ObjectEvent};
 
