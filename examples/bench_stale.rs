@@ -75,7 +75,7 @@ async fn main() -> Result<(), BoxError> {
                     ..Script::default()
                 };
                 let outcome = churn::run(config.clone(), &namespace, protection, &script, || {
-                    churn::audit_entries_from_file(&audit)
+                    ferrokube::apiserver::audit::read_kube_apiserver_log(&audit).unwrap_or_default()
                 })
                 .await?;
                 delete_namespace(&config, &namespace).await?;

@@ -9,37 +9,7 @@ mod drills;
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
-use drills::{Cluster, Timing, Write};
-use serde_json::Value;
-
-/// The audit log's write entries (stage ResponseComplete), as the drills read them.
-fn read_audit_log(path: &PathBuf) -> Vec<Write> {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    text.lines()
-        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
-        .filter(|entry| entry["stage"] == "ResponseComplete")
-        .filter_map(|entry| {
-            let method = match entry["verb"].as_str()? {
-                "create" => "POST",
-                "update" => "PUT",
-                "patch" => "PATCH",
-                "delete" | "deletecollection" => "DELETE",
-                _ => return None,
-            };
-            let received: k8s_openapi::jiff::Timestamp =
-                entry["requestReceivedTimestamp"].as_str()?.parse().ok()?;
-            let uri = entry["requestURI"].as_str()?;
-            Some(Write {
-                received: SystemTime::UNIX_EPOCH
-                    + Duration::from_nanos(u64::try_from(received.as_nanosecond()).ok()?),
-                method: method.to_string(),
-                path: uri.split('?').next().unwrap_or(uri).to_string(),
-                user_agent: entry["userAgent"].as_str().unwrap_or("").to_string(),
-                code: entry["responseStatus"]["code"].as_u64().unwrap_or(0) as u16,
-            })
-        })
-        .collect()
-}
+use drills::{Cluster, Timing};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn e2e_leader_drills_kill_term_and_freeze_on_kube_apiserver() {
@@ -61,7 +31,9 @@ async fn e2e_leader_drills_kill_term_and_freeze_on_kube_apiserver() {
     let cluster = Cluster {
         kubeconfig,
         client: common::client(None),
-        audit: Box::new(move || read_audit_log(&audit_log)),
+        audit: Box::new(move || {
+            ferrokube::apiserver::audit::read_kube_apiserver_log(&audit_log).unwrap_or_default()
+        }),
         timing: Timing {
             lease: Duration::from_secs(15),
             renew: Duration::from_secs(10),

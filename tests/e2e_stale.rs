@@ -41,7 +41,7 @@ async fn stale_protection_on_kube_apiserver_no_409s_and_no_repeated_actions() {
     for protection in [false, true] {
         let namespace = format!("stale-{}-{suffix}", if protection { "on" } else { "off" });
         let outcome = churn::run(config.clone(), &namespace, protection, &script, || {
-            churn::audit_entries_from_file(&audit)
+            ferrokube::apiserver::audit::read_kube_apiserver_log(&audit).unwrap_or_default()
         })
         .await
         .expect("the churn converges");

@@ -10,7 +10,7 @@ use std::time::Duration;
 use ferrokube::apiserver::{ApiServer, KubeletSettings};
 use ferrokube::{Client, Config};
 
-use drills::{Cluster, Timing, Write};
+use drills::{Cluster, Timing};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn leader_drills_kill_term_and_freeze_on_the_embedded_server() {
@@ -36,19 +36,7 @@ async fn leader_drills_kill_term_and_freeze_on_the_embedded_server() {
     let cluster = Cluster {
         kubeconfig,
         client,
-        audit: Box::new(move || {
-            audit_log
-                .entries()
-                .into_iter()
-                .map(|e| Write {
-                    received: e.received,
-                    method: e.method,
-                    path: e.path,
-                    user_agent: e.user_agent,
-                    code: e.code,
-                })
-                .collect()
-        }),
+        audit: Box::new(move || audit_log.entries()),
         timing: Timing {
             lease: Duration::from_millis(1500),
             renew: Duration::from_millis(1000),

@@ -11,7 +11,6 @@ use ferrokube::Config;
 use ferrokube::apiserver::{ApiServer, KubeletSettings};
 
 // The controller is the example's own code, compiled into this test.
-#[allow(dead_code)] // the real-server parts
 #[path = "../examples/replicaset/churn.rs"]
 mod churn;
 #[allow(dead_code)]

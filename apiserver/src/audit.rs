@@ -5,8 +5,12 @@
 //! nothing afterwards.
 //!
 //! Only writes are logged (POST, PUT, PATCH, DELETE): reads and watches would swamp it.
+//!
+//! [`read_kube_apiserver_log`] reads a real kube-apiserver's audit log (`--audit-log-format json`)
+//! into the same entries, so one test or benchmark can count writes on either server.
 
-use std::time::SystemTime;
+use std::path::Path;
+use std::time::{Duration, SystemTime};
 
 use parking_lot::Mutex;
 
@@ -51,5 +55,63 @@ impl AuditLog {
     /// A copy of every entry so far (empty when auditing is off).
     pub fn entries(&self) -> Vec<AuditEntry> {
         self.entries.lock().clone().unwrap_or_default()
+    }
+}
+
+/// The write entries of a real kube-apiserver's audit log (JSON lines, one event per line, as
+/// `--audit-log-format json` writes them; only the `ResponseComplete` stage of `create`, `update`,
+/// `patch`, `delete` and `deletecollection`), as [`AuditEntry`]s: the verb becomes its HTTP method,
+/// `requestURI` the path (without the query). Lines that are not such events are skipped.
+pub fn read_kube_apiserver_log(path: &Path) -> std::io::Result<Vec<AuditEntry>> {
+    let text = std::fs::read_to_string(path)?;
+    Ok(text.lines().filter_map(kube_apiserver_entry).collect())
+}
+
+fn kube_apiserver_entry(line: &str) -> Option<AuditEntry> {
+    let event: serde_json::Value = serde_json::from_str(line).ok()?;
+    if event["stage"] != "ResponseComplete" {
+        return None;
+    }
+    let method = match event["verb"].as_str()? {
+        "create" => "POST",
+        "update" => "PUT",
+        "patch" => "PATCH",
+        "delete" | "deletecollection" => "DELETE",
+        _ => return None,
+    };
+    let received: k8s_openapi::jiff::Timestamp =
+        event["requestReceivedTimestamp"].as_str()?.parse().ok()?;
+    let uri = event["requestURI"].as_str()?;
+    Some(AuditEntry {
+        received: SystemTime::UNIX_EPOCH
+            + Duration::from_nanos(u64::try_from(received.as_nanosecond()).ok()?),
+        method: method.to_string(),
+        path: uri.split('?').next().unwrap_or(uri).to_string(),
+        user_agent: event["userAgent"].as_str().unwrap_or_default().to_string(),
+        code: u16::try_from(event["responseStatus"]["code"].as_u64().unwrap_or(0)).unwrap_or(0),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kube_apiserver_audit_lines_become_entries() {
+        let line = r#"{"kind":"Event","level":"Metadata","stage":"ResponseComplete","requestURI":"/api/v1/namespaces/a/pods?fieldManager=x","verb":"create","userAgent":"ua/1","responseStatus":{"code":409},"requestReceivedTimestamp":"2026-11-24T08:00:00.000001Z"}"#;
+        let entry = kube_apiserver_entry(line).expect("an entry");
+        assert_eq!(entry.method, "POST");
+        assert_eq!(entry.path, "/api/v1/namespaces/a/pods");
+        assert_eq!(entry.user_agent, "ua/1");
+        assert_eq!(entry.code, 409);
+        let micros = entry
+            .received
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map(|d| d.as_micros() % 1_000_000)
+            .ok();
+        assert_eq!(micros, Some(1));
+        let received_stage = line.replace("ResponseComplete", "RequestReceived");
+        assert!(kube_apiserver_entry(&received_stage).is_none());
+        assert!(kube_apiserver_entry("not json").is_none());
     }
 }

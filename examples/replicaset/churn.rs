@@ -40,6 +40,10 @@ use rand::{Rng, SeedableRng};
 use serde_json::json;
 
 use crate::controller::{ControllerOptions, Running};
+use replica_set::replica_set;
+
+#[path = "../shared/replica_set.rs"]
+mod replica_set;
 use crate::world::World;
 
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -122,33 +126,6 @@ impl Outcome {
         })
         .to_string()
     }
-}
-
-/// Reads a real kube-apiserver's audit log (JSON lines, as `scripts/kube-apiserver.sh` writes it)
-/// into the embedded server's entry type.
-pub fn audit_entries_from_file(path: &std::path::Path) -> Vec<AuditEntry> {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    text.lines()
-        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
-        .filter(|entry| entry["stage"] == "ResponseComplete")
-        .filter_map(|entry| {
-            let method = match entry["verb"].as_str()? {
-                "create" => "POST",
-                "update" => "PUT",
-                "patch" => "PATCH",
-                "delete" | "deletecollection" => "DELETE",
-                _ => return None,
-            };
-            let uri = entry["requestURI"].as_str()?;
-            Some(AuditEntry {
-                received: std::time::SystemTime::UNIX_EPOCH,
-                method: method.to_string(),
-                path: uri.split('?').next().unwrap_or(uri).to_string(),
-                user_agent: entry["userAgent"].as_str().unwrap_or("").to_string(),
-                code: entry["responseStatus"]["code"].as_u64().unwrap_or(0) as u16,
-            })
-        })
-        .collect()
 }
 
 /// What our own watches saw.
@@ -373,7 +350,7 @@ async fn drive(driver: &Client, namespace: &str, script: &Script) -> Result<usiz
             .await?
             .items
             .into_iter()
-            .filter(|p| crate::controller::pod::is_active(p))
+            .filter(crate::controller::pod::is_active)
             .collect();
         live.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
         for name in &names {
@@ -422,18 +399,4 @@ async fn converge(driver: &Client, namespace: &str, script: &Script) -> Result<(
         // A fresh list costs two requests; look again shortly.
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-}
-
-fn replica_set(name: &str, replicas: i32) -> Result<ReplicaSet, serde_json::Error> {
-    serde_json::from_value(json!({
-        "metadata": {"name": name},
-        "spec": {
-            "replicas": replicas,
-            "selector": {"matchLabels": {"app": name}},
-            "template": {
-                "metadata": {"labels": {"app": name}},
-                "spec": {"containers": [{"name": "app", "image": "nginx"}]}
-            }
-        }
-    }))
 }

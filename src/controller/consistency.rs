@@ -44,8 +44,16 @@
 //! What gets a record: only writes to a kind one of the controller's informers caches (matched by
 //! API group and kind, so a `Compact<Pod>` informer counts for writes through an `Api<Pod>`), and
 //! only for informers whose scope holds the written object (its namespace, and its labels if the
-//! scope has a label selector). An informer with a field selector gets no records: whether it will
-//! ever show the object cannot be told here, and waiting for it could wait forever.
+//! scope has a label selector) or whose store holds it when the write returns (a write that moved
+//! it out of the scope: the informer will see a delete). An informer with a field selector gets
+//! records only by the second rule: whether it will ever show a new object cannot be told here,
+//! and waiting for it could wait forever.
+//!
+//! One case is not covered: a delete answered with a `Status` of an object the informer has not
+//! shown yet (created by someone else a moment ago) is "gone" at once, and its creation and
+//! deletion still arrive later. A controller deletes what its cache showed it, so this needs a
+//! delete of an object it never saw; the [read-your-own-writes client](super::read_your_writes)
+//! handles it by remembering the uid.
 //!
 //! ## Comparing resourceVersions
 //!
@@ -350,10 +358,15 @@ impl ConsistencyStore {
             return;
         };
         let meta = written.meta();
+        let object = ObjectKey::of(written);
         let waits: Vec<Wait> = self
             .informers_of(resource)
             .into_iter()
-            .filter(|informer| informer.holds_scope_of(meta))
+            // In its scope now, or cached (then the write moved it out of the scope, and the
+            // informer will hear of that as a delete at this version).
+            .filter(|informer| {
+                informer.holds_scope_of(meta) || informer.progress.holds(&object, None)
+            })
             .map(|informer| Wait::Version { informer, version })
             .collect();
         self.record(key, waits);

@@ -29,15 +29,13 @@ use k8s_openapi::api::core::v1::{Namespace, Pod};
 use serde_json::json;
 use tokio::process::{Child, Command};
 
-/// One write request as an audit log records it.
-#[derive(Debug, Clone)]
-pub struct Write {
-    pub received: SystemTime,
-    pub method: String,
-    pub path: String,
-    pub user_agent: String,
-    pub code: u16,
-}
+/// One write request as an audit log records it (the embedded server's, or kube-apiserver's read
+/// by [`read_kube_apiserver_log`](ferrokube::apiserver::audit::read_kube_apiserver_log)).
+pub use ferrokube::apiserver::AuditEntry as Write;
+
+#[path = "../../examples/shared/replica_set.rs"]
+mod replica_set;
+use replica_set::replica_set;
 
 /// Where the drills run.
 pub struct Cluster {
@@ -182,21 +180,6 @@ where
     }
 }
 
-fn replicaset(name: &str, replicas: i32) -> ReplicaSet {
-    serde_json::from_value(json!({
-        "metadata": {"name": name},
-        "spec": {
-            "replicas": replicas,
-            "selector": {"matchLabels": {"app": name}},
-            "template": {
-                "metadata": {"labels": {"app": name}},
-                "spec": {"containers": [{"name": "app", "image": "nginx"}]}
-            }
-        }
-    }))
-    .expect("a ReplicaSet")
-}
-
 async fn scale(client: &Client, namespace: &str, name: &str, replicas: i32) {
     Api::<ReplicaSet>::namespaced(client.clone(), namespace)
         .patch(
@@ -284,7 +267,10 @@ pub async fn run(cluster: &Cluster, namespace: &str) -> Report {
     let replicasets: Api<ReplicaSet> = Api::namespaced(client.clone(), namespace);
     for name in ["a", "b", "c"] {
         replicasets
-            .create(&PostParams::default(), &replicaset(name, 2))
+            .create(
+                &PostParams::default(),
+                &replica_set(name, 2).expect("a ReplicaSet"),
+            )
             .await
             .expect("create a ReplicaSet");
     }
