@@ -5,6 +5,7 @@
 //! ```text
 //! cargo run --release --example bench_stale                        # embedded server, 200 ms and 2 s
 //! cargo run --release --example bench_stale -- --delays 0,200 --reps 2
+//! cargo run --release --example bench_stale -- --no-kubelet --replicasets 50   # pods never ready
 //! cargo run --release --example bench_stale -- --kubeconfig PATH --audit-log FILE   # a real server
 //! ```
 //!
@@ -52,7 +53,8 @@ async fn main() -> Result<(), BoxError> {
             for delay in delays.split(',') {
                 let delay = Duration::from_millis(delay.trim().parse()?);
                 for protection in order {
-                    let outcome = embedded(delay, protection, replicasets).await?;
+                    let kubelet = !args.flag("--no-kubelet");
+                    let outcome = embedded(delay, protection, replicasets, kubelet).await?;
                     rows.push(("embedded".into(), delay, outcome));
                     record(&out, rows.last());
                 }
@@ -125,16 +127,18 @@ async fn embedded(
     delay: Duration,
     protection: bool,
     replicasets: usize,
+    kubelet: bool,
 ) -> Result<Outcome, BoxError> {
-    let server = ApiServer::new()
-        .kubelet(KubeletSettings::default())
-        .audit(true)
-        .start()
-        .await?;
+    let mut server = ApiServer::new().audit(true);
+    if kubelet {
+        server = server.kubelet(KubeletSettings::default());
+    }
+    let server = server.start().await?;
     server.faults().delay_watches(delay);
     let config = Config::new(server.url().parse()?);
     let script = Script {
         replicasets,
+        pods_become_ready: kubelet,
         ..Script::default()
     };
     churn::run(config, "stale", protection, &script, || {

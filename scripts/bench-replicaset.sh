@@ -23,8 +23,9 @@ REPLICAS=${REPLICAS:-10}
 OUT=${OUT:-/tmp/ferrokube-bench-replicaset.txt}
 # Which controllers run, in the order of odd rounds (even rounds reverse it).
 WHO=${WHO:-ours upstream}
-# With BEFORE=<git revision>, "before" is our controller as it was at that revision (built from a
-# git worktree into the same target directory, so only ferrokube's own crates are rebuilt).
+# With BEFORE=<git revision>, "before" is our controller as it was at that revision, built from a
+# git worktree into a target directory of its own (target/before): sharing ours would let the two
+# builds overwrite each other's binary, since cargo gives both the same file name.
 BEFORE=${BEFORE:-}
 
 scripts/kube-apiserver.sh up
@@ -40,10 +41,13 @@ cargo build --release -q --example replicaset --example bench_replicaset
 if [ -n "$BEFORE" ]; then
   tree=$(mktemp -d)
   git worktree add -q --detach "$tree" "$BEFORE"
-  cargo build --release -q --manifest-path "$tree/Cargo.toml" --target-dir target --example replicaset
-  cp target/release/examples/replicaset target/release/examples/replicaset-before
+  cargo build --release -q --manifest-path "$tree/Cargo.toml" --target-dir target/before --example replicaset
+  cp target/before/release/examples/replicaset target/release/examples/replicaset-before
   git worktree remove --force "$tree"
-  cargo build --release -q --example replicaset # the current one again
+  if cmp -s target/release/examples/replicaset target/release/examples/replicaset-before; then
+    echo "bench-replicaset: the controller at $BEFORE is the same binary as now; nothing to compare" >&2
+    exit 1
+  fi
 fi
 : >"$OUT"
 
