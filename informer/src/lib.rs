@@ -56,7 +56,7 @@
 //! | `lister_watcher` | the [`ListerWatcher`] seam and its request, page, event and error types |
 //! | `reflector` | [`Reflector`]: list, watch, resume, relist on 410, backoff, streaming lists |
 //! | `delta_fifo` | [`DeltaFifo`], [`Delta`], [`DeletedObject`] tombstones, lists as one [`Changes::List`] |
-//! | `store`, `index` | [`Store`] with [`Indexers`], relists swapped in whole, its resourceVersion; built-in namespace, label and owner indexes |
+//! | `store`, `index` | [`Store`] with [`Indexers`], lists applied at once (a gate for multi-key reads), its resourceVersion; built-in namespace, label and owner indexes |
 //! | `shared_informer` | [`SharedIndexInformer`] and its builder |
 //! | `handler` | [`EventHandler`], [`HandlerFns`], per-handler buffers and threads, [`Delivery`] |
 //! | `lister`, `labels` | [`Lister`], [`NamespaceLister`], [`LabelSelector`] |

@@ -29,8 +29,8 @@
 //!
 //! **Where we differ from client-go:** objects are stored and handed out as `Arc<K>` and never
 //! copied, so there is no "do not mutate the cache" rule to remember (the type system enforces it);
-//! handlers are plain threads with unbounded buffers, so any handler may block; and readers never
-//! wait for a relist to be applied (the store swaps it in whole).
+//! handlers are plain threads with unbounded buffers, so any handler may block; and a read of one
+//! key never waits for a relist (only reads of many keys do, for as long as its changes take).
 
 use std::future::Future;
 use std::pin::Pin;
