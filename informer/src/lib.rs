@@ -84,7 +84,7 @@ pub mod store;
 pub use backoff::Backoff;
 pub use compact::{Compact, CompactError};
 pub use delta_fifo::{Changes, DeletedObject, Delta, DeltaFifo, Popped};
-pub use factory::{ListerWatcherSource, Scope, SharedInformerFactory};
+pub use factory::{ListerWatcherSource, Scope, ScopeMatcher, SharedInformerFactory};
 pub use handler::{Delivery, EventHandler, HandlerFns, HandlerOptions, HandlerRegistration};
 pub use index::{IndexFn, Indexers, NAMESPACE_INDEX};
 pub use labels::{LabelSelector, SelectorError};

@@ -78,7 +78,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use ferrokube_informer::{LabelSelector, ObjectKey, Scope, SharedIndexInformer};
+use ferrokube_informer::{ObjectKey, Scope, ScopeMatcher, SharedIndexInformer};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use parking_lot::{Mutex, RwLock};
 use serde::Serialize;
@@ -133,25 +133,16 @@ impl<K: Object> Progress for SharedIndexInformer<K> {
 struct Watched {
     name: String,
     scope: Scope,
-    /// The scope's label selector, parsed; `Err` if it did not parse (then nothing is recorded).
-    labels: Result<Option<LabelSelector>, ()>,
+    /// The scope as a test of metadata; `None` if its label selector did not parse (then only
+    /// the "store holds it" rule records anything).
+    matcher: Option<ScopeMatcher>,
     progress: Box<dyn Progress>,
 }
 
 impl Watched {
     /// Whether the informer will show a write of an object with this metadata.
     fn holds_scope_of(&self, meta: &ObjectMeta) -> bool {
-        let namespace_ok = self
-            .scope
-            .namespace
-            .as_deref()
-            .is_none_or(|ns| meta.namespace.as_deref() == Some(ns));
-        let labels_ok = match &self.labels {
-            Ok(None) => true,
-            Ok(Some(selector)) => selector.matches(meta.labels.as_ref()),
-            Err(()) => false,
-        };
-        namespace_ok && labels_ok && self.scope.field_selector.is_none()
+        self.matcher.as_ref().is_some_and(|m| m.matches(meta))
     }
 }
 
@@ -321,19 +312,20 @@ impl ConsistencyStore {
         if list.iter().any(|w| w.scope == *scope) {
             return;
         }
-        let labels = match scope.label_selector.as_deref() {
-            None => Ok(None),
-            Some(text) => LabelSelector::parse(text).map(Some).map_err(|error| {
+        let matcher = scope
+            .matcher()
+            .inspect_err(|error| {
                 tracing::warn!(
                     controller = %self.inner.controller.read(), informer = informer.name(), %error,
-                    "the informer's label selector does not parse here; writes will not wait for it"
+                    "the informer's label selector does not parse here; only writes of objects it \
+                     already caches will wait for it"
                 );
-            }),
-        };
+            })
+            .ok();
         list.push(Arc::new(Watched {
             name: informer.name().to_string(),
             scope: scope.clone(),
-            labels,
+            matcher,
             progress: Box::new(informer.clone()),
         }));
     }

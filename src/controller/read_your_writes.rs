@@ -164,7 +164,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use ferrokube_informer::{LabelSelector, Lister, ObjectKey, Scope, SharedIndexInformer};
+use ferrokube_informer::{
+    LabelSelector, Lister, ObjectKey, Scope, ScopeMatcher, SharedIndexInformer,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Status};
 use parking_lot::Mutex;
 use serde::Serialize;
@@ -248,10 +250,9 @@ enum Check {
 struct Shared<K> {
     api: Api<K>,
     informer: SharedIndexInformer<K>,
-    scope: Scope,
-    /// The scope's label selector, parsed; `Err` if it did not parse (then only the "store holds
-    /// it" rule counts a write).
-    labels: Result<Option<LabelSelector>, ()>,
+    /// The informer's scope as a test of metadata; `None` if its label selector did not parse
+    /// (then only the "store holds it" rule counts a write).
+    matcher: Option<ScopeMatcher>,
     records: Mutex<Records>,
     /// A resourceVersion was not an integer: the protection is off for good.
     off: AtomicBool,
@@ -293,22 +294,21 @@ impl<K: Object> ReadYourWrites<K> {
     /// `scope` (pass the scope the informer was made with: it decides which writes the cache
     /// will show, and so which ones reads wait for). Waits at most [`DEFAULT_MAX_WAIT`].
     pub fn new(api: Api<K>, informer: SharedIndexInformer<K>, scope: &Scope) -> ReadYourWrites<K> {
-        let labels = match scope.label_selector.as_deref() {
-            None => Ok(None),
-            Some(text) => LabelSelector::parse(text).map(Some).map_err(|error| {
+        let matcher = scope
+            .matcher()
+            .inspect_err(|error| {
                 tracing::warn!(
                     informer = informer.name(), %error,
                     "the scope's label selector does not parse here; only writes of objects the \
                      cache already holds will be waited for"
                 );
-            }),
-        };
+            })
+            .ok();
         ReadYourWrites {
             shared: Arc::new(Shared {
                 api,
                 informer,
-                scope: scope.clone(),
-                labels,
+                matcher,
                 records: Mutex::new(Records {
                     version: None,
                     gone: HashMap::new(),
@@ -576,17 +576,11 @@ impl<K: Object> ReadYourWrites<K> {
     /// the scope (namespace, labels; a field selector cannot be evaluated here), or the store holds
     /// its key (the informer will hear of it, as an update or as a delete from its selection).
     fn will_show(&self, meta: &ObjectMeta, key: &ObjectKey) -> bool {
-        let scope = &self.shared.scope;
-        let namespace_ok = scope
-            .namespace
-            .as_deref()
-            .is_none_or(|ns| meta.namespace.as_deref() == Some(ns));
-        let labels_ok = match &self.shared.labels {
-            Ok(None) => true,
-            Ok(Some(selector)) => selector.matches(meta.labels.as_ref()),
-            Err(()) => false,
-        };
-        let in_scope = namespace_ok && labels_ok && scope.field_selector.is_none();
+        let in_scope = self
+            .shared
+            .matcher
+            .as_ref()
+            .is_some_and(|m| m.matches(meta));
         in_scope || self.held_uid(key).is_some()
     }
 
