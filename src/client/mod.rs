@@ -14,14 +14,24 @@
 //!  write gate (only on a handle made by `with_write_gate`, only for writes): refused ──▶
 //!  Error::NotLeader, nothing sent
 //!        ▼
-//!  hyper (pooled HTTP/1.1 connections; one HTTP/2 connection with `Config::http2`) ── timeout 30 s,
-//!  none for watches
+//!  hyper (pooled HTTP/1.1 connections, at most 25 kept idle, each for 90 s; one HTTP/2
+//!  connection with `Config::http2`) ── timeout 30 s, none for watches
 //!        ▼
 //!  2xx ──▶ response           error ──▶ RetryPolicy: 429 any verb, 5xx/transport idempotent only
 //!                                        401 once more with fresh credentials
 //! ```
 //!
 //! `Client` is cheap to clone: clones share the pool and the rate limiter.
+//!
+//! ## The connection pool
+//!
+//! Over HTTP/1.1 a connection carries one request at a time, so N requests in flight hold N
+//! connections. When an answer has been read its connection goes back to the pool, idle, for
+//! the next request; the pool keeps at most [`Config::max_idle_conns_per_host`] of them (25,
+//! client-go's `MaxIdleConnsPerHost`) and closes the rest at once, and closes any that stayed
+//! idle for [`Config::idle_conn_timeout`] (90 s, Go's `IdleConnTimeout`). Watches hold their
+//! connection for as long as they run and are not idle. With [`Config::http2`] every request
+//! shares one connection, which is kept while any idle slot is allowed.
 //!
 //! ## Write gates
 //!
@@ -178,6 +188,12 @@ impl Client {
             builder.enable_http1().wrap_connector(http)
         };
         let mut http = HyperClient::builder(TokioExecutor::new());
+        // The pool: at most `max_idle_conns_per_host` idle connections, each closed after
+        // `idle_conn_timeout`. hyper evicts expired ones in the background only with a pool timer;
+        // without one they would linger until the next checkout happened to find them.
+        http.pool_max_idle_per_host(config.max_idle_conns_per_host)
+            .pool_idle_timeout(config.idle_conn_timeout)
+            .pool_timer(TokioTimer::new());
         if config.http2 {
             // A shared HTTP/2 connection that died silently would stall every request and watch
             // on it; ping it when it has been quiet, as client-go's health check does.

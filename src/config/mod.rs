@@ -134,6 +134,22 @@ pub struct Config {
     /// `ferrokube/<version>`. Give each replica or component its own to tell their requests apart
     /// in the API server's audit log and metrics.
     pub user_agent: Option<String>,
+    /// How many idle keep-alive connections the pool keeps open for reuse. Default 25
+    /// ([`DEFAULT_MAX_IDLE_CONNS_PER_HOST`], client-go's `MaxIdleConnsPerHost`). A client talks to
+    /// one server, so this caps the whole pool; `0` keeps none (every request opens a connection
+    /// of its own, HTTP/2 included). Set it with [`Config::with_max_idle_conns_per_host`].
+    ///
+    /// Why a cap: with HTTP/1.1 every request in flight holds a connection, so a burst of N
+    /// concurrent requests opens N connections. Without a cap all N would then stay open, idle,
+    /// on both ends until the server's idle timeout; with it, those beyond the cap are closed as
+    /// soon as their response has been read. Connections in use (a watch, a request in flight)
+    /// are never counted or closed by it.
+    pub max_idle_conns_per_host: usize,
+    /// How long a connection may sit idle in the pool before it is closed. Default 90 s
+    /// ([`DEFAULT_IDLE_CONN_TIMEOUT`], Go's `http.DefaultTransport.IdleConnTimeout`, which
+    /// client-go keeps); `None`: until the server closes it. Set it with
+    /// [`Config::with_idle_conn_timeout`].
+    pub idle_conn_timeout: Option<Duration>,
 }
 
 /// Default request timeout.
@@ -142,6 +158,13 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 pub const DEFAULT_QPS: f32 = 5.0;
 /// Default client-side burst (client-go: 10).
 pub const DEFAULT_BURST: u32 = 10;
+/// Default cap on idle pooled connections: client-go's `MaxIdleConnsPerHost` (25, set by
+/// `k8s.io/client-go/transport` on every transport it builds; Go's own default is 2, too few for
+/// a controller's bursts, and hyper's is unlimited).
+pub const DEFAULT_MAX_IDLE_CONNS_PER_HOST: usize = 25;
+/// Default idle timeout of pooled connections: Go's `http.DefaultTransport.IdleConnTimeout`
+/// (90 s), which client-go copies onto its transports (`SetOldTransportDefaults`).
+pub const DEFAULT_IDLE_CONN_TIMEOUT: Duration = Duration::from_secs(90);
 
 impl Config {
     /// A config for `cluster_url` with no credentials and every default.
@@ -161,7 +184,29 @@ impl Config {
             retry: crate::client::RetryPolicy::default(),
             http2: false,
             user_agent: None,
+            max_idle_conns_per_host: DEFAULT_MAX_IDLE_CONNS_PER_HOST,
+            idle_conn_timeout: Some(DEFAULT_IDLE_CONN_TIMEOUT),
         }
+    }
+
+    /// This config with at most `max` idle pooled connections (see
+    /// [`Config::max_idle_conns_per_host`]; default [`DEFAULT_MAX_IDLE_CONNS_PER_HOST`]).
+    ///
+    /// ```
+    /// # use ferrokube::Config;
+    /// let config = Config::new("https://127.0.0.1:6443".parse().unwrap()).with_max_idle_conns_per_host(4);
+    /// assert_eq!(config.max_idle_conns_per_host, 4);
+    /// ```
+    pub fn with_max_idle_conns_per_host(mut self, max: usize) -> Config {
+        self.max_idle_conns_per_host = max;
+        self
+    }
+
+    /// This config with idle pooled connections closed after `timeout` (`None`: never by the
+    /// client; see [`Config::idle_conn_timeout`], default [`DEFAULT_IDLE_CONN_TIMEOUT`]).
+    pub fn with_idle_conn_timeout(mut self, timeout: Option<Duration>) -> Config {
+        self.idle_conn_timeout = timeout;
+        self
     }
 
     /// Kubeconfig if there is one, else in-cluster, else an error naming what was tried.

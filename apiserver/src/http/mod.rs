@@ -5,6 +5,23 @@
 //! garbage collector, the bookmark ticker and (optionally) the pod simulator, and returns a
 //! [`RunningServer`]: its URL, a kubeconfig for it, and the fault switches. Dropping the
 //! `RunningServer` stops everything.
+//!
+//! # Connections and shutdown
+//!
+//! The accept loop spawns one task per connection, so a connection outlives the loop unless it is
+//! told to end. Every connection task therefore watches one shutdown signal (a `watch` channel
+//! whose sender the `RunningServer` holds). Dropping the `RunningServer`:
+//!
+//! ```text
+//!  signal shutdown ──▶ each connection: hyper's graceful shutdown
+//!                        idle keep-alive connection ─▶ closed at once
+//!                        request in flight ─▶ finishes, then closed (bounded by SHUTDOWN_GRACE)
+//!  close every watch ──▶ watch responses end cleanly, so their connections close too
+//!  abort the accept loop and the background tasks ──▶ the port stops accepting
+//! ```
+//!
+//! Without the signal an idle keep-alive connection stayed open after the server was gone, and a
+//! client's pooled connection kept talking to the dropped server's store.
 
 mod body;
 mod discovery;
@@ -24,7 +41,9 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
 use serde_json::json;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
+use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_rustls::TlsAcceptor;
 
@@ -189,10 +208,12 @@ impl ApiServer {
         let acceptor = certificates
             .as_ref()
             .map(|c| TlsAcceptor::from(Arc::new(c.server.clone())));
+        let (shutdown, stopping) = watch::channel(false);
         tasks.push(tokio::spawn(accept_loop(
             listener,
             acceptor,
             shared.clone(),
+            stopping,
         )));
         tracing::info!(%url, "ferrokube-apiserver serving");
         Ok(RunningServer {
@@ -201,6 +222,7 @@ impl ApiServer {
             token: self.token,
             shared,
             tasks,
+            shutdown,
         })
     }
 }
@@ -229,7 +251,16 @@ fn create_builtin_namespaces(api: &Api) -> Result<(), ServerError> {
     Ok(())
 }
 
-async fn accept_loop(listener: TcpListener, tls: Option<TlsAcceptor>, shared: Arc<Shared>) {
+/// How long a connection that is busy when the server is dropped may go on before it is closed
+/// anyway (a request held by the pause fault, say). Idle connections close at once.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(1);
+
+async fn accept_loop(
+    listener: TcpListener,
+    tls: Option<TlsAcceptor>,
+    shared: Arc<Shared>,
+    stopping: watch::Receiver<bool>,
+) {
     loop {
         let (stream, peer) = match listener.accept().await {
             Ok(accepted) => accepted,
@@ -242,35 +273,60 @@ async fn accept_loop(listener: TcpListener, tls: Option<TlsAcceptor>, shared: Ar
         let _ = stream.set_nodelay(true);
         let shared = shared.clone();
         let tls = tls.clone();
+        let mut stopping = stopping.clone();
         tokio::spawn(async move {
-            let service = service_fn(move |request| {
-                let shared = shared.clone();
-                async move { Ok::<_, Infallible>(handlers::handle(shared, request).await) }
-            });
-            let builder = auto::Builder::new(TokioExecutor::new());
-            let served = match tls {
-                Some(acceptor) => match acceptor.accept(stream).await {
-                    Ok(stream) => {
-                        builder
-                            .serve_connection(TokioIo::new(stream), service)
-                            .await
+            match tls {
+                Some(acceptor) => {
+                    let accepted = tokio::select! {
+                        accepted = acceptor.accept(stream) => accepted,
+                        () = stopped(&mut stopping) => return,
+                    };
+                    match accepted {
+                        Ok(stream) => serve(stream, peer, shared, stopping).await,
+                        Err(e) => tracing::debug!(%peer, error = %e, "TLS handshake failed"),
                     }
-                    Err(e) => {
-                        tracing::debug!(%peer, error = %e, "TLS handshake failed");
-                        return;
-                    }
-                },
-                None => {
-                    builder
-                        .serve_connection(TokioIo::new(stream), service)
-                        .await
                 }
-            };
-            if let Err(e) = served {
-                tracing::debug!(%peer, error = %e, "connection ended with an error");
+                None => serve(stream, peer, shared, stopping).await,
             }
         });
     }
+}
+
+/// Serves one connection until the client closes it or the server shuts down (see the
+/// [module docs](self)).
+async fn serve<I>(io: I, peer: SocketAddr, shared: Arc<Shared>, mut stopping: watch::Receiver<bool>)
+where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let service = service_fn(move |request| {
+        let shared = shared.clone();
+        async move { Ok::<_, Infallible>(handlers::handle(shared, request).await) }
+    });
+    let builder = auto::Builder::new(TokioExecutor::new());
+    let connection = builder.serve_connection(TokioIo::new(io), service);
+    tokio::pin!(connection);
+    let served = tokio::select! {
+        served = connection.as_mut() => served,
+        () = stopped(&mut stopping) => {
+            connection.as_mut().graceful_shutdown();
+            match tokio::time::timeout(SHUTDOWN_GRACE, connection.as_mut()).await {
+                Ok(served) => served,
+                Err(_) => {
+                    tracing::debug!(%peer, "connection still busy at shutdown: closed");
+                    return;
+                }
+            }
+        }
+    };
+    if let Err(e) = served {
+        tracing::debug!(%peer, error = %e, "connection ended with an error");
+    }
+}
+
+/// Resolves once the server is shutting down (or its `RunningServer` is gone).
+async fn stopped(stopping: &mut watch::Receiver<bool>) {
+    // An error means the sender was dropped: stopping too.
+    let _ = stopping.wait_for(|stop| *stop).await;
 }
 
 /// A started server; dropping it stops the server and its background tasks.
@@ -280,6 +336,8 @@ pub struct RunningServer {
     token: Option<String>,
     shared: Arc<Shared>,
     tasks: Vec<JoinHandle<()>>,
+    /// Set to `true` on drop; every connection task watches it (see the [module docs](self)).
+    shutdown: watch::Sender<bool>,
 }
 
 impl RunningServer {
@@ -346,9 +404,12 @@ impl RunningServer {
 
 impl Drop for RunningServer {
     fn drop(&mut self) {
+        // Connections first: idle ones close, busy ones finish (watches end just below).
+        self.shutdown.send_replace(true);
         for task in &self.tasks {
             task.abort();
         }
         self.shared.api.store.close_watches();
+        tracing::debug!(url = %self.url, "ferrokube-apiserver stopped");
     }
 }
