@@ -34,6 +34,7 @@
 //! | [`gc`] | ownerReferences: background, foreground, orphan; namespace deletion |
 //! | [`kubelet`] | a stand-in scheduler + kubelet (pods become Running/Ready; optional pod kills) |
 //! | [`faults`] | injected failures: 500/429 writes, 409 updates, delayed watches, pause |
+//! | [`table`] | Tables for `kubectl get`: built-in printers, CRD printer columns, Accept negotiation |
 //! | [`http`] | the server, routing, discovery, TLS and kubeconfig |
 //!
 //! # Example
@@ -67,8 +68,17 @@
 //!   collector as soon as the namespace is marked Terminating.
 //! - Messages of 400s about malformed JSON come from serde, not Go's decoder: the code and reason match,
 //!   the wording does not.
-//! - Tables (`Accept: ...;as=Table`) are not served: kubectl falls back to plain lists (NAME and AGE
-//!   columns only).
+//! - Tables (`kubectl get`, see [`table`]): the built-in printers cover Pod, ReplicaSet, Deployment,
+//!   Namespace, ConfigMap, Secret, Event, Lease, Service, ServiceAccount, Node and PodTemplate; any
+//!   other type (a built-in kind given with `ApiServer::register` included) gets the default `Name`
+//!   and `Created At` columns, where kube-apiserver has a printer for every built-in kind. Tables are
+//!   written as JSON only (a YAML Table clause is skipped), and only for reads: a write asking for a
+//!   Table gets the object (kube-apiserver answers with a Table). `includeObject` is checked before
+//!   the object is read (a bad value is a 400 even for a missing object; kube-apiserver says 404).
+//!   CRD printer columns support the JSONPath that columns use (fields, `['key']`, indexes, slices,
+//!   `*`, `..`, filters with comparisons); unions and regular expressions print nothing.
+//! - `Accept: ...;as=PartialObjectMetadata` (metadata-only clients) is answered with the whole
+//!   object: the same metadata, but the object's kind and apiVersion.
 //! - A watch from a compacted resourceVersion ends with `too old resource version: R (C)`, the watch
 //!   cache's wording; kube-apiserver says `The resourceVersion for the provided watch is too old.` for
 //!   kinds it serves without a watch cache. Code (410) and reason (`Expired`) are the same.
@@ -79,8 +89,7 @@
 //! - CRDs: no name-conflict detection between CRDs (NamesAccepted is always True), no conversion
 //!   between versions (an object keeps the apiVersion it was written with; kube-apiserver rewrites it
 //!   to the requested version), no `/scale` subresource, no webhook conversion, no validation of
-//!   printer column paths, no immutability checks of scope or names; `additionalPrinterColumns` are
-//!   stored and served in the CRD, but there are no Tables to print them in.
+//!   printer column paths, no immutability checks of scope or names.
 //! - Schemas check `type`, `required`, `enum`, `minimum`/`maximum` (and exclusive), `minLength`/
 //!   `maxLength`, `nullable`, `x-kubernetes-int-or-string` and prune with
 //!   `x-kubernetes-preserve-unknown-fields`, `properties`, `additionalProperties` and `items`.
@@ -104,6 +113,7 @@ pub mod selection;
 pub mod status;
 pub mod store;
 pub mod strategy;
+pub mod table;
 pub mod validation;
 
 pub use audit::{AuditEntry, AuditLog};

@@ -27,6 +27,7 @@ use crate::selection::Selection;
 use crate::status::StatusError;
 use crate::store::{Stored, WatchFeed, WatchItem};
 use crate::strategy::Endpoint;
+use crate::table::{self, Convertor, IncludeObject, TableWriter, Wanted};
 
 /// The largest request body accepted, as kube-apiserver's default.
 const MAX_BODY: usize = 3 * 1024 * 1024;
@@ -137,9 +138,13 @@ async fn dispatch(
             let ns = namespace.as_deref();
             match method {
                 Method::GET if is_true(params.get("watch")) => {
-                    watch(shared, &resource, ns, &params)
+                    let table = table_writer(shared, &resource, &request, &params, true)?;
+                    watch(shared, &resource, ns, &params, table)
                 }
-                Method::GET => list(shared, &resource, ns, &params),
+                Method::GET => {
+                    let table = table_writer(shared, &resource, &request, &params, true)?;
+                    list(shared, &resource, ns, &params, table.as_ref())
+                }
                 Method::POST => {
                     write_fault(shared)?;
                     let object = read_json(request).await?;
@@ -212,14 +217,25 @@ async fn object(
         .unwrap_or("")
         .to_string();
     match method {
-        Method::GET if scale => Ok(json_response(
-            StatusCode::OK,
-            &api.get_scale(resource, ns, name)?,
-        )),
-        Method::GET => Ok(stored_response(
-            StatusCode::OK,
-            &api.get(resource, ns, name)?,
-        )),
+        Method::GET if scale => {
+            // Subresources have no table convertor: only a non-Table clause will do.
+            table_writer(shared, resource, &request, params, false)?;
+            Ok(json_response(
+                StatusCode::OK,
+                &api.get_scale(resource, ns, name)?,
+            ))
+        }
+        Method::GET => {
+            let table = table_writer(shared, resource, &request, params, subresource.is_none())?;
+            let stored = api.get(resource, ns, name)?;
+            match table {
+                Some(writer) => Ok(json_response(
+                    StatusCode::OK,
+                    &writer.object(&stored.object, true),
+                )),
+                None => Ok(stored_response(StatusCode::OK, &stored)),
+            }
+        }
         Method::PUT => {
             write_fault(shared)?;
             update_fault(shared, resource, name)?;
@@ -305,11 +321,41 @@ fn selection(
     )
 }
 
+/// The Table writer for a read, when the client's Accept header asks for a Table this endpoint
+/// (`tables`: it has a table convertor) can serve; `None` for the plain object; 406 when no Accept
+/// clause can be served. See [`crate::table`].
+fn table_writer(
+    shared: &Shared,
+    resource: &ResourceType,
+    request: &Request<Incoming>,
+    params: &HashMap<String, String>,
+    tables: bool,
+) -> Result<Option<TableWriter>, StatusError> {
+    let accept = request
+        .headers()
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok());
+    let endpoint = table::Endpoint {
+        tables,
+        protobuf: !resource.is_custom(),
+    };
+    let Wanted::Table(version) = table::negotiate(accept, endpoint)? else {
+        return Ok(None);
+    };
+    Ok(Some(TableWriter {
+        convertor: Convertor::for_resource(resource, &shared.api),
+        version,
+        include: IncludeObject::parse(params.get("includeObject").map(String::as_str))?,
+        now: table::Instant::now(),
+    }))
+}
+
 fn list(
     shared: &Shared,
     resource: &ResourceType,
     ns: Option<&str>,
     params: &HashMap<String, String>,
+    table: Option<&TableWriter>,
 ) -> Reply {
     let limit = match params.get("limit").map(|l| l.parse::<usize>()) {
         None => None,
@@ -328,6 +374,15 @@ fn list(
         resource_version_match: params.get("resourceVersionMatch").cloned(),
     };
     let result = shared.api.list(resource, ns, &options)?;
+    if let Some(writer) = table {
+        let meta = table::ListMeta {
+            resource_version: result.page.revision.to_string(),
+            continue_token: result.continue_token.clone(),
+            remaining: result.continue_token.as_ref().and(result.page.remaining),
+        };
+        let objects = result.page.items.iter().map(|s| s.object.as_ref());
+        return Ok(json_response(StatusCode::OK, &writer.list(objects, &meta)));
+    }
     let body = list_body(
         resource,
         result.page.revision,
@@ -375,6 +430,7 @@ fn watch(
     resource: &Arc<ResourceType>,
     ns: Option<&str>,
     params: &HashMap<String, String>,
+    table: Option<TableWriter>,
 ) -> Reply {
     let timeout = match params.get("timeoutSeconds").map(|t| t.parse::<u64>()) {
         None => None,
@@ -401,6 +457,7 @@ fn watch(
         resource.clone(),
         shared.faults.clone(),
         timeout,
+        table,
     ));
     let mut response = Response::new(Body::Stream(rx));
     let headers = response.headers_mut();
@@ -416,14 +473,16 @@ fn watch(
 }
 
 /// Moves a watcher's items to its response body until the feed ends, the client leaves, or the
-/// timeout passes.
+/// timeout passes. With a `table` writer, objects are sent as one-row Tables, headers on the first.
 async fn stream_watch(
     mut feed: WatchFeed,
     tx: mpsc::Sender<Bytes>,
     resource: Arc<ResourceType>,
     faults: Arc<Faults>,
     timeout: Duration,
+    mut table: Option<TableWriter>,
 ) {
+    let mut headers_sent = false;
     let deadline = tokio::time::Instant::now() + timeout;
     loop {
         let item = match feed.backlog.pop_front() {
@@ -445,7 +504,17 @@ async fn stream_watch(
             }
         }
         let last = matches!(item, WatchItem::Error(_));
-        if tx.send(render(&resource, &item)).await.is_err() || last {
+        let line = match (&mut table, &item) {
+            (Some(writer), WatchItem::Event(event, stored)) => {
+                writer.now = table::Instant::now();
+                let object = writer.object(&stored.object, !headers_sent);
+                headers_sent = true;
+                let event = json!({"type": event.as_str(), "object": object});
+                Bytes::from(format!("{event}\n"))
+            }
+            _ => render(&resource, &item),
+        };
+        if tx.send(line).await.is_err() || last {
             return;
         }
         if tokio::time::Instant::now() >= deadline {

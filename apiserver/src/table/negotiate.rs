@@ -1,0 +1,264 @@
+//! Reading what a client asked for: the `Accept` header (`application/json;as=Table;v=v1;
+//! g=meta.k8s.io, ...`) and the `includeObject` query parameter.
+//!
+//! kube-apiserver walks the Accept clauses best first (by `q`, then specific before `*`) and takes
+//! the first one it can serve. A clause with `as=Table` can be served by an endpoint with a table
+//! convertor (a resource's main endpoint, not `/status` or `/scale`), in JSON, for Table versions
+//! `meta.k8s.io/v1` and `v1beta1`. When no clause can be served the answer is 406 NotAcceptable.
+//!
+//! This server writes only JSON, whatever the clause's media type; so a clause without a conversion
+//! always means "the object", as before Tables existed. Clauses asking for `PartialObjectMetadata`
+//! are answered with the full object (a known difference, listed in the crate docs).
+
+use crate::status::StatusError;
+
+/// Which Table version a client asked for; the Table and the row objects are of that version.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TableVersion {
+    V1,
+    V1Beta1,
+}
+
+impl TableVersion {
+    /// `meta.k8s.io/v1` or `meta.k8s.io/v1beta1`.
+    pub fn api_version(self) -> &'static str {
+        match self {
+            TableVersion::V1 => "meta.k8s.io/v1",
+            TableVersion::V1Beta1 => "meta.k8s.io/v1beta1",
+        }
+    }
+}
+
+/// What to put in each row's `object` (`?includeObject=`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IncludeObject {
+    /// `None`: no object (`null`).
+    Nothing,
+    /// `Metadata`, the default: a `PartialObjectMetadata` with the object's metadata.
+    Metadata,
+    /// `Object`: the whole object (kubectl asks for it to `--sort-by` a field).
+    Object,
+}
+
+impl IncludeObject {
+    /// The `includeObject` query parameter; a value kube-apiserver does not know is a 400.
+    pub fn parse(value: Option<&str>) -> Result<IncludeObject, StatusError> {
+        match value {
+            None | Some("" | "Metadata") => Ok(IncludeObject::Metadata),
+            Some("None") => Ok(IncludeObject::Nothing),
+            Some("Object") => Ok(IncludeObject::Object),
+            Some(other) => Err(StatusError::bad_request(format!(
+                "Unable to convert to Table as requested: includeObject: Unsupported value: {other:?}: supported values: \"Metadata\", \"None\", \"Object\""
+            ))),
+        }
+    }
+}
+
+/// The representation a request will be answered with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wanted {
+    /// The object (or list) itself, as JSON.
+    Object,
+    /// A Table of it.
+    Table(TableVersion),
+}
+
+/// What an endpoint can produce besides the object itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Endpoint {
+    /// Has a table convertor: a resource's main endpoint (not a subresource).
+    pub tables: bool,
+    /// Serves protobuf too (built-in kinds; custom resources are JSON and YAML only). Only changes
+    /// the list of media types a 406 names.
+    pub protobuf: bool,
+}
+
+/// One clause of an Accept header.
+#[derive(Debug, Clone, PartialEq)]
+struct Clause<'a> {
+    kind: &'a str,
+    subtype: &'a str,
+    quality: f32,
+    /// `as`, `g`, `v`: a conversion of the response, when any is present.
+    conversion: Option<Conversion<'a>>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+struct Conversion<'a> {
+    kind: &'a str,
+    group: &'a str,
+    version: &'a str,
+}
+
+/// Splits an Accept header into clauses, best first (goautoneg's order: higher `q` first, then a
+/// concrete type before `*`, then a concrete subtype before `*`, else as written).
+fn clauses(header: &str) -> Vec<Clause<'_>> {
+    let mut clauses: Vec<Clause<'_>> = header
+        .split(',')
+        .filter_map(|part| {
+            let mut pieces = part.trim().split(';');
+            let range = pieces.next()?.trim();
+            let (kind, subtype) = match range.split_once('/') {
+                Some((kind, subtype)) => (kind.trim(), subtype.trim()),
+                None if range == "*" => ("*", "*"),
+                None => return None,
+            };
+            let mut quality = 1.0;
+            let mut conversion: Option<Conversion<'_>> = None;
+            for parameter in pieces {
+                let Some((key, value)) = parameter.split_once('=') else {
+                    continue;
+                };
+                let value = value.trim();
+                match key.trim() {
+                    "q" => quality = value.parse().unwrap_or(0.0),
+                    "as" => conversion.get_or_insert_with(Default::default).kind = value,
+                    "g" => conversion.get_or_insert_with(Default::default).group = value,
+                    "v" => conversion.get_or_insert_with(Default::default).version = value,
+                    _ => {}
+                }
+            }
+            Some(Clause {
+                kind,
+                subtype,
+                quality,
+                conversion,
+            })
+        })
+        .collect();
+    clauses.sort_by(|a, b| {
+        b.quality
+            .total_cmp(&a.quality)
+            .then((a.kind == "*").cmp(&(b.kind == "*")))
+            .then((a.subtype == "*").cmp(&(b.subtype == "*")))
+    });
+    clauses
+}
+
+/// The representation to answer with, or 406 when no clause of `accept` can be served.
+pub fn negotiate(accept: Option<&str>, endpoint: Endpoint) -> Result<Wanted, StatusError> {
+    let header = accept.map(str::trim).unwrap_or("");
+    if header.is_empty() {
+        return Ok(Wanted::Object);
+    }
+    for clause in clauses(header) {
+        let Some(conversion) = clause.conversion else {
+            return Ok(Wanted::Object);
+        };
+        let version = match (conversion.group, conversion.version) {
+            ("meta.k8s.io", "v1") => TableVersion::V1,
+            ("meta.k8s.io", "v1beta1") => TableVersion::V1Beta1,
+            _ => continue,
+        };
+        // Tables are written as JSON: `application/json`, `application/*` or `*/*`.
+        let json = matches!(
+            (clause.kind, clause.subtype),
+            ("application", "json" | "*") | ("*", "*")
+        );
+        match conversion.kind {
+            "Table" if endpoint.tables && json => return Ok(Wanted::Table(version)),
+            "PartialObjectMetadata" | "PartialObjectMetadataList" => return Ok(Wanted::Object),
+            _ => continue,
+        }
+    }
+    let types = if endpoint.protobuf {
+        "application/json, application/yaml, application/vnd.kubernetes.protobuf"
+    } else {
+        "application/json, application/yaml"
+    };
+    Err(StatusError {
+        code: 406,
+        reason: "NotAcceptable",
+        message: format!("only the following media types are accepted: {types}"),
+        details: None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MAIN: Endpoint = Endpoint {
+        tables: true,
+        protobuf: true,
+    };
+
+    #[test]
+    fn kubectl_get_gets_a_v1_table() {
+        let kubectl = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json";
+        assert_eq!(
+            negotiate(Some(kubectl), MAIN),
+            Ok(Wanted::Table(TableVersion::V1))
+        );
+        let without = Endpoint {
+            tables: false,
+            ..MAIN
+        };
+        assert_eq!(negotiate(Some(kubectl), without), Ok(Wanted::Object));
+    }
+
+    #[test]
+    fn clauses_are_taken_best_first() {
+        let header = "application/json;q=0.5, application/json;as=Table;g=meta.k8s.io;v=v1beta1";
+        assert_eq!(
+            negotiate(Some(header), MAIN),
+            Ok(Wanted::Table(TableVersion::V1Beta1))
+        );
+        let header = "*/*;as=Table;g=meta.k8s.io;v=v1, application/json";
+        assert_eq!(negotiate(Some(header), MAIN), Ok(Wanted::Object));
+        assert_eq!(negotiate(None, MAIN), Ok(Wanted::Object));
+        assert_eq!(negotiate(Some(""), MAIN), Ok(Wanted::Object));
+        assert_eq!(
+            negotiate(Some("application/vnd.kubernetes.protobuf, */*"), MAIN),
+            Ok(Wanted::Object)
+        );
+    }
+
+    #[test]
+    fn tables_nobody_can_serve_are_406() {
+        for header in [
+            "application/json;as=Table;v=v2;g=meta.k8s.io",
+            "application/json;as=Table;v=v1;g=example.com",
+            "application/yaml;as=Table;v=v1;g=meta.k8s.io",
+            "application/json;as=Chart;v=v1;g=meta.k8s.io",
+        ] {
+            let error = negotiate(Some(header), MAIN).err();
+            assert_eq!(
+                error.as_ref().map(|e| (e.code, e.reason)),
+                Some((406, "NotAcceptable")),
+                "{header}"
+            );
+        }
+        let subresource = Endpoint {
+            tables: false,
+            protobuf: false,
+        };
+        let error = negotiate(
+            Some("application/json;as=Table;v=v1;g=meta.k8s.io"),
+            subresource,
+        )
+        .err();
+        assert_eq!(
+            error.map(|e| e.message),
+            Some(
+                "only the following media types are accepted: application/json, application/yaml"
+                    .to_string()
+            )
+        );
+    }
+
+    #[test]
+    fn include_object_values() {
+        assert_eq!(IncludeObject::parse(None), Ok(IncludeObject::Metadata));
+        assert_eq!(
+            IncludeObject::parse(Some("None")),
+            Ok(IncludeObject::Nothing)
+        );
+        assert_eq!(
+            IncludeObject::parse(Some("Object")),
+            Ok(IncludeObject::Object)
+        );
+        let error = IncludeObject::parse(Some("All")).err();
+        assert_eq!(error.map(|e| e.code), Some(400));
+    }
+}
