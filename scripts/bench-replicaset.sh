@@ -84,3 +84,22 @@ for round in $(seq 1 "$REPS"); do
     run_one "$who"
   done
 done
+
+# The same results as JSON lines (what benches/replicaset/ keeps): one object per RESULT line.
+python3 - "$OUT" "$REPLICASETS" "$REPLICAS" >"$OUT.jsonl" <<'PY'
+import json, re, sys
+out, replicasets, replicas = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+for line in open(out):
+    if not line.startswith("RESULT "):
+        continue
+    who, rest = line.split()[1], line.strip().split(" ", 2)[2]
+    row = {"who": who, "replicasets": replicasets, "replicas": replicas}
+    # key=value pairs whose keys may hold spaces ("PUT replicasets/status=1000", "409 PUT ...=3")
+    for key, value in re.findall(r"((?:[^=\s]+ )*[^=\s]+)=(\S+)", rest):
+        try:
+            row[key] = float(value) if "." in value else int(value)
+        except ValueError:
+            row[key] = value
+    print(json.dumps(row))
+PY
+echo "bench-replicaset: JSON lines in $OUT.jsonl" >&2
