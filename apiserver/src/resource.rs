@@ -230,7 +230,8 @@ pub struct Catalog {
 impl Default for Catalog {
     /// The built-in types: core/v1 namespaces, pods, configmaps, secrets, events, services;
     /// apps/v1 replicasets, deployments; coordination.k8s.io/v1 leases;
-    /// apiextensions.k8s.io/v1 customresourcedefinitions.
+    /// apiextensions.k8s.io/v1 customresourcedefinitions. Pods, services, replicasets and
+    /// deployments are in the `all` category, as on kube-apiserver (`kubectl get all`).
     fn default() -> Catalog {
         let pod_fields = [
             "status.phase",
@@ -264,6 +265,7 @@ impl Default for Catalog {
                 .without_delete_collection(),
             ResourceType::new("", "v1", "Pod")
                 .short_names(&["po"])
+                .categories(&["all"])
                 .with_status()
                 .selectable_fields(&pod_fields)
                 .returning_deleted_object(),
@@ -274,17 +276,20 @@ impl Default for Catalog {
                 .selectable_fields(&event_fields),
             ResourceType::new("", "v1", "Service")
                 .short_names(&["svc"])
+                .categories(&["all"])
                 .with_status()
                 .names(NameRule::Label1035)
                 .returning_deleted_object(),
             ResourceType::new("apps", "v1", "ReplicaSet")
                 .short_names(&["rs"])
+                .categories(&["all"])
                 .with_status()
                 .with_scale()
                 .with_generation()
                 .selectable_fields(&["status.replicas"]),
             ResourceType::new("apps", "v1", "Deployment")
                 .short_names(&["deploy"])
+                .categories(&["all"])
                 .with_status()
                 .with_scale()
                 .with_generation(),

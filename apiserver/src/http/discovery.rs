@@ -115,11 +115,14 @@ fn resource_entries(t: &ResourceType) -> Vec<Value> {
 
 /// `/api/v1` or `/apis/{group}/{version}`, if served.
 pub fn resources(registry: &Catalog, group: &str, version: &str) -> Option<Value> {
-    let entries: Vec<Value> = registry
+    let mut entries: Vec<Value> = registry
         .all()
         .filter(|t| t.group == group && t.version == version)
         .flat_map(|t| resource_entries(t))
         .collect();
+    // kube-apiserver lists resources by path (`deployments`, `deployments/scale`, ...,
+    // `replicasets`); kubectl expands categories in this order (`kubectl get all`).
+    entries.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
     if entries.is_empty() {
         return None;
     }

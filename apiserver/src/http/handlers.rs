@@ -3,6 +3,9 @@
 //! Watches are the one streaming response: a task moves items from the store's [`WatchFeed`] to the
 //! response body as newline-delimited `{"type":…,"object":…}` events, applying the delivery-delay fault
 //! and `timeoutSeconds`, and ends the body when the store closes the watcher.
+//!
+//! Reads (get, list, watch) whose `Accept` header asks for a Table (`kubectl get`) are answered with
+//! one, written by [`crate::table`]; the Accept header is read for nothing else.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -504,15 +507,9 @@ async fn stream_watch(
             }
         }
         let last = matches!(item, WatchItem::Error(_));
-        let line = match (&mut table, &item) {
-            (Some(writer), WatchItem::Event(event, stored)) => {
-                writer.now = table::Instant::now();
-                let object = writer.object(&stored.object, !headers_sent);
-                headers_sent = true;
-                let event = json!({"type": event.as_str(), "object": object});
-                Bytes::from(format!("{event}\n"))
-            }
-            _ => render(&resource, &item),
+        let line = match &mut table {
+            Some(writer) => render_table(writer, &resource, &item, &mut headers_sent),
+            None => render(&resource, &item),
         };
         if tx.send(line).await.is_err() || last {
             return;
@@ -521,6 +518,43 @@ async fn stream_watch(
             return;
         }
     }
+}
+
+/// One watch event line of a watch asked for as Tables: an object event carries a one-row Table,
+/// and so does a bookmark (its row made from the bookmark's near-empty object, as kube-apiserver
+/// makes it); the first of them carries the column definitions. Errors are sent as they are.
+fn render_table(
+    writer: &mut TableWriter,
+    resource: &ResourceType,
+    item: &WatchItem,
+    headers_sent: &mut bool,
+) -> Bytes {
+    let table = match item {
+        WatchItem::Event(event, stored) => {
+            writer.now = table::Instant::now();
+            json!({"type": event.as_str(), "object": writer.object(&stored.object, !*headers_sent)})
+        }
+        WatchItem::Bookmark {
+            revision,
+            initial_events_end,
+        } => {
+            let object = bookmark_object(resource, *revision, *initial_events_end);
+            json!({"type": "BOOKMARK", "object": writer.object(&object, !*headers_sent)})
+        }
+        WatchItem::Error(_) => return render(resource, item),
+    };
+    *headers_sent = true;
+    Bytes::from(format!("{table}\n"))
+}
+
+/// The object of a BOOKMARK event: the watched kind with only a resourceVersion (and the
+/// end-of-initial-events annotation of a streaming list).
+fn bookmark_object(resource: &ResourceType, revision: u64, initial_events_end: bool) -> Value {
+    let mut metadata = json!({"resourceVersion": revision.to_string(), "creationTimestamp": null});
+    if initial_events_end {
+        metadata["annotations"] = json!({"k8s.io/initial-events-end": "true"});
+    }
+    json!({"kind": resource.kind, "apiVersion": resource.api_version(), "metadata": metadata})
 }
 
 /// One watch event line.
@@ -538,13 +572,8 @@ fn render(resource: &ResourceType, item: &WatchItem) -> Bytes {
             revision,
             initial_events_end,
         } => {
-            let mut metadata =
-                json!({"resourceVersion": revision.to_string(), "creationTimestamp": null});
-            if *initial_events_end {
-                metadata["annotations"] = json!({"k8s.io/initial-events-end": "true"});
-            }
-            let event = json!({"type": "BOOKMARK", "object": {
-                "kind": resource.kind, "apiVersion": resource.api_version(), "metadata": metadata}});
+            let object = bookmark_object(resource, *revision, *initial_events_end);
+            let event = json!({"type": "BOOKMARK", "object": object});
             line.put_slice(event.to_string().as_bytes());
             line.put_u8(b'\n');
         }

@@ -29,8 +29,9 @@
 //! ```
 //!
 //! A watch asked for as a Table sends each object as a one-row Table; only the first carries
-//! `columnDefinitions` (later ones have `null`), so kubectl prints the header once. Error events are
-//! sent as they are.
+//! `columnDefinitions` (later ones have `null`), so kubectl prints the header once. A bookmark is
+//! converted too, as kube-apiserver does: its object (the kind with only a resourceVersion) becomes
+//! a row of empty cells. Error events are sent as they are.
 //!
 //! # Invariants
 //!

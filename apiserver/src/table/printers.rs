@@ -87,7 +87,7 @@ impl Column {
 }
 
 /// The cells of one object (one per column, in order), and the row's conditions (a finished Pod's
-/// `Completed` condition, which kubectl uses to hide finished pods with `--show-all=false`).
+/// `Completed` condition, by which a client can tell finished rows apart).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Row {
     pub cells: Vec<Value>,
