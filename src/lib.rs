@@ -37,6 +37,10 @@ pub mod list_watch;
 pub mod manager;
 pub mod watch;
 
+/// Fuzz harnesses of the parsers (tests and `cargo fuzz` builds only; see `scripts/fuzz.sh`).
+#[cfg(any(test, fuzzing))]
+pub mod fuzzing;
+
 pub use api::{Api, ApiResource, DynamicObject, Object};
 pub use client::Client;
 pub use config::Config;

@@ -14,7 +14,7 @@
 //! each. Objects are plain serde types; all the client needs from one is its `metadata` ([`Object`]).
 
 mod dynamic;
-mod list;
+pub(crate) mod list;
 mod params;
 mod query;
 

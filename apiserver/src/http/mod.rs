@@ -282,19 +282,19 @@ async fn accept_loop(
                         () = stopped(&mut stopping) => return,
                     };
                     match accepted {
-                        Ok(stream) => serve(stream, peer, shared, stopping).await,
+                        Ok(stream) => serve(stream, peer.to_string(), shared, stopping).await,
                         Err(e) => tracing::debug!(%peer, error = %e, "TLS handshake failed"),
                     }
                 }
-                None => serve(stream, peer, shared, stopping).await,
+                None => serve(stream, peer.to_string(), shared, stopping).await,
             }
         });
     }
 }
 
 /// Serves one connection until the client closes it or the server shuts down (see the
-/// [module docs](self)).
-async fn serve<I>(io: I, peer: SocketAddr, shared: Arc<Shared>, mut stopping: watch::Receiver<bool>)
+/// [module docs](self)). `peer` names the client in logs.
+async fn serve<I>(io: I, peer: String, shared: Arc<Shared>, mut stopping: watch::Receiver<bool>)
 where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -389,6 +389,32 @@ impl RunningServer {
     /// The served types, live: [`Registry::register`] serves another at once.
     pub fn registry(&self) -> &Registry {
         &self.shared.api.registry
+    }
+
+    /// Serves one more connection that did not come through the listening socket, exactly as if
+    /// it had (same handlers, same store, closed with the server): for example one end of an
+    /// in-memory pipe (`tokio::io::duplex`), so a test or a fuzzer can send requests without a
+    /// TCP connection per request. HTTP/1.1 or HTTP/2 (prior knowledge), no TLS. Must be called
+    /// inside a tokio runtime.
+    ///
+    /// ```no_run
+    /// # async fn demo(server: ferrokube_apiserver::RunningServer) {
+    /// let (client_end, server_end) = tokio::io::duplex(64 * 1024);
+    /// server.serve_connection(server_end);
+    /// // speak HTTP on `client_end`, e.g. with hyper::client::conn::http1::handshake
+    /// # drop(client_end);
+    /// # }
+    /// ```
+    pub fn serve_connection<I>(&self, io: I)
+    where
+        I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
+        tokio::spawn(serve(
+            io,
+            "in-process".to_string(),
+            self.shared.clone(),
+            self.shutdown.subscribe(),
+        ));
     }
 
     /// Ends every open watch now.
