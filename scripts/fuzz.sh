@@ -9,12 +9,13 @@
 #
 # Targets: kubeconfig watch_stream list_body label_selector field_selector server_requests (all
 # by default). Coverage-guided means cargo-fuzz (libFuzzer) on the stable toolchain with
-# `--sanitizer none` (ferrokube has no unsafe code of its own; a sanitizer needs nightly);
+# `--sanitizer none` (ferrokube has no unsafe code outside one test; a sanitizer needs nightly);
 # cargo-fuzz is installed from crates.io if it is missing, and if it cannot be, the script falls
 # back to proptest. Each target's working corpus is fuzz/corpus/<target> (not committed), started
-# from fuzz/seeds/<target>. A crash or a hang stops that target with its input in
-# fuzz/artifacts/<target>/; the script goes on with the next and exits 1 at the end. Turn every
-# such input into a named test in src/fuzzing/regressions.rs.
+# from fuzz/seeds/<target>, with the tokens of fuzz/dicts/<target>.dict where there is one. A crash
+# or a hang stops that target with its input in fuzz/artifacts/<target>/; the script goes on with
+# the next and exits 1 at the end. Turn every such input into a named test in
+# src/fuzzing/regressions.rs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -25,7 +26,7 @@ case "${1:-}" in
   --runs) mode=runs; amount=${2:?--runs needs a number}; shift 2 ;;
   --proptest) mode=proptest; amount=${2:?--proptest needs a number}; shift 2 ;;
   --merge-seeds) mode=merge; shift ;;
-  -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+  -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
   '' ) ;;
   *[!0-9]*) ;;
   *) amount=$1; shift ;;
@@ -85,9 +86,12 @@ for target in "${targets[@]}"; do
     time) limit=(-max_total_time="$amount") ;;
     runs) limit=(-runs="$amount") ;;
   esac
+  # A dictionary of the tokens the target's parser looks for, where there is one.
+  dict=()
+  [ -f "fuzz/dicts/$target.dict" ] && dict=(-dict="fuzz/dicts/$target.dict")
   echo "== $target: ${limit[*]}"
   # -timeout: an input that takes longer is a hang (the server target's own bound is 5 s).
-  if ! "$bin/$target" "fuzz/corpus/$target" "fuzz/seeds/$target" "${limit[@]}" \
+  if ! "$bin/$target" "fuzz/corpus/$target" "fuzz/seeds/$target" "${limit[@]}" "${dict[@]}" \
       -artifact_prefix="fuzz/artifacts/$target/" -timeout=20 -rss_limit_mb=4096 -max_len=65536 \
       -print_final_stats=1; then
     failed+=("$target")

@@ -37,12 +37,16 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use ferrokube_apiserver::{ApiServer, RunningServer};
+use futures_util::FutureExt;
 use http::header::{CACHE_CONTROL, CONTENT_TYPE, HOST};
 use http::{HeaderName, HeaderValue, Method};
 use http_body_util::{BodyExt, Full};
 use hyper::client::conn::http1::SendRequest;
 use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
+
+use crate::api::DynamicObject;
+use crate::watch::{LineDecoder, decode_event};
 
 /// Requests read from one input, at most.
 pub const MAX_REQUESTS: usize = 12;
@@ -142,6 +146,7 @@ pub fn server_requests(data: &[u8]) {
     if requests.is_empty() {
         return;
     }
+    watch_panics();
     RUNTIME.with(|cell| {
         let mut slot = cell.borrow_mut();
         let runtime = match slot.as_ref() {
@@ -154,7 +159,46 @@ pub fn server_requests(data: &[u8]) {
                 Err(error) => panic!("fuzz harness: no tokio runtime: {error}"),
             },
         };
+        TASK_PANIC.with(|panic| panic.borrow_mut().take());
+        WATCHING.with(|on| on.set(true));
         runtime.block_on(exchange(&requests));
+        // Let tasks that are still due run (a watch's stream, the garbage collector) before
+        // looking for their panics.
+        runtime.block_on(async {
+            for _ in 0..4 {
+                tokio::task::yield_now().await;
+            }
+        });
+        WATCHING.with(|on| on.set(false));
+        if let Some(message) = TASK_PANIC.with(|panic| panic.borrow_mut().take()) {
+            panic!("a task of the server panicked: {message}");
+        }
+    });
+}
+
+thread_local! {
+    /// Set while this thread runs the harness's runtime: its panic hook then records panics.
+    static WATCHING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// The first panic of a task on this thread's runtime while [`WATCHING`]. tokio catches a
+    /// task's panic (the task just ends), so without this a panic in a watch's stream task, say,
+    /// would go unseen.
+    static TASK_PANIC: RefCell<Option<String>> = const { RefCell::new(None) };
+}
+
+/// Installs (once per process) a panic hook that records panics on threads running the harness,
+/// then hands every panic to the hook that was there before (which prints it).
+fn watch_panics() {
+    static HOOK: std::sync::Once = std::sync::Once::new();
+    HOOK.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if WATCHING.with(std::cell::Cell::get) {
+                TASK_PANIC.with(|panic| {
+                    panic.borrow_mut().get_or_insert_with(|| format!("{info}"));
+                });
+            }
+            previous(info);
+        }));
     });
 }
 
@@ -191,7 +235,9 @@ async fn exchange(requests: &[Request]) {
             .get(CACHE_CONTROL)
             .is_some_and(|v| v == "no-cache, private");
         if streaming && status == 200 {
-            // A watch: its body goes on until the server ends it. Leave it (and its connection).
+            // A watch: its body goes on until the server ends it. Read what is ready, then leave
+            // it (and its connection).
+            read_watch(&what, response.into_body()).await;
             continue;
         }
         connection = Some(sender);
@@ -207,6 +253,29 @@ async fn exchange(requests: &[Request]) {
         check(&what, &request.method, status, json, &body);
     }
     drop(server);
+}
+
+/// Reads the frames of a watch body that are ready within a few turns of the runtime; every line
+/// must be an event the client decodes.
+async fn read_watch(what: &str, mut body: hyper::body::Incoming) {
+    let mut lines = LineDecoder::new();
+    for _ in 0..16 {
+        tokio::task::yield_now().await;
+        let frame = match body.frame().now_or_never() {
+            None => continue,
+            Some(None) => break,
+            Some(Some(Err(error))) => panic!("the watch of {what} broke off: {error}"),
+            Some(Some(Ok(frame))) => frame,
+        };
+        if let Some(data) = frame.data_ref() {
+            lines.push(data);
+        }
+        while let Some(line) = lines.next_line() {
+            if let Err(error) = decode_event::<DynamicObject>(&line) {
+                panic!("{what}: the server wrote a watch line the client cannot decode: {error}");
+            }
+        }
+    }
 }
 
 fn check(what: &str, method: &str, status: u16, json: bool, body: &[u8]) {

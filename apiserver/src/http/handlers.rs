@@ -486,7 +486,16 @@ async fn stream_watch(
     mut table: Option<TableWriter>,
 ) {
     let mut headers_sent = false;
-    let deadline = tokio::time::Instant::now() + timeout;
+    // `None`: a timeout past what the clock can represent (`timeoutSeconds` near 2^64), which is
+    // no timeout; adding it to now would panic.
+    let deadline = tokio::time::Instant::now().checked_add(timeout);
+    let expired = async {
+        match deadline {
+            Some(deadline) => tokio::time::sleep_until(deadline).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::pin!(expired);
     loop {
         let item = match feed.backlog.pop_front() {
             Some(item) => item,
@@ -496,7 +505,7 @@ async fn stream_watch(
                     None => return,
                 },
                 _ = tx.closed() => return,
-                _ = tokio::time::sleep_until(deadline) => return,
+                () = &mut expired => return,
             },
         };
         if let WatchItem::Event(_, stored) = &item {
@@ -514,7 +523,7 @@ async fn stream_watch(
         if tx.send(line).await.is_err() || last {
             return;
         }
-        if tokio::time::Instant::now() >= deadline {
+        if deadline.is_some_and(|deadline| tokio::time::Instant::now() >= deadline) {
             return;
         }
     }
