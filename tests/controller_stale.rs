@@ -3,8 +3,7 @@
 //! be run again at once would, without the protection, read its own object from a cache that has
 //! not seen the write yet and send the old resourceVersion (409). With it, the worker waits until
 //! the cache shows the write: no 409, exactly one write per step, and the skips are counted in
-//! `stale_sync_skips_total`. (The informer's `store_resource_version` gauge is checked in
-//! informer/tests/informer.rs.)
+//! `stale_sync_skips_total`, and the informer's `store_resource_version` is exported beside it.
 
 mod common;
 
@@ -160,6 +159,13 @@ async fn stale_protection_a_reconcile_never_runs_on_a_cache_older_than_its_own_w
     assert!(
         skips.is_some_and(|n| n >= 1.0),
         "every step came back before its write was in the cache, and was skipped:\n{}",
+        run.metrics
+    );
+    // The informer's freshness is exported with the controller's metrics.
+    let store_version = sample(&run.metrics, "store_resource_version{");
+    assert!(
+        store_version.is_some_and(|v| v > 0.0),
+        "store_resource_version missing:\n{}",
         run.metrics
     );
 }

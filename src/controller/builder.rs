@@ -21,6 +21,7 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use ferrokube_informer::{
@@ -136,12 +137,29 @@ fn attach<O: Object + k8s_openapi::Resource>(
 /// [`ControllerBuilder`] for what can be set.
 pub type Controller<K> = ControllerBuilder<K>;
 
+/// Whose informer factory a controller uses.
+enum FactoryOwner {
+    /// Made by [`ControllerBuilder::new`] from `client`: the controller stops its informers.
+    Own { client: Client },
+    /// Given to [`ControllerBuilder::with_factory`]: its owner stops them.
+    Shared,
+}
+
+impl FactoryOwner {
+    fn stops_informers(&self) -> bool {
+        matches!(self, FactoryOwner::Own { .. })
+    }
+}
+
 /// See the [module docs](self). Every option has a default, documented on its setter.
 pub struct ControllerBuilder<K> {
     name: String,
     factory: Arc<SharedInformerFactory<Client>>,
-    /// The controller made the factory, so it stops its informers at shutdown.
-    owns_factory: bool,
+    /// Whose factory it is: the controller's own is stopped with it.
+    factory_owner: FactoryOwner,
+    /// The factory, or an informer of it, has been handed out ([`factory`](Self::factory),
+    /// [`primary_informer`](Self::primary_informer)): from then on it is never replaced.
+    factory_handed_out: AtomicBool,
     scope: Scope,
     sources: Vec<Attach>,
     streams: Vec<KeyStream>,
@@ -164,9 +182,9 @@ impl<K: Object + k8s_openapi::Resource> ControllerBuilder<K> {
     /// A controller for the `K`s in `scope`, with informers of its own (made from `client`,
     /// stopped when it stops).
     pub fn new(client: Client, scope: Scope) -> ControllerBuilder<K> {
-        let mut builder =
-            ControllerBuilder::with_factory(Arc::new(SharedInformerFactory::new(client)), scope);
-        builder.owns_factory = true;
+        let factory = Arc::new(SharedInformerFactory::new(client.clone()));
+        let mut builder = ControllerBuilder::with_factory(factory, scope);
+        builder.factory_owner = FactoryOwner::Own { client };
         builder
     }
 
@@ -185,7 +203,8 @@ impl<K: Object + k8s_openapi::Resource> ControllerBuilder<K> {
             stale_requeue: DEFAULT_STALE_REQUEUE,
             name,
             factory,
-            owns_factory: false,
+            factory_owner: FactoryOwner::Shared,
+            factory_handed_out: AtomicBool::new(false),
             scope,
             sources: Vec::new(),
             streams: Vec::new(),
@@ -218,10 +237,25 @@ impl<K: Object + k8s_openapi::Resource> ControllerBuilder<K> {
         self
     }
 
-    /// Reports reconcile and queue metrics to `metrics` (default: none).
+    /// Reports reconcile and queue metrics to `metrics` (default: none). A controller with
+    /// informers of its own ([`new`](Self::new)) reports theirs too (`informer_*`,
+    /// `store_resource_version`), unless its factory was handed out before this call; with a
+    /// shared factory, give the factory the metrics (`with_metrics(metrics.informers())`).
     pub fn metrics(mut self, metrics: &Metrics) -> Self {
         self.queue = Self::queue(&self.name, Some(metrics));
         self.metrics = Some(metrics.clone());
+        if let FactoryOwner::Own { client } = &self.factory_owner {
+            if self.factory_handed_out.load(Ordering::Relaxed) {
+                tracing::debug!(
+                    controller = %self.name,
+                    "informers of a factory already handed out report no metrics"
+                );
+            } else {
+                let factory =
+                    SharedInformerFactory::new(client.clone()).with_metrics(metrics.informers());
+                self.factory = Arc::new(factory);
+            }
+        }
         self
     }
 
@@ -263,12 +297,14 @@ impl<K: Object + k8s_openapi::Resource> ControllerBuilder<K> {
 
     /// The factory the controller's informers come from.
     pub fn factory(&self) -> &Arc<SharedInformerFactory<Client>> {
+        self.factory_handed_out.store(true, Ordering::Relaxed);
         &self.factory
     }
 
     /// The informer of the primary type (created now if the factory has none yet): its lister is
     /// how a reconciler reads other `K`s.
     pub fn primary_informer(&self) -> SharedIndexInformer<K> {
+        self.factory_handed_out.store(true, Ordering::Relaxed);
         self.factory.informer::<K>(&self.scope)
     }
 
@@ -390,7 +426,7 @@ impl<K: Object + k8s_openapi::Resource> ControllerBuilder<K> {
             }) {
                 Ok(source) => attached.push(source),
                 Err(error) => {
-                    detach_all(&attached, self.owns_factory);
+                    detach_all(&attached, self.factory_owner.stops_informers());
                     return Err(error.into());
                 }
             }
@@ -402,12 +438,12 @@ impl<K: Object + k8s_openapi::Resource> ControllerBuilder<K> {
             synced = synced => synced.into_iter().all(|ok| ok),
             () = &mut shutdown => {
                 tracing::info!(controller = %self.name, "shut down before the caches synced");
-                detach_all(&attached, self.owns_factory);
+                detach_all(&attached, self.factory_owner.stops_informers());
                 return Ok(());
             }
         };
         if !all_synced {
-            detach_all(&attached, self.owns_factory);
+            detach_all(&attached, self.factory_owner.stops_informers());
             return Err(ControllerError::CacheSync(self.name));
         }
         if let Some(gate) = self.workers_after {
@@ -416,7 +452,7 @@ impl<K: Object + k8s_openapi::Resource> ControllerBuilder<K> {
                 () = gate => {}
                 () = &mut shutdown => {
                     tracing::info!(controller = %self.name, "shut down before the workers started");
-                    detach_all(&attached, self.owns_factory);
+                    detach_all(&attached, self.factory_owner.stops_informers());
                     return Ok(());
                 }
             }
@@ -445,7 +481,7 @@ impl<K: Object + k8s_openapi::Resource> ControllerBuilder<K> {
 
         shutdown.await;
         tracing::info!(controller = %self.name, "shutting down: no new keys; waiting for reconciles in flight");
-        detach_all(&attached, self.owns_factory);
+        detach_all(&attached, self.factory_owner.stops_informers());
         stopping.set();
         self.queue.shut_down();
         let drained = tokio::time::timeout(self.shutdown_timeout, async {
