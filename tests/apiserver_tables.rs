@@ -23,7 +23,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use ferrokube::Client;
-use ferrokube::apiserver::{ApiServer, RunningServer};
+use ferrokube::apiserver::{ApiServer, ResourceType, RunningServer};
 use ferrokube::client::Call;
 use http::Request;
 use http_body_util::BodyExt;
@@ -48,7 +48,13 @@ impl Drop for Target {
 
 impl Target {
     async fn embedded(run: &str) -> Target {
-        let server = ApiServer::new().start().await.expect("server starts");
+        // PodTemplates as the conformance suite serves them: a registered type, printed by the
+        // built-in PodTemplate printer as on kube-apiserver.
+        let server = ApiServer::new()
+            .register(ResourceType::new("", "v1", "PodTemplate"))
+            .start()
+            .await
+            .expect("server starts");
         let dir = std::env::temp_dir().join(format!("ferrokube-tables-{run}"));
         std::fs::create_dir_all(&dir).expect("temp dir");
         let kubeconfig = dir.join("kubeconfig");
@@ -107,14 +113,27 @@ impl Target {
 
     /// GET `path` with `accept`: the status code and the JSON body.
     async fn get(&self, path: &str, accept: &str) -> (u16, Value) {
+        self.send(http::Method::GET, path, accept, None).await
+    }
+
+    /// Any request with `accept` (and a JSON body): the status code and the JSON body.
+    async fn send(
+        &self,
+        method: http::Method,
+        path: &str,
+        accept: &str,
+        body: Option<Value>,
+    ) -> (u16, Value) {
         let request = Request::builder()
+            .method(method)
             .uri(path)
             .header("accept", accept)
-            .body(Bytes::new())
+            .header("content-type", "application/json")
+            .body(body.map_or_else(Bytes::new, |b| Bytes::from(b.to_string())))
             .expect("request");
         let call = Call {
             request,
-            idempotent: true,
+            idempotent: false,
             streaming: false,
         };
         match self.client.send(call).await {
@@ -401,6 +420,14 @@ kind: Event
 metadata: {{name: bare.3}}
 involvedObject: {{kind: Namespace, namespace: {ns}}}
 reason: Checked
+---
+apiVersion: v1
+kind: PodTemplate
+metadata: {{name: worker}}
+template:
+  metadata: {{labels: {{role: worker, app: web}}}}
+  spec:
+    containers: [{{name: main, image: registry.invalid/worker:3}}, {{name: proxy, image: envoy}}]
 ---
 apiVersion: coordination.k8s.io/v1
 kind: Lease
@@ -702,6 +729,13 @@ LAST SEEN   TYPE      REASON             OBJECT           SUBOBJECT            S
 <unknown>             Checked            namespace                                                                                                          <unknown>    1       bare.3
 3d          Warning   BackOff            pod/crashing     spec.containers{c}   kubelet, node-1                       Back-off restarting failed container   10d          12      crashing.1
 3d          Normal    SuccessfulCreate   replicaset/web                        replicaset-controller, controller-1   Created pod web-x                      10d          5       web.2
+",
+    },
+    Case {
+        args: &["get", "podtemplates"],
+        expected: "\
+NAME     CONTAINERS   IMAGES                            POD LABELS
+worker   main,proxy   registry.invalid/worker:3,envoy   app=web,role=worker
 ",
     },
     Case {
@@ -1077,6 +1111,7 @@ async fn observe(target: &Target, ns: &str, run: &str) -> Vec<(String, Value)> {
         format!("/apis/apps/v1/namespaces/{ns}/replicasets"),
         format!("/apis/apps/v1/namespaces/{ns}/deployments"),
         format!("/apis/coordination.k8s.io/v1/namespaces/{ns}/leases"),
+        format!("{core}/podtemplates"),
         format!("/api/v1/namespaces?labelSelector=ferrokube-tables%3D{run}"),
         widgets.clone(),
         format!("/apis/tables.ferrokube.dev/v1beta1/namespaces/{ns}/widgets"),
@@ -1167,6 +1202,60 @@ async fn observe(target: &Target, ns: &str, run: &str) -> Vec<(String, Value)> {
         "GET configmaps?limit=1&continue=...".to_string(),
         normalize(&second, run),
     ));
+
+    // Writes answer with a Table too (dry runs: nothing changes).
+    let cm = json!({"apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"name": "written"}, "data": {"a": "1"}});
+    let path = format!("{core}/configmaps?dryRun=All");
+    let (code, created) = target
+        .send(http::Method::POST, &path, KUBECTL_ACCEPT, Some(cm))
+        .await;
+    assert_eq!(
+        (code, &created["kind"]),
+        (201, &json!("Table")),
+        "{}: {created}",
+        target.name
+    );
+    seen.push((format!("POST {path}"), normalize(&created, run)));
+    let path = format!("{core}/configmaps/settings?dryRun=All");
+    let patch = json!({"data": {"z": "26"}});
+    let request = Request::builder()
+        .method(http::Method::PATCH)
+        .uri(&path)
+        .header("accept", TABLE_V1)
+        .header("content-type", "application/merge-patch+json")
+        .body(Bytes::from(patch.to_string()))
+        .expect("request");
+    let call = Call {
+        request,
+        idempotent: false,
+        streaming: false,
+    };
+    let patched = match target.client.send(call).await {
+        Ok(response) => {
+            let body = response.into_body().collect().await.expect("body");
+            serde_json::from_slice(&body.to_bytes()).unwrap_or(Value::Null)
+        }
+        Err(error) => panic!("{}: PATCH {path}: {error}", target.name),
+    };
+    assert_eq!(
+        patched["rows"][0]["cells"][1], 4,
+        "{}: {patched}",
+        target.name
+    );
+    seen.push((format!("PATCH {path}"), normalize(&patched, run)));
+    // (A pod already being deleted: kube-apiserver's answer for an unscheduled pod also carries a
+    // deletionTimestamp, which this server's immediate deletion does not write.)
+    let path = format!("{core}/pods/terminating?dryRun=All");
+    let (_, deleted) = target
+        .send(http::Method::DELETE, &path, TABLE_V1, None)
+        .await;
+    seen.push((format!("DELETE {path}"), normalize(&deleted, run)));
+    let path = format!("{core}/configmaps?dryRun=All&labelSelector=nothing%3Dhere");
+    let (_, none) = target
+        .send(http::Method::DELETE, &path, TABLE_V1, None)
+        .await;
+    seen.push((format!("DELETE {path}"), normalize(&none, run)));
 
     // What cannot be served.
     for (what, path, accept) in [

@@ -72,13 +72,15 @@
 //!   Namespace, ConfigMap, Secret, Event, Lease, Service, ServiceAccount, Node and PodTemplate; any
 //!   other type (a built-in kind given with `ApiServer::register` included) gets the default `Name`
 //!   and `Created At` columns, where kube-apiserver has a printer for every built-in kind. Tables are
-//!   written as JSON only (a YAML Table clause is skipped), and only for reads: a write asking for a
-//!   Table gets the object (kube-apiserver answers with a Table). `includeObject` is checked before
-//!   the object is read (a bad value is a 400 even for a missing object; kube-apiserver says 404).
-//!   CRD printer columns support the JSONPath that columns use (fields, `['key']`, indexes, slices,
-//!   `*`, `..`, filters with comparisons); unions and regular expressions print nothing.
+//!   written as JSON only: a YAML Table clause (`application/yaml;as=Table`) is skipped, where
+//!   kube-apiserver writes the Table as YAML. CRD printer columns support the JSONPath that columns
+//!   use (fields, `['key']`, indexes, slices, `*`, `..`, filters with comparisons); a column with a
+//!   union or a regular expression is left out here, kube-apiserver evaluates it.
 //! - `Accept: ...;as=PartialObjectMetadata` (metadata-only clients) is answered with the whole
 //!   object: the same metadata, but the object's kind and apiVersion.
+//! - Deleting a pod when no kubelet runs (no graceful deletion) answers with the pod as it was;
+//!   kube-apiserver's answer carries the `deletionTimestamp` it set on the way (grace period 0 for
+//!   an unscheduled pod), so a Table of it says `Terminating` there and the phase here.
 //! - A watch from a compacted resourceVersion ends with `too old resource version: R (C)`, the watch
 //!   cache's wording; kube-apiserver says `The resourceVersion for the provided watch is too old.` for
 //!   kinds it serves without a watch cache. Code (410) and reason (`Expired`) are the same.

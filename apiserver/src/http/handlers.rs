@@ -4,8 +4,9 @@
 //! response body as newline-delimited `{"type":…,"object":…}` events, applying the delivery-delay fault
 //! and `timeoutSeconds`, and ends the body when the store closes the watcher.
 //!
-//! Reads (get, list, watch) whose `Accept` header asks for a Table (`kubectl get`) are answered with
-//! one, written by [`crate::table`]; the Accept header is read for nothing else.
+//! Requests whose `Accept` header asks for a Table (`kubectl get`) are answered with one, written by
+//! [`crate::table`] (a write's Table has the written object's row); the Accept header is read for
+//! nothing else.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -30,7 +31,7 @@ use crate::selection::Selection;
 use crate::status::StatusError;
 use crate::store::{Stored, WatchFeed, WatchItem};
 use crate::strategy::Endpoint;
-use crate::table::{self, Convertor, IncludeObject, TableWriter, Wanted};
+use crate::table::{self, Convertor, IncludeObject, TableVersion, TableWriter, Wanted};
 
 /// The largest request body accepted, as kube-apiserver's default.
 const MAX_BODY: usize = 3 * 1024 * 1024;
@@ -141,22 +142,31 @@ async fn dispatch(
             let ns = namespace.as_deref();
             match method {
                 Method::GET if is_true(params.get("watch")) => {
-                    let table = table_writer(shared, &resource, &request, &params, true)?;
+                    let table = wanted_table(&request, true)?;
                     watch(shared, &resource, ns, &params, table)
                 }
                 Method::GET => {
-                    let table = table_writer(shared, &resource, &request, &params, true)?;
-                    list(shared, &resource, ns, &params, table.as_ref())
+                    let table = wanted_table(&request, true)?;
+                    list(shared, &resource, ns, &params, table)
                 }
                 Method::POST => {
+                    let table = wanted_table(&request, true)?;
                     write_fault(shared)?;
                     let object = read_json(request).await?;
                     let created = shared
                         .api
                         .create(&resource, ns, object, is_dry_run(&params))?;
-                    Ok(json_response(StatusCode::CREATED, &created))
+                    object_reply(
+                        shared,
+                        &resource,
+                        StatusCode::CREATED,
+                        &created,
+                        table,
+                        &params,
+                    )
                 }
                 Method::DELETE if resource.delete_collection => {
+                    let table = wanted_table(&request, true)?;
                     write_fault(shared)?;
                     let selection = selection(&resource, &params)?;
                     let options = delete_options(&params, read_json_or_empty(request).await?)?;
@@ -167,8 +177,17 @@ async fn dispatch(
                         &options,
                         is_dry_run(&params),
                     )?;
-                    let body =
-                        list_body(&resource, shared.api.store.revision(), &deleted, None, None);
+                    let revision = shared.api.store.revision();
+                    if let Some(version) = table {
+                        let writer = table_writer(shared, &resource, version, &params)?;
+                        let meta = table::ListMeta {
+                            resource_version: revision.to_string(),
+                            ..table::ListMeta::default()
+                        };
+                        let objects = deleted.iter().map(|s| s.object.as_ref());
+                        return Ok(json_response(StatusCode::OK, &writer.list(objects, &meta)));
+                    }
+                    let body = list_body(&resource, revision, &deleted, None, None);
                     Ok(bytes_response(StatusCode::OK, body))
                 }
                 m => Err(StatusError::method_not_allowed(m.as_str())),
@@ -213,6 +232,13 @@ async fn object(
     };
     let scale = subresource == Some(Subresource::Scale);
     let method = request.method().clone();
+    // A write answers with a Table too when asked for one (not for subresources: no convertor).
+    let write_table = match method {
+        Method::PUT | Method::PATCH | Method::DELETE => {
+            wanted_table(&request, subresource.is_none())?
+        }
+        _ => None,
+    };
     let content_type = request
         .headers()
         .get(header::CONTENT_TYPE)
@@ -222,20 +248,21 @@ async fn object(
     match method {
         Method::GET if scale => {
             // Subresources have no table convertor: only a non-Table clause will do.
-            table_writer(shared, resource, &request, params, false)?;
+            wanted_table(&request, false)?;
             Ok(json_response(
                 StatusCode::OK,
                 &api.get_scale(resource, ns, name)?,
             ))
         }
         Method::GET => {
-            let table = table_writer(shared, resource, &request, params, subresource.is_none())?;
+            let table = wanted_table(&request, subresource.is_none())?;
             let stored = api.get(resource, ns, name)?;
             match table {
-                Some(writer) => Ok(json_response(
-                    StatusCode::OK,
-                    &writer.object(&stored.object, true),
-                )),
+                Some(version) => {
+                    let writer = table_writer(shared, resource, version, params)?;
+                    let table = writer.object(&stored.object, true);
+                    Ok(json_response(StatusCode::OK, &table))
+                }
                 None => Ok(stored_response(StatusCode::OK, &stored)),
             }
         }
@@ -248,7 +275,14 @@ async fn object(
             } else {
                 api.update(resource, ns, name, endpoint, object, dry_run)?
             };
-            Ok(json_response(StatusCode::OK, &updated))
+            object_reply(
+                shared,
+                resource,
+                StatusCode::OK,
+                &updated,
+                write_table,
+                params,
+            )
         }
         Method::PATCH => {
             let kind = PatchType::from_content_type(&content_type)?;
@@ -262,15 +296,24 @@ async fn object(
             } else {
                 api.patch(resource, ns, name, endpoint, kind, &patch, dry_run)?
             };
-            Ok(json_response(StatusCode::OK, &patched))
+            object_reply(
+                shared,
+                resource,
+                StatusCode::OK,
+                &patched,
+                write_table,
+                params,
+            )
         }
         Method::DELETE if subresource.is_none() => {
             write_fault(shared)?;
             let options = delete_options(params, read_json_or_empty(request).await?)?;
             match api.delete(resource, ns, name, &options, dry_run)? {
-                Deletion::Pending(stored) => Ok(stored_response(StatusCode::OK, &stored)),
+                Deletion::Pending(stored) => {
+                    stored_reply(shared, resource, &stored, write_table, params)
+                }
                 Deletion::Deleted(stored) if resource.returns_deleted_object => {
-                    Ok(stored_response(StatusCode::OK, &stored))
+                    stored_reply(shared, resource, &stored, write_table, params)
                 }
                 Deletion::Deleted(stored) => {
                     let mut details = serde_json::Map::new();
@@ -288,6 +331,45 @@ async fn object(
             }
         }
         m => Err(StatusError::method_not_allowed(m.as_str())),
+    }
+}
+
+/// The object a write returns, or a one-row Table of it when the client asked for one.
+fn object_reply(
+    shared: &Shared,
+    resource: &ResourceType,
+    code: StatusCode,
+    object: &Value,
+    table: Option<TableVersion>,
+    params: &HashMap<String, String>,
+) -> Reply {
+    match table {
+        Some(version) => {
+            let writer = table_writer(shared, resource, version, params)?;
+            Ok(json_response(code, &writer.object(object, true)))
+        }
+        None => Ok(json_response(code, object)),
+    }
+}
+
+/// [`object_reply`] for a stored object (a 200 with its stored bytes when no Table is wanted).
+fn stored_reply(
+    shared: &Shared,
+    resource: &ResourceType,
+    stored: &Stored,
+    table: Option<TableVersion>,
+    params: &HashMap<String, String>,
+) -> Reply {
+    match table {
+        Some(_) => object_reply(
+            shared,
+            resource,
+            StatusCode::OK,
+            &stored.object,
+            table,
+            params,
+        ),
+        None => Ok(stored_response(StatusCode::OK, stored)),
     }
 }
 
@@ -324,33 +406,37 @@ fn selection(
     )
 }
 
-/// The Table writer for a read, when the client's Accept header asks for a Table this endpoint
-/// (`tables`: it has a table convertor) can serve; `None` for the plain object; 406 when no Accept
-/// clause can be served. See [`crate::table`].
-fn table_writer(
-    shared: &Shared,
-    resource: &ResourceType,
+/// The Table version a read's Accept header asks for, if it asks for one this endpoint (`tables`:
+/// it has a table convertor) can serve; `None` for the plain object; 406 when no Accept clause can
+/// be served. Checked before anything is read, as kube-apiserver does. See [`crate::table`].
+fn wanted_table(
     request: &Request<Incoming>,
-    params: &HashMap<String, String>,
     tables: bool,
-) -> Result<Option<TableWriter>, StatusError> {
+) -> Result<Option<TableVersion>, StatusError> {
     let accept = request
         .headers()
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok());
-    let endpoint = table::Endpoint {
-        tables,
-        protobuf: !resource.is_custom(),
-    };
-    let Wanted::Table(version) = table::negotiate(accept, endpoint)? else {
-        return Ok(None);
-    };
-    Ok(Some(TableWriter {
+    match table::negotiate(accept, table::Endpoint { tables })? {
+        Wanted::Table(version) => Ok(Some(version)),
+        Wanted::Object => Ok(None),
+    }
+}
+
+/// The writer of a Table of `version`, made once the objects have been read: a bad `includeObject`
+/// is a 400 only then (a missing object is a 404 first), as on kube-apiserver.
+fn table_writer(
+    shared: &Shared,
+    resource: &ResourceType,
+    version: TableVersion,
+    params: &HashMap<String, String>,
+) -> Result<TableWriter, StatusError> {
+    Ok(TableWriter {
         convertor: Convertor::for_resource(resource, &shared.api),
         version,
         include: IncludeObject::parse(params.get("includeObject").map(String::as_str))?,
         now: table::Instant::now(),
-    }))
+    })
 }
 
 fn list(
@@ -358,7 +444,7 @@ fn list(
     resource: &ResourceType,
     ns: Option<&str>,
     params: &HashMap<String, String>,
-    table: Option<&TableWriter>,
+    table: Option<TableVersion>,
 ) -> Reply {
     let limit = match params.get("limit").map(|l| l.parse::<usize>()) {
         None => None,
@@ -377,7 +463,8 @@ fn list(
         resource_version_match: params.get("resourceVersionMatch").cloned(),
     };
     let result = shared.api.list(resource, ns, &options)?;
-    if let Some(writer) = table {
+    if let Some(version) = table {
+        let writer = table_writer(shared, resource, version, params)?;
         let meta = table::ListMeta {
             resource_version: result.page.revision.to_string(),
             continue_token: result.continue_token.clone(),
@@ -433,7 +520,7 @@ fn watch(
     resource: &Arc<ResourceType>,
     ns: Option<&str>,
     params: &HashMap<String, String>,
-    table: Option<TableWriter>,
+    table: Option<TableVersion>,
 ) -> Reply {
     let timeout = match params.get("timeoutSeconds").map(|t| t.parse::<u64>()) {
         None => None,
@@ -452,6 +539,10 @@ fn watch(
         timeout,
     };
     let feed = shared.api.watch(resource, ns, &options)?;
+    let table = match table {
+        Some(version) => Some(table_writer(shared, resource, version, params)?),
+        None => None,
+    };
     let (tx, rx) = mpsc::channel(64);
     let timeout = options.timeout.unwrap_or(shared.default_watch_timeout);
     tokio::spawn(stream_watch(

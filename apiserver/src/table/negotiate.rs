@@ -48,7 +48,7 @@ impl IncludeObject {
             Some("None") => Ok(IncludeObject::Nothing),
             Some("Object") => Ok(IncludeObject::Object),
             Some(other) => Err(StatusError::bad_request(format!(
-                "Unable to convert to Table as requested: includeObject: Unsupported value: {other:?}: supported values: \"Metadata\", \"None\", \"Object\""
+                "Unable to convert to Table as requested: includeObject: Invalid value: {other:?}: must be 'Metadata', 'Object', 'None', or empty"
             ))),
         }
     }
@@ -68,9 +68,6 @@ pub enum Wanted {
 pub struct Endpoint {
     /// Has a table convertor: a resource's main endpoint (not a subresource).
     pub tables: bool,
-    /// Serves protobuf too (built-in kinds; custom resources are JSON and YAML only). Only changes
-    /// the list of media types a 406 names.
-    pub protobuf: bool,
 }
 
 /// One clause of an Accept header.
@@ -161,15 +158,12 @@ pub fn negotiate(accept: Option<&str>, endpoint: Endpoint) -> Result<Wanted, Sta
             _ => continue,
         }
     }
-    let types = if endpoint.protobuf {
-        "application/json, application/yaml, application/vnd.kubernetes.protobuf"
-    } else {
-        "application/json, application/yaml"
-    };
+    // kube-apiserver names the media types of its serializer, the same for every resource (custom
+    // resources included, though they cannot be written as protobuf).
     Err(StatusError {
         code: 406,
         reason: "NotAcceptable",
-        message: format!("only the following media types are accepted: {types}"),
+        message: "only the following media types are accepted: application/json, application/yaml, application/vnd.kubernetes.protobuf".to_string(),
         details: None,
     })
 }
@@ -178,10 +172,7 @@ pub fn negotiate(accept: Option<&str>, endpoint: Endpoint) -> Result<Wanted, Sta
 mod tests {
     use super::*;
 
-    const MAIN: Endpoint = Endpoint {
-        tables: true,
-        protobuf: true,
-    };
+    const MAIN: Endpoint = Endpoint { tables: true };
 
     #[test]
     fn kubectl_get_gets_a_v1_table() {
@@ -190,10 +181,7 @@ mod tests {
             negotiate(Some(kubectl), MAIN),
             Ok(Wanted::Table(TableVersion::V1))
         );
-        let without = Endpoint {
-            tables: false,
-            ..MAIN
-        };
+        let without = Endpoint { tables: false };
         assert_eq!(negotiate(Some(kubectl), without), Ok(Wanted::Object));
     }
 
@@ -229,10 +217,7 @@ mod tests {
                 "{header}"
             );
         }
-        let subresource = Endpoint {
-            tables: false,
-            protobuf: false,
-        };
+        let subresource = Endpoint { tables: false };
         let error = negotiate(
             Some("application/json;as=Table;v=v1;g=meta.k8s.io"),
             subresource,
@@ -241,7 +226,7 @@ mod tests {
         assert_eq!(
             error.map(|e| e.message),
             Some(
-                "only the following media types are accepted: application/json, application/yaml"
+                "only the following media types are accepted: application/json, application/yaml, application/vnd.kubernetes.protobuf"
                     .to_string()
             )
         );
