@@ -79,7 +79,8 @@ for target in "${targets[@]}"; do
   mkdir -p "fuzz/corpus/$target" "fuzz/artifacts/$target"
   if [ "$mode" = merge ]; then
     echo "== $target: merging fuzz/corpus/$target into fuzz/seeds/$target"
-    "$bin/$target" -merge=1 "fuzz/seeds/$target" "fuzz/corpus/$target"
+    # Edges only (no hit counts): the seeds stay few, one input per piece of code reached.
+    "$bin/$target" -merge=1 -use_counters=0 "fuzz/seeds/$target" "fuzz/corpus/$target"
     continue
   fi
   case $mode in
