@@ -240,11 +240,11 @@ fn days_ago(days: u64, micro: bool) -> String {
 
 const CRD: &str = "apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition
-metadata: {name: widgets.tables.ferrokube.dev}
+metadata: {name: sprockets.tables.ferrokube.dev}
 spec:
   group: tables.ferrokube.dev
   scope: Namespaced
-  names: {plural: widgets, singular: widget, kind: Widget, listKind: WidgetList}
+  names: {plural: sprockets, singular: sprocket, kind: Sprocket, listKind: SprocketList}
   versions:
   - name: v1
     served: true
@@ -262,7 +262,7 @@ spec:
     - {name: Size, type: number, jsonPath: .spec.size}
     - {name: Paused, type: boolean, jsonPath: .spec.paused}
     - {name: Started, type: date, jsonPath: .status.startedAt}
-    - {name: Tags, type: string, jsonPath: .spec.tags, priority: 1, description: The widget's tags}
+    - {name: Tags, type: string, jsonPath: .spec.tags, priority: 1, description: The sprocket's tags}
     - {name: Age, type: date, jsonPath: .metadata.creationTimestamp}
   - name: v1beta1
     served: true
@@ -440,7 +440,7 @@ metadata: {{name: free}}
 spec: {{leaseDurationSeconds: 15}}
 ---
 apiVersion: tables.ferrokube.dev/v1
-kind: Widget
+kind: Sprocket
 metadata: {{name: full}}
 spec: {{replicas: 3, size: 1.5, paused: false, tags: {{env: prod, tier: [a, b]}}}}
 status:
@@ -449,13 +449,13 @@ status:
   conditions: [{{type: Synced, status: 'False'}}, {{type: Ready, status: 'True'}}]
 ---
 apiVersion: tables.ferrokube.dev/v1
-kind: Widget
+kind: Sprocket
 metadata: {{name: odd}}
 spec: {{replicas: 2.7, size: 2, paused: 'no', tags: 'x<y'}}
 status: {{phase: 7, startedAt: yesterday}}
 ---
 apiVersion: tables.ferrokube.dev/v1
-kind: Widget
+kind: Sprocket
 metadata: {{name: bare}}
 "
     )
@@ -523,7 +523,7 @@ metadata: {{name: {ns}-b, labels: {{ferrokube-tables: '{run}'}}}}
             "wait",
             "--for=condition=Established",
             "--timeout=60s",
-            "crd/widgets.tables.ferrokube.dev",
+            "crd/sprockets.tables.ferrokube.dev",
         ],
         None,
     );
@@ -755,7 +755,7 @@ leader   node-a_7f3c   1s
 ",
     },
     Case {
-        args: &["get", "widgets"],
+        args: &["get", "sprockets"],
         expected: "\
 NAME   REPLICAS   PHASE     READY   SIZE   PAUSED   STARTED     AGE
 bare                                                            1s
@@ -764,7 +764,7 @@ odd    2          7                 2               <invalid>   1s
 ",
     },
     Case {
-        args: &["get", "widgets", "-o", "wide"],
+        args: &["get", "sprockets", "-o", "wide"],
         expected: "\
 NAME   REPLICAS   PHASE     READY   SIZE   PAUSED   STARTED     TAGS                              AGE
 bare                                                                                              1s
@@ -773,14 +773,14 @@ odd    2          7                 2               <invalid>   x<y             
 ",
     },
     Case {
-        args: &["get", "widget", "full"],
+        args: &["get", "sprocket", "full"],
         expected: "\
 NAME   REPLICAS   PHASE     READY   SIZE   PAUSED   STARTED   AGE
 full   3          Running   True    1.5    false    3d        1s
 ",
     },
     Case {
-        args: &["get", "widgets.v1beta1.tables.ferrokube.dev"],
+        args: &["get", "sprockets.v1beta1.tables.ferrokube.dev"],
         expected: "\
 NAME   AGE
 bare   1s
@@ -789,10 +789,10 @@ odd    1s
 ",
     },
     Case {
-        args: &["get", "customresourcedefinition", "widgets.tables.ferrokube.dev"],
+        args: &["get", "customresourcedefinition", "sprockets.tables.ferrokube.dev"],
         expected: "\
-NAME                           CREATED AT
-widgets.tables.ferrokube.dev   2026-11-24T08:42:47Z
+NAME                             CREATED AT
+sprockets.tables.ferrokube.dev   2026-11-24T08:42:47Z
 ",
     },
     Case {
@@ -1101,7 +1101,7 @@ fn assert_well_formed(target: &str, what: &str, table: &Value) {
 async fn observe(target: &Target, ns: &str, run: &str) -> Vec<(String, Value)> {
     let mut seen = Vec::new();
     let core = format!("/api/v1/namespaces/{ns}");
-    let widgets = format!("/apis/tables.ferrokube.dev/v1/namespaces/{ns}/widgets");
+    let sprockets = format!("/apis/tables.ferrokube.dev/v1/namespaces/{ns}/sprockets");
     let tables = [
         format!("{core}/pods"),
         format!("{core}/configmaps"),
@@ -1113,9 +1113,9 @@ async fn observe(target: &Target, ns: &str, run: &str) -> Vec<(String, Value)> {
         format!("/apis/coordination.k8s.io/v1/namespaces/{ns}/leases"),
         format!("{core}/podtemplates"),
         format!("/api/v1/namespaces?labelSelector=ferrokube-tables%3D{run}"),
-        widgets.clone(),
-        format!("/apis/tables.ferrokube.dev/v1beta1/namespaces/{ns}/widgets"),
-        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.tables.ferrokube.dev"
+        sprockets.clone(),
+        format!("/apis/tables.ferrokube.dev/v1beta1/namespaces/{ns}/sprockets"),
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/sprockets.tables.ferrokube.dev"
             .to_string(),
         "/apis/apiextensions.k8s.io/v1/customresourcedefinitions?labelSelector=nothing%3Dhere"
             .to_string(),
@@ -1173,10 +1173,10 @@ async fn observe(target: &Target, ns: &str, run: &str) -> Vec<(String, Value)> {
     assert_eq!(one["apiVersion"], "meta.k8s.io/v1beta1", "{}", target.name);
     assert_eq!(one["rows"][0]["object"], Value::Null, "{}", target.name);
     seen.push((format!("GET {path} (v1beta1)"), normalize(&one, run)));
-    let path = format!("{widgets}?includeObject=Object");
+    let path = format!("{sprockets}?includeObject=Object");
     let (_, whole) = target.get(&path, TABLE_V1).await;
     assert_eq!(
-        whole["rows"][0]["object"]["kind"], "Widget",
+        whole["rows"][0]["object"]["kind"], "Sprocket",
         "{}",
         target.name
     );
@@ -1266,7 +1266,7 @@ async fn observe(target: &Target, ns: &str, run: &str) -> Vec<(String, Value)> {
         ),
         (
             "a Table of a custom resource version that does not exist",
-            widgets.clone(),
+            sprockets.clone(),
             "application/json;as=Table;v=v9;g=meta.k8s.io",
         ),
         (
