@@ -27,6 +27,9 @@
 //!                                                   └──────────────── Lister reads ◀─────────────────────────┘
 //! ```
 
+#[macro_use]
+mod pipeline;
+
 pub mod api;
 pub mod client;
 pub mod config;

@@ -48,6 +48,7 @@ use parking_lot::Mutex;
 use tokio::sync::{Notify, watch};
 
 use crate::object::{Object, ObjectKey};
+use crate::pipeline::{DeltaNames, DeltasKey};
 use crate::store::Store;
 
 /// What a delete handler receives.
@@ -238,6 +239,8 @@ pub struct DeltaFifo<K> {
     /// What the processor has applied: used to find deletions on relist and objects to resync, and
     /// where the resourceVersion the store has caught up to is published.
     known: Arc<Store<K>>,
+    /// The informer's name, as the pipeline's events call this fifo (`instance`).
+    name: Arc<str>,
 }
 
 impl<K: Object> DeltaFifo<K> {
@@ -255,7 +258,14 @@ impl<K: Object> DeltaFifo<K> {
             ready: Notify::new(),
             synced: watch::channel(false).0,
             known,
+            name: Arc::from(""),
         }
+    }
+
+    /// Names the fifo in the pipeline's `tracing` events (the informer's name). Default empty.
+    pub fn with_name(mut self, name: &str) -> Self {
+        self.name = Arc::from(name);
+        self
     }
 
     /// Records an ADDED from the watch.
@@ -374,6 +384,15 @@ impl<K: Object> DeltaFifo<K> {
                 batch.push(key, delta);
             }
         }
+        pipeline_event!(
+            stage = "fifo",
+            op = "list_queued",
+            instance = %self.name,
+            state = "list_queued",
+            items = batch.keys.len() as u64,
+            rv = resource_version,
+            depth = state.queue.len() as u64 + 1,
+        );
         state.queue.push_back(Entry::List { batch, before });
         state.note_recorded(resource_version);
         if !state.populated {
@@ -443,6 +462,15 @@ impl<K: Object> DeltaFifo<K> {
         };
         deltas.push(delta);
         collapse_double_delete(deltas);
+        pipeline_event!(
+            stage = "fifo",
+            op = "queued",
+            instance = %self.name,
+            key = %DeltasKey(deltas),
+            state = "queued",
+            deltas = %DeltaNames(deltas),
+            depth = state.queue.len() as u64,
+        );
         state.note_recorded(&version);
         self.ready.notify_one();
     }
@@ -463,9 +491,28 @@ impl<K: Object> DeltaFifo<K> {
                     let changes = match entry {
                         Entry::Key { key, .. } => {
                             let deltas = state.items.remove(&key).unwrap_or_default();
+                            pipeline_event!(
+                                stage = "fifo",
+                                op = "popped",
+                                instance = %self.name,
+                                key = %key,
+                                state = "gone",
+                                deltas = %DeltaNames(&deltas),
+                                depth = state.queue.len() as u64,
+                            );
                             Changes::Key { key, deltas }
                         }
-                        Entry::List { batch, .. } => Changes::List(batch.keys),
+                        Entry::List { batch, .. } => {
+                            pipeline_event!(
+                                stage = "fifo",
+                                op = "list_popped",
+                                instance = %self.name,
+                                state = "list_popped",
+                                items = batch.keys.len() as u64,
+                                depth = state.queue.len() as u64,
+                            );
+                            Changes::List(batch.keys)
+                        }
                     };
                     let initial = !(state.populated && state.initial_population == 0);
                     let version = state.caught_up_to().to_string();

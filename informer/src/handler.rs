@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex};
 
 use crate::delta_fifo::DeletedObject;
+use crate::object::{Object, ObjectKey};
 use crate::metrics::HandlerQueueMetrics;
 
 /// Reacts to changes in an informer's store. Every method has an empty default.
@@ -153,6 +154,33 @@ pub(crate) enum Notification<K> {
     Delete(DeletedObject<K>),
 }
 
+impl<K: Object> Notification<K> {
+    /// The object the notification is about (for a delete, its last known state).
+    pub(crate) fn object(&self) -> &Arc<K> {
+        match self {
+            Notification::Add { object, .. } => object,
+            Notification::Update { new, .. } => new,
+            Notification::Delete(deleted) => deleted.object(),
+        }
+    }
+
+    pub(crate) fn key(&self) -> ObjectKey {
+        match self {
+            Notification::Delete(deleted) => deleted.key(),
+            other => ObjectKey::of(&**other.object()),
+        }
+    }
+
+    /// `add`, `update` or `delete`, as the pipeline's events name it.
+    pub(crate) fn kind(&self) -> &'static str {
+        match self {
+            Notification::Add { .. } => "add",
+            Notification::Update { .. } => "update",
+            Notification::Delete(_) => "delete",
+        }
+    }
+}
+
 struct Buffer<K> {
     pending: VecDeque<Notification<K>>,
     stopped: bool,
@@ -247,6 +275,10 @@ impl<K: Send + Sync + 'static> Listener<K> {
     pub(crate) fn has_synced(&self) -> bool {
         self.upstream_synced.load(Ordering::SeqCst)
             && self.initial_pending.load(Ordering::SeqCst) == 0
+    }
+
+    pub(crate) fn is_inline(&self) -> bool {
+        self.delivery == Delivery::Inline
     }
 
     pub(crate) fn queue_depth(&self) -> usize {

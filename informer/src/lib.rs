@@ -36,6 +36,11 @@
 //!
 //! [`SharedInformerFactory`] makes sure a process opens one watch per type and scope.
 //!
+//! Each step above is also a `tracing` event at TRACE level with target `ferrokube_pipeline`
+//! (`stage` = `reflector`, `watch`, `fifo`, `store` or `handler`; the informer's name as
+//! `instance`): the seam `ferrokube::view` draws live in a browser. Nothing is formatted unless a
+//! subscriber asks for that target.
+//!
 //! ## Where Rust lets us do better than client-go
 //!
 //! - **No deep copies.** Every object is decoded once and shared as an immutable `Arc<K>` by the
@@ -64,6 +69,9 @@
 //! | [`metrics`] | what an informer reports, and a Prometheus implementation |
 //! | [`backoff`] | exponential backoff with jitter, shared with the client's watcher |
 //! | [`fake`] | an in-memory ListerWatcher with fault injection |
+
+#[macro_use]
+mod pipeline;
 
 pub mod backoff;
 pub mod compact;

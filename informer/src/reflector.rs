@@ -47,6 +47,7 @@ use crate::lister_watcher::{
 };
 use crate::metrics::{EventKind, InformerMetrics};
 use crate::object::{Object, ObjectKey};
+use crate::pipeline::{WatchEventKey, WatchEventVersion, watch_event_type};
 
 /// Called with every list or watch error (client-go's `WatchErrorHandler`). The reflector recovers
 /// by itself; the hook is for logging, metrics or alerting.
@@ -152,6 +153,8 @@ pub struct Reflector<K, L> {
     metrics: Option<Arc<dyn InformerMetrics>>,
     /// The informer's transform, then `Arc::new`: applied to every object once, as it is decoded.
     prepare: Box<Prepare<K>>,
+    /// The informer's name, as the pipeline's events call this reflector (`instance`).
+    name: Arc<str>,
 }
 
 impl<K: Object, L: ListerWatcher<K>> Reflector<K, L> {
@@ -163,7 +166,14 @@ impl<K: Object, L: ListerWatcher<K>> Reflector<K, L> {
             status: Arc::new(ReflectorStatus::default()),
             metrics: None,
             prepare: Box::new(Arc::new),
+            name: Arc::from(""),
         }
+    }
+
+    /// Names the reflector in the pipeline's `tracing` events (the informer's name). Default empty.
+    pub fn with_name(mut self, name: &str) -> Self {
+        self.name = Arc::from(name);
+        self
     }
 
     /// Rewrites every object received (listed or watched) before anything keeps it. Default: none.
@@ -212,6 +222,7 @@ impl<K: Object, L: ListerWatcher<K>> Reflector<K, L> {
                 events,
             } => self.watching(stream, opened, events).await,
             Phase::Backoff { wait, then } => {
+                pipeline_event!(stage = "reflector", op = "backoff", instance = %self.name, state = "backing_off", delay_ms = wait.as_millis() as u64);
                 tokio::time::sleep(wait).await;
                 *then
             }
@@ -230,6 +241,7 @@ impl<K: Object, L: ListerWatcher<K>> Reflector<K, L> {
 
     /// The phase that starts over after a 410: a consistent list (or streaming list from now).
     fn after_gone(&mut self) -> Phase<K> {
+        pipeline_event!(stage = "reflector", op = "relist", instance = %self.name, state = "relisting", reason = "410 Gone");
         self.set_version(String::new());
         if self.streaming() {
             Phase::StreamingList
@@ -252,6 +264,7 @@ impl<K: Object, L: ListerWatcher<K>> Reflector<K, L> {
 
     fn report(&self, error: &ListWatchError) {
         tracing::warn!(%error, "list/watch failed");
+        pipeline_event!(stage = "reflector", op = "watch_end", instance = %self.name, state = "failed", reason = %error);
         if let Some(handler) = &self.options.error_handler {
             handler(error);
         }
@@ -265,9 +278,11 @@ impl<K: Object, L: ListerWatcher<K>> Reflector<K, L> {
     }
 
     async fn list(&mut self, version: ListVersion) -> Phase<K> {
+        pipeline_event!(stage = "reflector", op = "list_start", instance = %self.name, state = "listing", rv = ?version);
         match self.list_pages(version.clone()).await {
             Ok((items, resource_version)) => {
                 let relist = self.status.lists.fetch_add(1, Ordering::Relaxed) > 0;
+                pipeline_event!(stage = "reflector", op = "list_done", instance = %self.name, state = "listed", items = items.len() as u64, rv = %resource_version, relist);
                 if let Some(metrics) = &self.metrics {
                     metrics.listed(items.len(), relist);
                 }
@@ -354,6 +369,7 @@ impl<K: Object, L: ListerWatcher<K>> Reflector<K, L> {
         match self.lister_watcher.watch(self.watch_request(false)).await {
             Ok(stream) => {
                 self.count_watch();
+                pipeline_event!(stage = "reflector", op = "watch_start", instance = %self.name, state = "watching", rv = %self.status.last_sync_resource_version());
                 Phase::Watching {
                     stream,
                     opened: Instant::now(),
@@ -396,10 +412,20 @@ impl<K: Object, L: ListerWatcher<K>> Reflector<K, L> {
             return self.failed(&error, Phase::Watch);
         }
         tracing::debug!(events, "watch ended; resuming");
+        pipeline_event!(stage = "reflector", op = "watch_end", instance = %self.name, state = "watch_ended", reason = "the server ended the watch", events);
         Phase::Watch
     }
 
     fn apply(&self, event: Event<K>) {
+        pipeline_event!(
+            stage = "watch",
+            op = "event",
+            instance = %self.name,
+            key = %WatchEventKey(&event),
+            state = "seen",
+            r#type = watch_event_type(&event),
+            rv = %WatchEventVersion(&event),
+        );
         let (kind, version) = match event {
             Event::Added(object) => {
                 let version = object.resource_version().to_string();

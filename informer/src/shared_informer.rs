@@ -49,6 +49,7 @@ use crate::lister_watcher::ListerWatcher;
 use crate::lister_watcher::Transform;
 use crate::metrics::InformerMetrics;
 use crate::object::{Object, ObjectKey};
+use crate::pipeline::delta_name;
 use crate::reflector::{Reflector, ReflectorOptions, ReflectorStatus};
 use crate::store::Store;
 
@@ -156,8 +157,9 @@ impl<K: Object, L: ListerWatcher<K>> InformerBuilder<K, L> {
             }));
         }
         let store = Arc::new(store);
-        let fifo = Arc::new(DeltaFifo::new(store.clone()));
-        let mut reflector = Reflector::new(self.lister_watcher, fifo.clone(), self.reflector);
+        let fifo = Arc::new(DeltaFifo::new(store.clone()).with_name(&self.name));
+        let mut reflector = Reflector::new(self.lister_watcher, fifo.clone(), self.reflector)
+            .with_name(&self.name);
         if let Some(metrics) = &self.metrics {
             reflector = reflector.with_metrics(metrics.clone());
         }
@@ -402,6 +404,7 @@ impl<K: Object> Inner<K> {
     ) {
         let last = deltas.len().saturating_sub(1);
         for (at, delta) in deltas.into_iter().enumerate() {
+            let delta_kind = delta_name(&delta);
             let (notification, resync) = match delta {
                 Delta::Deleted(deleted) => {
                     self.store.remove(key);
@@ -416,10 +419,20 @@ impl<K: Object> Inner<K> {
                     changed(old, object, initial, false)
                 }
             };
+            pipeline_event!(
+                stage = "store",
+                op = "applied",
+                instance = %self.name,
+                key = %key,
+                state = if delta_kind == "Deleted" { "gone" } else { "stored" },
+                delta = delta_kind,
+                rv = notification.object().resource_version(),
+                size = self.store.len() as u64,
+            );
             if at == last && !version.is_empty() {
                 self.store.set_resource_version(version);
             }
-            handlers.notify(notification, resync);
+            handlers.notify(&self.name, notification, resync);
         }
     }
 
@@ -453,12 +466,27 @@ impl<K: Object> Inner<K> {
             }
             changes.insert(key, current);
         }
+        if tracing::enabled!(target: "ferrokube_pipeline", tracing::Level::TRACE) {
+            for (key, current) in &changes {
+                pipeline_event!(
+                    stage = "store",
+                    op = "applied",
+                    instance = %self.name,
+                    key = %key,
+                    state = if current.is_some() { "stored" } else { "gone" },
+                    delta = if current.is_some() { "Replaced" } else { "Deleted" },
+                    rv = current.as_ref().map_or("", |object| object.resource_version()),
+                    list = true,
+                );
+            }
+        }
         self.store.apply(changes);
+        pipeline_event!(stage = "store", op = "replaced", instance = %self.name, state = "replaced", rv = version, size = self.store.len() as u64);
         if !version.is_empty() {
             self.store.set_resource_version(version);
         }
         for (notification, resync) in notifications {
-            handlers.notify(notification, resync);
+            handlers.notify(&self.name, notification, resync);
         }
     }
 
@@ -528,13 +556,23 @@ fn changed<K>(
 
 impl<K: Object> Handlers<K> {
     /// Pushes a notification to every handler, or for a resync only to those resyncing now.
-    fn notify(&self, notification: Notification<K>, resync: bool) {
+    fn notify(&self, informer: &str, notification: Notification<K>, resync: bool) {
         let mut to = self
             .listeners
             .iter()
             .filter(|listener| !resync || listener.resyncing.load(Ordering::SeqCst))
             .peekable();
         while let Some(listener) = to.next() {
+            pipeline_event!(
+                stage = "handler",
+                op = "notify",
+                instance = informer,
+                key = %notification.key(),
+                state = "buffered",
+                handler = %listener.name,
+                kind = notification.kind(),
+                buffered = listener.queue_depth() as u64 + u64::from(!listener.is_inline()),
+            );
             if to.peek().is_some() {
                 listener.push(notification.clone());
             } else {

@@ -50,7 +50,7 @@ mod retry;
 mod tls;
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, RETRY_AFTER, USER_AGENT};
@@ -354,30 +354,45 @@ impl Client {
     }
 
     async fn send_once(&self, call: &Call) -> Result<Response<Incoming>, Error> {
+        let asked = Instant::now();
         if let Some(limiter) = &self.inner.limiter {
             limiter.acquire(self.priority).await;
         }
+        let waited = asked.elapsed();
         let request = self.prepare(&call.request).await?;
         let url = request.uri().to_string();
+        let method = request.method().clone();
         // The last moment before the request leaves: after the rate limiter and the credentials.
         // Held until the answer's head arrives.
         let _permit = self.admit(request.method(), &url)?;
+        let sent_at = Instant::now();
         let sent = self.inner.http.request(request);
         let response = match (self.inner.timeout, call.streaming) {
-            (Some(limit), false) => {
-                tokio::time::timeout(limit, sent)
-                    .await
-                    .map_err(|_| Error::Timeout {
-                        url: url.clone(),
-                        after: limit,
-                    })?
-            }
-            _ => sent.await,
+            (Some(limit), false) => tokio::time::timeout(limit, sent).await.map_err(|_| {
+                Error::Timeout {
+                    url: url.clone(),
+                    after: limit,
+                }
+            }),
+            _ => Ok(sent.await),
         }
-        .map_err(|source| Error::Transport {
-            url: url.clone(),
-            source: Box::new(source),
-        })?;
+        .and_then(|sent| {
+            sent.map_err(|source| Error::Transport {
+                url: url.clone(),
+                source: Box::new(source),
+            })
+        });
+        pipeline_event!(
+            stage = "client",
+            op = "request",
+            state = "done",
+            verb = %method,
+            path = %url_path(&url),
+            status = response.as_ref().map_or(0, |r| u64::from(r.status().as_u16())),
+            wait_ms = waited.as_millis() as u64,
+            duration_ms = sent_at.elapsed().as_millis() as u64,
+        );
+        let response = response?;
         if response.status().is_success() {
             return Ok(response);
         }
@@ -439,6 +454,14 @@ impl Client {
             .body(Full::new(template.body().clone()))
             .map_err(|e| Error::InvalidRequest(e.to_string()))
     }
+}
+
+/// The path and query of a full URL (what the pipeline's client events show).
+fn url_path(url: &str) -> &str {
+    let after_scheme = url.find("://").map_or(0, |at| at + 3);
+    url[after_scheme..]
+        .find('/')
+        .map_or("/", |at| &url[after_scheme + at..])
 }
 
 async fn read_body(body: Incoming, url: &str) -> Result<Bytes, Error> {

@@ -474,8 +474,8 @@ impl<K: Object + k8s_openapi::Resource> ControllerBuilder<K> {
         if let Some(metrics) = &workers.metrics {
             metrics.max_concurrent.set(self.workers as i64);
         }
-        for _ in 0..self.workers {
-            tasks.spawn(workers.clone().work(stopping.subscribe()));
+        for worker in 0..self.workers {
+            tasks.spawn(workers.clone().work(worker, stopping.subscribe()));
         }
         tracing::info!(controller = %self.name, workers = self.workers, "controller started");
 

@@ -47,28 +47,38 @@ pub const LOW_PRIORITY: i32 = -100;
 pub struct Enqueue {
     queue: WorkQueue<ObjectKey>,
     priority: i32,
+    /// The key of the object whose event is being handled, if any: the pipeline's events say
+    /// which object's change put a key in the queue.
+    cause: Option<ObjectKey>,
 }
 
 impl Enqueue {
     pub(crate) fn new(queue: WorkQueue<ObjectKey>) -> Enqueue {
-        Enqueue { queue, priority: 0 }
+        Enqueue {
+            queue,
+            priority: 0,
+            cause: None,
+        }
     }
 
-    fn at(&self, priority: i32) -> Enqueue {
+    fn at(&self, priority: i32, cause: ObjectKey) -> Enqueue {
         Enqueue {
             queue: self.queue.clone(),
             priority,
+            cause: Some(cause),
         }
     }
 
     /// Queues `key` (deduplicated with a waiting one; a higher priority moves it up).
     pub fn add(&self, key: ObjectKey) {
+        self.trace_enqueue(&key, None);
         self.queue
             .add_with(key, AddOptions::new().priority(self.priority));
     }
 
     /// Queues `key` after `delay` (an earlier add still brings it sooner).
     pub fn add_after(&self, key: ObjectKey, delay: Duration) {
+        self.trace_enqueue(&key, Some(delay));
         self.queue
             .add_with(key, AddOptions::new().priority(self.priority).after(delay));
     }
@@ -76,6 +86,21 @@ impl Enqueue {
     /// The priority keys are added at: 0 for a change, [`LOW_PRIORITY`] for a first list or resync.
     pub fn priority(&self) -> i32 {
         self.priority
+    }
+
+    fn trace_enqueue(&self, key: &ObjectKey, delay: Option<Duration>) {
+        if let Some(cause) = &self.cause {
+            pipeline_event!(
+                stage = "handler",
+                op = "enqueue",
+                instance = %self.queue.name(),
+                key = %cause,
+                state = "enqueued",
+                queue_key = %key,
+                priority = i64::from(self.priority),
+                delay_ms = delay.map_or(0, |d| d.as_millis() as u64),
+            );
+        }
     }
 }
 
@@ -144,7 +169,10 @@ pub(crate) struct SourceHandler<O> {
 
 impl<O: Object> SourceHandler<O> {
     fn handle(&self, event: ObjectEvent<'_, O>) {
+        let (object, _) = event.objects();
+        let key = ObjectKey::of(object.as_ref());
         if !self.filters.pass(&event.change()) {
+            pipeline_event!(stage = "handler", op = "filtered", instance = %self.enqueue.queue.name(), key = %key, state = "filtered");
             return;
         }
         let priority = if event.is_low_priority() {
@@ -152,7 +180,7 @@ impl<O: Object> SourceHandler<O> {
         } else {
             0
         };
-        (self.map)(&self.enqueue.at(priority), &event);
+        (self.map)(&self.enqueue.at(priority, key), &event);
     }
 }
 

@@ -60,7 +60,8 @@ enum Ran {
 impl<K: Object, R: Reconciler<K>> Workers<K, R> {
     /// One worker: keys until the queue is empty and shut down, or `stop` turns true (then the
     /// reconcile in flight finishes and no new key is taken).
-    pub(crate) async fn work(self: Arc<Self>, mut stop: watch::Receiver<bool>) {
+    /// `worker` numbers it among the controller's workers (from 0), for the pipeline's events.
+    pub(crate) async fn work(self: Arc<Self>, worker: usize, mut stop: watch::Receiver<bool>) {
         loop {
             let key = tokio::select! {
                 biased;
@@ -68,7 +69,7 @@ impl<K: Object, R: Reconciler<K>> Workers<K, R> {
                 key = self.queue.get() => key,
             };
             let Some(key) = key else { return };
-            self.process(key).await;
+            self.process(key, worker).await;
             // A busy queue hands out keys without ever being Pending, and a reconcile that does
             // no I/O never is either: without this, workers would keep the runtime's threads to
             // themselves and starve the informers (and everything else) while keys keep coming.
@@ -77,7 +78,7 @@ impl<K: Object, R: Reconciler<K>> Workers<K, R> {
         }
     }
 
-    async fn process(&self, key: ObjectKey) {
+    async fn process(&self, key: ObjectKey, worker: usize) {
         let mut in_flight = InFlight {
             queue: &self.queue,
             key: &key,
@@ -88,24 +89,31 @@ impl<K: Object, R: Reconciler<K>> Workers<K, R> {
         }
         let started = Instant::now();
         let span = tracing::info_span!("reconcile", controller = %self.name, key = %key);
+        pipeline_event!(stage = "reconcile", op = "start", instance = %self.name, key = %key, state = "running", worker = worker as u64);
         let result = AssertUnwindSafe(self.run_reconciler(&key))
             .catch_unwind()
             .instrument(span)
             .await;
         let reconciled = match result {
             Ok(Ok(Ran::Skipped(stale))) => {
+                pipeline_event!(stage = "reconcile", op = "end", instance = %self.name, key = %key, state = "skipped", worker = worker as u64, result = %stale, duration_ms = started.elapsed().as_millis() as u64);
                 self.skipped(&key, &stale);
                 None
             }
-            Ok(Ok(Ran::Reconciled(action))) => Some((self.apply(&key, action, true), false)),
+            Ok(Ok(Ran::Reconciled(action))) => {
+                pipeline_event!(stage = "reconcile", op = "end", instance = %self.name, key = %key, state = end_state(&action), worker = worker as u64, result = ?action, duration_ms = started.elapsed().as_millis() as u64);
+                Some((self.apply(&key, action, true), false))
+            }
             Ok(Err(error)) => {
                 let retries = self.queue.num_requeues(&key);
+                pipeline_event!(stage = "reconcile", op = "end", instance = %self.name, key = %key, state = "error", worker = worker as u64, result = %error, duration_ms = started.elapsed().as_millis() as u64, retries = retries as u64);
                 tracing::warn!(controller = %self.name, %key, %error, retries, "reconcile failed");
                 let action = self.reconciler.error_policy(&key, &error, retries);
                 self.apply(&key, action, false);
                 Some((Outcome::Error, false))
             }
             Err(_) => {
+                pipeline_event!(stage = "reconcile", op = "end", instance = %self.name, key = %key, state = "error", worker = worker as u64, result = "panicked", duration_ms = started.elapsed().as_millis() as u64);
                 tracing::error!(controller = %self.name, %key, "reconcile panicked; retrying with backoff");
                 self.queue.add_rate_limited(key.clone());
                 Some((Outcome::Error, true))
@@ -180,6 +188,14 @@ impl<K: Object, R: Reconciler<K>> Workers<K, R> {
                 Outcome::Requeue
             }
         }
+    }
+}
+
+/// How the pipeline's events name what a reconcile asked for.
+fn end_state(action: &Action) -> &'static str {
+    match action.next() {
+        Next::AwaitChange => "ok",
+        Next::After(_) | Next::RateLimited => "requeue",
     }
 }
 

@@ -13,6 +13,7 @@
 //! Locks: each key-table shard, the ready queue and the delay heap each have their own lock, and no code
 //! path holds two of them at once, so there is no lock order to get wrong and no deadlock.
 
+use std::fmt::Debug;
 use std::hash::Hash;
 use std::pin::pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -35,8 +36,9 @@ const SPIN_YIELDS: usize = 8;
 
 /// What a key type needs to be a workqueue key. `Arc<str>`, `String` and small structs of them are
 /// typical; cloning should be cheap because the queue clones a key once when it first enters.
-pub trait QueueKey: Clone + Eq + Hash + Send + Sync + 'static {}
-impl<K: Clone + Eq + Hash + Send + Sync + 'static> QueueKey for K {}
+/// `Debug` names the key in the pipeline's `tracing` events (formatted only when someone listens).
+pub trait QueueKey: Clone + Eq + Hash + Debug + Send + Sync + 'static {}
+impl<K: Clone + Eq + Hash + Debug + Send + Sync + 'static> QueueKey for K {}
 
 /// How to add a key: at which priority, after how long, whether through the rate limiter. Every
 /// `add*` method of [`WorkQueue`] is a shorthand for [`WorkQueue::add_with`] and one of these.
@@ -247,14 +249,35 @@ impl<K: QueueKey> WorkQueue<K> {
         }
         let mut delay = options.after.unwrap_or_default();
         if options.rate_limited {
-            delay = delay.max(inner.limiter.when(&key));
+            let backoff = inner.limiter.when(&key);
+            pipeline_event!(
+                stage = "limiter",
+                op = "failure",
+                instance = %inner.name,
+                key = ?key,
+                state = "failing",
+                failures = inner.limiter.num_requeues(&key) as u64,
+                backoff_ms = backoff.as_millis() as u64,
+            );
+            delay = delay.max(backoff);
         }
         if options.after.is_some() || options.rate_limited {
             inner.with_metrics(|m| m.retried());
         }
         if delay.is_zero() {
             inner.enqueue(key, options.priority);
-        } else if !inner
+            return;
+        }
+        pipeline_event!(
+            stage = "queue",
+            op = "add_after",
+            instance = %inner.name,
+            key = ?key,
+            state = "delayed",
+            delay_ms = delay.as_millis() as u64,
+            depth_delayed = inner.delayed.len() as u64 + 1,
+        );
+        if !inner
             .delayed
             .insert(key, delay, options.priority, &inner.this)
         {
@@ -319,7 +342,10 @@ impl<K: QueueKey> WorkQueue<K> {
         let inner = &*self.inner;
         let hash = inner.keys.hash(key);
         let started_at = match inner.keys.done(key, hash) {
-            DoneOutcome::Finished { started_at } => started_at,
+            DoneOutcome::Finished { started_at } => {
+                pipeline_event!(stage = "queue", op = "done", instance = %inner.name, key = ?key, state = "gone", depth = inner.ready.lock().len() as u64);
+                started_at
+            }
             DoneOutcome::Requeue {
                 started_at,
                 ticket,
@@ -330,6 +356,7 @@ impl<K: QueueKey> WorkQueue<K> {
                     ticket,
                 };
                 inner.ready.lock().push(entry, priority, false);
+                pipeline_event!(stage = "queue", op = "done", instance = %inner.name, key = ?key, state = "queued", depth = inner.ready.lock().len() as u64);
                 inner.wake_one();
                 started_at
             }
@@ -351,6 +378,7 @@ impl<K: QueueKey> WorkQueue<K> {
     /// The key itself is unaffected.
     pub fn forget(&self, key: &K) {
         self.inner.limiter.forget(key);
+        pipeline_event!(stage = "limiter", op = "forget", instance = %self.inner.name, key = ?key, state = "gone");
     }
 
     /// How many failures the rate limiter remembers for `key`.
@@ -454,6 +482,7 @@ impl<K: QueueKey> Inner<K> {
         let hash = self.keys.hash(&key);
         match self.keys.add(&key, hash, priority, self.clock.now()) {
             AddOutcome::Enqueue { ticket, raised } => {
+                pipeline_event!(stage = "queue", op = "add", instance = %self.name, key = ?key, state = "queued", priority = priority as i64, depth = self.ready.lock().len() as u64 + u64::from(!raised));
                 let entry = Entry { key, ticket };
                 self.ready.lock().push(entry, priority, raised);
                 if !raised {
@@ -461,8 +490,15 @@ impl<K: QueueKey> Inner<K> {
                     self.wake_one();
                 }
             }
-            AddOutcome::MarkedDirty { newly_dirty: true } => self.with_metrics(|m| m.added()),
-            AddOutcome::MarkedDirty { newly_dirty: false } | AddOutcome::AlreadyQueued => {}
+            AddOutcome::MarkedDirty { newly_dirty } => {
+                pipeline_event!(stage = "queue", op = "add", instance = %self.name, key = ?key, state = "processing_dirty", priority = priority as i64);
+                if newly_dirty {
+                    self.with_metrics(|m| m.added());
+                }
+            }
+            AddOutcome::AlreadyQueued => {
+                pipeline_event!(stage = "queue", op = "add", instance = %self.name, key = ?key, state = "queued", deduplicated = true, priority = priority as i64);
+            }
         }
     }
 
@@ -481,6 +517,7 @@ impl<K: QueueKey> Inner<K> {
             let hash = self.keys.hash(&entry.key);
             match self.keys.claim(&entry.key, hash, entry.ticket, now) {
                 Some(queued_at) => {
+                    pipeline_event!(stage = "queue", op = "get", instance = %self.name, key = ?entry.key, state = "processing", depth = self.ready.lock().len() as u64);
                     self.with_metrics(|m| {
                         m.taken(self.clock.between(queued_at, now).unwrap_or_default())
                     });

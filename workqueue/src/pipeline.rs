@@ -1,0 +1,17 @@
+//! The queue's side of the pipeline seam: one macro, so that every event has the same target and
+//! level. The schema (stages, ops, states, fields) is written down in `ferrokube::view`.
+//!
+//! | op | state after it |
+//! |---|---|
+//! | `add` | `queued` (`deduplicated` when it already was) or `processing_dirty` (added while a worker holds it) |
+//! | `add_after` | `delayed` (`delay_ms`) |
+//! | `get` | `processing` |
+//! | `done` | `gone`, or `queued` when it was dirty |
+//! | limiter `failure` / `forget` | `failing` (`failures`, `backoff_ms`) / `gone` |
+
+/// `tracing::trace!` with the pipeline's target.
+macro_rules! pipeline_event {
+    ($($field:tt)*) => {
+        ::tracing::trace!(target: "ferrokube_pipeline", $($field)*)
+    };
+}
