@@ -207,34 +207,42 @@ impl Kubelet {
 
     /// Deletes one running pod, chosen by the seeded generator.
     fn kill_one(&self, rng: &mut StdRng) {
-        let running: Vec<_> = self
-            .api
-            .store
-            .snapshot("pods")
-            .into_iter()
-            .filter(|s| {
-                s.object.pointer("/status/phase").and_then(Value::as_str) == Some("Running")
-                    && meta::string(&s.object, "deletionTimestamp").is_none()
-            })
-            .collect();
+        let running = running_pods(&self.api);
         if running.is_empty() {
             return;
         }
-        let victim = &running[rng.random_range(0..running.len())].object;
-        let (Some(pods), Some(ns), Some(name)) = (
-            self.api.registry.find("", "v1", "pods"),
-            meta::namespace(victim),
-            meta::name(victim),
-        ) else {
-            return;
-        };
-        tracing::info!(namespace = ns, pod = name, "simulated kubelet kills a pod");
-        let options = DeleteOptions {
-            uid: meta::uid(victim).map(str::to_string),
-            ..DeleteOptions::default()
-        };
-        let _ = self.api.delete(&pods, Some(ns), name, &options, false);
+        kill(&self.api, &running[rng.random_range(0..running.len())]);
     }
+}
+
+/// The pods that are Running and not being deleted, in the store's order.
+pub(crate) fn running_pods(api: &Api) -> Vec<Arc<Value>> {
+    api.store
+        .snapshot("pods")
+        .into_iter()
+        .filter(|s| {
+            s.object.pointer("/status/phase").and_then(Value::as_str) == Some("Running")
+                && meta::string(&s.object, "deletionTimestamp").is_none()
+        })
+        .map(|s| s.object)
+        .collect()
+}
+
+/// Deletes `victim` (a pod) as a failing node would make it go; true if the delete was accepted.
+pub(crate) fn kill(api: &Api, victim: &Value) -> bool {
+    let (Some(pods), Some(ns), Some(name)) = (
+        api.registry.find("", "v1", "pods"),
+        meta::namespace(victim),
+        meta::name(victim),
+    ) else {
+        return false;
+    };
+    tracing::info!(namespace = ns, pod = name, "simulated kubelet kills a pod");
+    let options = DeleteOptions {
+        uid: meta::uid(victim).map(str::to_string),
+        ..DeleteOptions::default()
+    };
+    api.delete(&pods, Some(ns), name, &options, false).is_ok()
 }
 
 fn was_deleting(change: &Change) -> bool {

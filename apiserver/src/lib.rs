@@ -120,7 +120,7 @@ pub mod validation;
 
 pub use audit::{AuditEntry, AuditLog};
 pub use faults::{FaultSettings, Faults, WriteFailure};
-pub use http::{ApiServer, RunningServer};
+pub use http::{ApiServer, RunningServer, ServerControls};
 pub use kubelet::KubeletSettings;
 pub use resource::{Catalog, NameRule, Registry, ResourceType};
 pub use status::StatusError;

@@ -7,6 +7,13 @@
 //! cargo run --example replicaset -- --kubeconfig ~/.kube/config   # be that cluster's RS controller
 //! ```
 //!
+//! **The live view in a browser** (`ferrokube::view`): the demo serves it by default on loopback and
+//! prints its address (`live view: http://127.0.0.1:PORT/`): every stage of the machinery live, the
+//! queue's sets, reconciles per key, requests and the rate limiter, with buttons that inject the
+//! embedded server's faults. `--view-addr HOST:PORT` picks the address (and turns the view on
+//! against a cluster too), `--no-view` turns it off. When stdout is a terminal the demo keeps the
+//! view up after the story until Ctrl-C, so it can still be explored.
+//!
 //! **The demo** (no `--kubeconfig`, no `KUBECONFIG`, not in a pod; or `--embedded`) starts ferrokube's
 //! embedded API server with its pod simulator (pods get a node, then Running and Ready after 500 ms,
 //! and take 300 ms to terminate), runs the controller against it over HTTP, and plays a story: create
@@ -51,13 +58,15 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use ferrokube::manager::{ManagerBuilder, shutdown_signal};
+use ferrokube::view::LiveView;
 use ferrokube::{Client, Config};
 
 use controller::{ControllerOptions, Running};
 
 const USAGE: &str = "usage: replicaset [--embedded | --kubeconfig PATH] [--keep-running] [--workers N] \
 [--qps Q] [--burst B] [--resync SECONDS] [--no-stale-protection] [--http-addr HOST:PORT] [--leader-elect] [--identity ID] \
-[--lease-namespace NS] [--lease-name NAME] [--lease-duration S] [--renew-deadline S] [--retry-period S]";
+[--lease-namespace NS] [--lease-name NAME] [--lease-duration S] [--renew-deadline S] [--retry-period S] \
+[--no-view | --view-addr HOST:PORT]";
 
 /// The command line.
 #[derive(Debug, Clone)]
@@ -73,6 +82,17 @@ pub struct Args {
     leader_election: Option<LeaderElection>,
     identity: Option<String>,
     stale_protection: bool,
+    /// `--no-view` clears it; `--view-addr` sets it.
+    view: ViewChoice,
+}
+
+/// Whether to serve the live view, and where.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ViewChoice {
+    /// On for the demo (at 127.0.0.1, a port the OS picks), off against a cluster.
+    Default,
+    Off,
+    At(SocketAddr),
 }
 
 /// `--leader-elect` and its settings.
@@ -111,6 +131,7 @@ impl Args {
             leader_election: None,
             identity: None,
             stale_protection: true,
+            view: ViewChoice::Default,
         };
         let mut election = LeaderElection::default();
         let mut elect = false;
@@ -120,6 +141,8 @@ impl Args {
                 "--embedded" => args.embedded = true,
                 "--keep-running" => args.keep_running = true,
                 "--no-stale-protection" => args.stale_protection = false,
+                "--no-view" => args.view = ViewChoice::Off,
+                "--view-addr" => args.view = ViewChoice::At(number(&word, &value(&word)?)?),
                 "--kubeconfig" => args.kubeconfig = Some(value(&word)?.into()),
                 "--workers" => args.workers = number(&word, &value(&word)?)?,
                 "--qps" => args.qps = number(&word, &value(&word)?)?,
@@ -141,6 +164,18 @@ impl Args {
             args.leader_election = Some(election);
         }
         Ok(args)
+    }
+
+    /// Where to serve the live view, if at all.
+    fn view_addr(&self) -> Option<SocketAddr> {
+        match self.view {
+            ViewChoice::Off => None,
+            ViewChoice::At(addr) => Some(addr),
+            ViewChoice::Default if self.wants_embedded() => {
+                Some(SocketAddr::from(([127, 0, 0, 1], 0)))
+            }
+            ViewChoice::Default => None,
+        }
     }
 
     /// Whether to run the demo rather than join a cluster.
@@ -183,7 +218,8 @@ fn main() -> ExitCode {
     };
     let embedded = args.wants_embedded();
     let live = embedded && std::io::stdout().is_terminal();
-    init_tracing(if live { "error" } else { "warn" });
+    let view = args.view_addr().map(|addr| LiveView::new().addr(addr));
+    init_tracing(if live { "error" } else { "warn" }, view.as_ref());
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -196,9 +232,9 @@ fn main() -> ExitCode {
     };
     let result = runtime.block_on(async {
         if embedded {
-            story::run(&args, live).await
+            story::run(&args, live, view).await
         } else {
-            run_in_cluster(&args).await.map(|()| true)
+            run_in_cluster(&args, view).await.map(|()| true)
         }
     });
     match result {
@@ -211,24 +247,40 @@ fn main() -> ExitCode {
     }
 }
 
-fn init_tracing(default: &str) {
+/// Logs to stderr (`RUST_LOG`, default `default`), and, with a live view, its layer beside: the
+/// view's layer reads only the pipeline's events, whatever `RUST_LOG` says.
+fn init_tracing(default: &str, view: Option<&LiveView>) {
+    use tracing_subscriber::prelude::*;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let logs = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
-        .init();
+        .with_filter(filter);
+    let subscriber = tracing_subscriber::registry().with(logs);
+    match view {
+        Some(view) => subscriber.with(view.layer()).init(),
+        None => subscriber.init(),
+    }
 }
 
 pub use controller::running::BoxError;
 
 /// Runs as the replicaset controller of the configured cluster until SIGTERM or SIGINT (or, with
 /// leader election, until it loses its lease).
-async fn run_in_cluster(args: &Args) -> Result<(), BoxError> {
+async fn run_in_cluster(args: &Args, view: Option<LiveView>) -> Result<(), BoxError> {
     let config = match &args.kubeconfig {
         Some(path) => Config::from_kubeconfig_files(std::slice::from_ref(path), None)?,
         None => Config::infer()?,
+    };
+    // No fault buttons here: a real cluster's faults are not ours to inject.
+    let _view = match view {
+        Some(view) => {
+            let served = view.serve().await?;
+            eprintln!("live view: http://{}/", served.addr());
+            Some(served)
+        }
+        None => None,
     };
     let running = start(config, args, shutdown_signal()).await?;
     eprintln!(

@@ -16,8 +16,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ferrokube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use ferrokube::apiserver::{ApiServer, KubeletSettings, RunningServer};
+use ferrokube::apiserver::{ApiServer, KubeletSettings, RunningServer, ServerControls, WriteFailure};
 use ferrokube::manager::shutdown_signal;
+use ferrokube::view::LiveView;
 use ferrokube::{Api, Client, Config};
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
@@ -34,12 +35,17 @@ const SETTLE: Duration = Duration::from_secs(30);
 /// Pause after a step converged, so the view can be read.
 const HOLD: Duration = Duration::from_millis(1500);
 
-/// Plays the story; true if the world converged at the end.
-pub async fn run(args: &Args, live: bool) -> Result<bool, BoxError> {
+/// Plays the story; true if the world converged at the end. With `page`, serves the live view
+/// (with buttons for the embedded server's faults) and prints its address first.
+pub async fn run(args: &Args, live: bool, page: Option<LiveView>) -> Result<bool, BoxError> {
     let server = ApiServer::new()
         .kubelet(KubeletSettings::default())
         .start()
         .await?;
+    let page = match page {
+        Some(page) => Some(with_fault_buttons(page, server.controls()).serve().await?),
+        None => None,
+    };
     let config = Config::new(server.url().parse()?);
     let running = crate::start(config.clone(), args, std::future::pending()).await?;
     let driver = Client::new(Config {
@@ -52,6 +58,12 @@ pub async fn run(args: &Args, live: bool) -> Result<bool, BoxError> {
         server.url(),
         args.workers
     ));
+    if let Some(page) = &page {
+        view.say(&format!(
+            "live view of the machinery: http://{}/ (open it in a browser)",
+            page.addr()
+        ));
+    }
     let (stop_view, view_stopped) = watch::channel(false);
     let drawing = tokio::spawn(view.clone().run(view_stopped));
 
@@ -92,7 +104,65 @@ pub async fn run(args: &Args, live: bool) -> Result<bool, BoxError> {
         ),
     };
     println!("{verdict}");
+    if let (Some(page), true) = (&page, live) {
+        println!(
+            "the live view stays up at http://{}/ (the controller has stopped); Ctrl-C ends",
+            page.addr()
+        );
+        shutdown_signal().await;
+    }
     Ok(converged)
+}
+
+/// The page's buttons: the embedded server's faults, so a learner can watch recovery happen.
+fn with_fault_buttons(page: LiveView, server: ServerControls) -> LiveView {
+    const GONE: &str = "the API server has stopped";
+    let drop = server.clone();
+    let compact = server.clone();
+    let kill = server.clone();
+    let fail = server.clone();
+    let conflict = server;
+    page.action("drop-watches", "Drop every watch", move || match drop.close_watches() {
+        Some(n) => format!("closed {n} watches: each informer resumes from its last resourceVersion"),
+        None => GONE.into(),
+    })
+    .action("compact", "Compact history (forces a relist)", move || {
+        match compact.compact_and_close_watches() {
+            Some(revision) => format!(
+                "history compacted at revision {revision} and watches closed: informers get 410 Gone and relist"
+            ),
+            None => GONE.into(),
+        }
+    })
+    .action("kill-pods", "Kill 2 running pods", move || match kill.kill_pods(2) {
+        Some(n) => format!("deleted {n} running pods, as failing nodes would: watch the controller replace them"),
+        None => GONE.into(),
+    })
+    .action("fail-500", "Fail half the writes with 500 (toggle)", move || {
+        fail.with_faults(|faults| {
+            let on = faults.settings().fail_writes == 0.0;
+            faults.fail_writes(if on { 0.5 } else { 0.0 }, WriteFailure::InternalError);
+            if on {
+                "half of all writes now fail with 500: watch reconciles fail and back off".to_string()
+            } else {
+                "writes no longer fail".to_string()
+            }
+        })
+        .unwrap_or_else(|| GONE.into())
+    })
+    .action("conflict-409", "Answer half the updates 409 (toggle)", move || {
+        conflict
+            .with_faults(|faults| {
+                let on = faults.settings().conflict_updates == 0.0;
+                faults.conflict_updates(if on { 0.5 } else { 0.0 });
+                if on {
+                    "half of all updates and patches now get 409 Conflict".to_string()
+                } else {
+                    "updates no longer conflict".to_string()
+                }
+            })
+            .unwrap_or_else(|| GONE.into())
+    })
 }
 
 async fn play(server: &RunningServer, driver: &Client, view: &View) -> Result<(), BoxError> {

@@ -131,9 +131,70 @@ fn first_list(c: &mut Criterion) {
     });
 }
 
+/// 10k watch events (updates of 1,000 objects) through reflector, fifo, store and one handler:
+/// the per-event path of a running informer.
+fn watch_events(c: &mut Criterion) {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => panic!("tokio runtime: {error}"),
+    };
+    const WATCHED: usize = 1_000;
+    const EVENTS: usize = 10_000;
+    c.bench_function("informer_watch_events_10k", |b| {
+        b.iter_batched(
+            || {
+                let fake = FakeListerWatcher::new();
+                for i in 0..WATCHED {
+                    fake.create(config_map(i, 0));
+                }
+                let informer = SharedIndexInformer::builder(fake.clone()).build();
+                let seen = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+                let (done, finished) = std::sync::mpsc::channel::<()>();
+                let counter = seen.clone();
+                let handler = ferrokube_informer::HandlerFns::new().on_update(move |_, _| {
+                    if counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1 == EVENTS {
+                        let _ = done.send(());
+                    }
+                });
+                let registered = informer.add_event_handler_with(
+                    handler,
+                    ferrokube_informer::HandlerOptions::default().inline(),
+                );
+                if registered.is_err() {
+                    panic!("handler registers");
+                }
+                runtime.block_on(async {
+                    if informer.start().is_err() {
+                        panic!("informer starts");
+                    }
+                    assert!(informer.wait_for_cache_sync().await);
+                    while fake.open_watches() == 0 {
+                        tokio::task::yield_now().await;
+                    }
+                });
+                (fake, informer, finished)
+            },
+            |(fake, informer, finished)| {
+                for i in 0..EVENTS {
+                    fake.update(config_map(i % WATCHED, 1 + (i / WATCHED) as u64));
+                }
+                if finished.recv().is_err() {
+                    panic!("every event reaches the handler");
+                }
+                informer.stop();
+            },
+            BatchSize::PerIteration,
+        )
+    });
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default().sample_size(20);
-    targets = replace, reads, first_list
+    targets = replace, reads, first_list, watch_events
 }
 criterion_main!(benches);

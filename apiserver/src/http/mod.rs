@@ -426,6 +426,54 @@ impl RunningServer {
     pub fn compact(&self) -> u64 {
         self.shared.api.store.compact()
     }
+
+    /// A handle on this server's fault switches that can be cloned and moved into other tasks and
+    /// threads (a button on a page, a test's chaos thread); it does not keep the server running.
+    pub fn controls(&self) -> ServerControls {
+        ServerControls {
+            shared: Arc::downgrade(&self.shared),
+        }
+    }
+}
+
+/// See [`RunningServer::controls`]. Every method does nothing (and says so) once the server is gone.
+#[derive(Clone)]
+pub struct ServerControls {
+    shared: std::sync::Weak<Shared>,
+}
+
+impl ServerControls {
+    /// Ends every open watch now; how many there were (`None`: the server is gone).
+    pub fn close_watches(&self) -> Option<usize> {
+        Some(self.shared.upgrade()?.api.store.close_watches())
+    }
+
+    /// Drops all watch history (a watch from an earlier resourceVersion gets 410) and ends every
+    /// open watch, so that informers must relist; the revision compacted at.
+    pub fn compact_and_close_watches(&self) -> Option<u64> {
+        let shared = self.shared.upgrade()?;
+        let revision = shared.api.store.compact();
+        shared.api.store.close_watches();
+        Some(revision)
+    }
+
+    /// Deletes up to `count` running pods, as failing nodes would; how many went.
+    pub fn kill_pods(&self, count: usize) -> Option<usize> {
+        let shared = self.shared.upgrade()?;
+        let running = crate::kubelet::running_pods(&shared.api);
+        Some(
+            running
+                .iter()
+                .take(count)
+                .filter(|pod| crate::kubelet::kill(&shared.api, pod))
+                .count(),
+        )
+    }
+
+    /// Runs `f` on the fault switches.
+    pub fn with_faults<T>(&self, f: impl FnOnce(&Faults) -> T) -> Option<T> {
+        Some(f(&self.shared.upgrade()?.faults))
+    }
 }
 
 impl Drop for RunningServer {
