@@ -458,6 +458,7 @@ impl<K: Object, L: ListerWatcher<K>> Reflector<K, L> {
     }
 
     async fn streaming_list(&mut self) -> Phase<K> {
+        pipeline_event!(stage = "reflector", op = "list_start", instance = %self.name, state = "listing", rv = "", streaming = true);
         let mut stream = match self.lister_watcher.watch(self.watch_request(true)).await {
             Ok(stream) => stream,
             Err(ListWatchError::Rejected(source)) => {
@@ -506,6 +507,7 @@ impl<K: Object, L: ListerWatcher<K>> Reflector<K, L> {
                     if let Some(metrics) = &self.metrics {
                         metrics.listed(initial.len(), relist);
                     }
+                    pipeline_event!(stage = "reflector", op = "list_done", instance = %self.name, state = "watching", items = initial.len() as u64, rv = %resource_version, relist, streaming = true);
                     self.fifo.replace(initial, &resource_version);
                     self.set_version(resource_version);
                     return Phase::Watching {
