@@ -17,6 +17,7 @@
 //! | [`list_watch`] | `Api<K>` as the informer's ListerWatcher, `Client` as a factory's source | `cache.ListWatch` |
 //! | [`leader`] | leader election on a Lease, with a write gate for the leader's client | `tools/leaderelection` |
 //! | [`controller`] | the reconciler runtime (sources, filters, workers, metrics) and the toolkit: expectations, claiming, events, finalizers, conditions, owner references | kubernetes' `pkg/controller`, `tools/record`; controller-runtime |
+//! | [`view`] | the live view: a web page following each event through the machinery, fed by `tracing` | |
 //! | [`apiserver`] | an in-process API server (the real REST API, fault injection, a pod simulator) | envtest's kube-apiserver, kwok |
 //!
 //! The data flow of a controller built on ferrokube is the same as one built on client-go:
@@ -38,6 +39,7 @@ pub mod error;
 pub mod leader;
 pub mod list_watch;
 pub mod manager;
+pub mod view;
 pub mod watch;
 
 /// Fuzz harnesses of the parsers (tests and `cargo fuzz` builds only; see `scripts/fuzz.sh`).

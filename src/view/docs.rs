@@ -1,0 +1,131 @@
+//! The texts the page links to, compiled into the binary: the module docs (`//!`) of the file that
+//! does each stage's work, and the guided tour (`docs/tour.md`). Nothing is read from disk at run
+//! time, so the view works from an installed binary far from its sources.
+//!
+//! `include_str!` embeds whole files; only their leading `//!` block is served, extracted on each
+//! request (they are small, and requests are rare).
+
+/// The guided tour, `docs/tour.md`.
+pub(crate) const TOUR: &str = include_str!("../../docs/tour.md");
+
+/// A source file whose module docs `/doc/{path}` serves.
+pub(crate) struct EmbeddedSource {
+    /// The file's path from the repository's root, as it appears in the URL.
+    pub(crate) path: &'static str,
+    /// The pipeline stage it does the work of, as the page names it (empty for supporting files).
+    pub(crate) stage: &'static str,
+    source: &'static str,
+}
+
+/// Every file the page links to, in pipeline order.
+pub(crate) const SOURCES: &[EmbeddedSource] = &[
+    EmbeddedSource {
+        path: "informer/src/reflector.rs",
+        stage: "reflector",
+        source: include_str!("../../informer/src/reflector.rs"),
+    },
+    EmbeddedSource {
+        path: "src/watch/decoder.rs",
+        stage: "watch",
+        source: include_str!("../watch/decoder.rs"),
+    },
+    EmbeddedSource {
+        path: "informer/src/delta_fifo.rs",
+        stage: "fifo",
+        source: include_str!("../../informer/src/delta_fifo.rs"),
+    },
+    EmbeddedSource {
+        path: "informer/src/shared_informer.rs",
+        stage: "",
+        source: include_str!("../../informer/src/shared_informer.rs"),
+    },
+    EmbeddedSource {
+        path: "informer/src/store.rs",
+        stage: "store",
+        source: include_str!("../../informer/src/store.rs"),
+    },
+    EmbeddedSource {
+        path: "informer/src/handler.rs",
+        stage: "handler",
+        source: include_str!("../../informer/src/handler.rs"),
+    },
+    EmbeddedSource {
+        path: "src/controller/source.rs",
+        stage: "",
+        source: include_str!("../controller/source.rs"),
+    },
+    EmbeddedSource {
+        path: "workqueue/src/queue.rs",
+        stage: "queue",
+        source: include_str!("../../workqueue/src/queue.rs"),
+    },
+    EmbeddedSource {
+        path: "src/controller/worker.rs",
+        stage: "reconcile",
+        source: include_str!("../controller/worker.rs"),
+    },
+    EmbeddedSource {
+        path: "src/client/mod.rs",
+        stage: "client",
+        source: include_str!("../client/mod.rs"),
+    },
+    EmbeddedSource {
+        path: "src/client/rate_limit.rs",
+        stage: "",
+        source: include_str!("../client/rate_limit.rs"),
+    },
+];
+
+/// The module docs of the embedded file at `path`, as Markdown.
+pub(crate) fn module_docs(path: &str) -> Option<String> {
+    SOURCES
+        .iter()
+        .find(|embedded| embedded.path == path)
+        .map(|embedded| leading_doc_comment(embedded.source))
+}
+
+/// The leading `//!` lines of `source` without their `//!` (and the one space after it): the
+/// Markdown rustdoc renders as the module's page.
+fn leading_doc_comment(source: &str) -> String {
+    let mut docs = String::new();
+    for line in source.lines() {
+        let Some(text) = line.trim_start().strip_prefix("//!") else {
+            break;
+        };
+        docs.push_str(text.strip_prefix(' ').unwrap_or(text));
+        docs.push('\n');
+    }
+    docs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_leading_doc_block_is_kept() {
+        let source = "//! Title\n//!\n//!   indented\nuse x;\n//! not docs\n";
+        assert_eq!(leading_doc_comment(source), "Title\n\n  indented\n");
+    }
+
+    #[test]
+    fn every_embedded_file_has_module_docs() {
+        for embedded in SOURCES {
+            let docs = module_docs(embedded.path).unwrap_or_default();
+            assert!(docs.len() > 80, "{} has no module docs", embedded.path);
+        }
+        assert!(module_docs("src/lib.rs").is_none());
+    }
+
+    #[test]
+    fn every_doc_link_of_the_page_is_served() {
+        let page = crate::view::routes::PAGE;
+        let mut links = 0;
+        for piece in page.split("href=\"/doc/").skip(1) {
+            let path = piece.split('"').next().unwrap_or_default();
+            assert!(module_docs(path).is_some(), "the page links to /doc/{path}");
+            links += 1;
+        }
+        assert!(links >= 9, "the page links to {links} docs");
+    }
+}
