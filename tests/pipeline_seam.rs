@@ -117,6 +117,9 @@ impl Reconciler<ConfigMap> for WritesASecret {
     }
 }
 
+/// One stage the object must pass: what it is, and how to recognise its event.
+type Step<'a> = (&'a str, &'a dyn Fn(&Seen) -> bool);
+
 /// Polls the captured events until `found` holds (bounded: a missing stage fails the test).
 async fn wait_for(capture: &Capture, what: &str, found: impl Fn(&[Seen]) -> bool) {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
@@ -144,8 +147,8 @@ async fn one_object_travels_through_every_stage_in_order() {
     let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
     let secrets: Api<Secret> = Api::namespaced(client.clone(), "default");
     let (stop, stopped) = oneshot::channel::<()>();
-    let controller = Controller::<ConfigMap>::new(client.clone(), Scope::namespace("default"))
-        .workers(1);
+    let controller =
+        Controller::<ConfigMap>::new(client.clone(), Scope::namespace("default")).workers(1);
     let running = tokio::spawn(controller.run(WritesASecret(secrets), async {
         let _ = stopped.await;
     }));
@@ -170,7 +173,7 @@ async fn one_object_travels_through_every_stage_in_order() {
         .expect("created");
 
     let key = "default/a";
-    let steps: [(&str, &dyn Fn(&Seen) -> bool); 12] = [
+    let steps: [Step; 12] = [
         ("the watch event", &|s| {
             s.get("stage") == "watch" && s.get("key") == key && s.get("type") == "ADDED"
         }),
@@ -236,12 +239,18 @@ async fn one_object_travels_through_every_stage_in_order() {
         from += at + 1;
     }
     // Every event names its stage and op, and the client's carries the request's status.
-    assert!(seen.iter().all(|s| !s.get("stage").is_empty() && !s.get("op").is_empty()));
+    assert!(
+        seen.iter()
+            .all(|s| !s.get("stage").is_empty() && !s.get("op").is_empty())
+    );
     assert!(
         seen.iter()
             .any(|s| s.get("stage") == "client" && s.get("status") == "201")
     );
 
     let _ = stop.send(());
-    running.await.expect("controller task").expect("controller ran");
+    running
+        .await
+        .expect("controller task")
+        .expect("controller ran");
 }

@@ -58,12 +58,12 @@
 //! | store | `applied` | yes | `stored`, or `gone` (deleted) | `delta`, `rv`, `size` |
 //! | store | `replaced` | no | `replaced` | `items`, `rv`, `size` |
 //! | handler | `notify` | yes | `buffered` | `handler`, `kind`, `buffered` |
-//! | handler | `enqueue` | yes (object key) | `enqueued` | `queue_key`, `reason` |
+//! | handler | `enqueue` / `filtered` | yes (object key) | `enqueued` / `filtered` (a filter dropped the event) | `queue_key`, `priority`, `delay_ms` |
 //! | queue | `add` | yes | `queued` or `processing_dirty` | `priority`, `depth`, `deduplicated` |
-//! | queue | `add_after` | yes | `delayed` | `delay_ms`, `depth_delayed` |
+//! | delay | `add_after` / `due` | yes | `delayed` / `gone` | `delay_ms`, `depth_delayed` (a slot of its own: a key can wait there while queued or processed) |
 //! | queue | `get` / `done` | yes | `processing` / `gone` or `queued` (it was dirty) | `depth` |
 //! | limiter | `failure` / `forget` | yes | `failing` / `gone` | `failures`, `backoff_ms` |
-//! | reconcile | `start` / `end` | yes | `running` / `ok`, `requeue`, `error` | `worker`, `result`, `duration_ms`, `requeue_ms` |
+//! | reconcile | `start` / `end` | yes | `running` / `ok`, `requeue`, `error`, `skipped` (a cache older than the key's own writes) | `worker`, `result`, `duration_ms`, `retries` |
 //! | client | `request` | if the path names an object | `done` | `verb`, `path`, `status` (0: no answer), `wait_ms` (rate limit), `duration_ms` |
 //!
 //! Events emitted inside a span named `reconcile` (the controller's workers open one per

@@ -4,7 +4,7 @@
 //! | op | state after it |
 //! |---|---|
 //! | `add` | `queued` (`deduplicated` when it already was) or `processing_dirty` (added while a worker holds it) |
-//! | `add_after` | `delayed` (`delay_ms`) |
+//! | delay `add_after` / `due` | `delayed` (`delay_ms`) / `gone` (it was added: an `add` follows) |
 //! | `get` | `processing` |
 //! | `done` | `gone`, or `queued` when it was dirty |
 //! | limiter `failure` / `forget` | `failing` (`failures`, `backoff_ms`) / `gone` |

@@ -269,7 +269,7 @@ impl<K: QueueKey> WorkQueue<K> {
             return;
         }
         pipeline_event!(
-            stage = "queue",
+            stage = "delay",
             op = "add_after",
             instance = %inner.name,
             key = ?key,
@@ -542,6 +542,7 @@ impl<K: QueueKey> Inner<K> {
 impl<K: QueueKey> Deliver<K> for Inner<K> {
     fn deliver(&self, due: &mut Vec<(K, i32)>) {
         for (key, priority) in due.drain(..) {
+            pipeline_event!(stage = "delay", op = "due", instance = %self.name, key = ?key, state = "gone");
             if !self.refuse_if_shutting_down() {
                 self.enqueue(key, priority);
             }
