@@ -89,6 +89,17 @@ pub mod reflector;
 pub mod shared_informer;
 pub mod store;
 
+/// The sources of the modules whose docs `ferrokube::view` serves beside each stage of its page
+/// (file name, text): embedded here so that they ship with this crate.
+#[doc(hidden)]
+pub const MODULE_SOURCES: &[(&str, &str)] = &[
+    ("reflector.rs", include_str!("reflector.rs")),
+    ("delta_fifo.rs", include_str!("delta_fifo.rs")),
+    ("shared_informer.rs", include_str!("shared_informer.rs")),
+    ("store.rs", include_str!("store.rs")),
+    ("handler.rs", include_str!("handler.rs")),
+];
+
 pub use backoff::Backoff;
 pub use compact::{Compact, CompactError};
 pub use delta_fifo::{Changes, DeletedObject, Delta, DeltaFifo, Popped};

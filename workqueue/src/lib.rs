@@ -97,6 +97,11 @@ pub mod rate_limiter;
 mod ready_queue;
 mod worker;
 
+/// The source of `queue.rs`, whose module docs `ferrokube::view` serves beside the queue on its
+/// page: embedded here so that it ships with this crate.
+#[doc(hidden)]
+pub const MODULE_SOURCE_QUEUE: &str = include_str!("queue.rs");
+
 pub use metrics::{PrometheusMetrics, QueueMetrics};
 pub use queue::{AddOptions, QueueKey, WorkQueue, WorkQueueBuilder};
 pub use rate_limiter::{
