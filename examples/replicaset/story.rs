@@ -16,7 +16,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ferrokube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use ferrokube::apiserver::{ApiServer, KubeletSettings, RunningServer, ServerControls, WriteFailure};
+use ferrokube::apiserver::{
+    ApiServer, KubeletSettings, RunningServer, ServerControls, WriteFailure,
+};
 use ferrokube::manager::shutdown_signal;
 use ferrokube::view::LiveView;
 use ferrokube::{Api, Client, Config};

@@ -21,8 +21,8 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex};
 
 use crate::delta_fifo::DeletedObject;
-use crate::object::{Object, ObjectKey};
 use crate::metrics::HandlerQueueMetrics;
+use crate::object::{Object, ObjectKey};
 
 /// Reacts to changes in an informer's store. Every method has an empty default.
 pub trait EventHandler<K>: Send + Sync + 'static {

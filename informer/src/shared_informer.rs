@@ -158,8 +158,8 @@ impl<K: Object, L: ListerWatcher<K>> InformerBuilder<K, L> {
         }
         let store = Arc::new(store);
         let fifo = Arc::new(DeltaFifo::new(store.clone()).with_name(&self.name));
-        let mut reflector = Reflector::new(self.lister_watcher, fifo.clone(), self.reflector)
-            .with_name(&self.name);
+        let mut reflector =
+            Reflector::new(self.lister_watcher, fifo.clone(), self.reflector).with_name(&self.name);
         if let Some(metrics) = &self.metrics {
             reflector = reflector.with_metrics(metrics.clone());
         }

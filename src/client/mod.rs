@@ -368,12 +368,14 @@ impl Client {
         let sent_at = Instant::now();
         let sent = self.inner.http.request(request);
         let response = match (self.inner.timeout, call.streaming) {
-            (Some(limit), false) => tokio::time::timeout(limit, sent).await.map_err(|_| {
-                Error::Timeout {
-                    url: url.clone(),
-                    after: limit,
-                }
-            }),
+            (Some(limit), false) => {
+                tokio::time::timeout(limit, sent)
+                    .await
+                    .map_err(|_| Error::Timeout {
+                        url: url.clone(),
+                        after: limit,
+                    })
+            }
             _ => Ok(sent.await),
         }
         .and_then(|sent| {
