@@ -17,7 +17,7 @@ export KUBECONFIG FERROKUBE_E2E_ETCD FERROKUBE_KCM FERROKUBE_AUDIT_LOG
 
 status=0
 # Each end-to-end target, in turn (later issues add theirs here).
-for target in e2e_client e2e_informer apiserver_conformance apiserver_tables e2e_replicaset e2e_stale e2e_leader; do
+for target in e2e_client e2e_kubeconfigs e2e_informer apiserver_conformance apiserver_tables e2e_replicaset e2e_stale e2e_leader; do
   echo "[e2e] cargo test --features e2e --test $target" >&2
   cargo test --features e2e --test "$target" -- --test-threads=4 || status=1
 done

@@ -26,8 +26,10 @@ pub enum Error {
     /// The API server answered with an error status.
     #[error("{0}")]
     Api(Box<ApiError>),
-    /// The connection failed, was refused, or broke mid-request.
-    #[error("transport error talking to {url}: {source}")]
+    /// The connection failed, was refused, or broke mid-request. The message carries every cause
+    /// (hyper's own says only "client error (Connect)"; the reason, e.g. an invalid certificate or a
+    /// proxy's 407, is further down the chain).
+    #[error("transport error talking to {url}: {}", causes(.source.as_ref()))]
     Transport {
         url: String,
         #[source]
@@ -318,4 +320,20 @@ mod tests {
             Reason::Other("SomethingNew".into())
         );
     }
+}
+
+/// `error` and each of its sources, joined by ": ", with repeats (a wrapper that prints its
+/// source's message as its own) left out.
+fn causes(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut next = error.source();
+    while let Some(cause) = next {
+        let message = cause.to_string();
+        if !text.ends_with(&message) {
+            text.push_str(": ");
+            text.push_str(&message);
+        }
+        next = cause.source();
+    }
+    text
 }

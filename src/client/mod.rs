@@ -45,6 +45,7 @@
 //! the answer's head arrives, so the gate's owner can wait for writes in flight (the elector does,
 //! before it releases its lease).
 
+mod proxy;
 mod rate_limit;
 mod retry;
 mod tls;
@@ -68,9 +69,10 @@ pub use retry::RetryPolicy;
 use crate::config::{Auth, Config, ConfigError};
 use crate::error::{ApiError, Error};
 use crate::leader::NotLeader;
+use proxy::Dialer;
 use rate_limit::RateLimit;
 
-type Connector = hyper_rustls::HttpsConnector<HttpConnector>;
+type Connector = hyper_rustls::HttpsConnector<Dialer>;
 
 /// A client for one API server. See the [module docs](self).
 #[derive(Clone)]
@@ -182,10 +184,11 @@ impl Client {
             }
             None => builder,
         };
+        let dialer = Dialer::new(http, config.proxy_url.as_ref())?;
         let connector = if config.http2 {
-            builder.enable_all_versions().wrap_connector(http)
+            builder.enable_all_versions().wrap_connector(dialer)
         } else {
-            builder.enable_http1().wrap_connector(http)
+            builder.enable_http1().wrap_connector(dialer)
         };
         let mut http = HyperClient::builder(TokioExecutor::new());
         // The pool: at most `max_idle_conns_per_host` idle connections, each closed after

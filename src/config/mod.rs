@@ -105,6 +105,10 @@ pub struct Config {
     pub accept_invalid_certs: bool,
     /// `tls-server-name`: the name to check the server certificate against instead of the URL's host.
     pub tls_server_name: Option<String>,
+    /// The proxy to reach the server through (a cluster's `proxy-url`): `http://` (a `CONNECT`
+    /// tunnel) or `socks5://`, with optional `user:password@`. Default none: connect directly.
+    /// Unlike client-go, `HTTPS_PROXY` and friends are not read.
+    pub proxy_url: Option<http::Uri>,
     /// Client certificate authentication.
     pub identity: Option<Identity>,
     /// Header-based authentication.
@@ -175,6 +179,7 @@ impl Config {
             root_certs: None,
             accept_invalid_certs: false,
             tls_server_name: None,
+            proxy_url: None,
             identity: None,
             auth: Auth::None,
             timeout: Some(DEFAULT_TIMEOUT),
@@ -279,11 +284,11 @@ impl Config {
             server,
             &format!("cluster \"{cluster_name}\" server"),
         )?);
-        if let Some(proxy) = &cluster.proxy_url {
-            return Err(ConfigError::InvalidUrl {
+        if let Some(proxy) = cluster.proxy_url.as_deref().filter(|p| !p.is_empty()) {
+            config.proxy_url = Some(proxy.parse().map_err(|_| ConfigError::InvalidUrl {
                 what: format!("cluster \"{cluster_name}\" proxy-url"),
-                reason: format!("proxies are not supported ({proxy})"),
-            });
+                reason: "not a URL".into(),
+            })?);
         }
         config.default_namespace = context
             .namespace
