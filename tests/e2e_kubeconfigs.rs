@@ -1,6 +1,6 @@
 //! Kubeconfigs kubectl accepts, against the real kube-apiserver of `scripts/kube-apiserver.sh`: each
-//! variant below is written to a file, given to `kubectl get --raw /version` and to ferrokube
-//! (`Config::from_kubeconfig_files`, then `GET /version`), and the two must agree: what kubectl
+//! variant below is written to a file, given to `kubectl get --raw` (a list only an admin may read) and to ferrokube
+//! (`Config::from_kubeconfig_files`, then the same `GET`), and the two must agree: what kubectl
 //! accepts we accept, and what it refuses we refuse (with a typed error, not a panic).
 //!
 //! The variants are the ways real kubeconfigs differ from the one `kube-apiserver.sh` writes: data
@@ -51,7 +51,8 @@ async fn connect_proxy(authorization: Option<String>) -> (String, Arc<AtomicUsiz
                     .map(str::to_string);
                 let authorized = authorization.as_ref().is_none_or(|expected| {
                     head.lines().any(|line| {
-                        line.to_ascii_lowercase().starts_with("proxy-authorization:")
+                        line.to_ascii_lowercase()
+                            .starts_with("proxy-authorization:")
                             && line.ends_with(expected.as_str())
                     })
                 });
@@ -78,6 +79,10 @@ async fn connect_proxy(authorization: Option<String>) -> (String, Arc<AtomicUsiz
     });
     (address, tunnels)
 }
+
+/// What each variant asks: a list only an authenticated admin may read (anonymous requests get
+/// 403 there, while `/version` would answer anyone and prove nothing about credentials).
+const PROBE: &str = "/api/v1/namespaces/kube-system/configmaps?limit=1";
 
 /// The real server's kubeconfig and its `pki/` folder.
 fn real() -> (PathBuf, PathBuf, serde_yaml_ng::Value) {
@@ -165,6 +170,19 @@ fn variants(pki: &Path, server: &str, token: &str, proxies: &Proxies) -> Vec<Var
         .expect("openssl runs");
     let other_ca = String::from_utf8(other_ca.stdout).expect("PEM");
     let by_name = server.replace("127.0.0.1", "localhost");
+    let exec_user = |version: &str| {
+        format!(
+            "exec:\n  apiVersion: client.authentication.k8s.io/{version}\n  command: ./plugin.sh\n  interactiveMode: Never"
+        )
+    };
+    let plugin = |version: &str, status: serde_json::Value| {
+        let credential = serde_json::json!({
+            "apiVersion": format!("client.authentication.k8s.io/{version}"),
+            "kind": "ExecCredential",
+            "status": status,
+        });
+        format!("#!/bin/sh\ncat <<'EOF'\n{credential}\nEOF\n")
+    };
     vec![
         Variant {
             name: "data inline (certificate-authority-data, client-*-data)",
@@ -334,7 +352,10 @@ fn variants(pki: &Path, server: &str, token: &str, proxies: &Proxies) -> Vec<Var
             files: vec![(
                 "config",
                 kubeconfig(
-                    &cluster(&format!("proxy-url: http://me:s%40cret@{}", proxies.guarded)),
+                    &cluster(&format!(
+                        "proxy-url: http://me:s%40cret@{}",
+                        proxies.guarded
+                    )),
                     &format!("token: {token}"),
                 ),
             )],
@@ -348,6 +369,43 @@ fn variants(pki: &Path, server: &str, token: &str, proxies: &Proxies) -> Vec<Var
                     &format!("token: {token}"),
                 ),
             )],
+        },
+        Variant {
+            name: "an exec plugin (v1) printing a token",
+            files: vec![
+                ("config", kubeconfig(&cluster(""), &exec_user("v1"))),
+                (
+                    "plugin.sh",
+                    plugin("v1", serde_json::json!({"token": token})),
+                ),
+            ],
+        },
+        Variant {
+            name: "an exec plugin (v1beta1) printing a client certificate and key",
+            files: vec![
+                ("config", kubeconfig(&cluster(""), &exec_user("v1beta1"))),
+                (
+                    "plugin.sh",
+                    plugin(
+                        "v1beta1",
+                        serde_json::json!({"clientCertificateData": cert, "clientKeyData": key}),
+                    ),
+                ),
+            ],
+        },
+        Variant {
+            name: "an exec plugin printing a certificate without its key (refused by both)",
+            files: vec![
+                ("config", kubeconfig(&cluster(""), &exec_user("v1"))),
+                (
+                    "plugin.sh",
+                    plugin("v1", serde_json::json!({"clientCertificateData": cert})),
+                ),
+            ],
+        },
+        Variant {
+            name: "no credentials (refused by both: anonymous may not list there, 403)",
+            files: vec![("config", kubeconfig(&cluster(""), "{}"))],
         },
         Variant {
             name: "a context whose user is missing (refused by both)",
@@ -366,7 +424,7 @@ fn kubectl_accepts(kubeconfig: &Path) -> Result<(), String> {
     let out = Command::new("kubectl")
         .arg("--kubeconfig")
         .arg(kubeconfig)
-        .args(["get", "--raw", "/version", "--request-timeout=10s"])
+        .args(["get", "--raw", PROBE, "--request-timeout=10s"])
         .env_remove("KUBECONFIG")
         .output()
         .map_err(|e| format!("kubectl: {e}"))?;
@@ -383,7 +441,7 @@ async fn ferrokube_accepts(kubeconfig: &Path) -> Result<(), String> {
         .map_err(|e| format!("config: {e}"))?;
     let client = Client::new(config).map_err(|e| format!("client: {e}"))?;
     let call = ferrokube::client::Call {
-        request: Request::get("/version")
+        request: Request::get(PROBE)
             .body(Bytes::new())
             .map_err(|e| e.to_string())?,
         idempotent: true,
@@ -392,12 +450,12 @@ async fn ferrokube_accepts(kubeconfig: &Path) -> Result<(), String> {
     let body = client
         .request_bytes(call)
         .await
-        .map_err(|e| format!("GET /version: {e}"))?;
-    if body.windows(10).any(|w| w == b"gitVersion") {
+        .map_err(|e| format!("GET {PROBE}: {e}"))?;
+    if body.windows(14).any(|w| w == b"ConfigMapList\"") {
         Ok(())
     } else {
         Err(format!(
-            "GET /version: unexpected body {}",
+            "GET {PROBE}: unexpected body {}",
             String::from_utf8_lossy(&body)
         ))
     }
@@ -437,9 +495,15 @@ async fn what_kubectl_accepts_ferrokube_accepts() {
             let path = folder.join(file);
             std::fs::create_dir_all(path.parent().expect("folder")).expect("folder");
             std::fs::write(&path, text).expect("written");
+            if file.ends_with(".sh") {
+                use std::os::unix::fs::PermissionsExt;
+                std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
+                    .expect("executable");
+            }
         }
         let path = folder.join(variant.files[0].0);
-        let tunnels = || open_tunnels.load(Ordering::SeqCst) + guarded_tunnels.load(Ordering::SeqCst);
+        let tunnels =
+            || open_tunnels.load(Ordering::SeqCst) + guarded_tunnels.load(Ordering::SeqCst);
         let before = tunnels();
         let kubectl = kubectl_accepts(&path);
         let after_kubectl = tunnels();
@@ -455,7 +519,11 @@ async fn what_kubectl_accepts_ferrokube_accepts() {
         report.push(format!(
             "{:70} kubectl: {:8} ferrokube: {}",
             variant.name,
-            if kubectl.is_ok() { "accepts" } else { "refuses" },
+            if kubectl.is_ok() {
+                "accepts"
+            } else {
+                "refuses"
+            },
             match &ours {
                 Ok(()) => "accepts".to_string(),
                 Err(e) => format!("refuses ({e})"),

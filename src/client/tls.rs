@@ -11,7 +11,7 @@ use rustls::sign::{CertifiedKey, SingleCertAndKey};
 use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
 use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 
-use crate::config::{Config, ConfigError, parse_certs, parse_key};
+use crate::config::{Auth, Config, ConfigError, ExecCredentials, Identity, parse_certs, parse_key};
 
 /// The client certificate chain and its key, checked to belong together.
 ///
@@ -124,19 +124,73 @@ pub(super) fn client_config(config: &Config) -> Result<ClientConfig, ConfigError
     };
     // ALPN (h2, http/1.1) is set by the connector builder (`enable_all_versions`), which refuses a
     // config that already has protocols.
-    let tls = match &config.identity {
-        Some(identity) => {
-            let certs = parse_certs(&identity.cert_pem, "client certificate")?
-                .into_iter()
-                .map(CertificateDer::from)
-                .collect();
-            let key = parse_key(&identity.key_pem, "client key")?;
-            let certified = certified_key(certs, key, &provider)?;
+    let tls = match (&config.identity, &config.auth) {
+        (Some(identity), _) => {
+            let certified = identity_key(identity, &provider)?;
             builder.with_client_cert_resolver(Arc::new(SingleCertAndKey::from(certified)))
         }
-        None => builder.with_no_client_auth(),
+        (None, Auth::Exec(exec)) => builder.with_client_cert_resolver(Arc::new(ExecClientCert {
+            exec: exec.clone(),
+            provider,
+            last: parking_lot::Mutex::new(None),
+        })),
+        (None, _) => builder.with_no_client_auth(),
     };
     Ok(tls)
+}
+
+fn identity_key(
+    identity: &Identity,
+    provider: &CryptoProvider,
+) -> Result<CertifiedKey, ConfigError> {
+    let certs = parse_certs(&identity.cert_pem, "client certificate")?
+        .into_iter()
+        .map(CertificateDer::from)
+        .collect();
+    let key = parse_key(&identity.key_pem, "client key")?;
+    certified_key(certs, key, provider)
+}
+
+/// The client certificate an exec plugin gave (if it gave one), shown by each new connection:
+/// rustls asks at every handshake, and the answer follows the plugin's latest run. The plugin
+/// itself runs before a request is sent (`Auth::header`), never inside a handshake.
+#[derive(Debug)]
+struct ExecClientCert {
+    exec: Arc<ExecCredentials>,
+    provider: Arc<CryptoProvider>,
+    /// The identity last converted, and what it became: converted once per plugin answer.
+    last: parking_lot::Mutex<Option<(Arc<Identity>, Arc<CertifiedKey>)>>,
+}
+
+impl rustls::client::ResolvesClientCert for ExecClientCert {
+    fn resolve(
+        &self,
+        _root_hint_subjects: &[&[u8]],
+        _sigschemes: &[SignatureScheme],
+    ) -> Option<Arc<CertifiedKey>> {
+        let identity = self.exec.identity()?;
+        let mut last = self.last.lock();
+        if let Some((converted, key)) = last.as_ref()
+            && Arc::ptr_eq(converted, &identity)
+        {
+            return Some(key.clone());
+        }
+        match identity_key(&identity, &self.provider) {
+            Ok(key) => {
+                let key = Arc::new(key);
+                *last = Some((identity, key.clone()));
+                Some(key)
+            }
+            Err(error) => {
+                tracing::warn!(%error, "exec plugin's client certificate unusable; connecting without one");
+                None
+            }
+        }
+    }
+
+    fn has_certs(&self) -> bool {
+        true
+    }
 }
 
 fn root_store(config: &Config) -> Result<RootCertStore, ConfigError> {

@@ -74,7 +74,11 @@ impl Auth {
             }
             Auth::Token(token) => format!("Bearer {token}"),
             Auth::TokenFile(file) => format!("Bearer {}", file.token()?),
-            Auth::Exec(exec) => format!("Bearer {}", exec.token().await?),
+            Auth::Exec(exec) => match exec.token().await? {
+                Some(token) => format!("Bearer {token}"),
+                // The plugin gave a client certificate: TLS carries it (client/tls.rs).
+                None => return Ok(None),
+            },
         };
         let mut header = HeaderValue::from_str(&value).map_err(|_| ConfigError::BadValue {
             what: "credentials".into(),

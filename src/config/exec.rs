@@ -3,17 +3,24 @@
 //!
 //! The protocol (`client.authentication.k8s.io/v1` and `v1beta1`): we run the command with its args
 //! and env, plus `KUBERNETES_EXEC_INFO` holding an `ExecCredential` that says we are not interactive.
-//! It prints an `ExecCredential` whose `status.token` we send as a bearer token. The token is cached
-//! until `status.expirationTimestamp` (for ever if there is none) and fetched again after a 401.
-//! One plugin run at a time: concurrent requests wait for the same run instead of starting their own.
+//! It prints an `ExecCredential` whose `status.token` we send as a bearer token, or whose
+//! `status.clientCertificateData` and `status.clientKeyData` we present as the TLS client
+//! certificate of new connections (the client's TLS setup reads [`ExecCredentials::identity`] at
+//! each handshake). Either is cached until `status.expirationTimestamp` (for ever if there is none)
+//! and fetched again after a 401. One plugin run at a time: concurrent requests wait for the same
+//! run instead of starting their own.
+//!
+//! A rotated certificate is used by connections opened after the rotation; client-go also closes
+//! the open ones, we let them run until the pool retires them (at most `idle_conn_timeout` idle).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde::Deserialize;
 
-use super::ConfigError;
 use super::kubeconfig::ExecConfig;
+use super::{ConfigError, Identity};
 
 /// A plugin gets this long to answer.
 const PLUGIN_TIMEOUT: Duration = Duration::from_secs(60);
@@ -30,11 +37,16 @@ pub struct ExecCredentials {
     cache: tokio::sync::Mutex<Option<CachedToken>>,
     /// Set by [`invalidate`](Self::invalidate); checked (and cleared) under `cache`'s lock.
     stale: std::sync::atomic::AtomicBool,
+    /// The client certificate of the plugin's last answer, if it gave one: read by TLS handshakes
+    /// (which cannot wait for a plugin), written after each run.
+    identity: parking_lot::Mutex<Option<Arc<Identity>>>,
 }
 
+/// What one plugin run gave: a token, or a client certificate and key (or both).
 #[derive(Debug)]
 struct CachedToken {
-    token: String,
+    token: Option<String>,
+    identity: Option<Arc<Identity>>,
     expires: Option<Time>,
 }
 
@@ -52,6 +64,7 @@ struct ExecCredentialStatus {
     token: Option<String>,
     expiration_timestamp: Option<Time>,
     client_certificate_data: Option<String>,
+    client_key_data: Option<String>,
 }
 
 const SUPPORTED: [&str; 2] = [
@@ -88,11 +101,13 @@ impl ExecCredentials {
             api_version,
             cache: tokio::sync::Mutex::new(None),
             stale: std::sync::atomic::AtomicBool::new(false),
+            identity: parking_lot::Mutex::new(None),
         })
     }
 
-    /// The cached token, or a fresh one from the plugin.
-    pub async fn token(&self) -> Result<String, ConfigError> {
+    /// The cached token, or a fresh one from the plugin; `None` when the plugin authenticates
+    /// with a client certificate instead (then [`identity`](Self::identity) has it).
+    pub async fn token(&self) -> Result<Option<String>, ConfigError> {
         let mut cache = self.cache.lock().await;
         if self.stale.swap(false, std::sync::atomic::Ordering::AcqRel) {
             *cache = None;
@@ -104,8 +119,14 @@ impl ExecCredentials {
         }
         let fresh = self.run().await?;
         let token = fresh.token.clone();
+        *self.identity.lock() = fresh.identity.clone();
         *cache = Some(fresh);
         Ok(token)
+    }
+
+    /// The client certificate and key of the plugin's last answer, if it gave them.
+    pub fn identity(&self) -> Option<Arc<Identity>> {
+        self.identity.lock().clone()
     }
 
     /// Forgets the cached token (after a 401).
@@ -162,16 +183,35 @@ impl ExecCredentials {
         let status = credential
             .status
             .ok_or_else(|| fail("printed no status".into()))?;
-        match status.token.filter(|t| !t.is_empty()) {
-            Some(token) => Ok(CachedToken {
-                token,
-                expires: status.expiration_timestamp,
-            }),
-            None if status.client_certificate_data.is_some() => Err(fail(
-                "returned a client certificate instead of a token; client certificates from exec plugins are not supported yet".into(),
-            )),
-            None => Err(fail("returned no token".into())),
+        let token = status.token.filter(|t| !t.is_empty());
+        let identity = match (status.client_certificate_data, status.client_key_data) {
+            (Some(cert), Some(key)) if !cert.is_empty() && !key.is_empty() => {
+                let identity = Identity {
+                    cert_pem: cert.into_bytes(),
+                    key_pem: key.into_bytes(),
+                };
+                // Checked now, so that a bad answer is this run's error, not a failed handshake.
+                super::parse_certs(&identity.cert_pem, "the plugin's clientCertificateData")?;
+                super::parse_key(&identity.key_pem, "the plugin's clientKeyData")?;
+                Some(Arc::new(identity))
+            }
+            (Some(_), _) | (_, Some(_)) => {
+                return Err(fail(
+                    "returned clientCertificateData or clientKeyData without the other".into(),
+                ));
+            }
+            (None, None) => None,
+        };
+        if token.is_none() && identity.is_none() {
+            return Err(fail(
+                "returned neither a token nor a client certificate".into(),
+            ));
         }
+        Ok(CachedToken {
+            token,
+            identity,
+            expires: status.expiration_timestamp,
+        })
     }
 }
 
