@@ -10,6 +10,10 @@
 # "before" is built from a git worktree into a target directory of its own (target/before-seam), with
 # today's informer/benches/store.rs copied in (it uses only APIs that existed before), so both sides
 # run the same benchmark code. Each JSON line: side, commit, bench, value, unit.
+#
+# Timings on a busy 2-core machine are noisy, so the script also counts the instructions of the
+# single-threaded workqueue workloads under valgrind's callgrind (if installed): deterministic, and
+# blind to what else the machine does. CALLGRIND_ONLY=1 skips the build and the timed runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,6 +25,7 @@ mkdir -p "$(dirname "$OUT")"
 after_commit=$(git rev-parse --short HEAD)
 before_commit=$(git rev-parse --short "$BEFORE")
 
+if [ "${CALLGRIND_ONLY:-0}" != 1 ]; then
 tree=target/before-seam-tree
 rm -rf "$tree"
 git worktree prune
@@ -59,4 +64,18 @@ for rep in $(seq 1 "$REPS"); do
   run_side before "$before_commit" target/before-seam "$before_store" | tee -a "$OUT"
   run_side after "$after_commit" target "$after_store" | tee -a "$OUT"
 done
+fi
+
+# Instructions executed (whole process, set-up included), single-threaded workloads, scale 0.05.
+if command -v valgrind >/dev/null; then
+  for workload in W1 W5; do
+    for side in before after; do
+      if [ $side = before ]; then bin=target/before-seam/release/examples/bench_workloads; commit=$before_commit
+      else bin=target/release/examples/bench_workloads; commit=$after_commit; fi
+      instructions=$(valgrind --tool=callgrind --callgrind-out-file=/dev/null "$bin" --workload "$workload" --scale 0.05 2>&1 >/dev/null |
+        sed -n 's/.*Collected : \([0-9]*\).*/\1/p')
+      echo "{\"side\":\"$side\",\"commit\":\"$commit\",\"bench\":\"workqueue $workload instructions\",\"value\":$instructions,\"unit\":\"instructions\",\"scale\":0.05}" | tee -a "$OUT"
+    done
+  done
+fi
 echo "[bench-seam] wrote $OUT" >&2
