@@ -12,7 +12,7 @@
 # run the same benchmark code. Each JSON line: side, commit, bench, value, unit.
 #
 # Timings on a busy 2-core machine are noisy, so the script also counts the instructions of the
-# single-threaded workqueue workloads under valgrind's callgrind (if installed): deterministic, and
+# workqueue workloads W1 and W5 under valgrind's callgrind (if installed): (nearly) deterministic, and
 # blind to what else the machine does. CALLGRIND_ONLY=1 skips the build and the timed runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -66,7 +66,7 @@ for rep in $(seq 1 "$REPS"); do
 done
 fi
 
-# Instructions executed (whole process, set-up included), single-threaded workloads, scale 0.05.
+# Instructions executed (whole process, set-up included), W1 (one thread) and W5 (4 consumers, which valgrind runs one at a time), scale 0.05.
 if command -v valgrind >/dev/null; then
   for workload in W1 W5; do
     for side in before after; do
