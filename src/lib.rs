@@ -18,7 +18,17 @@
 //! | [`leader`] | leader election on a Lease, with a write gate for the leader's client | `tools/leaderelection` |
 //! | [`controller`] | the reconciler runtime (sources, filters, workers, metrics) and the toolkit: expectations, claiming, events, finalizers, conditions, owner references | kubernetes' `pkg/controller`, `tools/record`; controller-runtime |
 //! | [`view`] | the live view: a web page following each event through the machinery, fed by `tracing` | |
-//! | [`apiserver`] | an in-process API server (the real REST API, fault injection, a pod simulator) | envtest's kube-apiserver, kwok |
+//! | `apiserver` | an in-process API server (the real REST API, fault injection, a pod simulator); with the `apiserver` feature | envtest's kube-apiserver, kwok |
+//!
+//! ## Cargo features
+//!
+//! - `apiserver` (off by default): `ferrokube::apiserver`, the embedded API server of the
+//!   `ferrokube-apiserver` crate, for a controller's own tests and demos. A controller does not need
+//!   it, and without it the build has no HTTP server of the API, no certificate generation and no
+//!   TLS acceptor. Turn it on where you test: `ferrokube = { version = "0.1", features =
+//!   ["apiserver"] }` in `[dev-dependencies]` next to the plain `ferrokube` of `[dependencies]`.
+//!   (ferrokube's own examples and tests get it that way, from a dev-dependency on itself.)
+//! - `e2e`: the end-to-end tests against a real kube-apiserver (`scripts/e2e.sh`).
 //!
 //! The data flow of a controller built on ferrokube is the same as one built on client-go:
 //!
@@ -43,13 +53,17 @@ pub mod view;
 pub mod watch;
 
 /// Fuzz harnesses of the parsers (tests and `cargo fuzz` builds only; see `scripts/fuzz.sh`).
-#[cfg(any(test, fuzzing))]
+/// Needs the embedded server (`apiserver` feature), which the tests get from the dev-dependency and
+/// fuzz/Cargo.toml turns on.
+#[cfg(all(any(test, fuzzing), feature = "apiserver"))]
 pub mod fuzzing;
 
 pub use api::{Api, ApiResource, DynamicObject, Object};
 pub use client::Client;
 pub use config::Config;
 pub use error::Error;
+/// The embedded API server (crate `ferrokube-apiserver`); needs the `apiserver` feature.
+#[cfg(feature = "apiserver")]
 pub use ferrokube_apiserver as apiserver;
 pub use ferrokube_informer as informer;
 pub use ferrokube_informer::backoff;
