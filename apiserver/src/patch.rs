@@ -1,9 +1,10 @@
 //! The three patch formats of `PATCH`: JSON merge patch, JSON patch and strategic merge patch.
 //!
 //! - **JSON merge patch** (RFC 7386, `application/merge-patch+json`): objects merge key by key, `null`
-//!   deletes, anything else (lists included) replaces.
+//!   deletes, anything else (lists included) replaces. Applied by the `json-patch` crate.
 //! - **JSON patch** (RFC 6902, `application/json-patch+json`): a list of `add`, `remove`, `replace`,
-//!   `move`, `copy` and `test` operations on JSON pointers.
+//!   `move`, `copy` and `test` operations on JSON pointers. Applied by the `json-patch` crate; the
+//!   statuses of its errors are ours ([`apply`]).
 //! - **Strategic merge patch** (`application/strategic-merge-patch+json`, kubectl's default): a merge
 //!   patch that merges lists of objects by a key instead of replacing them, e.g. `containers` by `name`,
 //!   so `kubectl label` or `apply` does not wipe a list. The real server reads the keys from the Go
@@ -46,7 +47,9 @@ pub fn apply(kind: PatchType, target: &Value, patch: &Value) -> Result<Value, St
                     "json: cannot unmarshal a non-object merge patch into an object",
                 ));
             }
-            Ok(merge(target, patch))
+            let mut merged = target.clone();
+            json_patch::merge(&mut merged, patch);
+            Ok(merged)
         }
         PatchType::Strategic => {
             if !patch.is_object() {
@@ -56,25 +59,8 @@ pub fn apply(kind: PatchType, target: &Value, patch: &Value) -> Result<Value, St
             }
             Ok(strategic(target, patch))
         }
-        PatchType::Json => json_patch(target, patch),
+        PatchType::Json => apply_json_patch(target, patch),
     }
-}
-
-/// RFC 7386.
-fn merge(target: &Value, patch: &Value) -> Value {
-    let Some(patch_map) = patch.as_object() else {
-        return patch.clone();
-    };
-    let mut result = target.as_object().cloned().unwrap_or_default();
-    for (key, value) in patch_map {
-        if value.is_null() {
-            result.remove(key);
-        } else {
-            let merged = merge(result.get(key).unwrap_or(&Value::Null), value);
-            result.insert(key.clone(), merged);
-        }
-    }
-    Value::Object(result)
 }
 
 /// The key that identifies elements of the list field `field` in a strategic merge, for the common
@@ -193,114 +179,56 @@ fn is_directive(value: &Value) -> bool {
         .is_some_and(|m| m.keys().all(|k| k.starts_with('$')))
 }
 
-/// RFC 6902.
-fn json_patch(target: &Value, patch: &Value) -> Result<Value, StatusError> {
+/// RFC 6902, by the `json-patch` crate. A body that is not a list is a 400; so is an operation of an unknown kind or without a `path`. Any other malformed operation (no `value`,
+/// no `from`, a path that is not a JSON pointer) and any operation that fails is a 422 `Invalid`.
+fn apply_json_patch(target: &Value, patch: &Value) -> Result<Value, StatusError> {
+    use serde::Deserialize;
+
     let Some(operations) = patch.as_array() else {
         return Err(StatusError::bad_request(
             "json: cannot unmarshal object into Go value of type jsonpatch.Patch",
         ));
     };
-    let mut document = target.clone();
+    let failed = |op: &str, why: &dyn std::fmt::Display| {
+        StatusError::invalid_patch(format!(
+            "the server rejected our request due to an error in our request: {op} operation failed{why}"
+        ))
+    };
+    let mut decoded = Vec::with_capacity(operations.len());
     for operation in operations {
-        let op = operation.get("op").and_then(Value::as_str).unwrap_or("");
-        let path = operation.get("path").and_then(Value::as_str);
-        let from = operation.get("from").and_then(Value::as_str);
-        let value = operation.get("value");
-        let failed = |why: &str| {
-            StatusError::invalid_patch(format!(
-                "the server rejected our request due to an error in our request: {op} operation failed: {why}"
-            ))
-        };
-        match (op, path) {
-            ("add", Some(path)) => {
-                let value = value.ok_or_else(|| failed("missing value"))?;
-                add(&mut document, path, value.clone()).map_err(|e| failed(&e))?;
-            }
-            ("remove", Some(path)) => {
-                remove(&mut document, path).map_err(|e| failed(&e))?;
-            }
-            ("replace", Some(path)) => {
-                let value = value.ok_or_else(|| failed("missing value"))?;
-                remove(&mut document, path).map_err(|e| failed(&e))?;
-                add(&mut document, path, value.clone()).map_err(|e| failed(&e))?;
-            }
-            ("move", Some(path)) => {
-                let from = from.ok_or_else(|| failed("missing from"))?;
-                let moved = remove(&mut document, from).map_err(|e| failed(&e))?;
-                add(&mut document, path, moved).map_err(|e| failed(&e))?;
-            }
-            ("copy", Some(path)) => {
-                let from = from.ok_or_else(|| failed("missing from"))?;
-                let copied = document
-                    .pointer(from)
-                    .cloned()
-                    .ok_or_else(|| failed(&format!("path {from:?} not found")))?;
-                add(&mut document, path, copied).map_err(|e| failed(&e))?;
-            }
-            ("test", Some(path)) => {
-                if document.pointer(path) != value {
-                    return Err(failed(&format!("testing value {path} failed")));
+        match json_patch::PatchOperation::deserialize(operation) {
+            Ok(decoded_operation) => decoded.push(decoded_operation),
+            Err(error) => {
+                let op = operation.get("op").and_then(Value::as_str).unwrap_or("");
+                let known = ["add", "remove", "replace", "move", "copy", "test"].contains(&op);
+                if !known || !operation.get("path").is_some_and(Value::is_string) {
+                    return Err(StatusError::bad_request(format!("Unexpected kind: {op}")));
                 }
-            }
-            _ => {
-                return Err(StatusError::bad_request(format!("Unexpected kind: {op}")));
+                return Err(failed(op, &format_args!(": {error}")));
             }
         }
     }
+    let mut document = target.clone();
+    // The target is our own copy, thrown away on an error: no need for the crate's undo log.
+    json_patch::patch_unsafe(&mut document, &decoded).map_err(|error| {
+        let op = decoded
+            .get(error.operation)
+            .map_or("", |operation| operation_name(operation));
+        let path = error.path.as_str();
+        failed(op, &format_args!(" at {path:?}: {}", error.kind))
+    })?;
     Ok(document)
 }
 
-/// Splits a JSON pointer into its parent pointer and unescaped last token.
-fn split_pointer(path: &str) -> Result<(&str, String), String> {
-    let at = path
-        .rfind('/')
-        .ok_or_else(|| format!("invalid path {path:?}"))?;
-    let token = path[at + 1..].replace("~1", "/").replace("~0", "~");
-    Ok((&path[..at], token))
-}
-
-fn add(document: &mut Value, path: &str, value: Value) -> Result<(), String> {
-    if path.is_empty() {
-        *document = value;
-        return Ok(());
-    }
-    let (parent, token) = split_pointer(path)?;
-    match document.pointer_mut(parent) {
-        Some(Value::Object(map)) => {
-            map.insert(token, value);
-            Ok(())
-        }
-        Some(Value::Array(list)) => {
-            let index = if token == "-" {
-                list.len()
-            } else {
-                token
-                    .parse::<usize>()
-                    .map_err(|_| format!("invalid index {token:?}"))?
-            };
-            if index > list.len() {
-                return Err(format!("index {index} out of range"));
-            }
-            list.insert(index, value);
-            Ok(())
-        }
-        _ => Err(format!("doc is missing path: {path:?}")),
-    }
-}
-
-fn remove(document: &mut Value, path: &str) -> Result<Value, String> {
-    let (parent, token) = split_pointer(path)?;
-    let missing = || format!("doc is missing key: {path:?}");
-    match document.pointer_mut(parent) {
-        Some(Value::Object(map)) => map.remove(&token).ok_or_else(missing),
-        Some(Value::Array(list)) => {
-            let index = token.parse::<usize>().map_err(|_| missing())?;
-            if index >= list.len() {
-                return Err(missing());
-            }
-            Ok(list.remove(index))
-        }
-        _ => Err(missing()),
+fn operation_name(operation: &json_patch::PatchOperation) -> &'static str {
+    use json_patch::PatchOperation as Op;
+    match operation {
+        Op::Add(_) => "add",
+        Op::Remove(_) => "remove",
+        Op::Replace(_) => "replace",
+        Op::Move(_) => "move",
+        Op::Copy(_) => "copy",
+        Op::Test(_) => "test",
     }
 }
 
@@ -376,7 +304,24 @@ mod tests {
         let error = apply(PatchType::Json, &patched, &failing).expect_err("test fails");
         assert_eq!(error.code, 422);
         let missing = json!([{"op": "remove", "path": "/nope"}]);
-        assert!(apply(PatchType::Json, &patched, &missing).is_err());
+        assert_eq!(apply(PatchType::Json, &patched, &missing).map_err(|e| e.code), Err(422));
+        let statuses = [
+            (json!({"op": "add"}), 400),
+            (json!([{"op": "frobnicate", "path": "/a"}]), 400),
+            (json!([{"op": "add", "value": 1}]), 400),
+            (json!(["add"]), 400),
+            (json!([{"op": "add", "path": "/x"}]), 422),
+            (json!([{"op": "copy", "path": "/x"}]), 422),
+            (json!([{"op": "add", "path": "no-slash", "value": 1}]), 422),
+            (json!([{"op": "move", "from": "/b", "path": "/b/c"}]), 422),
+            (json!([{"op": "add", "path": "/a/7", "value": 1}]), 422),
+        ];
+        for (operations, code) in statuses {
+            let answer = apply(PatchType::Json, &patched, &operations).map_err(|e| e.code);
+            assert_eq!(answer, Err(code), "{operations}");
+        }
+        let whole = json!([{"op": "replace", "path": "", "value": {"z": 1}}]);
+        assert_eq!(apply(PatchType::Json, &patched, &whole).ok(), Some(json!({"z": 1})));
     }
 
     #[test]
