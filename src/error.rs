@@ -264,6 +264,22 @@ impl Error {
     }
 }
 
+/// `error` and each of its sources, joined by ": ", with repeats (a wrapper that prints its
+/// source's message as its own) left out.
+fn causes(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut next = error.source();
+    while let Some(cause) = next {
+        let message = cause.to_string();
+        if !text.ends_with(&message) {
+            text.push_str(": ");
+            text.push_str(&message);
+        }
+        next = cause.source();
+    }
+    text
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -322,18 +338,3 @@ mod tests {
     }
 }
 
-/// `error` and each of its sources, joined by ": ", with repeats (a wrapper that prints its
-/// source's message as its own) left out.
-fn causes(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = error.to_string();
-    let mut next = error.source();
-    while let Some(cause) = next {
-        let message = cause.to_string();
-        if !text.ends_with(&message) {
-            text.push_str(": ");
-            text.push_str(&message);
-        }
-        next = cause.source();
-    }
-    text
-}

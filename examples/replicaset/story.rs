@@ -137,7 +137,9 @@ fn with_fault_buttons(page: LiveView, server: ServerControls) -> LiveView {
         }
     })
     .action("kill-pods", "Kill 2 running pods", move || match kill.kill_pods(2) {
-        Some(n) => format!("deleted {n} running pods, as failing nodes would: watch the controller replace them"),
+        Some(n) => format!(
+            "asked to delete {n} running pods, as failing nodes would: they terminate (MODIFIED), the controller replaces them, then they go (DELETED)"
+        ),
         None => GONE.into(),
     })
     .action("fail-500", "Fail half the writes with 500 (toggle)", move || {

@@ -190,6 +190,8 @@ struct Buffer<K> {
 /// and the handler's thread (which pops).
 pub(crate) struct Listener<K> {
     pub(crate) name: String,
+    /// The informer's name, as the pipeline's events call it (`instance`).
+    informer: Arc<str>,
     handler: Arc<dyn EventHandler<K>>,
     delivery: Delivery,
     /// Pending notifications ([`Delivery::OwnThread`] only; always empty when inline). `stopped`
@@ -208,8 +210,9 @@ pub(crate) struct Listener<K> {
     metrics: Option<Arc<dyn HandlerQueueMetrics>>,
 }
 
-impl<K: Send + Sync + 'static> Listener<K> {
+impl<K: Object> Listener<K> {
     pub(crate) fn new(
+        informer: &str,
         name: String,
         handler: Arc<dyn EventHandler<K>>,
         delivery: Delivery,
@@ -218,6 +221,7 @@ impl<K: Send + Sync + 'static> Listener<K> {
     ) -> Arc<Listener<K>> {
         Arc::new(Listener {
             name,
+            informer: Arc::from(informer),
             handler,
             delivery,
             buffer: Mutex::new(Buffer {
@@ -328,6 +332,15 @@ impl<K: Send + Sync + 'static> Listener<K> {
         if outcome.is_err() {
             tracing::error!(handler = %self.name, "event handler panicked; continuing with the next event");
         }
+        pipeline_event!(
+            stage = "handler",
+            op = "handled",
+            instance = %self.informer,
+            key = %notification.key(),
+            state = "gone",
+            handler = %self.name,
+            panicked = outcome.is_err(),
+        );
         if initial {
             self.initial_pending.fetch_sub(1, Ordering::SeqCst);
         }
@@ -348,7 +361,7 @@ impl<K> Clone for HandlerRegistration<K> {
     }
 }
 
-impl<K: Send + Sync + 'static> HandlerRegistration<K> {
+impl<K: Object> HandlerRegistration<K> {
     /// True once the informer has synced and this handler has handled every object of the initial
     /// list (for a late handler: every object cached when it was added).
     pub fn has_synced(&self) -> bool {

@@ -94,6 +94,7 @@ pub mod store;
 #[doc(hidden)]
 pub const MODULE_SOURCES: &[(&str, &str)] = &[
     ("reflector.rs", include_str!("reflector.rs")),
+    ("lister_watcher.rs", include_str!("lister_watcher.rs")),
     ("delta_fifo.rs", include_str!("delta_fifo.rs")),
     ("shared_informer.rs", include_str!("shared_informer.rs")),
     ("store.rs", include_str!("store.rs")),

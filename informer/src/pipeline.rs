@@ -8,7 +8,7 @@
 //! | `watch` | `event` (`seen`): `type`, `rv` |
 //! | `fifo` | `queued` (`queued`), `popped` (`gone`), `list_queued`, `list_popped` |
 //! | `store` | `applied` (`stored`, or `gone` for a delete), `replaced` |
-//! | `handler` | `notify` (`buffered`): `handler`, `kind`, `buffered` |
+//! | `handler` | `notify` (`buffered`, or `handling` for an inline handler): `handler`, `kind`, `buffered`; `handled` (`gone`) |
 
 use std::fmt;
 

@@ -258,6 +258,7 @@ impl<K: Object> SharedIndexInformer<K> {
         let name = options.name.unwrap_or_else(|| format!("handler-{id}"));
         let metrics = self.inner.metrics.as_ref().map(|m| m.handler_queue(&name));
         let listener = Listener::new(
+            &self.inner.name,
             name,
             Arc::new(handler),
             options.delivery,
@@ -568,7 +569,8 @@ impl<K: Object> Handlers<K> {
                 op = "notify",
                 instance = informer,
                 key = %notification.key(),
-                state = "buffered",
+                // An inline handler runs at once, in this thread; the others wait in their buffer.
+                state = if listener.is_inline() { "handling" } else { "buffered" },
                 handler = %listener.name,
                 kind = notification.kind(),
                 buffered = listener.queue_depth() as u64 + u64::from(!listener.is_inline()),

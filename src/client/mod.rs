@@ -387,16 +387,20 @@ impl Client {
                 source: Box::new(source),
             })
         });
-        pipeline_event!(
-            stage = "client",
-            op = "request",
-            state = "done",
-            verb = %method,
-            path = %url_path(&url),
-            status = response.as_ref().map_or(0, |r| u64::from(r.status().as_u16())),
-            wait_ms = waited.as_millis() as u64,
-            duration_ms = sent_at.elapsed().as_millis() as u64,
-        );
+        if tracing::enabled!(target: "ferrokube_pipeline", tracing::Level::TRACE) {
+            let path = url_path(&url);
+            let status = response
+                .as_ref()
+                .map_or(0, |r| u64::from(r.status().as_u16()));
+            let (wait_ms, duration_ms) = (
+                waited.as_millis() as u64,
+                sent_at.elapsed().as_millis() as u64,
+            );
+            match ObjectInPath::parse(path) {
+                Some(object) => pipeline_event!(stage = "client", op = "request", key = %object, state = "done", verb = %method, path, status, wait_ms, duration_ms),
+                None => pipeline_event!(stage = "client", op = "request", state = "done", verb = %method, path, status, wait_ms, duration_ms),
+            }
+        }
         let response = response?;
         if response.status().is_success() {
             return Ok(response);
@@ -458,6 +462,53 @@ impl Client {
         builder
             .body(Full::new(template.body().clone()))
             .map_err(|e| Error::InvalidRequest(e.to_string()))
+    }
+}
+
+/// The object a request's path names, if it names one: `/api/v1/namespaces/NS/pods/NAME[/sub]`
+/// and `/apis/G/V/namespaces/NS/R/NAME[/sub]` name `NS/NAME`, `/api/v1/R/NAME` and
+/// `/apis/G/V/R/NAME` a cluster-scoped `NAME` (a namespace, a node, ...); a collection names none.
+struct ObjectInPath<'a> {
+    namespace: Option<&'a str>,
+    name: &'a str,
+}
+
+impl<'a> ObjectInPath<'a> {
+    fn parse(path: &'a str) -> Option<ObjectInPath<'a>> {
+        let path = path.split('?').next().unwrap_or_default();
+        let mut parts = path.trim_start_matches('/').split('/');
+        // Past the group and version: "api/v1" or "apis/GROUP/VERSION".
+        match parts.next()? {
+            "api" => {
+                parts.next()?;
+            }
+            "apis" => {
+                parts.next()?;
+                parts.next()?;
+            }
+            _ => return None,
+        }
+        let rest: Vec<&str> = parts.filter(|part| !part.is_empty()).collect();
+        match rest.as_slice() {
+            ["namespaces", namespace, _, name, ..] => Some(ObjectInPath {
+                namespace: Some(namespace),
+                name,
+            }),
+            [_, name, ..] => Some(ObjectInPath {
+                namespace: None,
+                name,
+            }),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for ObjectInPath<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.namespace {
+            Some(namespace) => write!(f, "{namespace}/{}", self.name),
+            None => f.write_str(self.name),
+        }
     }
 }
 

@@ -50,9 +50,7 @@ impl Dialer {
             what: format!("proxy-url {}", without_password(proxy)),
             reason: reason.into(),
         };
-        let authority = proxy
-            .authority()
-            .ok_or_else(|| bad("it names no host"))?;
+        let authority = proxy.authority().ok_or_else(|| bad("it names no host"))?;
         let (credentials, host_port) = match authority.as_str().rsplit_once('@') {
             Some((userinfo, host)) => (Some(userinfo), host),
             None => (None, authority.as_str()),

@@ -95,7 +95,8 @@ impl Enqueue {
                 op = "enqueue",
                 instance = %self.queue.name(),
                 key = %cause,
-                state = "enqueued",
+                // What the handler did; the key's slot in the stage is its notification's.
+                state = "gone",
                 queue_key = %key,
                 priority = i64::from(self.priority),
                 delay_ms = delay.map_or(0, |d| d.as_millis() as u64),
@@ -172,7 +173,7 @@ impl<O: Object> SourceHandler<O> {
         let (object, _) = event.objects();
         let key = ObjectKey::of(object.as_ref());
         if !self.filters.pass(&event.change()) {
-            pipeline_event!(stage = "handler", op = "filtered", instance = %self.enqueue.queue.name(), key = %key, state = "filtered");
+            pipeline_event!(stage = "handler", op = "filtered", instance = %self.enqueue.queue.name(), key = %key, state = "gone");
             return;
         }
         let priority = if event.is_low_priority() {

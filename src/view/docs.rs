@@ -30,6 +30,21 @@ pub(crate) const SOURCES: &[EmbeddedSource] = &[
         source: include_str!("../watch/decoder.rs"),
     },
     EmbeddedSource {
+        path: "src/watch/mod.rs",
+        stage: "",
+        source: include_str!("../watch/mod.rs"),
+    },
+    EmbeddedSource {
+        path: "src/list_watch.rs",
+        stage: "",
+        source: include_str!("../list_watch.rs"),
+    },
+    EmbeddedSource {
+        path: "informer/src/lister_watcher.rs",
+        stage: "",
+        source: informer_source("lister_watcher.rs"),
+    },
+    EmbeddedSource {
         path: "informer/src/delta_fifo.rs",
         stage: "fifo",
         source: informer_source("delta_fifo.rs"),
@@ -65,9 +80,19 @@ pub(crate) const SOURCES: &[EmbeddedSource] = &[
         source: include_str!("../controller/worker.rs"),
     },
     EmbeddedSource {
+        path: "src/controller/consistency.rs",
+        stage: "",
+        source: include_str!("../controller/consistency.rs"),
+    },
+    EmbeddedSource {
         path: "src/client/mod.rs",
         stage: "client",
         source: include_str!("../client/mod.rs"),
+    },
+    EmbeddedSource {
+        path: "src/api/mod.rs",
+        stage: "",
+        source: include_str!("../api/mod.rs"),
     },
     EmbeddedSource {
         path: "src/client/rate_limit.rs",

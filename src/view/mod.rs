@@ -57,8 +57,8 @@
 //! | fifo | `list_queued` / `list_popped` | no | same as op | `items` |
 //! | store | `applied` | yes | `stored`, or `gone` (deleted) | `delta`, `rv`, `size` |
 //! | store | `replaced` | no | `replaced` | `items`, `rv`, `size` |
-//! | handler | `notify` | yes | `buffered` | `handler`, `kind`, `buffered` |
-//! | handler | `enqueue` / `filtered` | yes (object key) | `enqueued` / `filtered` (a filter dropped the event) | `queue_key`, `priority`, `delay_ms` |
+//! | handler | `notify` / `handled` | yes | `buffered` (`handling` when inline) / `gone` | `handler`, `kind`, `buffered` / `panicked` |
+//! | handler | `enqueue` / `filtered` (a filter dropped the event) | yes (object key) | `gone` (what the handler did; the key's slot is its notification's) | `queue_key`, `priority`, `delay_ms` |
 //! | queue | `add` | yes | `queued` or `processing_dirty` | `priority`, `depth`, `deduplicated` |
 //! | delay | `add_after` / `due` | yes | `delayed` / `gone` | `delay_ms`, `depth_delayed` (a slot of its own: a key can wait there while queued or processed) |
 //! | queue | `get` / `done` | yes | `processing` / `gone` or `queued` (it was dirty) | `depth` |

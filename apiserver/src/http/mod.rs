@@ -448,10 +448,12 @@ impl ServerControls {
         Some(self.shared.upgrade()?.api.store.close_watches())
     }
 
-    /// Drops all watch history (a watch from an earlier resourceVersion gets 410) and ends every
-    /// open watch, so that informers must relist; the revision compacted at.
+    /// Moves the revision on, drops all watch history (a watch from an earlier resourceVersion
+    /// gets 410) and ends every open watch, so that every informer must relist, even one that had
+    /// seen the latest change; the revision compacted at.
     pub fn compact_and_close_watches(&self) -> Option<u64> {
         let shared = self.shared.upgrade()?;
+        shared.api.store.advance_revision();
         let revision = shared.api.store.compact();
         shared.api.store.close_watches();
         Some(revision)
