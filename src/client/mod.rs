@@ -397,8 +397,12 @@ impl Client {
                 sent_at.elapsed().as_millis() as u64,
             );
             match ObjectInPath::parse(path) {
-                Some(object) => pipeline_event!(stage = "client", op = "request", key = %object, state = "done", verb = %method, path, status, wait_ms, duration_ms),
-                None => pipeline_event!(stage = "client", op = "request", state = "done", verb = %method, path, status, wait_ms, duration_ms),
+                Some(object) => {
+                    pipeline_event!(stage = "client", op = "request", key = %object, state = "done", verb = %method, path, status, wait_ms, duration_ms)
+                }
+                None => {
+                    pipeline_event!(stage = "client", op = "request", state = "done", verb = %method, path, status, wait_ms, duration_ms)
+                }
             }
         }
         let response = response?;
@@ -488,17 +492,18 @@ impl<'a> ObjectInPath<'a> {
             }
             _ => return None,
         }
-        let rest: Vec<&str> = parts.filter(|part| !part.is_empty()).collect();
-        match rest.as_slice() {
-            ["namespaces", namespace, _, name, ..] => Some(ObjectInPath {
-                namespace: Some(namespace),
+        let mut rest = parts.filter(|part| !part.is_empty());
+        let (first, second) = (rest.next()?, rest.next()?);
+        match (first, rest.next(), rest.next()) {
+            ("namespaces", Some(_resource), Some(name)) => Some(ObjectInPath {
+                namespace: Some(second),
                 name,
             }),
-            [_, name, ..] => Some(ObjectInPath {
+            ("namespaces", Some(_), None) => None,
+            _ => Some(ObjectInPath {
                 namespace: None,
-                name,
+                name: second,
             }),
-            _ => None,
         }
     }
 }
@@ -563,4 +568,31 @@ async fn error_from_response(response: Response<Incoming>, url: &str) -> Error {
         tracing::debug!(url, "401 Unauthorized");
     }
     Error::Api(Box::new(ApiError::from_response(code, &body, retry_after)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ObjectInPath;
+
+    fn key(path: &str) -> Option<String> {
+        ObjectInPath::parse(path).map(|object| object.to_string())
+    }
+
+    #[test]
+    fn the_object_a_path_names() {
+        assert_eq!(
+            key("/api/v1/namespaces/demo/pods/web-1"),
+            Some("demo/web-1".into())
+        );
+        assert_eq!(
+            key("/apis/apps/v1/namespaces/demo/replicasets/web/status?x=1"),
+            Some("demo/web".into())
+        );
+        assert_eq!(key("/api/v1/namespaces/demo"), Some("demo".into()));
+        assert_eq!(key("/api/v1/nodes/n1"), Some("n1".into()));
+        assert_eq!(key("/api/v1/namespaces/demo/pods?watch=true"), None);
+        assert_eq!(key("/api/v1/pods"), None);
+        assert_eq!(key("/apis/apps/v1/replicasets"), None);
+        assert_eq!(key("/version"), None);
+    }
 }

@@ -44,13 +44,16 @@ pub const RECONCILE_SPAN: &str = "reconcile";
 /// events on nor off.
 pub type PipelineLayer<S> = Filtered<PipelineRecorder, PipelineFilter, S>;
 
-/// Says which callsites the [`PipelineRecorder`] wants: pipeline events and reconcile spans.
+/// Says which callsites the [`PipelineRecorder`] wants: pipeline events, and reconcile spans.
+/// Every non-span callsite of the pipeline's target counts, so that an emitter's
+/// `tracing::enabled!(target: "ferrokube_pipeline", Level::TRACE)` (a hint, not an event) is true
+/// exactly when its events would be recorded.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct PipelineFilter;
 
 impl PipelineFilter {
     fn wants(metadata: &Metadata<'_>) -> bool {
-        (metadata.is_event() && metadata.target() == PIPELINE_TARGET)
+        (!metadata.is_span() && metadata.target() == PIPELINE_TARGET)
             || (metadata.is_span() && metadata.name() == RECONCILE_SPAN)
     }
 }
@@ -198,6 +201,18 @@ mod tests {
         });
         assert_eq!(journal.last_seq(), 0);
         assert!(!enabled, "the pipeline layer must not turn other events on");
+    }
+
+    /// Emitters ask `enabled!` before work only an event needs (the client parses the object's key
+    /// out of its path, the informer lists each key of a relist): it must say yes under the view.
+    #[test]
+    fn an_emitters_enabled_check_for_the_pipeline_is_true() {
+        let journal = Journal::new(16);
+        let enabled = recording(
+            &journal,
+            || tracing::enabled!(target: "ferrokube_pipeline", tracing::Level::TRACE),
+        );
+        assert!(enabled);
     }
 
     /// Counts the events it is handed.
