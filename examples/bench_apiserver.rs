@@ -27,13 +27,30 @@ use k8s_openapi::api::core::v1::Pod;
 use parking_lot::Mutex;
 use serde_json::json;
 
-fn arg(name: &str, default: u64) -> u64 {
-    let args: Vec<String> = std::env::args().collect();
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
+/// The command line.
+#[derive(clap::Parser, Debug)]
+#[command(
+    name = "bench_apiserver",
+    about = "Load benchmark of the embedded API server: N Pods, W watchers on all of them, R updates \
+             a second for S seconds; every watcher must see every write.",
+    args_override_self = true
+)]
+struct Cli {
+    /// Pods created first.
+    #[arg(long, value_name = "N", default_value_t = 50_000)]
+    pods: u64,
+    /// Watchers on all pods.
+    #[arg(long, value_name = "W", default_value_t = 20)]
+    watchers: usize,
+    /// Updates per second.
+    #[arg(long, value_name = "R", default_value_t = 1_000)]
+    rate: u64,
+    /// How long to write, in seconds.
+    #[arg(long, value_name = "S", default_value_t = 30)]
+    seconds: u64,
+    /// The server's watch history (changes kept).
+    #[arg(long, value_name = "N", default_value_t = 10_000)]
+    history: usize,
 }
 
 fn rss_mib(field: &str) -> u64 {
@@ -102,11 +119,9 @@ async fn watch_all(api: Api<Pod>, from: u64, seen: Arc<Seen>) {
 
 #[tokio::main]
 async fn main() {
-    let pods = arg("--pods", 50_000);
-    let watchers = arg("--watchers", 20) as usize;
-    let rate = arg("--rate", 1_000);
-    let seconds = arg("--seconds", 30);
-    let history = arg("--history", 10_000) as usize;
+    let cli = <Cli as clap::Parser>::parse();
+    let (pods, watchers, rate, seconds, history) =
+        (cli.pods, cli.watchers, cli.rate, cli.seconds, cli.history);
     let server = ApiServer::new()
         .history(history)
         .start()

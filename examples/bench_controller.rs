@@ -40,7 +40,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use args::Args;
+use clap::Parser;
 use ferrokube::api::{Patch, PatchParams, PostParams};
 use ferrokube::apiserver::ApiServer;
 use ferrokube::controller::{Action, Controller, Reconciler};
@@ -102,22 +102,74 @@ fn percentile_ms(sorted: &[u64], p: f64) -> f64 {
     sorted[rank.clamp(1, sorted.len()) - 1] as f64 / 1e6
 }
 
+/// The command line: the driver's flags, and `--role ferrokube [--compact]` for the measured side.
+#[derive(Parser, Debug)]
+#[command(
+    name = "bench_controller",
+    about = "Controller benchmark: ferrokube's Controller against kube-runtime's, on the same embedded \
+             API server (benches/peers/CONTROLLER.md).",
+    args_override_self = true
+)]
+struct Args {
+    /// `driver` runs the benchmark; `ferrokube` is the measured process the driver starts.
+    #[arg(long, value_enum, default_value_t = Role::Driver)]
+    role: Role,
+    /// With `--role ferrokube`: cache `Compact<Pod>` rather than `Pod`.
+    #[arg(long)]
+    compact: bool,
+    /// The namespace of the measured side's objects.
+    #[arg(long, value_name = "NS", default_value = NAMESPACE)]
+    namespace: String,
+    /// Pods seeded and watched.
+    #[arg(long, value_name = "N", default_value_t = 10_000)]
+    objects: u64,
+    /// Reconcile workers (kube-rs: concurrency).
+    #[arg(long, value_name = "N", default_value_t = 16)]
+    workers: u64,
+    /// Concurrent writers of the `burst` phase and of `spin`.
+    #[arg(long, value_name = "N", default_value_t = 32)]
+    writers: u64,
+    /// Writes per second of the `paced` phase.
+    #[arg(long, value_name = "N", default_value_t = 1_000)]
+    rate: u64,
+    /// Repetitions (the order of the implementations rotates).
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    reps: u64,
+    /// Which implementations to run, comma-separated.
+    #[arg(
+        long,
+        value_name = "LIST",
+        default_value = "ferrokube,ferrokube-compact,kube-rs"
+    )]
+    impls: String,
+    /// The kube-rs peer's binary [default:
+    /// $XDG_CACHE_HOME/ferrokube/peer-target/release/kube-rs-controller-peer, ~/.cache without it]
+    #[arg(long, value_name = "PATH")]
+    peer: Option<PathBuf>,
+    /// Append the raw JSON lines here [default: benches/controller/results-<date>.jsonl]
+    #[arg(long, value_name = "FILE")]
+    out: Option<PathBuf>,
+}
+
+/// `--role`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+enum Role {
+    Driver,
+    Ferrokube,
+}
+
 fn main() {
-    let args = Args::from_env();
+    let args = Args::parse();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .expect("runtime");
-    match args.value("--role", "driver").as_str() {
-        "driver" => runtime.block_on(drive(&args)),
-        "ferrokube" if args.flag("--compact") => {
+    match args.role {
+        Role::Driver => runtime.block_on(drive(&args)),
+        Role::Ferrokube if args.compact => {
             runtime.block_on(measured::<Compact<Pod>>(&args, "ferrokube-compact"))
         }
-        "ferrokube" => runtime.block_on(measured::<Pod>(&args, "ferrokube")),
-        other => {
-            eprintln!("unknown --role {other}: driver or ferrokube");
-            std::process::exit(2);
-        }
+        Role::Ferrokube => runtime.block_on(measured::<Pod>(&args, "ferrokube")),
     }
 }
 
@@ -290,9 +342,9 @@ where
     K: Object + k8s_openapi::Resource,
 {
     let started = Instant::now();
-    let namespace = args.value("--namespace", NAMESPACE);
-    let objects = args.number("--objects", 10_000) as usize;
-    let workers = args.number("--workers", 16) as usize;
+    let namespace = args.namespace.clone();
+    let objects = args.objects as usize;
+    let workers = args.workers as usize;
     let mut config = Config::infer().expect("a kubeconfig (KUBECONFIG)");
     // No client-side rate limit: kube-rs has none.
     config.qps = None;
@@ -497,9 +549,9 @@ async fn run_one(
     run_id: &str,
     args: &Args,
 ) -> Value {
-    let objects = args.number("--objects", 10_000);
-    let writers = args.number("--writers", 32);
-    let rate = args.number("--rate", 1_000) as f64;
+    let objects = args.objects;
+    let writers = args.writers;
+    let rate = args.rate as f64;
     let mut child = tokio::process::Command::new(&command[0])
         .args(&command[1..])
         .env("KUBECONFIG", kubeconfig)
@@ -585,28 +637,20 @@ fn median(mut values: Vec<f64>) -> f64 {
 }
 
 async fn drive(args: &Args) {
-    let reps = args.number("--reps", 3);
-    let objects = args.number("--objects", 10_000);
-    let workers = args.number("--workers", 16);
+    let reps = args.reps;
+    let objects = args.objects;
+    let workers = args.workers;
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let out = args.results_file("controller");
-    let peer = PathBuf::from(
-        args.value(
-            "--peer",
-            &std::env::var("XDG_CACHE_HOME")
-                .map(PathBuf::from)
-                .unwrap_or_else(|_| {
-                    PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".cache")
-                })
-                .join("ferrokube/peer-target/release/kube-rs-controller-peer")
-                .to_string_lossy(),
-        ),
-    );
-    let mut impls: Vec<String> = args
-        .value("--impls", "ferrokube,ferrokube-compact,kube-rs")
-        .split(',')
-        .map(str::to_string)
-        .collect();
+    let out = args::results_file(args.out.as_deref(), "controller");
+    let peer = args.peer.clone().unwrap_or_else(|| {
+        std::env::var("XDG_CACHE_HOME")
+            .map(PathBuf::from)
+            .unwrap_or_else(|_| {
+                PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".cache")
+            })
+            .join("ferrokube/peer-target/release/kube-rs-controller-peer")
+    });
+    let mut impls: Vec<String> = args.impls.split(',').map(str::to_string).collect();
     if impls.iter().any(|i| i == "kube-rs") && !peer.exists() {
         eprintln!(
             "[driver] no kube-rs peer at {} (build it: cd benches/peers/kube-runtime && \
@@ -697,8 +741,8 @@ async fn drive(args: &Args) {
             record["position"] = json!(position);
             record["objects"] = json!(objects);
             record["workers_or_concurrency"] = json!(workers);
-            record["rate"] = json!(args.number("--rate", 1_000));
-            record["writers"] = json!(args.number("--writers", 32));
+            record["rate"] = json!(args.rate);
+            record["writers"] = json!(args.writers);
             record["started_unix"] = json!(started);
             use std::io::Write;
             writeln!(file, "{record}").expect("write results");

@@ -16,10 +16,8 @@
 //! `Compact<Pod>` (typed metadata, the rest as JSON bytes) instead of `Pod`.
 //!
 //! All three use the kubeconfig (`KUBECONFIG`); `run` uses client QPS/burst from `--qps`/`--burst`
-//! (default 50/100, the same the peers get).
+//! (default 50/100, the same the peers get). `bench_informer <tool> --help` lists a tool's options.
 
-#[path = "shared/args.rs"]
-mod args;
 #[path = "shared/realistic_pod.rs"]
 mod realistic_pod;
 
@@ -27,7 +25,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use args::Args;
+use clap::{Args, Parser, Subcommand};
 use ferrokube::api::{ListParams, Patch, PatchParams, PostParams};
 use ferrokube::informer::{Compact, EventHandler, SharedIndexInformer, drop_managed_fields};
 use ferrokube::{Api, Client, Config, ListWatch, Object};
@@ -45,31 +43,103 @@ fn client(qps: f32, burst: u32) -> Client {
     Client::new(config).expect("client")
 }
 
+/// The informer benchmark's tools (scripts/bench-informer-peers.sh; protocol in
+/// benches/peers/INFORMER.md). All use the kubeconfig (KUBECONFIG).
+#[derive(Parser, Debug)]
+#[command(name = "bench_informer", args_override_self = true)]
+struct Cli {
+    #[command(subcommand)]
+    tool: Tool,
+}
+
+#[derive(Subcommand, Debug)]
+enum Tool {
+    /// Make realistic Pods pod-00000 … (idempotent).
+    Seed(SeedArgs),
+    /// The load: patch Pods, each stamped with the round and the time right before its PATCH.
+    Update(UpdateArgs),
+    /// The measured side: an informer on the namespace's Pods, timing the round's updates.
+    Run(RunArgs),
+}
+
+#[derive(Args, Debug)]
+struct SeedArgs {
+    /// The Pods' namespace.
+    #[arg(long, value_name = "NS", default_value = "bench")]
+    namespace: String,
+    /// Pods to have.
+    #[arg(long, value_name = "N", default_value_t = 10_000)]
+    count: u64,
+    /// Creates in flight.
+    #[arg(long, value_name = "N", default_value_t = 32)]
+    concurrency: usize,
+}
+
+#[derive(Args, Debug)]
+struct UpdateArgs {
+    /// The Pods' namespace.
+    #[arg(long, value_name = "NS", default_value = "bench")]
+    namespace: String,
+    /// The round stamped into each update.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    round: u64,
+    /// Updates to send.
+    #[arg(long, value_name = "N", default_value_t = 2_000)]
+    count: u64,
+    /// Pods to update, round robin.
+    #[arg(long, value_name = "N", default_value_t = 10_000)]
+    pods: u64,
+    /// Patches in flight.
+    #[arg(long, value_name = "N", default_value_t = 16)]
+    concurrency: usize,
+}
+
+#[derive(Args, Debug)]
+struct RunArgs {
+    /// The Pods' namespace.
+    #[arg(long, value_name = "NS", default_value = "bench")]
+    namespace: String,
+    /// The round whose updates are timed.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    round: u64,
+    /// Updates to wait for.
+    #[arg(long, value_name = "N", default_value_t = 2_000)]
+    updates: usize,
+    /// Drop managedFields and the last-applied-configuration annotation before storing.
+    #[arg(long)]
+    strip: bool,
+    /// Cache `Compact<Pod>` (typed metadata, the rest as JSON bytes) instead of `Pod`.
+    #[arg(long)]
+    compact: bool,
+    /// Client requests per second.
+    #[arg(long, value_name = "Q", default_value_t = 50.0)]
+    qps: f32,
+    /// Client burst.
+    #[arg(long, value_name = "B", default_value_t = 100)]
+    burst: u32,
+}
+
 fn main() {
-    let args = Args::from_env();
+    let cli = Cli::parse();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .expect("runtime");
-    match args.0.first().map(String::as_str) {
-        Some("seed") => runtime.block_on(seed(&args)),
-        Some("update") => runtime.block_on(update(&args)),
-        Some("run") => runtime.block_on(run(&args)),
-        _ => {
-            eprintln!("usage: bench_informer seed|update|run [options] (see the source's header)");
-            std::process::exit(2);
-        }
+    match &cli.tool {
+        Tool::Seed(args) => runtime.block_on(seed(args)),
+        Tool::Update(args) => runtime.block_on(update(args)),
+        Tool::Run(args) => runtime.block_on(run(args)),
     }
 }
 
 /// Creates Pods `pod-00000 … pod-<count-1>` that do not exist yet, `--concurrency` at a time.
-async fn seed(args: &Args) {
-    let namespace = args.value("--namespace", "bench");
-    let count = args.number("--count", 10_000);
-    let concurrency = args.number("--concurrency", 32) as usize;
+async fn seed(args: &SeedArgs) {
+    let namespace = &args.namespace;
+    let count = args.count;
+    let concurrency = args.concurrency;
     let client = client(5_000.0, 10_000);
     let namespaces: Api<Namespace> = Api::all(client.clone());
-    if namespaces.get(&namespace).await.is_err() {
+    if namespaces.get(namespace).await.is_err() {
         let object: Namespace =
             serde_json::from_value(json!({"metadata": {"name": namespace}})).expect("namespace");
         namespaces
@@ -77,7 +147,7 @@ async fn seed(args: &Args) {
             .await
             .expect("create namespace");
     }
-    let pods: Api<Pod> = Api::namespaced(client, &namespace);
+    let pods: Api<Pod> = Api::namespaced(client, namespace);
     let existing: std::collections::HashSet<String> = pods
         .list(&ListParams::default())
         .await
@@ -108,13 +178,13 @@ fn unix_nanos() -> u128 {
 
 /// Patches `--count` Pods (round robin over `--pods`), each stamped with this round and the time
 /// right before its PATCH is sent.
-async fn update(args: &Args) {
-    let namespace = args.value("--namespace", "bench");
-    let round = args.number("--round", 1);
-    let count = args.number("--count", 2_000);
-    let pods_total = args.number("--pods", 10_000);
-    let concurrency = args.number("--concurrency", 16) as usize;
-    let pods: Api<Pod> = Api::namespaced(client(5_000.0, 10_000), &namespace);
+async fn update(args: &UpdateArgs) {
+    let namespace = &args.namespace;
+    let round = args.round;
+    let count = args.count;
+    let pods_total = args.pods;
+    let concurrency = args.concurrency;
+    let pods: Api<Pod> = Api::namespaced(client(5_000.0, 10_000), namespace);
     let started = Instant::now();
     futures_util::stream::iter(0..count)
         .for_each_concurrent(concurrency, |n| {
@@ -189,8 +259,8 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[rank.clamp(1, sorted.len()) - 1]
 }
 
-async fn run(args: &Args) {
-    if args.flag("--compact") {
+async fn run(args: &RunArgs) {
+    if args.compact {
         measure::<Compact<Pod>>(args, "ferrokube-compact").await
     } else {
         measure::<Pod>(args, "ferrokube").await
@@ -198,21 +268,21 @@ async fn run(args: &Args) {
 }
 
 /// The measured side, caching Pods as `K` (`Pod`, or `Compact<Pod>` with `--compact`).
-async fn measure<K>(args: &Args, name: &str)
+async fn measure<K>(args: &RunArgs, name: &str)
 where
     K: Object + k8s_openapi::Resource<Scope = k8s_openapi::NamespaceResourceScope>,
 {
-    let namespace = args.value("--namespace", "bench");
-    let round = args.number("--round", 1);
-    let updates = args.number("--updates", 2_000) as usize;
-    let strip_fields = args.flag("--strip");
-    let qps = args.number("--qps", 50) as f32;
-    let burst = args.number("--burst", 100) as u32;
+    let namespace = &args.namespace;
+    let round = args.round;
+    let updates = args.updates;
+    let strip_fields = args.strip;
+    let qps = args.qps;
+    let burst = args.burst;
     let started = Instant::now();
     let client = client(qps, burst);
     let baseline_kib = proc_status_kib("VmRSS:");
 
-    let pods: Api<K> = Api::namespaced(client, &namespace);
+    let pods: Api<K> = Api::namespaced(client, namespace);
     let mut builder = SharedIndexInformer::builder(ListWatch::new(pods)).name("pods");
     if strip_fields {
         builder = builder.transform(drop_managed_fields);

@@ -52,8 +52,8 @@ use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use args::Args;
 use bytes::Bytes;
+use clap::Parser;
 use ferrokube::api::{DeleteParams, ListParams, PostParams};
 use ferrokube::client::Call;
 use ferrokube::{Api, Client, Config};
@@ -592,18 +592,69 @@ fn write_line(file: &mut std::fs::File, record: &Value) {
     writeln!(file, "{record}").expect("write results");
 }
 
+/// The driver's command line (durations are Go's, as the candidates take them: `15s`, `1m30s`).
+#[derive(Parser, Debug)]
+#[command(
+    name = "bench_leader",
+    about = "Leader-election benchmark: client-go's tools/leaderelection against ferrokube::leader on \
+             the real kube-apiserver (benches/peers/LEADER.md; scripts/bench-leader.sh runs it).",
+    args_override_self = true
+)]
+struct Args {
+    /// Repetitions of the drills (kill and graceful stop of the leader).
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    reps: u64,
+    /// Repetitions of the idle windows (the requests it takes to hold a Lease).
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    idle_reps: u64,
+    /// Length of an idle window, in seconds.
+    #[arg(long, value_name = "S", default_value_t = 60)]
+    idle_secs: u64,
+    /// Which implementations to run, comma-separated.
+    #[arg(long, value_name = "LIST", default_value = "client-go,ferrokube")]
+    impls: String,
+    /// The candidates' --lease-duration.
+    #[arg(long, value_name = "DURATION", default_value = "15s")]
+    lease_duration: String,
+    /// The candidates' --renew-deadline.
+    #[arg(long, value_name = "DURATION", default_value = "10s")]
+    renew_deadline: String,
+    /// The candidates' --retry-period.
+    #[arg(long, value_name = "DURATION", default_value = "2s")]
+    retry_period: String,
+    /// How long to let a new leader settle before a drill, in milliseconds.
+    #[arg(long, value_name = "MS", default_value_t = 3000)]
+    settle_ms: u64,
+    /// The Leases' namespace.
+    #[arg(long, value_name = "NS", default_value = "leader-bench")]
+    namespace: String,
+    /// The client-go candidate [default: $XDG_CACHE_HOME/ferrokube/bin/client-go-leader, ~/.cache
+    /// without it]
+    #[arg(long, value_name = "PATH")]
+    client_go: Option<PathBuf>,
+    /// The ferrokube candidate [default: leader_candidate beside this program]
+    #[arg(long, value_name = "PATH")]
+    ferrokube: Option<PathBuf>,
+    /// The cluster [default: $KUBECONFIG]
+    #[arg(long, value_name = "FILE")]
+    kubeconfig: Option<String>,
+    /// Append the raw JSON lines here [default: benches/leader/results-<date>.jsonl]
+    #[arg(long, value_name = "FILE")]
+    out: Option<PathBuf>,
+}
+
 #[tokio::main]
 async fn main() -> Result<(), BoxError> {
-    let args = Args::from_env();
-    let reps = args.number("--reps", 10);
-    let idle_reps = args.number("--idle-reps", 3);
-    let idle_secs = args.number("--idle-secs", 60);
+    let args = Args::parse();
+    let reps = args.reps;
+    let idle_reps = args.idle_reps;
+    let idle_secs = args.idle_secs;
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let out = args.results_file("leader");
-    let kubeconfig = args.value(
-        "--kubeconfig",
-        &std::env::var("KUBECONFIG").unwrap_or_default(),
-    );
+    let out = args::results_file(args.out.as_deref(), "leader");
+    let kubeconfig = args
+        .kubeconfig
+        .clone()
+        .unwrap_or_else(|| std::env::var("KUBECONFIG").unwrap_or_default());
     if kubeconfig.is_empty() {
         return Err(
             "no kubeconfig: run scripts/bench-leader.sh, or scripts/kube-apiserver.sh up and \
@@ -620,38 +671,34 @@ async fn main() -> Result<(), BoxError> {
         .parent()
         .map(PathBuf::from)
         .unwrap_or_default();
-    let lease_duration = args.value("--lease-duration", "15s");
-    let renew_deadline = args.value("--renew-deadline", "10s");
-    let retry_period = args.value("--retry-period", "2s");
+    let lease_duration = args.lease_duration.clone();
+    let renew_deadline = args.renew_deadline.clone();
+    let retry_period = args.retry_period.clone();
     let logs = root.join("target/bench-leader/logs");
     std::fs::create_dir_all(&logs)?;
     let settings = Settings {
         kubeconfig: kubeconfig.clone(),
-        namespace: args.value("--namespace", "leader-bench"),
+        namespace: args.namespace.clone(),
         lease_duration_s: duration_seconds(&lease_duration),
         renew_deadline_s: duration_seconds(&renew_deadline),
         retry_period_s: duration_seconds(&retry_period),
         lease_duration,
         renew_deadline,
         retry_period,
-        settle: Duration::from_millis(args.number("--settle-ms", 3000)),
+        settle: Duration::from_millis(args.settle_ms),
         logs,
-        client_go: PathBuf::from(
-            args.value(
-                "--client-go",
-                &cache
-                    .join("ferrokube/bin/client-go-leader")
-                    .to_string_lossy(),
-            ),
-        ),
-        ferrokube: PathBuf::from(args.value(
-            "--ferrokube",
-            &own_dir.join("leader_candidate").to_string_lossy(),
-        )),
+        client_go: args
+            .client_go
+            .clone()
+            .unwrap_or_else(|| cache.join("ferrokube/bin/client-go-leader")),
+        ferrokube: args
+            .ferrokube
+            .clone()
+            .unwrap_or_else(|| own_dir.join("leader_candidate")),
         run_id: format!("{:x}", (unix_nanos() / 1_000_000_000) & 0xffffff),
     };
     let mut impls = Vec::new();
-    for name in args.value("--impls", "client-go,ferrokube").split(',') {
+    for name in args.impls.split(',') {
         let imp = match name {
             "client-go" => Impl::ClientGo,
             "ferrokube" => Impl::Ferrokube,

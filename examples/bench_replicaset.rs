@@ -70,19 +70,34 @@ struct Driver {
     replicas: i32,
 }
 
-fn flag(args: &[String], name: &str) -> Option<String> {
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1))
-        .cloned()
+/// The command line.
+#[derive(clap::Parser, Debug)]
+#[command(
+    name = "bench_replicaset",
+    about = "The ReplicaSet controller scale benchmark's driver (scripts/bench-replicaset.sh starts \
+             the controller beside it): create, scale down, delete 20% of the pods, on the $KUBECONFIG \
+             cluster.",
+    args_override_self = true
+)]
+struct Cli {
+    /// The controller's name in the printed lines.
+    #[arg(long, value_name = "NAME", default_value = "controller")]
+    label: String,
+    /// ReplicaSets to create.
+    #[arg(long, value_name = "N", default_value_t = 500)]
+    replicasets: usize,
+    /// Replicas of each.
+    #[arg(long, value_name = "R", default_value_t = 10)]
+    replicas: i32,
 }
 
 #[tokio::main]
 async fn main() -> Result<(), BoxError> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let label = flag(&args, "--label").unwrap_or_else(|| "controller".into());
-    let replicasets: usize = flag(&args, "--replicasets").map_or(Ok(500), |v| v.parse())?;
-    let replicas: i32 = flag(&args, "--replicas").map_or(Ok(10), |v| v.parse())?;
+    let Cli {
+        label,
+        replicasets,
+        replicas,
+    } = <Cli as clap::Parser>::parse();
     let mut config = Config::infer()?;
     config.qps = None;
     let client = Client::new(config)?;

@@ -32,15 +32,49 @@ mod controller;
 mod world;
 
 use churn::{BoxError, Outcome, Script};
+use clap::Parser;
+
+/// The command line.
+#[derive(Parser, Debug)]
+#[command(
+    name = "bench_stale",
+    about = "Stale caches, measured: the ReplicaSet sample through a scripted churn with and without \
+             its stale-cache protection, on the embedded API server with delayed watches or on a \
+             real cluster.",
+    args_override_self = true
+)]
+struct Cli {
+    /// Repetitions (odd ones run without the protection first).
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    reps: u64,
+    /// ReplicaSets in the script.
+    #[arg(long, value_name = "N", default_value_t = 5)]
+    replicasets: usize,
+    /// Embedded server: its watch delivery delays, in milliseconds, comma-separated.
+    #[arg(long, value_name = "MS,...", default_value = "200,2000")]
+    delays: String,
+    /// Embedded server: no pod simulator (pods never get ready).
+    #[arg(long)]
+    no_kubelet: bool,
+    /// Run on this kubeconfig's cluster instead of the embedded server (needs --audit-log).
+    #[arg(long, value_name = "PATH")]
+    kubeconfig: Option<String>,
+    /// The real server's audit log, where the counts come from.
+    #[arg(long, value_name = "FILE")]
+    audit_log: Option<std::path::PathBuf>,
+    /// Append the raw JSON lines here [default: benches/stale/results-<date>.jsonl]
+    #[arg(long, value_name = "FILE")]
+    out: Option<std::path::PathBuf>,
+}
 
 #[tokio::main]
 async fn main() -> Result<(), BoxError> {
-    let args = args::Args::from_env();
-    let reps = args.number("--reps", 1);
-    let replicasets = args.number("--replicasets", 5) as usize;
-    let out = args.results_file("stale");
+    let cli = Cli::parse();
+    let reps = cli.reps;
+    let replicasets = cli.replicasets;
+    let out = args::results_file(cli.out.as_deref(), "stale");
     let mut rows: Vec<(String, Duration, Outcome)> = Vec::new();
-    let kubeconfig = args.value("--kubeconfig", "");
+    let kubeconfig = cli.kubeconfig.clone().unwrap_or_default();
     for rep in 0..reps {
         // Odd repetitions run without the protection first.
         let order = if rep % 2 == 0 {
@@ -49,18 +83,18 @@ async fn main() -> Result<(), BoxError> {
             [false, true]
         };
         if kubeconfig.is_empty() {
-            let delays = args.value("--delays", "200,2000");
+            let delays = &cli.delays;
             for delay in delays.split(',') {
                 let delay = Duration::from_millis(delay.trim().parse()?);
                 for protection in order {
-                    let kubelet = !args.flag("--no-kubelet");
+                    let kubelet = !cli.no_kubelet;
                     let outcome = embedded(delay, protection, replicasets, kubelet).await?;
                     rows.push(("embedded".into(), delay, outcome));
                     record(&out, rows.last());
                 }
             }
         } else {
-            let audit = std::path::PathBuf::from(args.value("--audit-log", ""));
+            let audit = cli.audit_log.clone().unwrap_or_default();
             let config = Config::from_kubeconfig(
                 &Kubeconfig::read(std::path::Path::new(&kubeconfig))?,
                 None,

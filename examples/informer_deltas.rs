@@ -38,9 +38,25 @@ use ferrokube::{Api, Client};
 use k8s_openapi::api::core::v1::Pod;
 use tokio::sync::watch;
 
+/// The command line.
+#[derive(clap::Parser, Debug)]
+#[command(
+    name = "informer_deltas",
+    about = "Watch the informer machinery work, one delta at a time: where each delta came from \
+             (list, watch, resync, relist).",
+    args_override_self = true
+)]
+struct Cli {
+    /// Inform on every Pod of the $KUBECONFIG cluster until Ctrl-C, instead of the scripted
+    /// in-memory server.
+    #[arg(long)]
+    cluster: bool,
+}
+
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    if std::env::args().any(|a| a == "--cluster") {
+    let cli = <Cli as clap::Parser>::parse();
+    if cli.cluster {
         let pods: Api<Pod> = Api::all(Client::try_default()?);
         println!("informing on every Pod in the cluster; Ctrl-C to stop");
         let machinery = Machinery::start(pods, Duration::from_secs(30));

@@ -23,8 +23,6 @@
 //!
 //! Logs (`RUST_LOG`, default `info`) go to stderr.
 
-#[path = "shared/args.rs"]
-mod args;
 #[path = "shared/go_duration.rs"]
 mod go_duration;
 
@@ -34,7 +32,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use args::Args;
+use clap::Parser;
 use ferrokube::leader::{LeaderElector, RunOutcome};
 use ferrokube::{Client, Config};
 use serde_json::json;
@@ -61,12 +59,41 @@ fn emit(event: &str, identity: &str, leader: Option<&str>) {
     }
 }
 
-fn duration(args: &Args, flag: &str, default: &str) -> Result<std::time::Duration, String> {
-    go_duration::parse(&args.value(flag, default)).map_err(|e| format!("{flag}: {e}"))
+/// The command line: the same flags as the client-go twin's (Go durations: `15s`, `1m30s`, `500ms`).
+#[derive(Parser, Debug)]
+#[command(
+    name = "leader_candidate",
+    about = "One candidate for a Lease, elected with ferrokube::leader (the leader-election \
+             benchmark's ferrokube side): one JSON line per election event on stdout.",
+    args_override_self = true
+)]
+struct Args {
+    /// The cluster [default: $KUBECONFIG]
+    #[arg(long, value_name = "FILE")]
+    kubeconfig: Option<PathBuf>,
+    /// The Lease's namespace.
+    #[arg(long, value_name = "NS", default_value = "default")]
+    namespace: String,
+    /// The Lease's name.
+    #[arg(long, value_name = "LEASE", required = true)]
+    name: String,
+    /// This candidate's identity in the Lease.
+    #[arg(long, value_name = "ID", required = true)]
+    identity: String,
+    /// How long a Lease holds without renewal.
+    #[arg(long, value_name = "DURATION", default_value = "15s", value_parser = go_duration::parse)]
+    lease_duration: std::time::Duration,
+    /// How long the leader tries to renew before it gives up.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = go_duration::parse)]
+    renew_deadline: std::time::Duration,
+    /// How often to try to acquire or renew.
+    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = go_duration::parse)]
+    retry_period: std::time::Duration,
 }
 
 #[tokio::main]
 async fn main() -> ExitCode {
+    let args = Args::parse();
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     tracing_subscriber::fmt()
@@ -74,7 +101,7 @@ async fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .with_ansi(false)
         .init();
-    match candidate().await {
+    match candidate(args).await {
         Ok(code) => code,
         Err(e) => {
             eprintln!("leader_candidate: {e}");
@@ -83,28 +110,30 @@ async fn main() -> ExitCode {
     }
 }
 
-async fn candidate() -> Result<ExitCode, Box<dyn std::error::Error>> {
-    let args = Args::from_env();
-    let kubeconfig = args.value(
-        "--kubeconfig",
-        &std::env::var("KUBECONFIG").unwrap_or_default(),
-    );
-    let namespace = args.value("--namespace", "default");
-    let name = args.value("--name", "");
-    let identity = args.value("--identity", "");
-    if name.is_empty() || identity.is_empty() || kubeconfig.is_empty() {
+async fn candidate(args: Args) -> Result<ExitCode, Box<dyn std::error::Error>> {
+    let kubeconfig = args
+        .kubeconfig
+        .or_else(|| std::env::var_os("KUBECONFIG").map(PathBuf::from))
+        .unwrap_or_default();
+    let Args {
+        namespace,
+        name,
+        identity,
+        ..
+    } = args;
+    if name.is_empty() || identity.is_empty() || kubeconfig.as_os_str().is_empty() {
         return Err("--name, --identity and --kubeconfig (or $KUBECONFIG) are required".into());
     }
-    let config = Config::from_kubeconfig_files(&[PathBuf::from(&kubeconfig)], None)?;
+    let config = Config::from_kubeconfig_files(&[kubeconfig], None)?;
     let client = Client::new(config)?;
 
     let id: Arc<str> = identity.clone().into();
     let (started, stopped, new_leader) = (id.clone(), id.clone(), id);
     let elector = LeaderElector::builder(client, &namespace, &name)
         .identity(identity)
-        .lease_duration(duration(&args, "--lease-duration", "15s")?)
-        .renew_deadline(duration(&args, "--renew-deadline", "10s")?)
-        .retry_period(duration(&args, "--retry-period", "2s")?)
+        .lease_duration(args.lease_duration)
+        .renew_deadline(args.renew_deadline)
+        .retry_period(args.retry_period)
         .release_on_cancel(true)
         .on_started_leading(move |_lost| {
             emit("started_leading", &started, None);

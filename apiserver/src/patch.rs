@@ -304,7 +304,10 @@ mod tests {
         let error = apply(PatchType::Json, &patched, &failing).expect_err("test fails");
         assert_eq!(error.code, 422);
         let missing = json!([{"op": "remove", "path": "/nope"}]);
-        assert_eq!(apply(PatchType::Json, &patched, &missing).map_err(|e| e.code), Err(422));
+        assert_eq!(
+            apply(PatchType::Json, &patched, &missing).map_err(|e| e.code),
+            Err(422)
+        );
         let statuses = [
             (json!({"op": "add"}), 400),
             (json!([{"op": "frobnicate", "path": "/a"}]), 400),
@@ -321,7 +324,10 @@ mod tests {
             assert_eq!(answer, Err(code), "{operations}");
         }
         let whole = json!([{"op": "replace", "path": "", "value": {"z": 1}}]);
-        assert_eq!(apply(PatchType::Json, &patched, &whole).ok(), Some(json!({"z": 1})));
+        assert_eq!(
+            apply(PatchType::Json, &patched, &whole).ok(),
+            Some(json!({"z": 1}))
+        );
     }
 
     #[test]

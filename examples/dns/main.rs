@@ -22,7 +22,8 @@
 //! converged; the exit code agrees.
 //!
 //! Options: `--cluster` (use `$KUBECONFIG` or in-cluster credentials instead of an embedded
-//! server), `--seed N` (the provider's drift; default 7). Logs: `RUST_LOG` (default `warn`).
+//! server), `--seed N` (the provider's drift; default 7); `--help`; bad usage exits with 2. Logs:
+//! `RUST_LOG` (default `warn`).
 
 mod controller;
 mod provider;
@@ -31,13 +32,30 @@ mod story;
 
 use std::process::ExitCode;
 
+use clap::Parser;
 use ferrokube::apiserver::ApiServer;
 use ferrokube::{Client, Config};
 
-const USAGE: &str = "usage: dns [--cluster] [--seed N]";
+/// The command line.
+#[derive(Parser, Debug)]
+#[command(
+    name = "dns",
+    about = "The DnsRecord sample controller: DnsRecords (a CustomResource) kept equal to a drifting \
+             DNS provider's records, on the embedded API server or a cluster.",
+    args_override_self = true
+)]
+struct Cli {
+    /// Use $KUBECONFIG or in-cluster credentials instead of an embedded server.
+    #[arg(long)]
+    cluster: bool,
+    /// Seed of the provider's drift [default: 7]
+    #[arg(long, value_name = "N")]
+    seed: Option<u64>,
+}
 
 #[tokio::main]
 async fn main() -> ExitCode {
+    let cli = Cli::parse();
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
@@ -45,19 +63,10 @@ async fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let mut options = story::StoryOptions::default();
-    let mut cluster = false;
-    let mut args = std::env::args().skip(1);
-    while let Some(arg) = args.next() {
-        match arg.as_str() {
-            "--cluster" => cluster = true,
-            "--seed" => match args.next().and_then(|s| s.parse().ok()) {
-                Some(seed) => options.seed = seed,
-                None => return usage(),
-            },
-            _ => return usage(),
-        }
+    if let Some(seed) = cli.seed {
+        options.seed = seed;
     }
-    let result = if cluster {
+    let result = if cli.cluster {
         match Client::try_default() {
             Ok(client) => story::run(client, options).await,
             Err(error) => Err(error.into()),
@@ -82,9 +91,4 @@ async fn embedded(options: story::StoryOptions) -> Result<(), story::BoxError> {
     let mut config = Config::new(server.url().parse()?);
     config.qps = None;
     story::run(Client::new(config)?, options).await
-}
-
-fn usage() -> ExitCode {
-    eprintln!("{USAGE}");
-    ExitCode::from(2)
 }

@@ -32,7 +32,8 @@
 //! Prometheus text at `/metrics`), `--resync SECONDS` (43200), `--no-stale-protection` (sync even
 //! when a cache has not caught up with the controller's own last write for the key: only to see
 //! what the protection prevents; see `ferrokube::controller::consistency`). Logs go to stderr through `tracing`;
-//! set `RUST_LOG` (default `warn`, `error` under the live view).
+//! set `RUST_LOG` (default `warn`, `error` under the live view). `--help` lists every option; bad
+//! usage exits with 2.
 //!
 //! **Several replicas** (`--leader-elect`): only the replica holding the Lease `--lease-name`
 //! (`ferrokube-replicaset`) in `--lease-namespace` (the kubeconfig context's namespace, or the pod's)
@@ -63,10 +64,75 @@ use ferrokube::{Client, Config};
 
 use controller::{ControllerOptions, Running};
 
-const USAGE: &str = "usage: replicaset [--embedded | --kubeconfig PATH] [--keep-running] [--workers N] \
-[--qps Q] [--burst B] [--resync SECONDS] [--no-stale-protection] [--http-addr HOST:PORT] [--leader-elect] [--identity ID] \
-[--lease-namespace NS] [--lease-name NAME] [--lease-duration S] [--renew-deadline S] [--retry-period S] \
-[--no-view | --view-addr HOST:PORT]";
+/// What the command line says, as clap reads it; [`Args`] is what the program uses.
+#[derive(clap::Parser, Debug)]
+#[command(
+    name = "replicaset",
+    about = "The sample controller: Kubernetes' ReplicaSet controller built on ferrokube. Without a \
+             cluster (no --kubeconfig, no $KUBECONFIG, not in a pod) or with --embedded it plays the \
+             demo on the embedded API server; otherwise it is that cluster's ReplicaSet controller \
+             until SIGTERM or Ctrl-C.",
+    args_override_self = true
+)]
+struct Cli {
+    /// Play the demo on the embedded API server even when a cluster is configured.
+    #[arg(long)]
+    embedded: bool,
+    /// Be the ReplicaSet controller of this kubeconfig's cluster.
+    #[arg(long, value_name = "PATH")]
+    kubeconfig: Option<PathBuf>,
+    /// After the demo's story, stay up until Ctrl-C.
+    #[arg(long)]
+    keep_running: bool,
+    /// Workers syncing ReplicaSets concurrently.
+    #[arg(long, value_name = "N", default_value_t = 5)]
+    workers: usize,
+    /// Client rate limit, requests per second (kube-controller-manager's --kube-api-qps).
+    #[arg(long, value_name = "Q", default_value_t = 20.0)]
+    qps: f32,
+    /// Client burst (kube-controller-manager's --kube-api-burst).
+    #[arg(long, value_name = "B", default_value_t = 30)]
+    burst: u32,
+    /// Informer resync period, in seconds [default: 43200]
+    #[arg(long, value_name = "SECONDS")]
+    resync: Option<u64>,
+    /// Sync even when a cache has not caught up with the controller's own last write for the key
+    /// (only to see what the protection prevents).
+    #[arg(long)]
+    no_stale_protection: bool,
+    /// Serve /healthz, /readyz and Prometheus text at /metrics here.
+    #[arg(long, value_name = "HOST:PORT")]
+    http_addr: Option<SocketAddr>,
+    /// Act only while holding the Lease --lease-name; otherwise keep warm caches and wait.
+    #[arg(long)]
+    leader_elect: bool,
+    /// This replica's name in the Lease and in its requests' User-Agent [default: host name and a
+    /// random suffix]
+    #[arg(long, value_name = "ID")]
+    identity: Option<String>,
+    /// The Lease's namespace [default: the kubeconfig context's, or the pod's]
+    #[arg(long, value_name = "NS")]
+    lease_namespace: Option<String>,
+    /// The Lease's name.
+    #[arg(long, value_name = "NAME", default_value = "ferrokube-replicaset")]
+    lease_name: String,
+    /// Lease duration, in seconds.
+    #[arg(long, value_name = "S", default_value = "15", value_parser = seconds)]
+    lease_duration: Duration,
+    /// How long the leader tries to renew before it gives up, in seconds.
+    #[arg(long, value_name = "S", default_value = "10", value_parser = seconds)]
+    renew_deadline: Duration,
+    /// How often to try to acquire or renew the Lease, in seconds.
+    #[arg(long, value_name = "S", default_value = "2", value_parser = seconds)]
+    retry_period: Duration,
+    /// Do not serve the live view (served by default for the demo).
+    #[arg(long, overrides_with = "view_addr")]
+    no_view: bool,
+    /// Serve the live view here (also against a cluster) [default for the demo: 127.0.0.1, a free
+    /// port]
+    #[arg(long, value_name = "HOST:PORT", overrides_with = "no_view")]
+    view_addr: Option<SocketAddr>,
+}
 
 /// The command line.
 #[derive(Debug, Clone)]
@@ -105,65 +171,36 @@ pub struct LeaderElection {
     retry_period: Duration,
 }
 
-impl Default for LeaderElection {
-    fn default() -> Self {
-        LeaderElection {
-            namespace: None,
-            lease_name: "ferrokube-replicaset".into(),
-            lease_duration: Duration::from_secs(15),
-            renew_deadline: Duration::from_secs(10),
-            retry_period: Duration::from_secs(2),
-        }
-    }
-}
-
 impl Args {
-    fn parse(mut words: impl Iterator<Item = String>) -> Result<Args, String> {
-        let mut args = Args {
-            embedded: false,
-            kubeconfig: None,
-            keep_running: false,
-            workers: 5,
-            qps: 20.0,
-            burst: 30,
-            resync: ControllerOptions::default().resync,
-            http_addr: None,
-            leader_election: None,
-            identity: None,
-            stale_protection: true,
-            view: ViewChoice::Default,
+    fn from_cli(cli: Cli) -> Args {
+        let view = match (cli.no_view, cli.view_addr) {
+            (true, _) => ViewChoice::Off,
+            (false, Some(addr)) => ViewChoice::At(addr),
+            (false, None) => ViewChoice::Default,
         };
-        let mut election = LeaderElection::default();
-        let mut elect = false;
-        while let Some(word) = words.next() {
-            let mut value = |flag: &str| words.next().ok_or(format!("{flag} needs a value"));
-            match word.as_str() {
-                "--embedded" => args.embedded = true,
-                "--keep-running" => args.keep_running = true,
-                "--no-stale-protection" => args.stale_protection = false,
-                "--no-view" => args.view = ViewChoice::Off,
-                "--view-addr" => args.view = ViewChoice::At(number(&word, &value(&word)?)?),
-                "--kubeconfig" => args.kubeconfig = Some(value(&word)?.into()),
-                "--workers" => args.workers = number(&word, &value(&word)?)?,
-                "--qps" => args.qps = number(&word, &value(&word)?)?,
-                "--burst" => args.burst = number(&word, &value(&word)?)?,
-                "--resync" => args.resync = Duration::from_secs(number(&word, &value(&word)?)?),
-                "--http-addr" => args.http_addr = Some(number(&word, &value(&word)?)?),
-                "--leader-elect" => elect = true,
-                "--identity" => args.identity = Some(value(&word)?),
-                "--lease-namespace" => election.namespace = Some(value(&word)?),
-                "--lease-name" => election.lease_name = value(&word)?,
-                "--lease-duration" => election.lease_duration = seconds(&word, &value(&word)?)?,
-                "--renew-deadline" => election.renew_deadline = seconds(&word, &value(&word)?)?,
-                "--retry-period" => election.retry_period = seconds(&word, &value(&word)?)?,
-                "-h" | "--help" => return Err(String::new()),
-                other => return Err(format!("unknown argument {other:?}")),
-            }
+        let leader_election = cli.leader_elect.then_some(LeaderElection {
+            namespace: cli.lease_namespace,
+            lease_name: cli.lease_name,
+            lease_duration: cli.lease_duration,
+            renew_deadline: cli.renew_deadline,
+            retry_period: cli.retry_period,
+        });
+        Args {
+            embedded: cli.embedded,
+            kubeconfig: cli.kubeconfig,
+            keep_running: cli.keep_running,
+            workers: cli.workers,
+            qps: cli.qps,
+            burst: cli.burst,
+            resync: cli
+                .resync
+                .map_or(ControllerOptions::default().resync, Duration::from_secs),
+            http_addr: cli.http_addr,
+            leader_election,
+            identity: cli.identity,
+            stale_protection: !cli.no_stale_protection,
+            view,
         }
-        if elect {
-            args.leader_election = Some(election);
-        }
-        Ok(args)
     }
 
     /// Where to serve the live view, if at all.
@@ -195,27 +232,17 @@ impl Args {
     }
 }
 
-fn number<T: std::str::FromStr>(flag: &str, text: &str) -> Result<T, String> {
-    text.parse()
-        .map_err(|_| format!("{flag}: {text:?} is not a valid value"))
-}
-
-fn seconds(flag: &str, text: &str) -> Result<Duration, String> {
-    let seconds: f64 = number(flag, text)?;
-    Duration::try_from_secs_f64(seconds).map_err(|_| format!("{flag}: {text:?} is not a duration"))
+/// A number of seconds, fractions allowed.
+fn seconds(text: &str) -> Result<Duration, String> {
+    let seconds: f64 = text
+        .parse()
+        .map_err(|_| format!("{text:?} is not a number"))?;
+    Duration::try_from_secs_f64(seconds).map_err(|_| format!("{text:?} is not a duration"))
 }
 
 fn main() -> ExitCode {
-    let args = match Args::parse(std::env::args().skip(1)) {
-        Ok(args) => args,
-        Err(message) => {
-            if !message.is_empty() {
-                eprintln!("replicaset: {message}");
-            }
-            eprintln!("{USAGE}");
-            return ExitCode::from(2);
-        }
-    };
+    // Bad usage exits with 2, `--help` with 0 (clap's `exit`).
+    let args = Args::from_cli(<Cli as clap::Parser>::parse());
     let embedded = args.wants_embedded();
     let live = embedded && std::io::stdout().is_terminal();
     let view = args.view_addr().map(|addr| LiveView::new().addr(addr));

@@ -9,7 +9,7 @@
 //!
 //! Options: `--workload W1..W5|all`, `--runs N` (default 1), `--scale F` (smoke tests only),
 //! `--impl ferrokube|floor-siphash|floor-foldhash` (the floors run W1 only; other workloads exit 3).
-//! Everything but the JSON lines goes to stderr. Follow WORKLOADS.md when changing anything here.
+//! `--help` says so too; bad usage exits with 2. Everything but the JSON lines goes to stderr. Follow WORKLOADS.md when changing anything here.
 
 use std::collections::{HashSet, VecDeque};
 use std::hash::BuildHasher;
@@ -60,10 +60,13 @@ fn check_vectors() -> Result<(), String> {
     Ok(())
 }
 
-#[derive(Clone, Copy, PartialEq)]
+/// `--impl`: the queue, or a single-threaded floor.
+#[derive(Clone, Copy, PartialEq, Debug, clap::ValueEnum)]
 enum Impl {
     Ferrokube,
+    #[value(name = "floor-siphash")]
     FloorSipHash,
+    #[value(name = "floor-foldhash")]
     FloorFoldHash,
 }
 
@@ -77,55 +80,71 @@ impl Impl {
     }
 }
 
+/// The command line.
+#[derive(clap::Parser, Debug)]
+#[command(
+    name = "bench_workloads",
+    about = "The five workqueue workloads of benches/WORKLOADS.md, one JSON line per run on stdout.",
+    args_override_self = true
+)]
+struct Cli {
+    /// Which workload (any case).
+    #[arg(long, value_enum, ignore_case = true)]
+    workload: Workload,
+    /// Runs of each workload.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    runs: usize,
+    /// Scale the workloads down (smoke tests only; results are not comparable).
+    #[arg(long, value_name = "F", value_parser = scale)]
+    scale: Option<f64>,
+    /// The floors run W1 only (other workloads exit 3).
+    #[arg(long = "impl", value_name = "IMPL", value_enum, default_value_t = Impl::Ferrokube)]
+    implementation: Impl,
+}
+
+/// `--workload`.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum Workload {
+    W1,
+    W2,
+    W3,
+    W4,
+    W5,
+    All,
+}
+
 struct Args {
-    workloads: Vec<String>,
+    workloads: Vec<&'static str>,
     runs: usize,
     scale: Option<f64>,
     implementation: Impl,
 }
 
-fn parse_args() -> Result<Args, String> {
-    let mut args = Args {
-        workloads: vec![],
-        runs: 1,
-        scale: None,
-        implementation: Impl::Ferrokube,
-    };
-    let mut it = std::env::args().skip(1);
-    while let Some(flag) = it.next() {
-        let mut value = || it.next().ok_or(format!("{flag} needs a value"));
-        match flag.trim_start_matches('-') {
-            "workload" => {
-                let w = value()?.to_uppercase();
-                args.workloads = match w.as_str() {
-                    "ALL" => ["W1", "W2", "W3", "W4", "W5"].map(String::from).to_vec(),
-                    "W1" | "W2" | "W3" | "W4" | "W5" => vec![w],
-                    _ => return Err(format!("unknown workload {w}")),
-                };
-            }
-            "runs" => args.runs = value()?.parse().map_err(|e| format!("--runs: {e}"))?,
-            "scale" => {
-                let scale: f64 = value()?.parse().map_err(|e| format!("--scale: {e}"))?;
-                if !(scale > 0.0 && scale.is_finite()) {
-                    return Err("--scale must be positive".into());
-                }
-                args.scale = Some(scale);
-            }
-            "impl" => {
-                args.implementation = match value()?.as_str() {
-                    "ferrokube" => Impl::Ferrokube,
-                    "floor-siphash" => Impl::FloorSipHash,
-                    "floor-foldhash" => Impl::FloorFoldHash,
-                    other => return Err(format!("unknown impl {other}")),
-                }
-            }
-            _ => return Err(format!("unknown option {flag}")),
+impl Args {
+    fn from_cli(cli: Cli) -> Args {
+        let workloads = match cli.workload {
+            Workload::W1 => vec!["W1"],
+            Workload::W2 => vec!["W2"],
+            Workload::W3 => vec!["W3"],
+            Workload::W4 => vec!["W4"],
+            Workload::W5 => vec!["W5"],
+            Workload::All => vec!["W1", "W2", "W3", "W4", "W5"],
+        };
+        Args {
+            workloads,
+            runs: cli.runs,
+            scale: cli.scale,
+            implementation: cli.implementation,
         }
     }
-    if args.workloads.is_empty() {
-        return Err("--workload W1..W5|all is required".into());
+}
+
+fn scale(text: &str) -> Result<f64, String> {
+    let scale: f64 = text.parse().map_err(|e| format!("{e}"))?;
+    if !(scale > 0.0 && scale.is_finite()) {
+        return Err("must be positive".into());
     }
-    Ok(args)
+    Ok(scale)
 }
 
 /// One run's result, printed as the JSON line of WORKLOADS.md.
@@ -177,17 +196,12 @@ fn main() -> ExitCode {
         eprintln!("{e}");
         return ExitCode::from(2);
     }
-    let args = match parse_args() {
-        Ok(args) => args,
-        Err(e) => {
-            eprintln!("bench_workloads: {e}");
-            return ExitCode::from(2);
-        }
-    };
+    // Bad usage exits with 2 (clap).
+    let args = Args::from_cli(<Cli as clap::Parser>::parse());
     for workload in &args.workloads {
         for run in 0..args.runs {
             eprintln!("{} {workload} run {}", args.implementation.name(), run + 1);
-            let result = match (args.implementation, workload.as_str()) {
+            let result = match (args.implementation, *workload) {
                 (Impl::Ferrokube, "W1") => Ok(w1(args.scale)),
                 (Impl::Ferrokube, "W2") => Ok(w2(args.scale)),
                 (Impl::Ferrokube, "W3") => w3(args.scale),

@@ -5,6 +5,7 @@
 //! ```
 //!
 //! It writes a kubeconfig (default `./ferrokube.kubeconfig`), prints where, and serves until Ctrl-C.
+//! `--help` describes the options; bad usage exits with 2.
 //! Faults can be switched over HTTP: `curl -X PUT $URL/ferrokube/faults -d '{"failWrites":0.05}'`,
 //! `curl -X POST "$URL/ferrokube/faults?closeWatches=1&compact=1"`.
 
@@ -12,42 +13,54 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use clap::Parser;
 use ferrokube_apiserver::{ApiServer, KubeletSettings};
 
-fn usage() -> ExitCode {
-    eprintln!(
-        "usage: ferrokube-apiserver [--port N] [--tls] [--token T] [--kubeconfig PATH] [--kubelet] [--history N]"
-    );
-    ExitCode::from(2)
+/// The embedded Kubernetes API server as a process, for kubectl and other clients: it writes a
+/// kubeconfig, prints where, and serves on loopback until Ctrl-C.
+#[derive(Parser, Debug)]
+#[command(name = "ferrokube-apiserver", args_override_self = true)]
+struct Cli {
+    /// Port on 127.0.0.1 (default: one the OS picks).
+    #[arg(long, value_name = "N")]
+    port: Option<u16>,
+    /// Serve HTTPS with a fresh self-signed CA (the kubeconfig carries it); default plain HTTP.
+    #[arg(long)]
+    tls: bool,
+    /// Require `Authorization: Bearer T` (the kubeconfig carries it); default no authentication.
+    #[arg(long, value_name = "T")]
+    token: Option<String>,
+    /// Where to write the kubeconfig.
+    #[arg(long, value_name = "PATH", default_value = "ferrokube.kubeconfig")]
+    kubeconfig: PathBuf,
+    /// Run a stand-in kubelet that makes pods Running and Ready (default: pods stay Pending).
+    #[arg(long)]
+    kubelet: bool,
+    /// How many changes the watch history keeps; older resourceVersions get 410 Gone (default
+    /// 10000).
+    #[arg(long, value_name = "N")]
+    history: Option<usize>,
 }
 
 fn main() -> ExitCode {
+    let cli = Cli::parse();
     let mut server = ApiServer::new();
-    let mut kubeconfig = PathBuf::from("ferrokube.kubeconfig");
-    let mut args = std::env::args().skip(1);
-    while let Some(arg) = args.next() {
-        match arg.as_str() {
-            "--port" => match args.next().and_then(|p| p.parse::<u16>().ok()) {
-                Some(port) => server = server.address(SocketAddr::from(([127, 0, 0, 1], port))),
-                None => return usage(),
-            },
-            "--tls" => server = server.tls(true),
-            "--token" => match args.next() {
-                Some(token) => server = server.token(&token),
-                None => return usage(),
-            },
-            "--kubeconfig" => match args.next() {
-                Some(path) => kubeconfig = PathBuf::from(path),
-                None => return usage(),
-            },
-            "--kubelet" => server = server.kubelet(KubeletSettings::default()),
-            "--history" => match args.next().and_then(|h| h.parse::<usize>().ok()) {
-                Some(history) => server = server.history(history),
-                None => return usage(),
-            },
-            _ => return usage(),
-        }
+    if let Some(port) = cli.port {
+        server = server.address(SocketAddr::from(([127, 0, 0, 1], port)));
     }
+    if cli.tls {
+        server = server.tls(true);
+    }
+    if let Some(token) = &cli.token {
+        server = server.token(token);
+    }
+    if cli.kubelet {
+        server = server.kubelet(KubeletSettings::default());
+    }
+    if let Some(history) = cli.history {
+        server = server.history(history);
+    }
+    let kubeconfig = cli.kubeconfig;
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
