@@ -1380,3 +1380,6 @@ conformance!(
     cluster_scoped_custom_resources_and_crd_finalization,
     cluster_scoped_custom_resources
 );
+
+#[path = "conformance/apply.rs"]
+mod apply;

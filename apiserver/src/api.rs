@@ -214,8 +214,23 @@ impl Api {
         Ok(self.store.watch(filter, start))
     }
 
-    /// CREATE (POST). `dry_run` validates and returns the object without storing it.
+    /// CREATE (POST) by field manager `manager`. `dry_run` validates and returns the object
+    /// without storing it.
     pub fn create(
+        &self,
+        resource: &ResourceType,
+        namespace: Option<&str>,
+        mut object: Value,
+        dry_run: bool,
+        manager: &str,
+    ) -> Result<Value, StatusError> {
+        let source = self.type_source(resource);
+        self.record_update(resource, &source, None, &mut object, manager);
+        self.create_recorded(resource, namespace, object, dry_run)
+    }
+
+    /// CREATE of an object whose managedFields are already written (see [`crate::apply`]).
+    pub(crate) fn create_recorded(
         &self,
         resource: &ResourceType,
         namespace: Option<&str>,
@@ -294,7 +309,8 @@ impl Api {
         Ok(())
     }
 
-    /// UPDATE (PUT) through `endpoint`.
+    /// UPDATE (PUT) through `endpoint` by field manager `manager`.
+    #[allow(clippy::too_many_arguments)]
     pub fn update(
         &self,
         resource: &ResourceType,
@@ -303,6 +319,7 @@ impl Api {
         endpoint: Endpoint,
         mut object: Value,
         dry_run: bool,
+        manager: &str,
     ) -> Result<Value, StatusError> {
         strategy::check_type(resource, &mut object)?;
         strategy::check_namespace(resource, &mut object, namespace)?;
@@ -322,9 +339,11 @@ impl Api {
         {
             return Err(crd::unconditional_update(resource, name));
         }
+        let source = self.type_source(resource);
         let updated = self.write(resource, namespace, name, dry_run, |current| {
             let mut object = object;
             strategy::prepare_update(resource, current, &mut object, endpoint)?;
+            self.record_update(resource, &source, Some(current), &mut object, manager);
             Ok(object)
         })?;
         if !dry_run {
@@ -333,7 +352,7 @@ impl Api {
         Ok(updated)
     }
 
-    /// PATCH through `endpoint`.
+    /// PATCH through `endpoint` by field manager `manager` (server-side apply is [`Api::apply`]).
     #[allow(clippy::too_many_arguments)]
     pub fn patch(
         &self,
@@ -344,7 +363,9 @@ impl Api {
         kind: PatchType,
         patch: &Value,
         dry_run: bool,
+        manager: &str,
     ) -> Result<Value, StatusError> {
+        let source = self.type_source(resource);
         let patched = self.write(resource, namespace, name, dry_run, |current| {
             let mut object = patch::apply(kind, current, patch)?;
             strategy::check_type(resource, &mut object)?;
@@ -355,6 +376,7 @@ impl Api {
             }
             strategy::check_namespace(resource, &mut object, namespace)?;
             strategy::prepare_update(resource, current, &mut object, endpoint)?;
+            self.record_update(resource, &source, Some(current), &mut object, manager);
             Ok(object)
         })?;
         if !dry_run {

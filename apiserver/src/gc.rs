@@ -284,6 +284,7 @@ impl GarbageCollector {
             PatchType::Merge,
             &patch,
             false,
+            "kube-controller-manager",
         );
         if let Err(e) = result {
             if e.code != 404 {

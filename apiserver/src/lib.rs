@@ -27,6 +27,7 @@
 //! | [`api`] | the verbs, independent of HTTP |
 //! | [`strategy`], [`validation`] | what happens to an object on create and update; 422s |
 //! | [`patch`] | merge, JSON and strategic merge patches |
+//! | [`apply`] | server-side apply, field managers and `managedFields` |
 //! | [`selection`] | label and field selectors |
 //! | [`resource`] | the served types: a [`Catalog`] snapshot per request, the live [`Registry`] |
 //! | [`crd`] | CustomResourceDefinitions: how a stored CRD becomes a served kind, and stops being one |
@@ -59,7 +60,9 @@
 //!   service account, token volume or default tolerations are added: there is no admission chain.
 //! - Validation covers names, a Pod's containers and images, a workload's selector and template. Other
 //!   invalid specs are stored.
-//! - `managedFields` are never written; server-side apply answers 415.
+//! - Server-side apply and `managedFields`: see the differences listed in [`apply`] (field types
+//!   from a table of names for built-in kinds, YAML 1.2 bodies, no manager caps or
+//!   last-applied-configuration upgrade, the server's own writes unrecorded).
 //! - Strategic merge patch knows the merge keys of the common list fields by name, not by Go type.
 //! - Watch history is one window over all kinds (etcd-like), sized in events, not per kind or in time.
 //! - A list or watch from a resourceVersion newer than the server's answers 504 at once instead of
@@ -101,6 +104,7 @@
 //!   reports them in an order that varies between requests (Go map iteration).
 
 pub mod api;
+pub mod apply;
 pub mod audit;
 pub mod crd;
 pub mod faults;

@@ -11,7 +11,8 @@
 //!   types; here they are a table of the common fields ([`merge_key`]). The `$patch: delete|replace`,
 //!   `$setElementOrder/…`, `$retainKeys` and `$deleteFromPrimitiveList/…` directives are understood.
 //!
-//! Server-side apply (`application/apply-patch+yaml`) is answered with 415.
+//! Server-side apply (`application/apply-patch+yaml`) is not a patch format here: [`crate::apply`]
+//! handles it before these are consulted (so this module answers 415 for it).
 
 use serde_json::Value;
 

@@ -2,8 +2,8 @@
 //! apply before anything is stored.
 //!
 //! - **create**: check the kind and namespace against the URL, turn `generateName` into a name, validate,
-//!   stamp `uid` and `creationTimestamp`, start `generation` at 1 for kinds that track it, drop
-//!   `managedFields`, reset the status of kinds with a status subresource, and fill the defaults a client
+//!   stamp `uid` and `creationTimestamp`, start `generation` at 1 for kinds that track it
+//!   (`managedFields` are [`crate::apply`]'s), reset the status of kinds with a status subresource, and fill the defaults a client
 //!   reads back (a Pod's `restartPolicy`, a ReplicaSet's `replicas`, ...).
 //! - **update** (main endpoint): keep what a client may not change (uid, creationTimestamp,
 //!   deletionTimestamp, and the status of kinds with a status subresource), bump `generation` when the
@@ -131,7 +131,6 @@ pub fn prepare_create(resource: &ResourceType, object: &mut Value) -> Result<Str
     metadata.insert("creationTimestamp".into(), meta::now().into());
     metadata.remove("deletionTimestamp");
     metadata.remove("deletionGracePeriodSeconds");
-    metadata.remove("managedFields");
     metadata.remove("selfLink");
     if resource.generation {
         metadata.insert("generation".into(), 1.into());
@@ -209,7 +208,6 @@ pub fn prepare_update(
             None => new_meta.remove(kept),
         };
     }
-    meta::metadata_mut(new).remove("managedFields");
     if resource.status {
         let old_status = old.get("status").cloned();
         if let Some(map) = new.as_object_mut() {

@@ -152,10 +152,12 @@ async fn dispatch(
                 Method::POST => {
                     let table = wanted_table(&request, true)?;
                     write_fault(shared)?;
+                    let manager = field_manager(&request, &params);
                     let object = read_json(request).await?;
-                    let created = shared
-                        .api
-                        .create(&resource, ns, object, is_dry_run(&params))?;
+                    let created =
+                        shared
+                            .api
+                            .create(&resource, ns, object, is_dry_run(&params), &manager)?;
                     object_reply(
                         shared,
                         &resource,
@@ -269,11 +271,12 @@ async fn object(
         Method::PUT => {
             write_fault(shared)?;
             update_fault(shared, resource, name)?;
+            let manager = field_manager(&request, params);
             let object = read_json(request).await?;
             let updated = if scale {
                 api.update_scale(resource, ns, name, dry_run, |_| Ok(object))?
             } else {
-                api.update(resource, ns, name, endpoint, object, dry_run)?
+                api.update(resource, ns, name, endpoint, object, dry_run, &manager)?
             };
             object_reply(
                 shared,
@@ -284,17 +287,39 @@ async fn object(
                 params,
             )
         }
+        Method::PATCH if is_apply(&content_type) && !scale => {
+            apply(
+                shared,
+                resource,
+                ns,
+                name,
+                endpoint,
+                params,
+                request,
+                write_table,
+            )
+            .await
+        }
         Method::PATCH => {
+            let apply = is_apply(&content_type);
+            crate::apply::verb::check_patch_options(
+                apply,
+                params.get("fieldManager").map(String::as_str),
+                params.get("force").map(String::as_str),
+            )?;
             let kind = PatchType::from_content_type(&content_type)?;
             write_fault(shared)?;
             update_fault(shared, resource, name)?;
+            let manager = field_manager(&request, params);
             let patch = read_json(request).await?;
             let patched = if scale {
                 api.update_scale(resource, ns, name, dry_run, |current| {
                     crate::patch::apply(kind, &current, &patch)
                 })?
             } else {
-                api.patch(resource, ns, name, endpoint, kind, &patch, dry_run)?
+                api.patch(
+                    resource, ns, name, endpoint, kind, &patch, dry_run, &manager,
+                )?
             };
             object_reply(
                 shared,
@@ -332,6 +357,60 @@ async fn object(
         }
         m => Err(StatusError::method_not_allowed(m.as_str())),
     }
+}
+
+/// Whether a PATCH's `Content-Type` is server-side apply's.
+fn is_apply(content_type: &str) -> bool {
+    content_type.split(';').next().map(str::trim) == Some(crate::apply::CONTENT_TYPE)
+}
+
+/// The field manager of a write: `?fieldManager=`, or the User-Agent's product.
+fn field_manager(request: &Request<Incoming>, params: &HashMap<String, String>) -> String {
+    let user_agent = request
+        .headers()
+        .get(header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    crate::apply::manager_name(params.get("fieldManager").map(String::as_str), user_agent)
+}
+
+/// PATCH with `application/apply-patch+yaml`: server-side apply (see [`crate::apply`]); 201 when
+/// it created the object. Subresources cannot be applied to here (415).
+#[allow(clippy::too_many_arguments)]
+async fn apply(
+    shared: &Arc<Shared>,
+    resource: &ResourceType,
+    ns: Option<&str>,
+    name: &str,
+    endpoint: Endpoint,
+    params: &HashMap<String, String>,
+    request: Request<Incoming>,
+    table: Option<TableVersion>,
+) -> Reply {
+    use crate::apply::verb::{self, ApplyOutcome, ApplyRequest};
+    let manager = params.get("fieldManager").map(String::as_str);
+    verb::check_patch_options(true, manager, params.get("force").map(String::as_str))?;
+    if endpoint != Endpoint::Main {
+        return Err(StatusError::unsupported_media_type(
+            crate::apply::CONTENT_TYPE,
+        ));
+    }
+    write_fault(shared)?;
+    update_fault(shared, resource, name)?;
+    let body = read_body(request).await?;
+    let applied = ApplyRequest {
+        config: verb::parse_body(&body)?,
+        manager: manager.unwrap_or_default().to_string(),
+        force: is_true(params.get("force")),
+    };
+    let (object, outcome) = shared
+        .api
+        .apply(resource, ns, name, &applied, is_dry_run(params))?;
+    let code = match outcome {
+        ApplyOutcome::Created => StatusCode::CREATED,
+        ApplyOutcome::Updated => StatusCode::OK,
+    };
+    object_reply(shared, resource, code, &object, table, params)
 }
 
 /// The object a write returns, or a one-row Table of it when the client asked for one.

@@ -1,0 +1,279 @@
+//! The apply verb on [`Api`], and the glue every other write uses to record its manager.
+//!
+//! An apply is one read-modify-write ([`Api::write`]) of the live object, or a create when there
+//! is none (the configuration applied to the kind's empty object), each followed by the same
+//! strategy (defaults, generation, validation) as any write.
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use super::shape::Shape;
+use super::{Applied, Typed};
+use crate::api::Api;
+use crate::meta;
+use crate::resource::ResourceType;
+use crate::status::StatusError;
+use crate::store::Stored;
+use crate::strategy::{self, Endpoint};
+
+/// One apply request, its options checked.
+#[derive(Debug, Clone)]
+pub struct ApplyRequest {
+    /// The applied configuration (a partial object).
+    pub config: Value,
+    /// `?fieldManager=`.
+    pub manager: String,
+    /// `?force=true`: take fields from other managers instead of failing.
+    pub force: bool,
+}
+
+/// What an apply did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ApplyOutcome {
+    /// The object did not exist: created (201).
+    Created,
+    /// The object existed: updated, or left as it was (200).
+    Updated,
+}
+
+/// Checks a PATCH's `fieldManager` and `force` as kube-apiserver does (a 422 about `PatchOptions`):
+/// apply needs a manager; only apply may force.
+pub fn check_patch_options(
+    apply: bool,
+    field_manager: Option<&str>,
+    force: Option<&str>,
+) -> Result<(), StatusError> {
+    let mut causes: Vec<(&str, &str, String)> = Vec::new();
+    if apply && field_manager.is_none_or(str::is_empty) {
+        causes.push((
+            "FieldValueRequired",
+            "fieldManager",
+            "Required value: is required for apply patch".into(),
+        ));
+    }
+    if !apply && force.is_some() {
+        causes.push((
+            "FieldValueForbidden",
+            "force",
+            "Forbidden: may not be specified for non-apply patch".into(),
+        ));
+    }
+    if causes.is_empty() {
+        return Ok(());
+    }
+    let rendered: Vec<String> = causes
+        .iter()
+        .map(|(_, field, message)| format!("{field}: {message}"))
+        .collect();
+    let summary = match rendered.as_slice() {
+        [one] => one.clone(),
+        many => format!("[{}]", many.join(", ")),
+    };
+    let details = causes
+        .iter()
+        .map(|(reason, field, message)| json!({"reason": reason, "message": message, "field": field}))
+        .collect::<Vec<_>>();
+    Err(StatusError {
+        code: 422,
+        reason: "Invalid",
+        message: format!("PatchOptions.meta.k8s.io \"\" is invalid: {summary}"),
+        details: Some(json!({"group": "meta.k8s.io", "kind": "PatchOptions", "causes": details})),
+    })
+}
+
+/// Reads an apply body: YAML (JSON is YAML). `{}`-less garbage is a 400.
+pub fn parse_body(body: &[u8]) -> Result<Value, StatusError> {
+    let text = std::str::from_utf8(body)
+        .map_err(|_| StatusError::bad_request("the apply patch is not UTF-8"))?;
+    let value: Value = serde_yaml_ng::from_str(text)
+        .map_err(|e| StatusError::bad_request(format!("error decoding YAML: {e}")))?;
+    if !value.is_object() {
+        return Err(StatusError::bad_request(
+            "the apply patch must be an object",
+        ));
+    }
+    Ok(value)
+}
+
+/// Where the types of a resource's fields come from. Read before a write's transaction (reading
+/// a CRD takes the store's lock, which the transaction holds).
+pub(crate) enum TypeSource {
+    BuiltIn,
+    /// A custom resource's `openAPIV3Schema` (from its CRD, read when the request comes).
+    Custom(Value),
+}
+
+impl Api {
+    pub(crate) fn type_source(&self, resource: &ResourceType) -> TypeSource {
+        let Some(definition) = resource.definition.as_deref() else {
+            return TypeSource::BuiltIn;
+        };
+        let schema = self
+            .registry
+            .find("apiextensions.k8s.io", "v1", "customresourcedefinitions")
+            .and_then(|crds| self.store.get(&crds.qualified(), definition))
+            .and_then(|crd| version_schema(&crd, &resource.version));
+        TypeSource::Custom(schema.unwrap_or_else(|| json!({"type": "object"})))
+    }
+
+    /// Records a create, update or non-apply patch of `new` (over `old`) by `manager` in its
+    /// managedFields. A failure is logged and leaves the object without managedFields, as
+    /// kube-apiserver does: ownership tracking never fails a write.
+    pub(crate) fn record_update(
+        &self,
+        resource: &ResourceType,
+        source: &TypeSource,
+        old: Option<&Value>,
+        new: &mut Value,
+        manager: &str,
+    ) {
+        let typed = typed(resource, source);
+        let result = super::record_update(&typed, &resource.kind, old, new, manager, &meta::now());
+        if let Err(error) = result {
+            tracing::warn!(kind = %resource.kind, %manager, %error, "managedFields not recorded");
+            meta::metadata_mut(new).remove("managedFields");
+        }
+    }
+
+    /// Server-side apply of `request` to `name`: created when missing. See the [module docs](super).
+    pub fn apply(
+        &self,
+        resource: &ResourceType,
+        namespace: Option<&str>,
+        name: &str,
+        request: &ApplyRequest,
+        dry_run: bool,
+    ) -> Result<(Value, ApplyOutcome), StatusError> {
+        check_config(resource, name, &request.config)?;
+        let source = self.type_source(resource);
+        let typed = typed(resource, &source);
+        let now = meta::now();
+        let key = resource.key(namespace, name);
+        let exists: Option<Arc<Value>> = self
+            .store
+            .get(&resource.qualified(), &key)
+            .map(|s: Stored| s.object);
+        if exists.is_none() {
+            let empty = super::empty_object(&resource.kind);
+            let mut object = match super::apply(
+                &typed,
+                &empty,
+                &request.config,
+                &request.manager,
+                request.force,
+                &now,
+            )? {
+                Applied::Changed(object) => object,
+                Applied::Unchanged => request.config.clone(),
+            };
+            meta::metadata_mut(&mut object).insert("name".into(), name.into());
+            let created = self.create_recorded(resource, namespace, object, dry_run)?;
+            return Ok((created, ApplyOutcome::Created));
+        }
+        let updated = self.write(resource, namespace, name, dry_run, |current| {
+            let mut object = match super::apply(
+                &typed,
+                current,
+                &request.config,
+                &request.manager,
+                request.force,
+                &now,
+            )? {
+                Applied::Changed(object) => object,
+                Applied::Unchanged => return Ok(current.clone()),
+            };
+            strategy::check_type(resource, &mut object)?;
+            strategy::check_namespace(resource, &mut object, namespace)?;
+            // The configuration's resourceVersion, if any, is a precondition (merged over the live one).
+            strategy::prepare_update(resource, current, &mut object, Endpoint::Main)?;
+            Ok(object)
+        })?;
+        Ok((updated, ApplyOutcome::Updated))
+    }
+}
+
+fn typed<'s>(resource: &'s ResourceType, source: &'s TypeSource) -> Typed<'s> {
+    let shape = match source {
+        TypeSource::BuiltIn => Shape::built_in(&resource.kind),
+        TypeSource::Custom(schema) => Shape::custom(schema),
+    };
+    Typed {
+        shape,
+        api_version: resource.api_version(),
+    }
+}
+
+/// The `openAPIV3Schema` of `version` in a stored CRD.
+fn version_schema(crd: &Stored, version: &str) -> Option<Value> {
+    crd.object
+        .pointer("/spec/versions")?
+        .as_array()?
+        .iter()
+        .find(|v| v.get("name").and_then(Value::as_str) == Some(version))?
+        .pointer("/schema/openAPIV3Schema")
+        .cloned()
+}
+
+/// The checks of an applied configuration before anything is read: its apiVersion and kind are
+/// the URL's, it names the URL's object, and it carries no managedFields.
+fn check_config(resource: &ResourceType, name: &str, config: &Value) -> Result<(), StatusError> {
+    let expected = resource.api_version();
+    let version = config
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    if version != expected {
+        return Err(StatusError::bad_request(format!(
+            "Incorrect version specified in apply patch. Specified patch version: {version}, expected: {expected}"
+        )));
+    }
+    let kind = config.get("kind").and_then(Value::as_str).unwrap_or("");
+    if kind != resource.kind {
+        return Err(StatusError::bad_request(format!(
+            "Incorrect kind specified in apply patch. Specified patch kind: {kind}, expected: {}",
+            resource.kind
+        )));
+    }
+    if config
+        .pointer("/metadata/managedFields")
+        .is_some_and(|m| !m.is_null())
+    {
+        return Err(StatusError::bad_request(
+            "metadata.managedFields must be nil",
+        ));
+    }
+    match meta::name(config) {
+        Some(n) if n != name => Err(StatusError::bad_request(format!(
+            "the name of the object ({n}) does not match the name on the URL ({name})"
+        ))),
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn patch_options_as_kube_apiserver_checks_them() {
+        let missing = check_patch_options(true, None, None).expect_err("422");
+        assert_eq!(missing.code, 422);
+        assert_eq!(
+            missing.message,
+            "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch"
+        );
+        assert!(check_patch_options(false, None, Some("true")).is_err());
+        assert!(check_patch_options(true, Some("a"), Some("true")).is_ok());
+    }
+
+    #[test]
+    fn bodies_are_yaml_or_json() {
+        let yaml = parse_body(b"kind: ConfigMap\ndata:\n  k: \"1\"\n").expect("yaml");
+        assert_eq!(yaml["data"]["k"], "1");
+        let json = parse_body(br#"{"kind": "ConfigMap"}"#).expect("json");
+        assert_eq!(json["kind"], "ConfigMap");
+        assert_eq!(parse_body(b"{not: [yaml").expect_err("400").code, 400);
+        assert_eq!(parse_body(b"- a").expect_err("400").code, 400);
+    }
+}
