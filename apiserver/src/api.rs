@@ -22,6 +22,10 @@ use crate::status::StatusError;
 use crate::store::{ListPage, Store, Stored, WatchFeed, WatchFilter, WatchStart, Write};
 use crate::strategy::{self, Endpoint};
 
+/// The field manager of writes made in-process (tests, examples) through [`Api::create`],
+/// [`Api::update`] and [`Api::patch`]; HTTP requests name theirs (see [`crate::apply`]).
+pub const IN_PROCESS: &str = "ferrokube-apiserver";
+
 /// The query of a list.
 #[derive(Debug, Clone, Default)]
 pub struct ListOptions {
@@ -214,9 +218,20 @@ impl Api {
         Ok(self.store.watch(filter, start))
     }
 
-    /// CREATE (POST) by field manager `manager`. `dry_run` validates and returns the object
-    /// without storing it.
+    /// CREATE (POST) by the field manager [`IN_PROCESS`]. `dry_run` validates and returns the
+    /// object without storing it.
     pub fn create(
+        &self,
+        resource: &ResourceType,
+        namespace: Option<&str>,
+        object: Value,
+        dry_run: bool,
+    ) -> Result<Value, StatusError> {
+        self.create_by(resource, namespace, object, dry_run, IN_PROCESS)
+    }
+
+    /// CREATE (POST) by field manager `manager` (recorded in `managedFields`).
+    pub fn create_by(
         &self,
         resource: &ResourceType,
         namespace: Option<&str>,
@@ -309,9 +324,24 @@ impl Api {
         Ok(())
     }
 
+    /// UPDATE (PUT) through `endpoint` by the field manager [`IN_PROCESS`].
+    pub fn update(
+        &self,
+        resource: &ResourceType,
+        namespace: Option<&str>,
+        name: &str,
+        endpoint: Endpoint,
+        object: Value,
+        dry_run: bool,
+    ) -> Result<Value, StatusError> {
+        self.update_by(
+            resource, namespace, name, endpoint, object, dry_run, IN_PROCESS,
+        )
+    }
+
     /// UPDATE (PUT) through `endpoint` by field manager `manager`.
     #[allow(clippy::too_many_arguments)]
-    pub fn update(
+    pub fn update_by(
         &self,
         resource: &ResourceType,
         namespace: Option<&str>,
@@ -352,9 +382,26 @@ impl Api {
         Ok(updated)
     }
 
-    /// PATCH through `endpoint` by field manager `manager` (server-side apply is [`Api::apply`]).
+    /// PATCH through `endpoint` by the field manager [`IN_PROCESS`].
     #[allow(clippy::too_many_arguments)]
     pub fn patch(
+        &self,
+        resource: &ResourceType,
+        namespace: Option<&str>,
+        name: &str,
+        endpoint: Endpoint,
+        kind: PatchType,
+        patch: &Value,
+        dry_run: bool,
+    ) -> Result<Value, StatusError> {
+        self.patch_by(
+            resource, namespace, name, endpoint, kind, patch, dry_run, IN_PROCESS,
+        )
+    }
+
+    /// PATCH through `endpoint` by field manager `manager` (server-side apply is [`Api::apply`]).
+    #[allow(clippy::too_many_arguments)]
+    pub fn patch_by(
         &self,
         resource: &ResourceType,
         namespace: Option<&str>,

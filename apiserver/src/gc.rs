@@ -276,7 +276,7 @@ impl GarbageCollector {
             return;
         };
         let patch = json!({"metadata": metadata});
-        let result = self.api.patch(
+        let result = self.api.patch_by(
             &resource,
             target.namespace.as_deref(),
             &target.name,

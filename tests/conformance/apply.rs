@@ -428,6 +428,17 @@ async fn apply_custom_lists(t: &Target, ns: &str) -> Value {
     let forced = apply(t, &url, Some("bob"), true, &rack(json!({
         "slots": [{"row": 1, "col": "a", "item": "z"}, {"row": 2, "col": "b", "item": "y"}], "tags": ["t2"],
         "notes": ["mine"]}))).await;
+    // A create that is not an apply: the updater owns `spec` itself too (a custom object starts
+    // from nothing).
+    let posted = t
+        .call(
+            Method::POST,
+            &format!("/apis/{group}/v1/namespaces/{ns}/racks"),
+            Some(json!({"apiVersion": format!("{group}/v1"), "kind": "Rack",
+                "metadata": {"name": "p", "labels": {"a": "b"}},
+                "spec": {"size": 2, "slots": [{"row": 1, "col": "a"}], "notes": ["n"]}})),
+        )
+        .await;
     t.call(Method::DELETE, &crd_url, None).await;
     json!({
         "created": [created.code, created.body["spec"], managed(&created.body)],
@@ -435,6 +446,7 @@ async fn apply_custom_lists(t: &Target, ns: &str) -> Value {
         "notes": conflict(&notes),
         "clash": conflict(&clash),
         "forced": [forced.code, forced.body["spec"], managed(&forced.body)],
+        "posted": [posted.code, managed(&posted.body)],
     })
 }
 conformance!(server_side_apply_custom_resource_lists, apply_custom_lists);

@@ -53,9 +53,16 @@
 //! - Update managers of built-in kinds own the fields the server defaulted on their write; the
 //!   defaults here are fewer (see the crate docs), so those entries list fewer fields.
 //! - There are no caps on Update managers (kube-apiserver merges the oldest into
-//!   `ancient-changes` past 10), no `kubectl.kubernetes.io/last-applied-configuration`
-//!   upgrade between client- and server-side apply, and no managers recorded for the server's
-//!   own writes (garbage collector, CRD status, the kubelet stand-in).
+//!   `ancient-changes` past 10) and no `kubectl.kubernetes.io/last-applied-configuration`
+//!   upgrade between client- and server-side apply (kubectl's own migration of its
+//!   `kubectl-client-side-apply` entries works: it is a JSON patch of `managedFields`).
+//! - The server's own writes: the built-in namespaces are created by `kube-apiserver` and the
+//!   garbage collector's patches are `kube-controller-manager`'s, as there; CRD status and the
+//!   kubelet stand-in's writes are not recorded. In-process writes through [`crate::api::Api`]'s
+//!   `create`/`update`/`patch` are [`crate::api::IN_PROCESS`]'s (`*_by` name another manager).
+//! - An Update's owned fields are compared against the kind's Go zero value, which here is a
+//!   table ([`empty_object`]): a kind missing from it may show `".": {}` on `spec` or `status`
+//!   where kube-apiserver does not.
 //! - Apply of the `status` and `scale` subresources is answered with 415 (`status` apply works on
 //!   CRDs without the subresource, as part of the object).
 
@@ -130,20 +137,22 @@ fn stripped(object: &Value) -> Value {
 }
 
 /// The empty object of a built-in `kind` as kube-apiserver starts a create from (its Go zero value):
-/// what is in it already was not added by the creator.
+/// what is in it already was not added by the creator. A custom resource's is `{}` (pass `""`).
 pub fn empty_object(kind: &str) -> Value {
-    let template = json!({"template": {"metadata": {}, "spec": {}}});
+    let pod_spec = json!({"containers": null});
+    let template = json!({"metadata": {}, "spec": pod_spec});
     match kind {
         "ConfigMap" | "Secret" | "Event" | "ServiceAccount" | "Endpoints" => {
             json!({"metadata": {}})
         }
+        "Pod" => json!({"metadata": {}, "spec": pod_spec, "status": {}}),
         "Deployment" => {
-            json!({"metadata": {}, "spec": {"template": {"metadata": {}, "spec": {}}, "strategy": {}}, "status": {}})
+            json!({"metadata": {}, "spec": {"template": template, "strategy": {}}, "status": {}})
         }
         "ReplicaSet" | "StatefulSet" | "DaemonSet" | "Job" => {
-            json!({"metadata": {}, "spec": template, "status": {}})
+            json!({"metadata": {}, "spec": {"template": template}, "status": {}})
         }
-        "PodTemplate" => json!({"metadata": {}, "template": {"metadata": {}, "spec": {}}}),
+        "PodTemplate" => json!({"metadata": {}, "template": template}),
         "Lease" => json!({"metadata": {}, "spec": {}}),
         "" => json!({}),
         _ => json!({"metadata": {}, "spec": {}, "status": {}}),
@@ -488,6 +497,22 @@ mod tests {
         assert_eq!(alice_left["data"], json!({"k": "9"}));
         let again = apply(&t, &alice_left, &config_map(json!({})), "alice", false, now);
         assert_eq!(again, Ok(Applied::Unchanged));
+    }
+
+    #[test]
+    fn a_created_pod_owns_its_containers_items_not_the_list() {
+        let t = Typed {
+            shape: Shape::built_in("Pod"),
+            api_version: "v1".into(),
+        };
+        let mut pod = json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "i"}],
+                             "volumes": [{"name": "v"}]}});
+        record_update(&t, "Pod", None, &mut pod, "curl", "2026-01-01T00:00:00Z").expect("recorded");
+        assert_eq!(
+            pod["metadata"]["managedFields"][0]["fieldsV1"],
+            json!({"f:spec": {"f:containers": {"k:{\"name\":\"c\"}": {".": {}, "f:image": {}, "f:name": {}}},
+                              "f:volumes": {".": {}, "k:{\"name\":\"v\"}": {".": {}, "f:name": {}}}}})
+        );
     }
 
     #[test]

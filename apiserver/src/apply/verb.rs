@@ -104,6 +104,16 @@ pub(crate) enum TypeSource {
     Custom(Value),
 }
 
+impl TypeSource {
+    /// The kind whose [`super::empty_object`] a create starts from (`""` for custom resources).
+    fn kind<'r>(&self, resource: &'r ResourceType) -> &'r str {
+        match self {
+            TypeSource::BuiltIn => &resource.kind,
+            TypeSource::Custom(_) => "",
+        }
+    }
+}
+
 impl Api {
     pub(crate) fn type_source(&self, resource: &ResourceType) -> TypeSource {
         let Some(definition) = resource.definition.as_deref() else {
@@ -129,7 +139,14 @@ impl Api {
         manager: &str,
     ) {
         let typed = typed(resource, source);
-        let result = super::record_update(&typed, &resource.kind, old, new, manager, &meta::now());
+        let result = super::record_update(
+            &typed,
+            source.kind(resource),
+            old,
+            new,
+            manager,
+            &meta::now(),
+        );
         if let Err(error) = result {
             tracing::warn!(kind = %resource.kind, %manager, %error, "managedFields not recorded");
             meta::metadata_mut(new).remove("managedFields");
@@ -155,7 +172,7 @@ impl Api {
             .get(&resource.qualified(), &key)
             .map(|s: Stored| s.object);
         if exists.is_none() {
-            let empty = super::empty_object(&resource.kind);
+            let empty = super::empty_object(source.kind(resource));
             let mut object = match super::apply(
                 &typed,
                 &empty,

@@ -277,6 +277,14 @@ fn compare_at(
     path: &[Element],
     out: &mut Comparison,
 ) -> Result<(), ItemError> {
+    // A null (a Go zero value's nil list or map) compares as an empty one of the new value's type.
+    let empty_object = Value::Object(Map::new());
+    let empty_list = Value::Array(Vec::new());
+    let old = match (old, new) {
+        (Some(Value::Null), Some(Value::Object(_))) => Some(&empty_object),
+        (Some(Value::Null), Some(Value::Array(_))) => Some(&empty_list),
+        _ => old,
+    };
     let same_type = match (old, new) {
         (Some(a), Some(b)) => std::mem::discriminant(a) == std::mem::discriminant(b),
         _ => true,

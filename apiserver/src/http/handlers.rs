@@ -154,10 +154,13 @@ async fn dispatch(
                     write_fault(shared)?;
                     let manager = field_manager(&request, &params);
                     let object = read_json(request).await?;
-                    let created =
-                        shared
-                            .api
-                            .create(&resource, ns, object, is_dry_run(&params), &manager)?;
+                    let created = shared.api.create_by(
+                        &resource,
+                        ns,
+                        object,
+                        is_dry_run(&params),
+                        &manager,
+                    )?;
                     object_reply(
                         shared,
                         &resource,
@@ -276,7 +279,7 @@ async fn object(
             let updated = if scale {
                 api.update_scale(resource, ns, name, dry_run, |_| Ok(object))?
             } else {
-                api.update(resource, ns, name, endpoint, object, dry_run, &manager)?
+                api.update_by(resource, ns, name, endpoint, object, dry_run, &manager)?
             };
             object_reply(
                 shared,
@@ -317,7 +320,7 @@ async fn object(
                     crate::patch::apply(kind, &current, &patch)
                 })?
             } else {
-                api.patch(
+                api.patch_by(
                     resource, ns, name, endpoint, kind, &patch, dry_run, &manager,
                 )?
             };

@@ -245,7 +245,7 @@ fn create_builtin_namespaces(api: &Api) -> Result<(), ServerError> {
         .ok_or_else(|| ServerError::Setup("namespaces are not registered".into()))?;
     for name in ["default", "kube-system", "kube-public", "kube-node-lease"] {
         let object = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
-        api.create(&namespaces, None, object, false, "kube-apiserver")
+        api.create_by(&namespaces, None, object, false, "kube-apiserver")
             .map_err(|e| ServerError::Setup(e.to_string()))?;
     }
     Ok(())
