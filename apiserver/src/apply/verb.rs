@@ -1,6 +1,6 @@
 //! The apply verb on [`Api`], and the glue every other write uses to record its manager.
 //!
-//! An apply is one read-modify-write ([`Api::write`]) of the live object, or a create when there
+//! An apply is one read-modify-write (`Api::write`) of the live object, or a create when there
 //! is none (the configuration applied to the kind's empty object), each followed by the same
 //! strategy (defaults, generation, validation) as any write.
 
