@@ -98,15 +98,20 @@ fn reads(c: &mut Criterion) {
     });
 }
 
-fn first_list(c: &mut Criterion) {
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
+/// The runtime the informer benchmarks run on: two worker threads, as the machine has cores.
+fn runtime() -> tokio::runtime::Runtime {
+    match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
     {
         Ok(runtime) => runtime,
         Err(error) => panic!("tokio runtime: {error}"),
-    };
+    }
+}
+
+fn first_list(c: &mut Criterion) {
+    let runtime = runtime();
     c.bench_function("informer_first_list_10k", |b| {
         b.iter_batched(
             || {
@@ -134,14 +139,7 @@ fn first_list(c: &mut Criterion) {
 /// 10k watch events (updates of 1,000 objects) through reflector, fifo, store and one handler:
 /// the per-event path of a running informer.
 fn watch_events(c: &mut Criterion) {
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
-        Ok(runtime) => runtime,
-        Err(error) => panic!("tokio runtime: {error}"),
-    };
+    let runtime = runtime();
     const WATCHED: usize = 1_000;
     const EVENTS: usize = 10_000;
     c.bench_function("informer_watch_events_10k", |b| {
