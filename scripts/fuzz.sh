@@ -7,8 +7,8 @@
 #   scripts/fuzz.sh --merge-seeds [TARGET...]    add the inputs of fuzz/corpus that reach new code
 #                                                to fuzz/seeds (committed, replayed by cargo test)
 #
-# Targets: kubeconfig watch_stream list_body label_selector field_selector server_requests (all
-# by default). Coverage-guided means cargo-fuzz (libFuzzer) on the stable toolchain with
+# Targets: kubeconfig watch_stream list_body label_selector field_selector server_requests
+# protobuf_body (all by default). Coverage-guided means cargo-fuzz (libFuzzer) on the stable toolchain with
 # `--sanitizer none` (ferrokube has no unsafe code outside one test; a sanitizer needs nightly);
 # cargo-fuzz is installed from crates.io if it is missing, and if it cannot be, the script falls
 # back to proptest. Each target's working corpus is fuzz/corpus/<target> (not committed), started
@@ -19,7 +19,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-ALL=(kubeconfig watch_stream list_body label_selector field_selector server_requests)
+ALL=(kubeconfig watch_stream list_body label_selector field_selector server_requests protobuf_body)
 mode=time
 amount=60
 case "${1:-}" in

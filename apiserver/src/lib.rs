@@ -27,6 +27,7 @@
 //! | [`api`] | the verbs, independent of HTTP |
 //! | [`strategy`], [`validation`] | what happens to an object on create and update; 422s |
 //! | [`patch`] | merge, JSON and strategic merge patches |
+//! | [`protobuf`] | protobuf request bodies (kubectl's generators) decoded to JSON |
 //! | [`apply`] | server-side apply, field managers and `managedFields` |
 //! | [`selection`] | label and field selectors |
 //! | [`resource`] | the served types: a [`Catalog`] snapshot per request, the live [`Registry`] |
@@ -69,6 +70,10 @@
 //!   waiting up to 3 s for it.
 //! - Namespace deletion is synchronous apart from finalizers: its contents are deleted by the garbage
 //!   collector as soon as the namespace is marked Terminating.
+//! - Protobuf request bodies (`application/vnd.kubernetes.protobuf`, what `kubectl create
+//!   deployment|configmap|secret|service|namespace` sends) are decoded for the fields those generators
+//!   write (see [`protobuf`]); a body with any other field is refused with 415 rather than stored
+//!   without it. Answers are always JSON, never protobuf.
 //! - Messages of 400s about malformed JSON come from serde, not Go's decoder: the code and reason match,
 //!   the wording does not.
 //! - Tables (`kubectl get`, see [`table`]): the built-in printers cover Pod, ReplicaSet, Deployment,
@@ -113,6 +118,7 @@ pub mod http;
 pub mod kubelet;
 pub mod meta;
 pub mod patch;
+pub mod protobuf;
 pub mod resource;
 pub mod schema;
 pub mod selection;

@@ -207,6 +207,12 @@ impl StatusError {
         )
     }
 
+    /// 415 `UnsupportedMediaType` with a message of its own (a protobuf body this server cannot
+    /// decode in full).
+    pub fn unsupported_body(message: impl Into<String>) -> StatusError {
+        StatusError::new(415, "UnsupportedMediaType", message.into())
+    }
+
     /// 413 `RequestEntityTooLarge`.
     pub fn too_large() -> StatusError {
         StatusError::new(

@@ -21,6 +21,7 @@
 //! | [`label_selector`] | a `labelSelector` | what parses prints as text that parses to the same |
 //! | [`field_selector`] | a `fieldSelector` | a parsed selection matches any object; errors are 400s |
 //! | [`server_requests`] | HTTP requests | answered in time; errors are `Status` objects, 4xx |
+//! | [`protobuf_body`] | a protobuf request body | decodes to an object with apiVersion and kind, or a `DecodeError` |
 //!
 //! Chunked targets take their chunking from the input: the first two bytes choose two chunk sizes
 //! that alternate over the rest ([`split_control`]), so the fuzzer explores chunk boundaries too.
@@ -28,6 +29,7 @@
 
 mod kubeconfig;
 mod list;
+mod protobuf;
 mod selectors;
 mod server;
 mod watch;
@@ -39,6 +41,7 @@ mod tests;
 
 pub use kubeconfig::kubeconfig;
 pub use list::list_body;
+pub use protobuf::protobuf_body;
 pub use selectors::{field_selector, label_selector};
 pub use server::{Request, parse_requests, render_requests, server_requests};
 pub use watch::watch_stream;

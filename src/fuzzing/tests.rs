@@ -30,13 +30,14 @@ use super::Request;
 const SEED: u64 = 0x6b75_6265_6675_7a7a;
 
 /// Cases per target in the short run: a few seconds each in a debug build on two cores.
-const CASES: [(&str, u32); 6] = [
+const CASES: [(&str, u32); 7] = [
     ("kubeconfig", 2000),
     ("watch_stream", 2000),
     ("list_body", 2000),
     ("label_selector", 5000),
     ("field_selector", 5000),
     ("server_requests", 1000),
+    ("protobuf_body", 5000),
 ];
 
 /// Bytes that print as text when a case fails.
@@ -923,4 +924,98 @@ fn the_request_format_reads_back_what_it_writes() {
         super::parse_requests(&super::render_requests(&requests)),
         requests
     );
+}
+
+// ---- protobuf bodies ----
+
+/// A protobuf field: key, then a varint or a length-prefixed value.
+fn pb_field(number: u32, value: PbValue) -> Vec<u8> {
+    fn varint(mut v: u64, out: &mut Vec<u8>) {
+        while v >= 0x80 {
+            out.push((v as u8) | 0x80);
+            v >>= 7;
+        }
+        out.push(v as u8);
+    }
+    let mut out = Vec::new();
+    match value {
+        PbValue::Int(v) => {
+            varint(u64::from(number) << 3, &mut out);
+            varint(v, &mut out);
+        }
+        PbValue::Bytes(bytes) => {
+            varint((u64::from(number) << 3) | 2, &mut out);
+            varint(bytes.len() as u64, &mut out);
+            out.extend(bytes);
+        }
+    }
+    out
+}
+
+#[derive(Debug, Clone)]
+enum PbValue {
+    Int(u64),
+    Bytes(Vec<u8>),
+}
+
+/// Messages of random fields, nested a few levels: field numbers the table knows (1..=20) and
+/// some it does not, varints of every size, text and nested messages in length-delimited values.
+fn pb_message() -> impl Strategy<Value = Vec<u8>> + Clone {
+    let leaf = vec(
+        (
+            prop_oneof![8 => 1..20u32, 1 => 20..40u32, 1 => any::<u32>()],
+            prop_oneof![
+                any::<u64>().prop_map(PbValue::Int),
+                (0..300u64).prop_map(PbValue::Int),
+                text().prop_map(|t| PbValue::Bytes(t.into_bytes())),
+            ],
+        ),
+        0..6,
+    )
+    .prop_map(|fields| {
+        fields
+            .into_iter()
+            .flat_map(|(n, v)| pb_field(n, v))
+            .collect::<Vec<u8>>()
+    });
+    leaf.prop_recursive(4, 64, 6, |inner| {
+        vec((1..20u32, inner), 0..5).prop_map(|fields| {
+            fields
+                .into_iter()
+                .flat_map(|(n, m)| pb_field(n, PbValue::Bytes(m)))
+                .collect()
+        })
+    })
+}
+
+fn protobuf_bodies() -> BoxedStrategy<Input> {
+    let kind = prop::sample::select(vec![
+        ("v1", "Namespace"),
+        ("v1", "ConfigMap"),
+        ("v1", "Secret"),
+        ("v1", "Service"),
+        ("v1", "Pod"),
+        ("apps/v1", "Deployment"),
+        ("v1", "Node"),
+    ]);
+    let good = (kind, pb_message()).prop_map(|((api_version, kind), raw)| {
+        let type_meta = [
+            pb_field(1, PbValue::Bytes(api_version.as_bytes().to_vec())),
+            pb_field(2, PbValue::Bytes(kind.as_bytes().to_vec())),
+        ]
+        .concat();
+        let unknown = [
+            pb_field(1, PbValue::Bytes(type_meta)),
+            pb_field(2, PbValue::Bytes(raw)),
+        ]
+        .concat();
+        [b"k8s\0".to_vec(), unknown].concat()
+    });
+    family(good)
+}
+
+#[test]
+fn fuzz_protobuf_body() {
+    replay("protobuf_body", super::protobuf_body);
+    run("protobuf_body", protobuf_bodies(), super::protobuf_body);
 }

@@ -7,6 +7,9 @@
 //! Requests whose `Accept` header asks for a Table (`kubectl get`) are answered with one, written by
 //! [`crate::table`] (a write's Table has the written object's row); the Accept header is read for
 //! nothing else.
+//!
+//! Create and update bodies may be JSON or Kubernetes protobuf (decoded to JSON by
+//! [`crate::protobuf`]); answers are always JSON.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -153,7 +156,7 @@ async fn dispatch(
                     let table = wanted_table(&request, true)?;
                     write_fault(shared)?;
                     let manager = field_manager(&request, &params);
-                    let object = read_json(request).await?;
+                    let object = read_object(request).await?;
                     let created = shared.api.create_by(
                         &resource,
                         ns,
@@ -275,7 +278,7 @@ async fn object(
             write_fault(shared)?;
             update_fault(shared, resource, name)?;
             let manager = field_manager(&request, params);
-            let object = read_json(request).await?;
+            let object = read_object(request).await?;
             let updated = if scale {
                 api.update_scale(resource, ns, name, dry_run, |_| Ok(object))?
             } else {
@@ -834,6 +837,28 @@ async fn read_json(request: Request<Incoming>) -> Result<Value, StatusError> {
     let bytes = read_body(request).await?;
     serde_json::from_slice(&bytes).map_err(|e| {
         StatusError::bad_request(format!("couldn't get version/kind; json parse error: {e}"))
+    })
+}
+
+/// A create's or update's object: JSON, or Kubernetes protobuf (what kubectl sends for built-in
+/// kinds), decoded to JSON by [`crate::protobuf`].
+async fn read_object(request: Request<Incoming>) -> Result<Value, StatusError> {
+    let protobuf = request
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(crate::protobuf::is_protobuf);
+    if !protobuf {
+        return read_json(request).await;
+    }
+    let bytes = read_body(request).await?;
+    crate::protobuf::decode(&bytes).map_err(|e| {
+        tracing::debug!(error = %e, "protobuf body refused");
+        if e.is_unsupported() {
+            StatusError::unsupported_body(e.to_string())
+        } else {
+            StatusError::bad_request(format!("decoding the protobuf body: {e}"))
+        }
     })
 }
 
