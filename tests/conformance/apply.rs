@@ -38,28 +38,30 @@ async fn apply_text(
         .await
 }
 
-/// An object's `managedFields` as `[manager, operation, apiVersion, fieldsType, fieldsV1, time]`,
-/// in the order the server gives them (time normalized by the suite to its shape).
+/// An object's `managedFields` as `[manager, operation, apiVersion, fieldsType, fieldsV1, time]`
+/// (time normalized by the suite to its shape), sorted by operation, manager and apiVersion.
+/// Both servers order entries by when each last changed, to the second; two writes a test makes
+/// in a row fall in one second or in two as the clock pleases, so the order is not compared.
 fn managed(object: &Value) -> Value {
     let entries = object["metadata"]["managedFields"]
         .as_array()
         .cloned()
         .unwrap_or_default();
-    Value::Array(
-        entries
-            .iter()
-            .map(|e| {
-                json!([
-                    e["manager"],
-                    e["operation"],
-                    e["apiVersion"],
-                    e["fieldsType"],
-                    e["fieldsV1"],
-                    e["time"]
-                ])
-            })
-            .collect(),
-    )
+    let mut rows: Vec<Value> = entries
+        .iter()
+        .map(|e| {
+            json!([
+                e["manager"],
+                e["operation"],
+                e["apiVersion"],
+                e["fieldsType"],
+                e["fieldsV1"],
+                e["time"]
+            ])
+        })
+        .collect();
+    rows.sort_by_key(|row| format!("{} {} {}", row[1], row[0], row[2]));
+    Value::Array(rows)
 }
 
 /// The Apply entries only (Update entries of built-in workloads also list the fields the server
