@@ -122,22 +122,26 @@ async fn kubectl_applies_server_side_on_the_embedded_server() {
     let result = tokio::task::spawn_blocking(move || {
         let k = |args: &[&str], stdin: Option<&str>| kubectl(&kubeconfig, args, stdin);
         let ssa = ["apply", "--server-side", "-f", "-"];
+        // The ConfigMap as kubectl shows it, managedFields included.
+        let settings = || {
+            json(&k(
+                &[
+                    "get",
+                    "cm",
+                    "settings",
+                    "-o",
+                    "json",
+                    "--show-managed-fields",
+                ],
+                None,
+            ))
+        };
         let applied = k(&ssa, Some(CONFIG_MAP));
         assert!(
             applied.contains("configmap/settings serverside-applied"),
             "{applied}"
         );
-        let cm = json(&k(
-            &[
-                "get",
-                "cm",
-                "settings",
-                "-o",
-                "json",
-                "--show-managed-fields",
-            ],
-            None,
-        ));
+        let cm = settings();
         assert_eq!(managers(&cm), ["kubectl Apply"]);
         assert_eq!(
             cm["metadata"]["managedFields"][0]["fieldsV1"],
@@ -161,17 +165,7 @@ async fn kubectl_applies_server_side_on_the_embedded_server() {
             "-",
         ];
         k(&forced_args, Some(other));
-        let cm = json(&k(
-            &[
-                "get",
-                "cm",
-                "settings",
-                "-o",
-                "json",
-                "--show-managed-fields",
-            ],
-            None,
-        ));
+        let cm = settings();
         assert_eq!(cm["data"]["mode"], "slow");
         assert_eq!(managers(&cm), ["kubectl Apply", "tuner Apply"]);
 
@@ -187,17 +181,7 @@ async fn kubectl_applies_server_side_on_the_embedded_server() {
             None,
         );
         assert!(patched.contains("patched"), "{patched}");
-        let cm = json(&k(
-            &[
-                "get",
-                "cm",
-                "settings",
-                "-o",
-                "json",
-                "--show-managed-fields",
-            ],
-            None,
-        ));
+        let cm = settings();
         // Apply entries come first, ordered by when each last changed something: kubectl's
         // second apply and tuner's force land in the same second or not, so their order is the
         // clock's (kube-apiserver sorts the same way). Compare them as a set.

@@ -61,11 +61,11 @@ impl Enqueue {
         }
     }
 
-    fn at(&self, priority: i32, cause: ObjectKey) -> Enqueue {
+    fn at(&self, priority: i32, cause: Option<ObjectKey>) -> Enqueue {
         Enqueue {
             queue: self.queue.clone(),
             priority,
-            cause: Some(cause),
+            cause,
         }
     }
 
@@ -171,9 +171,8 @@ pub(crate) struct SourceHandler<O> {
 impl<O: Object> SourceHandler<O> {
     fn handle(&self, event: ObjectEvent<'_, O>) {
         let (object, _) = event.objects();
-        let key = ObjectKey::of(object.as_ref());
         if !self.filters.pass(&event.change()) {
-            pipeline_event!(stage = "handler", op = "filtered", instance = %self.enqueue.queue.name(), key = %key, state = "gone");
+            pipeline_event!(stage = "handler", op = "filtered", instance = %self.enqueue.queue.name(), key = %ObjectKey::of(object.as_ref()), state = "gone");
             return;
         }
         let priority = if event.is_low_priority() {
@@ -181,7 +180,11 @@ impl<O: Object> SourceHandler<O> {
         } else {
             0
         };
-        (self.map)(&self.enqueue.at(priority, key), &event);
+        // The object's key is only for the pipeline's events: not built (an allocation per
+        // event) unless someone listens.
+        let cause = tracing::enabled!(target: "ferrokube_pipeline", tracing::Level::TRACE)
+            .then(|| ObjectKey::of(object.as_ref()));
+        (self.map)(&self.enqueue.at(priority, cause), &event);
     }
 }
 

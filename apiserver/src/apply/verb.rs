@@ -166,6 +166,17 @@ impl Api {
         let source = self.type_source(resource);
         let typed = typed(resource, &source);
         let now = meta::now();
+        // The request merged over `base` (the live object, or an empty one to create).
+        let merge = |base: &Value| {
+            super::apply(
+                &typed,
+                base,
+                &request.config,
+                &request.manager,
+                request.force,
+                &now,
+            )
+        };
         let key = resource.key(namespace, name);
         let exists: Option<Arc<Value>> = self
             .store
@@ -173,14 +184,7 @@ impl Api {
             .map(|s: Stored| s.object);
         if exists.is_none() {
             let empty = super::empty_object(source.kind(resource));
-            let mut object = match super::apply(
-                &typed,
-                &empty,
-                &request.config,
-                &request.manager,
-                request.force,
-                &now,
-            )? {
+            let mut object = match merge(&empty)? {
                 Applied::Changed(object) => object,
                 Applied::Unchanged => request.config.clone(),
             };
@@ -189,14 +193,7 @@ impl Api {
             return Ok((created, ApplyOutcome::Created));
         }
         let updated = self.write(resource, namespace, name, dry_run, |current| {
-            let mut object = match super::apply(
-                &typed,
-                current,
-                &request.config,
-                &request.manager,
-                request.force,
-                &now,
-            )? {
+            let mut object = match merge(current)? {
                 Applied::Changed(object) => object,
                 Applied::Unchanged => return Ok(current.clone()),
             };
