@@ -283,18 +283,31 @@ async fn read_your_own_writes_deletes_are_not_visible_after_a_read() {
     assert_eq!(pods.get(Some(NS), "p").await, Ok(None));
 }
 
-/// Open gates, by name: a held watch event waits until its gate is in the set.
+/// Gates that watch events wait at (see [`Gated`]): which are open, and which have had an event
+/// arrive at them (so a test knows the informer's watch is established and carrying that event).
 #[derive(Clone)]
-struct Gates(watch::Sender<HashSet<String>>);
+struct Gates {
+    open: watch::Sender<HashSet<String>>,
+    arrived: watch::Sender<HashSet<String>>,
+}
 
 impl Gates {
     fn new() -> Gates {
-        Gates(watch::Sender::new(HashSet::new()))
+        Gates {
+            open: watch::Sender::new(HashSet::new()),
+            arrived: watch::Sender::new(HashSet::new()),
+        }
     }
     fn open(&self, gate: &str) {
-        self.0.send_modify(|open| {
+        self.open.send_modify(|open| {
             open.insert(gate.to_string());
         });
+    }
+    /// Waits until an event has arrived at `gate` (it may still be held there).
+    async fn arrived(&self, gate: &str) {
+        let mut arrived = self.arrived.subscribe();
+        // The sender lives in `self`: an error cannot happen.
+        let _ = arrived.wait_for(|arrived| arrived.contains(gate)).await;
     }
 }
 
@@ -321,11 +334,15 @@ impl ListerWatcher<ConfigMap> for Gated {
 
     async fn watch(&self, request: WatchRequest) -> Result<EventStream<ConfigMap>, ListWatchError> {
         let events = self.inner.watch(request).await?;
-        let gates = self.gates.0.clone();
+        let gates = self.gates.clone();
         let held = events.then(move |item| {
-            let mut open = gates.subscribe();
+            let mut open = gates.open.subscribe();
+            let arrived = gates.arrived.clone();
             async move {
                 if let Some(gate) = item.as_ref().ok().and_then(gate_of) {
+                    arrived.send_modify(|arrived| {
+                        arrived.insert(gate.clone());
+                    });
                     // The sender lives as long as the test: an error cannot happen.
                     let _ = open.wait_for(|open| open.contains(&gate)).await;
                 }
@@ -424,6 +441,9 @@ async fn read_your_own_writes_a_read_does_not_wait_for_a_write_in_flight() {
     rw.create(&PostParams::default(), &gated("a", "A", "a"))
         .await
         .expect("write A");
+    // The informer's watch must be up before the server pauses (a watch request that reached
+    // the paused server would be held too, and A with it): wait until A's event is at its gate.
+    gates.arrived("a").await;
 
     server.faults().pause();
     let writer = rw.clone();
