@@ -1,0 +1,357 @@
+#!/usr/bin/env bash
+# Kubernetes' own conformance end-to-end specs (test/e2e of Kubernetes 1.20.2, built from Debian's
+# `kubernetes` source package) as a yardstick: the same focused set of [Conformance] specs run against
+# the real kube-apiserver and against ferrokube's embedded API server.
+#
+#   scripts/conformance.sh build      # build ~/.cache/ferrokube/bin/e2e.test (cached; long the first time)
+#   scripts/conformance.sh real       # run the specs against the real kube-apiserver (+ kube-controller-manager)
+#   scripts/conformance.sh embedded   # run the specs against the embedded server (ferrokube-apiserver)
+#   scripts/conformance.sh compare    # print where the two servers' last results differ
+#
+# `real` starts the real server if it is not running (scripts/kube-apiserver.sh up; stopped again
+# afterwards only if this script started it), runs kube-controller-manager with every controller but
+# nodelifecycle, creates one Ready, untainted Node (nothing runs containers there: no scheduler, no
+# kubelet), runs e2e.test, then stops what it started. `embedded` builds and starts ferrokube-apiserver
+# (`--kubelet`, so pods run), runs kube-controller-manager against it restricted to the workload
+# controllers (the garbage collector specs use ReplicationControllers, ReplicaSets and Deployments), and
+# runs the same specs.
+#
+# Results: one JSON line per spec, {"spec","status":"passed|failed|skipped|not-run","seconds","error"},
+# in $CONFORMANCE_OUT (default target/conformance/<server>.jsonl), a table on stderr, and the e2e
+# output, JUnit XML and controller-manager log next to it. Exit status 1 when a spec listed for that
+# server in tests/conformance/k8s-expected.txt did not pass (a list of specs seen to pass there).
+#
+# Settings (environment): CONFORMANCE_OUT, CONFORMANCE_FOCUS (ginkgo focus regex, default the set
+# below), EMBEDDED_PORT (default 16480), and scripts/kube-apiserver.sh's STATE / APISERVER_PORT.
+set -euo pipefail
+
+log() { echo "[conformance] $*" >&2; }
+
+repo=$(cd "$(dirname "$0")/.." && pwd)
+cache=${XDG_CACHE_HOME:-$HOME/.cache}/ferrokube
+bin=$cache/bin
+
+source_version() {
+  local tree=$1 version
+  version=$(sed -n '1s/^kubernetes (\([^)]*\)).*/\1/p' "$tree/debian/changelog")
+  version=${version#*really}
+  echo "${version%%-*}"
+}
+
+# test/e2e/generated/bindata.go (the manifests and test data the e2e binary embeds), generated with
+# the vendored go-bindata exactly as the tree's hack/generate-bindata.sh does.
+generate_bindata() {
+  local tree=$1 gopath=$2 out=$1/test/e2e/generated/bindata.go
+  [ -s "$out" ] && return 0
+  log "building go-bindata (vendored)"
+  (cd "$gopath/src/k8s.io/kubernetes" &&
+    env GO111MODULE=off CGO_ENABLED=0 GOPATH="$gopath" GOFLAGS= GOPROXY=off \
+      go build -o "$bin/go-bindata" k8s.io/kubernetes/vendor/github.com/go-bindata/go-bindata/go-bindata >&2)
+  log "generating test/e2e/generated/bindata.go"
+  (cd "$tree" &&
+    "$bin/go-bindata" -nometadata -o "$out.tmp" -pkg generated \
+      -ignore .jpg -ignore .png -ignore .md -ignore 'BUILD(\.bazel)?' \
+      "test/conformance/testdata/..." \
+      "test/e2e/testing-manifests/..." \
+      "test/e2e_node/testing-manifests/..." \
+      "test/images/..." \
+      "test/fixtures/..." &&
+    gofmt -s -w "$out.tmp" && mv "$out.tmp" "$out")
+}
+
+build() {
+  # Packages, the source tree, Debian's reflect2 (see kube-apiserver.sh) and the two server binaries.
+  "$repo/scripts/kube-apiserver.sh" build
+  mkdir -p "$bin"
+  local tree gopath
+  tree=$("$repo/scripts/kubernetes-source.sh" 2>/dev/null | tail -n 1)
+  gopath=$cache/kubernetes/gopath
+  generate_bindata "$tree" "$gopath"
+  local version major minor pkg ldflags="" stamp_want
+  version=$(source_version "$tree")
+  major=${version%%.*}
+  minor=${version#*.}
+  minor=${minor%%.*}
+  for pkg in component-base/version client-go/pkg/version; do
+    pkg=k8s.io/kubernetes/vendor/k8s.io/$pkg
+    ldflags+=" -X $pkg.gitVersion=v$version -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor"
+    ldflags+=" -X $pkg.gitTreeState=clean"
+  done
+  stamp_want=$( { go version; echo "$tree"; echo "$ldflags"; ls "$tree/vendor/github.com/modern-go/reflect2";
+    sha256sum "$tree/test/e2e/generated/bindata.go"; } | sha256sum | cut -d' ' -f1)
+  if [ -x "$bin/e2e.test" ] && [ "$(cat "$bin/e2e.test.sha256" 2>/dev/null)" = "$stamp_want" ]; then
+    return 0
+  fi
+  log "building e2e.test (go test -c k8s.io/kubernetes/test/e2e; long the first time)"
+  local start=$SECONDS
+  (cd "$gopath/src/k8s.io/kubernetes" &&
+    env GO111MODULE=off CGO_ENABLED=0 GOPATH="$gopath" GOFLAGS= GOPROXY=off \
+      go test -c -ldflags "$ldflags" -o "$bin/e2e.test.tmp" k8s.io/kubernetes/test/e2e >&2)
+  mv "$bin/e2e.test.tmp" "$bin/e2e.test"
+  echo "$stamp_want" >"$bin/e2e.test.sha256"
+  log "built $bin/e2e.test in $((SECONDS - start)) s"
+}
+
+# The [sig-api-machinery] [Conformance] specs of 1.20.2 that need no container runtime beyond what the
+# servers offer: 37 specs.
+FOCUS_DEFAULT='\[sig-api-machinery\] (Watchers|CustomResourceDefinition resources|Namespaces \[Serial\]|ResourceQuota|Garbage collector|Servers with support for Table|Discovery|Events|ConfigMap|server version|ResourceVersion|Secrets should (patch|fail)).*\[Conformance\]'
+FOCUS=${CONFORMANCE_FOCUS:-$FOCUS_DEFAULT}
+out_dir=$repo/target/conformance
+NODE=ferrokube-conformance-node
+
+# Processes this script started, stopped on exit (by pid).
+started_pids=()
+stop_started() {
+  local pid
+  for pid in "${started_pids[@]}"; do
+    kill "$pid" 2>/dev/null || continue
+    for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
+    kill -9 "$pid" 2>/dev/null || true
+  done
+  started_pids=()
+}
+
+need_python() {
+  command -v python3 >/dev/null 2>&1 && return 0
+  log "installing python3"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq >&2
+  apt-get install -y -qq python3 >&2
+}
+
+# kube-controller-manager against $KUBECONFIG, with the given extra flags; log in $1.
+start_kcm() {
+  local logfile=$1; shift
+  local kcm=${FERROKUBE_KCM:-$bin/kube-controller-manager}
+  log "starting kube-controller-manager $*"
+  "$kcm" --kubeconfig "$KUBECONFIG" --leader-elect=false --port=0 --secure-port=0 \
+    --kube-api-qps=50 --kube-api-burst=100 "$@" >"$logfile" 2>&1 &
+  started_pids+=($!)
+  local pid=$!
+  # No readiness endpoint with --secure-port=0: give its informers a few seconds to sync.
+  sleep 5
+  kill -0 "$pid" 2>/dev/null || { log "kube-controller-manager exited:"; tail -n 20 "$logfile" >&2; return 1; }
+}
+
+# One Node the e2e framework counts as ready and schedulable: created, its status patched Ready (with
+# capacity), the not-ready taint the TaintNodesByCondition admission plugin puts on a new Node removed.
+make_node() {
+  local now
+  now=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+  kubectl get node "$NODE" >/dev/null 2>&1 || kubectl apply -f - >&2 <<NODE_EOF
+apiVersion: v1
+kind: Node
+metadata:
+  name: $NODE
+  labels: {kubernetes.io/hostname: $NODE, kubernetes.io/os: linux, kubernetes.io/arch: amd64}
+NODE_EOF
+  local patch
+  patch=$(cat <<PATCH_EOF
+{"status":{"capacity":{"cpu":"4","memory":"8Gi","pods":"110"},"allocatable":{"cpu":"4","memory":"8Gi","pods":"110"},
+ "conditions":[{"type":"Ready","status":"True","reason":"KubeletReady","message":"ferrokube conformance node",
+   "lastHeartbeatTime":"$now","lastTransitionTime":"$now"}],
+ "addresses":[{"type":"InternalIP","address":"127.0.0.1"},{"type":"Hostname","address":"$NODE"}]}}
+PATCH_EOF
+)
+  kubectl patch node "$NODE" --subresource=status --type=merge -p "$patch" >&2 ||
+    kubectl patch node "$NODE" --type=merge -p "$patch" >&2
+  if kubectl get node "$NODE" -o jsonpath='{.spec.taints[*].key}' | grep -q node.kubernetes.io/not-ready; then
+    kubectl taint node "$NODE" node.kubernetes.io/not-ready- >&2
+  fi
+  kubectl get node "$NODE" -o wide >&2
+}
+
+# Run e2e.test with the focus against $KUBECONFIG; extra e2e flags in "$@". Writes $out_dir/$server.*
+run_e2e() {
+  local server=$1; shift
+  local report=$out_dir/$server-junit logfile=$out_dir/$server.log
+  rm -rf "$report"
+  mkdir -p "$report"
+  # The specs the focus selects, from a dry run (a spec a failed BeforeSuite kept from running is then
+  # still reported, as not-run).
+  "$bin/e2e.test" --kubeconfig "$KUBECONFIG" --provider=skeleton --ginkgo.dryRun \
+    --ginkgo.focus="$FOCUS" --ginkgo.noColor --report-dir "$report/dry" >/dev/null 2>&1 || true
+  log "running e2e.test against $server (log: $logfile)"
+  local start=$SECONDS rc=0
+  (cd "$out_dir" && "$bin/e2e.test" \
+    --kubeconfig "$KUBECONFIG" \
+    --provider=skeleton \
+    --ginkgo.focus="$FOCUS" \
+    --ginkgo.noColor \
+    --ginkgo.succinct=false \
+    --report-dir "$report" \
+    --e2e-output-dir "$out_dir" \
+    --allowed-not-ready-nodes=0 \
+    --node-schedulable-timeout=2m \
+    --system-pods-startup-timeout=1m \
+    --system-daemonsets-startup-timeout=1m \
+    --disable-log-dump \
+    --kubectl-path "$(command -v kubectl)" \
+    "$@" >"$logfile" 2>&1) || rc=$?
+  log "e2e.test against $server exited $rc after $((SECONDS - start)) s"
+  summarize "$server" "$report" "$((SECONDS - start))"
+}
+
+# JUnit XML -> JSON lines + a table; exit 1 when an expected spec did not pass.
+summarize() {
+  local server=$1 report=$2 seconds=$3
+  local jsonl=${CONFORMANCE_OUT:-$out_dir/$server.jsonl}
+  mkdir -p "$(dirname "$jsonl")"
+  need_python
+  python3 - "$server" "$report" "$jsonl" "$repo/tests/conformance/k8s-expected.txt" "$FOCUS" "$seconds" <<'PY'
+import glob, json, re, sys, xml.etree.ElementTree as ET
+server, report, jsonl, expected_path, focus, seconds = sys.argv[1:]
+focus_re = re.compile(focus)
+
+def cases(pattern):
+    for path in sorted(glob.glob(pattern)):
+        for tc in ET.parse(path).getroot().iter("testcase"):
+            yield tc
+
+selected = [tc.get("name") for tc in cases(report + "/dry/junit_*.xml")
+            if tc.find("skipped") is None and focus_re.search(tc.get("name"))]
+rows, seen = [], set()
+for tc in cases(report + "/junit_*.xml"):
+    name = tc.get("name")
+    failure = tc.find("failure")
+    if failure is not None:
+        status = "failed"
+        lines = (failure.get("message") or "").split("\n")
+        # ginkgo: "<component location>\n<message>\n<failure location>"
+        error = "\n".join(lines[1:-1]) if len(lines) > 2 else "\n".join(lines)
+        error = " ".join(error.split())[:400]
+    elif tc.find("skipped") is not None:
+        if not focus_re.search(name):
+            continue  # outside the focus: ginkgo reports every other spec as skipped
+        status, error = "skipped", ""
+    else:
+        status, error = "passed", ""
+    seen.add(name)
+    rows.append({"spec": name, "status": status, "seconds": round(float(tc.get("time") or 0), 1),
+                 "error": error})
+for name in selected:
+    if name not in seen:
+        rows.append({"spec": name, "status": "not-run", "seconds": 0.0, "error": "not run"})
+
+expected, section = set(), None
+for line in open(expected_path):
+    line = line.rstrip("\n")
+    if not line.strip() or line.startswith("#"):
+        continue
+    m = re.fullmatch(r"\[(\w+)\]", line.strip())
+    if m:
+        section = m.group(1)
+    elif section == server:
+        expected.add(line.strip())
+
+with open(jsonl, "w") as f:
+    for r in rows:
+        f.write(json.dumps({"server": server, **r}) + "\n")
+
+counts = {}
+for r in rows:
+    counts[r["status"]] = counts.get(r["status"], 0) + 1
+short = lambda s: s if len(s) <= 110 else s[:107] + "..."
+print(f"{'status':8} {'s':>6}  spec", file=sys.stderr)
+for r in sorted(rows, key=lambda r: (r["status"] != "failed", r["spec"])):
+    mark = "*" if r["spec"] in expected and r["status"] != "passed" else " "
+    print(f"{r['status']:8}{mark}{r['seconds']:6.1f}  {short(r['spec'])}", file=sys.stderr)
+by = {r["spec"]: r["status"] for r in rows}
+regressions = sorted(s for s in expected if by.get(s) != "passed")
+print(f"[conformance] {server}: " + ", ".join(f"{v} {k}" for k, v in sorted(counts.items()))
+      + f" of {len(rows)} specs in {seconds} s; results in {jsonl}", file=sys.stderr)
+if regressions:
+    print(f"[conformance] {server}: {len(regressions)} expected-to-pass spec(s) did not pass (* above):",
+          file=sys.stderr)
+    for s in regressions:
+        print(f"  {s}: {by.get(s, 'missing')}", file=sys.stderr)
+    sys.exit(1)
+PY
+}
+
+real() {
+  build
+  mkdir -p "$out_dir"
+  local state=${STATE:-/tmp/ferrokube-apiserver} was_up=no
+  [ -f "$state/kube-apiserver.pid" ] && kill -0 "$(cat "$state/kube-apiserver.pid")" 2>/dev/null && was_up=yes
+  "$repo/scripts/kube-apiserver.sh" up
+  eval "$("$repo/scripts/kube-apiserver.sh" env)"
+  export KUBECONFIG
+  cleanup_real() {
+    stop_started
+    kubectl delete node "$NODE" --ignore-not-found >/dev/null 2>&1 || true
+    [ "$was_up" = yes ] || "$repo/scripts/kube-apiserver.sh" down
+  }
+  trap cleanup_real EXIT
+  # The service-account keys and CA kube-apiserver.sh generated (it passes sa.pub / sa.key to the
+  # apiserver), so that the tokens controller signs tokens the apiserver accepts.
+  start_kcm "$out_dir/real-kcm.log" --controllers='*,-nodelifecycle' \
+    --service-account-private-key-file "$state/pki/sa.key" --root-ca-file "$state/pki/ca.crt"
+  make_node
+  local rc=0
+  run_e2e real || rc=$?
+  return $rc
+}
+
+embedded() {
+  build
+  mkdir -p "$out_dir"
+  log "building ferrokube-apiserver (cargo build --release)"
+  local start=$SECONDS
+  (cd "$repo" && cargo build --release -q -p ferrokube-apiserver --bin ferrokube-apiserver >&2)
+  log "built in $((SECONDS - start)) s"
+  local port=${EMBEDDED_PORT:-16480}
+  export KUBECONFIG=$out_dir/embedded.kubeconfig
+  rm -f "$KUBECONFIG"
+  trap stop_started EXIT
+  "$repo/target/release/ferrokube-apiserver" --port "$port" --kubelet --kubeconfig "$KUBECONFIG" \
+    >"$out_dir/embedded-apiserver.log" 2>&1 &
+  started_pids+=($!)
+  for _ in $(seq 1 100); do [ -s "$KUBECONFIG" ] && break; sleep 0.1; done
+  [ -s "$KUBECONFIG" ] || { log "ferrokube-apiserver wrote no kubeconfig:"; cat "$out_dir/embedded-apiserver.log" >&2; return 1; }
+  # e2e.test talks protobuf by default; keep that unless the server refuses protobuf request bodies
+  # (kubectl create sends built-in kinds as protobuf).
+  local content_type=()
+  if kubectl create quota ferrokube-protobuf-probe --hard=pods=1 -n default 2>&1 | grep -qi 'unsupported media type\|415'; then
+    log "the embedded server refuses protobuf bodies: e2e.test gets --kube-api-content-type=application/json"
+    content_type=(--kube-api-content-type=application/json)
+  fi
+  kubectl delete quota ferrokube-protobuf-probe -n default --ignore-not-found >/dev/null 2>&1 || true
+  start_kcm "$out_dir/embedded-kcm.log" --controllers=replicationcontroller,replicaset,deployment \
+    --kube-api-content-type=application/json || log "continuing without kube-controller-manager"
+  make_node || log "could not make a Ready node on the embedded server"
+  local rc=0
+  run_e2e embedded "${content_type[@]}" || rc=$?
+  return $rc
+}
+
+compare() {
+  need_python
+  python3 - "${1:-$out_dir/real.jsonl}" "${2:-$out_dir/embedded.jsonl}" <<'PY'
+import json, sys
+def load(path):
+    try:
+        return {r["spec"]: r for r in map(json.loads, open(path))}
+    except FileNotFoundError:
+        sys.exit(f"[conformance] no results in {path}: run scripts/conformance.sh real / embedded first")
+a, b = load(sys.argv[1]), load(sys.argv[2])
+diff = [s for s in sorted(set(a) | set(b)) if a.get(s, {}).get("status") != b.get(s, {}).get("status")]
+print(f"{'real':8} {'embedded':8}  spec")
+for s in diff:
+    ra, rb = a.get(s, {}), b.get(s, {})
+    print(f"{ra.get('status', '-'):8} {rb.get('status', '-'):8}  {s}")
+    for r in (ra, rb):
+        if r.get("error"):
+            print(f"{'':18}{r['server']}: {r['error'][:200]}")
+same = len(set(a) & set(b)) - len([s for s in diff if s in a and s in b])
+print(f"{len(diff)} spec(s) differ, {same} agree")
+PY
+}
+
+case "${1:-}" in
+  build) build ;;
+  real) real ;;
+  embedded) embedded ;;
+  compare) shift; compare "$@" ;;
+  *) echo "usage: $0 build|real|embedded|compare [real.jsonl embedded.jsonl]" >&2; exit 2 ;;
+esac
