@@ -691,8 +691,14 @@ fn scale_of(object: &Value) -> Value {
             metadata.insert(field.into(), v.clone());
         }
     }
+    // A LabelSelector's matchLabels, or a ReplicationController's plain map of labels.
     let selector = object
         .pointer("/spec/selector/matchLabels")
+        .or_else(|| {
+            object
+                .pointer("/spec/selector")
+                .filter(|s| s.get("matchExpressions").is_none())
+        })
         .and_then(Value::as_object)
         .map(|labels| {
             let mut pairs: Vec<String> = labels

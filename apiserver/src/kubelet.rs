@@ -1,6 +1,7 @@
 //! A stand-in for the scheduler and the kubelets (like kwok): pods come alive without a node.
 //!
-//! With it enabled ([`crate::ApiServer::kubelet`]), a new pod is bound to one of a few fake nodes and,
+//! With it enabled ([`crate::ApiServer::kubelet`]), the fake nodes are registered as Node objects
+//! (Ready, schedulable), and a new pod is bound to one of them and,
 //! [`KubeletSettings::ready_after`] later, reported `Running` with every container started and
 //! `Ready`. A pod deleted with a grace period gets a `deletionTimestamp` (as on a real cluster, it is
 //! still there, terminating) and is removed [`KubeletSettings::terminate_after`] later. Optionally it
@@ -75,6 +76,24 @@ impl Kubelet {
             settings,
             started: 0,
         }
+    }
+
+    /// Registers the fake nodes as Node objects, Ready and schedulable, as each kubelet does when it
+    /// starts: `ferrokube-node-0` .. `ferrokube-node-{n-1}`. A node that exists already is left as it
+    /// is.
+    pub fn register_nodes(&self) -> Result<(), crate::StatusError> {
+        let Some(nodes) = self.api.registry.find("", "v1", "nodes") else {
+            return Ok(());
+        };
+        for index in 0..self.settings.nodes.max(1) {
+            let node = fake_node(index);
+            match self.api.create_by(&nodes, None, node, false, "kubelet") {
+                Ok(_) => {}
+                Err(e) if e.code == 409 => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
     }
 
     /// Follows pod changes until the store goes away.
@@ -166,7 +185,7 @@ impl Kubelet {
                 return Ok(Write::Keep);
             }
             let mut pod = (**pod).clone();
-            pod["spec"]["nodeName"] = format!("ferrokube-node-{node}").into();
+            pod["spec"]["nodeName"] = node_name(node).into();
             let condition = |kind: &str| {
                 json!({"type": kind, "status": "True", "lastProbeTime": null, "lastTransitionTime": now})
             };
@@ -243,6 +262,55 @@ pub(crate) fn kill(api: &Api, victim: &Value) -> bool {
         ..DeleteOptions::default()
     };
     api.delete(&pods, Some(ns), name, &options, false).is_ok()
+}
+
+/// The name of fake node `index`.
+fn node_name(index: usize) -> String {
+    format!("ferrokube-node-{index}")
+}
+
+/// Node `index` as its kubelet registers it: labelled like a Linux node, with capacity, addresses and
+/// a `Ready` condition (and the pressure conditions False), so that clients that wait for ready,
+/// schedulable nodes find it.
+fn fake_node(index: usize) -> Value {
+    let name = node_name(index);
+    let now = meta::now();
+    let condition = |kind: &str, status: &str, reason: &str, message: &str| {
+        json!({"type": kind, "status": status, "reason": reason, "message": message,
+               "lastHeartbeatTime": now, "lastTransitionTime": now})
+    };
+    let version = format!("v{}.{}.0", crate::http::VERSION.0, crate::http::VERSION.1);
+    let capacity =
+        json!({"cpu": "8", "memory": "32Gi", "pods": "110", "ephemeral-storage": "100Gi"});
+    json!({
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": {
+            "kubernetes.io/hostname": name,
+            "kubernetes.io/os": "linux",
+            "kubernetes.io/arch": "amd64",
+            "beta.kubernetes.io/os": "linux",
+            "beta.kubernetes.io/arch": "amd64"}},
+        "spec": {"podCIDR": format!("10.244.{index}.0/24"), "podCIDRs": [format!("10.244.{index}.0/24")]},
+        "status": {
+            "capacity": capacity,
+            "allocatable": capacity,
+            "conditions": [
+                condition("MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
+                condition("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
+                condition("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
+                condition("Ready", "True", "KubeletReady", "kubelet is posting ready status"),
+            ],
+            "addresses": [{"type": "InternalIP", "address": format!("10.0.0.{}", index + 10)},
+                          {"type": "Hostname", "address": name}],
+            "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
+            "nodeInfo": {"machineID": "", "systemUUID": "", "bootID": "",
+                         "kernelVersion": "", "osImage": "ferrokube simulated node",
+                         "containerRuntimeVersion": "ferrokube://0", "kubeletVersion": version.clone(),
+                         "kubeProxyVersion": version, "operatingSystem": "linux",
+                         "architecture": "amd64"},
+        },
+    })
 }
 
 fn was_deleting(change: &Change) -> bool {

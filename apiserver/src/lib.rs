@@ -34,7 +34,8 @@
 //! | [`crd`] | CustomResourceDefinitions: how a stored CRD becomes a served kind, and stops being one |
 //! | [`schema`] | structural schemas: pruning and validating custom objects → 422 |
 //! | [`gc`] | ownerReferences: background, foreground, orphan; namespace deletion |
-//! | [`kubelet`] | a stand-in scheduler + kubelet (pods become Running/Ready; optional pod kills) |
+//! | [`kubelet`] | a stand-in scheduler + kubelet (Node objects; pods become Running/Ready; optional pod kills) |
+//! | [`service_accounts`] | each namespace's `default` ServiceAccount, each account's token Secret |
 //! | [`faults`] | injected failures: 500/429 writes, 409 updates, delayed watches, pause |
 //! | [`table`] | Tables for `kubectl get`: built-in printers, CRD printer columns, Accept negotiation |
 //! | [`http`] | the server, routing, discovery, TLS and kubeconfig |
@@ -122,6 +123,7 @@ pub mod protobuf;
 pub mod resource;
 pub mod schema;
 pub mod selection;
+pub mod service_accounts;
 pub mod status;
 pub mod store;
 pub mod strategy;

@@ -228,10 +228,11 @@ pub struct Catalog {
 }
 
 impl Default for Catalog {
-    /// The built-in types: core/v1 namespaces, pods, configmaps, secrets, events, services;
-    /// apps/v1 replicasets, deployments; coordination.k8s.io/v1 leases;
-    /// apiextensions.k8s.io/v1 customresourcedefinitions. Pods, services, replicasets and
-    /// deployments are in the `all` category, as on kube-apiserver (`kubectl get all`).
+    /// The built-in types: core/v1 namespaces, pods, configmaps, secrets, events, services, nodes,
+    /// serviceaccounts, replicationcontrollers, resourcequotas; apps/v1 replicasets, deployments, daemonsets;
+    /// coordination.k8s.io/v1 leases;
+    /// apiextensions.k8s.io/v1 customresourcedefinitions. Pods, services, replication
+    /// controllers and the apps workloads are in the `all` category, as on kube-apiserver (`kubectl get all`).
     fn default() -> Catalog {
         let pod_fields = [
             "status.phase",
@@ -292,6 +293,28 @@ impl Default for Catalog {
                 .categories(&["all"])
                 .with_status()
                 .with_scale()
+                .with_generation(),
+            ResourceType::new("", "v1", "Node")
+                .cluster_scoped()
+                .short_names(&["no"])
+                .with_status()
+                .selectable_fields(&["spec.unschedulable"])
+                .returning_deleted_object(),
+            ResourceType::new("", "v1", "ServiceAccount").short_names(&["sa"]),
+            ResourceType::new("", "v1", "ReplicationController")
+                .short_names(&["rc"])
+                .categories(&["all"])
+                .with_status()
+                .with_scale()
+                .with_generation()
+                .selectable_fields(&["status.replicas"]),
+            ResourceType::new("", "v1", "ResourceQuota")
+                .short_names(&["quota"])
+                .with_status(),
+            ResourceType::new("apps", "v1", "DaemonSet")
+                .short_names(&["ds"])
+                .categories(&["all"])
+                .with_status()
                 .with_generation(),
             ResourceType::new("coordination.k8s.io", "v1", "Lease"),
             crate::crd::definitions_type(),

@@ -91,18 +91,23 @@ impl Selection {
     }
 }
 
-/// The value of a dotted field path as a field selector sees it: missing is the empty string.
+/// The value of a dotted field path as a field selector sees it: missing is the empty string,
+/// except for the boolean fields kube-apiserver formats from a Go `bool` (a missing one is `false`).
 fn field_value(object: &Value, path: &str) -> String {
+    let missing = || match path {
+        "spec.unschedulable" => "false".to_string(),
+        _ => String::new(),
+    };
     let mut at = object;
     for segment in path.split('.') {
         match at.get(segment) {
             Some(next) => at = next,
-            None => return String::new(),
+            None => return missing(),
         }
     }
     match at {
         Value::String(s) => s.clone(),
-        Value::Null => String::new(),
+        Value::Null => missing(),
         other => other.to_string(),
     }
 }

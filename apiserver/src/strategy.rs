@@ -314,7 +314,16 @@ fn reset_status(resource: &ResourceType, object: &mut Value) {
         ("", "Pod") => json!({"phase": "Pending", "qosClass": qos_class(object)}),
         ("", "Namespace") => json!({"phase": "Active"}),
         ("", "Service") => json!({"loadBalancer": {}}),
-        ("apps", _) => json!({}),
+        ("apps", "DaemonSet") => json!({"currentNumberScheduled": 0, "numberMisscheduled": 0,
+                                        "desiredNumberScheduled": 0, "numberReady": 0}),
+        ("apps", _) | ("", "ReplicationController") => json!({"replicas": 0}),
+        ("", "ResourceQuota") | ("", "Node") => match object.get("status") {
+            // Nodes report their own status (the kubelet creates them with it); a quota's status is
+            // the quota controller's, so a client's is kept here for both, as kube-apiserver does
+            // for nodes and overwrites for quotas.
+            Some(s) if resource.kind == "Node" => s.clone(),
+            _ => json!({}),
+        },
         _ if resource.is_definitions() => crd::initial_status(object),
         // A custom kind with a status subresource: status is written through /status only.
         _ if resource.is_custom() => {
@@ -329,11 +338,7 @@ fn reset_status(resource: &ResourceType, object: &mut Value) {
         },
     };
     if let Some(map) = object.as_object_mut() {
-        if status.as_object().is_some_and(Map::is_empty) && resource.group == "apps" {
-            map.insert("status".into(), json!({"replicas": 0}));
-        } else {
-            map.insert("status".into(), status);
-        }
+        map.insert("status".into(), status);
     }
 }
 
@@ -393,6 +398,44 @@ fn apply_defaults(resource: &ResourceType, object: &mut Value) {
                         json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": "25%"}}),
                     );
                 }
+                if let Some(pod) = spec.get_mut("template").and_then(|t| t.get_mut("spec")) {
+                    pod_spec_defaults(pod);
+                }
+            }
+        }
+        ("", "ReplicationController") => {
+            if let Some(spec) = object.get_mut("spec").and_then(Value::as_object_mut) {
+                default(spec, "replicas", 1.into());
+                let template_labels = spec
+                    .get("template")
+                    .and_then(|t| t.pointer("/metadata/labels"))
+                    .cloned();
+                if let Some(labels) = template_labels {
+                    if spec
+                        .get("selector")
+                        .is_none_or(|s| s.as_object().is_none_or(Map::is_empty))
+                    {
+                        spec.insert("selector".into(), labels);
+                    }
+                }
+                if let Some(pod) = spec.get_mut("template").and_then(|t| t.get_mut("spec")) {
+                    pod_spec_defaults(pod);
+                }
+            }
+            let selector = object.pointer("/spec/selector").cloned();
+            let metadata = meta::metadata_mut(object);
+            if metadata
+                .get("labels")
+                .is_none_or(|l| l.as_object().is_none_or(Map::is_empty))
+            {
+                if let Some(selector) = selector.filter(|s| s.is_object()) {
+                    metadata.insert("labels".into(), selector);
+                }
+            }
+        }
+        ("apps", "DaemonSet") => {
+            if let Some(spec) = object.get_mut("spec").and_then(Value::as_object_mut) {
+                default(spec, "revisionHistoryLimit", 10.into());
                 if let Some(pod) = spec.get_mut("template").and_then(|t| t.get_mut("spec")) {
                     pod_spec_defaults(pod);
                 }

@@ -1,8 +1,9 @@
 //! The HTTP server: accept connections (plain or TLS, HTTP/1.1 or HTTP/2), hand each request to
 //! `handlers::handle`.
 //!
-//! [`ApiServer`] is the builder; [`ApiServer::start`] binds, creates the built-in namespaces, starts the
-//! garbage collector, the bookmark ticker and (optionally) the pod simulator, and returns a
+//! [`ApiServer`] is the builder; [`ApiServer::start`] binds, creates the built-in namespaces and the
+//! `kubernetes` Service, starts the garbage collector, the service account controllers, the bookmark
+//! ticker and (optionally) the pod simulator with its Node objects, and returns a
 //! [`RunningServer`]: its URL, a kubeconfig for it, and the fault switches. Dropping the
 //! `RunningServer` stops everything.
 //!
@@ -55,6 +56,7 @@ use crate::faults::Faults;
 use crate::gc::GarbageCollector;
 use crate::kubelet::{Kubelet, KubeletSettings};
 use crate::resource::{Catalog, Registry, ResourceType};
+use crate::service_accounts::ServiceAccounts;
 use crate::store::Store;
 use handlers::Shared;
 
@@ -186,7 +188,7 @@ impl ApiServer {
             default_watch_timeout: self.watch_timeout,
             audit: Arc::new(AuditLog::new(self.audit)),
         });
-        create_builtin_namespaces(&shared.api)?;
+        create_builtin_objects(&shared.api)?;
         let mut tasks = Vec::new();
         tasks.push(tokio::spawn(
             GarbageCollector::new(shared.clone_api()).run(store.subscribe()),
@@ -201,8 +203,14 @@ impl ApiServer {
                 ticker_store.send_bookmarks();
             }
         }));
+        tasks.push(tokio::spawn(
+            ServiceAccounts::new(shared.clone_api()).run(store.subscribe()),
+        ));
         if let Some(settings) = self.kubelet.clone() {
             let kubelet = Kubelet::new(shared.clone_api(), settings);
+            kubelet
+                .register_nodes()
+                .map_err(|e| ServerError::Setup(format!("registering the nodes: {e}")))?;
             tasks.push(tokio::spawn(kubelet.run(store.subscribe())));
         }
         let acceptor = certificates
@@ -238,16 +246,38 @@ impl Shared {
     }
 }
 
-fn create_builtin_namespaces(api: &Api) -> Result<(), ServerError> {
-    let namespaces = api
-        .registry
-        .find("", "v1", "namespaces")
-        .ok_or_else(|| ServerError::Setup("namespaces are not registered".into()))?;
+/// What kube-apiserver creates for itself on start: the system namespaces, and the `kubernetes`
+/// Service in `default` that names the API server inside the cluster (clients read its
+/// `clusterIP` to learn the cluster's IP family).
+fn create_builtin_objects(api: &Api) -> Result<(), ServerError> {
+    let find = |plural: &str| {
+        api.registry
+            .find("", "v1", plural)
+            .ok_or_else(|| ServerError::Setup(format!("{plural} are not registered")))
+    };
+    let namespaces = find("namespaces")?;
     for name in ["default", "kube-system", "kube-public", "kube-node-lease"] {
         let object = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
         api.create_by(&namespaces, None, object, false, "kube-apiserver")
             .map_err(|e| ServerError::Setup(e.to_string()))?;
     }
+    let services = find("services")?;
+    let kubernetes = json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "kubernetes", "namespace": "default",
+                     "labels": {"component": "apiserver", "provider": "kubernetes"}},
+        "spec": {"type": "ClusterIP", "clusterIP": "10.96.0.1", "clusterIPs": ["10.96.0.1"],
+                 "sessionAffinity": "None",
+                 "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": 6443}]},
+    });
+    api.create_by(
+        &services,
+        Some("default"),
+        kubernetes,
+        false,
+        "kube-apiserver",
+    )
+    .map_err(|e| ServerError::Setup(e.to_string()))?;
     Ok(())
 }
 

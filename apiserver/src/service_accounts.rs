@@ -1,0 +1,194 @@
+//! Service accounts: every namespace gets a `default` ServiceAccount, and every ServiceAccount a
+//! token Secret, as kube-controller-manager's `serviceaccount` and `serviceaccount-token`
+//! controllers do on a real cluster.
+//!
+//! # Why the server does this
+//!
+//! Clients and test suites take these objects for granted: Kubernetes' e2e framework waits, after
+//! creating each test namespace, until its `default` ServiceAccount exists *and lists a secret*;
+//! quota tests count the token secret among a namespace's secrets. With no controller manager
+//! beside the embedded server, it plays both controllers itself.
+//!
+//! # How data flows
+//!
+//! ```text
+//!  store change ──► ServiceAccounts::observe
+//!     namespace added/modified (not terminating)  ──► ensure `default` ServiceAccount
+//!     `default` ServiceAccount deleted (namespace live) ──► create it again
+//!     ServiceAccount without a token secret reference ──► create `<sa>-token-xxxxx` Secret,
+//!                                                           list it in the account's `secrets`
+//! ```
+//!
+//! On start it sweeps the namespaces and accounts that exist already (the built-in namespaces are
+//! created before it subscribes). Its writes go through [`Api`] like a client's, with the field
+//! manager `kube-controller-manager`, so watchers see them as usual. The token is a random string,
+//! not a signed JWT: the embedded server does not authenticate service accounts.
+
+use std::sync::Arc;
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use rand::Rng;
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+use crate::api::Api;
+use crate::meta;
+use crate::patch::PatchType;
+use crate::resource::ResourceType;
+use crate::store::{Change, EventType};
+use crate::strategy::Endpoint;
+
+/// The field manager of the writes of this module.
+const MANAGER: &str = "kube-controller-manager";
+
+/// The Secret type of service account tokens.
+pub const TOKEN_TYPE: &str = "kubernetes.io/service-account-token";
+
+/// See the [module docs](self).
+pub struct ServiceAccounts {
+    api: Arc<Api>,
+}
+
+impl ServiceAccounts {
+    /// The controllers, acting through `api`.
+    pub fn new(api: Arc<Api>) -> ServiceAccounts {
+        ServiceAccounts { api }
+    }
+
+    /// Sweeps what exists, then follows changes until the store goes away.
+    pub async fn run(self, mut changes: mpsc::UnboundedReceiver<Arc<Change>>) {
+        self.sweep();
+        while let Some(change) = changes.recv().await {
+            self.observe(&change);
+        }
+    }
+
+    fn types(&self) -> Option<(Arc<ResourceType>, Arc<ResourceType>)> {
+        let accounts = self.api.registry.find("", "v1", "serviceaccounts")?;
+        let secrets = self.api.registry.find("", "v1", "secrets")?;
+        Some((accounts, secrets))
+    }
+
+    /// Every live namespace gets its `default` account; every account its token.
+    fn sweep(&self) {
+        for namespace in self.api.store.snapshot("namespaces") {
+            self.ensure_default(&namespace.object);
+        }
+        for account in self.api.store.snapshot("serviceaccounts") {
+            self.ensure_token(&account.object);
+        }
+    }
+
+    fn observe(&self, change: &Change) {
+        let object = &change.object.object;
+        match (&*change.table, change.event) {
+            ("namespaces", EventType::Added | EventType::Modified) => self.ensure_default(object),
+            ("serviceaccounts", EventType::Added | EventType::Modified) => {
+                self.ensure_token(object)
+            }
+            ("serviceaccounts", EventType::Deleted) if meta::name(object) == Some("default") => {
+                let namespace = meta::namespace(object).unwrap_or_default();
+                if let Some(ns) = self.api.store.get("namespaces", namespace) {
+                    self.ensure_default(&ns.object);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Creates the `default` ServiceAccount of a namespace that is not being deleted.
+    fn ensure_default(&self, namespace: &Value) {
+        if meta::string(namespace, "deletionTimestamp").is_some() {
+            return;
+        }
+        let (Some(name), Some((accounts, _))) = (meta::name(namespace), self.types()) else {
+            return;
+        };
+        if self.api.get(&accounts, Some(name), "default").is_ok() {
+            return;
+        }
+        let account = json!({"apiVersion": "v1", "kind": "ServiceAccount",
+                             "metadata": {"name": "default", "namespace": name}});
+        if let Err(e) = self
+            .api
+            .create_by(&accounts, Some(name), account, false, MANAGER)
+        {
+            // 409: created meanwhile; 403: the namespace started terminating.
+            if e.code != 409 && e.code != 403 {
+                tracing::warn!(namespace = name, error = %e, "could not create the default service account");
+            }
+        }
+    }
+
+    /// Gives an account without a token secret one.
+    fn ensure_token(&self, account: &Value) {
+        if meta::string(account, "deletionTimestamp").is_some() {
+            return;
+        }
+        let (Some(namespace), Some(name), Some(uid), Some((accounts, secrets))) = (
+            meta::namespace(account),
+            meta::name(account),
+            meta::uid(account),
+            self.types(),
+        ) else {
+            return;
+        };
+        let listed = account
+            .get("secrets")
+            .and_then(Value::as_array)
+            .is_some_and(|s| !s.is_empty());
+        if listed {
+            return;
+        }
+        let secret_name = meta::generate_name(&format!("{name}-token-"));
+        let token = random_token();
+        let secret = json!({
+            "apiVersion": "v1", "kind": "Secret", "type": TOKEN_TYPE,
+            "metadata": {"name": secret_name, "namespace": namespace, "annotations": {
+                "kubernetes.io/service-account.name": name,
+                "kubernetes.io/service-account.uid": uid}},
+            "data": {"token": STANDARD.encode(token), "namespace": STANDARD.encode(namespace),
+                     "ca.crt": ""},
+        });
+        if let Err(e) = self
+            .api
+            .create_by(&secrets, Some(namespace), secret, false, MANAGER)
+        {
+            if e.code != 403 {
+                tracing::warn!(namespace, account = name, error = %e, "could not create a token secret");
+            }
+            return;
+        }
+        let patch = json!({"metadata": {"uid": uid}, "secrets": [{"name": secret_name}]});
+        let result = self.api.patch_by(
+            &accounts,
+            Some(namespace),
+            name,
+            Endpoint::Main,
+            PatchType::Merge,
+            &patch,
+            false,
+            MANAGER,
+        );
+        if let Err(e) = result {
+            tracing::debug!(namespace, account = name, error = %e, "token secret not recorded");
+            let _ = self.api.delete(
+                &secrets,
+                Some(namespace),
+                &secret_name,
+                &crate::api::DeleteOptions::default(),
+                false,
+            );
+        }
+    }
+}
+
+/// 48 random characters of `[A-Za-z0-9]`: the secret's `token`.
+fn random_token() -> String {
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+    let mut rng = rand::rng();
+    (0..48)
+        .map(|_| char::from(ALPHABET[rng.random_range(0..ALPHABET.len())]))
+        .collect()
+}
