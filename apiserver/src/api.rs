@@ -16,6 +16,7 @@ use serde_json::{Value, json};
 use crate::crd;
 use crate::meta;
 use crate::patch::{self, PatchType};
+use crate::quota;
 use crate::resource::{Registry, ResourceType};
 use crate::selection::Selection;
 use crate::status::StatusError;
@@ -261,6 +262,9 @@ impl Api {
             self.check_namespace_open(resource, ns, meta::name(&object).unwrap_or(""))?;
         }
         let name = strategy::prepare_create(resource, &mut object)?;
+        if let Some(ns) = namespace.filter(|_| resource.namespaced) {
+            quota::admit(self, resource, ns, &name, &object)?;
+        }
         if dry_run {
             return Ok(object);
         }

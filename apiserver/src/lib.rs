@@ -31,6 +31,8 @@
 //! | [`apply`] | server-side apply, field managers and `managedFields` |
 //! | [`selection`] | label and field selectors |
 //! | [`resource`] | the served types: a [`Catalog`] snapshot per request, the live [`Registry`] |
+//! | [`quota`] | ResourceQuota admission (403 when a create would exceed one) and usage status |
+//! | [`review`] | access reviews (`SelfSubjectAccessReview`): answered, never stored |
 //! | [`crd`] | CustomResourceDefinitions: how a stored CRD becomes a served kind, and stops being one |
 //! | [`schema`] | structural schemas: pruning and validating custom objects → 422 |
 //! | [`gc`] | ownerReferences: background, foreground, orphan; namespace deletion |
@@ -120,7 +122,9 @@ pub mod kubelet;
 pub mod meta;
 pub mod patch;
 pub mod protobuf;
+pub mod quota;
 pub mod resource;
+pub mod review;
 pub mod schema;
 pub mod selection;
 pub mod service_accounts;

@@ -77,6 +77,9 @@ pub struct ResourceType {
     /// [`Registry::register`]ed types. Custom resources follow the CRD rules: status is dropped on
     /// create when there is a status subresource, an update must carry a resourceVersion.
     pub definition: Option<String>,
+    /// A review (`SelfSubjectAccessReview`): create-only, answered without being stored, and
+    /// without object metadata, so it has no Table form (an `as=Table` request is 406).
+    pub review: bool,
     /// The defining CRD is being deleted: the type is still served (so finalizers can be removed)
     /// but creates are refused. Only ever true when `definition` is set.
     pub terminating: bool,
@@ -112,8 +115,16 @@ impl ResourceType {
             categories: Vec::new(),
             schema: None,
             definition: None,
+            review: false,
             terminating: false,
         }
+    }
+
+    /// Makes the type a create-only review (see [`ResourceType::review`]).
+    pub fn as_review(mut self) -> ResourceType {
+        self.review = true;
+        self.delete_collection = false;
+        self
     }
 
     /// Puts the type in kubectl categories (default: none).
@@ -230,7 +241,8 @@ pub struct Catalog {
 impl Default for Catalog {
     /// The built-in types: core/v1 namespaces, pods, configmaps, secrets, events, services, nodes,
     /// serviceaccounts, replicationcontrollers, resourcequotas; apps/v1 replicasets, deployments, daemonsets;
-    /// coordination.k8s.io/v1 leases;
+    /// coordination.k8s.io/v1 leases; authorization.k8s.io/v1 selfsubjectaccessreviews (a
+    /// review, every request allowed);
     /// apiextensions.k8s.io/v1 customresourcedefinitions. Pods, services, replication
     /// controllers and the apps workloads are in the `all` category, as on kube-apiserver (`kubectl get all`).
     fn default() -> Catalog {
@@ -317,6 +329,9 @@ impl Default for Catalog {
                 .with_status()
                 .with_generation(),
             ResourceType::new("coordination.k8s.io", "v1", "Lease"),
+            ResourceType::new("authorization.k8s.io", "v1", "SelfSubjectAccessReview")
+                .cluster_scoped()
+                .as_review(),
             crate::crd::definitions_type(),
         ];
         Catalog {

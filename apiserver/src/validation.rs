@@ -79,9 +79,47 @@ pub fn object(resource: &ResourceType, object: &Value) -> Vec<Cause> {
     match (resource.group.as_str(), resource.kind.as_str()) {
         ("", "Pod") => pod_spec(object.get("spec"), "spec"),
         ("apps", "ReplicaSet") | ("apps", "Deployment") => workload(object),
+        ("", "ConfigMap") => config_keys(object, &["data", "binaryData"]),
+        ("", "Secret") => config_keys(object, &["data", "stringData"]),
         _ if resource.is_definitions() => crate::crd::validate(object),
         _ => Vec::new(),
     }
+}
+
+const CONFIG_KEY_HELP: &str = "a valid config key must consist of alphanumeric characters, '-', '_' or '.' (e.g. 'key.name',  or 'KEY_NAME',  or 'key-name', regex used for validation is '[-._a-zA-Z0-9]+')";
+
+/// The keys of a ConfigMap's or Secret's data maps (`fields`): each a config key, as files in a
+/// volume are named after them: `[-._a-zA-Z0-9]+`, at most 253 characters, not `.`, `..` nor
+/// starting with `..`.
+fn config_keys(object: &Value, fields: &[&str]) -> Vec<Cause> {
+    let mut causes = Vec::new();
+    for field in fields {
+        let Some(map) = object.get(*field).and_then(Value::as_object) else {
+            continue;
+        };
+        for key in map.keys() {
+            let at = format!("{field}[{key}]");
+            if key.len() > 253 {
+                causes.push(Cause::invalid(
+                    &at,
+                    key,
+                    "must be no more than 253 characters",
+                ));
+            }
+            let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_');
+            if key.is_empty() || !key.chars().all(allowed) {
+                causes.push(Cause::invalid(&at, key, CONFIG_KEY_HELP));
+            }
+            if key == "." {
+                causes.push(Cause::invalid(&at, key, "must not be '.'"));
+            } else if key == ".." {
+                causes.push(Cause::invalid(&at, key, "must not be '..'"));
+            } else if key.starts_with("..") {
+                causes.push(Cause::invalid(&at, key, "must not start with '..'"));
+            }
+        }
+    }
+    causes
 }
 
 fn pod_spec(spec: Option<&Value>, path: &str) -> Vec<Cause> {

@@ -78,6 +78,7 @@ fn resource_entries(t: &ResourceType) -> Vec<Value> {
     let verbs: Vec<&str> = verbs
         .into_iter()
         .filter(|v| *v != "deletecollection" || t.delete_collection)
+        .filter(|v| *v == "create" || !t.review)
         .collect();
     let mut entries = vec![json!({
         "name": t.plural,

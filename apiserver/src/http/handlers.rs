@@ -30,6 +30,7 @@ use crate::api::{Api, DeleteOptions, Deletion, ListOptions, Propagation, WatchOp
 use crate::faults::{FaultSettings, Faults};
 use crate::patch::PatchType;
 use crate::resource::{Catalog, ResourceType};
+use crate::review;
 use crate::selection::Selection;
 use crate::status::StatusError;
 use crate::store::{Stored, WatchFeed, WatchItem};
@@ -152,6 +153,12 @@ async fn dispatch(
                     let table = wanted_table(&request, true)?;
                     list(shared, &resource, ns, &params, table)
                 }
+                Method::POST if resource.review => {
+                    wanted_table(&request, false)?;
+                    let review = read_object(request).await?;
+                    Ok(json_response(StatusCode::CREATED, &review::allow(review)))
+                }
+                _ if resource.review => Err(StatusError::method_not_allowed(method.as_str())),
                 Method::POST => {
                     let table = wanted_table(&request, true)?;
                     write_fault(shared)?;
@@ -230,6 +237,9 @@ async fn object(
     params: &HashMap<String, String>,
     request: Request<Incoming>,
 ) -> Reply {
+    if resource.review {
+        return Err(StatusError::method_not_allowed(request.method().as_str()));
+    }
     let api = &shared.api;
     let dry_run = is_dry_run(params);
     let endpoint = match subresource {

@@ -2,7 +2,7 @@
 //! `handlers::handle`.
 //!
 //! [`ApiServer`] is the builder; [`ApiServer::start`] binds, creates the built-in namespaces and the
-//! `kubernetes` Service, starts the garbage collector, the service account controllers, the bookmark
+//! `kubernetes` Service, starts the garbage collector, the service account and quota controllers, the bookmark
 //! ticker and (optionally) the pod simulator with its Node objects, and returns a
 //! [`RunningServer`]: its URL, a kubeconfig for it, and the fault switches. Dropping the
 //! `RunningServer` stops everything.
@@ -55,6 +55,7 @@ use crate::api::Api;
 use crate::faults::Faults;
 use crate::gc::GarbageCollector;
 use crate::kubelet::{Kubelet, KubeletSettings};
+use crate::quota::QuotaController;
 use crate::resource::{Catalog, Registry, ResourceType};
 use crate::service_accounts::ServiceAccounts;
 use crate::store::Store;
@@ -205,6 +206,9 @@ impl ApiServer {
         }));
         tasks.push(tokio::spawn(
             ServiceAccounts::new(shared.clone_api()).run(store.subscribe()),
+        ));
+        tasks.push(tokio::spawn(
+            QuotaController::new(shared.clone_api()).run(store.subscribe()),
         ));
         if let Some(settings) = self.kubelet.clone() {
             let kubelet = Kubelet::new(shared.clone_api(), settings);
