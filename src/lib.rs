@@ -49,6 +49,7 @@ pub mod error;
 pub mod leader;
 pub mod list_watch;
 pub mod manager;
+pub mod shard;
 pub mod view;
 pub mod watch;
 

@@ -41,6 +41,7 @@ use super::source::{self, Enqueue, MapEvent, ObjectEvent, SourceHandler, Tombsto
 use super::worker::Workers;
 use crate::api::Object;
 use crate::client::Client;
+use crate::shard::{DependentKind, Dependents, ShardGate, ShardMember};
 
 /// Workers of a controller unless set (controller-runtime's `MaxConcurrentReconciles` default, 1:
 /// a reconciler need not be written for concurrency to be correct; raise it when reconciles wait
@@ -101,7 +102,23 @@ struct Wiring<'a> {
     filters: &'a Filters,
     name: &'a str,
     consistency: &'a ConsistencyStore,
+    /// Set when the controller is sharded: owned types are narrowed to the member's label.
+    shard: Option<&'a ShardMember>,
 }
+
+impl Wiring<'_> {
+    /// The scope of an owned type: `scope`, narrowed to this member's objects when sharded.
+    fn owned_scope(&self, scope: &Scope) -> Scope {
+        match self.shard {
+            Some(member) => member.scope(scope.clone()),
+            None => scope.clone(),
+        }
+    }
+}
+
+/// Makes the [`DependentKind`] of one owned type from the factory, for a sharded controller.
+type DependentMaker =
+    Box<dyn FnOnce(&SharedInformerFactory<Client>, &ShardMember) -> Arc<dyn DependentKind> + Send>;
 
 type Attach = Box<dyn FnOnce(&Wiring<'_>) -> Result<Box<dyn Attached>, StartError> + Send>;
 
@@ -175,6 +192,11 @@ pub struct ControllerBuilder<K> {
     /// Awaited after the caches synced and before the workers start (the manager's "until this
     /// replica leads"); none: start at once.
     workers_after: Option<BoxFuture<()>>,
+    /// Set by [`shard`](Self::shard): this replica's membership and the primary scope before it
+    /// was narrowed (the assigner's).
+    shard: Option<(ShardMember, Scope)>,
+    /// One per owned type, used only when sharded.
+    dependents: Vec<DependentMaker>,
     _kind: std::marker::PhantomData<fn() -> K>,
 }
 
@@ -214,6 +236,8 @@ impl<K: Object + k8s_openapi::Resource> ControllerBuilder<K> {
             shutdown_timeout: DEFAULT_SHUTDOWN_TIMEOUT,
             metrics: None,
             workers_after: None,
+            shard: None,
+            dependents: Vec::new(),
             _kind: std::marker::PhantomData,
         }
     }
@@ -311,13 +335,73 @@ impl<K: Object + k8s_openapi::Resource> ControllerBuilder<K> {
     /// Reconciles the `C`s in `scope` whose controller ownerReference points at a `K` (same kind
     /// and API group), by the owner's key: a change to a child reconciles its owner. An update that
     /// moves a child between owners reconciles both.
+    ///
+    /// When the controller is [sharded](Self::shard), the owned `C`s are narrowed to this member's
+    /// label too, and move with their owner.
     pub fn owns<C: Object + k8s_openapi::Resource>(self, scope: Scope) -> Self
     where
         K::Scope: 'static,
     {
-        self.watches::<C>(scope, |child| {
-            source::controller_key::<K, C>(child).into_iter().collect()
-        })
+        let map =
+            source::mapped(|child: &C| source::controller_key::<K, C>(child).into_iter().collect());
+        self.owned::<C>(scope, map)
+    }
+
+    /// [`owns`](Self::owns) with a handler of your own (as [`watches_with`](Self::watches_with)):
+    /// for a controller that keeps books on its children (expectations) or adopts orphans. The
+    /// `C`s are its dependents: narrowed to this member's label and moved with their owner when
+    /// sharded.
+    pub fn owns_with<C: Object + k8s_openapi::Resource>(
+        self,
+        scope: Scope,
+        handle: impl Fn(&Enqueue, &ObjectEvent<'_, C>) + Send + Sync + 'static,
+    ) -> Self
+    where
+        K::Scope: 'static,
+    {
+        self.owned::<C>(scope, Box::new(handle))
+    }
+
+    fn owned<C: Object + k8s_openapi::Resource>(
+        mut self,
+        scope: Scope,
+        map: Box<MapEvent<C>>,
+    ) -> Self
+    where
+        K::Scope: 'static,
+    {
+        let dependents_scope = scope.clone();
+        self.dependents.push(Box::new(move |factory, member| {
+            let informer = factory.informer::<C>(&member.scope(dependents_scope));
+            Dependents::new(informer, |child: &C| {
+                super::owner::controller_of(child.meta())
+                    .filter(|owner| {
+                        owner.kind == K::KIND
+                            && super::owner::group_of(&owner.api_version) == K::GROUP
+                    })
+                    .map(|owner| owner.uid.clone())
+            })
+        }));
+        self.sources.push(Box::new(move |wiring| {
+            attach::<C>(wiring, &wiring.owned_scope(&scope), map, None)
+        }));
+        self
+    }
+
+    /// Shards this controller across replicas (see [`crate::shard`]): the primary and owned
+    /// informers select only `member`'s objects; the workers start once `member` holds its Lease,
+    /// hand objects over when the assigner asks, and wait for a moved object's children; and
+    /// this replica stands for the ring's assigner. Call it before
+    /// [`primary_informer`](Self::primary_informer). The reconciler must write through
+    /// [`ShardMember::client`] and [`mark`](ShardMember::mark) the children it creates. Sharding
+    /// relies on the consistency store, so it turns [stale protection](Self::stale_protection) on.
+    /// Default: not sharded.
+    pub fn shard(mut self, member: &ShardMember) -> Self {
+        let base = self.scope.clone();
+        self.scope = member.scope(base.clone());
+        self.shard = Some((member.clone(), base));
+        self.consistency.set_enabled(true);
+        self
     }
 
     /// Reconciles the keys `map` returns for each changed `O` in `scope` (zero or more; both the
@@ -398,19 +482,24 @@ impl<K: Object + k8s_openapi::Resource> ControllerBuilder<K> {
     /// Runs the controller until `shutdown` resolves; see the [module docs](self) for the order of
     /// things. Returns an error only if it could not start.
     pub async fn run<R: Reconciler<K>>(
-        self,
+        mut self,
         reconciler: R,
         shutdown: impl Future<Output = ()> + Send,
     ) -> Result<(), ControllerError> {
         let enqueue = Enqueue::new(self.queue.clone());
         let filters = Filters::new(self.filters);
         let tombstones = Arc::new(Tombstones::<K>::default());
+        if self.shard.is_some() && !self.consistency.is_active() {
+            tracing::warn!(controller = %self.name, "sharding needs stale protection: turning it on");
+            self.consistency.set_enabled(true);
+        }
         let wiring = Wiring {
             factory: &self.factory,
             enqueue: &enqueue,
             filters: &filters,
             name: &self.name,
             consistency: &self.consistency,
+            shard: self.shard.as_ref().map(|(member, _)| member),
         };
         let mut attached = Vec::with_capacity(1 + self.sources.len());
         let primary = source::primary(tombstones.clone());
@@ -433,6 +522,18 @@ impl<K: Object + k8s_openapi::Resource> ControllerBuilder<K> {
         }
         let stopping = Stopping::new();
         let mut shutdown = std::pin::pin!(shutdown);
+        // Sharded: the gate the workers ask before each reconcile.
+        let shard_gate = self.shard.as_ref().map(|(member, _)| {
+            let dependents: Vec<Arc<dyn DependentKind>> = std::mem::take(&mut self.dependents)
+                .into_iter()
+                .map(|make| make(&self.factory, member))
+                .collect();
+            Arc::new(ShardGate::new(
+                member.clone(),
+                crate::ApiResource::of::<K>(),
+                dependents,
+            ))
+        });
         let synced = futures_util::future::join_all(attached.iter().map(|a| a.wait_for_sync()));
         let all_synced = tokio::select! {
             synced = synced => synced.into_iter().all(|ok| ok),
@@ -446,6 +547,22 @@ impl<K: Object + k8s_openapi::Resource> ControllerBuilder<K> {
             detach_all(&attached, self.factory_owner.stops_informers());
             return Err(ControllerError::CacheSync(self.name));
         }
+        if let Some(gate) = &shard_gate {
+            tracing::debug!(controller = %self.name, "caches synced; workers wait for ring membership");
+            let joined = gate.member().membership().acquired();
+            tokio::select! {
+                joined = joined => if joined.is_err() {
+                    tracing::warn!(controller = %self.name, "membership ended before it began");
+                    detach_all(&attached, self.factory_owner.stops_informers());
+                    return Ok(());
+                },
+                () = &mut shutdown => {
+                    tracing::info!(controller = %self.name, "shut down before joining the ring");
+                    detach_all(&attached, self.factory_owner.stops_informers());
+                    return Ok(());
+                }
+            }
+        }
         if let Some(gate) = self.workers_after {
             tracing::debug!(controller = %self.name, "caches synced; workers wait for their gate");
             tokio::select! {
@@ -457,6 +574,22 @@ impl<K: Object + k8s_openapi::Resource> ControllerBuilder<K> {
                 }
             }
         }
+        // Sharded: this replica stands for the ring's assigner until shutdown.
+        let assigner =
+            self.shard
+                .as_ref()
+                .zip(shard_gate.as_ref())
+                .map(|((member, base), gate)| {
+                    let mut stop = stopping.subscribe();
+                    tokio::spawn(crate::shard::assigner::run_candidacy::<K>(
+                        member.clone(),
+                        base.clone(),
+                        gate.dependents().to_vec(),
+                        async move {
+                            let _ = stop.wait_for(|stopping| *stopping).await;
+                        },
+                    ))
+                });
         let workers = Arc::new(Workers {
             name: self.name.clone(),
             queue: self.queue.clone(),
@@ -466,6 +599,7 @@ impl<K: Object + k8s_openapi::Resource> ControllerBuilder<K> {
             metrics: self.metrics.as_ref().map(|m| m.for_controller(&self.name)),
             consistency: self.consistency.clone(),
             stale_requeue: self.stale_requeue,
+            shard: shard_gate,
         });
         let mut tasks = JoinSet::new();
         for keys in self.streams {
@@ -476,6 +610,23 @@ impl<K: Object + k8s_openapi::Resource> ControllerBuilder<K> {
         }
         for worker in 0..self.workers {
             tasks.spawn(workers.clone().work(worker, stopping.subscribe()));
+        }
+        if let Some(gate) = &workers.shard {
+            if let Some(metrics) = gate.member().metrics().cloned() {
+                let member = gate.member().clone();
+                let store = self.factory.informer::<K>(&self.scope).store().clone();
+                let mut stop = stopping.subscribe();
+                // `shard_objects`: this member's share, read from its primary cache each second.
+                tasks.spawn(async move {
+                    let mut every = tokio::time::interval(Duration::from_secs(1));
+                    loop {
+                        tokio::select! {
+                            _ = stop.wait_for(|stopping| *stopping) => return,
+                            _ = every.tick() => metrics.set_objects(member.marks().ring(), member.identity(), store.len()),
+                        }
+                    }
+                });
+            }
         }
         tracing::info!(controller = %self.name, workers = self.workers, "controller started");
 
@@ -499,6 +650,18 @@ impl<K: Object + k8s_openapi::Resource> ControllerBuilder<K> {
         }
         if let Some(metrics) = &workers.metrics {
             metrics.max_concurrent.set(0);
+        }
+        if let Some(assigner) = assigner {
+            // Its candidacy saw `stopping` and releases the assigner Lease if it held it.
+            match assigner.await {
+                Ok(Ok(())) => {}
+                Ok(Err(error)) => {
+                    tracing::warn!(controller = %self.name, %error, "assigner candidacy failed")
+                }
+                Err(error) => {
+                    tracing::warn!(controller = %self.name, %error, "assigner candidacy panicked")
+                }
+            }
         }
         tracing::info!(controller = %self.name, "controller stopped");
         Ok(())

@@ -37,6 +37,7 @@ use super::metrics::{ControllerMetrics, Outcome};
 use super::reconciler::Reconciler;
 use super::source::Tombstones;
 use crate::api::Object;
+use crate::shard::{ShardError, ShardGate, Turn};
 
 /// What every worker of one controller shares.
 pub(crate) struct Workers<K, R> {
@@ -48,6 +49,8 @@ pub(crate) struct Workers<K, R> {
     pub(crate) metrics: Option<ControllerMetrics>,
     pub(crate) consistency: ConsistencyStore,
     pub(crate) stale_requeue: Duration,
+    /// Set when the controller is sharded: asked before each reconcile (see [`crate::shard::gate`]).
+    pub(crate) shard: Option<Arc<ShardGate>>,
 }
 
 /// What a worker did with a key.
@@ -55,6 +58,13 @@ enum Ran {
     Reconciled(Action),
     /// A cache was older than the key's own last write: nothing ran.
     Skipped(StaleCache),
+    /// Sharded: the object is not this member's (any more); nothing ran.
+    NotMine(&'static str),
+    /// Sharded: the object just arrived from another member, whose children this member's cache
+    /// does not show yet; nothing ran.
+    WaitingForChildren(String),
+    /// Sharded: the assigner asked for the object, and this member handed it over (or failed to).
+    HandedOver(Result<(), ShardError>),
 }
 
 impl<K: Object, R: Reconciler<K>> Workers<K, R> {
@@ -95,6 +105,28 @@ impl<K: Object, R: Reconciler<K>> Workers<K, R> {
             .instrument(span)
             .await;
         let reconciled = match result {
+            Ok(Ok(Ran::NotMine(why))) => {
+                pipeline_event!(stage = "reconcile", op = "end", instance = %self.name, key = %key, state = "skipped", worker = worker as u64, result = why, duration_ms = started.elapsed().as_millis() as u64);
+                self.queue.forget(&key);
+                None
+            }
+            Ok(Ok(Ran::WaitingForChildren(why))) => {
+                pipeline_event!(stage = "reconcile", op = "end", instance = %self.name, key = %key, state = "skipped", worker = worker as u64, result = %why, duration_ms = started.elapsed().as_millis() as u64);
+                tracing::debug!(controller = %self.name, %key, %why, "moved here; waiting for its children");
+                self.queue.add_after(key.clone(), self.stale_requeue);
+                None
+            }
+            Ok(Ok(Ran::HandedOver(Ok(())))) => {
+                pipeline_event!(stage = "reconcile", op = "end", instance = %self.name, key = %key, state = "ok", worker = worker as u64, result = "handed over", duration_ms = started.elapsed().as_millis() as u64);
+                self.queue.forget(&key);
+                None
+            }
+            Ok(Ok(Ran::HandedOver(Err(error)))) => {
+                pipeline_event!(stage = "reconcile", op = "end", instance = %self.name, key = %key, state = "error", worker = worker as u64, result = %error, duration_ms = started.elapsed().as_millis() as u64);
+                tracing::warn!(controller = %self.name, %key, %error, "handover failed; retrying");
+                self.queue.add_rate_limited(key.clone());
+                None
+            }
             Ok(Ok(Ran::Skipped(stale))) => {
                 pipeline_event!(stage = "reconcile", op = "end", instance = %self.name, key = %key, state = "skipped", worker = worker as u64, result = %stale, duration_ms = started.elapsed().as_millis() as u64);
                 self.skipped(&key, &stale);
@@ -148,7 +180,24 @@ impl<K: Object, R: Reconciler<K>> Workers<K, R> {
             return Ok(Ran::Skipped(stale));
         }
         let action = match self.cache.get(key.namespace(), key.name()) {
-            Some(object) => self.reconciler.reconcile(object).await?,
+            Some(object) => {
+                if let Some(gate) = &self.shard {
+                    match gate.turn(key, object.as_ref()) {
+                        Turn::Reconcile => {}
+                        Turn::Skip(why) => return Ok(Ran::NotMine(why)),
+                        Turn::WaitForChildren { kind, needs, cache } => {
+                            return Ok(Ran::WaitingForChildren(format!(
+                                "{kind} cache at {cache:?}, needs {needs}"
+                            )));
+                        }
+                        Turn::HandOver(to) => {
+                            let result = gate.hand_over(key, object.as_ref(), &to).await;
+                            return Ok(Ran::HandedOver(result));
+                        }
+                    }
+                }
+                self.reconciler.reconcile(object).await?
+            }
             None => Action::await_change(),
         };
         Ok(Ran::Reconciled(action))

@@ -110,6 +110,7 @@ use tokio::task::JoinSet;
 use crate::Client;
 use crate::controller::{ControllerBuilder, Metrics, Reconciler};
 use crate::leader::{LeaderElector, LeaderElectorBuilder, LeaderMetrics, Leadership};
+use crate::shard::ShardMember;
 use endpoints::{Endpoints, Health};
 pub use signal::shutdown_signal;
 
@@ -146,6 +147,10 @@ pub enum ManagerError {
         #[source]
         source: BoxError,
     },
+    /// Leader election and sharding were both asked for: a replica either leads alone or takes
+    /// a share.
+    #[error("leader election and sharding cannot both be on")]
+    ElectionAndSharding,
     /// The graceful shutdown did not finish within its timeout; what was still running was
     /// abandoned.
     #[error("graceful shutdown did not finish within {0:?}")]
@@ -157,6 +162,7 @@ pub struct ManagerBuilder {
     client: Client,
     informer_client: Option<Client>,
     leader_election: Option<LeaderElectorBuilder>,
+    shard: Option<ShardMember>,
     http_addr: Option<SocketAddr>,
     warm_followers: bool,
     graceful_shutdown_timeout: Duration,
@@ -181,6 +187,18 @@ impl ManagerBuilder {
     ) -> Self {
         let builder = LeaderElector::builder(self.client.clone(), namespace, lease_name);
         self.leader_election = Some(configure(builder));
+        self
+    }
+
+    /// Makes this replica a member of `member`'s ring instead of a leader candidate (see
+    /// [`crate::shard`]): the manager holds the membership Lease as it would hold a leader's, its
+    /// client's writes are gated by membership, controllers' workers start once this replica has
+    /// joined, a lost membership ends [`Manager::run`] with
+    /// [`ManagerError::LeadershipLost`], and shutdown stops the controllers before it releases the
+    /// Lease. Shard each controller with
+    /// [`ControllerBuilder::shard`]`(manager.shard_member())`. Default: off.
+    pub fn shard(mut self, member: ShardMember) -> Self {
+        self.shard = Some(member);
         self
     }
 
@@ -240,16 +258,18 @@ impl ManagerBuilder {
             SharedInformerFactory::new(self.informer_client.unwrap_or_else(|| self.client.clone()))
                 .with_metrics(metrics.informers()),
         );
-        let elector = match self.leader_election {
-            Some(builder) => Some(
+        let elector = match (self.leader_election, self.shard) {
+            (Some(_), Some(_)) => return Err(ManagerError::ElectionAndSharding),
+            (Some(builder), None) => Some(Campaign::Leader(
                 builder
                     .metrics(&LeaderMetrics::register(&mut self.registry))
                     .build()
                     .map_err(ManagerError::LeaderElectionConfig)?,
-            ),
-            None => None,
+            )),
+            (None, Some(member)) => Some(Campaign::Shard(member)),
+            (None, None) => None,
         };
-        let leadership = elector.as_ref().map(LeaderElector::leadership);
+        let leadership = elector.as_ref().map(Campaign::leadership);
         let gated = match &leadership {
             Some(leadership) => self.client.with_write_gate(leadership.clone()),
             None => self.client.clone(),
@@ -277,7 +297,7 @@ pub struct Manager {
     factory: Arc<SharedInformerFactory<Client>>,
     metrics: Metrics,
     registry: Registry,
-    elector: Option<LeaderElector>,
+    elector: Option<Campaign>,
     /// `Some` exactly when `elector` is.
     leadership: Option<Leadership>,
     runnables: Vec<Runnable>,
@@ -285,6 +305,29 @@ pub struct Manager {
     listener: Option<std::net::TcpListener>,
     warm_followers: bool,
     graceful_shutdown_timeout: Duration,
+}
+
+/// What this replica holds a Lease for: leadership, or a share of a ring.
+enum Campaign {
+    Leader(LeaderElector),
+    Shard(ShardMember),
+}
+
+impl Campaign {
+    fn leadership(&self) -> Leadership {
+        match self {
+            Campaign::Leader(elector) => elector.leadership(),
+            Campaign::Shard(member) => member.membership(),
+        }
+    }
+
+    async fn run(&self, stopped: impl Future<Output = ()> + Send) -> Result<(), BoxError> {
+        match self {
+            Campaign::Leader(elector) => elector.run(stopped).await.map(drop)?,
+            Campaign::Shard(member) => member.run(stopped).await.map(drop)?,
+        }
+        Ok(())
+    }
 }
 
 /// Something the manager runs until shutdown: a controller, or any task added with
@@ -341,6 +384,7 @@ impl Manager {
             client,
             informer_client: None,
             leader_election: None,
+            shard: None,
             http_addr: None,
             warm_followers: true,
             graceful_shutdown_timeout: DEFAULT_GRACEFUL_SHUTDOWN_TIMEOUT,
@@ -370,9 +414,17 @@ impl Manager {
         self.listener.as_ref().and_then(|l| l.local_addr().ok())
     }
 
-    /// This replica's leadership, when leader election is on.
+    /// This replica's leadership, when leader election is on (its membership when sharded).
     pub fn leadership(&self) -> Option<&Leadership> {
         self.leadership.as_ref()
+    }
+
+    /// This replica's ring membership, when sharded ([`ManagerBuilder::shard`]).
+    pub fn shard_member(&self) -> Option<&ShardMember> {
+        match &self.elector {
+            Some(Campaign::Shard(member)) => Some(member),
+            _ => None,
+        }
     }
 
     /// A controller for the `K`s in `scope`, on the manager's factory and metrics: the one way to
@@ -545,11 +597,11 @@ impl Manager {
         let _ = stop_elector.send(true);
         if let Some(elector) = elector {
             match tokio::time::timeout_at(deadline + Duration::from_secs(5), elector).await {
-                Ok(Ok(Ok(_))) => {}
+                Ok(Ok(Ok(()))) => {}
                 Ok(Ok(Err(error))) => {
                     tracing::warn!(%error, "leader election ended with an error");
                     if outcome.is_ok() {
-                        outcome = Err(ManagerError::LeaderElection(Box::new(error)));
+                        outcome = Err(ManagerError::LeaderElection(error));
                     }
                 }
                 Ok(Err(error)) => tracing::warn!(%error, "leader election task failed"),

@@ -1,0 +1,471 @@
+//! The assigner: one replica of the ring (elected on the Lease `<ring>-assigner`, so there is
+//! nothing extra to deploy) decides which member owns each object and writes it down.
+//!
+//! ```text
+//!  Leases <ring>-shard-*  ──watch──▶ liveness (each Lease's last change, on this replica's clock)
+//!                                        │ every tick: live set changed? ─▶ new HashRing, queue every object
+//!  primary objects (all) ──watch──▶ queue of keys ──▶ worker: desired = ring.owner(key)
+//!
+//!   owner label   what the worker does                                         metric
+//!   ───────────   ──────────────────────────────────────────────────────────   ──────────────
+//!   none          label it desired (resourceVersion precondition)             assignments
+//!   = desired     nothing (clears a stale drain label)
+//!   live A        label drain = desired; A hands it over when its worker      drains
+//!                 gets to it (see super::gate)
+//!   dead A        relabel A's children of it (found by a LIST of A's label,   moves
+//!                 once per dead member), then the object: owner = desired,
+//!                 handover annotation = last child's resourceVersion
+//! ```
+//!
+//! **Dead** means: the Lease was released (no holder), is gone, or has not changed for its
+//! `leaseDurationSeconds` as measured on this replica's monotonic clock. The member's own write
+//! gate shut a renew deadline after its last renewal, which is earlier, so by the time its
+//! objects move nothing it sends can land (the same argument as leader election's). A new assigner
+//! starts counting from when it first sees each Lease, so it may take up to one lease duration to
+//! notice a member that died before it was elected.
+//!
+//! Every write the assigner makes goes through a client gated by its own election, and carries the
+//! object's resourceVersion as a precondition, so an assigner deposed mid-write, or working from
+//! a stale cache, fails with a conflict instead of overwriting.
+//!
+//! **Cost.** The assigner caches every primary object (not the dependents): for the ReplicaSet
+//! sample, the ReplicaSets and not the Pods. A new object is labelled one watch event and one PATCH
+//! after its creation (`shard_assignment_seconds`); until then no member reconciles it.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::coordination::v1::Lease;
+use parking_lot::Mutex;
+use serde_json::{Value, json};
+use tokio::sync::watch;
+
+use super::ShardError;
+use super::dependents::{ChildRef, DependentKind, relabel};
+use super::member::ShardMember;
+use super::ring::HashRing;
+use crate::api::{Patch, PatchParams};
+use crate::informer::{HandlerFns, Lister, ObjectKey, Scope, SharedIndexInformer};
+use crate::leader::{LeaderElector, Leadership};
+use crate::workqueue::WorkQueue;
+use crate::{Api, ApiResource, Client, DynamicObject, ListWatch, Object};
+
+/// How often the assigner re-reads the member Leases for liveness.
+const TICK: Duration = Duration::from_millis(500);
+
+/// Keys the assigner works on at once.
+const WORKERS: usize = 4;
+
+/// Runs this replica's candidacy for the assigner's Lease until `shutdown`, assigning objects of
+/// `K` in `scope` while elected.
+pub(crate) async fn run_candidacy<K: Object + k8s_openapi::Resource>(
+    member: ShardMember,
+    scope: Scope,
+    dependents: Vec<Arc<dyn DependentKind>>,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), ShardError> {
+    let elector = LeaderElector::builder(
+        member.base_client(),
+        member.namespace(),
+        &member.marks().assigner_lease(),
+    )
+    .identity(member.identity())
+    .timings(member.timings())
+    .release_on_cancel(true)
+    .build()?;
+    let leadership = elector.leadership();
+    let assigning = async {
+        loop {
+            if leadership.acquired().await.is_err() {
+                // Not yet: the elector stopped (shutdown); nothing more to do.
+                std::future::pending::<()>().await;
+            }
+            let assigner = Assigner::<K>::new(&member, &scope, dependents.clone(), &leadership);
+            let lost = leadership.lost();
+            tokio::select! {
+                () = lost => {}
+                () = assigner.run() => {}
+            }
+            assigner.stop();
+            tracing::info!(ring = %member.marks().ring(), member = %member.identity(), "no longer the assigner");
+        }
+    };
+    tokio::select! {
+        outcome = elector.run(shutdown) => {
+            tracing::info!(ring = %member.marks().ring(), ?outcome, "assigner candidacy ended");
+            outcome?;
+        }
+        () = assigning => {}
+    }
+    Ok(())
+}
+
+/// What the assigner knows of one member Lease.
+struct Seen {
+    resource_version: String,
+    changed_at: Instant,
+}
+
+/// One elected term of the assigner.
+struct Assigner<K> {
+    member: ShardMember,
+    client: Client,
+    resource: ApiResource,
+    primaries: SharedIndexInformer<K>,
+    leases: SharedIndexInformer<Lease>,
+    dependents: Vec<Arc<dyn DependentKind>>,
+    queue: WorkQueue<ObjectKey>,
+    /// Which members are live, and the ring over them.
+    ring: watch::Sender<Members>,
+    /// When each object still without a member was first seen (for `shard_assignment_seconds`).
+    unassigned_since: Arc<Mutex<HashMap<ObjectKey, Instant>>>,
+    /// Children of dead members, by member then owner uid, from one LIST each: the list's
+    /// resourceVersion and what it found still to relabel.
+    sweeps: tokio::sync::Mutex<HashMap<String, Sweep>>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct Members {
+    live: BTreeSet<String>,
+    /// Every member with a Lease, live or not.
+    known: BTreeSet<String>,
+    ring: HashRing,
+}
+
+struct Sweep {
+    version: u64,
+    by_owner: HashMap<String, Vec<(usize, ChildRef)>>,
+}
+
+impl<K: Object + k8s_openapi::Resource> Assigner<K> {
+    fn new(
+        member: &ShardMember,
+        scope: &Scope,
+        dependents: Vec<Arc<dyn DependentKind>>,
+        leadership: &Leadership,
+    ) -> Assigner<K> {
+        let base = member.base_client();
+        let mut api: Api<K> = Api::all(base.clone());
+        if let Some(namespace) = &scope.namespace {
+            api = api.in_namespace(namespace);
+        }
+        let mut list_watch = ListWatch::new(api);
+        if let Some(labels) = &scope.label_selector {
+            list_watch = list_watch.labels(labels);
+        }
+        if let Some(fields) = &scope.field_selector {
+            list_watch = list_watch.fields(fields);
+        }
+        let leases = ListWatch::new(Api::<Lease>::namespaced(base.clone(), member.namespace()));
+        Assigner {
+            member: member.clone(),
+            client: base.with_write_gate(leadership.clone()),
+            resource: ApiResource::of::<K>(),
+            primaries: SharedIndexInformer::builder(list_watch).build(),
+            leases: SharedIndexInformer::builder(leases).build(),
+            dependents,
+            queue: WorkQueue::builder()
+                .name(&format!("{}-assigner", member.marks().ring()))
+                .build(),
+            ring: watch::Sender::new(Members::default()),
+            unassigned_since: Arc::new(Mutex::new(HashMap::new())),
+            sweeps: tokio::sync::Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn stop(&self) {
+        self.queue.shut_down();
+        self.primaries.stop();
+        self.leases.stop();
+    }
+
+    async fn run(&self) {
+        let ring_name = self.member.marks().ring().to_string();
+        tracing::info!(ring = %ring_name, member = %self.member.identity(), "assigning");
+        let owner_label = self.member.marks().owner_label().to_string();
+        let queue = self.queue.clone();
+        let unassigned = self.unassigned_since.clone();
+        let queue_update = self.queue.clone();
+        let unassigned_update = self.unassigned_since.clone();
+        let label_of = move |object: &K| {
+            object
+                .meta()
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(&owner_label))
+                .is_some()
+        };
+        let label_of_update = label_of.clone();
+        let handlers = HandlerFns::<K>::new()
+            .on_add(move |object, _| {
+                let key = ObjectKey::of(object.as_ref());
+                if !label_of(object) {
+                    unassigned
+                        .lock()
+                        .entry(key.clone())
+                        .or_insert_with(Instant::now);
+                }
+                queue.add(key);
+            })
+            .on_update(move |_, object| {
+                let key = ObjectKey::of(object.as_ref());
+                if !label_of_update(object) {
+                    unassigned_update
+                        .lock()
+                        .entry(key.clone())
+                        .or_insert_with(Instant::now);
+                }
+                queue_update.add(key);
+            });
+        let started = self
+            .leases
+            .start()
+            .and_then(|()| self.primaries.start())
+            .and_then(|()| self.primaries.add_event_handler(handlers).map(|_| ()));
+        if let Err(error) = started {
+            tracing::error!(ring = %ring_name, %error, "assigner could not start its informers");
+            return;
+        }
+        if !(self.leases.wait_for_cache_sync().await && self.primaries.wait_for_cache_sync().await)
+        {
+            return;
+        }
+        let workers = futures_util::future::join_all((0..WORKERS).map(|_| self.work()));
+        tokio::select! {
+            () = self.watch_members() => {}
+            _ = workers => {}
+        }
+    }
+
+    /// Re-reads the member Leases every tick; when the live set changes, rebuilds the ring and
+    /// queues every object.
+    async fn watch_members(&self) {
+        let marks = self.member.marks().clone();
+        let mut seen: HashMap<String, Seen> = HashMap::new();
+        let lister: Lister<Lease> = self.leases.lister();
+        let mut ticks = tokio::time::interval(TICK);
+        loop {
+            ticks.tick().await;
+            let now = Instant::now();
+            let mut members = Members::default();
+            for lease in lister.list(&crate::informer::LabelSelector::everything()) {
+                let Some(name) = lease.metadata.name.as_deref() else {
+                    continue;
+                };
+                let Some(member) = marks.member_of_lease(name) else {
+                    continue;
+                };
+                let version = lease.resource_version().to_string();
+                let entry = seen.entry(member.to_string()).or_insert_with(|| Seen {
+                    resource_version: version.clone(),
+                    changed_at: now,
+                });
+                if entry.resource_version != version {
+                    entry.resource_version = version;
+                    entry.changed_at = now;
+                }
+                let spec = lease.spec.as_ref();
+                let holder = spec.and_then(|s| s.holder_identity.as_deref());
+                let duration = spec
+                    .and_then(|s| s.lease_duration_seconds)
+                    .and_then(|s| u64::try_from(s).ok())
+                    .map_or(self.member.timings().lease_duration, Duration::from_secs);
+                members.known.insert(member.to_string());
+                if holder == Some(member) && now.duration_since(entry.changed_at) < duration {
+                    members.live.insert(member.to_string());
+                }
+            }
+            members.ring = HashRing::new(members.live.iter().cloned());
+            let changed = self.ring.send_if_modified(|current| {
+                if current.live == members.live && current.known == members.known {
+                    false
+                } else {
+                    *current = members.clone();
+                    true
+                }
+            });
+            if changed {
+                tracing::info!(ring = %marks.ring(), live = ?members.live, "members changed; rebalancing");
+                if let Some(metrics) = self.member.metrics() {
+                    metrics.set_members(marks.ring(), members.live.len());
+                }
+                for object in self.primaries.store().list() {
+                    self.queue.add(ObjectKey::of(object.as_ref()));
+                }
+            }
+        }
+    }
+
+    async fn work(&self) {
+        while let Some(key) = self.queue.get().await {
+            match self.assign(&key).await {
+                Ok(()) => self.queue.forget(&key),
+                Err(error) => {
+                    tracing::warn!(ring = %self.member.marks().ring(), %key, %error, "assignment failed; retrying");
+                    self.queue.add_rate_limited(key.clone());
+                }
+            }
+            self.queue.done(&key);
+        }
+    }
+
+    /// One object's assignment step (see the table in the [module docs](self)).
+    async fn assign(&self, key: &ObjectKey) -> Result<(), ShardError> {
+        let Some(object) = self.primaries.lister().get(key.namespace(), key.name()) else {
+            self.unassigned_since.lock().remove(key);
+            return Ok(());
+        };
+        let members = self.ring.borrow().clone();
+        let Some(desired) = members.ring.owner(key.as_str()).map(str::to_string) else {
+            return Ok(()); // no live member: nothing to give it to yet
+        };
+        let marks = self.member.marks();
+        let labels = object.meta().labels.clone().unwrap_or_default();
+        let owner = labels.get(marks.owner_label());
+        let drain = labels.get(marks.drain_label());
+        let ring = marks.ring();
+        match owner {
+            None => {
+                self.write(
+                    &object,
+                    json!({marks.owner_label(): desired, marks.drain_label(): Value::Null}),
+                    None,
+                )
+                .await?;
+                let since = self.unassigned_since.lock().remove(key);
+                if let Some(metrics) = self.member.metrics() {
+                    metrics.assigned(ring, &desired, since.map(|s| s.elapsed().as_secs_f64()));
+                }
+                tracing::debug!(%ring, %key, to = %desired, "assigned");
+            }
+            Some(owner) if *owner == desired => {
+                if drain.is_some() {
+                    self.write(&object, json!({marks.drain_label(): Value::Null}), None)
+                        .await?;
+                }
+            }
+            Some(owner) if members.live.contains(owner) => {
+                if drain != Some(&desired) {
+                    self.write(&object, json!({marks.drain_label(): desired}), None)
+                        .await?;
+                    if let Some(metrics) = self.member.metrics() {
+                        metrics.drain_asked(ring, owner);
+                    }
+                    tracing::debug!(%ring, %key, from = %owner, to = %desired, "asked to hand over");
+                }
+            }
+            Some(dead) => {
+                let last = self.move_children(&object, dead, &desired).await?;
+                let annotation = last.map_or(Value::Null, |v| Value::String(v.to_string()));
+                self.write(
+                    &object,
+                    json!({marks.owner_label(): desired, marks.drain_label(): Value::Null}),
+                    Some(annotation),
+                )
+                .await?;
+                if let Some(metrics) = self.member.metrics() {
+                    metrics.moved(ring, &desired);
+                }
+                tracing::info!(%ring, %key, from = %dead, to = %desired, "moved from a dead member");
+            }
+        }
+        Ok(())
+    }
+
+    /// Relabels `dead`'s children of `object` to `to`; the resourceVersion of the last relabel.
+    async fn move_children(
+        &self,
+        object: &K,
+        dead: &str,
+        to: &str,
+    ) -> Result<Option<u64>, ShardError> {
+        if self.dependents.is_empty() {
+            return Ok(None);
+        }
+        let uid = object.meta().uid.clone().unwrap_or_default();
+        let object_version: u64 = object.resource_version().parse().unwrap_or(u64::MAX);
+        let mut sweeps = self.sweeps.lock().await;
+        let stale = sweeps.get(dead).is_none_or(|s| s.version < object_version);
+        if stale {
+            let mut by_owner: HashMap<String, Vec<(usize, ChildRef)>> = HashMap::new();
+            let mut version = u64::MAX;
+            for (index, dependents) in self.dependents.iter().enumerate() {
+                let (listed_at, children) = dependents
+                    .list_marked(&self.client, self.member.marks(), dead)
+                    .await
+                    .map_err(|source| ShardError::Write {
+                        what: format!("list {} of {dead}", dependents.resource().kind),
+                        source,
+                    })?;
+                version = version.min(listed_at);
+                for child in children {
+                    let owner = child.owner_uid.clone().unwrap_or_default();
+                    by_owner.entry(owner).or_default().push((index, child));
+                }
+            }
+            sweeps.insert(dead.to_string(), Sweep { version, by_owner });
+        }
+        let children = sweeps
+            .get_mut(dead)
+            .and_then(|s| s.by_owner.remove(&uid))
+            .unwrap_or_default();
+        drop(sweeps);
+        let mut last = None;
+        for (index, child) in &children {
+            let dependents = &self.dependents[*index];
+            let written = relabel(
+                &self.client,
+                dependents.resource(),
+                self.member.marks(),
+                child,
+                to,
+            )
+            .await
+            .map_err(|source| ShardError::Write {
+                what: format!("relabel {} {}", dependents.resource().kind, child.name),
+                source,
+            })?;
+            if let Some(version) = written {
+                last = Some(last.map_or(version, |l: u64| l.max(version)));
+            }
+        }
+        Ok(last)
+    }
+
+    /// A merge patch of `object`'s labels (and the handover annotation), with its
+    /// resourceVersion as precondition.
+    async fn write(
+        &self,
+        object: &K,
+        labels: Value,
+        handover: Option<Value>,
+    ) -> Result<(), ShardError> {
+        let mut metadata = json!({
+            "resourceVersion": object.resource_version(),
+            "labels": labels,
+        });
+        if let Some(annotation) = handover {
+            metadata["annotations"] =
+                json!({self.member.marks().handover_annotation(): annotation});
+        }
+        let api = Api::dynamic(
+            self.client.clone(),
+            self.resource.clone(),
+            object.meta().namespace.as_deref(),
+        );
+        let name = object.meta().name.clone().unwrap_or_default();
+        let _: DynamicObject = api
+            .patch(
+                &name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": metadata})),
+            )
+            .await
+            .map_err(|source| ShardError::Write {
+                what: format!("label {}", ObjectKey::of(object)),
+                source,
+            })?;
+        Ok(())
+    }
+}

@@ -1,0 +1,198 @@
+//! The member's side of an object's turn: before a worker reconciles an object, the gate says
+//! whether this member may, and runs the handover when the assigner asked for one.
+//!
+//! ```text
+//!  worker takes key ─▶ object in the (sharded) cache ─▶ ShardGate::turn
+//!     owner label ≠ me ────────────────────────────────▶ Skip (the cache is behind a move)
+//!     a handover of this very version already done ────▶ Skip (same)
+//!     drain label = B ≠ me ────────────────────────────▶ HandOver(B): relabel the cached children
+//!                                                         to B, then the object (owner B, no drain,
+//!                                                         handover annotation = last child's rv)
+//!     handover annotation R, a dependents cache < R ───▶ Wait (requeue shortly): the children the
+//!                                                         previous owner moved have not arrived yet
+//!     otherwise ───────────────────────────────────────▶ Reconcile
+//! ```
+//!
+//! The handover runs on the worker that holds the key, so it is ordered after any reconcile of
+//! the object in flight (the queue never hands one key to two workers): the member has stopped
+//! working on the object when it lets go. The workers check the controller's consistency store
+//! before the gate, so the member's cache already shows every child it created for the object: no
+//! child is left behind with the old label.
+//!
+//! The new owner's wait on the annotation is what keeps it from creating the children again: its
+//! informer of children watches its own label, so each relabelled child arrives as an event
+//! carrying the relabel's resourceVersion; once that informer's store has reached the last one, it
+//! holds them all.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use serde_json::{Value, json};
+
+use super::ShardError;
+use super::dependents::{DependentKind, relabel};
+use super::member::ShardMember;
+use crate::api::{Patch, PatchParams};
+use crate::informer::ObjectKey;
+use crate::{Api, ApiResource, DynamicObject, Object};
+
+/// What the member does with an object this turn.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Turn {
+    /// It is this member's: reconcile it.
+    Reconcile,
+    /// It is not (or no longer) this member's; the cache will drop it.
+    Skip(&'static str),
+    /// Hand it over to this member.
+    HandOver(String),
+    /// It just arrived from another member, whose children have not all reached this member's
+    /// cache yet: try again shortly.
+    WaitForChildren {
+        kind: String,
+        needs: u64,
+        cache: Option<u64>,
+    },
+}
+
+/// The member's gate for one controller's primary kind; see the [module docs](self).
+pub struct ShardGate {
+    member: ShardMember,
+    resource: ApiResource,
+    dependents: Vec<Arc<dyn DependentKind>>,
+    /// Objects handed over, with the resourceVersion they had when this member let go: a cache
+    /// still showing that version is behind, not a new request. Entries go when the cache moves on.
+    handed_over: Mutex<HashMap<ObjectKey, String>>,
+    /// For a handover begun but not finished (the object's own write failed): the highest
+    /// resourceVersion of a child relabelled so far, so a retry that finds no child left still
+    /// records it.
+    relabelled: Mutex<HashMap<ObjectKey, u64>>,
+}
+
+impl ShardGate {
+    pub fn new(
+        member: ShardMember,
+        resource: ApiResource,
+        dependents: Vec<Arc<dyn DependentKind>>,
+    ) -> ShardGate {
+        ShardGate {
+            member,
+            resource,
+            dependents,
+            handed_over: Mutex::new(HashMap::new()),
+            relabelled: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub fn member(&self) -> &ShardMember {
+        &self.member
+    }
+
+    /// The dependent kinds that move with the primary objects.
+    pub fn dependents(&self) -> &[Arc<dyn DependentKind>] {
+        &self.dependents
+    }
+
+    /// What to do with `object` (cached under `key`) now.
+    pub fn turn<K: Object>(&self, key: &ObjectKey, object: &K) -> Turn {
+        let marks = self.member.marks();
+        let me = self.member.identity();
+        let meta = object.meta();
+        let label = |name: &str| meta.labels.as_ref().and_then(|l| l.get(name)).cloned();
+        if label(marks.owner_label()).as_deref() != Some(me) {
+            return Turn::Skip("labelled for another member");
+        }
+        {
+            let mut handed_over = self.handed_over.lock();
+            match handed_over.get(key) {
+                Some(version) if version == object.resource_version() => {
+                    return Turn::Skip("handed over; the cache has not seen it yet");
+                }
+                Some(_) => {
+                    handed_over.remove(key);
+                }
+                None => {}
+            }
+        }
+        if let Some(to) = label(marks.drain_label()).filter(|to| to != me) {
+            return Turn::HandOver(to);
+        }
+        let needs = meta
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(marks.handover_annotation()))
+            .and_then(|v| v.parse::<u64>().ok());
+        if let Some(needs) = needs {
+            for dependents in &self.dependents {
+                let cache = dependents.cache_version();
+                if cache.is_none_or(|at| at < needs) {
+                    return Turn::WaitForChildren {
+                        kind: dependents.resource().kind.clone(),
+                        needs,
+                        cache,
+                    };
+                }
+            }
+        }
+        Turn::Reconcile
+    }
+
+    /// Hands `object` over to member `to`: its cached children first, then the object itself
+    /// (owner `to`, no drain label, the handover annotation), with the object's resourceVersion as
+    /// precondition. Writes go through the member's gated client.
+    pub async fn hand_over<K: Object>(
+        &self,
+        key: &ObjectKey,
+        object: &K,
+        to: &str,
+    ) -> Result<(), ShardError> {
+        let marks = self.member.marks();
+        let client = self.member.client();
+        let uid = object.meta().uid.clone().unwrap_or_default();
+        let mut last = self.relabelled.lock().get(key).copied();
+        for dependents in &self.dependents {
+            for child in dependents.cached_children(&uid) {
+                let written = relabel(&client, dependents.resource(), marks, &child, to)
+                    .await
+                    .map_err(|source| ShardError::Write {
+                        what: format!("relabel {} {}", dependents.resource().kind, child.name),
+                        source,
+                    })?;
+                if let Some(version) = written {
+                    last = Some(last.map_or(version, |l| l.max(version)));
+                    self.relabelled
+                        .lock()
+                        .insert(key.clone(), last.unwrap_or(version));
+                }
+            }
+        }
+        let annotation = last.map_or(Value::Null, |v| Value::String(v.to_string()));
+        let patch = json!({"metadata": {
+            "resourceVersion": object.resource_version(),
+            "labels": {marks.owner_label(): to, marks.drain_label(): Value::Null},
+            "annotations": {marks.handover_annotation(): annotation},
+        }});
+        let api = Api::dynamic(
+            client,
+            self.resource.clone(),
+            object.meta().namespace.as_deref(),
+        );
+        let name = object.meta().name.clone().unwrap_or_default();
+        let _: DynamicObject = api
+            .patch(&name, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+            .map_err(|source| ShardError::Write {
+                what: format!("hand over {key} to {to}"),
+                source,
+            })?;
+        self.relabelled.lock().remove(key);
+        self.handed_over
+            .lock()
+            .insert(key.clone(), object.resource_version().to_string());
+        if let Some(metrics) = self.member.metrics() {
+            metrics.handed_over(marks.ring(), self.member.identity());
+        }
+        tracing::info!(ring = %marks.ring(), member = %self.member.identity(), %key, %to, "handed over");
+        Ok(())
+    }
+}

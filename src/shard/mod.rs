@@ -1,0 +1,126 @@
+//! # Sharding: one controller spread across replicas, on Kubernetes Leases
+//!
+//! Leader election gives a controller high availability, not scale: one replica does all the work,
+//! caches every object and spends one client rate limit. Sharding splits the objects between the
+//! replicas, so that N replicas do N times the work with N rate limits, and each caches about 1/N
+//! of the objects. It needs nothing but the API server: membership is Leases, the assignment is a
+//! label on each object, and each member's informers select their own label on the server.
+//! (The design follows the kubernetes-controller-sharding project's for controller-runtime,
+//! built here into the controller layer for any controller.)
+//!
+//! ```text
+//!             Lease rs-shard-a   Lease rs-shard-b   Lease rs-shard-c      (membership: one each,
+//!                  ▲ renew            ▲ renew            ▲ renew            renewed like a leader)
+//!   replica a ─────┘   replica b ─────┘   replica c ─────┘
+//!   │  also a candidate for Lease rs-assigner; the elected one (say b) runs the assigner:
+//!   │
+//!   │   assigner: watches the member Leases and every ReplicaSet (not the Pods),
+//!   │             owner = HashRing(live members).owner("namespace/name"),
+//!   │             writes label shard.ferrokube.dev/rs=<owner> on the ReplicaSet
+//!   ▼
+//!   each replica: informers with label selector shard.ferrokube.dev/rs=<me>, for ReplicaSets
+//!                 and Pods (it labels the Pods it creates); workers reconcile only those
+//! ```
+//!
+//! ## Where each part lives
+//!
+//! | module | holds |
+//! |---|---|
+//! | [`ring`] | [`HashRing`]: consistent hashing, 100 tokens per member: a join or leave moves ~1/N |
+//! | [`marks`] | [`Marks`]: the label, drain label, handover annotation and Lease names of a ring |
+//! | [`member`] | [`ShardMember`]: a replica's membership Lease, its write gate, its scopes |
+//! | [`assigner`](self#the-assigner) | the elected assigner: liveness, the ring, labels, moves |
+//! | [`gate`] | [`ShardGate`]: before each reconcile, may this member act; the handover |
+//! | [`dependents`] | [`DependentKind`]: the owned kinds that move with their owner |
+//! | [`metrics`] | [`ShardMetrics`]: objects per member, moves, drains, time to assign |
+//!
+//! ## Handover without overlap
+//!
+//! An object moves from A to B in one of two ways, and in neither are A and B ever both working on
+//! it:
+//!
+//! - **A is live** (B joined, so the ring changed): the assigner labels the object
+//!   `drain.shard.ferrokube.dev/<ring>=B`. A's worker, when it next takes the key (so after any
+//!   reconcile in flight), relabels the object's children, then the object, to B. Only then does
+//!   it reach B's informers. A never touches it again: it has left A's caches, and a late copy
+//!   of it in A's cache is recognised by its resourceVersion.
+//! - **A is dead or gone** (its Lease released, or unchanged for the lease duration): its write
+//!   gate shut earlier, at its renew deadline, so it can no longer write anything. The assigner
+//!   relabels A's children and the object to B itself. A frozen A that wakes up finds its gate
+//!   shut, and its membership lost: [`ShardMember::run`] returns, and the process should exit.
+//!
+//! In both cases the object carries the resourceVersion of the last child relabelled, and B does
+//! not reconcile it until its informer of children has caught up to it, so B never sees the object
+//! without its children (and never creates them again).
+//!
+//! ## Using it
+//!
+//! ```no_run
+//! # use ferrokube::controller::Controller;
+//! # use ferrokube::informer::Scope;
+//! # use ferrokube::shard::ShardMember;
+//! # use k8s_openapi::api::apps::v1::ReplicaSet;
+//! # use k8s_openapi::api::core::v1::Pod;
+//! # async fn demo(client: ferrokube::Client, reconciler: impl ferrokube::controller::Reconciler<ReplicaSet>) -> Result<(), Box<dyn std::error::Error>> {
+//! let member = ShardMember::builder(client.clone(), "kube-system", "replicaset")
+//!     .identity("replica-1")
+//!     .build()?;
+//! // The reconciler writes through member.client() (gated by membership) and calls
+//! // member.mark(&mut pod.metadata) on each pod it creates.
+//! let controller = Controller::<ReplicaSet>::new(client, Scope::all())
+//!     .shard(&member)
+//!     .owns::<Pod>(Scope::all());
+//! let (stop_controller, stopped) = tokio::sync::oneshot::channel::<()>();
+//! tokio::join!(
+//!     async { let _ = controller.run(reconciler, async { let _ = stopped.await; }).await; },
+//!     async { let _ = member.run(tokio::signal::ctrl_c().map(|_| ())).await; drop(stop_controller); },
+//! );
+//! # Ok(()) }
+//! # use futures_util::FutureExt;
+//! ```
+//!
+//! ## What it does not do
+//!
+//! - Objects of the primary kind with no owner label are not reconciled until the assigner
+//!   labels them (one watch event and one PATCH; `shard_assignment_seconds`).
+//! - Orphaned dependents (no controller owner, no label) reach no member: a controller that
+//!   adopts orphans adopts only those already labelled as its own.
+//! - A member's name is its label value: two live replicas must never share one.
+
+pub(crate) mod assigner;
+pub mod dependents;
+pub mod gate;
+pub mod marks;
+pub mod member;
+pub mod metrics;
+pub mod ring;
+
+pub use dependents::{ChildRef, DependentKind, Dependents};
+pub use gate::{ShardGate, Turn};
+pub use marks::Marks;
+pub use member::{ShardMember, ShardMemberBuilder};
+pub use metrics::ShardMetrics;
+pub use ring::HashRing;
+
+use crate::leader::LeaderElectionError;
+
+/// What can go wrong in sharding.
+#[derive(Debug, thiserror::Error)]
+pub enum ShardError {
+    #[error(
+        "ring name {0:?} is not usable in a label name (lower-case letters, digits, '-', '.', at most 52 characters)"
+    )]
+    BadRingName(String),
+    #[error(
+        "member name {0:?} is not a usable label value and Lease name (lower-case letters, digits, '-', '.', at most 63 characters)"
+    )]
+    BadMemberName(String),
+    #[error(transparent)]
+    Election(#[from] LeaderElectionError),
+    #[error("{what}: {source}")]
+    Write {
+        what: String,
+        #[source]
+        source: crate::Error,
+    },
+}
