@@ -1055,10 +1055,28 @@ async fn streaming_list_bookmark_and_garbage_collection() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert!(emptied, "a deleted namespace is emptied, then removed");
+    let left: Vec<String> = [
+        "namespaces",
+        "services",
+        "serviceaccounts",
+        "secrets",
+        "configmaps",
+        "pods",
+    ]
+    .iter()
+    .flat_map(|table| server.store().snapshot(table))
+    .map(|s| {
+        format!(
+            "{}/{}",
+            s.object["kind"].as_str().unwrap_or(""),
+            s.object["metadata"]["namespace"].as_str().unwrap_or("")
+        )
+    })
+    .collect();
     assert_eq!(
         server.store().object_count(),
-        4,
-        "only the built-in namespaces are left"
+        13,
+        "only the built-in objects are left (the system namespaces, their default service accounts and tokens, the kubernetes Service): {left:?}"
     );
 }
 
@@ -1383,3 +1401,6 @@ conformance!(
 
 #[path = "conformance/apply.rs"]
 mod apply;
+
+#[path = "conformance/cluster.rs"]
+mod cluster;

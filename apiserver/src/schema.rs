@@ -13,6 +13,10 @@
 //!    `maximum` (and their `exclusive…` forms), `minLength` and `maxLength`. Every problem becomes
 //!    one cause of a 422 Invalid, in kube-apiserver's words:
 //!
+//! 3. **Defaulting.** A declared field that is missing gets its schema's `default`
+//!    ([`Schema::default_object`]): on every create and update (after pruning), and on every object
+//!    read back (a GET or a list), so objects stored before a default was added read with it.
+//!
 //! ```text
 //! spec.size: Invalid value: "string": spec.size in body must be of type integer: "string"
 //! spec.size: Required value
@@ -27,7 +31,7 @@
 //! in alphabetical order; kube-apiserver checks them in an order that varies from request to request.
 //!
 //! Not supported (accepted and ignored): `pattern`, `format`, `multipleOf`, `minItems`/`maxItems`,
-//! `uniqueItems`, `minProperties`/`maxProperties`, `allOf`/`anyOf`/`oneOf`/`not`, defaults,
+//! `uniqueItems`, `minProperties`/`maxProperties`, `allOf`/`anyOf`/`oneOf`/`not`,
 //! `x-kubernetes-embedded-resource`, list and map types.
 
 use std::collections::BTreeMap;
@@ -147,6 +151,8 @@ pub struct Schema {
     min_length: Option<u64>,
     /// `maxLength`, in characters.
     max_length: Option<u64>,
+    /// `default`: the value a missing field of this schema gets (see [`Schema::default_object`]).
+    default: Option<Value>,
 }
 
 /// The fields of an ObjectMeta: everything else under a custom object's `metadata` is pruned.
@@ -295,6 +301,7 @@ impl Schema {
         };
         schema.minimum = number("minimum")?.map(|m| (m, flag("exclusiveMinimum")));
         schema.maximum = number("maximum")?.map(|m| (m, flag("exclusiveMaximum")));
+        schema.default = map.get("default").cloned();
         schema.min_length = count("minLength")?;
         schema.max_length = count("maxLength")?;
         Ok(schema)
@@ -341,6 +348,53 @@ impl Schema {
                 }
             }
             _ => {}
+        }
+    }
+
+    /// Fills in the `default` of every declared field missing from `object`, at any depth (in
+    /// objects that are present; a default object is itself defaulted below), as kube-apiserver
+    /// does to a request's body and to every object it reads from storage. True if anything was
+    /// added.
+    pub fn default_object(&self, object: &mut Value) -> bool {
+        match object.as_object_mut() {
+            Some(map) => self.default_fields(map),
+            None => false,
+        }
+    }
+
+    fn default_fields(&self, map: &mut Map<String, Value>) -> bool {
+        let mut changed = false;
+        for (name, child) in &self.properties {
+            if !map.contains_key(name) {
+                if let Some(default) = &child.default {
+                    map.insert(name.clone(), default.clone());
+                    changed = true;
+                }
+            }
+            if let Some(value) = map.get_mut(name) {
+                changed |= child.default_value(value);
+            }
+        }
+        if let Some(child) = self.additional.as_deref() {
+            for (name, value) in map.iter_mut() {
+                if !self.properties.contains_key(name) {
+                    changed |= child.default_value(value);
+                }
+            }
+        }
+        changed
+    }
+
+    fn default_value(&self, value: &mut Value) -> bool {
+        match value {
+            Value::Object(map) => self.default_fields(map),
+            Value::Array(items) => match self.items.as_deref() {
+                Some(schema) => items
+                    .iter_mut()
+                    .fold(false, |changed, item| schema.default_value(item) | changed),
+                None => false,
+            },
+            _ => false,
         }
     }
 
@@ -566,6 +620,30 @@ mod tests {
             ]
         );
         assert!(messages(&json!({"spec": {"size": 0, "tags": [], "labels": {}}})).is_empty());
+    }
+
+    #[test]
+    fn missing_fields_get_their_defaults_at_any_depth() {
+        let schema = Schema::root(
+            &json!({"type": "object", "properties": {
+                "a": {"type": "string", "default": "A"},
+                "spec": {"type": "object", "properties": {
+                    "size": {"type": "integer", "default": 3},
+                    "ports": {"type": "array", "items": {"type": "object", "properties": {
+                        "protocol": {"type": "string", "default": "TCP"}}}}}}}}),
+            "schema",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let mut object = json!({"spec": {"ports": [{"port": 80}, {"protocol": "UDP"}]}});
+        assert!(schema.default_object(&mut object));
+        assert_eq!(
+            object,
+            json!({"a": "A", "spec": {"size": 3, "ports": [{"port": 80, "protocol": "TCP"}, {"protocol": "UDP"}]}})
+        );
+        assert!(
+            !schema.default_object(&mut object),
+            "nothing left to default"
+        );
     }
 
     #[test]

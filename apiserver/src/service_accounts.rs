@@ -121,17 +121,22 @@ impl ServiceAccounts {
         }
     }
 
-    /// Gives an account without a token secret one.
-    fn ensure_token(&self, account: &Value) {
+    /// Gives an account without a token secret one. `seen` is the account as a change carried it;
+    /// the decision is made on the account as stored now (an earlier change may be behind it).
+    fn ensure_token(&self, seen: &Value) {
+        let (Some(namespace), Some(name), Some((accounts, secrets))) =
+            (meta::namespace(seen), meta::name(seen), self.types())
+        else {
+            return;
+        };
+        let Ok(current) = self.api.get(&accounts, Some(namespace), name) else {
+            return;
+        };
+        let account = &*current.object;
         if meta::string(account, "deletionTimestamp").is_some() {
             return;
         }
-        let (Some(namespace), Some(name), Some(uid), Some((accounts, secrets))) = (
-            meta::namespace(account),
-            meta::name(account),
-            meta::uid(account),
-            self.types(),
-        ) else {
+        let Some(uid) = meta::uid(account) else {
             return;
         };
         let listed = account

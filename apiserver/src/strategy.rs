@@ -21,6 +21,7 @@ use crate::crd;
 use crate::meta;
 use crate::resource::ResourceType;
 use crate::status::{Cause, StatusError};
+use crate::store::Stored;
 use crate::validation;
 
 /// Which endpoint an update came through.
@@ -187,6 +188,7 @@ pub fn prepare_update(
         // Built-in kinds' status is not validated here; a custom kind's is, against its schema.
         if let Some(schema) = &resource.schema {
             schema.prune_object(new);
+            schema.default_object(new);
             let causes = schema.validate_object(new);
             if !causes.is_empty() {
                 return Err(StatusError::invalid(resource, &name, causes));
@@ -232,10 +234,35 @@ pub fn prepare_update(
     validate(resource, &name, new)
 }
 
-/// Drops the fields a custom kind's schema does not declare (see [`crate::schema`]).
+/// Drops the fields a custom kind's schema does not declare, then fills in its defaults (see
+/// [`crate::schema`]).
 fn prune(resource: &ResourceType, object: &mut Value) {
     if let Some(schema) = &resource.schema {
         schema.prune_object(object);
+        schema.default_object(object);
+    }
+}
+
+/// An object read back from the store, with the defaults of its custom kind's schema as it is now
+/// (a default added since the object was written shows); the stored object itself is unchanged.
+pub fn read_defaults(resource: &ResourceType, stored: Stored) -> Stored {
+    let Some(schema) = &resource.schema else {
+        return stored;
+    };
+    let mut object = (*stored.object).clone();
+    if !schema.default_object(&mut object) {
+        return stored;
+    }
+    match serde_json::to_vec(&object) {
+        Ok(json) => Stored {
+            object: std::sync::Arc::new(object),
+            json: json.into(),
+            ..stored
+        },
+        Err(e) => {
+            tracing::warn!(error = %e, "could not serialize a defaulted object");
+            stored
+        }
     }
 }
 

@@ -34,7 +34,7 @@ use crate::review;
 use crate::selection::Selection;
 use crate::status::StatusError;
 use crate::store::{Stored, WatchFeed, WatchItem};
-use crate::strategy::Endpoint;
+use crate::strategy::{self, Endpoint};
 use crate::table::{self, Convertor, IncludeObject, TableVersion, TableWriter, Wanted};
 
 /// The largest request body accepted, as kube-apiserver's default.
@@ -274,7 +274,7 @@ async fn object(
         }
         Method::GET => {
             let table = wanted_table(&request, subresource.is_none())?;
-            let stored = api.get(resource, ns, name)?;
+            let stored = strategy::read_defaults(resource, api.get(resource, ns, name)?);
             match table {
                 Some(version) => {
                     let writer = table_writer(shared, resource, version, params)?;
@@ -557,7 +557,14 @@ fn list(
         resource_version: params.get("resourceVersion").cloned(),
         resource_version_match: params.get("resourceVersionMatch").cloned(),
     };
-    let result = shared.api.list(resource, ns, &options)?;
+    let mut result = shared.api.list(resource, ns, &options)?;
+    if resource.schema.is_some() {
+        let items = std::mem::take(&mut result.page.items);
+        result.page.items = items
+            .into_iter()
+            .map(|s| strategy::read_defaults(resource, s))
+            .collect();
+    }
     if let Some(version) = table {
         let writer = table_writer(shared, resource, version, params)?;
         let meta = table::ListMeta {

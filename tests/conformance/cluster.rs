@@ -1,0 +1,519 @@
+//! Cases from what Kubernetes' own conformance specs (test/e2e of 1.20, `[sig-api-machinery]`) need
+//! of a server: config keys of ConfigMaps and Secrets, the 406 of a Table asked of a kind without
+//! metadata (SelfSubjectAccessReview), CRD schema defaults on requests and on reads. Compared
+//! with kube-apiserver like every other case.
+//!
+//! Then, embedded only, what the real server leaves to kube-controller-manager and the kubelets
+//! (and scripts/kube-apiserver.sh runs neither by default): Node objects of the stand-in kubelet,
+//! each namespace's `default` ServiceAccount with its token secret, the `kubernetes` Service,
+//! ResourceQuota admission and status.
+//!
+//! Included by `tests/apiserver_conformance.rs`.
+
+use super::*;
+
+use ferrokube::apiserver::KubeletSettings;
+
+/// `method path` with `accept` as the Accept header.
+async fn call_accepting(t: &Target, method: Method, path: &str, accept: &str, body: Value) -> Seen {
+    let request = Request::builder()
+        .method(method)
+        .uri(path)
+        .header("content-type", "application/json")
+        .header("accept", accept)
+        .body(Bytes::from(body.to_string()))
+        .expect("request");
+    let call = Call {
+        request,
+        idempotent: false,
+        streaming: false,
+    };
+    match t.client.send(call).await {
+        Ok(response) => {
+            let code = response.status().as_u16();
+            let bytes = response
+                .into_body()
+                .collect()
+                .await
+                .expect("body")
+                .to_bytes();
+            Seen {
+                code,
+                body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+            }
+        }
+        Err(error) => {
+            let api = error.api().unwrap_or_else(|| panic!("{}: {error}", t.name));
+            Seen {
+                code: api.code,
+                body: json!({"reason": format!("{:?}", api.reason), "message": api.message}),
+            }
+        }
+    }
+}
+
+async fn config_keys(t: &Target, ns: &str) -> Value {
+    let cms = format!("/api/v1/namespaces/{ns}/configmaps");
+    let secrets = format!("/api/v1/namespaces/{ns}/secrets");
+    let empty_cm = t
+        .call(
+            Method::POST,
+            &cms,
+            Some(json!({"metadata": {"name": "empty"}, "data": {"": "value"}})),
+        )
+        .await;
+    let dots = t
+        .call(
+            Method::POST,
+            &cms,
+            Some(json!({"metadata": {"name": "dots"}, "data": {"..a": "value"}})),
+        )
+        .await;
+    let fine = t
+        .call(
+            Method::POST,
+            &cms,
+            Some(json!({"metadata": {"name": "fine"}, "data": {"key.name_A-1": "value"}})),
+        )
+        .await;
+    let empty_secret = t
+        .call(
+            Method::POST,
+            &secrets,
+            Some(json!({"metadata": {"name": "empty"}, "data": {"": "dmFsdWU="}})),
+        )
+        .await;
+    for seen in [&empty_cm, &dots, &empty_secret] {
+        assert_eq!(
+            (seen.code, seen.reason()),
+            (422, "Invalid"),
+            "{}: {:?}",
+            t.name,
+            seen.body
+        );
+    }
+    assert_eq!(fine.code, 201, "{}: {:?}", t.name, fine.body);
+    json!({
+        "emptyConfigMap": empty_cm.status(),
+        "dots": dots.status(),
+        "emptySecret": empty_secret.status(),
+        "fine": fine.code,
+    })
+}
+conformance!(config_map_and_secret_keys_are_validated, config_keys);
+
+async fn access_review_tables(t: &Target, _ns: &str) -> Value {
+    let path = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews";
+    let review = json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+                        "spec": {"nonResourceAttributes": {"path": "/", "verb": "get"}}});
+    let table = call_accepting(
+        t,
+        Method::POST,
+        path,
+        "application/json;as=Table;v=v1;g=meta.k8s.io",
+        review.clone(),
+    )
+    .await;
+    assert_eq!(table.code, 406, "{}: {:?}", t.name, table.body);
+    let plain = call_accepting(t, Method::POST, path, "application/json", review).await;
+    assert_eq!(plain.code, 201, "{}: {:?}", t.name, plain.body);
+    json!({
+        "table": table.code,
+        "plain": [plain.code, plain.body["kind"], plain.body["status"]["allowed"],
+                  plain.body["spec"]["nonResourceAttributes"]],
+    })
+}
+conformance!(
+    a_table_of_an_access_review_is_not_acceptable,
+    access_review_tables
+);
+
+fn defaulted_crd(group: &str) -> Value {
+    json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("gizmos.{group}")},
+        "spec": {"group": group, "scope": "Cluster",
+            "names": {"plural": "gizmos", "kind": "Gizmo"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                    "a": {"type": "string"},
+                    "b": {"type": "string"},
+                    "spec": {"type": "object", "properties": {
+                        "size": {"type": "integer", "default": 3},
+                        "nested": {"type": "object", "default": {},
+                                   "properties": {"on": {"type": "boolean", "default": true}}}}}}}}}]}})
+}
+
+/// Schema defaults: applied to a create's body, and to objects read back after a default was
+/// added to the CRD (stored before it), as the CustomResourceDefinition defaulting spec checks.
+async fn crd_defaults(t: &Target, ns: &str) -> Value {
+    let group = format!("{ns}.ferrokube.example");
+    let crd_path =
+        format!("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/gizmos.{group}");
+    let created = t
+        .call(
+            Method::POST,
+            "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+            Some(defaulted_crd(&group)),
+        )
+        .await;
+    assert_eq!(created.code, 201, "{}: {:?}", t.name, created.body);
+    wait_for(t, &crd_path, |s| is_established(&s.body)).await;
+    let gizmos = format!("/apis/{group}/v1/gizmos");
+    let gizmo = |name: &str, spec: Value| {
+        json!({"apiVersion": format!("{group}/v1"), "kind": "Gizmo", "metadata": {"name": name},
+               "spec": spec})
+    };
+    let first = wait_for(t, &gizmos, |s| s.code == 200).await;
+    assert_eq!(first.code, 200, "{}: served", t.name);
+    let one = t
+        .call(
+            Method::POST,
+            &gizmos,
+            Some(gizmo("one", json!({"size": 1}))),
+        )
+        .await;
+    assert_eq!(one.code, 201, "{}: {:?}", t.name, one.body);
+    let added = t
+        .raw(
+            Method::PATCH,
+            &crd_path,
+            "application/json-patch+json",
+            Some(
+                json!([{"op": "add", "value": "A",
+                        "path": "/spec/versions/0/schema/openAPIV3Schema/properties/a/default"}])
+                .to_string(),
+            ),
+        )
+        .await;
+    assert_eq!(added.code, 200, "{}: {:?}", t.name, added.body);
+    let read = wait_for(t, &format!("{gizmos}/one"), |s| s.body["a"] == "A").await;
+    let two = t
+        .call(Method::POST, &gizmos, Some(gizmo("two", json!({}))))
+        .await;
+    let list = t.call(Method::GET, &gizmos, None).await;
+    let listed: Vec<Value> = list.body["items"]
+        .as_array()
+        .map(|items| items.iter().map(|i| json!([i["a"], i["spec"]])).collect())
+        .unwrap_or_default();
+    let deleted = t.call(Method::DELETE, &crd_path, None).await;
+    assert_eq!(deleted.code, 200, "{}: {:?}", t.name, deleted.body);
+    json!({
+        "created": one.body["spec"],
+        "readWithDefault": [read.body["a"], read.body["spec"]],
+        "createdWithDefault": [two.code, two.body["a"], two.body["spec"]],
+        "listed": listed,
+    })
+}
+conformance!(custom_resource_defaults_on_requests_and_reads, crd_defaults);
+
+/// The embedded server with the stand-in kubelet.
+async fn cluster() -> Target {
+    let server = ApiServer::new()
+        .kubelet(KubeletSettings::default())
+        .start()
+        .await
+        .expect("embedded server starts");
+    Target {
+        name: "embedded",
+        client: common::embedded_client(&server, false),
+        embedded: Some(server),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_kubelet_registers_ready_schedulable_nodes() {
+    let t = cluster().await;
+    let nodes = t
+        .call(
+            Method::GET,
+            "/api/v1/nodes?fieldSelector=spec.unschedulable%3Dfalse&resourceVersion=0",
+            None,
+        )
+        .await;
+    let items = nodes.body["items"].as_array().cloned().unwrap_or_default();
+    assert_eq!(items.len(), 3, "{:?}", nodes.body);
+    for node in &items {
+        let ready = node["status"]["conditions"].as_array().is_some_and(|c| {
+            c.iter()
+                .any(|c| c["type"] == "Ready" && c["status"] == "True")
+        });
+        assert!(ready, "{node}");
+    }
+    let cordoned = t
+        .call(
+            Method::GET,
+            "/api/v1/nodes?fieldSelector=spec.unschedulable%3Dtrue",
+            None,
+        )
+        .await;
+    assert_eq!(cordoned.body["items"].as_array().map(Vec::len), Some(0));
+    // Without the kubelet there are no nodes.
+    let bare = Target::embedded().await;
+    let none = bare.call(Method::GET, "/api/v1/nodes", None).await;
+    assert_eq!(none.body["items"].as_array().map(Vec::len), Some(0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn namespaces_get_a_default_service_account_with_a_token() {
+    let t = Target::embedded().await;
+    let kubernetes = t
+        .call(
+            Method::GET,
+            "/api/v1/namespaces/default/services/kubernetes",
+            None,
+        )
+        .await;
+    assert_eq!(kubernetes.code, 200, "{:?}", kubernetes.body);
+    assert_eq!(kubernetes.body["spec"]["clusterIP"], "10.96.0.1");
+    let ns = t.namespace("accounts").await;
+    let account = wait_for(
+        &t,
+        &format!("/api/v1/namespaces/{ns}/serviceaccounts/default"),
+        |s| s.body["secrets"].as_array().is_some_and(|s| !s.is_empty()),
+    )
+    .await;
+    let secret_name = account.body["secrets"][0]["name"]
+        .as_str()
+        .unwrap_or_else(|| panic!("the account lists its token: {:?}", account.body))
+        .to_string();
+    assert!(secret_name.starts_with("default-token-"), "{secret_name}");
+    let secret = t
+        .call(
+            Method::GET,
+            &format!("/api/v1/namespaces/{ns}/secrets/{secret_name}"),
+            None,
+        )
+        .await;
+    assert_eq!(secret.body["type"], "kubernetes.io/service-account-token");
+    assert_eq!(
+        secret.body["metadata"]["annotations"]["kubernetes.io/service-account.uid"],
+        account.body["metadata"]["uid"]
+    );
+    // Deleted, it comes back (with a new token).
+    let path = format!("/api/v1/namespaces/{ns}/serviceaccounts/default");
+    let deleted = t.call(Method::DELETE, &path, None).await;
+    assert_eq!(deleted.code, 200, "{:?}", deleted.body);
+    let again = wait_for(&t, &path, |s| {
+        s.code == 200 && s.body["metadata"]["uid"] != account.body["metadata"]["uid"]
+    })
+    .await;
+    assert_eq!(again.code, 200, "{:?}", again.body);
+    // Every other account gets a token too.
+    let accounts = format!("/api/v1/namespaces/{ns}/serviceaccounts");
+    t.call(
+        Method::POST,
+        &accounts,
+        Some(json!({"metadata": {"name": "robot"}})),
+    )
+    .await;
+    let robot = wait_for(&t, &format!("{accounts}/robot"), |s| {
+        s.body["secrets"].as_array().is_some_and(|s| !s.is_empty())
+    })
+    .await;
+    assert!(
+        robot.body["secrets"][0]["name"]
+            .as_str()
+            .is_some_and(|n| n.starts_with("robot-token-")),
+        "{:?}",
+        robot.body
+    );
+}
+
+fn quota(name: &str, hard: Value, scopes: &[&str]) -> Value {
+    json!({"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": name},
+           "spec": {"hard": hard, "scopes": scopes}})
+}
+
+fn sized_pod(name: &str, cpu: &str, memory: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+           "spec": {"containers": [{"name": "c", "image": "registry.invalid/pause:1",
+                    "resources": {"requests": {"cpu": cpu, "memory": memory}}}]}})
+}
+
+/// Waits until the quota's `status.used` has `expected` (a map of resource → quantity string).
+async fn quota_used(t: &Target, path: &str, expected: Value) -> Seen {
+    let expected = expected.as_object().cloned().unwrap_or_default();
+    let seen = wait_for(t, path, |s| {
+        expected
+            .iter()
+            .all(|(k, v)| s.body["status"]["used"].get(k) == Some(v))
+    })
+    .await;
+    for (k, v) in &expected {
+        assert_eq!(
+            seen.body["status"]["used"].get(k),
+            Some(v),
+            "{k} in {:?}",
+            seen.body["status"]
+        );
+    }
+    seen
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quotas_refuse_what_exceeds_them_and_track_usage() {
+    let t = Target::embedded().await;
+    let ns = t.namespace("quota").await;
+    let quotas = format!("/api/v1/namespaces/{ns}/resourcequotas");
+    let pods = format!("/api/v1/namespaces/{ns}/pods");
+    let hard = json!({"pods": "2", "cpu": "1", "memory": "500Mi", "configmaps": "1",
+                      "count/replicasets.apps": "0", "resourcequotas": "1"});
+    let created = t
+        .call(Method::POST, &quotas, Some(quota("q", hard.clone(), &[])))
+        .await;
+    assert_eq!(created.code, 201, "{:?}", created.body);
+    let path = format!("{quotas}/q");
+    let computed = quota_used(
+        &t,
+        &path,
+        json!({"pods": "0", "cpu": "0", "resourcequotas": "1", "configmaps": "0"}),
+    )
+    .await;
+    assert_eq!(computed.body["status"]["hard"], hard);
+
+    let fits = t
+        .call(
+            Method::POST,
+            &pods,
+            Some(sized_pod("fits", "500m", "252Mi")),
+        )
+        .await;
+    assert_eq!(fits.code, 201, "{:?}", fits.body);
+    quota_used(
+        &t,
+        &path,
+        json!({"pods": "1", "cpu": "500m", "memory": "252Mi"}),
+    )
+    .await;
+    let too_big = t
+        .call(
+            Method::POST,
+            &pods,
+            Some(sized_pod("too-big", "600m", "100Mi")),
+        )
+        .await;
+    assert_eq!(
+        too_big.status(),
+        json!({"code": 403, "reason": "Forbidden",
+               "message": "pods \"too-big\" is forbidden: exceeded quota: q, requested: cpu=600m, used: cpu=500m, limited: cpu=1",
+               "details": {"name": "too-big", "kind": "pods"}})
+    );
+    let unstated = t
+        .call(Method::POST, &pods, Some(pod("unstated", json!({}))))
+        .await;
+    assert_eq!(unstated.code, 403, "{:?}", unstated.body);
+    assert!(
+        unstated.body["message"]
+            .as_str()
+            .is_some_and(|m| m.ends_with("failed quota: q: must specify cpu,memory")),
+        "{:?}",
+        unstated.body
+    );
+    let cms = format!("/api/v1/namespaces/{ns}/configmaps");
+    let first = t.call(Method::POST, &cms, Some(config_map("a", "1"))).await;
+    assert_eq!(first.code, 201, "{:?}", first.body);
+    let second = t.call(Method::POST, &cms, Some(config_map("b", "1"))).await;
+    assert_eq!((second.code, second.reason()), (403, "Forbidden"));
+    let rs = t
+        .call(
+            Method::POST,
+            &format!("/apis/apps/v1/namespaces/{ns}/replicasets"),
+            Some(replica_set("web", 0)),
+        )
+        .await;
+    assert_eq!((rs.code, rs.reason()), (403, "Forbidden"), "{:?}", rs.body);
+    let another = t
+        .call(
+            Method::POST,
+            &quotas,
+            Some(quota("q2", json!({"pods": "9"}), &[])),
+        )
+        .await;
+    assert_eq!(another.code, 403, "{:?}", another.body);
+
+    let deleted = t.call(Method::DELETE, &format!("{pods}/fits"), None).await;
+    assert_eq!(deleted.code, 200, "{:?}", deleted.body);
+    quota_used(
+        &t,
+        &path,
+        json!({"pods": "0", "cpu": "0", "memory": "0", "configmaps": "1"}),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quota_scopes_select_pods_by_qos_and_deadline() {
+    let t = Target::embedded().await;
+    let ns = t.namespace("scopes").await;
+    let quotas = format!("/api/v1/namespaces/{ns}/resourcequotas");
+    let pods = format!("/api/v1/namespaces/{ns}/pods");
+    for (name, scope) in [
+        ("best-effort", "BestEffort"),
+        ("not-best-effort", "NotBestEffort"),
+        ("terminating", "Terminating"),
+    ] {
+        let created = t
+            .call(
+                Method::POST,
+                &quotas,
+                Some(quota(name, json!({"pods": "1"}), &[scope])),
+            )
+            .await;
+        assert_eq!(created.code, 201, "{:?}", created.body);
+    }
+    let plain = t
+        .call(Method::POST, &pods, Some(pod("plain", json!({}))))
+        .await;
+    assert_eq!(plain.code, 201, "{:?}", plain.body);
+    quota_used(&t, &format!("{quotas}/best-effort"), json!({"pods": "1"})).await;
+    quota_used(
+        &t,
+        &format!("{quotas}/not-best-effort"),
+        json!({"pods": "0"}),
+    )
+    .await;
+    quota_used(&t, &format!("{quotas}/terminating"), json!({"pods": "0"})).await;
+    // The BestEffort quota is full; a burstable pod is charged elsewhere.
+    let second = t
+        .call(Method::POST, &pods, Some(pod("second", json!({}))))
+        .await;
+    assert_eq!(second.code, 403, "{:?}", second.body);
+    let burstable = t
+        .call(
+            Method::POST,
+            &pods,
+            Some(sized_pod("burstable", "100m", "10Mi")),
+        )
+        .await;
+    assert_eq!(burstable.code, 201, "{:?}", burstable.body);
+    quota_used(
+        &t,
+        &format!("{quotas}/not-best-effort"),
+        json!({"pods": "1"}),
+    )
+    .await;
+    let mut deadline = sized_pod("deadline", "100m", "10Mi");
+    deadline["spec"]["activeDeadlineSeconds"] = 3600.into();
+    let refused = t.call(Method::POST, &pods, Some(deadline)).await;
+    // NotBestEffort is full too: the deadline pod is burstable.
+    assert_eq!(refused.code, 403, "{:?}", refused.body);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replication_controllers_have_defaults_status_and_scale() {
+    let t = Target::embedded().await;
+    let ns = t.namespace("rc").await;
+    let rcs = format!("/api/v1/namespaces/{ns}/replicationcontrollers");
+    let rc = json!({"apiVersion": "v1", "kind": "ReplicationController", "metadata": {"name": "web"},
+        "spec": {"template": {"metadata": {"labels": {"app": "web"}},
+                 "spec": {"containers": [{"name": "c", "image": "registry.invalid/pause:1"}]}}}});
+    let created = t.call(Method::POST, &rcs, Some(rc)).await;
+    assert_eq!(created.code, 201, "{:?}", created.body);
+    assert_eq!(created.body["spec"]["replicas"], 1);
+    assert_eq!(created.body["spec"]["selector"], json!({"app": "web"}));
+    assert_eq!(created.body["metadata"]["labels"], json!({"app": "web"}));
+    assert_eq!(created.body["status"], json!({"replicas": 0}));
+    let scale = t.call(Method::GET, &format!("{rcs}/web/scale"), None).await;
+    assert_eq!(scale.body["status"]["selector"], "app=web");
+    assert_eq!(scale.body["spec"]["replicas"], 1);
+}
