@@ -419,11 +419,18 @@ fn apply_defaults(resource: &ResourceType, object: &mut Value) {
                 if deployment {
                     default(spec, "revisionHistoryLimit", 10.into());
                     default(spec, "progressDeadlineSeconds", 600.into());
-                    default(
-                        spec,
-                        "strategy",
-                        json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": "25%"}}),
-                    );
+                    let strategy = spec.entry("strategy").or_insert_with(|| json!({}));
+                    if let Some(strategy) = strategy.as_object_mut() {
+                        default(strategy, "type", "RollingUpdate".into());
+                        if strategy.get("type").and_then(Value::as_str) == Some("RollingUpdate") {
+                            let rolling =
+                                strategy.entry("rollingUpdate").or_insert_with(|| json!({}));
+                            if let Some(rolling) = rolling.as_object_mut() {
+                                default(rolling, "maxUnavailable", "25%".into());
+                                default(rolling, "maxSurge", "25%".into());
+                            }
+                        }
+                    }
                 }
                 if let Some(pod) = spec.get_mut("template").and_then(|t| t.get_mut("spec")) {
                     pod_spec_defaults(pod);
