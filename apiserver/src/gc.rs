@@ -8,7 +8,8 @@
 //! - **background** (the default): when an owner is deleted, each dependent with no remaining live
 //!   owner is deleted; one that still has a live owner just loses the dangling reference. A new
 //!   object whose owners are all already gone is deleted too.
-//! - **foreground**: the owner carries the `foregroundDeletion` finalizer; its dependents are deleted,
+//! - **foreground**: the owner carries the `foregroundDeletion` finalizer; its dependents are deleted
+//!   (a dependent with another owner that is alive and not being deleted only loses the reference),
 //!   and when the last is gone the finalizer is removed, which completes the owner's deletion.
 //! - **orphan**: the owner carries the `orphan` finalizer; the reference to it is removed from every
 //!   dependent, then the finalizer, and the owner goes.
@@ -143,9 +144,22 @@ impl GarbageCollector {
                 }
                 if deleting && finalizers.iter().any(|f| f == "foregroundDeletion") {
                     for dependent in self.dependents_of(&uid) {
-                        self.delete(&dependent, Propagation::Background);
+                        self.delete_or_release(&dependent, &uid);
                     }
                     self.finish_foreground(&uid);
+                }
+                // A dependent that let go of an owner (its reference removed) may be the last one a
+                // foreground deletion waited for.
+                if let Some(previous) = &change.previous {
+                    let now: Vec<String> = meta::owner_references(object)
+                        .into_iter()
+                        .map(|o| o.uid)
+                        .collect();
+                    for owner in meta::owner_references(&previous.object) {
+                        if !now.contains(&owner.uid) {
+                            self.finish_foreground(&owner.uid);
+                        }
+                    }
                 }
                 if is_namespace && deleting {
                     if let Some(name) = meta::name(object) {
@@ -205,6 +219,34 @@ impl GarbageCollector {
         }
         let kept = owner_references_where(&current.object, |uid| self.live.contains_key(uid));
         self.patch_metadata(dependent, json!({"ownerReferences": kept}));
+    }
+
+    /// A dependent of an owner being deleted in the foreground: deleted, unless another of its
+    /// owners is alive and not being deleted itself; then it only loses the reference to
+    /// `owner_uid` and stays, as kube-controller-manager's garbage collector keeps a dependent
+    /// with a "solid" owner.
+    fn delete_or_release(&self, dependent: &ObjectRef, owner_uid: &str) {
+        let Some(current) = self.current(dependent) else {
+            return;
+        };
+        let solid = meta::owner_references(&current.object)
+            .iter()
+            .filter(|o| o.uid != owner_uid)
+            .any(|o| self.is_solid(&o.uid));
+        if !solid {
+            self.delete(dependent, Propagation::Background);
+            return;
+        }
+        let kept = owner_references_where(&current.object, |uid| uid != owner_uid);
+        self.patch_metadata(dependent, json!({"ownerReferences": kept}));
+    }
+
+    /// True if the object with `uid` exists and is not being deleted.
+    fn is_solid(&self, uid: &str) -> bool {
+        self.live
+            .get(uid)
+            .and_then(|owner| self.current(owner))
+            .is_some_and(|o| meta::string(&o.object, "deletionTimestamp").is_none())
     }
 
     /// Removes the owner's reference from every dependent, then the `orphan` finalizer.

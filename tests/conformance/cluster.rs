@@ -517,3 +517,58 @@ async fn replication_controllers_have_defaults_status_and_scale() {
     assert_eq!(scale.body["status"]["selector"], "app=web");
     assert_eq!(scale.body["spec"]["replicas"], 1);
 }
+
+/// Foreground deletion keeps a dependent that has another owner alive (it only loses the reference
+/// to the deleted owner), and deletes one that has not: the garbage collector spec "should not
+/// delete dependents that have both valid owner and owner that's waiting for dependents to be
+/// deleted".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn foreground_deletion_spares_dependents_with_another_live_owner() {
+    let t = Target::embedded().await;
+    let ns = t.namespace("solid").await;
+    let cms = format!("/api/v1/namespaces/{ns}/configmaps");
+    let mut uids = Vec::new();
+    for name in ["going", "staying"] {
+        let owner = t
+            .call(Method::POST, &cms, Some(config_map(name, "1")))
+            .await;
+        assert_eq!(owner.code, 201, "{:?}", owner.body);
+        uids.push(owner.body["metadata"]["uid"].clone());
+    }
+    let reference = |name: &str, uid: &Value| json!({"apiVersion": "v1", "kind": "ConfigMap", "name": name, "uid": uid});
+    let mut shared = config_map("shared", "1");
+    shared["metadata"]["ownerReferences"] =
+        json!([reference("going", &uids[0]), reference("staying", &uids[1])]);
+    let mut only = config_map("only", "1");
+    only["metadata"]["ownerReferences"] = json!([reference("going", &uids[0])]);
+    for dependent in [shared, only] {
+        let created = t.call(Method::POST, &cms, Some(dependent)).await;
+        assert_eq!(created.code, 201, "{:?}", created.body);
+    }
+    let deleted = t
+        .raw(
+            Method::DELETE,
+            &format!("{cms}/going"),
+            "application/json",
+            Some(json!({"propagationPolicy": "Foreground"}).to_string()),
+        )
+        .await;
+    assert_eq!(deleted.code, 200, "{:?}", deleted.body);
+    let gone = wait_for(&t, &format!("{cms}/going"), |s| s.code == 404).await;
+    assert_eq!(
+        gone.code, 404,
+        "the owner goes once its dependents are settled"
+    );
+    let only = wait_for(&t, &format!("{cms}/only"), |s| s.code == 404).await;
+    assert_eq!(
+        only.code, 404,
+        "a dependent of the deleted owner alone is deleted"
+    );
+    let shared = t.call(Method::GET, &format!("{cms}/shared"), None).await;
+    assert_eq!(shared.code, 200, "{:?}", shared.body);
+    assert!(shared.body["metadata"]["deletionTimestamp"].is_null());
+    assert_eq!(
+        shared.body["metadata"]["ownerReferences"],
+        json!([reference("staying", &uids[1])])
+    );
+}
