@@ -62,7 +62,9 @@ use ferrokube::manager::{ManagerBuilder, shutdown_signal};
 use ferrokube::view::LiveView;
 use ferrokube::{Client, Config};
 
-use controller::{ControllerOptions, Running};
+use controller::{ControllerOptions, ReconcileLog, Running};
+use ferrokube::leader::Timings;
+use ferrokube::shard::{ShardMember, ShardMetrics};
 
 /// What the command line says, as clap reads it; [`Args`] is what the program uses.
 #[derive(clap::Parser, Debug)]
@@ -104,8 +106,17 @@ struct Cli {
     #[arg(long, value_name = "HOST:PORT")]
     http_addr: Option<SocketAddr>,
     /// Act only while holding the Lease --lease-name; otherwise keep warm caches and wait.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "shard_ring")]
     leader_elect: bool,
+    /// Take a share of the ReplicaSets instead of all of them: join the ring NAME, whose member
+    /// and assigner Leases live in --lease-namespace (see ferrokube::shard). Uses --identity and
+    /// the --lease-* durations.
+    #[arg(long, value_name = "NAME")]
+    shard_ring: Option<String>,
+    /// Append one JSON line per sync (replica, key, start and end in Unix nanoseconds, ok) to
+    /// this file.
+    #[arg(long, value_name = "PATH")]
+    reconcile_log: Option<PathBuf>,
     /// This replica's name in the Lease and in its requests' User-Agent [default: host name and a
     /// random suffix]
     #[arg(long, value_name = "ID")]
@@ -146,6 +157,9 @@ pub struct Args {
     resync: Duration,
     http_addr: Option<SocketAddr>,
     leader_election: Option<LeaderElection>,
+    /// `--shard-ring`: the ring to join, with the same Lease settings leader election would use.
+    shard: Option<(String, LeaderElection)>,
+    reconcile_log: Option<PathBuf>,
     identity: Option<String>,
     stale_protection: bool,
     /// `--no-view` clears it; `--view-addr` sets it.
@@ -178,13 +192,15 @@ impl Args {
             (false, Some(addr)) => ViewChoice::At(addr),
             (false, None) => ViewChoice::Default,
         };
-        let leader_election = cli.leader_elect.then_some(LeaderElection {
+        let lease = LeaderElection {
             namespace: cli.lease_namespace,
             lease_name: cli.lease_name,
             lease_duration: cli.lease_duration,
             renew_deadline: cli.renew_deadline,
             retry_period: cli.retry_period,
-        });
+        };
+        let shard = cli.shard_ring.map(|ring| (ring, lease.clone()));
+        let leader_election = cli.leader_elect.then_some(lease);
         Args {
             embedded: cli.embedded,
             kubeconfig: cli.kubeconfig,
@@ -197,6 +213,8 @@ impl Args {
                 .map_or(ControllerOptions::default().resync, Duration::from_secs),
             http_addr: cli.http_addr,
             leader_election,
+            shard,
+            reconcile_log: cli.reconcile_log,
             identity: cli.identity,
             stale_protection: !cli.no_stale_protection,
             view,
@@ -315,10 +333,10 @@ async fn run_in_cluster(args: &Args, view: Option<LiveView>) -> Result<(), BoxEr
         args.workers,
         args.qps,
         args.burst,
-        if args.leader_election.is_some() {
-            ", leader election on"
-        } else {
-            ""
+        match (&args.leader_election, &args.shard) {
+            (Some(_), _) => ", leader election on".to_string(),
+            (None, Some((ring, _))) => format!(", a member of ring {ring}"),
+            (None, None) => String::new(),
         },
     );
     running.wait().await?;
@@ -339,7 +357,38 @@ pub async fn start(
         config.user_agent = Some(format!("ferrokube-replicaset/{identity}"));
     }
     let namespace = Client::new(config.clone())?.default_namespace().to_string();
+    let shard_metrics = ShardMetrics::default();
+    let member = match &args.shard {
+        Some((ring, lease)) => {
+            let timings = Timings {
+                lease_duration: lease.lease_duration,
+                renew_deadline: lease.renew_deadline,
+                retry_period: lease.retry_period,
+            };
+            let mut member = ShardMember::builder(
+                Client::new(config.clone())?,
+                lease.namespace.as_deref().unwrap_or(&namespace),
+                ring,
+            )
+            .timings(timings)
+            .metrics(&shard_metrics);
+            if let Some(identity) = &args.identity {
+                member = member.identity(identity);
+            }
+            Some(member.build()?)
+        }
+        None => None,
+    };
+    let mut options = args.options();
+    if let Some(path) = &args.reconcile_log {
+        let replica = args.identity.as_deref().unwrap_or("replica");
+        options.reconcile_log = Some(ReconcileLog::open(path, replica)?);
+    }
     let configure = |mut manager: ManagerBuilder| {
+        if let Some(member) = member {
+            shard_metrics.register_in(manager.registry());
+            manager = manager.shard(member);
+        }
         if let Some(addr) = args.http_addr {
             manager = manager.serve(addr);
         }
@@ -358,5 +407,5 @@ pub async fn start(
         }
         manager
     };
-    Running::start_with(config, args.options(), configure, shutdown).await
+    Running::start_with(config, options, configure, shutdown).await
 }

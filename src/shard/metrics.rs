@@ -61,6 +61,13 @@ impl ShardMetrics {
     /// Creates the families and registers them in `registry`.
     pub fn register(registry: &mut Registry) -> ShardMetrics {
         let metrics = ShardMetrics::default();
+        metrics.register_in(registry);
+        metrics
+    }
+
+    /// Registers these families in `registry` (once per registry).
+    pub fn register_in(&self, registry: &mut Registry) {
+        let metrics = self;
         registry.register(
             "shard_objects",
             "Primary objects in this member's cache.",
@@ -96,7 +103,6 @@ impl ShardMetrics {
             "From an object first seen without a member to its label written.",
             metrics.assignment_seconds.clone(),
         );
-        metrics
     }
 
     pub(crate) fn set_objects(&self, ring: &str, member: &str, count: usize) {

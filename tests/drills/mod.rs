@@ -17,6 +17,8 @@
 
 #![allow(dead_code)] // each test target uses its own subset
 
+pub mod shard;
+
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant, SystemTime};
@@ -85,13 +87,34 @@ pub struct Replica {
 }
 
 impl Replica {
+    /// A replica with `--leader-elect`.
     pub fn start(cluster: &Cluster, namespace: &str, identity: &str) -> Replica {
+        Replica::start_with(cluster, namespace, identity, &["--leader-elect"])
+    }
+
+    /// A replica with `mode` (`--leader-elect`, or `--shard-ring NAME`), the cluster's lease
+    /// durations, its own log, and every sync appended to `<logs>/reconciles.jsonl`.
+    pub fn start_with(
+        cluster: &Cluster,
+        namespace: &str,
+        identity: &str,
+        mode: &[&str],
+    ) -> Replica {
         let log = cluster.logs.join(format!("{identity}.log"));
-        let file = std::fs::File::create(&log).expect("replica log");
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .expect("replica log");
         let seconds = |d: Duration| format!("{}", d.as_secs_f64());
         let child = Command::new(sample_binary())
             .args(["--kubeconfig", &cluster.kubeconfig.to_string_lossy()])
-            .args(["--leader-elect", "--identity", identity])
+            .args(mode)
+            .args(["--identity", identity])
+            .args([
+                "--reconcile-log",
+                &cluster.logs.join("reconciles.jsonl").to_string_lossy(),
+            ])
             .args(["--lease-namespace", namespace])
             .args(["--lease-duration", &seconds(cluster.timing.lease)])
             .args(["--renew-deadline", &seconds(cluster.timing.renew)])
@@ -180,7 +203,7 @@ where
     }
 }
 
-async fn scale(client: &Client, namespace: &str, name: &str, replicas: i32) {
+pub async fn scale(client: &Client, namespace: &str, name: &str, replicas: i32) {
     Api::<ReplicaSet>::namespaced(client.clone(), namespace)
         .patch(
             name,
@@ -193,7 +216,7 @@ async fn scale(client: &Client, namespace: &str, name: &str, replicas: i32) {
 
 /// Each ReplicaSet has exactly its `replicas` live pods and a current status saying so. (Not
 /// readiness: the real API server of the e2e run has no kubelet.)
-async fn converged(client: &Client, namespace: &str, want: &[(&str, i32)]) -> bool {
+pub async fn converged(client: &Client, namespace: &str, want: &[(&str, i32)]) -> bool {
     let Ok(replicasets) = Api::<ReplicaSet>::namespaced(client.clone(), namespace)
         .list(&Default::default())
         .await

@@ -83,6 +83,52 @@ pub struct ControllerOptions {
     /// Skip a sync while a cache is older than this controller's own last write for the key
     /// (kube-controller-manager 1.36's stale controller handling; default on).
     pub stale_protection: bool,
+    /// Append one JSON line per sync to this file (`--reconcile-log`): which replica synced which
+    /// key, from when to when (Unix nanoseconds). The sharding drills read it to check that no two
+    /// replicas ever synced one ReplicaSet at once. Default: none.
+    pub reconcile_log: Option<ReconcileLog>,
+}
+
+/// See [`ControllerOptions::reconcile_log`].
+#[derive(Debug, Clone)]
+pub struct ReconcileLog {
+    replica: String,
+    file: Arc<parking_lot::Mutex<std::fs::File>>,
+}
+
+impl ReconcileLog {
+    /// Appends to `path` (created if missing) as `replica`.
+    pub fn open(path: &std::path::Path, replica: &str) -> std::io::Result<ReconcileLog> {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)?;
+        Ok(ReconcileLog {
+            replica: replica.to_string(),
+            file: Arc::new(parking_lot::Mutex::new(file)),
+        })
+    }
+
+    fn record(&self, key: &str, start: std::time::SystemTime, ok: bool) {
+        use std::io::Write;
+        let nanos = |t: std::time::SystemTime| {
+            t.duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos())
+        };
+        let line = serde_json::json!({
+            "replica": self.replica,
+            "key": key,
+            "start": nanos(start) as u64,
+            "end": nanos(std::time::SystemTime::now()) as u64,
+            "ok": ok,
+        });
+        // One write(2) per line (O_APPEND), so lines of concurrent syncs and of other replicas
+        // sharing the file never interleave.
+        let line = format!("{line}\n");
+        if let Err(error) = self.file.lock().write_all(line.as_bytes()) {
+            tracing::warn!(%error, "cannot append to the reconcile log");
+        }
+    }
 }
 
 impl Default for ControllerOptions {
@@ -93,6 +139,7 @@ impl Default for ControllerOptions {
             resync: Duration::from_secs(12 * 3600),
             expectations_timeout: EXPECTATIONS_TIMEOUT,
             stale_protection: true,
+            reconcile_log: None,
         }
     }
 }
@@ -218,20 +265,28 @@ impl ReplicaSetController {
         // The controller never reads managedFields; not caching them roughly halves the memory a
         // pod takes in the store. (An informer the factory already had keeps its own settings.)
         let (factory, client) = (manager.factory(), manager.client());
-        let pods =
-            factory.informer_with::<Pod>(&Scope::all(), |b| b.transform(drop_managed_fields));
-        let replicasets = factory
-            .informer_with::<ReplicaSet>(&Scope::all(), |b| b.transform(drop_managed_fields));
+        // Sharded (`--shard-ring`): every cache holds only this member's share, selected on the
+        // server by its label.
+        let member = manager.shard_member().cloned();
+        let scope = member
+            .as_ref()
+            .map_or_else(Scope::all, |member| member.scope(Scope::all()));
+        let pods = factory.informer_with::<Pod>(&scope, |b| b.transform(drop_managed_fields));
+        let replicasets =
+            factory.informer_with::<ReplicaSet>(&scope, |b| b.transform(drop_managed_fields));
         let (events, post_events) = EventRecorder::new(client.clone(), COMPONENT);
-        let builder = manager
+        let mut builder = manager
             .controller::<ReplicaSet>(Scope::all())
             .name("replicaset")
             .workers(options.workers)
             .resync(Some(options.resync))
             .stale_protection(options.stale_protection);
+        if let Some(member) = &member {
+            builder = builder.shard(member);
+        }
         let shared = Arc::new(Shared {
             consistency: builder.consistency(),
-            pod_control: PodControl::new(client.clone(), events.clone()),
+            pod_control: PodControl::new(client.clone(), events.clone(), member.clone()),
             client,
             replicasets: replicasets.lister(),
             pods: pods.lister(),
@@ -242,14 +297,14 @@ impl ReplicaSetController {
         });
         let pod_events = PodEvents(shared.clone());
         let stats = shared.stats.clone();
+        // Pods are the ReplicaSets' dependents: `owns_with` narrows them to this member's label
+        // and moves them with their owner when sharded. The handler keeps the expectations.
         let builder = builder
-            .watches_with::<Pod>(Scope::all(), move |enqueue, event| {
+            .owns_with::<Pod>(Scope::all(), move |enqueue, event| {
                 pod_events.handle(enqueue, event)
             })
             // Only counted, for the live view; the primary source queues the keys.
-            .watches_with::<ReplicaSet>(Scope::all(), move |_, _| {
-                Stats::bump(&stats.replicaset_events)
-            });
+            .watches_with::<ReplicaSet>(scope, move |_, _| Stats::bump(&stats.replicaset_events));
         let controller = ReplicaSetController {
             queue: builder.queue_handle(),
             shared,
@@ -293,7 +348,14 @@ impl Reconciler<ReplicaSet> for ReplicaSetSync {
     type Error = SyncError;
 
     async fn reconcile(&self, rs: Arc<ReplicaSet>) -> Result<Action, SyncError> {
-        self.0.sync(rs).await
+        let Some(log) = &self.0.options.reconcile_log else {
+            return self.0.sync(rs).await;
+        };
+        let key = ObjectKey::of(rs.as_ref());
+        let start = std::time::SystemTime::now();
+        let result = self.0.sync(rs).await;
+        log.record(key.as_str(), start, result.is_ok());
+        result
     }
 
     async fn deleted(&self, rs: Arc<ReplicaSet>) -> Result<(), SyncError> {

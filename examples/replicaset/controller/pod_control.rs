@@ -5,6 +5,7 @@
 //! Adopting and releasing pods is the library's ([`ferrokube::controller::claim`]).
 
 use ferrokube::api::{DeleteParams, PostParams};
+use ferrokube::shard::ShardMember;
 use ferrokube::{Api, Client, Error};
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::Pod;
@@ -18,11 +19,18 @@ use ferrokube::controller::{EventRecorder, EventType, Writes, owner};
 pub struct PodControl {
     client: Client,
     events: EventRecorder,
+    /// Sharded: the member whose label new pods carry (so they land in its cache and move with
+    /// their ReplicaSet).
+    member: Option<ShardMember>,
 }
 
 impl PodControl {
-    pub fn new(client: Client, events: EventRecorder) -> PodControl {
-        PodControl { client, events }
+    pub fn new(client: Client, events: EventRecorder, member: Option<ShardMember>) -> PodControl {
+        PodControl {
+            client,
+            events,
+            member,
+        }
     }
 
     fn pods(&self, namespace: &str) -> Api<Pod> {
@@ -31,7 +39,10 @@ impl PodControl {
 
     /// Creates one pod from `rs`'s template, controlled by `rs`; recorded in `writes`.
     pub async fn create(&self, writes: &Writes, rs: &ReplicaSet) -> Result<(), SyncError> {
-        let pod = pod_from_template(rs)?;
+        let mut pod = pod_from_template(rs)?;
+        if let Some(member) = &self.member {
+            member.mark(&mut pod.metadata);
+        }
         let namespace = rs.metadata.namespace.as_deref().unwrap_or_default();
         match writes
             .api(self.pods(namespace))
