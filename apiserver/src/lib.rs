@@ -12,13 +12,15 @@
 //!  HTTP/1.1 or h2, plain or TLS ──► http::handlers ──► Api (verbs: create, patch, delete, ...)
 //!                                     │                   │  strategy: defaults, generation, status rules
 //!                                     │                   │  validation: names, required fields → 422
-//!                                     │                   │  custom kinds: schema pruning + checks
+//!                                     │                   │  custom kinds: schema pruning, defaults, checks
+//!                                     │                   │  quota admission: 403 over a ResourceQuota
 //!                                     │                   │  a CRD written ─► crd::reconcile ─► Registry
 //!                                     │                   ▼
 //!   watch stream ◄── WatchFeed ◄──── Store::transact: one lock, one global resourceVersion,
 //!   (one task per watch)             history window, fan-out to bounded per-watcher buffers
 //!                                         │
-//!                                         └─► subscribers: GarbageCollector, Kubelet (simulator)
+//!                                         └─► subscribers: GarbageCollector, ServiceAccounts,
+//!                                             QuotaController, Kubelet (simulator)
 //! ```
 //!
 //! | module | what it holds |
@@ -61,7 +63,8 @@
 //!
 //! - Defaulting covers only the fields controllers commonly read (a Pod's restartPolicy, dnsPolicy,
 //!   terminationGracePeriodSeconds, schedulerName, imagePullPolicy...; a workload's replicas). No
-//!   service account, token volume or default tolerations are added: there is no admission chain.
+//!   service account, token volume or default tolerations are added to pods: the only admission
+//!   step is ResourceQuota's.
 //! - Validation covers names, a Pod's containers and images, a workload's selector and template. Other
 //!   invalid specs are stored.
 //! - Server-side apply and `managedFields`: see the differences listed in [`apply`] (field types
@@ -104,10 +107,21 @@
 //!   to the requested version), no `/scale` subresource, no webhook conversion, no validation of
 //!   printer column paths, no immutability checks of scope or names.
 //! - Schemas check `type`, `required`, `enum`, `minimum`/`maximum` (and exclusive), `minLength`/
-//!   `maxLength`, `nullable`, `x-kubernetes-int-or-string` and prune with
-//!   `x-kubernetes-preserve-unknown-fields`, `properties`, `additionalProperties` and `items`.
-//!   `pattern`, `format`, `multipleOf`, item and property counts, `allOf`/`anyOf`/`oneOf`/`not`,
-//!   defaults, `x-kubernetes-embedded-resource` and list/map types are accepted and ignored.
+//!   `maxLength`, `nullable`, `x-kubernetes-int-or-string`, prune with
+//!   `x-kubernetes-preserve-unknown-fields`, `properties`, `additionalProperties` and `items`, and
+//!   fill in `default`s on writes and reads. `pattern`, `format`, `multipleOf`, item and property
+//!   counts, `allOf`/`anyOf`/`oneOf`/`not`, `x-kubernetes-embedded-resource` and list/map types are
+//!   accepted and ignored.
+//! - What kube-controller-manager would do is partly built in: each namespace's `default`
+//!   ServiceAccount and every account's token Secret ([`service_accounts`]; the token is random, not
+//!   a signed JWT), ResourceQuota status ([`quota`]), garbage collection and namespace deletion
+//!   ([`gc`]). Its other controllers (replication, deployments...) are not: run it beside the server
+//!   (`--controllers=replicationcontroller,replicaset,deployment --leader-elect=false`) for those.
+//! - ResourceQuota admission charges creates only, from the objects stored at the time of the
+//!   request (see [`quota`] for what differs).
+//! - Nodes exist only with the stand-in kubelet ([`ApiServer::kubelet`]): it registers its fake
+//!   nodes, Ready, and binds pods to them whatever their node selectors and affinities.
+//! - Every `SelfSubjectAccessReview` is answered `allowed`: there is no authorization.
 //! - Several schema violations in one object are reported in alphabetical field order; kube-apiserver
 //!   reports them in an order that varies between requests (Go map iteration).
 
