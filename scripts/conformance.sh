@@ -7,6 +7,7 @@
 #   scripts/conformance.sh real       # run the specs against the real kube-apiserver (+ kube-controller-manager)
 #   scripts/conformance.sh embedded   # run the specs against the embedded server (ferrokube-apiserver)
 #   scripts/conformance.sh compare    # print where the two servers' last results differ
+#   scripts/conformance.sh report S   # S.jsonl and the table again from the last run's JUnit XML
 #
 # `real` starts the real server if it is not running (scripts/kube-apiserver.sh up; stopped again
 # afterwards only if this script started it), runs kube-controller-manager with every controller but
@@ -173,7 +174,8 @@ run_e2e() {
     --ginkgo.focus="$FOCUS" --ginkgo.noColor --report-dir "$report/dry" >/dev/null 2>&1 || true
   log "running e2e.test against $server (log: $logfile)"
   local start=$SECONDS rc=0
-  (cd "$out_dir" && "$bin/e2e.test" \
+  # From the kubeconfig's directory: e2e.test does not resolve a kubeconfig's relative paths.
+  (cd "$(dirname "$KUBECONFIG")" && "$bin/e2e.test" \
     --kubeconfig "$KUBECONFIG" \
     --provider=skeleton \
     --ginkgo.focus="$FOCUS" \
@@ -216,10 +218,12 @@ for tc in cases(report + "/junit_*.xml"):
     failure = tc.find("failure")
     if failure is not None:
         status = "failed"
-        lines = (failure.get("message") or "").split("\n")
+        lines = (failure.get("message") or failure.text or "").strip().split("\n")
         # ginkgo: "<component location>\n<message>\n<failure location>"
         error = "\n".join(lines[1:-1]) if len(lines) > 2 else "\n".join(lines)
-        error = " ".join(error.split())[:400]
+        error = re.sub(r"^\w{3} +\d+ [\d:.]+: ", "", " ".join(error.split()))[:400]
+        if len(lines) > 2:
+            error += " (at " + "/".join(lines[-1].strip().split("/")[-2:]) + ")"
     elif tc.find("skipped") is not None:
         if not focus_re.search(name):
             continue  # outside the focus: ginkgo reports every other spec as skipped
@@ -272,7 +276,7 @@ PY
 real() {
   build
   mkdir -p "$out_dir"
-  local state=${STATE:-/tmp/ferrokube-apiserver} was_up=no
+  state=${STATE:-/tmp/ferrokube-apiserver} was_up=no
   [ -f "$state/kube-apiserver.pid" ] && kill -0 "$(cat "$state/kube-apiserver.pid")" 2>/dev/null && was_up=yes
   "$repo/scripts/kube-apiserver.sh" up
   eval "$("$repo/scripts/kube-apiserver.sh" env)"
@@ -353,5 +357,7 @@ case "${1:-}" in
   real) real ;;
   embedded) embedded ;;
   compare) shift; compare "$@" ;;
+  # Rewrite <server>.jsonl and the table from the JUnit XML of the last run.
+  report) summarize "${2:?server}" "$out_dir/$2-junit" "?" ;;
   *) echo "usage: $0 build|real|embedded|compare [real.jsonl embedded.jsonl]" >&2; exit 2 ;;
 esac

@@ -33,6 +33,12 @@ echo "[e2e] kubectl apply --dry-run=server -f deploy/replicaset/" >&2
 kubectl apply -f deploy/replicaset/namespace.yaml >&2 || status=1
 kubectl apply --dry-run=server -f deploy/replicaset/ >&2 || status=1
 
+# Kubernetes' own [Conformance] specs (a focused [sig-api-machinery] set, e2e.test of 1.20.2) as a
+# yardstick, against the real server and then the embedded one; each fails only when a spec listed in
+# tests/conformance/k8s-expected.txt for that server does not pass.
+scripts/conformance.sh real || status=1
+scripts/conformance.sh embedded || status=1
+
 if [ "${KEEP:-0}" != 1 ]; then
   scripts/kube-apiserver.sh down
 fi
