@@ -8,6 +8,9 @@
 #   REPS=3 REPLICASETS=100 scripts/bench-replicaset.sh
 #   BEFORE=2b89cfd WHO="before ours" REPS=2 scripts/bench-replicaset.sh
 #                                                     # our controller at an older commit vs now
+#   WHO="shards-1 shards-2 shards-3 shards-4" scripts/bench-replicaset.sh
+#                                                     # ours sharded across N replicas (--shard-ring),
+#                                                     # each with QPS 20 / burst 30 of its own
 #
 # Both get the same client limits (QPS 20, burst 30: kube-controller-manager's defaults) and 5
 # workers (its --concurrent-replicaset-syncs default). The driver (examples/bench_replicaset.rs) runs
@@ -51,9 +54,44 @@ if [ -n "$BEFORE" ]; then
 fi
 : >"$OUT"
 
+# Sharded: N replicas of ours in one ring (Leases in the default namespace), each with the same
+# client limits as a single controller; peak RSS is reported per replica (max and mean).
+run_shards() {
+  local who=$1 n=${1#shards-} pids=() i ring
+  ring="bench-$(date +%s)"
+  for i in $(seq 1 "$n"); do
+    RUST_LOG=error target/release/examples/replicaset --kubeconfig "$KUBECONFIG" \
+      --qps 20 --burst 30 --workers 5 --shard-ring "$ring" --identity "r$i" \
+      --lease-namespace default 2>"/tmp/ferrokube-bench-replicaset-$who-$i.log" &
+    pids+=($!)
+  done
+  # Every member holds its Lease and one of them assigns, well within this.
+  sleep 8
+  target/release/examples/bench_replicaset --label "$who" \
+    --replicasets "$REPLICASETS" --replicas "$REPLICAS" | tee -a "$OUT"
+  local rss=() max=0 sum=0 v
+  for pid in "${pids[@]}"; do
+    v=$(awk '/VmHWM/ {printf "%.1f", $2 / 1024}' "/proc/$pid/status")
+    rss+=("$v")
+    max=$(python3 -c "print(max($max, $v))")
+    sum=$(python3 -c "print($sum + $v)")
+  done
+  echo "RESULT $who shards=$n peak_rss_mib=$max mean_rss_mib=$(python3 -c "print(round($sum / $n, 1))") rss_per_replica_mib=$(IFS=,; echo "${rss[*]}")" |
+    tee -a "$OUT"
+  kill "${pids[@]}"
+  wait "${pids[@]}" 2>/dev/null || true
+  # The ring's Leases (released on SIGTERM, but left behind).
+  for i in $(seq 1 "$n"); do kubectl delete lease -n default "$ring-shard-r$i" >/dev/null 2>&1 || true; done
+  kubectl delete lease -n default "$ring-assigner" >/dev/null 2>&1 || true
+}
+
 run_one() {
   local who=$1 log=/tmp/ferrokube-bench-replicaset-$1.log pid
   case $who in
+    shards-*)
+      run_shards "$who"
+      return
+      ;;
     ours | before)
       local binary=target/release/examples/replicaset
       [ "$who" = before ] && binary=target/release/examples/replicaset-before

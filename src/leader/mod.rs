@@ -179,7 +179,7 @@ mod elector;
 mod leadership;
 mod metrics;
 mod observe;
-mod record;
+pub(crate) mod record;
 mod watch;
 
 pub use config::{

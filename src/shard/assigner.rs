@@ -32,7 +32,7 @@
 //! sample, the ReplicaSets and not the Pods. A new object is labelled one watch event and one PATCH
 //! after its creation (`shard_assignment_seconds`); until then no member reconciles it.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -45,7 +45,7 @@ use super::ShardError;
 use super::dependents::{ChildRef, DependentKind, relabel};
 use super::member::ShardMember;
 use super::ring::HashRing;
-use crate::api::{Patch, PatchParams};
+use crate::api::{Patch, PatchParams, PostParams};
 use crate::informer::{HandlerFns, Lister, ObjectKey, Scope, SharedIndexInformer};
 use crate::leader::{LeaderElector, Leadership};
 use crate::workqueue::WorkQueue;
@@ -101,10 +101,69 @@ pub(crate) async fn run_candidacy<K: Object + k8s_openapi::Resource>(
     Ok(())
 }
 
-/// What the assigner knows of one member Lease.
+/// The holder the assigner writes into a dead member's Lease while it moves that member's objects
+/// (see [`Liveness::Fenced`]). Not a valid member name, so no member can mistake it for itself.
+const FENCE_HOLDER: &str = "ferrokube.dev/fenced-by-assigner";
+
+/// What the assigner knows of one member Lease, on its own monotonic clock.
 struct Seen {
     resource_version: String,
-    changed_at: Instant,
+    first_seen: Instant,
+    /// When the Lease last changed since this assigner first saw it; `None`: not yet.
+    changed_at: Option<Instant>,
+    /// When this assigner last wrote the fence.
+    fence_renewed: Option<Instant>,
+}
+
+/// A member as the assigner sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Liveness {
+    /// Its Lease names it and changed within the lease duration: it gets objects.
+    Live,
+    /// Its Lease names it, but this assigner has not yet seen it renewed (it was elected less than
+    /// a lease duration ago): its objects stay where they are, it gets no new ones, and no live
+    /// member is drained until it is known.
+    Unknown,
+    /// Released, or not renewed for the lease duration: its write gate is shut; the assigner
+    /// fences its Lease before moving anything.
+    Dead,
+    /// Its Lease holds the fence: no incarnation of it can be active, so its objects (children
+    /// first, then the object) move to live members. The fence is renewed until it owns nothing,
+    /// then lifted (released), and the member may join again. Without the fence, a member
+    /// restarted under the same name would see an object still labelled for it whose children
+    /// had already been moved away, and create them again.
+    Fenced,
+}
+
+impl Liveness {
+    fn as_str(self) -> &'static str {
+        match self {
+            Liveness::Live => "live",
+            Liveness::Unknown => "unknown",
+            Liveness::Dead => "dead",
+            Liveness::Fenced => "fenced",
+        }
+    }
+}
+
+/// The liveness of `member` whose Lease names `holder`, given what was `seen` of it by `now`.
+fn liveness(
+    member: &str,
+    holder: Option<&str>,
+    seen: &Seen,
+    now: Instant,
+    lease: Duration,
+) -> Liveness {
+    match holder {
+        Some(FENCE_HOLDER) => Liveness::Fenced,
+        Some(holder) if holder == member => match seen.changed_at {
+            Some(changed) if now.duration_since(changed) < lease => Liveness::Live,
+            Some(_) => Liveness::Dead,
+            None if now.duration_since(seen.first_seen) < lease => Liveness::Unknown,
+            None => Liveness::Dead,
+        },
+        _ => Liveness::Dead,
+    }
 }
 
 /// One elected term of the assigner.
@@ -127,10 +186,30 @@ struct Assigner<K> {
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 struct Members {
+    /// Every member with a Lease.
+    states: BTreeMap<String, Liveness>,
+    /// The live ones: the ring is over them.
     live: BTreeSet<String>,
-    /// Every member with a Lease, live or not.
-    known: BTreeSet<String>,
     ring: HashRing,
+}
+
+impl Members {
+    fn insert(&mut self, member: &str, liveness: Liveness) {
+        self.states.insert(member.to_string(), liveness);
+        if liveness == Liveness::Live {
+            self.live.insert(member.to_string());
+        }
+    }
+
+    fn state(&self, member: &str) -> Liveness {
+        // No Lease at all (deleted, or a label naming a member that never joined): nothing can
+        // act as it without first creating its Lease, which the assigner would see.
+        self.states.get(member).copied().unwrap_or(Liveness::Fenced)
+    }
+
+    fn any_unknown(&self) -> bool {
+        self.states.values().any(|l| *l == Liveness::Unknown)
+    }
 }
 
 struct Sweep {
@@ -238,8 +317,9 @@ impl<K: Object + k8s_openapi::Resource> Assigner<K> {
         }
     }
 
-    /// Re-reads the member Leases every tick; when the live set changes, rebuilds the ring and
-    /// queues every object.
+    /// Re-reads the member Leases every tick: works out each member's [`Liveness`], fences dead
+    /// members, renews and lifts fences; when the set changes, rebuilds the ring and queues every
+    /// object.
     async fn watch_members(&self) {
         let marks = self.member.marks().clone();
         let mut seen: HashMap<String, Seen> = HashMap::new();
@@ -259,26 +339,43 @@ impl<K: Object + k8s_openapi::Resource> Assigner<K> {
                 let version = lease.resource_version().to_string();
                 let entry = seen.entry(member.to_string()).or_insert_with(|| Seen {
                     resource_version: version.clone(),
-                    changed_at: now,
+                    first_seen: now,
+                    changed_at: None,
+                    fence_renewed: None,
                 });
                 if entry.resource_version != version {
                     entry.resource_version = version;
-                    entry.changed_at = now;
+                    entry.changed_at = Some(now);
                 }
-                let spec = lease.spec.as_ref();
-                let holder = spec.and_then(|s| s.holder_identity.as_deref());
-                let duration = spec
-                    .and_then(|s| s.lease_duration_seconds)
-                    .and_then(|s| u64::try_from(s).ok())
-                    .map_or(self.member.timings().lease_duration, Duration::from_secs);
-                members.known.insert(member.to_string());
-                if holder == Some(member) && now.duration_since(entry.changed_at) < duration {
-                    members.live.insert(member.to_string());
+                let holder = lease
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.holder_identity.as_deref());
+                let liveness = liveness(
+                    member,
+                    holder,
+                    entry,
+                    now,
+                    self.member.timings().lease_duration,
+                );
+                members.insert(member, liveness);
+                match liveness {
+                    Liveness::Dead => self.fence(&lease, entry).await,
+                    Liveness::Fenced => {
+                        if self.owns_nothing(member) {
+                            self.lift_fence(&lease, member).await;
+                        } else if entry.fence_renewed.is_none_or(|at| {
+                            now.duration_since(at) >= self.member.timings().retry_period
+                        }) {
+                            self.fence(&lease, entry).await;
+                        }
+                    }
+                    Liveness::Live | Liveness::Unknown => {}
                 }
             }
             members.ring = HashRing::new(members.live.iter().cloned());
             let changed = self.ring.send_if_modified(|current| {
-                if current.live == members.live && current.known == members.known {
+                if current.states == members.states {
                     false
                 } else {
                     *current = members.clone();
@@ -286,13 +383,69 @@ impl<K: Object + k8s_openapi::Resource> Assigner<K> {
                 }
             });
             if changed {
-                tracing::info!(ring = %marks.ring(), live = ?members.live, "members changed; rebalancing");
+                tracing::info!(ring = %marks.ring(), members = ?members.states, "members changed; rebalancing");
+                for (member, liveness) in &members.states {
+                    pipeline_event!(stage = "shard", op = "member", instance = %marks.ring(), key = %member, state = liveness.as_str());
+                }
                 if let Some(metrics) = self.member.metrics() {
                     metrics.set_members(marks.ring(), members.live.len());
                 }
                 for object in self.primaries.store().list() {
                     self.queue.add(ObjectKey::of(object.as_ref()));
                 }
+            }
+        }
+    }
+
+    /// Whether no object in the cache is labelled as `member`'s any more.
+    fn owns_nothing(&self, member: &str) -> bool {
+        let label = self.member.marks().owner_label();
+        !self.primaries.store().list().iter().any(|object| {
+            object
+                .meta()
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(label))
+                .map(String::as_str)
+                == Some(member)
+        })
+    }
+
+    /// Writes (or renews) the fence on a dead member's Lease: holder [`FENCE_HOLDER`], so that no
+    /// incarnation of that member can join while its objects move. A conflict (the member took
+    /// its Lease again first) is left for the next tick.
+    async fn fence(&self, lease: &Lease, seen: &mut Seen) {
+        let mut fenced = lease.clone();
+        let spec = fenced.spec.get_or_insert_with(Default::default);
+        spec.holder_identity = Some(FENCE_HOLDER.to_string());
+        spec.renew_time = Some(crate::leader::record::now());
+        let name = lease.metadata.name.clone().unwrap_or_default();
+        let api = Api::<Lease>::namespaced(self.client.clone(), self.member.namespace());
+        match api.replace(&name, &PostParams::default(), &fenced).await {
+            Ok(_) => {
+                seen.fence_renewed = Some(Instant::now());
+                tracing::debug!(ring = %self.member.marks().ring(), lease = %name, "fenced");
+            }
+            Err(error) => {
+                tracing::debug!(ring = %self.member.marks().ring(), lease = %name, %error, "fence not written")
+            }
+        }
+    }
+
+    /// Releases a fenced Lease whose member owns nothing any more: the member may join again.
+    async fn lift_fence(&self, lease: &Lease, member: &str) {
+        let mut released = lease.clone();
+        let spec = released.spec.get_or_insert_with(Default::default);
+        spec.holder_identity = Some(String::new());
+        spec.renew_time = Some(crate::leader::record::now());
+        let name = lease.metadata.name.clone().unwrap_or_default();
+        let api = Api::<Lease>::namespaced(self.client.clone(), self.member.namespace());
+        match api.replace(&name, &PostParams::default(), &released).await {
+            Ok(_) => {
+                tracing::info!(ring = %self.member.marks().ring(), %member, "every object moved; the member may join again")
+            }
+            Err(error) => {
+                tracing::debug!(ring = %self.member.marks().ring(), lease = %name, %error, "fence not lifted")
             }
         }
     }
@@ -338,6 +491,7 @@ impl<K: Object + k8s_openapi::Resource> Assigner<K> {
                     metrics.assigned(ring, &desired, since.map(|s| s.elapsed().as_secs_f64()));
                 }
                 tracing::debug!(%ring, %key, to = %desired, "assigned");
+                pipeline_event!(stage = "shard", op = "owner", instance = %ring, key = %key, state = %desired, cause = "assigned");
             }
             Some(owner) if *owner == desired => {
                 if drain.is_some() {
@@ -345,15 +499,21 @@ impl<K: Object + k8s_openapi::Resource> Assigner<K> {
                         .await?;
                 }
             }
-            Some(owner) if members.live.contains(owner) => {
-                if drain != Some(&desired) {
+            Some(owner) if members.state(owner) == Liveness::Live => {
+                // While a member is unknown the ring may still change: move nothing between
+                // live members yet.
+                if drain != Some(&desired) && !members.any_unknown() {
                     self.write(&object, json!({marks.drain_label(): desired}), None)
                         .await?;
                     if let Some(metrics) = self.member.metrics() {
                         metrics.drain_asked(ring, owner);
                     }
                     tracing::debug!(%ring, %key, from = %owner, to = %desired, "asked to hand over");
+                    pipeline_event!(stage = "shard", op = "owner", instance = %ring, key = %key, state = %owner, draining_to = %desired);
                 }
+            }
+            Some(owner) if members.state(owner) != Liveness::Fenced => {
+                // Unknown (wait to see it renew) or dead but not yet fenced (next tick): later.
             }
             Some(dead) => {
                 let last = self.move_children(&object, dead, &desired).await?;
@@ -368,6 +528,7 @@ impl<K: Object + k8s_openapi::Resource> Assigner<K> {
                     metrics.moved(ring, &desired);
                 }
                 tracing::info!(%ring, %key, from = %dead, to = %desired, "moved from a dead member");
+                pipeline_event!(stage = "shard", op = "owner", instance = %ring, key = %key, state = %desired, moved_from = %dead);
             }
         }
         Ok(())

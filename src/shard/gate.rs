@@ -193,6 +193,123 @@ impl ShardGate {
             metrics.handed_over(marks.ring(), self.member.identity());
         }
         tracing::info!(ring = %marks.ring(), member = %self.member.identity(), %key, %to, "handed over");
+        pipeline_event!(stage = "shard", op = "owner", instance = %marks.ring(), key = %key, state = %to, handed_over_by = %self.member.identity());
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::shard::dependents::ChildRef;
+    use crate::shard::marks::Marks;
+    use crate::{Client, Config, Error};
+    use futures_util::future::BoxFuture;
+    use k8s_openapi::api::apps::v1::ReplicaSet;
+    use k8s_openapi::api::core::v1::Pod;
+    use std::collections::BTreeMap;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    /// A dependents cache that is at a version the test sets.
+    struct AtVersion(AtomicU64, ApiResource);
+
+    impl DependentKind for AtVersion {
+        fn resource(&self) -> &ApiResource {
+            &self.1
+        }
+        fn cached_children(&self, _: &str) -> Vec<ChildRef> {
+            Vec::new()
+        }
+        fn cache_version(&self) -> Option<u64> {
+            Some(self.0.load(Ordering::SeqCst))
+        }
+        fn list_marked<'a>(
+            &'a self,
+            _: &'a Client,
+            _: &'a Marks,
+            _: &'a str,
+        ) -> BoxFuture<'a, Result<(u64, Vec<ChildRef>), Error>> {
+            Box::pin(async { Ok((0, Vec::new())) })
+        }
+    }
+
+    fn member(identity: &str) -> ShardMember {
+        let client =
+            Client::new(Config::new("http://127.0.0.1:1".parse().expect("a URL"))).expect("client");
+        ShardMember::builder(client, "default", "rs")
+            .identity(identity)
+            .build()
+            .expect("member")
+    }
+
+    fn rs(labels: &[(&str, &str)], annotations: &[(&str, &str)], version: &str) -> ReplicaSet {
+        let mut rs = ReplicaSet::default();
+        rs.metadata.name = Some("web".into());
+        rs.metadata.namespace = Some("default".into());
+        rs.metadata.resource_version = Some(version.into());
+        let map = |pairs: &[(&str, &str)]| {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect::<BTreeMap<_, _>>()
+        };
+        rs.metadata.labels = Some(map(labels));
+        rs.metadata.annotations = Some(map(annotations));
+        rs
+    }
+
+    #[tokio::test]
+    async fn shard_gate_turns() {
+        let pods = Arc::new(AtVersion(AtomicU64::new(10), ApiResource::of::<Pod>()));
+        let gate = ShardGate::new(
+            member("a"),
+            ApiResource::of::<ReplicaSet>(),
+            vec![pods.clone() as Arc<dyn DependentKind>],
+        );
+        let key = ObjectKey::new(Some("default"), "web");
+        let owner = "shard.ferrokube.dev/rs";
+        let drain = "drain.shard.ferrokube.dev/rs";
+        let handover = "shard.ferrokube.dev/rs-handover";
+
+        assert_eq!(
+            gate.turn(&key, &rs(&[(owner, "a")], &[], "5")),
+            Turn::Reconcile
+        );
+        assert!(matches!(
+            gate.turn(&key, &rs(&[(owner, "b")], &[], "5")),
+            Turn::Skip(_)
+        ));
+        assert!(matches!(gate.turn(&key, &rs(&[], &[], "5")), Turn::Skip(_)));
+        assert_eq!(
+            gate.turn(&key, &rs(&[(owner, "a"), (drain, "b")], &[], "5")),
+            Turn::HandOver("b".into())
+        );
+        // A drain naming this very member (the ring changed back) is no request.
+        assert_eq!(
+            gate.turn(&key, &rs(&[(owner, "a"), (drain, "a")], &[], "5")),
+            Turn::Reconcile
+        );
+        // Moved here with children up to version 12: wait until the pod cache is there.
+        let arrived = rs(&[(owner, "a")], &[(handover, "12")], "13");
+        assert_eq!(
+            gate.turn(&key, &arrived),
+            Turn::WaitForChildren {
+                kind: "Pod".into(),
+                needs: 12,
+                cache: Some(10)
+            }
+        );
+        pods.0.store(12, Ordering::SeqCst);
+        assert_eq!(gate.turn(&key, &arrived), Turn::Reconcile);
+        // After a handover of version 20, a cache still showing version 20 is behind.
+        gate.handed_over.lock().insert(key.clone(), "20".into());
+        assert!(matches!(
+            gate.turn(&key, &rs(&[(owner, "a"), (drain, "b")], &[], "20")),
+            Turn::Skip(_)
+        ));
+        assert_eq!(
+            gate.turn(&key, &rs(&[(owner, "a")], &[], "21")),
+            Turn::Reconcile
+        );
     }
 }

@@ -99,6 +99,11 @@ pub(crate) const SOURCES: &[EmbeddedSource] = &[
         stage: "",
         source: include_str!("../client/rate_limit.rs"),
     },
+    EmbeddedSource {
+        path: "src/shard/assigner.rs",
+        stage: "shard",
+        source: include_str!("../shard/assigner.rs"),
+    },
 ];
 
 /// One of the informer crate's embedded sources (they ship with that crate: `cargo package` takes
