@@ -221,7 +221,15 @@ for tc in cases(report + "/junit_*.xml"):
         lines = (failure.get("message") or failure.text or "").strip().split("\n")
         # ginkgo: "<component location>\n<message>\n<failure location>"
         error = "\n".join(lines[1:-1]) if len(lines) > 2 else "\n".join(lines)
-        error = re.sub(r"^\w{3} +\d+ [\d:.]+: ", "", " ".join(error.split()))[:400]
+        error = re.sub(r"^\w{3} +\d+ [\d:.]+: ", "", " ".join(error.split()))
+        # A Go StatusError is dumped as a struct: keep what precedes it and its code and message.
+        status_error = re.search(r"<\*errors\.StatusError[^>]*>:|\(&errors\.StatusError\{", error)
+        if status_error:
+            code = re.search(r"\bCode: ?(\d+)", error)
+            message = re.search(r'\bMessage: ?"((?:[^"\\]|\\.)*)"', error)
+            error = (error[:status_error.start()].strip() + " StatusError "
+                     + (code.group(1) if code else "?") + ": " + (message.group(1) if message else ""))
+        error = error[:400]
         if len(lines) > 2:
             error += " (at " + "/".join(lines[-1].strip().split("/")[-2:]) + ")"
     elif tc.find("skipped") is not None:
@@ -316,7 +324,7 @@ embedded() {
   # e2e.test talks protobuf by default; keep that unless the server refuses protobuf request bodies
   # (kubectl create sends built-in kinds as protobuf).
   local content_type=()
-  if kubectl create quota ferrokube-protobuf-probe --hard=pods=1 -n default 2>&1 | grep -qi 'unsupported media type\|415'; then
+  if kubectl create quota ferrokube-protobuf-probe --hard=pods=1 -n default -v=6 2>&1 | grep -qi ' 415 \|unsupported media type\|protobuf bodies'; then
     log "the embedded server refuses protobuf bodies: e2e.test gets --kube-api-content-type=application/json"
     content_type=(--kube-api-content-type=application/json)
   fi
