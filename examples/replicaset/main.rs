@@ -44,6 +44,14 @@
 //! SIGTERM or SIGINT stops gracefully: no new syncs, the ones in flight finish, the Lease is
 //! released, exit 0. A replica that loses its Lease exits 1.
 //!
+//! **Sharded** (`--shard-ring NAME`, see `ferrokube::shard`): each replica takes a share of the
+//! ReplicaSets instead of all of them. It holds its own Lease `NAME-shard-<ID>` in
+//! `--lease-namespace`, one replica assigns ReplicaSets to members by labelling them, and each
+//! caches and syncs only the ReplicaSets and pods with its label. A replica that loses its Lease
+//! exits 1; SIGTERM stops it gracefully and gives its share back. `--reconcile-log PATH` appends
+//! one JSON line per sync (the drills use it to check that no two replicas sync one ReplicaSet at
+//! once).
+//!
 //! The controller itself is in [`controller`]; this file wires it up, [`story`] plays the demo,
 //! [`view`] draws it; `ferrokube::manager` runs it (leader election, health, metrics, signals).
 
