@@ -324,7 +324,9 @@ embedded() {
   # e2e.test talks protobuf by default; keep that unless the server refuses protobuf request bodies
   # (kubectl create sends built-in kinds as protobuf).
   local content_type=()
-  if kubectl create quota ferrokube-protobuf-probe --hard=pods=1 -n default -v=6 2>&1 | grep -qi ' 415 \|unsupported media type\|protobuf bodies'; then
+  local probe
+  probe=$(kubectl create quota ferrokube-protobuf-probe --hard=pods=1 -n default -v=6 2>&1 || true)
+  if grep -qi ' 415 \|unsupported media type\|protobuf bodies' <<<"$probe"; then
     log "the embedded server refuses protobuf bodies: e2e.test gets --kube-api-content-type=application/json"
     content_type=(--kube-api-content-type=application/json)
   fi
