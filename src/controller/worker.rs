@@ -17,6 +17,12 @@
 //! The freshness check is the [consistency store](super::consistency)'s: a skipped key is not a
 //! reconcile (no result is counted, its backoff is untouched), only `stale_sync_skips_total`.
 //!
+//! A [sharded](crate::shard) controller asks its member's [`ShardGate`] about the object just
+//! before the reconcile: not this member's (a cache behind a move) is skipped; one the assigner
+//! asked for is handed over instead of reconciled (on this worker, so after any reconcile of it in
+//! flight); one that just arrived waits, like a stale key, until the cache of its children has
+//! caught up with the handover.
+//!
 //! Each reconcile runs in a `tracing` span `reconcile{controller, key}`, is timed and counted in the
 //! controller's [metrics](super::metrics), and is guarded against panics: a panic is logged,
 //! counted as an error, and the key retried with backoff; the worker carries on.

@@ -630,3 +630,70 @@ impl<K: Object + k8s_openapi::Resource> Assigner<K> {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn seen(first_seen: Instant, changed_at: Option<Instant>) -> Seen {
+        Seen {
+            resource_version: "1".into(),
+            first_seen,
+            changed_at,
+            fence_renewed: None,
+        }
+    }
+
+    #[test]
+    fn shard_liveness_of_a_member_lease() {
+        let lease = Duration::from_secs(15);
+        let t0 = Instant::now();
+        let at = |s: u64| t0 + Duration::from_secs(s);
+        // Never seen renewing: unknown for a lease duration from first sight, then dead.
+        assert_eq!(
+            liveness("a", Some("a"), &seen(t0, None), at(14), lease),
+            Liveness::Unknown
+        );
+        assert_eq!(
+            liveness("a", Some("a"), &seen(t0, None), at(15), lease),
+            Liveness::Dead
+        );
+        // Seen renewing: live until a lease duration passes without a change.
+        assert_eq!(
+            liveness("a", Some("a"), &seen(t0, Some(at(3))), at(17), lease),
+            Liveness::Live
+        );
+        assert_eq!(
+            liveness("a", Some("a"), &seen(t0, Some(at(3))), at(18), lease),
+            Liveness::Dead
+        );
+        // Released, or held by someone else: dead at once; the fence is the fence.
+        assert_eq!(
+            liveness("a", Some(""), &seen(t0, Some(at(3))), at(4), lease),
+            Liveness::Dead
+        );
+        assert_eq!(
+            liveness("a", None, &seen(t0, Some(at(3))), at(4), lease),
+            Liveness::Dead
+        );
+        assert_eq!(
+            liveness("a", Some("b"), &seen(t0, Some(at(3))), at(4), lease),
+            Liveness::Dead
+        );
+        assert_eq!(
+            liveness("a", Some(FENCE_HOLDER), &seen(t0, None), at(0), lease),
+            Liveness::Fenced
+        );
+    }
+
+    #[test]
+    fn shard_members_without_a_lease_count_as_fenced() {
+        let mut members = Members::default();
+        members.insert("a", Liveness::Live);
+        members.insert("b", Liveness::Unknown);
+        assert_eq!(members.state("a"), Liveness::Live);
+        assert_eq!(members.state("gone"), Liveness::Fenced);
+        assert!(members.any_unknown());
+        assert_eq!(members.live.iter().collect::<Vec<_>>(), ["a"]);
+    }
+}

@@ -39,6 +39,9 @@ pub struct ShardReport {
     pub shares: Vec<(String, BTreeMap<String, usize>)>,
     /// ReplicaSets that changed member when the 4th replica joined.
     pub moved_on_join: usize,
+    /// From creating a ReplicaSet to reading it back with its member label (a ReplicaSet of 0
+    /// pods, created and deleted between the first steps: no pods to count).
+    pub assigned_after: Duration,
     pub kill_moved_after: Duration,
     pub freeze_moved_after: Duration,
     /// Syncs in the log, and pairs of syncs of one key by two replicas that overlapped (must be 0).
@@ -146,6 +149,33 @@ pub async fn run(cluster: &Cluster, namespace: &str) -> ShardReport {
     )
     .await;
     report.shares.push(("start".into(), shares(&first)));
+
+    // How fast a new object gets its member: create one, poll its label.
+    let started = Instant::now();
+    replicasets
+        .create(
+            &PostParams::default(),
+            &replica_set("late", 0).expect("a ReplicaSet"),
+        )
+        .await
+        .expect("create a ReplicaSet");
+    eventually("the new ReplicaSet is labelled", converge, || async {
+        let rs = replicasets.get("late").await.ok()?;
+        rs.metadata.labels.as_ref()?.get(LABEL).map(|_| ())
+    })
+    .await;
+    report.assigned_after = started.elapsed();
+    replicasets
+        .delete("late", &Default::default())
+        .await
+        .expect("delete the ReplicaSet");
+    eventually("the new ReplicaSet is gone", converge, || async {
+        members(cluster, namespace)
+            .await
+            .filter(|m| m.len() == COUNT)
+            .map(|_| ())
+    })
+    .await;
 
     // Join: a 4th member takes about a quarter, by handover from the live owners.
     replicas.insert("s4", start(cluster, namespace, "s4"));
