@@ -373,7 +373,7 @@ impl<K: Object + k8s_openapi::Resource> ControllerBuilder<K> {
         let dependents_scope = scope.clone();
         self.dependents.push(Box::new(move |factory, member| {
             let informer = factory.informer::<C>(&member.scope(dependents_scope));
-            Dependents::new(informer, |child: &C| {
+            Dependents::kind(informer, |child: &C| {
                 super::owner::controller_of(child.meta())
                     .filter(|owner| {
                         owner.kind == K::KIND

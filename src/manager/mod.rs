@@ -260,12 +260,12 @@ impl ManagerBuilder {
         );
         let elector = match (self.leader_election, self.shard) {
             (Some(_), Some(_)) => return Err(ManagerError::ElectionAndSharding),
-            (Some(builder), None) => Some(Campaign::Leader(
+            (Some(builder), None) => Some(Campaign::Leader(Box::new(
                 builder
                     .metrics(&LeaderMetrics::register(&mut self.registry))
                     .build()
                     .map_err(ManagerError::LeaderElectionConfig)?,
-            )),
+            ))),
             (None, Some(member)) => Some(Campaign::Shard(member)),
             (None, None) => None,
         };
@@ -309,7 +309,7 @@ pub struct Manager {
 
 /// What this replica holds a Lease for: leadership, or a share of a ring.
 enum Campaign {
-    Leader(LeaderElector),
+    Leader(Box<LeaderElector>),
     Shard(ShardMember),
 }
 

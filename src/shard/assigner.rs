@@ -245,7 +245,7 @@ impl<K: Object + k8s_openapi::Resource> Assigner<K> {
             leases: SharedIndexInformer::builder(leases).build(),
             dependents,
             queue: WorkQueue::builder()
-                .name(&format!("{}-assigner", member.marks().ring()))
+                .name(format!("{}-assigner", member.marks().ring()))
                 .build(),
             ring: watch::Sender::new(Members::default()),
             unassigned_since: Arc::new(Mutex::new(HashMap::new())),

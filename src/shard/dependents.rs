@@ -75,7 +75,8 @@ pub struct Dependents<C> {
 }
 
 impl<C: Object + k8s_openapi::Resource> Dependents<C> {
-    pub fn new(
+    /// The dependents cached by `informer`, as sharding uses them.
+    pub fn kind(
         informer: SharedIndexInformer<C>,
         owner_uid: fn(&C) -> Option<String>,
     ) -> Arc<dyn DependentKind> {
