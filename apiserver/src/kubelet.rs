@@ -1,7 +1,8 @@
 //! A stand-in for the scheduler and the kubelets (like kwok): pods come alive without a node.
 //!
 //! With it enabled ([`crate::ApiServer::kubelet`]), the fake nodes are registered as Node objects
-//! (Ready, schedulable), and a new pod is bound to one of them and,
+//! (Ready, schedulable), and a new pod is bound to one of them (unless its node selector or node
+//! name rules them out: then it stays Pending, unschedulable) and,
 //! [`KubeletSettings::ready_after`] later, reported `Running` with every container started and
 //! `Ready`. A pod deleted with a grace period gets a `deletionTimestamp` (as on a real cluster, it is
 //! still there, terminating) and is removed [`KubeletSettings::terminate_after`] later. Optionally it
@@ -172,7 +173,8 @@ impl Kubelet {
     fn start(&mut self, key: &str, uid: &str) {
         self.started += 1;
         let n = self.started;
-        let node = (n as usize) % self.settings.nodes.max(1);
+        let nodes_count = self.settings.nodes.max(1);
+        let node = (n as usize) % nodes_count;
         let now = meta::now();
         let table: Arc<str> = Arc::from("pods");
         let result = self.api.store.transact(&table, key, |current| {
@@ -184,8 +186,34 @@ impl Kubelet {
             if meta::uid(pod) != Some(uid) || deleting {
                 return Ok(Write::Keep);
             }
+            if !fits_fake_nodes(pod) {
+                // As the scheduler would: the pod stays Pending, marked unschedulable.
+                let mut pod = (**pod).clone();
+                let nodes = nodes_count;
+                pod["status"]["conditions"] = json!([{
+                    "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                    "lastProbeTime": null, "lastTransitionTime": now,
+                    "message": format!("0/{nodes} nodes are available: {nodes} node(s) didn't match node selector.")}]);
+                return Ok(Write::Put(pod));
+            }
             let mut pod = (**pod).clone();
-            pod["spec"]["nodeName"] = node_name(node).into();
+            // A node the pod names (by nodeName or a hostname selector) is kept; otherwise the
+            // nodes take turns.
+            let named = pod
+                .pointer("/spec/nodeName")
+                .and_then(Value::as_str)
+                .filter(|n| !n.is_empty())
+                .or_else(|| {
+                    pod.pointer("/spec/nodeSelector/kubernetes.io~1hostname")
+                        .and_then(Value::as_str)
+                })
+                .map(str::to_string);
+            let node = named
+                .as_deref()
+                .and_then(|n| n.strip_prefix("ferrokube-node-"))
+                .and_then(|i| i.parse::<usize>().ok())
+                .unwrap_or(node);
+            pod["spec"]["nodeName"] = named.unwrap_or_else(|| node_name(node)).into();
             let condition = |kind: &str| {
                 json!({"type": kind, "status": "True", "lastProbeTime": null, "lastTransitionTime": now})
             };
@@ -262,6 +290,29 @@ pub(crate) fn kill(api: &Api, victim: &Value) -> bool {
         ..DeleteOptions::default()
     };
     api.delete(&pods, Some(ns), name, &options, false).is_ok()
+}
+
+/// True if the pod can run on the fake nodes: every `spec.nodeSelector` entry is one of their
+/// common labels (os, arch; a hostname selector names one of them), and `spec.nodeName`, if set,
+/// names one of them. The quota specs of Kubernetes' e2e suite, for one, give their pods an
+/// unsatisfiable selector so that they stay Pending.
+fn fits_fake_nodes(pod: &Value) -> bool {
+    if let Some(name) = pod.pointer("/spec/nodeName").and_then(Value::as_str) {
+        if !name.is_empty() && !name.starts_with("ferrokube-node-") {
+            return false;
+        }
+    }
+    let labels = fake_node(0)["metadata"]["labels"].clone();
+    pod.pointer("/spec/nodeSelector")
+        .and_then(Value::as_object)
+        .is_none_or(|selector| {
+            selector.iter().all(|(key, wanted)| match key.as_str() {
+                "kubernetes.io/hostname" => wanted
+                    .as_str()
+                    .is_some_and(|h| h.starts_with("ferrokube-node-")),
+                _ => labels.get(key) == Some(wanted),
+            })
+        })
 }
 
 /// The name of fake node `index`.

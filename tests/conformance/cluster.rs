@@ -572,3 +572,41 @@ async fn foreground_deletion_spares_dependents_with_another_live_owner() {
         json!([reference("staying", &uids[1])])
     );
 }
+
+/// The stand-in kubelet runs only the pods the fake nodes can take: a pod whose node selector no
+/// node matches stays Pending and is marked unschedulable, as the scheduler leaves it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_kubelet_leaves_pods_no_node_matches_pending() {
+    let t = cluster().await;
+    let ns = t.namespace("selector").await;
+    let pods = format!("/api/v1/namespaces/{ns}/pods");
+    let mut unsatisfiable = pod("unsatisfiable", json!({}));
+    unsatisfiable["spec"]["nodeSelector"] =
+        json!({"x-test.k8s.io/unsatisfiable": "not-schedulable"});
+    let mut pinned = pod("pinned", json!({}));
+    pinned["spec"]["nodeSelector"] =
+        json!({"kubernetes.io/hostname": "ferrokube-node-2", "kubernetes.io/os": "linux"});
+    for body in [unsatisfiable, pinned] {
+        let created = t.call(Method::POST, &pods, Some(body)).await;
+        assert_eq!(created.code, 201, "{:?}", created.body);
+    }
+    let running = wait_for(&t, &format!("{pods}/pinned"), |s| {
+        s.body["status"]["phase"] == "Running"
+    })
+    .await;
+    assert_eq!(running.body["spec"]["nodeName"], "ferrokube-node-2");
+    let pending = wait_for(&t, &format!("{pods}/unsatisfiable"), |s| {
+        s.body["status"]["conditions"][0]["reason"] == "Unschedulable"
+    })
+    .await;
+    assert_eq!(
+        pending.body["status"]["phase"], "Pending",
+        "{:?}",
+        pending.body
+    );
+    assert!(
+        pending.body["spec"]["nodeName"].is_null(),
+        "{:?}",
+        pending.body
+    );
+}
