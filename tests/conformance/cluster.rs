@@ -610,3 +610,27 @@ async fn the_kubelet_leaves_pods_no_node_matches_pending() {
         pending.body
     );
 }
+
+/// A Deployment's strategy is defaulted field by field: kube-controller-manager's deployment
+/// controller reads `rollingUpdate` of a RollingUpdate strategy without checking it is there.
+async fn deployment_strategies(t: &Target, ns: &str) -> Value {
+    let deployments = format!("/apis/apps/v1/namespaces/{ns}/deployments");
+    let mut strategies = Vec::new();
+    for (name, strategy) in [
+        ("none", Value::Null),
+        ("rolling", json!({"type": "RollingUpdate"})),
+        ("surge", json!({"rollingUpdate": {"maxSurge": 2}})),
+        ("recreate", json!({"type": "Recreate"})),
+    ] {
+        let mut deployment = replica_set(name, 1);
+        deployment["kind"] = "Deployment".into();
+        if !strategy.is_null() {
+            deployment["spec"]["strategy"] = strategy;
+        }
+        let created = t.call(Method::POST, &deployments, Some(deployment)).await;
+        assert_eq!(created.code, 201, "{}: {:?}", t.name, created.body);
+        strategies.push(json!([name, created.body["spec"]["strategy"]]));
+    }
+    json!(strategies)
+}
+conformance!(deployment_strategies_are_defaulted, deployment_strategies);
