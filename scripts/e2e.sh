@@ -17,7 +17,7 @@ export KUBECONFIG FERROKUBE_E2E_ETCD FERROKUBE_KCM FERROKUBE_AUDIT_LOG
 
 status=0
 # Each end-to-end target, in turn (later issues add theirs here).
-for target in e2e_client e2e_kubeconfigs e2e_informer apiserver_conformance apiserver_tables e2e_replicaset e2e_stale e2e_leader; do
+for target in e2e_client e2e_kubeconfigs e2e_informer apiserver_conformance apiserver_tables e2e_replicaset e2e_stale e2e_leader e2e_shard; do
   echo "[e2e] cargo test --features e2e --test $target" >&2
   cargo test --features e2e --test "$target" -- --test-threads=4 || status=1
 done
@@ -32,6 +32,9 @@ cargo run -q --example dns -- --cluster || status=1
 echo "[e2e] kubectl apply --dry-run=server -f deploy/replicaset/" >&2
 kubectl apply -f deploy/replicaset/namespace.yaml >&2 || status=1
 kubectl apply --dry-run=server -f deploy/replicaset/ >&2 || status=1
+# The sharded variant (deploy/replicaset-sharded/): its own RBAC and Deployment, same namespace.
+echo "[e2e] kubectl apply --dry-run=server -f deploy/replicaset-sharded/" >&2
+kubectl apply --dry-run=server -f deploy/replicaset-sharded/ >&2 || status=1
 
 # Kubernetes' own [Conformance] specs (a focused [sig-api-machinery] set, e2e.test of 1.20.2) as a
 # yardstick, against the real server and then the embedded one; each fails only when a spec listed in
