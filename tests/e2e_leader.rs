@@ -3,47 +3,14 @@
 //! the server's own audit log (`scripts/kube-apiserver.sh` writes every write request to
 //! `$FERROKUBE_AUDIT_LOG` as JSON lines). Run by `scripts/e2e.sh`.
 
-mod common;
 mod drills;
 
-use std::path::PathBuf;
-use std::time::{Duration, SystemTime};
-
-use drills::{Cluster, Timing};
+use drills::Cluster;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn e2e_leader_drills_kill_term_and_freeze_on_kube_apiserver() {
-    let audit_log: PathBuf = std::env::var_os("FERROKUBE_AUDIT_LOG")
-        .expect("FERROKUBE_AUDIT_LOG (scripts/kube-apiserver.sh env) names the server's audit log")
-        .into();
-    let kubeconfig: PathBuf = std::env::var_os("KUBECONFIG")
-        .expect("KUBECONFIG names the real server's kubeconfig")
-        .into();
-    let folder = std::env::temp_dir().join(format!("ferrokube-e2e-leader-{}", std::process::id()));
-    std::fs::create_dir_all(&folder).expect("a folder for the drill");
-    let namespace = format!(
-        "leader-drills-{}",
-        SystemTime::now()
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .map(|d| d.as_secs())
-            .unwrap_or(0)
-    );
-    let cluster = Cluster {
-        kubeconfig,
-        client: common::client(None),
-        audit: Box::new(move || {
-            ferrokube::apiserver::audit::read_kube_apiserver_log(&audit_log).unwrap_or_default()
-        }),
-        timing: Timing {
-            lease: Duration::from_secs(15),
-            renew: Duration::from_secs(10),
-            retry: Duration::from_secs(2),
-        },
-        slack: Duration::from_secs(3),
-        freeze: Duration::from_secs(20),
-        logs: folder.clone(),
-    };
-    let report = drills::run(&cluster, &namespace).await;
+    let cluster = Cluster::kube_apiserver("e2e-leader");
+    let report = drills::run(&cluster, &drills::unique_namespace("leader-drills")).await;
     eprintln!("leader drills on kube-apiserver: {report:?}");
-    let _ = std::fs::remove_dir_all(&folder);
+    cluster.clean_up();
 }

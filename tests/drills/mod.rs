@@ -54,6 +54,101 @@ pub struct Cluster {
     pub logs: PathBuf,
 }
 
+impl Cluster {
+    /// The embedded server (stand-in kubelet, audit log on) and the drills' settings for it: short
+    /// leases (1.5 s lease, 1 s renew deadline, 0.25 s retry period) and a 5 s freeze, so that a
+    /// whole run takes seconds. `name` names the folder of the replicas' logs.
+    pub async fn embedded(name: &str) -> (ferrokube::apiserver::RunningServer, Cluster) {
+        let server = ferrokube::apiserver::ApiServer::new()
+            .kubelet(ferrokube::apiserver::KubeletSettings::default())
+            .audit(true)
+            .start()
+            .await
+            .expect("embedded server starts");
+        let logs = logs_folder(name);
+        let kubeconfig = logs.join("kubeconfig");
+        server
+            .write_kubeconfig(&kubeconfig)
+            .expect("write the kubeconfig");
+        let client = Client::new(ferrokube::Config {
+            qps: None,
+            ..ferrokube::Config::new(server.url().parse().expect("the server's URL"))
+        })
+        .expect("client");
+        let audit_log = server.audit_log();
+        let cluster = Cluster {
+            kubeconfig,
+            client,
+            audit: Box::new(move || audit_log.entries()),
+            timing: Timing {
+                lease: Duration::from_millis(1500),
+                renew: Duration::from_millis(1000),
+                retry: Duration::from_millis(250),
+            },
+            slack: Duration::from_secs(2),
+            freeze: Duration::from_secs(5),
+            logs,
+        };
+        (server, cluster)
+    }
+
+    /// The real kube-apiserver of `scripts/e2e.sh` (`$KUBECONFIG`, and its audit log at
+    /// `$FERROKUBE_AUDIT_LOG`) with client-go's durations (15 s, 10 s, 2 s) and a 20 s freeze.
+    pub fn kube_apiserver(name: &str) -> Cluster {
+        let audit_log: PathBuf = std::env::var_os("FERROKUBE_AUDIT_LOG")
+            .expect(
+                "FERROKUBE_AUDIT_LOG (scripts/kube-apiserver.sh env) names the server's audit log",
+            )
+            .into();
+        let kubeconfig: PathBuf = std::env::var_os("KUBECONFIG")
+            .expect("KUBECONFIG names the real server's kubeconfig")
+            .into();
+        let mut config =
+            ferrokube::Config::from_kubeconfig_files(std::slice::from_ref(&kubeconfig), None)
+                .expect("the kubeconfig loads");
+        // The drills poll the server often; the client's default 5 QPS would only slow them.
+        config.qps = Some(200.0);
+        config.burst = 400;
+        Cluster {
+            kubeconfig,
+            client: Client::new(config).expect("client"),
+            audit: Box::new(move || {
+                ferrokube::apiserver::audit::read_kube_apiserver_log(&audit_log).unwrap_or_default()
+            }),
+            timing: Timing {
+                lease: Duration::from_secs(15),
+                renew: Duration::from_secs(10),
+                retry: Duration::from_secs(2),
+            },
+            slack: Duration::from_secs(3),
+            freeze: Duration::from_secs(20),
+            logs: logs_folder(name),
+        }
+    }
+
+    /// Removes the replicas' logs (kept when a drill fails, for a look).
+    pub fn clean_up(&self) {
+        let _ = std::fs::remove_dir_all(&self.logs);
+    }
+}
+
+/// A fresh folder for one run's logs, under the temporary directory.
+fn logs_folder(name: &str) -> PathBuf {
+    let folder = std::env::temp_dir().join(format!("ferrokube-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&folder);
+    std::fs::create_dir_all(&folder).expect("a folder for the drill");
+    folder
+}
+
+/// `prefix-<seconds since the epoch>`: a namespace of its own on a server that outlives the run.
+pub fn unique_namespace(prefix: &str) -> String {
+    let seconds = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    format!("{prefix}-{seconds}")
+}
+
 /// The leader-election durations every replica gets.
 #[derive(Debug, Clone, Copy)]
 pub struct Timing {
