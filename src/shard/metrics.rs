@@ -142,3 +142,33 @@ impl ShardMetrics {
             .inc();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shard_metrics_are_exposed_by_ring_and_member() {
+        let mut registry = Registry::default();
+        let metrics = ShardMetrics::register(&mut registry);
+        metrics.set_objects("rs", "a", 7);
+        metrics.set_members("rs", 3);
+        metrics.assigned("rs", "a", Some(0.004));
+        metrics.moved("rs", "b");
+        metrics.drain_asked("rs", "a");
+        metrics.handed_over("rs", "a");
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).expect("encodes");
+        for line in [
+            "shard_objects{ring=\"rs\",member=\"a\"} 7",
+            "shard_members{ring=\"rs\"} 3",
+            "shard_assignments_total{ring=\"rs\",member=\"a\"} 1",
+            "shard_moves_total{ring=\"rs\",member=\"b\"} 1",
+            "shard_drains_total{ring=\"rs\",member=\"a\"} 1",
+            "shard_handovers_total{ring=\"rs\",member=\"a\"} 1",
+            "shard_assignment_seconds_count{ring=\"rs\"} 1",
+        ] {
+            assert!(text.contains(line), "{line} missing from:\n{text}");
+        }
+    }
+}
