@@ -48,7 +48,8 @@
 //! ReplicaSets instead of all of them. It holds its own Lease `NAME-shard-<ID>` in
 //! `--lease-namespace`, one replica assigns ReplicaSets to members by labelling them, and each
 //! caches and syncs only the ReplicaSets and pods with its label. A replica that loses its Lease
-//! exits 1; SIGTERM stops it gracefully and gives its share back. `--reconcile-log PATH` appends
+//! exits 1; SIGTERM stops its syncs, then releases its Lease, and the assigner moves its share at
+//! once. `--reconcile-log PATH` appends
 //! one JSON line per sync (the drills use it to check that no two replicas sync one ReplicaSet at
 //! once).
 //!

@@ -15,6 +15,7 @@
 //! write that passed the gate just before it closed and is still on its way, and clocks that run at
 //! slightly different rates on different machines (see the [module docs](super)).
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -140,6 +141,8 @@ pub(crate) struct Settings {
     pub(crate) identity: String,
     pub(crate) timings: Timings,
     pub(crate) release_on_cancel: bool,
+    /// Labels of the Lease when this elector creates it.
+    pub(crate) labels: BTreeMap<String, String>,
 }
 
 impl Settings {
@@ -159,6 +162,7 @@ pub struct LeaderElectorBuilder {
     release_on_cancel: bool,
     metrics: Option<LeaderMetrics>,
     callbacks: Callbacks,
+    labels: BTreeMap<String, String>,
 }
 
 impl LeaderElectorBuilder {
@@ -172,6 +176,7 @@ impl LeaderElectorBuilder {
             release_on_cancel: true,
             metrics: None,
             callbacks: Callbacks::default(),
+            labels: BTreeMap::new(),
         }
     }
 
@@ -198,6 +203,13 @@ impl LeaderElectorBuilder {
     /// Default 2 s ([`DEFAULT_RETRY_PERIOD`]).
     pub fn retry_period(mut self, duration: Duration) -> Self {
         self.timings.retry_period = duration;
+        self
+    }
+
+    /// Labels the Lease gets when this elector creates it (so that others can select it, as the
+    /// shard assigner selects its ring's member Leases). Default: none.
+    pub fn lease_labels(mut self, labels: BTreeMap<String, String>) -> Self {
+        self.labels = labels;
         self
     }
 
@@ -272,6 +284,7 @@ impl LeaderElectorBuilder {
             identity,
             timings: self.timings,
             release_on_cancel: self.release_on_cancel,
+            labels: self.labels,
         };
         // The elector's own requests must never wait for the leadership they keep alive.
         Ok(LeaderElector::new(

@@ -361,7 +361,11 @@ impl LeaderElector {
         let write = match observed.lease() {
             None => {
                 let spec = record::acquired(None, identity, seconds, record::now());
-                let lease = record::new_lease(&self.settings.namespace, &self.settings.name, spec);
+                let mut lease =
+                    record::new_lease(&self.settings.namespace, &self.settings.name, spec);
+                if !self.settings.labels.is_empty() {
+                    lease.metadata.labels = Some(self.settings.labels.clone());
+                }
                 self.bounded(self.api.create(&params, &lease)).await
             }
             Some(current) => {

@@ -2,31 +2,44 @@
 //! nothing extra to deploy) decides which member owns each object and writes it down.
 //!
 //! ```text
-//!  Leases <ring>-shard-*  ──watch──▶ liveness (each Lease's last change, on this replica's clock)
-//!                                        │ every tick: live set changed? ─▶ new HashRing, queue every object
+//!  member Leases (label shard.ferrokube.dev/ring) ──watch──▶ liveness, on this replica's clock
+//!      │ every tick: fence the dead, renew or lift fences; states changed? ─▶ new HashRing, queue all
 //!  primary objects (all) ──watch──▶ queue of keys ──▶ worker: desired = ring.owner(key)
 //!
-//!   owner label   what the worker does                                         metric
-//!   ───────────   ──────────────────────────────────────────────────────────   ──────────────
-//!   none          label it desired (resourceVersion precondition)             assignments
-//!   = desired     nothing (clears a stale drain label)
-//!   live A        label drain = desired; A hands it over when its worker      drains
-//!                 gets to it (see super::gate)
-//!   dead A        relabel A's children of it (found by a LIST of A's label,   moves
-//!                 once per dead member), then the object: owner = desired,
-//!                 handover annotation = last child's resourceVersion
+//!   owner label    what the worker does                                          metric
+//!   ────────────   ───────────────────────────────────────────────────────────   ───────────
+//!   none           label it desired (resourceVersion precondition)              assignments
+//!   = desired      nothing
+//!   live A         label drain = desired, unless a drain is already set: A      drains
+//!                  hands it over to the drain's member when its worker gets to
+//!                  it (see super::gate); a drain is never changed or cleared
+//!                  while A is live, so a handover retried halfway goes on to
+//!                  the same member (a later move fixes a target that is no
+//!                  longer right)
+//!   unknown A      nothing yet (wait until A is seen renewing, or not)
+//!   dead A         nothing yet: the next tick fences A's Lease
+//!   fenced A       relabel A's children of it (from one LIST of A's label, and   moves
+//!                  of the drain member's label if a handover was under way),
+//!                  then the object: owner = desired, handover annotation
 //! ```
 //!
-//! **Dead** means: the Lease was released (no holder), is gone, or has not changed for its
-//! `leaseDurationSeconds` as measured on this replica's monotonic clock. The member's own write
-//! gate shut a renew deadline after its last renewal, which is earlier, so by the time its
-//! objects move nothing it sends can land (the same argument as leader election's). A new assigner
-//! starts counting from when it first sees each Lease, so it may take up to one lease duration to
-//! notice a member that died before it was elected.
+//! **Dead** means: the Lease was released (no holder), or has not changed for the lease duration
+//! as measured on this replica's monotonic clock, or a label names a member that has had no Lease
+//! for that long. The member's own write gate shut a renew deadline after its last renewal, which
+//! is earlier, so nothing it sends can land once it is dead (the same argument as leader
+//! election's). A new assigner counts from when it first sees each Lease, so it may take up to one
+//! lease duration to notice a member that died before it was elected.
 //!
-//! Every write the assigner makes goes through a client gated by its own election, and carries the
-//! object's resourceVersion as a precondition, so an assigner deposed mid-write, or working from
-//! a stale cache, fails with a conflict instead of overwriting.
+//! **Fenced**: before it moves anything of a dead member, the assigner writes its own holder into
+//! that member's Lease (creating it if there is none), and renews it, so that no incarnation of the
+//! member, not even one restarted under the same name, can join while its objects are half moved.
+//! Once no object is labelled for it, the assigner deletes the Lease: the member may join again,
+//! and a member that never returns leaves nothing behind.
+//!
+//! The assigner's writes go through a client gated by its own election. Object writes carry the
+//! object's resourceVersion as a precondition, so an assigner deposed mid-write, or working from a
+//! stale cache, fails with a conflict instead of overwriting; the relabels of children carry none
+//! (they only set the label, and a child already relabelled is relabelled again to the same).
 //!
 //! **Cost.** The assigner caches every primary object (not the dependents): for the ReplicaSet
 //! sample, the ReplicaSets and not the Pods. A new object is labelled one watch event and one PATCH
@@ -36,18 +49,20 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use parking_lot::Mutex;
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
 use super::ShardError;
-use super::dependents::{ChildRef, DependentKind, relabel};
+use super::dependents::{ChildRef, DependentKind, MovedChildren};
+use super::marks::RING_LABEL;
 use super::member::ShardMember;
 use super::ring::HashRing;
-use crate::api::{Patch, PatchParams, PostParams};
-use crate::informer::{HandlerFns, Lister, ObjectKey, Scope, SharedIndexInformer};
-use crate::leader::{LeaderElector, Leadership};
+use crate::api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions};
+use crate::informer::{HandlerFns, LabelSelector, ObjectKey, Scope, SharedIndexInformer};
+use crate::leader::{LeaderElector, Leadership, RunOutcome};
 use crate::workqueue::WorkQueue;
 use crate::{Api, ApiResource, Client, DynamicObject, ListWatch, Object};
 
@@ -58,7 +73,7 @@ const TICK: Duration = Duration::from_millis(500);
 const WORKERS: usize = 4;
 
 /// Runs this replica's candidacy for the assigner's Lease until `shutdown`, assigning objects of
-/// `K` in `scope` while elected.
+/// `K` in `scope` while elected. A lost election is campaigned for again.
 pub(crate) async fn run_candidacy<K: Object + k8s_openapi::Resource>(
     member: ShardMember,
     scope: Scope,
@@ -78,8 +93,9 @@ pub(crate) async fn run_candidacy<K: Object + k8s_openapi::Resource>(
     let assigning = async {
         loop {
             if leadership.acquired().await.is_err() {
-                // Not yet: the elector stopped (shutdown); nothing more to do.
-                std::future::pending::<()>().await;
+                // The elector stopped (shutdown, or between two campaigns): wait for the next.
+                tokio::time::sleep(member.timings().retry_period).await;
+                continue;
             }
             let assigner = Assigner::<K>::new(&member, &scope, dependents.clone(), &leadership);
             let lost = leadership.lost();
@@ -91,11 +107,23 @@ pub(crate) async fn run_candidacy<K: Object + k8s_openapi::Resource>(
             tracing::info!(ring = %member.marks().ring(), member = %member.identity(), "no longer the assigner");
         }
     };
-    tokio::select! {
-        outcome = elector.run(shutdown) => {
-            tracing::info!(ring = %member.marks().ring(), ?outcome, "assigner candidacy ended");
-            outcome?;
+    let campaigns = async {
+        let mut shutdown = std::pin::pin!(shutdown);
+        loop {
+            let outcome = elector.run(shutdown.as_mut()).await?;
+            match outcome {
+                RunOutcome::Lost(reason) => {
+                    tracing::warn!(ring = %member.marks().ring(), %reason, "lost the assigner Lease; campaigning again");
+                }
+                outcome => {
+                    tracing::info!(ring = %member.marks().ring(), ?outcome, "assigner candidacy ended");
+                    return Ok::<(), ShardError>(());
+                }
+            }
         }
+    };
+    tokio::select! {
+        ended = campaigns => ended?,
         () = assigning => {}
     }
     Ok(())
@@ -105,9 +133,10 @@ pub(crate) async fn run_candidacy<K: Object + k8s_openapi::Resource>(
 /// (see [`Liveness::Fenced`]). Not a valid member name, so no member can mistake it for itself.
 const FENCE_HOLDER: &str = "ferrokube.dev/fenced-by-assigner";
 
-/// What the assigner knows of one member Lease, on its own monotonic clock.
+/// What the assigner knows of one member, on its own monotonic clock.
 struct Seen {
-    resource_version: String,
+    /// Its Lease's resourceVersion (`None`: no Lease).
+    resource_version: Option<String>,
     first_seen: Instant,
     /// When the Lease last changed since this assigner first saw it; `None`: not yet.
     changed_at: Option<Instant>,
@@ -120,18 +149,17 @@ struct Seen {
 enum Liveness {
     /// Its Lease names it and changed within the lease duration: it gets objects.
     Live,
-    /// Its Lease names it, but this assigner has not yet seen it renewed (it was elected less than
-    /// a lease duration ago): its objects stay where they are, it gets no new ones, and no live
-    /// member is drained until it is known.
+    /// Its Lease names it but this assigner has not seen it renewed yet (it was elected less than a
+    /// lease duration ago), or a label names it and it has no Lease (yet): its objects stay where
+    /// they are, no object is assigned or drained until it is known.
     Unknown,
-    /// Released, or not renewed for the lease duration: its write gate is shut; the assigner
-    /// fences its Lease before moving anything.
+    /// Released, not renewed for the lease duration, or without a Lease for that long: its write
+    /// gate is shut; the assigner fences its Lease before moving anything.
     Dead,
     /// Its Lease holds the fence: no incarnation of it can be active, so its objects (children
-    /// first, then the object) move to live members. The fence is renewed until it owns nothing,
-    /// then lifted (released), and the member may join again. Without the fence, a member
-    /// restarted under the same name would see an object still labelled for it whose children
-    /// had already been moved away, and create them again.
+    /// first, then the object) move to live members. Without the fence, a member restarted under
+    /// the same name would see an object still labelled for it whose children had already been
+    /// moved away, and create them again.
     Fenced,
 }
 
@@ -146,14 +174,22 @@ impl Liveness {
     }
 }
 
-/// The liveness of `member` whose Lease names `holder`, given what was `seen` of it by `now`.
+/// The liveness of `member` whose Lease names `holder` (`None` inside: no Lease at all), given
+/// what was `seen` of it by `now`.
 fn liveness(
     member: &str,
-    holder: Option<&str>,
+    holder: Option<Option<&str>>,
     seen: &Seen,
     now: Instant,
     lease: Duration,
 ) -> Liveness {
+    let Some(holder) = holder else {
+        return if now.duration_since(seen.first_seen) < lease {
+            Liveness::Unknown
+        } else {
+            Liveness::Dead
+        };
+    };
     match holder {
         Some(FENCE_HOLDER) => Liveness::Fenced,
         Some(holder) if holder == member => match seen.changed_at {
@@ -179,14 +215,15 @@ struct Assigner<K> {
     ring: watch::Sender<Members>,
     /// When each object still without a member was first seen (for `shard_assignment_seconds`).
     unassigned_since: Arc<Mutex<HashMap<ObjectKey, Instant>>>,
-    /// Children of dead members, by member then owner uid, from one LIST each: the list's
-    /// resourceVersion and what it found still to relabel.
+    /// Children of fenced members, from one LIST each: what is still to relabel, by owner uid.
     sweeps: tokio::sync::Mutex<HashMap<String, Sweep>>,
+    /// Moves begun and not finished: the children relabelled so far.
+    moved: MovedChildren,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 struct Members {
-    /// Every member with a Lease.
+    /// Every member with a Lease, or named by an object's label.
     states: BTreeMap<String, Liveness>,
     /// The live ones: the ring is over them.
     live: BTreeSet<String>,
@@ -201,10 +238,12 @@ impl Members {
         }
     }
 
+    /// A member the last tick did not see (its label appeared since): unknown until it does.
     fn state(&self, member: &str) -> Liveness {
-        // No Lease at all (deleted, or a label naming a member that never joined): nothing can
-        // act as it without first creating its Lease, which the assigner would see.
-        self.states.get(member).copied().unwrap_or(Liveness::Fenced)
+        self.states
+            .get(member)
+            .copied()
+            .unwrap_or(Liveness::Unknown)
     }
 
     fn any_unknown(&self) -> bool {
@@ -212,6 +251,7 @@ impl Members {
     }
 }
 
+/// A fenced member's children, listed once (again when an object moved to it after the list).
 struct Sweep {
     version: u64,
     by_owner: HashMap<String, Vec<(usize, ChildRef)>>,
@@ -236,7 +276,8 @@ impl<K: Object + k8s_openapi::Resource> Assigner<K> {
         if let Some(fields) = &scope.field_selector {
             list_watch = list_watch.fields(fields);
         }
-        let leases = ListWatch::new(Api::<Lease>::namespaced(base.clone(), member.namespace()));
+        let leases = ListWatch::new(Api::<Lease>::namespaced(base.clone(), member.namespace()))
+            .labels(&format!("{RING_LABEL}={}", member.marks().ring()));
         Assigner {
             member: member.clone(),
             client: base.with_write_gate(leadership.clone()),
@@ -250,6 +291,7 @@ impl<K: Object + k8s_openapi::Resource> Assigner<K> {
             ring: watch::Sender::new(Members::default()),
             unassigned_since: Arc::new(Mutex::new(HashMap::new())),
             sweeps: tokio::sync::Mutex::new(HashMap::new()),
+            moved: MovedChildren::default(),
         }
     }
 
@@ -257,6 +299,9 @@ impl<K: Object + k8s_openapi::Resource> Assigner<K> {
         self.queue.shut_down();
         self.primaries.stop();
         self.leases.stop();
+        if let Some(metrics) = self.member.metrics() {
+            metrics.set_members(self.member.marks().ring(), 0);
+        }
     }
 
     async fn run(&self) {
@@ -265,38 +310,26 @@ impl<K: Object + k8s_openapi::Resource> Assigner<K> {
         let owner_label = self.member.marks().owner_label().to_string();
         let queue = self.queue.clone();
         let unassigned = self.unassigned_since.clone();
-        let queue_update = self.queue.clone();
-        let unassigned_update = self.unassigned_since.clone();
-        let label_of = move |object: &K| {
-            object
+        // Every added or changed object is queued; one without a member is timed from now.
+        let seen = Arc::new(move |object: &Arc<K>| {
+            let key = ObjectKey::of(object.as_ref());
+            let has_owner = object
                 .meta()
                 .labels
                 .as_ref()
-                .and_then(|l| l.get(&owner_label))
-                .is_some()
-        };
-        let label_of_update = label_of.clone();
+                .is_some_and(|l| l.contains_key(&owner_label));
+            if !has_owner {
+                unassigned
+                    .lock()
+                    .entry(key.clone())
+                    .or_insert_with(Instant::now);
+            }
+            queue.add(key);
+        });
+        let on_update = seen.clone();
         let handlers = HandlerFns::<K>::new()
-            .on_add(move |object, _| {
-                let key = ObjectKey::of(object.as_ref());
-                if !label_of(object) {
-                    unassigned
-                        .lock()
-                        .entry(key.clone())
-                        .or_insert_with(Instant::now);
-                }
-                queue.add(key);
-            })
-            .on_update(move |_, object| {
-                let key = ObjectKey::of(object.as_ref());
-                if !label_of_update(object) {
-                    unassigned_update
-                        .lock()
-                        .entry(key.clone())
-                        .or_insert_with(Instant::now);
-                }
-                queue_update.add(key);
-            });
+            .on_add(move |object, _| seen(object))
+            .on_update(move |_, object| on_update(object));
         let started = self
             .leases
             .start()
@@ -317,27 +350,37 @@ impl<K: Object + k8s_openapi::Resource> Assigner<K> {
         }
     }
 
-    /// Re-reads the member Leases every tick: works out each member's [`Liveness`], fences dead
-    /// members, renews and lifts fences; when the set changes, rebuilds the ring and queues every
-    /// object.
+    /// Every tick: works out each member's [`Liveness`] from its Lease (or its absence, for a
+    /// member only a label names), fences dead members, renews fences and lifts those of members
+    /// that own nothing any more; when a state changes, rebuilds the ring and queues every object.
     async fn watch_members(&self) {
         let marks = self.member.marks().clone();
+        let lease_duration = self.member.timings().lease_duration;
+        let retry_period = self.member.timings().retry_period;
         let mut seen: HashMap<String, Seen> = HashMap::new();
-        let lister: Lister<Lease> = self.leases.lister();
         let mut ticks = tokio::time::interval(TICK);
         loop {
             ticks.tick().await;
             let now = Instant::now();
+            let leases: HashMap<String, Arc<Lease>> = self
+                .leases
+                .lister()
+                .list(&LabelSelector::everything())
+                .into_iter()
+                .filter_map(|lease| {
+                    let name = lease.metadata.name.as_deref()?;
+                    let member = marks.member_of_lease(name)?.to_string();
+                    Some((member, lease))
+                })
+                .collect();
+            let labelled = self.labelled_members();
+            let names: BTreeSet<String> = leases.keys().cloned().chain(labelled.clone()).collect();
+            seen.retain(|member, _| names.contains(member));
             let mut members = Members::default();
-            for lease in lister.list(&crate::informer::LabelSelector::everything()) {
-                let Some(name) = lease.metadata.name.as_deref() else {
-                    continue;
-                };
-                let Some(member) = marks.member_of_lease(name) else {
-                    continue;
-                };
-                let version = lease.resource_version().to_string();
-                let entry = seen.entry(member.to_string()).or_insert_with(|| Seen {
+            for member in &names {
+                let lease = leases.get(member);
+                let version = lease.map(|l| l.resource_version().to_string());
+                let entry = seen.entry(member.clone()).or_insert_with(|| Seen {
                     resource_version: version.clone(),
                     first_seen: now,
                     changed_at: None,
@@ -347,31 +390,37 @@ impl<K: Object + k8s_openapi::Resource> Assigner<K> {
                     entry.resource_version = version;
                     entry.changed_at = Some(now);
                 }
-                let holder = lease
-                    .spec
-                    .as_ref()
-                    .and_then(|s| s.holder_identity.as_deref());
-                let liveness = liveness(
-                    member,
-                    holder,
-                    entry,
-                    now,
-                    self.member.timings().lease_duration,
-                );
-                members.insert(member, liveness);
-                match liveness {
-                    Liveness::Dead => self.fence(&lease, entry).await,
-                    Liveness::Fenced => {
-                        if self.owns_nothing(member) {
-                            self.lift_fence(&lease, member).await;
-                        } else if entry.fence_renewed.is_none_or(|at| {
-                            now.duration_since(at) >= self.member.timings().retry_period
-                        }) {
-                            self.fence(&lease, entry).await;
+                let holder =
+                    lease.map(|l| l.spec.as_ref().and_then(|s| s.holder_identity.as_deref()));
+                let state = match liveness(member, holder, entry, now, lease_duration) {
+                    Liveness::Dead => {
+                        if self.fence(member, lease.map(Arc::as_ref)).await {
+                            entry.fence_renewed = Some(now);
+                            Liveness::Fenced
+                        } else {
+                            Liveness::Dead
                         }
                     }
-                    Liveness::Live | Liveness::Unknown => {}
-                }
+                    Liveness::Fenced if !labelled.contains(member) => {
+                        if let Some(lease) = lease {
+                            self.lift_fence(member, lease).await;
+                        }
+                        // Gone from the ring's books either way: a member that joins again
+                        // starts as unknown.
+                        continue;
+                    }
+                    Liveness::Fenced => {
+                        let due = entry
+                            .fence_renewed
+                            .is_none_or(|at| now.duration_since(at) >= retry_period);
+                        if due && self.fence(member, lease.map(Arc::as_ref)).await {
+                            entry.fence_renewed = Some(now);
+                        }
+                        Liveness::Fenced
+                    }
+                    other => other,
+                };
+                members.insert(member, state);
             }
             members.ring = HashRing::new(members.live.iter().cloned());
             let changed = self.ring.send_if_modified(|current| {
@@ -397,55 +446,82 @@ impl<K: Object + k8s_openapi::Resource> Assigner<K> {
         }
     }
 
-    /// Whether no object in the cache is labelled as `member`'s any more.
-    fn owns_nothing(&self, member: &str) -> bool {
+    /// The members some cached object is labelled for.
+    fn labelled_members(&self) -> BTreeSet<String> {
         let label = self.member.marks().owner_label();
-        !self.primaries.store().list().iter().any(|object| {
-            object
-                .meta()
-                .labels
-                .as_ref()
-                .and_then(|l| l.get(label))
-                .map(String::as_str)
-                == Some(member)
-        })
+        self.primaries
+            .store()
+            .list()
+            .iter()
+            .filter_map(|object| object.meta().labels.as_ref()?.get(label).cloned())
+            .collect()
     }
 
-    /// Writes (or renews) the fence on a dead member's Lease: holder [`FENCE_HOLDER`], so that no
-    /// incarnation of that member can join while its objects move. A conflict (the member took
-    /// its Lease again first) is left for the next tick.
-    async fn fence(&self, lease: &Lease, seen: &mut Seen) {
-        let mut fenced = lease.clone();
-        let spec = fenced.spec.get_or_insert_with(Default::default);
-        spec.holder_identity = Some(FENCE_HOLDER.to_string());
-        spec.renew_time = Some(crate::leader::record::now());
-        let name = lease.metadata.name.clone().unwrap_or_default();
+    /// Writes (or renews) the fence on `member`'s Lease, creating the Lease if it has none: holder
+    /// [`FENCE_HOLDER`], so that no incarnation of that member can join while its objects move.
+    /// False if the write failed (a conflict: the member took its Lease again first; the next tick
+    /// sees it).
+    async fn fence(&self, member: &str, lease: Option<&Lease>) -> bool {
+        let marks = self.member.marks();
         let api = Api::<Lease>::namespaced(self.client.clone(), self.member.namespace());
-        match api.replace(&name, &PostParams::default(), &fenced).await {
+        let name = marks.member_lease(member);
+        let now = Some(crate::leader::record::now());
+        let result = match lease {
+            Some(lease) => {
+                let mut fenced = lease.clone();
+                let spec = fenced.spec.get_or_insert_with(Default::default);
+                spec.holder_identity = Some(FENCE_HOLDER.to_string());
+                spec.renew_time = now;
+                api.replace(&name, &PostParams::default(), &fenced).await
+            }
+            None => {
+                let fenced = Lease {
+                    metadata: ObjectMeta {
+                        name: Some(name.clone()),
+                        namespace: Some(self.member.namespace().to_string()),
+                        labels: Some([(RING_LABEL.to_string(), marks.ring().to_string())].into()),
+                        ..ObjectMeta::default()
+                    },
+                    spec: Some(LeaseSpec {
+                        holder_identity: Some(FENCE_HOLDER.to_string()),
+                        renew_time: now,
+                        ..LeaseSpec::default()
+                    }),
+                };
+                api.create(&PostParams::default(), &fenced).await
+            }
+        };
+        match result {
             Ok(_) => {
-                seen.fence_renewed = Some(Instant::now());
-                tracing::debug!(ring = %self.member.marks().ring(), lease = %name, "fenced");
+                tracing::debug!(ring = %marks.ring(), %member, "fenced");
+                true
             }
             Err(error) => {
-                tracing::debug!(ring = %self.member.marks().ring(), lease = %name, %error, "fence not written")
+                tracing::debug!(ring = %marks.ring(), %member, %error, "fence not written");
+                false
             }
         }
     }
 
-    /// Releases a fenced Lease whose member owns nothing any more: the member may join again.
-    async fn lift_fence(&self, lease: &Lease, member: &str) {
-        let mut released = lease.clone();
-        let spec = released.spec.get_or_insert_with(Default::default);
-        spec.holder_identity = Some(String::new());
-        spec.renew_time = Some(crate::leader::record::now());
-        let name = lease.metadata.name.clone().unwrap_or_default();
+    /// Deletes the fenced Lease of a member no object is labelled for any more (precondition: the
+    /// fence's own resourceVersion): the member may join again, and one that never does leaves
+    /// nothing behind.
+    async fn lift_fence(&self, member: &str, lease: &Lease) {
+        let marks = self.member.marks();
         let api = Api::<Lease>::namespaced(self.client.clone(), self.member.namespace());
-        match api.replace(&name, &PostParams::default(), &released).await {
+        let params = DeleteParams {
+            preconditions: Some(Preconditions {
+                uid: None,
+                resource_version: lease.metadata.resource_version.clone(),
+            }),
+            ..DeleteParams::default()
+        };
+        match api.delete(&marks.member_lease(member), &params).await {
             Ok(_) => {
-                tracing::info!(ring = %self.member.marks().ring(), %member, "every object moved; the member may join again")
+                tracing::info!(ring = %marks.ring(), %member, "every object moved; fence lifted")
             }
             Err(error) => {
-                tracing::debug!(ring = %self.member.marks().ring(), lease = %name, %error, "fence not lifted")
+                tracing::debug!(ring = %marks.ring(), %member, %error, "fence not lifted")
             }
         }
     }
@@ -479,6 +555,9 @@ impl<K: Object + k8s_openapi::Resource> Assigner<K> {
         let drain = labels.get(marks.drain_label());
         let ring = marks.ring();
         match owner {
+            // While a member is unknown the ring may still change: wait (at most a lease
+            // duration) rather than assign or move twice.
+            _ if members.any_unknown() => {}
             None => {
                 self.write(
                     &object,
@@ -493,16 +572,11 @@ impl<K: Object + k8s_openapi::Resource> Assigner<K> {
                 tracing::debug!(%ring, %key, to = %desired, "assigned");
                 pipeline_event!(stage = "shard", op = "owner", instance = %ring, key = %key, state = %desired, cause = "assigned");
             }
-            Some(owner) if *owner == desired => {
-                if drain.is_some() {
-                    self.write(&object, json!({marks.drain_label(): Value::Null}), None)
-                        .await?;
-                }
-            }
+            Some(owner) if *owner == desired && drain.is_none() => {}
             Some(owner) if members.state(owner) == Liveness::Live => {
-                // While a member is unknown the ring may still change: move nothing between
-                // live members yet.
-                if drain != Some(&desired) && !members.any_unknown() {
+                // A drain already set stays until the owner hands over (then the object is
+                // moved again if its target is no longer right).
+                if drain.is_none() {
                     self.write(&object, json!({marks.drain_label(): desired}), None)
                         .await?;
                     if let Some(metrics) = self.member.metrics() {
@@ -513,17 +587,19 @@ impl<K: Object + k8s_openapi::Resource> Assigner<K> {
                 }
             }
             Some(owner) if members.state(owner) != Liveness::Fenced => {
-                // Unknown (wait to see it renew) or dead but not yet fenced (next tick): later.
+                // Dead but not yet fenced: the next tick fences it, and queues everything again.
             }
             Some(dead) => {
-                let last = self.move_children(&object, dead, &desired).await?;
-                let annotation = last.map_or(Value::Null, |v| Value::String(v.to_string()));
+                self.move_children(key, &object, dead, drain.map(String::as_str), &desired)
+                    .await?;
+                let annotation = self.moved.annotation(key);
                 self.write(
                     &object,
                     json!({marks.owner_label(): desired, marks.drain_label(): Value::Null}),
                     Some(annotation),
                 )
                 .await?;
+                self.moved.finish(key);
                 if let Some(metrics) = self.member.metrics() {
                     metrics.moved(ring, &desired);
                 }
@@ -534,31 +610,31 @@ impl<K: Object + k8s_openapi::Resource> Assigner<K> {
         Ok(())
     }
 
-    /// Relabels `dead`'s children of `object` to `to`; the resourceVersion of the last relabel.
+    /// Relabels to `to` the children of `object` that the fenced member `dead` holds (from one
+    /// LIST of its label per kind) and, if a handover to `draining_to` was under way, those
+    /// already moved to that member (from a LIST of its label in the object's namespace). Each
+    /// child leaves the sweep only once relabelled, and its version is kept in `moved`, so a
+    /// retry after a failure goes on where this one stopped.
     async fn move_children(
         &self,
+        key: &ObjectKey,
         object: &K,
         dead: &str,
+        draining_to: Option<&str>,
         to: &str,
-    ) -> Result<Option<u64>, ShardError> {
+    ) -> Result<(), ShardError> {
         if self.dependents.is_empty() {
-            return Ok(None);
+            return Ok(());
         }
         let uid = object.meta().uid.clone().unwrap_or_default();
         let object_version: u64 = object.resource_version().parse().unwrap_or(u64::MAX);
+        let marks = self.member.marks();
         let mut sweeps = self.sweeps.lock().await;
-        let stale = sweeps.get(dead).is_none_or(|s| s.version < object_version);
-        if stale {
+        if sweeps.get(dead).is_none_or(|s| s.version < object_version) {
             let mut by_owner: HashMap<String, Vec<(usize, ChildRef)>> = HashMap::new();
             let mut version = u64::MAX;
             for (index, dependents) in self.dependents.iter().enumerate() {
-                let (listed_at, children) = dependents
-                    .list_marked(&self.client, self.member.marks(), dead)
-                    .await
-                    .map_err(|source| ShardError::Write {
-                        what: format!("list {} of {dead}", dependents.resource().kind),
-                        source,
-                    })?;
+                let (listed_at, children) = self.list(dependents.as_ref(), dead, None).await?;
                 version = version.min(listed_at);
                 for child in children {
                     let owner = child.owner_uid.clone().unwrap_or_default();
@@ -567,31 +643,56 @@ impl<K: Object + k8s_openapi::Resource> Assigner<K> {
             }
             sweeps.insert(dead.to_string(), Sweep { version, by_owner });
         }
-        let children = sweeps
-            .get_mut(dead)
-            .and_then(|s| s.by_owner.remove(&uid))
+        let mut children: Vec<(usize, ChildRef)> = sweeps
+            .get(dead)
+            .and_then(|s| s.by_owner.get(&uid))
+            .cloned()
             .unwrap_or_default();
         drop(sweeps);
-        let mut last = None;
-        for (index, child) in &children {
-            let dependents = &self.dependents[*index];
-            let written = relabel(
-                &self.client,
-                dependents.resource(),
-                self.member.marks(),
-                child,
-                to,
-            )
-            .await
-            .map_err(|source| ShardError::Write {
-                what: format!("relabel {} {}", dependents.resource().kind, child.name),
-                source,
-            })?;
-            if let Some(version) = written {
-                last = Some(last.map_or(version, |l: u64| l.max(version)));
+        if let Some(target) = draining_to.filter(|t| *t != dead && *t != to) {
+            for (index, dependents) in self.dependents.iter().enumerate() {
+                let (_, listed) = self
+                    .list(
+                        dependents.as_ref(),
+                        target,
+                        object.meta().namespace.as_deref(),
+                    )
+                    .await?;
+                children.extend(
+                    listed
+                        .into_iter()
+                        .filter(|c| c.owner_uid.as_deref() == Some(uid.as_str()))
+                        .map(|c| (index, c)),
+                );
             }
         }
-        Ok(last)
+        for (index, child) in &children {
+            let dependents = self.dependents[*index].as_ref();
+            self.moved
+                .relabel(key, &self.client, marks, dependents, child, to)
+                .await?;
+            if let Some(sweep) = self.sweeps.lock().await.get_mut(dead)
+                && let Some(left) = sweep.by_owner.get_mut(&uid)
+            {
+                left.retain(|(_, c)| c != child);
+            }
+        }
+        Ok(())
+    }
+
+    async fn list(
+        &self,
+        dependents: &dyn DependentKind,
+        member: &str,
+        namespace: Option<&str>,
+    ) -> Result<(u64, Vec<ChildRef>), ShardError> {
+        dependents
+            .list_marked(&self.client, self.member.marks(), member, namespace)
+            .await
+            .map_err(|source| ShardError::Read {
+                what: format!("list {} of {member}", dependents.resource().kind),
+                source,
+            })
     }
 
     /// A merge patch of `object`'s labels (and the handover annotation), with its
@@ -637,7 +738,7 @@ mod tests {
 
     fn seen(first_seen: Instant, changed_at: Option<Instant>) -> Seen {
         Seen {
-            resource_version: "1".into(),
+            resource_version: Some("1".into()),
             first_seen,
             changed_at,
             fence_renewed: None,
@@ -649,50 +750,65 @@ mod tests {
         let lease = Duration::from_secs(15);
         let t0 = Instant::now();
         let at = |s: u64| t0 + Duration::from_secs(s);
+        let held = Some(Some("a"));
         // Never seen renewing: unknown for a lease duration from first sight, then dead.
         assert_eq!(
-            liveness("a", Some("a"), &seen(t0, None), at(14), lease),
+            liveness("a", held, &seen(t0, None), at(14), lease),
             Liveness::Unknown
         );
         assert_eq!(
-            liveness("a", Some("a"), &seen(t0, None), at(15), lease),
+            liveness("a", held, &seen(t0, None), at(15), lease),
             Liveness::Dead
         );
         // Seen renewing: live until a lease duration passes without a change.
         assert_eq!(
-            liveness("a", Some("a"), &seen(t0, Some(at(3))), at(17), lease),
+            liveness("a", held, &seen(t0, Some(at(3))), at(17), lease),
             Liveness::Live
         );
         assert_eq!(
-            liveness("a", Some("a"), &seen(t0, Some(at(3))), at(18), lease),
+            liveness("a", held, &seen(t0, Some(at(3))), at(18), lease),
             Liveness::Dead
         );
         // Released, or held by someone else: dead at once; the fence is the fence.
+        let after = seen(t0, Some(at(3)));
         assert_eq!(
-            liveness("a", Some(""), &seen(t0, Some(at(3))), at(4), lease),
+            liveness("a", Some(Some("")), &after, at(4), lease),
             Liveness::Dead
         );
         assert_eq!(
-            liveness("a", None, &seen(t0, Some(at(3))), at(4), lease),
+            liveness("a", Some(None), &after, at(4), lease),
             Liveness::Dead
         );
         assert_eq!(
-            liveness("a", Some("b"), &seen(t0, Some(at(3))), at(4), lease),
+            liveness("a", Some(Some("b")), &after, at(4), lease),
             Liveness::Dead
         );
+        let fenced = Some(Some(FENCE_HOLDER));
         assert_eq!(
-            liveness("a", Some(FENCE_HOLDER), &seen(t0, None), at(0), lease),
+            liveness("a", fenced, &seen(t0, None), at(0), lease),
             Liveness::Fenced
+        );
+        // No Lease at all (a label names it): unknown for a lease duration, then dead.
+        assert_eq!(
+            liveness("a", None, &seen(t0, None), at(14), lease),
+            Liveness::Unknown
+        );
+        assert_eq!(
+            liveness("a", None, &seen(t0, None), at(15), lease),
+            Liveness::Dead
         );
     }
 
     #[test]
-    fn shard_members_without_a_lease_count_as_fenced() {
+    fn shard_members_not_seen_yet_are_unknown() {
         let mut members = Members::default();
         members.insert("a", Liveness::Live);
-        members.insert("b", Liveness::Unknown);
+        members.insert("b", Liveness::Fenced);
         assert_eq!(members.state("a"), Liveness::Live);
-        assert_eq!(members.state("gone"), Liveness::Fenced);
+        assert_eq!(members.state("b"), Liveness::Fenced);
+        assert_eq!(members.state("new"), Liveness::Unknown);
+        assert!(!members.any_unknown());
+        members.insert("c", Liveness::Unknown);
         assert!(members.any_unknown());
         assert_eq!(members.live.iter().collect::<Vec<_>>(), ["a"]);
     }

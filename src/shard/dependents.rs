@@ -5,13 +5,17 @@
 //! member's cache of it (to find an object's children when handing it over, and to know how far
 //! that cache has caught up), and the server (to find a dead member's children, and to relabel).
 
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use futures_util::future::BoxFuture;
-use serde_json::json;
+use parking_lot::Mutex;
+use serde_json::{Value, json};
 
-use super::marks::Marks;
+use super::ShardError;
+use super::marks::{Marks, format_handover};
 use crate::api::{ListParams, Patch, PatchParams};
+use crate::informer::ObjectKey;
 use crate::informer::SharedIndexInformer;
 use crate::{Api, ApiResource, Client, Error, Object};
 
@@ -36,13 +40,74 @@ pub trait DependentKind: Send + Sync {
     /// (`None` while it is not one, e.g. before the first list).
     fn cache_version(&self) -> Option<u64>;
 
-    /// From the server: every dependent labelled as `member`'s, with the list's resourceVersion.
+    /// From the server: every dependent labelled as `member`'s (in `namespace`, or in all), with
+    /// the list's resourceVersion.
     fn list_marked<'a>(
         &'a self,
         client: &'a Client,
         marks: &'a Marks,
         member: &'a str,
+        namespace: Option<&'a str>,
     ) -> BoxFuture<'a, Result<(u64, Vec<ChildRef>), Error>>;
+}
+
+/// The children relabelled so far for each object on the move, per kind the resourceVersion of
+/// the last one, kept across retries of the move: a retry that finds no child left to relabel
+/// (they left the cache, or the sweep, when relabelled) still writes the versions the new owner
+/// must wait for into the handover annotation. One move per object at a time (the key's worker).
+#[derive(Debug, Default)]
+pub struct MovedChildren(Mutex<HashMap<ObjectKey, BTreeMap<String, u64>>>);
+
+impl MovedChildren {
+    /// Relabels `child` (of `dependents`' kind) as `to`'s for the move of `key`, and records the
+    /// write's resourceVersion. A child already gone counts as moved.
+    pub(crate) async fn relabel(
+        &self,
+        key: &ObjectKey,
+        client: &Client,
+        marks: &Marks,
+        dependents: &dyn DependentKind,
+        child: &ChildRef,
+        to: &str,
+    ) -> Result<(), ShardError> {
+        let resource = dependents.resource();
+        let written = relabel(client, resource, marks, child, to)
+            .await
+            .map_err(|source| ShardError::Write {
+                what: format!("relabel {} {}", resource.kind, child.name),
+                source,
+            })?;
+        if let Some(version) = written {
+            self.note(key, &resource.kind, version);
+        }
+        Ok(())
+    }
+
+    /// Records that the move of `key` must wait for `kind` at `version` at least.
+    pub(crate) fn note(&self, key: &ObjectKey, kind: &str, version: u64) {
+        let mut moved = self.0.lock();
+        let versions = moved.entry(key.clone()).or_default();
+        let at = versions.entry(kind.to_string()).or_insert(version);
+        *at = (*at).max(version);
+    }
+
+    /// The handover annotation for `key`'s move: null when no child moved.
+    pub(crate) fn annotation(&self, key: &ObjectKey) -> Value {
+        match self.0.lock().get(key) {
+            Some(versions) if !versions.is_empty() => Value::String(format_handover(versions)),
+            _ => Value::Null,
+        }
+    }
+
+    /// Whether any child was recorded for `key`'s move.
+    pub(crate) fn any(&self, key: &ObjectKey) -> bool {
+        self.0.lock().get(key).is_some_and(|v| !v.is_empty())
+    }
+
+    /// The move of `key` is done (its object was written).
+    pub(crate) fn finish(&self, key: &ObjectKey) {
+        self.0.lock().remove(key);
+    }
 }
 
 /// Labels `child` (of `resource`'s kind) as `to`'s; the resourceVersion of the write, or `None`
@@ -119,9 +184,13 @@ impl<C: Object + k8s_openapi::Resource> DependentKind for Dependents<C> {
         client: &'a Client,
         marks: &'a Marks,
         member: &'a str,
+        namespace: Option<&'a str>,
     ) -> BoxFuture<'a, Result<(u64, Vec<ChildRef>), Error>> {
         Box::pin(async move {
-            let api: Api<C> = Api::all(client.clone());
+            let mut api: Api<C> = Api::all(client.clone());
+            if let Some(namespace) = namespace {
+                api = api.in_namespace(namespace);
+            }
             let params = ListParams::default().labels(&format!("{}={member}", marks.owner_label()));
             let list = api.list_all(&params).await?;
             let version = list

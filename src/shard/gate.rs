@@ -7,8 +7,9 @@
 //!     a handover of this very version already done ────▶ Skip (same)
 //!     drain label = B ≠ me ────────────────────────────▶ HandOver(B): relabel the cached children
 //!                                                         to B, then the object (owner B, no drain,
-//!                                                         handover annotation = last child's rv)
-//!     handover annotation R, a dependents cache < R ───▶ Wait (requeue shortly): the children the
+//!                                                         handover annotation = per kind, the last
+//!                                                         child's resourceVersion)
+//!     annotation Kind=R, that kind's cache < R ────────▶ Wait (requeue shortly): the children the
 //!                                                         previous owner moved have not arrived yet
 //!     otherwise ───────────────────────────────────────▶ Reconcile
 //! ```
@@ -16,8 +17,11 @@
 //! The handover runs on the worker that holds the key, so it is ordered after any reconcile of
 //! the object in flight (the queue never hands one key to two workers): the member has stopped
 //! working on the object when it lets go. The workers check the controller's consistency store
-//! before the gate, so the member's cache already shows every child it created for the object: no
-//! child is left behind with the old label.
+//! before the gate, so the member's cache already shows every child it created for the object
+//! through [`Writes`](crate::controller::Writes) (which is why a sharded controller must record
+//! its writes there, and keeps stale protection on): no child is left behind with the old label.
+//! The assigner never changes or clears a drain label while the owner is live, so a handover
+//! retried after a failed write relabels the remaining children to the same member as the first.
 //!
 //! The new owner's wait on the annotation is what keeps it from creating the children again: its
 //! informer of children watches its own label, so each relabelled child arrives as an event
@@ -31,7 +35,8 @@ use parking_lot::Mutex;
 use serde_json::{Value, json};
 
 use super::ShardError;
-use super::dependents::{DependentKind, relabel};
+use super::dependents::{DependentKind, MovedChildren};
+use super::marks::parse_handover;
 use super::member::ShardMember;
 use crate::api::{Patch, PatchParams};
 use crate::informer::ObjectKey;
@@ -63,10 +68,8 @@ pub struct ShardGate {
     /// Objects handed over, with the resourceVersion they had when this member let go: a cache
     /// still showing that version is behind, not a new request. Entries go when the cache moves on.
     handed_over: Mutex<HashMap<ObjectKey, String>>,
-    /// For a handover begun but not finished (the object's own write failed): the highest
-    /// resourceVersion of a child relabelled so far, so a retry that finds no child left still
-    /// records it.
-    relabelled: Mutex<HashMap<ObjectKey, u64>>,
+    /// Handovers begun and not finished: the children relabelled so far.
+    moved: MovedChildren,
 }
 
 impl ShardGate {
@@ -80,7 +83,7 @@ impl ShardGate {
             resource,
             dependents,
             handed_over: Mutex::new(HashMap::new()),
-            relabelled: Mutex::new(HashMap::new()),
+            moved: MovedChildren::default(),
         }
     }
 
@@ -117,21 +120,29 @@ impl ShardGate {
         if let Some(to) = label(marks.drain_label()).filter(|to| to != me) {
             return Turn::HandOver(to);
         }
-        let needs = meta
+        let annotation = meta
             .annotations
             .as_ref()
-            .and_then(|a| a.get(marks.handover_annotation()))
-            .and_then(|v| v.parse::<u64>().ok());
-        if let Some(needs) = needs {
-            for dependents in &self.dependents {
-                let cache = dependents.cache_version();
-                if cache.is_none_or(|at| at < needs) {
-                    return Turn::WaitForChildren {
-                        kind: dependents.resource().kind.clone(),
-                        needs,
-                        cache,
-                    };
-                }
+            .and_then(|a| a.get(marks.handover_annotation()));
+        let Some(annotation) = annotation else {
+            return Turn::Reconcile;
+        };
+        let Some(needs) = parse_handover(annotation) else {
+            tracing::warn!(%key, %annotation, "unreadable handover annotation; not waiting for it");
+            return Turn::Reconcile;
+        };
+        for dependents in &self.dependents {
+            let kind = &dependents.resource().kind;
+            let Some(needs) = needs.get(kind).copied() else {
+                continue;
+            };
+            let cache = dependents.cache_version();
+            if cache.is_none_or(|at| at < needs) {
+                return Turn::WaitForChildren {
+                    kind: kind.clone(),
+                    needs,
+                    cache,
+                };
             }
         }
         Turn::Reconcile
@@ -149,24 +160,24 @@ impl ShardGate {
         let marks = self.member.marks();
         let client = self.member.client();
         let uid = object.meta().uid.clone().unwrap_or_default();
-        let mut last = self.relabelled.lock().get(key).copied();
+        let first_try = !self.moved.any(key);
         for dependents in &self.dependents {
-            for child in dependents.cached_children(&uid) {
-                let written = relabel(&client, dependents.resource(), marks, &child, to)
-                    .await
-                    .map_err(|source| ShardError::Write {
-                        what: format!("relabel {} {}", dependents.resource().kind, child.name),
-                        source,
-                    })?;
-                if let Some(version) = written {
-                    last = Some(last.map_or(version, |l| l.max(version)));
-                    self.relabelled
-                        .lock()
-                        .insert(key.clone(), last.unwrap_or(version));
+            let children = dependents.cached_children(&uid);
+            if children.is_empty() && first_try {
+                // Nothing to move in this process's cache. If an earlier process of this member
+                // (restarted under the same name) moved some before it stopped, they were moved
+                // before this cache was listed: the new owner waits for this cache's version.
+                if let Some(version) = dependents.cache_version() {
+                    self.moved.note(key, &dependents.resource().kind, version);
                 }
             }
+            for child in children {
+                self.moved
+                    .relabel(key, &client, marks, dependents.as_ref(), &child, to)
+                    .await?;
+            }
         }
-        let annotation = last.map_or(Value::Null, |v| Value::String(v.to_string()));
+        let annotation = self.moved.annotation(key);
         let patch = json!({"metadata": {
             "resourceVersion": object.resource_version(),
             "labels": {marks.owner_label(): to, marks.drain_label(): Value::Null},
@@ -185,7 +196,7 @@ impl ShardGate {
                 what: format!("hand over {key} to {to}"),
                 source,
             })?;
-        self.relabelled.lock().remove(key);
+        self.moved.finish(key);
         self.handed_over
             .lock()
             .insert(key.clone(), object.resource_version().to_string());
@@ -228,6 +239,7 @@ mod tests {
             _: &'a Client,
             _: &'a Marks,
             _: &'a str,
+            _: Option<&'a str>,
         ) -> BoxFuture<'a, Result<(u64, Vec<ChildRef>), Error>> {
             Box::pin(async { Ok((0, Vec::new())) })
         }
@@ -290,7 +302,12 @@ mod tests {
             Turn::Reconcile
         );
         // Moved here with children up to version 12: wait until the pod cache is there.
-        let arrived = rs(&[(owner, "a")], &[(handover, "12")], "13");
+        let arrived = rs(&[(owner, "a")], &[(handover, "Pod=12")], "13");
+        // A kind it does not own is no reason to wait.
+        assert_eq!(
+            gate.turn(&key, &rs(&[(owner, "a")], &[(handover, "Secret=99")], "13")),
+            Turn::Reconcile
+        );
         assert_eq!(
             gate.turn(&key, &arrived),
             Turn::WaitForChildren {

@@ -5,11 +5,17 @@
 //! |---|---|---|---|
 //! | label `shard.ferrokube.dev/<ring>` | primary objects and their dependents | the member that owns it | the assigner (new and orphaned objects), the old owner (handover) |
 //! | label `drain.shard.ferrokube.dev/<ring>` | a primary object being moved | the member it moves to | the assigner; removed by the old owner when it hands over |
-//! | annotation `shard.ferrokube.dev/<ring>-handover` | a primary object that moved | resourceVersion of the last dependent relabelled for the move | whoever relabelled them |
-//! | Lease `<ring>-shard-<member>` | one per member | `holderIdentity` = the member | the member (it is a leader election of one) |
+//! | annotation `shard.ferrokube.dev/<ring>-handover` | a primary object that moved | per dependent kind, the resourceVersion of the last one relabelled for the move (`Pod=123`) | whoever relabelled them |
+//! | Lease `<ring>-shard-<member>`, label `shard.ferrokube.dev/ring=<ring>` | one per member | `holderIdentity` = the member | the member (it is a leader election of one); the assigner while it fences a dead member |
 //! | Lease `<ring>-assigner` | one per ring | the replica that assigns | leader election among all members |
 
+use std::collections::BTreeMap;
+
 use crate::informer::Scope;
+
+/// The label on every member Lease of a ring (value: the ring's name): the assigner watches only
+/// these, and never touches another Lease.
+pub const RING_LABEL: &str = "shard.ferrokube.dev/ring";
 
 use super::ShardError;
 
@@ -23,10 +29,10 @@ pub struct Marks {
 }
 
 impl Marks {
-    /// The marks of ring `ring`: a label name (at most 52 characters, since the annotation adds 10:
-    /// lower-case letters, digits, `-` and `.`, starting and ending alphanumeric).
+    /// The marks of ring `ring`: lower-case letters, digits and `-`, starting and ending
+    /// alphanumeric, at most 52 characters (the annotation's name adds 10 to it).
     pub fn new(ring: &str) -> Result<Marks, ShardError> {
-        if !is_dns_label_like(ring, 52) {
+        if !is_dns_label(ring, 52) {
             return Err(ShardError::BadRingName(ring.to_string()));
         }
         Ok(Marks {
@@ -89,16 +95,17 @@ impl Marks {
 }
 
 /// Checks a member's name: it is a label value and part of a Lease name, so lower-case letters,
-/// digits, `-` and `.`, at most 63 characters, starting and ending alphanumeric.
+/// digits and `-`, at most 63 characters, starting and ending alphanumeric (a DNS label, as a
+/// pod's name usually is).
 pub fn check_member_name(member: &str) -> Result<(), ShardError> {
-    if is_dns_label_like(member, 63) {
+    if is_dns_label(member, 63) {
         Ok(())
     } else {
         Err(ShardError::BadMemberName(member.to_string()))
     }
 }
 
-fn is_dns_label_like(text: &str, max: usize) -> bool {
+fn is_dns_label(text: &str, max: usize) -> bool {
     let bytes = text.as_bytes();
     let edge_ok = |b: Option<&u8>| b.is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
     !text.is_empty()
@@ -107,7 +114,29 @@ fn is_dns_label_like(text: &str, max: usize) -> bool {
         && edge_ok(bytes.last())
         && bytes
             .iter()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-' || *b == b'.')
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-')
+}
+
+/// The handover annotation's value: `Kind=resourceVersion` per dependent kind, comma-separated.
+pub fn format_handover(versions: &BTreeMap<String, u64>) -> String {
+    versions
+        .iter()
+        .map(|(kind, version)| format!("{kind}={version}"))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// Reads a handover annotation; `None` if it does not parse (then the member waits for nothing
+/// it cannot name, and says so in its log).
+pub fn parse_handover(value: &str) -> Option<BTreeMap<String, u64>> {
+    value
+        .split(',')
+        .filter(|part| !part.is_empty())
+        .map(|part| {
+            let (kind, version) = part.split_once('=')?;
+            Some((kind.to_string(), version.parse().ok()?))
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -142,7 +171,20 @@ mod tests {
         assert!(Marks::new("").is_err());
         assert!(Marks::new(&"r".repeat(53)).is_err());
         assert!(check_member_name("replica_1").is_err());
+        assert!(check_member_name("a..b").is_err());
+        assert!(Marks::new("a.b").is_err());
         assert!(check_member_name("-a").is_err());
         assert!(check_member_name("replica-1").is_ok());
+    }
+
+    #[test]
+    fn shard_marks_handover_annotation_round_trips() {
+        let versions = BTreeMap::from([("Pod".to_string(), 12), ("ConfigMap".to_string(), 7)]);
+        let text = format_handover(&versions);
+        assert_eq!(text, "ConfigMap=7,Pod=12");
+        assert_eq!(parse_handover(&text), Some(versions));
+        assert_eq!(parse_handover(""), Some(BTreeMap::new()));
+        assert_eq!(parse_handover("Pod=x"), None);
+        assert_eq!(parse_handover("12"), None);
     }
 }

@@ -28,7 +28,7 @@ use std::sync::Arc;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::ShardError;
-use super::marks::{Marks, check_member_name};
+use super::marks::{Marks, RING_LABEL, check_member_name};
 use super::metrics::ShardMetrics;
 use crate::Client;
 use crate::informer::Scope;
@@ -186,6 +186,7 @@ impl ShardMemberBuilder {
         .identity(identity.clone())
         .timings(self.timings)
         .release_on_cancel(true)
+        .lease_labels([(RING_LABEL.to_string(), marks.ring().to_string())].into())
         .build()?;
         Ok(ShardMember {
             inner: Arc::new(MemberInner {

@@ -42,16 +42,28 @@
 //! - **A is live** (B joined, so the ring changed): the assigner labels the object
 //!   `drain.shard.ferrokube.dev/<ring>=B`. A's worker, when it next takes the key (so after any
 //!   reconcile in flight), relabels the object's children, then the object, to B. Only then does
-//!   it reach B's informers. A never touches it again: it has left A's caches, and a late copy
-//!   of it in A's cache is recognised by its resourceVersion.
+//!   it reach B's informers. A never reconciles it again: it has left A's caches, and a late copy
+//!   of it in A's cache is recognised by its resourceVersion. (A's informers report the object
+//!   that left their label selector as deleted, so [`Reconciler::deleted`] runs for it on A: keep
+//!   per-replica bookkeeping there, never actions on the world.) The assigner never changes or
+//!   clears a drain label while A is live, so a handover retried after a failed write goes on to
+//!   the same member.
 //! - **A is dead or gone** (its Lease released, or unchanged for the lease duration): its write
 //!   gate shut earlier, at its renew deadline, so it can no longer write anything. The assigner
-//!   relabels A's children and the object to B itself. A frozen A that wakes up finds its gate
-//!   shut, and its membership lost: [`ShardMember::run`] returns, and the process should exit.
+//!   first *fences* A's Lease (writes its own holder into it, and renews it), so that no process
+//!   of A, not even one restarted under the same name, can join while A's objects are half moved;
+//!   then it relabels A's children and the object to B itself; once nothing is labelled for A it
+//!   deletes A's Lease. A frozen A that wakes up finds its gate shut and its membership lost:
+//!   [`ShardMember::run`] returns, and the process should exit.
 //!
-//! In both cases the object carries the resourceVersion of the last child relabelled, and B does
-//! not reconcile it until its informer of children has caught up to it, so B never sees the object
-//! without its children (and never creates them again).
+//! In both cases the object carries, per kind of child, the resourceVersion of the last child
+//! relabelled, and B does not reconcile it until its informer of that kind has caught up to it, so
+//! B never sees the object without its children (and never creates them again). The old owner's
+//! cache holds every child it created because a sharded controller records its writes in the
+//! [consistency store](crate::controller::consistency) (through
+//! [`Writes`](crate::controller::Writes)), which the workers check before the handover.
+//!
+//! [`Reconciler::deleted`]: crate::controller::Reconciler::deleted
 //!
 //! ## Using it
 //!
@@ -70,13 +82,17 @@
 //! let controller = Controller::<ReplicaSet>::new(client, Scope::all())
 //!     .shard(&member)
 //!     .owns::<Pod>(Scope::all());
-//! let (stop_controller, stopped) = tokio::sync::oneshot::channel::<()>();
+//! // Stop the controller first (reconciles in flight finish), then release the Lease: a
+//! // ferrokube::manager::Manager built with `.shard(member)` does exactly this on SIGTERM.
+//! let (controller_stopped, stopped) = tokio::sync::oneshot::channel::<()>();
 //! tokio::join!(
-//!     async { let _ = controller.run(reconciler, async { let _ = stopped.await; }).await; },
-//!     async { let _ = member.run(tokio::signal::ctrl_c().map(|_| ())).await; drop(stop_controller); },
+//!     async {
+//!         let _ = controller.run(reconciler, async { let _ = tokio::signal::ctrl_c().await; }).await;
+//!         let _ = controller_stopped.send(());
+//!     },
+//!     async { let _ = member.run(async { let _ = stopped.await; }).await; },
 //! );
 //! # Ok(()) }
-//! # use futures_util::FutureExt;
 //! ```
 //!
 //! ## What it does not do
@@ -119,6 +135,12 @@ pub enum ShardError {
     Election(#[from] LeaderElectionError),
     #[error("{what}: {source}")]
     Write {
+        what: String,
+        #[source]
+        source: crate::Error,
+    },
+    #[error("{what}: {source}")]
+    Read {
         what: String,
         #[source]
         source: crate::Error,
