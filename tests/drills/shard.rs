@@ -23,6 +23,7 @@ use ferrokube::Api;
 use ferrokube::api::PostParams;
 use ferrokube::shard::HashRing;
 use k8s_openapi::api::apps::v1::ReplicaSet;
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Namespace;
 use serde_json::json;
 
@@ -260,7 +261,10 @@ pub async fn run(cluster: &Cluster, namespace: &str) -> ShardReport {
         woken.log_text()
     );
 
-    // Restart: s3 leaves gracefully and comes back.
+    // Restart: s3 leaves gracefully and comes back. Its share moves away first (the assigner
+    // fences its Lease, moves its objects, deletes the Lease), then the new process creates a new
+    // Lease and gets a share again.
+    let old_lease = member_lease_uid(cluster, namespace, "s3").await;
     let mut leaving = replicas.remove("s3").expect("s3");
     leaving.signal("TERM");
     let code = leaving.exit_code(Duration::from_secs(30)).await;
@@ -271,6 +275,11 @@ pub async fn run(cluster: &Cluster, namespace: &str) -> ShardReport {
         leaving.log_text()
     );
     replicas.insert("s3", start(cluster, namespace, "s3"));
+    eventually("the restarted s3 holds a new Lease", converge, || async {
+        let uid = member_lease_uid(cluster, namespace, "s3").await;
+        (uid.is_some() && uid != old_lease).then_some(())
+    })
+    .await;
     want[0].1 = 1;
     scale(client, namespace, &want[0].0, 1).await;
     let restarted = settled(
@@ -343,6 +352,16 @@ pub async fn run(cluster: &Cluster, namespace: &str) -> ShardReport {
         );
     }
     report
+}
+
+/// The uid of `member`'s Lease while `member` holds it.
+async fn member_lease_uid(cluster: &Cluster, namespace: &str, member: &str) -> Option<String> {
+    let lease = Api::<Lease>::namespaced(cluster.client.clone(), namespace)
+        .get(&format!("{RING}-shard-{member}"))
+        .await
+        .ok()?;
+    let held = lease.spec.as_ref()?.holder_identity.as_deref() == Some(member);
+    held.then_some(lease.metadata.uid?)
 }
 
 /// Reads the sync log; returns how many syncs it holds and every pair of syncs of one key by two
