@@ -29,8 +29,12 @@ use serde_json::json;
 
 use super::{Cluster, Replica, Write, converged, eventually, replica_set, scale};
 
-const RING: &str = "drill";
-const LABEL: &str = "shard.ferrokube.dev/drill";
+/// The ring is named after the drills' namespace, so that runs on a server that outlives them
+/// (kube-apiserver in `scripts/e2e.sh`) never see each other's objects (the sample shards every
+/// namespace's ReplicaSets).
+fn label(namespace: &str) -> String {
+    format!("shard.ferrokube.dev/{namespace}")
+}
 const COUNT: usize = 12;
 
 /// The figures the drills measured.
@@ -68,7 +72,7 @@ async fn members(cluster: &Cluster, namespace: &str) -> Option<BTreeMap<String, 
                     .metadata
                     .labels
                     .as_ref()
-                    .and_then(|l| l.get(LABEL))
+                    .and_then(|l| l.get(&label(namespace)))
                     .cloned()
                     .unwrap_or_default();
                 (rs.metadata.name.clone().unwrap_or_default(), member)
@@ -86,7 +90,7 @@ fn shares(members: &BTreeMap<String, String>) -> BTreeMap<String, usize> {
 }
 
 fn start(cluster: &Cluster, namespace: &str, identity: &str) -> Replica {
-    Replica::start_with(cluster, namespace, identity, &["--shard-ring", RING])
+    Replica::start_with(cluster, namespace, identity, &["--shard-ring", namespace])
 }
 
 /// Waits until every ReplicaSet has its pods and status, and is labelled for the member the hash
@@ -162,7 +166,11 @@ pub async fn run(cluster: &Cluster, namespace: &str) -> ShardReport {
         .expect("create a ReplicaSet");
     eventually("the new ReplicaSet is labelled", converge, || async {
         let rs = replicasets.get("late").await.ok()?;
-        rs.metadata.labels.as_ref()?.get(LABEL).map(|_| ())
+        rs.metadata
+            .labels
+            .as_ref()?
+            .get(&label(namespace))
+            .map(|_| ())
     })
     .await;
     report.assigned_after = started.elapsed();
@@ -261,9 +269,9 @@ pub async fn run(cluster: &Cluster, namespace: &str) -> ShardReport {
         woken.log_text()
     );
 
-    // Restart: s3 leaves gracefully and comes back. Its share moves away first (the assigner
-    // fences its Lease, moves its objects, deletes the Lease), then the new process creates a new
-    // Lease and gets a share again.
+    // Restart: s3 leaves gracefully and comes back: either at once (the assigner had not yet
+    // seen the release: its share never moved), or after the assigner fenced its Lease, moved
+    // its share away and deleted the Lease; either way with a share at the end.
     let old_lease = member_lease_uid(cluster, namespace, "s3").await;
     let mut leaving = replicas.remove("s3").expect("s3");
     leaving.signal("TERM");
@@ -354,14 +362,19 @@ pub async fn run(cluster: &Cluster, namespace: &str) -> ShardReport {
     report
 }
 
-/// The uid of `member`'s Lease while `member` holds it.
+/// Which acquisition of `member`'s Lease holds it now (the Lease's uid and `acquireTime`), while
+/// `member` holds it. A restarted member either takes its released Lease again at once (a new
+/// `acquireTime`) or, if the assigner fenced it first, waits until its objects have moved and
+/// the Lease was deleted, and creates a new one (a new uid).
 async fn member_lease_uid(cluster: &Cluster, namespace: &str, member: &str) -> Option<String> {
     let lease = Api::<Lease>::namespaced(cluster.client.clone(), namespace)
-        .get(&format!("{RING}-shard-{member}"))
+        .get(&format!("{namespace}-shard-{member}"))
         .await
         .ok()?;
-    let held = lease.spec.as_ref()?.holder_identity.as_deref() == Some(member);
-    held.then_some(lease.metadata.uid?)
+    let spec = lease.spec.as_ref()?;
+    let held = spec.holder_identity.as_deref() == Some(member);
+    let acquired = spec.acquire_time.as_ref().map(|t| format!("{:?}", t.0));
+    held.then(|| format!("{:?}@{acquired:?}", lease.metadata.uid))
 }
 
 /// Reads the sync log; returns how many syncs it holds and every pair of syncs of one key by two
