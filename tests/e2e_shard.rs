@@ -10,7 +10,11 @@ use drills::Cluster;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn e2e_shard_drills_join_kill_freeze_restart_on_kube_apiserver() {
     let cluster = Cluster::kube_apiserver("e2e-shard");
-    let report = drills::shard::run(&cluster, &drills::unique_namespace("shard-drills")).await;
+    let report = drills::shard::run(
+        &cluster,
+        &drills::shard::namespace_for_drills(&drills::unique_namespace("shard-drills")),
+    )
+    .await;
     eprintln!("shard drills on kube-apiserver: {report:#?}");
     cluster.clean_up();
 }

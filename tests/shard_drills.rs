@@ -10,7 +10,11 @@ use drills::Cluster;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shard_drills_join_kill_freeze_restart_on_the_embedded_server() {
     let (_server, cluster) = Cluster::embedded("shard-drills").await;
-    let report = drills::shard::run(&cluster, "shard-drills").await;
+    let report = drills::shard::run(
+        &cluster,
+        &drills::shard::namespace_for_drills("shard-drills"),
+    )
+    .await;
     eprintln!("shard drills on the embedded server: {report:#?}");
     cluster.clean_up();
 }

@@ -54,6 +54,29 @@ pub struct ShardReport {
     pub overlaps: usize,
 }
 
+/// A namespace for the drills, `prefix-N`, whose ReplicaSets the hash ring spreads so that every
+/// step moves something: each of s1–s3 owns some with three members, and the 4th gets at least
+/// two when it joins (with a few objects, an unlucky name could leave a member with none).
+pub fn namespace_for_drills(prefix: &str) -> String {
+    let spread = |namespace: &str, members: &[&str], least: usize| {
+        let ring = HashRing::new(members.iter().copied());
+        members.iter().all(|member| {
+            names()
+                .iter()
+                .filter(|rs| ring.owner(&format!("{namespace}/{rs}")) == Some(*member))
+                .count()
+                >= least
+        })
+    };
+    (0..)
+        .map(|n| format!("{prefix}-{n}"))
+        .find(|namespace| {
+            spread(namespace, &["s1", "s2", "s3"], 1)
+                && spread(namespace, &["s1", "s2", "s3", "s4"], 2)
+        })
+        .unwrap_or_else(|| prefix.to_string())
+}
+
 fn names() -> Vec<String> {
     (0..COUNT).map(|i| format!("rs-{i}")).collect()
 }
@@ -207,6 +230,10 @@ pub async fn run(cluster: &Cluster, namespace: &str) -> ShardReport {
         .iter()
         .filter(|(rs, m)| joined.get(*rs) != Some(m))
         .count();
+    assert!(
+        report.moved_on_join >= 1,
+        "the 4th member got no share: {joined:?}"
+    );
     assert!(
         first
             .iter()
