@@ -110,11 +110,24 @@ impl Target {
         content_type: &str,
         body: Option<String>,
     ) -> Seen {
+        self.raw_accepting(method, path, content_type, "application/json", body)
+            .await
+    }
+
+    /// `method path` with `accept` as the Accept header.
+    async fn raw_accepting(
+        &self,
+        method: Method,
+        path: &str,
+        content_type: &str,
+        accept: &str,
+        body: Option<String>,
+    ) -> Seen {
         let request = Request::builder()
             .method(method)
             .uri(path)
             .header("content-type", content_type)
-            .header("accept", "application/json")
+            .header("accept", accept)
             .body(Bytes::from(body.unwrap_or_default()))
             .expect("request");
         let call = Call {

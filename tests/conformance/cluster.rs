@@ -16,40 +16,14 @@ use ferrokube::apiserver::KubeletSettings;
 
 /// `method path` with `accept` as the Accept header.
 async fn call_accepting(t: &Target, method: Method, path: &str, accept: &str, body: Value) -> Seen {
-    let request = Request::builder()
-        .method(method)
-        .uri(path)
-        .header("content-type", "application/json")
-        .header("accept", accept)
-        .body(Bytes::from(body.to_string()))
-        .expect("request");
-    let call = Call {
-        request,
-        idempotent: false,
-        streaming: false,
-    };
-    match t.client.send(call).await {
-        Ok(response) => {
-            let code = response.status().as_u16();
-            let bytes = response
-                .into_body()
-                .collect()
-                .await
-                .expect("body")
-                .to_bytes();
-            Seen {
-                code,
-                body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
-            }
-        }
-        Err(error) => {
-            let api = error.api().unwrap_or_else(|| panic!("{}: {error}", t.name));
-            Seen {
-                code: api.code,
-                body: json!({"reason": format!("{:?}", api.reason), "message": api.message}),
-            }
-        }
-    }
+    t.raw_accepting(
+        method,
+        path,
+        "application/json",
+        accept,
+        Some(body.to_string()),
+    )
+    .await
 }
 
 async fn config_keys(t: &Target, ns: &str) -> Value {
