@@ -186,7 +186,7 @@ impl Kubelet {
             if meta::uid(pod) != Some(uid) || deleting {
                 return Ok(Write::Keep);
             }
-            if !fits_fake_nodes(pod) {
+            if !fits_fake_nodes(pod, nodes_count) {
                 // As the scheduler would: the pod stays Pending, marked unschedulable.
                 let mut pod = (**pod).clone();
                 let nodes = nodes_count;
@@ -208,10 +208,10 @@ impl Kubelet {
                         .and_then(Value::as_str)
                 })
                 .map(str::to_string);
+            // `fits_fake_nodes` checked that a named node is one of ours.
             let node = named
                 .as_deref()
-                .and_then(|n| n.strip_prefix("ferrokube-node-"))
-                .and_then(|i| i.parse::<usize>().ok())
+                .and_then(|n| fake_node_index(n, nodes_count))
                 .unwrap_or(node);
             pod["spec"]["nodeName"] = named.unwrap_or_else(|| node_name(node)).into();
             let condition = |kind: &str| {
@@ -238,7 +238,7 @@ impl Kubelet {
                 "phase": "Running",
                 "conditions": [condition("Initialized"), condition("Ready"),
                                condition("ContainersReady"), condition("PodScheduled")],
-                "hostIP": format!("10.0.0.{}", node + 10),
+                "hostIP": format!("10.0.0.{}", node.saturating_add(10)),
                 "podIP": ip,
                 "podIPs": [{"ip": ip}],
                 "startTime": now,
@@ -296,9 +296,9 @@ pub(crate) fn kill(api: &Api, victim: &Value) -> bool {
 /// common labels (os, arch; a hostname selector names one of them), and `spec.nodeName`, if set,
 /// names one of them. The quota specs of Kubernetes' e2e suite, for one, give their pods an
 /// unsatisfiable selector so that they stay Pending.
-fn fits_fake_nodes(pod: &Value) -> bool {
+fn fits_fake_nodes(pod: &Value, nodes: usize) -> bool {
     if let Some(name) = pod.pointer("/spec/nodeName").and_then(Value::as_str) {
-        if !name.is_empty() && !name.starts_with("ferrokube-node-") {
+        if !name.is_empty() && fake_node_index(name, nodes).is_none() {
             return false;
         }
     }
@@ -309,10 +309,20 @@ fn fits_fake_nodes(pod: &Value) -> bool {
             selector.iter().all(|(key, wanted)| match key.as_str() {
                 "kubernetes.io/hostname" => wanted
                     .as_str()
-                    .is_some_and(|h| h.starts_with("ferrokube-node-")),
+                    .is_some_and(|h| fake_node_index(h, nodes).is_some()),
                 _ => labels.get(key) == Some(wanted),
             })
         })
+}
+
+/// The index of the fake node called `name`, if it is one of the `nodes` fake nodes (so a pod
+/// naming `ferrokube-node-99` of 3, or a number past `usize`, stays Pending instead of being bound
+/// to a node that does not exist).
+fn fake_node_index(name: &str, nodes: usize) -> Option<usize> {
+    name.strip_prefix("ferrokube-node-")?
+        .parse::<usize>()
+        .ok()
+        .filter(|index| *index < nodes)
 }
 
 /// The name of fake node `index`.
@@ -369,4 +379,38 @@ fn was_deleting(change: &Change) -> bool {
         .previous
         .as_ref()
         .is_some_and(|p| meta::string(&p.object, "deletionTimestamp").is_some())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_existing_fake_nodes_are_named() {
+        assert_eq!(fake_node_index("ferrokube-node-2", 3), Some(2));
+        assert_eq!(fake_node_index("ferrokube-node-3", 3), None);
+        assert_eq!(
+            fake_node_index("ferrokube-node-18446744073709551615", 3),
+            None
+        );
+        assert_eq!(
+            fake_node_index("ferrokube-node-99999999999999999999999", 3),
+            None
+        );
+        assert_eq!(fake_node_index("ferrokube-node-foo", 3), None);
+        assert_eq!(fake_node_index("other", 3), None);
+        let pod = |spec: Value| json!({"spec": spec});
+        assert!(fits_fake_nodes(
+            &pod(json!({"nodeName": "ferrokube-node-0"})),
+            3
+        ));
+        assert!(!fits_fake_nodes(
+            &pod(json!({"nodeName": "ferrokube-node-18446744073709551615"})),
+            3
+        ));
+        assert!(!fits_fake_nodes(
+            &pod(json!({"nodeSelector": {"kubernetes.io/hostname": "ferrokube-node-7"}})),
+            3
+        ));
+    }
 }

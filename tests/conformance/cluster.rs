@@ -91,7 +91,26 @@ async fn access_review_tables(t: &Target, _ns: &str) -> Value {
     assert_eq!(table.code, 406, "{}: {:?}", t.name, table.body);
     let plain = call_accepting(t, Method::POST, path, "application/json", review).await;
     assert_eq!(plain.code, 201, "{}: {:?}", t.name, plain.body);
+    // Create-only: neither a list nor a watch.
+    let list = call_accepting(t, Method::GET, path, "application/json", Value::Null).await;
+    let watch = call_accepting(
+        t,
+        Method::GET,
+        &format!("{path}?watch=true"),
+        "application/json",
+        Value::Null,
+    )
+    .await;
+    assert_eq!(
+        (list.code, watch.code),
+        (405, 405),
+        "{}: {:?}",
+        t.name,
+        list.body
+    );
     json!({
+        "list": list.code,
+        "watch": watch.code,
         "table": table.code,
         "plain": [plain.code, plain.body["kind"], plain.body["status"]["allowed"],
                   plain.body["spec"]["nonResourceAttributes"]],

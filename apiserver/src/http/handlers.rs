@@ -145,6 +145,13 @@ async fn dispatch(
         } => {
             let ns = namespace.as_deref();
             match method {
+                // An access review is create-only: kube-apiserver answers anything else with 405.
+                Method::POST if resource.review => {
+                    wanted_table(&request, false)?;
+                    let review = read_object(request).await?;
+                    Ok(json_response(StatusCode::CREATED, &review::allow(review)))
+                }
+                _ if resource.review => Err(StatusError::method_not_allowed(method.as_str())),
                 Method::GET if is_true(params.get("watch")) => {
                     let table = wanted_table(&request, true)?;
                     watch(shared, &resource, ns, &params, table)
@@ -153,12 +160,6 @@ async fn dispatch(
                     let table = wanted_table(&request, true)?;
                     list(shared, &resource, ns, &params, table)
                 }
-                Method::POST if resource.review => {
-                    wanted_table(&request, false)?;
-                    let review = read_object(request).await?;
-                    Ok(json_response(StatusCode::CREATED, &review::allow(review)))
-                }
-                _ if resource.review => Err(StatusError::method_not_allowed(method.as_str())),
                 Method::POST => {
                     let table = wanted_table(&request, true)?;
                     write_fault(shared)?;

@@ -23,7 +23,7 @@ impl Quantity {
     /// `n` whole units (an object count).
     pub fn count(n: i64) -> Quantity {
         Quantity {
-            milli: i128::from(n) * 1000,
+            milli: i128::from(n).saturating_mul(1000),
         }
     }
 
@@ -50,7 +50,7 @@ impl Quantity {
         // The digits as an integer, and the power of ten that scales it back.
         let digits = format!("{whole}{fraction}");
         let mantissa: i128 = digits.parse().map_err(|_| bad())?;
-        let mut exponent10: i32 = -(fraction.len() as i32);
+        let mut exponent10: i32 = -i32::try_from(fraction.len()).map_err(|_| bad())?;
         let mut factor: i128 = 1;
         match suffix {
             "" => {}
@@ -75,21 +75,23 @@ impl Quantity {
                     .or_else(|| other.strip_prefix('E'))
                     .ok_or_else(bad)?;
                 let exponent: i32 = exponent.parse().map_err(|_| bad())?;
-                exponent10 += exponent;
+                exponent10 = exponent10.checked_add(exponent).ok_or_else(bad)?;
             }
         }
-        // milli = mantissa * factor * 10^(exponent10 + 3), rounded up.
-        let scale = exponent10 + 3;
+        // milli = mantissa * factor * 10^(exponent10 + 3), rounded up. Every step is checked: a
+        // quantity too large (or too precise) for 128 bits is refused, never wrapped.
+        let scale = exponent10.checked_add(3).ok_or_else(bad)?;
         let value = mantissa.checked_mul(factor).ok_or_else(bad)?;
         let milli = if scale >= 0 {
-            let power = 10i128.checked_pow(scale as u32).ok_or_else(bad)?;
+            let power = 10i128.checked_pow(scale.unsigned_abs()).ok_or_else(bad)?;
             value.checked_mul(power).ok_or_else(bad)?
         } else {
-            let power = 10i128.checked_pow((-scale) as u32).ok_or_else(bad)?;
-            (value + power - 1) / power
+            let power = 10i128.checked_pow(scale.unsigned_abs()).ok_or_else(bad)?;
+            // Rounded up: value / power, plus one when something is left over.
+            value / power + i128::from(value % power != 0)
         };
         Ok(Quantity {
-            milli: sign * milli,
+            milli: if sign < 0 { -milli } else { milli },
         })
     }
 
@@ -111,15 +113,16 @@ impl Quantity {
 impl std::ops::Add for Quantity {
     type Output = Quantity;
     fn add(self, other: Quantity) -> Quantity {
+        // Saturating: a sum past 128 bits (no real cluster gets near) stays the largest quantity.
         Quantity {
-            milli: self.milli + other.milli,
+            milli: self.milli.saturating_add(other.milli),
         }
     }
 }
 
 impl std::ops::AddAssign for Quantity {
     fn add_assign(&mut self, other: Quantity) {
-        self.milli += other.milli;
+        self.milli = self.milli.saturating_add(other.milli);
     }
 }
 
@@ -140,7 +143,7 @@ impl fmt::Display for Quantity {
             (10, "Ki"),
         ] {
             let size = 1i128 << shift;
-            if units.abs() >= size && units % size == 0 {
+            if units.unsigned_abs() >= size.unsigned_abs() && units % size == 0 {
                 return write!(f, "{}{suffix}", units / size);
             }
         }
@@ -177,5 +180,24 @@ mod tests {
         }
         assert_eq!(q("264241152").to_string(), "252Mi");
         assert_eq!(q("0.5").to_string(), "500m");
+    }
+
+    #[test]
+    fn quantities_too_large_are_refused_not_wrapped() {
+        for text in [
+            "0.1e-2147483648",
+            "1e2147483647",
+            "99999999999999999999999999999999999999999",
+            "1e40",
+        ] {
+            assert!(Quantity::parse(text).is_err(), "{text}");
+        }
+        // i128::MAX nano-units is fine: it is divided, rounding up, not multiplied.
+        assert!(Quantity::parse("170141183460469231731687303715884105727n").is_ok());
+        let huge = q("100000000000000000000000000000000000");
+        assert_eq!(huge + huge, Quantity { milli: i128::MAX });
+        let mut sum = huge;
+        sum += huge;
+        assert_eq!(sum, Quantity { milli: i128::MAX });
     }
 }
