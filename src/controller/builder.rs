@@ -11,6 +11,9 @@
 //!    controller's [consistency store](super::consistency) whether every cache the key's own last
 //!    writes went through shows them yet, and if not, skips the key for
 //!    [`stale_requeue`](ControllerBuilder::stale_requeue);
+//!    A [sharded](ControllerBuilder::shard) controller narrows its primary and owned informers to
+//!    its member's label, starts its workers once the member holds its Lease, stands for the
+//!    ring's assigner, and asks the member's gate before each reconcile;
 //! 4. when `shutdown` resolves: the handlers come off the informers and the streams stop (no new
 //!    keys), workers finish the reconcile in hand and take no new key, and `run` returns once they
 //!    have, or after [`shutdown_timeout`](ControllerBuilder::shutdown_timeout) (reconciles still

@@ -29,7 +29,7 @@
 //! | [`ring`] | [`HashRing`]: consistent hashing, 100 tokens per member: a join or leave moves ~1/N |
 //! | [`marks`] | [`Marks`]: the label, drain label, handover annotation and Lease names of a ring |
 //! | [`member`] | [`ShardMember`]: a replica's membership Lease, its write gate, its scopes |
-//! | [`assigner`](self#the-assigner) | the elected assigner: liveness, the ring, labels, moves |
+//! | `assigner` (private) | the elected assigner: liveness, fences, the ring, labels, moves |
 //! | [`gate`] | [`ShardGate`]: before each reconcile, may this member act; the handover |
 //! | [`dependents`] | [`DependentKind`]: the owned kinds that move with their owner |
 //! | [`metrics`] | [`ShardMetrics`]: objects per member, moves, drains, time to assign |

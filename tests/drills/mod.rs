@@ -149,6 +149,24 @@ pub fn unique_namespace(prefix: &str) -> String {
     format!("{prefix}-{seconds}")
 }
 
+/// The pods the sample's replicas created and deleted in `namespace` (successful requests only),
+/// from the server's audit log.
+pub fn pod_writes(writes: &[Write], namespace: &str) -> (usize, usize) {
+    let pods_path = format!("/api/v1/namespaces/{namespace}/pods");
+    let ours = |w: &&Write| w.user_agent.starts_with("ferrokube-replicaset/");
+    let created = writes
+        .iter()
+        .filter(ours)
+        .filter(|w| w.method == "POST" && w.path == pods_path && w.code == 201)
+        .count();
+    let deleted = writes
+        .iter()
+        .filter(ours)
+        .filter(|w| w.method == "DELETE" && w.path.starts_with(&pods_path) && w.code == 200)
+        .count();
+    (created, deleted)
+}
+
 /// The leader-election durations every replica gets.
 #[derive(Debug, Clone, Copy)]
 pub struct Timing {
@@ -504,18 +522,7 @@ pub async fn run(cluster: &Cluster, namespace: &str) -> Report {
         frozen.log_text()
     );
     // No over-creation, no over-deletion: exactly what the scaling asked for.
-    let pods_path = format!("/api/v1/namespaces/{namespace}/pods");
-    let ours = |w: &&Write| w.user_agent.starts_with("ferrokube-replicaset/");
-    let created = writes
-        .iter()
-        .filter(ours)
-        .filter(|w| w.method == "POST" && w.path == pods_path && w.code == 201)
-        .count();
-    let deleted = writes
-        .iter()
-        .filter(ours)
-        .filter(|w| w.method == "DELETE" && w.path.starts_with(&pods_path) && w.code == 200)
-        .count();
+    let (created, deleted) = pod_writes(&writes, namespace);
     assert_eq!(
         created,
         6 + 2 + 1 + 3,

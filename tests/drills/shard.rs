@@ -340,18 +340,7 @@ pub async fn run(cluster: &Cluster, namespace: &str) -> ShardReport {
         late.is_empty(),
         "the frozen replica wrote after it was frozen: {late:#?}"
     );
-    let pods_path = format!("/api/v1/namespaces/{namespace}/pods");
-    let ours = |w: &&Write| w.user_agent.starts_with("ferrokube-replicaset/");
-    let created = writes
-        .iter()
-        .filter(ours)
-        .filter(|w| w.method == "POST" && w.path == pods_path && w.code == 201)
-        .count();
-    let deleted = writes
-        .iter()
-        .filter(ours)
-        .filter(|w| w.method == "DELETE" && w.path.starts_with(&pods_path) && w.code == 200)
-        .count();
+    let (created, deleted) = super::pod_writes(&writes, namespace);
     assert_eq!(
         created,
         2 * COUNT + 12,
