@@ -204,7 +204,12 @@ impl<K: Object, R: Reconciler<K>> Workers<K, R> {
                 }
                 self.reconciler.reconcile(object).await?
             }
-            None => Action::await_change(),
+            None => {
+                if let Some(gate) = &self.shard {
+                    gate.forget(key);
+                }
+                Action::await_change()
+            }
         };
         Ok(Ran::Reconciled(action))
     }

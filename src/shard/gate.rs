@@ -66,7 +66,8 @@ pub struct ShardGate {
     resource: ApiResource,
     dependents: Vec<Arc<dyn DependentKind>>,
     /// Objects handed over, with the resourceVersion they had when this member let go: a cache
-    /// still showing that version is behind, not a new request. Entries go when the cache moves on.
+    /// still showing that version is behind, not a new request. Entries go when the cache moves on
+    /// or lets the object go ([`ShardGate::forget`]), so the map holds only handovers in flight.
     handed_over: Mutex<HashMap<ObjectKey, String>>,
     /// Handovers begun and not finished: the children relabelled so far.
     moved: MovedChildren,
@@ -94,6 +95,14 @@ impl ShardGate {
     /// The dependent kinds that move with the primary objects.
     pub fn dependents(&self) -> &[Arc<dyn DependentKind>] {
         &self.dependents
+    }
+
+    /// The member's cache no longer holds `key` (the object was deleted, or its label now names
+    /// another member): nothing about its handover is needed any more. Without this, every object
+    /// ever handed over would keep an entry here for the life of the process.
+    pub fn forget(&self, key: &ObjectKey) {
+        self.handed_over.lock().remove(key);
+        self.moved.finish(key);
     }
 
     /// What to do with `object` (cached under `key`) now.
@@ -328,5 +337,16 @@ mod tests {
             gate.turn(&key, &rs(&[(owner, "a")], &[], "21")),
             Turn::Reconcile
         );
+    }
+
+    #[test]
+    fn shard_gate_forgets_what_left_the_cache() {
+        let gate = ShardGate::new(member("a"), ApiResource::of::<ReplicaSet>(), Vec::new());
+        let key = ObjectKey::new(Some("default"), "web");
+        gate.handed_over.lock().insert(key.clone(), "20".into());
+        gate.moved.note(&key, "Pod", 19);
+        gate.forget(&key);
+        assert!(gate.handed_over.lock().is_empty());
+        assert!(!gate.moved.any(&key));
     }
 }
