@@ -792,6 +792,18 @@ async fn deletion(t: &Target, ns: &str) -> Value {
     let cms = format!("/api/v1/namespaces/{ns}/configmaps");
     let created = t.call(Method::POST, &cms, Some(config_map("a", "1"))).await;
     let url = format!("{cms}/a");
+    // A dry run, asked in the body (DeleteOptions, as clients send it) or in the query, deletes
+    // nothing; a dryRun value other than All is refused.
+    let dry_body = t
+        .call(Method::DELETE, &url, Some(json!({"dryRun": ["All"]})))
+        .await;
+    let dry_query = t
+        .call(Method::DELETE, &format!("{url}?dryRun=All"), None)
+        .await;
+    let dry_bad = t
+        .call(Method::DELETE, &url, Some(json!({"dryRun": ["Some"]})))
+        .await;
+    let after_dry = t.call(Method::GET, &url, None).await;
     let wrong_uid = t
         .call(
             Method::DELETE,
@@ -812,6 +824,11 @@ async fn deletion(t: &Target, ns: &str) -> Value {
         Some(json!({"metadata": {"finalizers": ["example.com/hold"]}})),
     )
     .await;
+    // A dry run of a delete that finalizers hold answers the object marked, and marks nothing.
+    let dry_held = t
+        .call(Method::DELETE, &url, Some(json!({"dryRun": ["All"]})))
+        .await;
+    let unmarked = t.call(Method::GET, &url, None).await;
     let pending = t
         .call(
             Method::DELETE,
@@ -845,6 +862,10 @@ async fn deletion(t: &Target, ns: &str) -> Value {
         .await;
     let left = t.call(Method::GET, &cms, None).await;
     json!({
+        "dryRun": [dry_body.code, dry_body.body["kind"], dry_query.code, dry_bad.code, dry_bad.reason(),
+                   after_dry.code],
+        "dryHeld": [dry_held.code, dry_held.body["kind"], dry_held.body["metadata"]["deletionTimestamp"].is_string(),
+                    unmarked.body["metadata"]["deletionTimestamp"].is_null()],
         "wrongUid": wrong_uid.status()["reason"],
         "pending": [pending.code, pending.body["kind"], pending.body["metadata"]["deletionTimestamp"].is_string(),
                     pending.body["metadata"]["finalizers"]],

@@ -187,3 +187,58 @@ async fn stale_without_the_protection_the_same_reconciler_writes_from_a_stale_ca
         run.metrics
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stale_protection_dry_runs_record_nothing_to_wait_for() {
+    // A dry run is answered as if written but never committed: no cache will ever show it. A dry
+    // delete recorded as a delete would hold the key back until the object is gone: forever.
+    let server = ApiServer::new().start().await.expect("server starts");
+    let client = common::embedded_client(&server, true);
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let mut cm = ConfigMap::default();
+    cm.metadata.name = Some("dry".into());
+    let cm = api
+        .create(&PostParams::default(), &cm)
+        .await
+        .expect("created");
+    let scope = Scope::namespace("default");
+    // The cache learns of writes only 2 s after they are made.
+    server.faults().delay_watches(Duration::from_secs(2));
+    let factory = ferrokube::informer::SharedInformerFactory::new(client.clone());
+    let informer = factory.informer::<ConfigMap>(&scope);
+    factory.start().expect("informers start");
+    factory.wait_for_cache_sync().await;
+    let consistency = ConsistencyStore::new("dry-run");
+    consistency.track(&informer, &scope);
+    let key = ObjectKey::of(&cm);
+    let tracked = consistency.writes(key.clone()).api(api.clone());
+
+    let mut changed = cm.clone();
+    changed.data = Some([("k".to_string(), "v".to_string())].into());
+    let dry = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    tracked
+        .replace("dry", &dry, &changed)
+        .await
+        .expect("dry replace");
+    let dry_delete = ferrokube::api::DeleteParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    tracked
+        .delete("dry", &dry_delete)
+        .await
+        .expect("dry delete");
+    assert_eq!(consistency.pending_keys(), 0, "dry runs recorded a wait");
+    assert!(consistency.ensure_fresh(&key).is_ok());
+
+    // The control: a real write is waited for until the delayed watch brings it.
+    tracked
+        .replace("dry", &PostParams::default(), &changed)
+        .await
+        .expect("replace");
+    assert_eq!(consistency.pending_keys(), 1);
+    assert!(consistency.ensure_fresh(&key).is_err());
+}

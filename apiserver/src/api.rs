@@ -522,13 +522,22 @@ impl Api {
                 check_preconditions(resource, name, &current.object, options)?;
                 let write = self.deletion(resource, &current.object, options);
                 if dry_run {
-                    preview = Some(current.clone());
+                    // Answer what the delete would have done, and store nothing.
+                    preview = Some(match write {
+                        Write::Delete => Deletion::Deleted(current.clone()),
+                        Write::Keep => Deletion::Pending(current.clone()),
+                        Write::Put(marked) => Deletion::Pending(Stored {
+                            json: serde_json::to_vec(&marked).unwrap_or_default().into(),
+                            object: Arc::new(marked),
+                            ..current.clone()
+                        }),
+                    });
                     return Ok(Write::Keep);
                 }
                 Ok(write)
             })?;
         if let Some(preview) = preview {
-            return Ok(Deletion::Pending(preview));
+            return Ok(preview);
         }
         match (change, stored) {
             (_, Some(still_there)) => Ok(Deletion::Pending(still_there)),

@@ -159,6 +159,12 @@ impl StatusError {
         StatusError::new(422, "Invalid", message.into())
     }
 
+    /// 422 `Invalid` for request options that do not validate (kube-apiserver validates
+    /// DeleteOptions, for one): `<kind> "" is invalid: <why>`.
+    pub fn invalid_options(kind: &str, why: &str) -> StatusError {
+        StatusError::new(422, "Invalid", format!("{kind} \"\" is invalid: {why}"))
+    }
+
     /// 403 `Forbidden`: `pods "web-1" is forbidden: <why>`.
     pub fn forbidden(resource: &ResourceType, name: &str, why: &str) -> StatusError {
         let message = format!("{} {name:?} is forbidden: {why}", resource.qualified());

@@ -83,6 +83,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use parking_lot::{Mutex, RwLock};
 use serde::Serialize;
 
+use super::recorded_writes::{Recorded, WriteLog};
 use crate::api::{Api, ApiResource, DeleteParams, Deleted, Object, Patch, PatchParams, PostParams};
 use crate::error::Error;
 
@@ -569,11 +570,27 @@ impl Writes {
 }
 
 /// An [`Api`] whose writes record themselves in a [`ConsistencyStore`] for one key (made by
-/// [`Writes::api`]). Same verbs, same answers; reads go through [`api`](Self::api).
+/// [`Writes::api`]). Same verbs, same answers; reads go through [`api`](Self::api). Failed writes
+/// and dry runs record nothing.
 #[derive(Debug, Clone)]
 pub struct TrackedApi<O> {
     api: Api<O>,
     writes: Writes,
+}
+
+impl<O: Object> WriteLog<O> for Writes {
+    type BeforeDelete = ();
+
+    fn before_delete(&self, _: &ObjectKey) {}
+
+    fn wrote(&self, api: &Api<O>, written: &O) {
+        self.store.wrote(&self.key, api.resource(), written);
+    }
+
+    fn deleted(&self, api: &Api<O>, object: &ObjectKey, _: (), outcome: &Deleted<O>) {
+        self.store
+            .deleted(&self.key, api.resource(), object, outcome);
+    }
 }
 
 impl<O: Object> TrackedApi<O> {
@@ -582,21 +599,21 @@ impl<O: Object> TrackedApi<O> {
         &self.api
     }
 
-    fn record(&self, result: Result<O, Error>) -> Result<O, Error> {
-        if let Ok(written) = &result {
-            self.writes.wrote(self.api.resource(), written);
+    fn recorded(&self) -> Recorded<'_, O, Writes> {
+        Recorded {
+            api: &self.api,
+            log: &self.writes,
         }
-        result
     }
 
     /// [`Api::create`], recorded.
     pub async fn create(&self, params: &PostParams, object: &O) -> Result<O, Error> {
-        self.record(self.api.create(params, object).await)
+        self.recorded().create(params, object).await
     }
 
     /// [`Api::replace`], recorded.
     pub async fn replace(&self, name: &str, params: &PostParams, object: &O) -> Result<O, Error> {
-        self.record(self.api.replace(name, params, object).await)
+        self.recorded().replace(name, params, object).await
     }
 
     /// [`Api::replace_status`], recorded.
@@ -606,7 +623,7 @@ impl<O: Object> TrackedApi<O> {
         params: &PostParams,
         object: &O,
     ) -> Result<O, Error> {
-        self.record(self.api.replace_status(name, params, object).await)
+        self.recorded().replace_status(name, params, object).await
     }
 
     /// [`Api::patch`], recorded.
@@ -616,7 +633,7 @@ impl<O: Object> TrackedApi<O> {
         params: &PatchParams,
         patch: &Patch<P>,
     ) -> Result<O, Error> {
-        self.record(self.api.patch(name, params, patch).await)
+        self.recorded().patch(name, params, patch).await
     }
 
     /// [`Api::patch_status`], recorded.
@@ -626,17 +643,12 @@ impl<O: Object> TrackedApi<O> {
         params: &PatchParams,
         patch: &Patch<P>,
     ) -> Result<O, Error> {
-        self.record(self.api.patch_status(name, params, patch).await)
+        self.recorded().patch_status(name, params, patch).await
     }
 
     /// [`Api::delete`], recorded (see [`ConsistencyStore::deleted`]).
     pub async fn delete(&self, name: &str, params: &DeleteParams) -> Result<Deleted<O>, Error> {
-        let outcome = self.api.delete(name, params).await?;
-        let object = ObjectKey::new(self.api.namespace(), name);
-        self.writes
-            .store
-            .deleted(&self.writes.key, self.api.resource(), &object, &outcome);
-        Ok(outcome)
+        self.recorded().delete(name, params).await
     }
 }
 

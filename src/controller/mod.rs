@@ -109,6 +109,7 @@ pub mod metrics;
 pub mod owner;
 pub mod read_your_writes;
 pub mod reconciler;
+mod recorded_writes;
 pub mod source;
 mod worker;
 

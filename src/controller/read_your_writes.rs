@@ -171,6 +171,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Status};
 use parking_lot::Mutex;
 use serde::Serialize;
 
+use super::recorded_writes::{Recorded, WriteLog};
 use crate::api::{Api, DeleteParams, Deleted, Object, Patch, PatchParams, PostParams};
 use crate::error::Error;
 
@@ -585,7 +586,7 @@ impl<K: Object> ReadYourWrites<K> {
     }
 
     /// Records a completed write that left `written` (as the server answered it).
-    fn wrote(&self, written: &K) {
+    fn record_written(&self, written: &K) {
         if !self.is_active() {
             return;
         }
@@ -610,7 +611,12 @@ impl<K: Object> ReadYourWrites<K> {
 
     /// Records a completed delete of `key` that the server answered with `status` (the object is
     /// gone); `held_before`: what the store held under `key` when the delete was sent.
-    fn deleted(&self, key: &ObjectKey, held_before: Option<Option<String>>, status: &Status) {
+    fn record_deleted(
+        &self,
+        key: &ObjectKey,
+        held_before: Option<Option<String>>,
+        status: &Status,
+    ) {
         if !self.is_active() {
             return;
         }
@@ -692,25 +698,23 @@ impl<K: Object> ReadYourWrites<K> {
         records.deleted_set.clear();
     }
 
-    fn record(&self, result: Result<K, Error>, dry_run: bool) -> Result<K, Error> {
-        if let (Ok(written), false) = (&result, dry_run) {
-            self.wrote(written);
+    fn recorded(&self) -> Recorded<'_, K, Self> {
+        Recorded {
+            api: &self.shared.api,
+            log: self,
         }
-        result
     }
 
     // ---- writes ----------------------------------------------------------------------------
 
     /// [`Api::create`], recorded.
     pub async fn create(&self, params: &PostParams, object: &K) -> Result<K, Error> {
-        let result = self.shared.api.create(params, object).await;
-        self.record(result, params.dry_run)
+        self.recorded().create(params, object).await
     }
 
     /// [`Api::replace`], recorded.
     pub async fn replace(&self, name: &str, params: &PostParams, object: &K) -> Result<K, Error> {
-        let result = self.shared.api.replace(name, params, object).await;
-        self.record(result, params.dry_run)
+        self.recorded().replace(name, params, object).await
     }
 
     /// [`Api::replace_status`], recorded.
@@ -720,8 +724,7 @@ impl<K: Object> ReadYourWrites<K> {
         params: &PostParams,
         object: &K,
     ) -> Result<K, Error> {
-        let result = self.shared.api.replace_status(name, params, object).await;
-        self.record(result, params.dry_run)
+        self.recorded().replace_status(name, params, object).await
     }
 
     /// [`Api::patch`], recorded.
@@ -731,8 +734,7 @@ impl<K: Object> ReadYourWrites<K> {
         params: &PatchParams,
         patch: &Patch<P>,
     ) -> Result<K, Error> {
-        let result = self.shared.api.patch(name, params, patch).await;
-        self.record(result, params.dry_run)
+        self.recorded().patch(name, params, patch).await
     }
 
     /// [`Api::patch_status`], recorded.
@@ -742,24 +744,41 @@ impl<K: Object> ReadYourWrites<K> {
         params: &PatchParams,
         patch: &Patch<P>,
     ) -> Result<K, Error> {
-        let result = self.shared.api.patch_status(name, params, patch).await;
-        self.record(result, params.dry_run)
+        self.recorded().patch_status(name, params, patch).await
     }
 
     /// [`Api::delete`], recorded: an answer with the object records its resourceVersion; a
     /// `Status` records that the object must be gone from the cache (see the
     /// [module docs](self#how-it-works)).
     pub async fn delete(&self, name: &str, params: &DeleteParams) -> Result<Deleted<K>, Error> {
-        let key = ObjectKey::new(self.shared.api.namespace(), name);
-        let held_before = self.held_uid(&key);
-        let outcome = self.shared.api.delete(name, params).await?;
-        if !params.dry_run {
-            match &outcome {
-                Deleted::Pending(still_there) => self.wrote(still_there),
-                Deleted::Gone(status) => self.deleted(&key, held_before, status),
-            }
+        self.recorded().delete(name, params).await
+    }
+}
+
+/// What the writes leave for reads to wait for (see [How it works](self#how-it-works)).
+impl<K: Object> WriteLog<K> for ReadYourWrites<K> {
+    /// The uid the store held under the key when the delete was sent.
+    type BeforeDelete = Option<Option<String>>;
+
+    fn before_delete(&self, object: &ObjectKey) -> Option<Option<String>> {
+        self.held_uid(object)
+    }
+
+    fn wrote(&self, _: &Api<K>, written: &K) {
+        self.record_written(written);
+    }
+
+    fn deleted(
+        &self,
+        _: &Api<K>,
+        object: &ObjectKey,
+        held_before: Option<Option<String>>,
+        outcome: &Deleted<K>,
+    ) {
+        match outcome {
+            Deleted::Pending(still_there) => self.record_written(still_there),
+            Deleted::Gone(status) => self.record_deleted(object, held_before, status),
         }
-        Ok(outcome)
     }
 }
 
@@ -811,9 +830,9 @@ mod tests {
         let rw = client(&Scope::all());
         let store = rw.informer().store().clone();
         store.set_resource_version("10");
-        rw.wrote(&cm("a", "12", "u1", "web"));
+        rw.record_written(&cm("a", "12", "u1", "web"));
         let first = rw.get(Some("default"), "a"); // starts now: needs 12
-        rw.wrote(&cm("a", "20", "u1", "web")); // completes after the read started
+        rw.record_written(&cm("a", "20", "u1", "web")); // completes after the read started
         let reader = tokio::spawn(first);
         store.insert(Arc::new(cm("a", "12", "u1", "web")));
         store.set_resource_version("12");
@@ -833,7 +852,7 @@ mod tests {
     #[tokio::test]
     async fn read_your_own_writes_non_integer_versions_turn_the_protection_off() {
         let rw = client(&Scope::all()).max_wait(Duration::ZERO);
-        rw.wrote(&cm("a", "12", "u1", "web"));
+        rw.record_written(&cm("a", "12", "u1", "web"));
         assert!(rw.is_active());
         assert!(
             rw.get(Some("default"), "a").await.is_err(),
@@ -844,7 +863,7 @@ mod tests {
         rw.informer().store().set_resource_version("xyz");
         assert_eq!(rw.get(Some("default"), "a").await, Ok(None));
         assert!(!rw.is_active());
-        rw.wrote(&cm("a", "99", "u1", "web"));
+        rw.record_written(&cm("a", "99", "u1", "web"));
         assert!(
             rw.needs(None).version.is_none(),
             "nothing recorded once off"
@@ -852,7 +871,7 @@ mod tests {
 
         // A write answering a non-integer version does the same.
         let rw = client(&Scope::all()).max_wait(Duration::ZERO);
-        rw.wrote(&cm("a", "opaque-1", "u1", "web"));
+        rw.record_written(&cm("a", "opaque-1", "u1", "web"));
         assert!(!rw.is_active());
         assert_eq!(
             rw.list(None, &LabelSelector::everything()).await,
@@ -864,10 +883,10 @@ mod tests {
     async fn read_your_own_writes_writes_outside_the_scope_are_not_waited_for() {
         let rw = client(&Scope::namespace("default").labels("app=web")).max_wait(Duration::ZERO);
         rw.informer().store().set_resource_version("5");
-        rw.wrote(&cm("db", "9", "u1", "db"));
+        rw.record_written(&cm("db", "9", "u1", "db"));
         let mut elsewhere = cm("x", "9", "u2", "web");
         elsewhere.metadata.namespace = Some("other".into());
-        rw.wrote(&elsewhere);
+        rw.record_written(&elsewhere);
         assert!(rw.needs(None).version.is_none());
         assert_eq!(rw.get(Some("default"), "db").await, Ok(None));
 
@@ -876,7 +895,7 @@ mod tests {
         rw.informer()
             .store()
             .insert(Arc::new(cm("db", "4", "u1", "web")));
-        rw.wrote(&cm("db", "9", "u1", "db"));
+        rw.record_written(&cm("db", "9", "u1", "db"));
         assert_eq!(rw.needs(None).version, Some(9));
     }
 
@@ -889,7 +908,7 @@ mod tests {
         let key = ObjectKey::from("default/a");
 
         // Held when the delete returned: the read waits until the store drops it.
-        rw.deleted(&key, Some(Some("u1".into())), &gone("u1"));
+        rw.record_deleted(&key, Some(Some("u1".into())), &gone("u1"));
         assert!(rw.get(Some("default"), "a").await.is_err());
         // A newer object under the same name does not count as the deleted one.
         store.insert(Arc::new(cm("a", "6", "u2", "web")));
@@ -902,7 +921,7 @@ mod tests {
         );
 
         // Never held (its creation has not reached the cache): hidden from reads when it arrives.
-        rw.deleted(&ObjectKey::from("default/b"), None, &gone("u3"));
+        rw.record_deleted(&ObjectKey::from("default/b"), None, &gone("u3"));
         store.insert(Arc::new(cm("b", "7", "u3", "web")));
         assert_eq!(rw.get(Some("default"), "b").await, Ok(None));
         let names: Vec<_> = rw

@@ -185,14 +185,11 @@ async fn dispatch(
                     let table = wanted_table(&request, true)?;
                     write_fault(shared)?;
                     let selection = selection(&resource, &params)?;
-                    let options = delete_options(&params, read_json_or_empty(request).await?)?;
-                    let deleted = shared.api.delete_collection(
-                        &resource,
-                        ns,
-                        &selection,
-                        &options,
-                        is_dry_run(&params),
-                    )?;
+                    let (options, dry_run) =
+                        delete_options(&params, read_json_or_empty(request).await?)?;
+                    let deleted = shared
+                        .api
+                        .delete_collection(&resource, ns, &selection, &options, dry_run)?;
                     let revision = shared.api.store.revision();
                     if let Some(version) = table {
                         let writer = table_writer(shared, &resource, version, &params)?;
@@ -349,7 +346,7 @@ async fn object(
         }
         Method::DELETE if subresource.is_none() => {
             write_fault(shared)?;
-            let options = delete_options(params, read_json_or_empty(request).await?)?;
+            let (options, dry_run) = delete_options(params, read_json_or_empty(request).await?)?;
             match api.delete(resource, ns, name, &options, dry_run)? {
                 Deletion::Pending(stored) => {
                     stored_reply(shared, resource, &stored, write_table, params)
@@ -789,10 +786,31 @@ fn render(resource: &ResourceType, item: &WatchItem) -> Bytes {
     line.freeze()
 }
 
+/// The DeleteOptions of a DELETE, from its body or its query (the body wins, as on
+/// kube-apiserver), and whether it is a dry run: `dryRun=All` in the query, or `"dryRun": ["All"]`
+/// in the body (what client-go, kube-rs and ferrokube send).
 fn delete_options(
     params: &HashMap<String, String>,
     body: Value,
-) -> Result<DeleteOptions, StatusError> {
+) -> Result<(DeleteOptions, bool), StatusError> {
+    let dry_run = match body.get("dryRun") {
+        None | Some(Value::Null) => is_dry_run(params),
+        Some(Value::Array(values)) => {
+            // kube-apiserver validates DeleteOptions: 422, as for an invalid object.
+            if let Some(other) = values.iter().find(|v| v.as_str() != Some("All")) {
+                return Err(StatusError::invalid_options(
+                    "DeleteOptions.meta.k8s.io",
+                    &format!("dryRun: Unsupported value: {other}: supported values: \"All\""),
+                ));
+            }
+            !values.is_empty()
+        }
+        Some(other) => {
+            return Err(StatusError::bad_request(format!(
+                "dryRun: a list of strings, not {other}"
+            )));
+        }
+    };
     let text = |field: &str| {
         body.get(field)
             .and_then(Value::as_str)
@@ -832,12 +850,13 @@ fn delete_options(
             .and_then(Value::as_str)
             .map(str::to_string)
     };
-    Ok(DeleteOptions {
+    let options = DeleteOptions {
         propagation,
         uid: precondition("uid"),
         resource_version: precondition("resourceVersion"),
         grace_period_seconds,
-    })
+    };
+    Ok((options, dry_run))
 }
 
 async fn read_body(request: Request<Incoming>) -> Result<Bytes, StatusError> {
