@@ -879,6 +879,44 @@ async fn deletion(t: &Target, ns: &str) -> Value {
 }
 conformance!(delete_preconditions_finalizers_and_collections, deletion);
 
+/// A Secret's `stringData` is merged into `data` (base64, over `data`'s own value for a key) on
+/// create, replace and patch, and never stored.
+async fn secret_string_data(t: &Target, ns: &str) -> Value {
+    let secrets = format!("/api/v1/namespaces/{ns}/secrets");
+    let created = t
+        .call(
+            Method::POST,
+            &secrets,
+            Some(
+                json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"},
+                        "data": {"a": "MQ==", "keep": "aw=="}, "stringData": {"a": "2", "b": "3"}}),
+            ),
+        )
+        .await;
+    let url = format!("{secrets}/s");
+    let patched = t
+        .call(Method::PATCH, &url, Some(json!({"stringData": {"c": "4"}})))
+        .await;
+    let mut replacement = patched.body.clone();
+    replacement["stringData"] = json!({"keep": "K"});
+    let replaced = t.call(Method::PUT, &url, Some(replacement)).await;
+    let read = t.call(Method::GET, &url, None).await;
+    let fields = |seen: &Seen| {
+        json!([
+            seen.code,
+            seen.body["data"],
+            seen.body.get("stringData").is_some()
+        ])
+    };
+    json!({
+        "created": fields(&created),
+        "patched": fields(&patched),
+        "replaced": fields(&replaced),
+        "read": fields(&read),
+    })
+}
+conformance!(secret_string_data_is_merged_into_data, secret_string_data);
+
 async fn patches(t: &Target, ns: &str) -> Value {
     let pods = format!("/api/v1/namespaces/{ns}/pods");
     let mut p = pod("p", json!({"a": "1"}));

@@ -15,6 +15,8 @@
 //!   ([`crate::schema`]); `generation` tracks every change outside `metadata` (and outside `status`
 //!   when there is a status subresource).
 
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
 use serde_json::{Map, Value, json};
 
 use crate::crd;
@@ -486,10 +488,34 @@ fn apply_defaults(resource: &ResourceType, object: &mut Value) {
         ("", "Secret") => {
             if let Some(map) = object.as_object_mut() {
                 default(map, "type", "Opaque".into());
+                merge_string_data(map);
             }
         }
         _ if resource.is_definitions() => crd::apply_defaults(object),
         _ => {}
+    }
+}
+
+/// A Secret's `stringData` is write-only: each key is written into `data`, base64-encoded, over
+/// any value `data` has for it, and `stringData` itself is never stored (kube-apiserver does this
+/// when it converts the object it received). A value that is not a string is dropped.
+fn merge_string_data(secret: &mut Map<String, Value>) {
+    let Some(Value::Object(strings)) = secret.remove("stringData") else {
+        return;
+    };
+    if strings.is_empty() {
+        return;
+    }
+    let data = secret.entry("data").or_insert_with(|| json!({}));
+    if !data.is_object() {
+        *data = json!({});
+    }
+    if let Some(data) = data.as_object_mut() {
+        for (key, value) in strings {
+            if let Value::String(text) = value {
+                data.insert(key, STANDARD.encode(text).into());
+            }
+        }
     }
 }
 
@@ -533,6 +559,22 @@ mod tests {
         Registry::default()
             .find("apps", "v1", "replicasets")
             .expect("built in")
+    }
+
+    #[test]
+    fn secret_string_data_is_merged_into_data_and_not_kept() {
+        let secrets = Registry::default()
+            .find("", "v1", "secrets")
+            .expect("built in");
+        let mut secret = json!({"metadata": {"name": "s", "namespace": "n"},
+                                "data": {"a": "MQ==", "keep": "aw=="},
+                                "stringData": {"a": "2", "b": "3"}});
+        prepare_create(&secrets, &mut secret).expect("valid");
+        assert_eq!(
+            secret["data"],
+            json!({"a": "Mg==", "b": "Mw==", "keep": "aw=="})
+        );
+        assert!(secret.get("stringData").is_none());
     }
 
     fn rs(replicas: i64) -> Value {
