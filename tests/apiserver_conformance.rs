@@ -917,6 +917,168 @@ async fn secret_string_data(t: &Target, ns: &str) -> Value {
 }
 conformance!(secret_string_data_is_merged_into_data, secret_string_data);
 
+/// A Service's spec as the server answered it, its allocated values made comparable: a cluster IP
+/// becomes "ip" (the two servers' ranges differ) and a node port "nodePort" when in 30000-32767.
+fn service_spec(seen: &Seen) -> Value {
+    let mut spec = seen.body["spec"].clone();
+    let is_ip = |v: &Value| {
+        v.as_str()
+            .is_some_and(|s| s.parse::<std::net::Ipv4Addr>().is_ok())
+    };
+    if is_ip(&spec["clusterIP"]) {
+        spec["clusterIP"] = json!("ip");
+    }
+    if let Some(ips) = spec["clusterIPs"].as_array_mut() {
+        for ip in ips.iter_mut().filter(|ip| is_ip(ip)) {
+            *ip = json!("ip");
+        }
+    }
+    if let Some(ports) = spec["ports"].as_array_mut() {
+        for port in ports {
+            if port["nodePort"]
+                .as_u64()
+                .is_some_and(|p| (30000..=32767).contains(&p))
+            {
+                port["nodePort"] = json!("nodePort");
+            }
+        }
+    }
+    json!([seen.code, spec])
+}
+
+/// What a Service comes back with (defaults, a cluster IP, node ports), what an update that leaves
+/// them out keeps, and which addresses are refused.
+async fn service_allocation(t: &Target, ns: &str) -> Value {
+    let services = format!("/api/v1/namespaces/{ns}/services");
+    let service = |name: &str, spec: Value| json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": name}, "spec": spec});
+    let plain = t
+        .call(
+            Method::POST,
+            &services,
+            Some(service(
+                "plain",
+                json!({"selector": {"app": "a"}, "ports": [{"port": 80}]}),
+            )),
+        )
+        .await;
+    let node_port = t
+        .call(
+            Method::POST,
+            &services,
+            Some(service(
+                "np",
+                json!({"type": "NodePort", "ports": [{"name": "http", "port": 80, "targetPort": 8080},
+                                                     {"name": "dns", "port": 53, "protocol": "UDP"}]}),
+            )),
+        )
+        .await;
+    let headless = t
+        .call(
+            Method::POST,
+            &services,
+            Some(service(
+                "headless",
+                json!({"clusterIP": "None", "selector": {"app": "h"}, "ports": [{"port": 80}]}),
+            )),
+        )
+        .await;
+    let external = t
+        .call(
+            Method::POST,
+            &services,
+            Some(service(
+                "ext",
+                json!({"type": "ExternalName", "externalName": "example.com"}),
+            )),
+        )
+        .await;
+    let dry = t
+        .call(
+            Method::POST,
+            &format!("{services}?dryRun=All"),
+            Some(service(
+                "dry",
+                json!({"type": "NodePort", "ports": [{"port": 80}]}),
+            )),
+        )
+        .await;
+    let taken_ip = plain.body["spec"]["clusterIP"].clone();
+    let taken = t
+        .call(
+            Method::POST,
+            &services,
+            Some(service(
+                "taken",
+                json!({"clusterIP": taken_ip, "ports": [{"port": 80}]}),
+            )),
+        )
+        .await;
+    let outside = t
+        .call(
+            Method::POST,
+            &services,
+            Some(service(
+                "outside",
+                json!({"clusterIP": "192.0.2.1", "ports": [{"port": 80}]}),
+            )),
+        )
+        .await;
+    let taken_port = node_port.body["spec"]["ports"][0]["nodePort"].clone();
+    let port_taken = t
+        .call(
+            Method::POST,
+            &services,
+            Some(service(
+                "port-taken",
+                json!({"type": "NodePort", "ports": [{"port": 80, "nodePort": taken_port}]}),
+            )),
+        )
+        .await;
+    // A PUT of the spec as a client built it, without the allocated fields: refused (a cluster IP
+    // cannot be unset); with the cluster IP but without node ports: new node ports.
+    let mut rebuilt = service(
+        "np",
+        json!({"type": "NodePort",
+        "ports": [{"name": "http", "port": 80, "targetPort": 8080}, {"name": "dns", "port": 53, "protocol": "UDP"}]}),
+    );
+    rebuilt["metadata"]["resourceVersion"] = node_port.body["metadata"]["resourceVersion"].clone();
+    let unset = t
+        .call(
+            Method::PUT,
+            &format!("{services}/np"),
+            Some(rebuilt.clone()),
+        )
+        .await;
+    rebuilt["spec"]["clusterIP"] = node_port.body["spec"]["clusterIP"].clone();
+    let kept = t
+        .call(Method::PUT, &format!("{services}/np"), Some(rebuilt))
+        .await;
+    let same_ip = kept.body["spec"]["clusterIP"] == node_port.body["spec"]["clusterIP"];
+    let moved = t
+        .call(
+            Method::PATCH,
+            &format!("{services}/plain"),
+            Some(json!({"spec": {"clusterIP": "10.96.0.250", "clusterIPs": ["10.96.0.250"]}})),
+        )
+        .await;
+    json!({
+        "plain": service_spec(&plain),
+        "nodePort": service_spec(&node_port),
+        "headless": service_spec(&headless),
+        "external": service_spec(&external),
+        // kube-apiserver 1.20 answers a dry run with a node port outside the range (32769): only
+        // the cluster IP is compared.
+        "dryRun": [dry.code, dry.body["spec"]["clusterIP"].is_null()],
+        "taken": [taken.code, taken.reason()],
+        "outside": [outside.code, outside.reason()],
+        "portTaken": [port_taken.code, port_taken.reason()],
+        "unset": [unset.code, unset.reason(), unset.status()["details"]["causes"]],
+        "kept": [kept.code, same_ip, service_spec(&kept)],
+        "moved": [moved.code, moved.reason()],
+    })
+}
+conformance!(service_addresses_are_allocated_and_kept, service_allocation);
+
 async fn patches(t: &Target, ns: &str) -> Value {
     let pods = format!("/api/v1/namespaces/{ns}/pods");
     let mut p = pod("p", json!({"a": "1"}));

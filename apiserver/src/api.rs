@@ -19,6 +19,7 @@ use crate::patch::{self, PatchType};
 use crate::quota;
 use crate::resource::{Registry, ResourceType};
 use crate::selection::Selection;
+use crate::services::{self, ServiceAllocator};
 use crate::status::StatusError;
 use crate::store::{ListPage, Store, Stored, WatchFeed, WatchFilter, WatchStart, Write};
 use crate::strategy::{self, Endpoint};
@@ -89,6 +90,9 @@ pub struct Api {
     pub registry: Registry,
     /// Pods bound to a node are deleted gracefully (a stand-in kubelet finishes the deletion).
     pub graceful_pods: bool,
+    /// Services' cluster IPs and node ports (see [`crate::services`]); shared by every handle on
+    /// the same store.
+    pub services: Arc<ServiceAllocator>,
 }
 
 impl Api {
@@ -266,7 +270,14 @@ impl Api {
             quota::admit(self, resource, ns, &name, &object)?;
         }
         if dry_run {
+            // kube-apiserver 1.20 allocates no addresses for a dry run either.
             return Ok(object);
+        }
+        // Held until the Service is stored: no other Service gets its address meanwhile.
+        let _allocator = services::is_services(resource).then(|| self.services.hold());
+        if services::is_services(resource) {
+            let stored = services::stored(&self.store, resource);
+            services::allocate(&stored, resource, namespace, &name, &mut object)?;
         }
         let key = resource.key(namespace, &name);
         let (_, stored) = self
@@ -448,11 +459,22 @@ impl Api {
     ) -> Result<Value, StatusError> {
         let key = resource.key(namespace, name);
         let mut preview = None;
+        // A Service keeps or gets its addresses (see `crate::services`), the allocator held until
+        // it is stored; the stored Services are read before the transaction, which holds the store.
+        let _allocator = services::is_services(resource).then(|| self.services.hold());
+        let services = if services::is_services(resource) {
+            services::stored(&self.store, resource)
+        } else {
+            Vec::new()
+        };
         let (change, stored) = self
             .store
             .transact(&Api::table(resource), &key, |current| {
                 let current = current.ok_or_else(|| StatusError::not_found(resource, name))?;
-                let object = change(&current.object)?;
+                let mut object = change(&current.object)?;
+                if services::is_services(resource) {
+                    services::allocate(&services, resource, namespace, name, &mut object)?;
+                }
                 if dry_run {
                     preview = Some(object);
                     return Ok(Write::Keep);

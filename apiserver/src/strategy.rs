@@ -22,6 +22,7 @@ use serde_json::{Map, Value, json};
 use crate::crd;
 use crate::meta;
 use crate::resource::ResourceType;
+use crate::services;
 use crate::status::{Cause, StatusError};
 use crate::store::Stored;
 use crate::validation;
@@ -220,6 +221,9 @@ pub fn prepare_update(
                 None => map.remove("status"),
             };
         }
+    }
+    if services::is_services(resource) {
+        services::check_update(resource, &name, old, new)?;
     }
     apply_defaults(resource, new);
     prune(resource, new);
@@ -485,6 +489,7 @@ fn apply_defaults(resource: &ResourceType, object: &mut Value) {
                 }
             }
         }
+        ("", "Service") => services::apply_defaults(object),
         ("", "Secret") => {
             if let Some(map) = object.as_object_mut() {
                 default(map, "type", "Opaque".into());

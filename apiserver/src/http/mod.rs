@@ -180,6 +180,7 @@ impl ApiServer {
             store: store.clone(),
             registry: Registry::new(self.catalog.clone()),
             graceful_pods: self.kubelet.is_some(),
+            services: Default::default(),
         };
         let shared = Arc::new(Shared {
             api,
@@ -246,6 +247,7 @@ impl Shared {
             store: self.api.store.clone(),
             registry: self.api.registry.clone(),
             graceful_pods: self.api.graceful_pods,
+            services: self.api.services.clone(),
         })
     }
 }
