@@ -992,6 +992,58 @@ async fn service_allocation(t: &Target, ns: &str) -> Value {
             )),
         )
         .await;
+    let shared = t
+        .call(
+            Method::POST,
+            &services,
+            Some(service(
+                "shared",
+                json!({"type": "NodePort", "ports": [{"name": "t", "port": 53, "nodePort": 0},
+                                                     {"name": "u", "port": 53, "protocol": "UDP"}]}),
+            )),
+        )
+        .await;
+    let shared_ports = &shared.body["spec"]["ports"];
+    let shares = shared_ports[0]["nodePort"].is_u64()
+        && shared_ports[0]["nodePort"] == shared_ports[1]["nodePort"];
+    let twice = t
+        .call(
+            Method::POST,
+            &services,
+            Some(service(
+                "twice",
+                json!({"type": "NodePort", "ports": [{"name": "a", "port": 80, "nodePort": 30555},
+                                                     {"name": "b", "port": 81, "nodePort": 30555}]}),
+            )),
+        )
+        .await;
+    let forbidden = t
+        .call(
+            Method::POST,
+            &services,
+            Some(service(
+                "forbidden",
+                json!({"ports": [{"port": 80, "nodePort": 30556}]}),
+            )),
+        )
+        .await;
+    let network = t
+        .call(
+            Method::POST,
+            &services,
+            Some(service(
+                "network",
+                json!({"clusterIP": "10.96.0.0", "ports": [{"port": 80}]}),
+            )),
+        )
+        .await;
+    let turned = t
+        .call(
+            Method::PATCH,
+            &format!("{services}/shared"),
+            Some(json!({"spec": {"type": "ClusterIP"}})),
+        )
+        .await;
     let dry = t
         .call(
             Method::POST,
@@ -1069,6 +1121,11 @@ async fn service_allocation(t: &Target, ns: &str) -> Value {
         // kube-apiserver 1.20 answers a dry run with a node port outside the range (32769): only
         // the cluster IP is compared.
         "dryRun": [dry.code, dry.body["spec"]["clusterIP"].is_null()],
+        "shared": [shared.code, shares],
+        "twice": [twice.code, twice.status()["details"]["causes"]],
+        "forbidden": [forbidden.code, forbidden.status()["details"]["causes"]],
+        "network": [network.code, network.reason()],
+        "turned": service_spec(&turned),
         "taken": [taken.code, taken.reason()],
         "outside": [outside.code, outside.reason()],
         "portTaken": [port_taken.code, port_taken.reason()],

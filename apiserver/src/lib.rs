@@ -124,7 +124,7 @@
 //! - Every `SelfSubjectAccessReview` is answered `allowed`: there is no authorization.
 //! - Services get cluster IPs from `10.96.0.0/12` and node ports from 30000-32767 in order, lowest
 //!   free first, where kube-apiserver picks at random from its configured ranges; IPv4 single-stack
-//!   only, no `kubernetes` Service in `default`, no load-balancer health-check node port, and no
+//!   only, no load-balancer health-check node port, and no
 //!   Endpoints or EndpointSlices (see [`services`]). A dry-run create allocates nothing; 1.20 leaves
 //!   the cluster IP out too, but answers a node port outside the range.
 //! - Several schema violations in one object are reported in alphabetical field order; kube-apiserver

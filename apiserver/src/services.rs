@@ -10,9 +10,12 @@
 //!            protocol and targetPort)
 //!         ─▶ allocate, under the allocator's lock until the object is stored (not for a dry run):
 //!              clusterIP  the one asked for, if in the range and free (else 422), or the lowest
-//!                         free address of SERVICE_RANGE from .2 up (.1 is the `kubernetes`
-//!                         Service's on a real cluster); "None" (headless) allocates nothing
-//!              nodePort   the one asked for, if free (else 422), or the lowest free of NODE_PORTS
+//!                         free address of SERVICE_RANGE (.1 is the `kubernetes` Service's);
+//!                         "None" (headless) allocates nothing
+//!              nodePort   the one asked for, if free (else 422), or the one another entry of the
+//!                         same port number has (TCP and UDP 53 share one), or the lowest free
+//!                         of NODE_PORTS; a ClusterIP Service asking for one is refused, one
+//!                         that was NodePort lets its node ports go
 //!  update ─▶ a cluster IP left out or changed is refused (422: it can be neither unset nor
 //!            changed); a port sent without its node port gets a new one, as on 1.20 (later
 //!            versions keep the old one)
@@ -135,7 +138,7 @@ pub(crate) fn stored(store: &Store, resource: &ResourceType) -> Vec<Arc<Value>> 
 }
 
 /// Allocates what `object` (a Service to be stored as `name` in `namespace`) still lacks: its
-/// cluster IP and IP family fields, and its node ports. Checks that addresses and ports it asks
+/// cluster IP and its node ports. Checks that addresses and ports it asks
 /// for are in range and held by no other Service of `stored` (from [`stored`], with the
 /// allocator held until the write is stored).
 pub(crate) fn allocate(
@@ -156,25 +159,10 @@ pub(crate) fn allocate(
     let others: Vec<&Value> = stored
         .iter()
         .map(|object| object.as_ref())
-        .filter(|object| {
-            let ns = object
-                .pointer("/metadata/namespace")
-                .and_then(Value::as_str);
-            let n = object.pointer("/metadata/name").and_then(Value::as_str);
-            resource.key(ns, n.unwrap_or_default()) != me
-        })
+        .filter(|object| key_of(resource, object) != me)
         .collect();
-    let invalid = |field: &str, message: String| {
-        StatusError::invalid(
-            resource,
-            name,
-            vec![Cause {
-                reason: "FieldValueInvalid",
-                field: field.into(),
-                message,
-            }],
-        )
-    };
+    let invalid =
+        |field: &str, message: String| cause(resource, name, "FieldValueInvalid", field, message);
 
     let asked = spec
         .get("clusterIP")
@@ -227,55 +215,176 @@ pub(crate) fn allocate(
         }
     }
 
-    if kind != "NodePort" && kind != "LoadBalancer" {
-        return Ok(());
+    let before = stored
+        .iter()
+        .map(|object| object.as_ref())
+        .find(|object| key_of(resource, object) == me);
+    let had_node_ports = before.is_some_and(|old| {
+        old.get("spec")
+            .and_then(Value::as_object)
+            .is_some_and(|spec| takes_node_ports(kind_of(spec)))
+    });
+    if !takes_node_ports(&kind) {
+        if had_node_ports {
+            // A NodePort Service turned ClusterIP lets its node ports go.
+            if let Some(ports) = spec.get_mut("ports").and_then(Value::as_array_mut) {
+                for port in ports.iter_mut().filter_map(Value::as_object_mut) {
+                    port.remove("nodePort");
+                }
+            }
+            spec.remove("externalTrafficPolicy");
+            return Ok(());
+        }
+        let asked = spec
+            .get("ports")
+            .and_then(Value::as_array)
+            .and_then(|ports| ports.iter().position(|port| node_port_of(port).is_some()));
+        return match asked {
+            Some(index) => Err(cause(
+                resource,
+                name,
+                "FieldValueForbidden",
+                &format!("spec.ports[{index}].nodePort"),
+                format!("Forbidden: may not be used when `type` is '{kind}'"),
+            )),
+            None => Ok(()),
+        };
     }
-    let mut held = held_node_ports(&others);
     let Some(ports) = spec.get_mut("ports").and_then(Value::as_array_mut) else {
         return Ok(());
     };
-    for (index, port) in ports.iter_mut().enumerate() {
-        let Some(port) = port.as_object_mut() else {
+    let taken = held_node_ports(&others);
+    // The node ports asked for: in range, held by no other Service, and shared within this one
+    // only by entries of different protocols.
+    let mut asked: Vec<(u16, String)> = Vec::new();
+    for (index, port) in ports.iter().enumerate() {
+        let Some(number) = node_port_of(port) else {
             continue;
         };
-        match port.get("nodePort").and_then(Value::as_u64) {
-            Some(asked) => {
-                let fits = u16::try_from(asked).ok().filter(|p| NODE_PORTS.contains(p));
-                let field = format!("spec.ports[{index}].nodePort");
-                match fits {
-                    None => {
-                        return Err(invalid(
-                            &field,
-                            format!(
-                                "Invalid value: {asked}: provided port is not in the valid \
-                                 range. The range of valid ports is {}-{}",
-                                NODE_PORTS.start(),
-                                NODE_PORTS.end()
-                            ),
-                        ));
-                    }
-                    Some(p) if !held.insert(p) => {
-                        return Err(invalid(
-                            &field,
-                            format!("Invalid value: {asked}: provided port is already allocated"),
-                        ));
-                    }
-                    Some(_) => {}
-                }
-            }
+        let field = format!("spec.ports[{index}].nodePort");
+        let protocol = port
+            .get("protocol")
+            .and_then(Value::as_str)
+            .unwrap_or("TCP")
+            .to_string();
+        let Some(fits) = u16::try_from(number)
+            .ok()
+            .filter(|p| NODE_PORTS.contains(p))
+        else {
+            return Err(invalid(
+                &field,
+                format!(
+                    "Invalid value: {number}: provided port is not in the valid range. The \
+                     range of valid ports is {}-{}",
+                    NODE_PORTS.start(),
+                    NODE_PORTS.end()
+                ),
+            ));
+        };
+        if taken.contains(&fits) {
+            return Err(invalid(
+                &field,
+                format!("Invalid value: {number}: provided port is already allocated"),
+            ));
+        }
+        if asked
+            .iter()
+            .any(|(p, proto)| *p == fits && *proto == protocol)
+        {
+            return Err(cause(
+                resource,
+                name,
+                "FieldValueDuplicate",
+                &field,
+                format!("Duplicate value: {number}"),
+            ));
+        }
+        asked.push((fits, protocol));
+    }
+    // Fresh node ports: shared by the entries of one port number, else the lowest port that no
+    // other Service holds, none of this one asks for, and this one did not hold before (an update
+    // that leaves its node ports out gets new ones, as on kube-apiserver 1.20).
+    let mut unavailable: HashSet<u16> = taken;
+    unavailable.extend(asked.iter().map(|(port, _)| *port));
+    if let Some(old) = before {
+        unavailable.extend(held_node_ports(&[old]));
+    }
+    let mut by_number: Vec<(Value, u16)> = ports
+        .iter()
+        .filter_map(|port| {
+            let node_port = node_port_of(port).and_then(|p| u16::try_from(p).ok())?;
+            Some((port.get("port")?.clone(), node_port))
+        })
+        .collect();
+    for port in ports.iter_mut().filter_map(Value::as_object_mut) {
+        if node_port_of_map(port).is_some() {
+            continue;
+        }
+        let number = port.get("port").cloned().unwrap_or(Value::Null);
+        let shared = by_number
+            .iter()
+            .find(|(n, _)| *n == number)
+            .map(|(_, p)| *p);
+        let node_port = match shared {
+            Some(node_port) => node_port,
             None => {
                 let free = NODE_PORTS
                     .clone()
-                    .find(|p| !held.contains(p))
+                    .find(|p| !unavailable.contains(p))
                     .ok_or_else(|| {
                         StatusError::internal("failed to allocate a nodePort: range is full")
                     })?;
-                held.insert(free);
-                port.insert("nodePort".into(), free.into());
+                unavailable.insert(free);
+                by_number.push((number, free));
+                free
             }
-        }
+        };
+        port.insert("nodePort".into(), node_port.into());
     }
     Ok(())
+}
+
+/// Whether a Service of this type has node ports.
+fn takes_node_ports(kind: &str) -> bool {
+    kind == "NodePort" || kind == "LoadBalancer"
+}
+
+/// A port entry's node port, if it asks for one (`0` or none: it does not).
+fn node_port_of(port: &Value) -> Option<u64> {
+    port.as_object().and_then(node_port_of_map)
+}
+
+fn node_port_of_map(port: &Map<String, Value>) -> Option<u64> {
+    port.get("nodePort")
+        .and_then(Value::as_u64)
+        .filter(|p| *p != 0)
+}
+
+fn key_of(resource: &ResourceType, object: &Value) -> String {
+    let namespace = object
+        .pointer("/metadata/namespace")
+        .and_then(Value::as_str);
+    let name = object.pointer("/metadata/name").and_then(Value::as_str);
+    resource.key(namespace, name.unwrap_or_default())
+}
+
+/// A 422 `Invalid` with one cause.
+fn cause(
+    resource: &ResourceType,
+    name: &str,
+    reason: &'static str,
+    field: &str,
+    message: String,
+) -> StatusError {
+    StatusError::invalid(
+        resource,
+        name,
+        vec![Cause {
+            reason,
+            field: field.into(),
+            message,
+        }],
+    )
 }
 
 fn kind_of(spec: &Map<String, Value>) -> &str {
@@ -284,10 +393,13 @@ fn kind_of(spec: &Map<String, Value>) -> &str {
         .unwrap_or("ClusterIP")
 }
 
+/// Whether `address` may be a cluster IP: in the range, neither its network nor its broadcast
+/// address.
 fn in_range(address: Ipv4Addr) -> bool {
     let (network, bits) = SERVICE_RANGE;
-    let mask = u32::MAX << (32 - u32::from(bits));
-    u32::from(address) & mask == u32::from(network)
+    let first = u32::from(network);
+    let broadcast = first + (1u32 << (32 - u32::from(bits))) - 1;
+    (first + 1..broadcast).contains(&u32::from(address))
 }
 
 /// The lowest free address of the range, from `.2` up to the one before the broadcast address.
@@ -308,9 +420,15 @@ fn held_ips(services: &[&Value]) -> HashSet<Ipv4Addr> {
         .collect()
 }
 
+/// The node ports `services` hold (only NodePort and LoadBalancer Services hold any).
 fn held_node_ports(services: &[&Value]) -> HashSet<u16> {
     services
         .iter()
+        .filter(|s| {
+            s.get("spec")
+                .and_then(Value::as_object)
+                .is_some_and(|spec| takes_node_ports(kind_of(spec)))
+        })
         .filter_map(|s| s.pointer("/spec/ports").and_then(Value::as_array))
         .flatten()
         .filter_map(|port| port.get("nodePort").and_then(Value::as_u64))
@@ -337,7 +455,8 @@ mod tests {
                            "spec": {"type": "NodePort", "ports": [{"port": 80}, {"port": 81}]}});
         apply_defaults(&mut a);
         let held = json!({"metadata": {"name": "b", "namespace": "n"},
-                          "spec": {"clusterIP": "10.96.0.2", "ports": [{"port": 1, "nodePort": 30000}]}});
+                          "spec": {"type": "NodePort", "clusterIP": "10.96.0.2",
+                                   "ports": [{"port": 1, "nodePort": 30000}]}});
         allocate(&[Arc::new(held)], &resource, Some("n"), "a", &mut a).expect("allocated");
         assert_eq!(a["spec"]["clusterIP"], "10.96.0.3");
         assert_eq!(a["spec"]["clusterIPs"], json!(["10.96.0.3"]));
@@ -363,7 +482,44 @@ mod tests {
     }
 
     #[test]
+    fn services_node_ports_are_shared_by_protocols_and_asked_ones_come_first() {
+        let resource = services();
+        // An entry without a node port never takes the one a later entry asks for; TCP and UDP of
+        // one port number share one.
+        let mut a = json!({"metadata": {"name": "a", "namespace": "n"},
+                           "spec": {"type": "NodePort", "ports": [
+                               {"port": 80}, {"port": 81, "nodePort": 30000},
+                               {"port": 53}, {"port": 53, "protocol": "UDP", "nodePort": 0}]}});
+        apply_defaults(&mut a);
+        allocate(&[], &resource, Some("n"), "a", &mut a).expect("allocated");
+        let node_ports: Vec<Value> = (0..4)
+            .map(|i| a["spec"]["ports"][i]["nodePort"].clone())
+            .collect();
+        assert_eq!(
+            node_ports,
+            [json!(30001), json!(30000), json!(30002), json!(30002)]
+        );
+        // The same node port twice for one protocol is a duplicate.
+        let mut twice = json!({"spec": {"type": "NodePort", "ports": [
+            {"port": 80, "nodePort": 30100}, {"port": 81, "nodePort": 30100}]}});
+        let refused = allocate(&[], &resource, Some("n"), "t", &mut twice);
+        assert_eq!(refused.map_err(|e| e.code), Err(422));
+        // A ClusterIP Service may not ask for one; one that was NodePort lets its ports go.
+        let mut cluster_ip = json!({"spec": {"ports": [{"port": 80, "nodePort": 30100}]}});
+        let refused = allocate(&[], &resource, Some("n"), "c", &mut cluster_ip);
+        assert_eq!(refused.map_err(|e| e.code), Err(422));
+        let stored = Arc::new(a.clone());
+        let mut turned = a.clone();
+        turned["spec"]["type"] = json!("ClusterIP");
+        allocate(&[stored], &resource, Some("n"), "a", &mut turned).expect("released");
+        assert!(turned["spec"]["ports"][0].get("nodePort").is_none());
+        assert!(turned["spec"].get("externalTrafficPolicy").is_none());
+    }
+
+    #[test]
     fn services_range_is_checked() {
+        assert!(!in_range("10.96.0.0".parse().expect("ip")));
+        assert!(!in_range("10.111.255.255".parse().expect("ip")));
         assert!(in_range("10.96.0.2".parse().expect("ip")));
         assert!(in_range("10.111.255.254".parse().expect("ip")));
         assert!(!in_range("10.112.0.1".parse().expect("ip")));

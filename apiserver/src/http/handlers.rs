@@ -786,9 +786,9 @@ fn render(resource: &ResourceType, item: &WatchItem) -> Bytes {
     line.freeze()
 }
 
-/// The DeleteOptions of a DELETE, from its body or its query (the body wins, as on
-/// kube-apiserver), and whether it is a dry run: `dryRun=All` in the query, or `"dryRun": ["All"]`
-/// in the body (what client-go, kube-rs and ferrokube send).
+/// The DeleteOptions of a DELETE, each field from its body, else from its query (kube-apiserver
+/// reads the query only when there is no body), and whether it is a dry run: `"dryRun": ["All"]`
+/// in the body (what client-go, kube-rs and ferrokube send), else `dryRun=All` in the query.
 fn delete_options(
     params: &HashMap<String, String>,
     body: Value,
