@@ -274,8 +274,9 @@ impl Api {
             return Ok(object);
         }
         // Held until the Service is stored: no other Service gets its address meanwhile.
-        let _allocator = services::is_services(resource).then(|| self.services.hold());
-        if services::is_services(resource) {
+        let is_service = services::is_services(resource);
+        let _allocator = is_service.then(|| self.services.hold());
+        if is_service {
             let stored = services::stored(&self.store, resource);
             services::allocate(&stored, resource, namespace, &name, &mut object)?;
         }
@@ -461,8 +462,9 @@ impl Api {
         let mut preview = None;
         // A Service keeps or gets its addresses (see `crate::services`), the allocator held until
         // it is stored; the stored Services are read before the transaction, which holds the store.
-        let _allocator = services::is_services(resource).then(|| self.services.hold());
-        let services = if services::is_services(resource) {
+        let is_service = services::is_services(resource);
+        let _allocator = is_service.then(|| self.services.hold());
+        let stored_services = if is_service {
             services::stored(&self.store, resource)
         } else {
             Vec::new()
@@ -472,8 +474,8 @@ impl Api {
             .transact(&Api::table(resource), &key, |current| {
                 let current = current.ok_or_else(|| StatusError::not_found(resource, name))?;
                 let mut object = change(&current.object)?;
-                if services::is_services(resource) {
-                    services::allocate(&services, resource, namespace, name, &mut object)?;
+                if is_service {
+                    services::allocate(&stored_services, resource, namespace, name, &mut object)?;
                 }
                 if dry_run {
                     preview = Some(object);

@@ -116,14 +116,12 @@ pub(crate) fn check_update(
         Some(ip) if ip != old_ip => format!("Invalid value: {ip:?}: field is immutable"),
         Some(_) => return Ok(()),
     };
-    Err(StatusError::invalid(
+    Err(cause(
         resource,
         name,
-        vec![Cause {
-            reason: "FieldValueInvalid",
-            field: "spec.clusterIPs[0]".into(),
-            message,
-        }],
+        "FieldValueInvalid",
+        "spec.clusterIPs[0]",
+        message,
     ))
 }
 
@@ -155,12 +153,13 @@ pub(crate) fn allocate(
     if kind == "ExternalName" {
         return Ok(());
     }
+    // This Service as stored before this write (none on a create), and every other one.
     let me = resource.key(namespace, name);
-    let others: Vec<&Value> = stored
+    let (mine, others): (Vec<&Value>, Vec<&Value>) = stored
         .iter()
         .map(|object| object.as_ref())
-        .filter(|object| key_of(resource, object) != me)
-        .collect();
+        .partition(|object| key_of(resource, object) == me);
+    let before = mine.first().copied();
     let invalid =
         |field: &str, message: String| cause(resource, name, "FieldValueInvalid", field, message);
 
@@ -215,10 +214,6 @@ pub(crate) fn allocate(
         }
     }
 
-    let before = stored
-        .iter()
-        .map(|object| object.as_ref())
-        .find(|object| key_of(resource, object) == me);
     let had_node_ports = before.is_some_and(|old| {
         old.get("spec")
             .and_then(Value::as_object)
