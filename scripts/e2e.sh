@@ -15,9 +15,13 @@ scripts/kube-apiserver.sh up
 eval "$(scripts/kube-apiserver.sh env)"
 export KUBECONFIG FERROKUBE_E2E_ETCD FERROKUBE_KCM FERROKUBE_AUDIT_LOG
 
+# The client-go v0.37 informer that the dead-connection drill runs beside ours (Go module proxy).
+FERROKUBE_CLIENT_GO_DEADCONN=$(benches/peers/client-go-v0.37/build.sh deadconn | tail -n 1)
+export FERROKUBE_CLIENT_GO_DEADCONN
+
 status=0
 # Each end-to-end target, in turn (later issues add theirs here).
-for target in e2e_client e2e_kubeconfigs e2e_informer apiserver_conformance apiserver_tables e2e_replicaset e2e_stale e2e_leader e2e_shard; do
+for target in e2e_client e2e_kubeconfigs e2e_informer e2e_dead_connection apiserver_conformance apiserver_tables e2e_replicaset e2e_stale e2e_leader e2e_shard; do
   echo "[e2e] cargo test --features e2e --test $target" >&2
   cargo test --features e2e --test "$target" -- --test-threads=4 || status=1
 done

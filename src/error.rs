@@ -38,6 +38,20 @@ pub enum Error {
     /// No answer within the request timeout (default 30 s; watches have none).
     #[error("request to {url} timed out after {after:?}")]
     Timeout { url: String, after: Duration },
+    /// The connection stayed silent for longer than the server promised it would (a watch: its
+    /// bookmarks or its `timeoutSeconds`; a response body: the request timeout between two
+    /// pieces), so it is presumed dead: a server that died without a FIN or RST, a load balancer
+    /// or NAT that forgot the connection. Retried like a timeout; a watch resumes.
+    #[error("no data from {url} for {after:?}: the connection is presumed dead")]
+    Idle { url: String, after: Duration },
+    /// A watch event or an error body longer than the client accepts (`limit` bytes): the rest
+    /// was not read.
+    #[error("{what} from {url} is longer than {limit} bytes")]
+    TooLarge {
+        what: &'static str,
+        url: String,
+        limit: usize,
+    },
     /// A body (a response, or one line of a watch stream) did not decode as what it should be.
     #[error("could not decode {what}: {source}")]
     Decode {
@@ -259,7 +273,7 @@ impl Error {
     }
     /// A timeout, ours or the server's.
     pub fn is_timeout(&self) -> bool {
-        matches!(self, Error::Timeout { .. })
+        matches!(self, Error::Timeout { .. } | Error::Idle { .. })
             || self.reason_is(|r| matches!(r, Reason::Timeout | Reason::ServerTimeout))
     }
 }

@@ -110,6 +110,7 @@ impl<K: Object> ListerWatcher<K> for ListWatch<K> {
             timeout_seconds: request.timeout_seconds,
             allow_bookmarks: request.allow_bookmarks,
             send_initial_events: request.send_initial_events,
+            ..WatchParams::default()
         };
         let stream = self
             .api

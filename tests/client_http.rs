@@ -233,7 +233,9 @@ async fn a_slow_server_times_out() {
     config.retry.max_retries = 0;
     let started = Instant::now();
     let error = api(config).get("a").await.expect_err("times out");
-    assert!(matches!(error, Error::Timeout { .. }), "{error}");
+    // The head came at once; the body then said nothing for longer than the timeout.
+    assert!(matches!(error, Error::Idle { .. }), "{error}");
+    assert!(error.is_timeout());
     assert!(started.elapsed() < Duration::from_secs(3));
 }
 
@@ -427,5 +429,178 @@ async fn client_certificates_v1_and_v3_rsa_and_ec_are_accepted_as_kubectl_does()
     assert!(
         error.to_string().contains("not the certificate's"),
         "unclear error: {error}"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Deadlines on every wait, and caps on what a server may send (issue: production faults).
+
+/// A body whose pieces come `every` apart, `count` of them, concatenating to `text`.
+fn paced(text: &'static str, count: usize, every: Duration) -> Response<Body> {
+    let size = text.len().div_ceil(count);
+    let pieces: Vec<Bytes> = text
+        .as_bytes()
+        .chunks(size)
+        .map(Bytes::from_static)
+        .collect();
+    let frames = futures_util::stream::unfold(pieces.into_iter(), move |mut rest| async move {
+        let piece = rest.next()?;
+        tokio::time::sleep(every).await;
+        Some((Ok::<_, Infallible>(Frame::data(piece)), rest))
+    });
+    Response::builder()
+        .status(200)
+        .body(BodyExt::boxed(StreamBody::new(frames)))
+        .expect("response")
+}
+
+/// A body that sends `first` and then nothing, forever, without closing.
+fn stalls_after(first: &'static str) -> Response<Body> {
+    let frames = futures_util::stream::once(async move {
+        Ok::<_, Infallible>(Frame::data(Bytes::from_static(first.as_bytes())))
+    })
+    .chain(futures_util::stream::pending());
+    Response::builder()
+        .status(200)
+        .body(BodyExt::boxed(StreamBody::new(frames)))
+        .expect("response")
+}
+
+/// A TCP server that accepts connections and reads what comes, and never says a word: no TLS
+/// handshake, no HTTP answer, no FIN.
+async fn silent_server() -> std::net::SocketAddr {
+    use tokio::io::AsyncReadExt;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((mut socket, _)) = listener.accept().await {
+            let mut buf = vec![0u8; 4096];
+            let _ = socket.read(&mut buf).await;
+            held.push(socket);
+        }
+    });
+    addr
+}
+
+#[tokio::test]
+async fn dead_connection_list_body_may_outlast_the_timeout_while_it_keeps_coming() {
+    let list: &'static str = Box::leak(
+        format!(
+            r#"{{"kind":"ConfigMapList","apiVersion":"v1","metadata":{{"resourceVersion":"9"}},"items":[{CM},{CM},{CM},{CM}]}}"#
+        )
+        .into_boxed_str(),
+    );
+    let (url, _) = serve(move |_, _| paced(list, 8, Duration::from_millis(150))).await;
+    let mut config = config(&url);
+    config.timeout = Some(Duration::from_millis(500));
+    let started = Instant::now();
+    let listed = api(config).list(&ListParams::default()).await.expect("list");
+    assert_eq!(listed.items.len(), 4);
+    assert!(
+        started.elapsed() > Duration::from_millis(500),
+        "the whole body took longer than the request timeout, and that is allowed"
+    );
+}
+
+#[tokio::test]
+async fn dead_connection_list_body_that_stalls_ends_with_an_idle_error() {
+    let (url, _) = serve(|_, _| stalls_after(r#"{"kind":"ConfigMapList","items":["#)).await;
+    let mut config = config(&url);
+    config.timeout = Some(Duration::from_millis(300));
+    config.retry.max_retries = 0;
+    let outcome = tokio::time::timeout(
+        Duration::from_secs(10),
+        api(config).list(&ListParams::default()),
+    )
+    .await
+    .expect("the list gives up by itself");
+    match outcome {
+        Err(Error::Idle { after, .. }) => assert_eq!(after, Duration::from_millis(300)),
+        other => panic!("expected Error::Idle, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn dead_connection_watch_head_has_a_deadline() {
+    let addr = silent_server().await;
+    let mut config = config(&format!("http://{addr}"));
+    config.timeout = Some(Duration::from_millis(300));
+    config.retry.max_retries = 0;
+    let outcome = tokio::time::timeout(
+        Duration::from_secs(10),
+        api(config).watch(&WatchParams::default(), "1"),
+    )
+    .await
+    .expect("the watch gives up by itself");
+    assert!(
+        matches!(outcome, Err(Error::Timeout { .. })),
+        "expected a timeout, got {:?}",
+        outcome.err()
+    );
+}
+
+#[tokio::test]
+async fn dead_connection_tls_handshake_has_a_deadline() {
+    let addr = silent_server().await;
+    let mut config = config(&format!("https://{addr}"));
+    // No request timeout at all: only the connection's own deadline can end this.
+    config.timeout = None;
+    config.connect_timeout = Duration::from_millis(200);
+    config.tls_handshake_timeout = Duration::from_millis(200);
+    config.retry.max_retries = 0;
+    let started = Instant::now();
+    let outcome = tokio::time::timeout(Duration::from_secs(10), api(config).get("a"))
+        .await
+        .expect("the request gives up by itself");
+    let error = outcome.expect_err("no TLS server there");
+    assert!(
+        error.to_string().contains("no connection within"),
+        "the connection deadline: {error}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(5));
+}
+
+#[tokio::test]
+async fn abuse_watch_event_longer_than_the_cap_is_a_typed_error() {
+    // One event line of 33 MiB, no newline: the client stops at its 32 MiB cap.
+    let huge: &'static str = Box::leak("x".repeat(33 << 20).into_boxed_str());
+    let (url, _) = serve(move |_, _| paced(huge, 33, Duration::ZERO)).await;
+    let mut watch = api(config(&url))
+        .watch(&WatchParams::default(), "1")
+        .await
+        .expect("watch opens");
+    match watch.next().await {
+        Some(Err(Error::TooLarge { limit, .. })) => {
+            assert_eq!(limit, ferrokube::watch::MAX_EVENT_BYTES)
+        }
+        other => panic!("expected Error::TooLarge, got {other:?}"),
+    }
+    assert!(watch.next().await.is_none(), "the stream ends after it");
+}
+
+#[tokio::test]
+async fn abuse_error_body_longer_than_the_cap_keeps_its_status() {
+    let huge: &'static str = Box::leak("<html>".repeat(400_000).into_boxed_str());
+    let (url, _) = serve(move |_, _| {
+        Response::builder()
+            .status(503)
+            .body(body(huge))
+            .expect("response")
+    })
+    .await;
+    let mut config = config(&url);
+    config.retry.max_retries = 0;
+    let error = api(config).get("a").await.expect_err("a 503");
+    let Error::Api(status) = error else {
+        panic!("expected the server's status, got {error:?}");
+    };
+    assert_eq!(status.code, 503);
+    assert!(
+        status.message.contains("longer than"),
+        "the message says the body was cut: {}",
+        status.message
     );
 }

@@ -2,8 +2,10 @@
 //! chromedriver (WebDriver, with `fantoccini`).
 //!
 //! Chromium and chromedriver come from `$CHROMIUM` / `$CHROMEDRIVER`, or from `PATH`
-//! (`scripts/chromium.sh` installs Debian's `chromium` and `chromium-driver`). Without them these
-//! tests fail, saying so: they are not skipped.
+//! and when neither has them the harness runs `scripts/chromium.sh` once (it installs Debian's
+//! `chromium` and `chromium-driver`, as root or through sudo), so README's test command needs no
+//! set-up on a fresh machine. Where that script cannot install them these tests fail with the
+//! command to run: they are not skipped.
 //!
 //! The harness ([`Browser`]) starts chromedriver on a free loopback port, waits for its `/status`
 //! to say ready, opens a session with headless Chromium on a temporary profile, and on drop kills
@@ -47,8 +49,8 @@ const POLL: Duration = Duration::from_millis(50);
 // ---------------------------------------------------------------------------------------------
 // The harness.
 
-/// `$var` if set, else the first of `names` on `PATH`; fails the test if there is none.
-fn binary(var: &str, names: &[&str]) -> PathBuf {
+/// `$var` if set, else the first of `names` on `PATH`; `None` if there is none.
+fn find_binary(var: &str, names: &[&str]) -> Option<PathBuf> {
     if let Some(path) = std::env::var_os(var).filter(|v| !v.is_empty()) {
         let path = PathBuf::from(path);
         assert!(
@@ -57,22 +59,79 @@ fn binary(var: &str, names: &[&str]) -> PathBuf {
              chromium-driver and prints their paths)",
             path.display()
         );
-        return path;
+        return Some(path);
     }
     let search = std::env::var_os("PATH").unwrap_or_default();
     for dir in std::env::split_paths(&search) {
         for name in names {
             let candidate = dir.join(name);
             if candidate.is_file() {
-                return candidate;
+                return Some(candidate);
             }
         }
     }
-    panic!(
-        "{} not found (set ${var} or put it on PATH): run scripts/chromium.sh, which installs \
-         Debian's chromium and chromium-driver; this browser test does not skip itself",
-        names.join(" / ")
-    );
+    None
+}
+
+/// Chromium and chromedriver: from `$CHROMIUM` / `$CHROMEDRIVER` or `PATH`, else installed once per
+/// test binary by the project's own script (`scripts/chromium.sh`, Debian's packages, as root or
+/// through sudo), which prints their paths. Where the script cannot install them (not root, no
+/// apt), the test fails with the exact command to run: it never skips itself.
+fn browser_binaries() -> (PathBuf, PathBuf) {
+    static FOUND: std::sync::OnceLock<(PathBuf, PathBuf)> = std::sync::OnceLock::new();
+    FOUND
+        .get_or_init(|| {
+            let chromium = find_binary("CHROMIUM", &["chromium", "chromium-browser"]);
+            let chromedriver = find_binary("CHROMEDRIVER", &["chromedriver"]);
+            if let (Some(chromium), Some(chromedriver)) = (chromium, chromedriver) {
+                return (chromium, chromedriver);
+            }
+            let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/chromium.sh");
+            eprintln!(
+                "chromium / chromedriver not found: installing them with {}",
+                script.display()
+            );
+            let output = Command::new("bash")
+                .arg(&script)
+                .arg("install")
+                .stdin(Stdio::null())
+                .stderr(Stdio::inherit())
+                .output();
+            let printed = match output {
+                Ok(output) if output.status.success() => {
+                    String::from_utf8_lossy(&output.stdout).into_owned()
+                }
+                Ok(output) => panic!(
+                    "chromium / chromedriver not found and {} failed ({}): run `sudo {}` (it \
+                     installs Debian's chromium and chromium-driver), or set $CHROMIUM and \
+                     $CHROMEDRIVER; this browser test does not skip itself",
+                    script.display(),
+                    output.status,
+                    script.display()
+                ),
+                Err(error) => panic!(
+                    "chromium / chromedriver not found and {} could not be run ({error}): run \
+                     `sudo bash {}`, or set $CHROMIUM and $CHROMEDRIVER",
+                    script.display(),
+                    script.display()
+                ),
+            };
+            let path_of = |var: &str| {
+                printed
+                    .lines()
+                    .find_map(|line| line.strip_prefix(&format!("{var}=")))
+                    .map(PathBuf::from)
+                    .filter(|path| path.is_file())
+                    .unwrap_or_else(|| {
+                        panic!(
+                            "{} printed no usable {var}= line: {printed:?}",
+                            script.display()
+                        )
+                    })
+            };
+            (path_of("CHROMIUM"), path_of("CHROMEDRIVER"))
+        })
+        .clone()
 }
 
 /// A fresh directory for one browser (profile and chromedriver log); removed on drop.
@@ -220,8 +279,7 @@ struct Browser {
 
 impl Browser {
     async fn start() -> Browser {
-        let chromium = binary("CHROMIUM", &["chromium", "chromium-browser"]);
-        let chromedriver = binary("CHROMEDRIVER", &["chromedriver"]);
+        let (chromium, chromedriver) = browser_binaries();
         // A port found free can be taken before chromedriver binds it: then chromedriver exits,
         // and another port (and directory) is tried.
         let mut attempt = 0;
@@ -389,6 +447,10 @@ const HARNESS_PAGE: &str = r#"<!doctype html>
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn harness_drives_headless_chromium_and_kills_it_on_drop() {
+    // Installing the browser (first test of the binary on a fresh machine) is not the test's time.
+    tokio::task::spawn_blocking(browser_binaries)
+        .await
+        .expect("finding or installing chromium");
     within(TEST, harness_test()).await;
 }
 
@@ -590,6 +652,10 @@ async fn journal_record(journal: &Journal, stage: &str, op: &str, key: &str, aft
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn live_view_shows_a_change_through_every_stage_steps_and_relists() {
+    // Installing the browser (first test of the binary on a fresh machine) is not the test's time.
+    tokio::task::spawn_blocking(browser_binaries)
+        .await
+        .expect("finding or installing chromium");
     within(TEST, view_test()).await;
 }
 

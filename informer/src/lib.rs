@@ -115,6 +115,9 @@ pub use lister_watcher::{
 };
 pub use metrics::{InformerMetrics, PrometheusInformerMetrics};
 pub use object::{Object, ObjectKey, drop_managed_fields};
-pub use reflector::{ListMode, Reflector, ReflectorOptions, ReflectorStatus, WatchErrorHandler};
+pub use reflector::{
+    DEFAULT_WATCH_IDLE_TIMEOUT, ListMode, Reflector, ReflectorOptions, ReflectorStatus,
+    WatchErrorHandler,
+};
 pub use shared_informer::{InformerBuilder, SharedIndexInformer, StartError};
 pub use store::{Store, UnknownIndex, VersionObserver};

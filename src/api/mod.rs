@@ -444,7 +444,10 @@ impl<K: Object> Api<K> {
         call.streaming = true;
         let url = call.request.uri().to_string();
         let response = self.client.send(call).await?;
-        Ok(WatchStream::new(response.into_body(), url))
+        let idle = params.idle_timeout.or_else(|| {
+            crate::watch::promised_idle(params.timeout_seconds, params.allow_bookmarks)
+        });
+        Ok(WatchStream::new(response.into_body(), url, idle))
     }
 }
 

@@ -83,6 +83,11 @@ pub struct WatchParams {
     /// `k8s.io/initial-events-end` (servers ≥ 1.27 with the feature on; others answer an error).
     /// Sends `resourceVersionMatch=NotOlderThan` with it, as the API requires. Default false.
     pub send_initial_events: bool,
+    /// How long the watch may bring nothing (no event, no bookmark, not a byte) before the client
+    /// presumes its connection dead and ends it with [`Error::Idle`](crate::Error::Idle).
+    /// Default `None`: what the server promised (a bookmark about every minute when they are
+    /// allowed, the end at `timeout_seconds`), plus 30 s; see [`crate::watch`]. Not sent.
+    pub idle_timeout: Option<std::time::Duration>,
 }
 
 impl Default for WatchParams {
@@ -93,6 +98,7 @@ impl Default for WatchParams {
             timeout_seconds: None,
             allow_bookmarks: true,
             send_initial_events: false,
+            idle_timeout: None,
         }
     }
 }

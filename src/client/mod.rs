@@ -15,7 +15,8 @@
 //!  Error::NotLeader, nothing sent
 //!        ▼
 //!  hyper (pooled HTTP/1.1 connections, at most 25 kept idle, each for 90 s; one HTTP/2
-//!  connection with `Config::http2`) ── timeout 30 s, none for watches
+//!  connection with `Config::http2`) ── timeout 30 s for the answer's head (watches too); a body
+//!  may then take as long as it needs, but no piece of it may take longer than that
 //!        ▼
 //!  2xx ──▶ response           error ──▶ RetryPolicy: 429 any verb, 5xx/transport idempotent only
 //!                                        401 once more with fresh credentials
@@ -33,6 +34,28 @@
 //! connection for as long as they run and are not idle. With [`Config::http2`] every request
 //! shares one connection, which is kept while any idle slot is allowed.
 //!
+//! ## Dead connections
+//!
+//! A server whose host dies, or a load balancer or NAT that forgets a connection, sends no FIN
+//! and no RST: the connection looks open and simply says nothing more. Every wait on the network
+//! is therefore bounded by a deadline, each derived from what the other side promised:
+//!
+//! | wait | bound | default |
+//! |---|---|---|
+//! | TCP connect, proxy tunnel and TLS handshake together | `connect_timeout + tls_handshake_timeout` | 30 s + 10 s (client-go's dialer and `TLSHandshakeTimeout`) |
+//! | the answer's head, watches included | `timeout` | 30 s |
+//! | each piece of a body (a list may take minutes, but never stalls) | `timeout` since the last piece | 30 s |
+//! | each piece of a watch | the server's promise: a bookmark roughly every minute, the end at `timeoutSeconds` (see `watch`) | 60 s + 30 s |
+//! | a quiet HTTP/2 connection | a ping after 10 s of silence, answered within 5 s | 15 s (client-go: 30 s + 15 s) |
+//! | a vanished peer, at the TCP level | keepalive probes after 30 s idle, every 30 s | Go's dialer |
+//!
+//! The informers add one more ([`ReflectorOptions::watch_idle_timeout`]): a watch that has
+//! brought nothing for 15 s is given up and resumed from its last resourceVersion, a resume and
+//! never a relist, so that a controller notices a dead watch in seconds on HTTP/1.1, where no
+//! ping exists. tests/dead_connection.rs freezes connections in a proxy and measures it.
+//!
+//! [`ReflectorOptions::watch_idle_timeout`]: crate::informer::ReflectorOptions::watch_idle_timeout
+//!
 //! ## Write gates
 //!
 //! A process that must write only while it holds a lease (a leader-elected controller) makes its
@@ -44,20 +67,33 @@
 //! [`Error::NotLeader`] and nothing goes on the wire; a retry asks again. The permit is held until
 //! the answer's head arrives, so the gate's owner can wait for writes in flight (the elector does,
 //! before it releases its lease).
+//!
+//! Between the gate's "yes" and the request's bytes leaving there may still be a connection to
+//! open and a TLS handshake, longer than the margin between the renew deadline and the end of the
+//! lease. So a gated write is checked twice: once before hyper gets it, and once more when hyper
+//! has a connection and starts to write the request (its body is polled: `RequestBody`); a
+//! refusal then aborts the request before it can be complete on the wire. A permit that says
+//! until when it holds ([`WritePermit::valid_until`]) also bounds the wait for a connection. A
+//! write that left but was never answered (its future dropped, the connection broken) is
+//! reported to the gate ([`WritePermit::on_abandon`]): it may still land, and the elector then
+//! lets its lease run out instead of handing it over early.
 
 mod proxy;
 mod rate_limit;
 mod retry;
 mod tls;
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, RETRY_AFTER, USER_AGENT};
 use http::{HeaderValue, Request, Response, StatusCode};
-use http_body_util::{BodyExt, Full};
-use hyper::body::Incoming;
+use http_body_util::BodyExt;
+use hyper::body::{Body, Frame, Incoming, SizeHint};
 use hyper_util::client::legacy::Client as HyperClient;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
@@ -72,7 +108,7 @@ use crate::leader::NotLeader;
 use proxy::Dialer;
 use rate_limit::RateLimit;
 
-type Connector = hyper_rustls::HttpsConnector<Dialer>;
+type Connector = Bounded<hyper_rustls::HttpsConnector<Dialer>>;
 
 /// A client for one API server. See the [module docs](self).
 #[derive(Clone)]
@@ -101,18 +137,57 @@ pub trait WriteGate: Send + Sync + 'static {
 /// guard in it whose `Drop` counts the write done.
 pub struct WritePermit {
     _guard: Option<Box<dyn std::any::Any + Send + Sync>>,
+    /// The last instant the write may start to leave; `None`: no limit but the request timeout.
+    until: Option<tokio::time::Instant>,
+    /// Called (once) if the write left and its answer never came: it may still land.
+    on_abandon: Option<Box<dyn FnOnce() + Send + Sync>>,
 }
 
 impl WritePermit {
     /// A permit that tracks nothing.
     pub fn untracked() -> WritePermit {
-        WritePermit { _guard: None }
+        WritePermit {
+            _guard: None,
+            until: None,
+            on_abandon: None,
+        }
     }
 
     /// A permit that holds `guard` until the write is over.
     pub fn holding(guard: impl std::any::Any + Send + Sync) -> WritePermit {
         WritePermit {
             _guard: Some(Box::new(guard)),
+            until: None,
+            on_abandon: None,
+        }
+    }
+
+    /// This permit holds only until `until`: a write that has not started to leave by then (it
+    /// is still waiting for a connection or a TLS handshake) is given up unsent, as
+    /// [`Error::NotLeader`]. [`Leadership`](crate::leader::Leadership) sets it to the moment its
+    /// gate closes.
+    pub fn valid_until(mut self, until: tokio::time::Instant) -> WritePermit {
+        self.until = Some(until);
+        self
+    }
+
+    /// Calls `abandoned` if the write left (some of its bytes may have reached the server) but
+    /// its answer never arrived: the caller dropped the request, the connection broke, or the
+    /// request timed out. Such a write may still be applied later; the elector uses this to keep
+    /// its lease until it has surely run out rather than hand it over early.
+    pub fn on_abandon(mut self, abandoned: impl FnOnce() + Send + Sync + 'static) -> WritePermit {
+        self.on_abandon = Some(Box::new(abandoned));
+        self
+    }
+
+    /// When this permit stops holding, if it says.
+    pub fn until(&self) -> Option<tokio::time::Instant> {
+        self.until
+    }
+
+    fn abandon(&mut self) {
+        if let Some(abandoned) = self.on_abandon.take() {
+            abandoned();
         }
     }
 }
@@ -124,7 +199,10 @@ impl std::fmt::Debug for WritePermit {
 }
 
 struct Inner {
-    http: HyperClient<Connector, Full<Bytes>>,
+    http: HyperClient<Connector, RequestBody>,
+    /// Over HTTP/1.1, the client that watches go through: no idle pool (see [`Client::new`]).
+    /// `None` with HTTP/2: watches share `http`.
+    watch_http: Option<HyperClient<Connector, RequestBody>>,
     /// Scheme, authority and path prefix (without a trailing slash) of the server.
     base: String,
     auth: Auth,
@@ -135,12 +213,17 @@ struct Inner {
     user_agent: HeaderValue,
 }
 
-/// With [`Config::http2`], how long a connection may be quiet before it is pinged (client-go's
-/// `ReadIdleTimeout`: 30 s).
-const HTTP2_PING_AFTER_IDLE: Duration = Duration::from_secs(30);
+/// With [`Config::http2`], how long a connection may be quiet before it is pinged. client-go's
+/// `ReadIdleTimeout` is 30 s; ours is a third of it, so that a dead shared connection (which
+/// stalls every watch and request on it) is found in at most 15 s instead of 45 s. A ping is
+/// 17 bytes each way per quiet connection every 10 s.
+const HTTP2_PING_AFTER_IDLE: Duration = Duration::from_secs(10);
 /// With [`Config::http2`], how long a ping may go unanswered before the connection is closed
-/// (client-go's `PingTimeout`: 15 s).
-const HTTP2_PING_TIMEOUT: Duration = Duration::from_secs(15);
+/// (client-go's `PingTimeout` is 15 s; ours 5 s, see above).
+const HTTP2_PING_TIMEOUT: Duration = Duration::from_secs(5);
+/// The longest error body read: a `Status` is a few hundred bytes; anything longer (a proxy's
+/// HTML page, a hostile server) is cut here and the error keeps its HTTP status.
+pub(crate) const MAX_ERROR_BODY: usize = 1 << 20;
 
 /// One request to send, and what the retry rules need to know about it.
 pub struct Call {
@@ -169,6 +252,9 @@ impl Client {
         http.enforce_http(false);
         http.set_connect_timeout(Some(config.connect_timeout));
         http.set_nodelay(true);
+        // Go's dialer: idle and interval both the keepalive period (9 probes, the kernel's default).
+        http.set_keepalive(config.tcp_keepalive);
+        http.set_keepalive_interval(config.tcp_keepalive);
         let builder = hyper_rustls::HttpsConnectorBuilder::new()
             .with_tls_config(tls::client_config(&config)?)
             .https_or_http();
@@ -190,6 +276,12 @@ impl Client {
         } else {
             builder.enable_http1().wrap_connector(dialer)
         };
+        let connector = Bounded {
+            inner: connector,
+            limit: config
+                .connect_timeout
+                .saturating_add(config.tls_handshake_timeout),
+        };
         let mut http = HyperClient::builder(TokioExecutor::new());
         // The pool: at most `max_idle_conns_per_host` idle connections, each closed after
         // `idle_conn_timeout`. hyper evicts expired ones in the background only with a pool timer;
@@ -205,6 +297,18 @@ impl Client {
                 .http2_keep_alive_timeout(HTTP2_PING_TIMEOUT)
                 .http2_keep_alive_while_idle(true);
         }
+        // Over HTTP/1.1, watches never take a pooled connection and never leave theirs in the
+        // pool: a pooled connection may have died silently while it sat idle (the same outage
+        // that made a watch go quiet), and a watch sent on it would wait out the whole request
+        // timeout before resuming. The price is one TCP (and TLS) handshake per watch opened.
+        // With HTTP/2 the one shared connection is watched by pings instead.
+        let watch_http = if config.http2 {
+            None
+        } else {
+            let mut watch_http = HyperClient::builder(TokioExecutor::new());
+            watch_http.pool_max_idle_per_host(0);
+            Some(watch_http.build(connector.clone()))
+        };
         let http = http.build(connector);
         let limiter = config.qps.and_then(|qps| RateLimit::new(qps, config.burst));
         let base = config
@@ -221,6 +325,7 @@ impl Client {
         Ok(Client {
             inner: Arc::new(Inner {
                 http,
+                watch_http,
                 base,
                 auth: config.auth,
                 timeout: config.timeout,
@@ -339,8 +444,9 @@ impl Client {
     }
 
     /// Sends `call` and hands the 2xx body to `each` piece by piece as it arrives, so the caller
-    /// can decode while the rest is still on the wire (a list: see `api::list`). Reading the body
-    /// has its own request timeout, as in [`request_bytes`](Self::request_bytes).
+    /// can decode while the rest is still on the wire (a list: see `api::list`). The body may take
+    /// as long as it needs (a large unpaginated list can take minutes), but each piece must come
+    /// within the request timeout of the one before, or the read fails with [`Error::Idle`].
     pub async fn request_chunks(
         &self,
         call: Call,
@@ -348,12 +454,7 @@ impl Client {
     ) -> Result<(), Error> {
         let url = call.request.uri().to_string();
         let body = self.send(call).await?.into_body();
-        match self.inner.timeout {
-            Some(limit) => tokio::time::timeout(limit, read_chunks(body, &url, each))
-                .await
-                .map_err(|_| Error::Timeout { url, after: limit })?,
-            None => read_chunks(body, &url, each).await,
-        }
+        read_chunks(body, &url, self.inner.timeout, each).await
     }
 
     async fn send_once(&self, call: &Call) -> Result<Response<Incoming>, Error> {
@@ -367,26 +468,30 @@ impl Client {
         let method = request.method().clone();
         // The last moment before the request leaves: after the rate limiter and the credentials.
         // Held until the answer's head arrives.
-        let _permit = self.admit(request.method(), &url)?;
+        let mut write = GatedWrite::new(self.admit(request.method(), &url)?, self.gate.clone());
+        let request = request.map(|body| RequestBody::new(body, write.departure.clone()));
         let sent_at = Instant::now();
-        let sent = self.inner.http.request(request);
-        let response = match (self.inner.timeout, call.streaming) {
-            (Some(limit), false) => {
-                tokio::time::timeout(limit, sent)
-                    .await
-                    .map_err(|_| Error::Timeout {
+        let http = match (&self.inner.watch_http, call.streaming) {
+            (Some(watch_http), true) => watch_http,
+            _ => &self.inner.http,
+        };
+        let sent = http.request(request);
+        // Watches too: the head of a watch comes at once; only its body is long.
+        let response = match self.inner.timeout {
+            Some(limit) => tokio::time::timeout(limit, write.send(sent))
+                .await
+                .unwrap_or_else(|_| {
+                    Err(SendError::Timeout {
                         url: url.clone(),
                         after: limit,
                     })
-            }
-            _ => Ok(sent.await),
+                }),
+            None => write.send(sent).await,
         }
-        .and_then(|sent| {
-            sent.map_err(|source| Error::Transport {
-                url: url.clone(),
-                source: Box::new(source),
-            })
-        });
+        .map_err(|error| write.error(error, &method, &url));
+        if response.is_ok() {
+            write.answered();
+        }
         if tracing::enabled!(target: "ferrokube_pipeline", tracing::Level::TRACE) {
             let path = url_path(&url);
             let status = response
@@ -437,7 +542,7 @@ impl Client {
     }
 
     /// The full request: base URL, standard headers and credentials added to the caller's.
-    async fn prepare(&self, template: &Request<Bytes>) -> Result<Request<Full<Bytes>>, Error> {
+    async fn prepare(&self, template: &Request<Bytes>) -> Result<Request<Bytes>, Error> {
         let path = template.uri().path_and_query().map_or("/", |p| p.as_str());
         let uri = format!("{}{}", self.inner.base, path);
         let mut builder = Request::builder()
@@ -464,7 +569,7 @@ impl Client {
             }
         }
         builder
-            .body(Full::new(template.body().clone()))
+            .body(template.body().clone())
             .map_err(|e| Error::InvalidRequest(e.to_string()))
     }
 }
@@ -525,22 +630,27 @@ fn url_path(url: &str) -> &str {
         .map_or("/", |at| &url[after_scheme + at..])
 }
 
-async fn read_body(body: Incoming, url: &str) -> Result<Bytes, Error> {
-    body.collect()
-        .await
-        .map(|collected| collected.to_bytes())
-        .map_err(|source| Error::Transport {
-            url: url.to_string(),
-            source: Box::new(source),
-        })
-}
-
+/// Reads `body` piece by piece into `each`; with `idle`, each piece must come within `idle` of
+/// the one before ([`Error::Idle`] otherwise), however long the whole takes.
 async fn read_chunks(
     mut body: Incoming,
     url: &str,
+    idle: Option<Duration>,
     mut each: impl FnMut(&[u8]) -> Result<(), Error>,
 ) -> Result<(), Error> {
-    while let Some(frame) = body.frame().await {
+    loop {
+        let frame = match idle {
+            Some(idle) => tokio::time::timeout(idle, body.frame())
+                .await
+                .map_err(|_| Error::Idle {
+                    url: url.to_string(),
+                    after: idle,
+                })?,
+            None => body.frame().await,
+        };
+        let Some(frame) = frame else {
+            return Ok(());
+        };
         let frame = frame.map_err(|source| Error::Transport {
             url: url.to_string(),
             source: Box::new(source),
@@ -549,7 +659,6 @@ async fn read_chunks(
             each(data)?;
         }
     }
-    Ok(())
 }
 
 async fn error_from_response(response: Response<Incoming>, url: &str) -> Error {
@@ -560,14 +669,281 @@ async fn error_from_response(response: Response<Incoming>, url: &str) -> Error {
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse::<u64>().ok())
         .map(Duration::from_secs);
-    let body = match read_body(response.into_body(), url).await {
-        Ok(body) => body,
+    // At most MAX_ERROR_BODY bytes: past that the message is replaced, the status kept.
+    let mut body = BytesMut::new();
+    let mut too_long = false;
+    let read = read_chunks(response.into_body(), url, Some(ERROR_BODY_IDLE), |chunk| {
+        if body.len() + chunk.len() > MAX_ERROR_BODY {
+            too_long = true;
+            return Err(Error::TooLarge {
+                what: "an error body",
+                url: url.to_string(),
+                limit: MAX_ERROR_BODY,
+            });
+        }
+        body.extend_from_slice(chunk);
+        Ok(())
+    })
+    .await;
+    let body = match read {
+        Ok(()) => body.freeze(),
+        Err(_) if too_long => {
+            let note = format!(
+                "the server's error body was longer than {MAX_ERROR_BODY} bytes and was not read"
+            );
+            let status = serde_json::json!({"kind": "Status", "status": "Failure", "code": code, "message": note});
+            Bytes::from(status.to_string())
+        }
         Err(error) => return error,
     };
     if code == StatusCode::UNAUTHORIZED.as_u16() {
         tracing::debug!(url, "401 Unauthorized");
     }
     Error::Api(Box::new(ApiError::from_response(code, &body, retry_after)))
+}
+
+/// How long an error body may pause between two pieces (a `Status` comes in one).
+const ERROR_BODY_IDLE: Duration = Duration::from_secs(10);
+
+/// A connector whose every connection attempt (TCP connect, proxy tunnel, TLS handshake) must be
+/// done within `limit`: hyper's own connect timeout covers the TCP connect alone, so a server that
+/// accepts and then never finishes the handshake would hold the request forever.
+#[derive(Clone)]
+struct Bounded<C> {
+    inner: C,
+    limit: Duration,
+}
+
+/// A connection attempt that took longer than [`Bounded::limit`].
+#[derive(Debug, thiserror::Error)]
+#[error("no connection within {0:?} (TCP connect, proxy tunnel and TLS handshake)")]
+struct ConnectDeadline(Duration);
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+impl<C> tower_service::Service<http::Uri> for Bounded<C>
+where
+    C: tower_service::Service<http::Uri>,
+    C::Future: Send + 'static,
+    C::Error: Into<BoxError>,
+{
+    type Response = C::Response;
+    type Error = BoxError;
+    type Future = Pin<Box<dyn Future<Output = Result<C::Response, BoxError>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+        self.inner.poll_ready(cx).map_err(Into::into)
+    }
+
+    fn call(&mut self, uri: http::Uri) -> Self::Future {
+        let connecting = self.inner.call(uri);
+        let limit = self.limit;
+        Box::pin(async move {
+            match tokio::time::timeout(limit, connecting).await {
+                Ok(connected) => connected.map_err(Into::into),
+                Err(_) => Err(Box::new(ConnectDeadline(limit)) as BoxError),
+            }
+        })
+    }
+}
+
+/// The body of every request: the caller's bytes, and for a gated write the second look at the
+/// gate, taken when hyper first asks for the body, that is when it has a connection and is
+/// writing the request. A refusal then fails the body, so hyper abandons the request before its
+/// body is on the wire (over HTTP/1.1 it closes the connection, over HTTP/2 it resets the stream):
+/// the server never sees a complete request.
+struct RequestBody {
+    /// The bytes not yet handed to hyper.
+    data: Option<Bytes>,
+    /// Present on a gated write until the gate has been asked again.
+    departure: Option<Arc<Departure>>,
+}
+
+impl RequestBody {
+    fn new(data: Bytes, departure: Option<Arc<Departure>>) -> RequestBody {
+        RequestBody {
+            data: (!data.is_empty()).then_some(data),
+            departure,
+        }
+    }
+}
+
+impl Body for RequestBody {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        if let Some(departure) = self.departure.take() {
+            if let Err(refusal) = departure.leave() {
+                return Poll::Ready(Some(Err(Box::new(refusal))));
+            }
+        }
+        Poll::Ready(self.data.take().map(|data| Ok(Frame::data(data))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        // A gated write's body is always polled at least once, even when empty: that poll is
+        // the moment of the second look.
+        self.departure.is_none() && self.data.is_none()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        SizeHint::with_exact(self.data.as_ref().map_or(0, |data| data.len() as u64))
+    }
+}
+
+/// A gated write's passage through hyper: whether it has started to leave.
+struct Departure {
+    gate: Arc<dyn WriteGate>,
+    /// Invariant: moves only `Waiting → Left` or `Waiting → Refused`, once.
+    state: parking_lot::Mutex<DepartureState>,
+}
+
+enum DepartureState {
+    /// hyper has not asked for the body yet: nothing of the request has left.
+    Waiting,
+    /// The gate said yes a second time and the request is on its way.
+    Left,
+    /// The gate said no: the request was abandoned before its body.
+    Refused(crate::leader::NotLeader),
+}
+
+impl Departure {
+    /// The second look at the gate.
+    fn leave(&self) -> Result<(), crate::leader::NotLeader> {
+        let verdict = self.gate.admit().map(drop);
+        *self.state.lock() = match &verdict {
+            Ok(()) => DepartureState::Left,
+            Err(refusal) => DepartureState::Refused(refusal.clone()),
+        };
+        verdict
+    }
+
+    fn has_left(&self) -> bool {
+        matches!(*self.state.lock(), DepartureState::Left)
+    }
+
+    fn refusal(&self) -> Option<crate::leader::NotLeader> {
+        match &*self.state.lock() {
+            DepartureState::Refused(refusal) => Some(refusal.clone()),
+            _ => None,
+        }
+    }
+}
+
+/// One attempt of a request, gated or not: its permit, its departure, and whether its answer came.
+/// Dropped without an answer after the request left, it tells the permit (see
+/// [`WritePermit::on_abandon`]).
+struct GatedWrite {
+    permit: Option<WritePermit>,
+    departure: Option<Arc<Departure>>,
+    answered: bool,
+}
+
+/// Why an attempt produced no response.
+enum SendError {
+    Hyper(hyper_util::client::legacy::Error),
+    Timeout {
+        url: String,
+        after: Duration,
+    },
+    /// The permit ran out while the write was still waiting for a connection.
+    Expired,
+}
+
+impl GatedWrite {
+    fn new(permit: Option<WritePermit>, gate: Option<Arc<dyn WriteGate>>) -> GatedWrite {
+        let departure = match (&permit, gate) {
+            (Some(_), Some(gate)) => Some(Arc::new(Departure {
+                gate,
+                state: parking_lot::Mutex::new(DepartureState::Waiting),
+            })),
+            _ => None,
+        };
+        GatedWrite {
+            permit,
+            departure,
+            answered: false,
+        }
+    }
+
+    /// Awaits `sent`; for a permit with a limit, gives the request up if the limit passes before
+    /// it has started to leave.
+    async fn send(
+        &self,
+        sent: impl Future<Output = Result<Response<Incoming>, hyper_util::client::legacy::Error>>,
+    ) -> Result<Response<Incoming>, SendError> {
+        let until = self.permit.as_ref().and_then(WritePermit::until);
+        let (Some(until), Some(departure)) = (until, &self.departure) else {
+            return sent.await.map_err(SendError::Hyper);
+        };
+        tokio::pin!(sent);
+        tokio::select! {
+            biased;
+            response = &mut sent => return response.map_err(SendError::Hyper),
+            () = tokio::time::sleep_until(until) => {}
+        }
+        if departure.has_left() {
+            // Already on the wire: only the answer is awaited now.
+            sent.await.map_err(SendError::Hyper)
+        } else {
+            // Dropping `sent` here cancels the request before hyper writes it.
+            Err(SendError::Expired)
+        }
+    }
+
+    /// The answer's head arrived: the write is over, whatever its status.
+    fn answered(&mut self) {
+        self.answered = true;
+    }
+
+    /// The client error for `error`.
+    fn error(&self, error: SendError, method: &http::Method, url: &str) -> Error {
+        let not_leader = |refusal: crate::leader::NotLeader| Error::NotLeader {
+            method: method.to_string(),
+            url: url.to_string(),
+            source: Box::new(refusal),
+        };
+        if let Some(refusal) = self.departure.as_ref().and_then(|d| d.refusal()) {
+            tracing::debug!(%method, url, %refusal, "write refused by the write gate as it was leaving");
+            return not_leader(refusal);
+        }
+        match error {
+            SendError::Hyper(source) => Error::Transport {
+                url: url.to_string(),
+                source: Box::new(source),
+            },
+            SendError::Timeout { url, after } => Error::Timeout { url, after },
+            SendError::Expired => {
+                // Nothing left. Ask the gate why: it is closed by now, unless a renewal reopened
+                // it meanwhile, and then the connection was simply too slow.
+                match self.departure.as_ref().map(|d| d.gate.admit()) {
+                    Some(Err(refusal)) => {
+                        tracing::debug!(%method, url, %refusal, "write gave up waiting for a connection past its permit");
+                        not_leader(refusal)
+                    }
+                    _ => Error::Timeout {
+                        url: url.to_string(),
+                        after: Duration::ZERO,
+                    },
+                }
+            }
+        }
+    }
+}
+
+impl Drop for GatedWrite {
+    fn drop(&mut self) {
+        let left = self.departure.as_ref().is_some_and(|d| d.has_left());
+        if left && !self.answered {
+            if let Some(permit) = &mut self.permit {
+                permit.abandon();
+            }
+        }
+    }
 }
 
 #[cfg(test)]

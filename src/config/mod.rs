@@ -12,12 +12,21 @@
 //! names the file, the entry and the field, not later with a TLS handshake failure. Credentials that
 //! change while the process runs (a token file that is rotated, an exec plugin's expiring token) are
 //! kept as *sources* in [`Auth`] and read again when needed.
+//!
+//! ## Secrets stay out of `{:?}`
+//!
+//! A config is often printed whole, in a log line or a panic message. So every type here that holds
+//! a credential has a `Debug` of its own that prints `<redacted>` in place of the secret (a token, a
+//! password, a client key, an exec plugin's arguments, environment values and answers, the password
+//! of a URL) and everything else as derived `Debug` would: client-go's `AuthInfo`, `ExecConfig` and
+//! `rest.Config` redact the same fields in their `String` and `GoString`.
 
 mod auth;
 mod exec;
 mod incluster;
 pub mod kubeconfig;
 
+use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -76,6 +85,52 @@ pub enum ConfigError {
     NotFound { tried: Vec<String> },
     #[error("TLS setup failed: {0}")]
     Tls(String),
+    /// `insecure-skip-tls-verify` (or [`Config::accept_invalid_certs`]) together with a
+    /// certificate authority ([`Config::root_certs`]). A CA is only used to verify the server's
+    /// certificate, which the flag turns off: one of the two is a mistake, and guessing which
+    /// would either trust any server or refuse the one meant. Refused when a
+    /// [`Client`](crate::Client) is built from the config, where client-go refuses it too
+    /// (`transport.TLSConfigFor`, so kubectl does): loading the kubeconfig still works.
+    #[error(
+        "insecure-skip-tls-verify is set together with a certificate authority: with verification off the CA would never be used, so keep only the one you mean (remove the certificate-authority, or insecure-skip-tls-verify)"
+    )]
+    InsecureWithCertificateAuthority,
+}
+
+/// What `Debug` prints in place of a secret.
+#[derive(Clone, Copy)]
+pub(crate) struct Redacted;
+
+impl fmt::Debug for Redacted {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+/// `Some(<redacted>)` or `None`: whether a secret is set, never what it is.
+pub(crate) fn redacted<T>(secret: &Option<T>) -> Option<Redacted> {
+    secret.as_ref().map(|_| Redacted)
+}
+
+/// `url` with the password of its `user:password@` replaced by `<redacted>` (as Go's
+/// `url.URL.Redacted`: the user name stays). Also for text that is not a valid URL, such as a
+/// kubeconfig's `proxy-url` before it is checked.
+pub(crate) fn redact_url_password(url: &str) -> String {
+    let authority_start = url.find("://").map_or(0, |scheme_end| scheme_end + 3);
+    let rest = &url[authority_start..];
+    let authority_len = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let authority = &rest[..authority_len];
+    match authority.rfind('@') {
+        Some(at) => match authority[..at].split_once(':') {
+            Some((user, _password)) => format!(
+                "{}{user}:<redacted>{}",
+                &url[..authority_start],
+                &url[authority_start + at..]
+            ),
+            None => url.to_string(),
+        },
+        None => url.to_string(),
+    }
 }
 
 /// A client certificate and key, as PEM (checked when the config was built).
@@ -93,7 +148,10 @@ impl std::fmt::Debug for Identity {
 
 /// Everything needed to talk to one API server as one user. Build it with [`Config::infer`],
 /// [`Config::from_kubeconfig`] or [`Config::incluster`], then adjust the public fields.
-#[derive(Debug, Clone)]
+///
+/// Its `Debug` prints no secret: [`Auth`] and [`Identity`] redact theirs, and the password of
+/// a URL is replaced by `<redacted>`.
+#[derive(Clone)]
 pub struct Config {
     /// The API server, e.g. `https://127.0.0.1:6443`.
     pub cluster_url: http::Uri,
@@ -101,7 +159,9 @@ pub struct Config {
     pub default_namespace: String,
     /// CA certificates (DER) to trust; `None` trusts the system's roots.
     pub root_certs: Option<Vec<Vec<u8>>>,
-    /// `insecure-skip-tls-verify`: accept any server certificate. For tests only.
+    /// `insecure-skip-tls-verify`: accept any server certificate. For tests only. Together with
+    /// `root_certs`, building a [`Client`](crate::Client) fails
+    /// ([`ConfigError::InsecureWithCertificateAuthority`]), as in client-go.
     pub accept_invalid_certs: bool,
     /// `tls-server-name`: the name to check the server certificate against instead of the URL's host.
     pub tls_server_name: Option<String>,
@@ -117,6 +177,19 @@ pub struct Config {
     pub timeout: Option<Duration>,
     /// Time limit of establishing a connection. Default 30 s (client-go's dialer timeout).
     pub connect_timeout: Duration,
+    /// Time limit of the TLS handshake once the connection is open. Default 10 s
+    /// ([`DEFAULT_TLS_HANDSHAKE_TIMEOUT`], client-go's `TLSHandshakeTimeout`). Together with
+    /// [`connect_timeout`](Config::connect_timeout) it bounds how long a request can wait for a
+    /// connection (a proxy tunnel included), so that a server that accepts and then says nothing
+    /// cannot hold a request, or a watch, forever.
+    pub tls_handshake_timeout: Duration,
+    /// TCP keepalive: probe a connection that has been quiet this long, and again at this
+    /// interval (Go's dialer: idle and interval both 30 s, 9 probes, as client-go's dialer sets
+    /// `KeepAlive: 30s`). Default `Some(30 s)` ([`DEFAULT_TCP_KEEPALIVE`]); `None` turns it off.
+    /// Keepalive finds a peer that vanished (its host died, a NAT forgot the connection) after a
+    /// few minutes; quicker detection of a silent watch is the reflector's idle deadline and,
+    /// with [`http2`](Config::http2), the HTTP/2 pings (see `client`'s module docs).
+    pub tcp_keepalive: Option<Duration>,
     /// Client-side rate limit in requests per second; `None` disables it. Default `Some(5.0)`
     /// (client-go's `rest.Config` default).
     pub qps: Option<f32>,
@@ -156,8 +229,69 @@ pub struct Config {
     pub idle_conn_timeout: Option<Duration>,
 }
 
+impl fmt::Debug for Config {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Every field, in order; only the URLs' passwords are hidden (the rest redact themselves).
+        // Destructured, so that a new field cannot be added without deciding how it prints.
+        let Config {
+            cluster_url,
+            default_namespace,
+            root_certs,
+            accept_invalid_certs,
+            tls_server_name,
+            proxy_url,
+            identity,
+            auth,
+            timeout,
+            connect_timeout,
+            tls_handshake_timeout,
+            tcp_keepalive,
+            qps,
+            burst,
+            retry,
+            http2,
+            user_agent,
+            max_idle_conns_per_host,
+            idle_conn_timeout,
+        } = self;
+        f.debug_struct("Config")
+            .field(
+                "cluster_url",
+                &redact_url_password(&cluster_url.to_string()),
+            )
+            .field("default_namespace", default_namespace)
+            .field("root_certs", root_certs)
+            .field("accept_invalid_certs", accept_invalid_certs)
+            .field("tls_server_name", tls_server_name)
+            .field(
+                "proxy_url",
+                &proxy_url
+                    .as_ref()
+                    .map(|url| redact_url_password(&url.to_string())),
+            )
+            .field("identity", identity)
+            .field("auth", auth)
+            .field("timeout", timeout)
+            .field("connect_timeout", connect_timeout)
+            .field("tls_handshake_timeout", tls_handshake_timeout)
+            .field("tcp_keepalive", tcp_keepalive)
+            .field("qps", qps)
+            .field("burst", burst)
+            .field("retry", retry)
+            .field("http2", http2)
+            .field("user_agent", user_agent)
+            .field("max_idle_conns_per_host", max_idle_conns_per_host)
+            .field("idle_conn_timeout", idle_conn_timeout)
+            .finish()
+    }
+}
+
 /// Default request timeout.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+/// Default TLS handshake timeout (client-go's `TLSHandshakeTimeout`: 10 s).
+pub const DEFAULT_TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Default TCP keepalive idle time and probe interval (client-go's dialer `KeepAlive`: 30 s).
+pub const DEFAULT_TCP_KEEPALIVE: Duration = Duration::from_secs(30);
 /// Default client-side QPS (client-go: 5).
 pub const DEFAULT_QPS: f32 = 5.0;
 /// Default client-side burst (client-go: 10).
@@ -184,6 +318,8 @@ impl Config {
             auth: Auth::None,
             timeout: Some(DEFAULT_TIMEOUT),
             connect_timeout: DEFAULT_TIMEOUT,
+            tls_handshake_timeout: DEFAULT_TLS_HANDSHAKE_TIMEOUT,
+            tcp_keepalive: Some(DEFAULT_TCP_KEEPALIVE),
             qps: Some(DEFAULT_QPS),
             burst: DEFAULT_BURST,
             retry: crate::client::RetryPolicy::default(),
@@ -381,7 +517,10 @@ fn parse_server(server: &str, what: &str) -> Result<http::Uri, ConfigError> {
         Some("https" | "http") if uri.host().is_some() => Ok(uri),
         _ => Err(ConfigError::InvalidUrl {
             what: what.into(),
-            reason: format!("{server:?} needs an http:// or https:// scheme and a host"),
+            reason: format!(
+                "{:?} needs an http:// or https:// scheme and a host",
+                redact_url_password(server)
+            ),
         }),
     }
 }

@@ -570,6 +570,15 @@ impl LeaderElector {
             );
             return false;
         }
+        // A write that left and was dropped before its answer (an aborted reconcile) no longer
+        // counts as in flight, but the server may still apply it: a follower taking over now
+        // could meet it. Let the lease run out instead.
+        if self.publisher.abandoned_write_may_land() {
+            tracing::warn!(
+                "a write admitted by the gate was abandoned in flight; not releasing (the lease will expire)"
+            );
+            return false;
+        }
         let mut lease = (*leading.lease).clone();
         // Two tries: the second with a fresh resourceVersion if the Lease changed but is ours.
         for _ in 0..2 {

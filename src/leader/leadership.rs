@@ -121,6 +121,11 @@ pub(crate) struct Shared {
     in_flight: AtomicUsize,
     /// Woken when `in_flight` drops to 0.
     writes_done: Notify,
+    /// When a write admitted by the gate last left without its answer ever arriving (the caller
+    /// dropped it, the connection broke, it timed out). Such a write may still be applied by the
+    /// server at any moment, so the elector does not hand the lease over early (release on
+    /// shutdown) for a lease duration after it: it lets the lease run out instead.
+    abandoned_at: parking_lot::Mutex<Option<Instant>>,
 }
 
 /// A cheap, cloneable view of one elector: am I the leader, may I write, wait until I lead, tell
@@ -312,11 +317,31 @@ impl Leadership {
 }
 
 impl WriteGate for Leadership {
+    /// Admits a write while the gate is open. The permit holds until the gate closes (the client
+    /// gives the write up, unsent, if it has not started to leave by then), and a write that left
+    /// but was never answered is recorded as abandoned (see [`Shared::abandoned_at`]).
     fn admit(&self) -> Result<WritePermit, NotLeader> {
         // Counted before the check (see `Shared::in_flight`).
         let counted = InFlight::enter(self.shared.clone());
-        self.check()?;
-        Ok(WritePermit::holding(counted))
+        let now = Instant::now();
+        self.check_at(now)?;
+        let closes = match &*self.state.borrow() {
+            LeaderState::Leading { renewed_at, .. } => {
+                gate_closes(*renewed_at, self.shared.renew_deadline)
+            }
+            // Checked open just above; a change since then closes at once.
+            _ => now,
+        };
+        let shared = self.shared.clone();
+        Ok(WritePermit::holding(counted)
+            .valid_until(closes)
+            .on_abandon(move || {
+                tracing::warn!(
+                    lease = %shared.lease,
+                    "a write left and was never answered: it may still land, so this lease will not be handed back early"
+                );
+                *shared.abandoned_at.lock() = Some(Instant::now());
+            }))
     }
 }
 
@@ -409,6 +434,7 @@ impl Publisher {
                 lease_duration,
                 in_flight: AtomicUsize::new(0),
                 writes_done: Notify::new(),
+                abandoned_at: parking_lot::Mutex::new(None),
             }),
         }
     }
@@ -480,6 +506,15 @@ impl Publisher {
                 }
             }
         }
+    }
+}
+
+impl Publisher {
+    /// True if a write admitted by the gate was abandoned in flight less than a lease duration
+    /// ago (see [`Shared::abandoned_at`]): it may still land, so the lease must not be released.
+    pub(crate) fn abandoned_write_may_land(&self) -> bool {
+        let abandoned_at = *self.shared.abandoned_at.lock();
+        abandoned_at.is_some_and(|at| at.elapsed() < self.shared.lease_duration)
     }
 }
 

@@ -10,6 +10,29 @@
 //! [`WatchStream`] is one HTTP watch: it ends when the server closes the response (its timeout, an
 //! apiserver restart) or after yielding a decode error for a malformed line. [`ResumingWatcher`]
 //! strings watches together so that the caller sees one stream with nothing lost between them.
+//!
+//! ## A watch that goes silent
+//!
+//! A connection can die without a word (the server's host lost power, a NAT forgot the
+//! connection): no FIN, no RST, the body just stops. So each watch has an idle deadline, taken
+//! from what the server promised when it was opened ([`WatchParams::idle_timeout`] overrides it):
+//!
+//! - with bookmarks allowed, kube-apiserver sends one roughly every minute (its watch cache's
+//!   `bookmarkFrequency`; the embedded server does the same), so 60 s of silence is already
+//!   wrong: the deadline is [`BOOKMARK_PROMISE`] + [`IDLE_GRACE`];
+//! - with `timeoutSeconds`, the server ends the watch by then: that time + [`IDLE_GRACE`];
+//! - with neither, nothing was promised and there is no deadline (TCP keepalive, and the pings
+//!   with HTTP/2, are then all there is).
+//!
+//! Past the deadline the stream yields [`Error::Idle`] and ends; a [`ResumingWatcher`], like the
+//! informers' reflector, resumes from the last resourceVersion. The informers also give up a
+//! watch quiet for much less (`ReflectorOptions::watch_idle_timeout`, 15 s), which finds a dead
+//! connection sooner at the cost of one watch request per quiet interval.
+//!
+//! One event is at most [`MAX_EVENT_BYTES`]: a longer line (a hostile or broken server) yields
+//! [`Error::TooLarge`] instead of growing the buffer without end.
+//!
+//! [`WatchParams::idle_timeout`]: crate::api::WatchParams::idle_timeout
 
 mod decoder;
 mod resuming;
@@ -17,6 +40,7 @@ mod resuming;
 use std::collections::BTreeMap;
 use std::pin::Pin;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use futures_util::Stream;
 use http_body_util::BodyExt;
@@ -27,6 +51,28 @@ pub use decoder::{LineDecoder, decode_event};
 pub use resuming::{ResumingWatcher, WatchError};
 
 use crate::error::{ApiError, Error};
+
+/// How often a server that allows bookmarks sends one at the latest, give or take: kube-apiserver's
+/// watch cache aims at every minute (`bookmarkFrequency`), as does the embedded server.
+pub const BOOKMARK_PROMISE: Duration = Duration::from_secs(60);
+/// How much later than promised a bookmark or the end of a watch may come before the watch is
+/// presumed dead (a busy server's dispatch, clock steps).
+pub const IDLE_GRACE: Duration = Duration::from_secs(30);
+/// The longest watch event the client reads: 32 MiB. kube-apiserver refuses request bodies over
+/// 3 MiB and etcd values over 1.5 MiB by default, so a real object's JSON is far below this.
+pub const MAX_EVENT_BYTES: usize = 32 << 20;
+
+/// The idle deadline of a watch opened with `timeout_seconds` and `bookmarks` (see the
+/// [module docs](self)).
+pub fn promised_idle(timeout_seconds: Option<u32>, bookmarks: bool) -> Option<Duration> {
+    let by_timeout =
+        timeout_seconds.map(|secs| Duration::from_secs(u64::from(secs)).saturating_add(IDLE_GRACE));
+    let by_bookmarks = bookmarks.then(|| BOOKMARK_PROMISE.saturating_add(IDLE_GRACE));
+    match (by_timeout, by_bookmarks) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
 
 /// One change, as the API server reports it.
 #[derive(Debug, Clone)]
@@ -67,15 +113,19 @@ struct State {
     body: Incoming,
     decoder: LineDecoder,
     url: String,
+    /// The longest the body may stay silent; `None`: forever.
+    idle: Option<Duration>,
     finished: bool,
 }
 
 impl<K: DeserializeOwned + Send + 'static> WatchStream<K> {
-    pub(crate) fn new(body: Incoming, url: String) -> WatchStream<K> {
+    /// A watch over `body`, presumed dead after `idle` without a byte.
+    pub(crate) fn new(body: Incoming, url: String, idle: Option<Duration>) -> WatchStream<K> {
         let state = State {
             body,
             decoder: LineDecoder::new(),
             url,
+            idle,
             finished: false,
         };
         let inner = futures_util::stream::unfold(state, |mut state| async move {
@@ -99,12 +149,31 @@ async fn next_event<K: DeserializeOwned>(
     }
     loop {
         if let Some(line) = state.decoder.next_line() {
+            if line.len() > MAX_EVENT_BYTES {
+                return Some(Err(too_large(state)));
+            }
             if line.iter().all(u8::is_ascii_whitespace) {
                 continue;
             }
             return Some(decode_event(&line));
         }
-        match state.body.frame().await {
+        if state.decoder.buffered() > MAX_EVENT_BYTES {
+            return Some(Err(too_large(state)));
+        }
+        let frame = match state.idle {
+            Some(idle) => match tokio::time::timeout(idle, state.body.frame()).await {
+                Ok(frame) => frame,
+                Err(_) => {
+                    tracing::debug!(url = %state.url, ?idle, "watch silent past its deadline; presumed dead");
+                    return Some(Err(Error::Idle {
+                        url: state.url.clone(),
+                        after: idle,
+                    }));
+                }
+            },
+            None => state.body.frame().await,
+        };
+        match frame {
             Some(Ok(frame)) => {
                 if let Some(data) = frame.data_ref() {
                     state.decoder.push(data);
@@ -121,6 +190,15 @@ async fn next_event<K: DeserializeOwned>(
                 return state.decoder.finish().map(|rest| decode_event(&rest));
             }
         }
+    }
+}
+
+fn too_large(state: &mut State) -> Error {
+    state.finished = true;
+    Error::TooLarge {
+        what: "a watch event",
+        url: state.url.clone(),
+        limit: MAX_EVENT_BYTES,
     }
 }
 

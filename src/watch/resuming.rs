@@ -108,6 +108,13 @@ impl<K: Object> ResumingWatcher<K> {
                         self.remember(&event);
                         return Ok(event);
                     }
+                    // Silent past its deadline: the connection is presumed dead. Reopen at once
+                    // (on a new connection) from where it stopped, as if the server had ended it;
+                    // if the server is really gone, the reopening fails and backs off.
+                    Some(Err(Error::Idle { after, .. })) => {
+                        tracing::warn!(rv = %self.resource_version, ?after, "watch silent past its deadline; resuming");
+                        self.state = State::Idle;
+                    }
                     Some(Err(error)) => {
                         self.state = State::Idle;
                         return Err(self.retry_later(error).await);

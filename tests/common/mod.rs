@@ -3,6 +3,7 @@
 
 #![allow(dead_code)] // each test target uses its own subset
 
+pub mod fault_proxy;
 pub mod informer;
 
 use std::collections::BTreeMap;
