@@ -21,7 +21,7 @@ export FERROKUBE_CLIENT_GO_DEADCONN
 
 status=0
 # Each end-to-end target, in turn (later issues add theirs here).
-for target in e2e_client e2e_kubeconfigs e2e_informer e2e_dead_connection apiserver_conformance apiserver_tables e2e_replicaset e2e_stale e2e_leader e2e_shard; do
+for target in e2e_client e2e_kubeconfigs e2e_informer e2e_network_faults apiserver_conformance apiserver_tables e2e_replicaset e2e_stale e2e_leader e2e_shard; do
   echo "[e2e] cargo test --features e2e --test $target" >&2
   cargo test --features e2e --test "$target" -- --test-threads=4 || status=1
 done

@@ -497,7 +497,10 @@ async fn dead_connection_list_body_may_outlast_the_timeout_while_it_keeps_coming
     let mut config = config(&url);
     config.timeout = Some(Duration::from_millis(500));
     let started = Instant::now();
-    let listed = api(config).list(&ListParams::default()).await.expect("list");
+    let listed = api(config)
+        .list(&ListParams::default())
+        .await
+        .expect("list");
     assert_eq!(listed.items.len(), 4);
     assert!(
         started.elapsed() > Duration::from_millis(500),

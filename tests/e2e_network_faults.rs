@@ -1,4 +1,5 @@
-//! The dead-connection drill on a real kube-apiserver, ours beside client-go v0.37 (run by
+//! Network faults on a real kube-apiserver: the dead-connection drill, ours beside client-go
+//! v0.37, and the lease-window drill, judged by the server's audit log. Run by
 //! `scripts/e2e.sh`, which builds the client-go side with
 //! `benches/peers/client-go-v0.37/build.sh deadconn` and names it in
 //! `FERROKUBE_CLIENT_GO_DEADCONN`).
@@ -12,6 +13,11 @@
 //!
 //! Asserted: ours deliver it in at most half of client-go's time, without a relist. Printed: one
 //! JSON line with every figure (`benches/dead-connection/` keeps the recorded runs).
+//!
+//! The lease-window drill is `network_faults.rs`'s on this server: renewals stop (the elector's
+//! proxy becomes a black hole) while the controller's new connections take longer than the
+//! margin between renew deadline and lease duration; kube-apiserver's audit log must show no
+//! write of the controller received after the gate closed.
 
 #![cfg(feature = "e2e")]
 
@@ -306,4 +312,164 @@ async fn dead_connection_kube_apiserver_ours_beside_client_go() {
     );
     ours_h1.stop();
     ours_h2.stop();
+}
+
+const LEASE_DURATION: Duration = Duration::from_millis(3000);
+const RENEW_DEADLINE: Duration = Duration::from_millis(2000);
+const RETRY_PERIOD: Duration = Duration::from_millis(300);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lease_window_kube_apiserver_no_write_lands_after_the_gate_closes() {
+    use ferrokube::leader::LeaderElector;
+    let audit_log = std::path::PathBuf::from(std::env::var("FERROKUBE_AUDIT_LOG").expect(
+        "FERROKUBE_AUDIT_LOG names kube-apiserver's audit log (scripts/kube-apiserver.sh env)",
+    ));
+    let direct = common::client(None);
+    let namespace = common::namespace(&direct, "window").await;
+    let upstream_config = common::config(None);
+    let authority = upstream_config
+        .cluster_url
+        .authority()
+        .expect("server authority")
+        .as_str()
+        .to_string();
+    let upstream: std::net::SocketAddr = authority.parse().expect("a loopback server address");
+    let elector_proxy = FaultProxy::start(upstream).await;
+    let writer_proxy = FaultProxy::start(upstream).await;
+    let through = |proxy: &FaultProxy| {
+        let mut config = common::config(None);
+        config.cluster_url = proxy.url("https").parse().expect("proxy url");
+        config
+    };
+    let elector_client = Client::new(through(&elector_proxy)).expect("client");
+    let agent = format!("lease-window-writer-{}", std::process::id());
+    let writer_client = {
+        let mut config = through(&writer_proxy);
+        config.max_idle_conns_per_host = 0;
+        config.user_agent = Some(agent.clone());
+        config.retry = ferrokube::client::RetryPolicy {
+            max_retries: 0,
+            ..Default::default()
+        };
+        Client::new(config).expect("client")
+    };
+    let elector = LeaderElector::builder(elector_client, &namespace, "window")
+        .identity("leader")
+        .lease_duration(LEASE_DURATION)
+        .renew_deadline(RENEW_DEADLINE)
+        .retry_period(RETRY_PERIOD)
+        .build()
+        .expect("elector");
+    let leadership = elector.leadership();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let elector_task = tokio::spawn(async move {
+        elector
+            .run(async move {
+                let _ = stopped.await;
+            })
+            .await
+    });
+    assert!(
+        wait_until(Duration::from_secs(20), || leadership.is_leader()).await,
+        "the candidate leads"
+    );
+    let api: Api<ConfigMap> = Api::namespaced(
+        writer_client.with_write_gate(leadership.clone()),
+        &namespace,
+    );
+    api.create(&PostParams::default(), &common::config_map("w-first", "1"))
+        .await
+        .expect("a write while leading lands");
+
+    elector_proxy.black_hole();
+    writer_proxy
+        .delay_new_connections(LEASE_DURATION - RENEW_DEADLINE + Duration::from_millis(500));
+    let closed_at = Arc::new(Mutex::new(None::<SystemTime>));
+    let watcher = {
+        let leadership = leadership.clone();
+        let closed_at = closed_at.clone();
+        tokio::spawn(async move {
+            while leadership.is_leader() {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            *closed_at.lock() = Some(SystemTime::now());
+        })
+    };
+    let (mut caught, mut landed) = (0usize, 0usize);
+    let mut step = 0;
+    while leadership.is_leader() {
+        let mut batch = Vec::new();
+        for _ in 0..4 {
+            step += 1;
+            let api = api.clone();
+            batch.push(tokio::spawn(async move {
+                let started = Instant::now();
+                let result = api
+                    .create(
+                        &PostParams::default(),
+                        &common::config_map(&format!("w-{step}"), "1"),
+                    )
+                    .await;
+                (result, started.elapsed())
+            }));
+        }
+        for write in batch {
+            match write.await.expect("writer task") {
+                (Ok(_), _) => landed += 1,
+                (Err(error), took)
+                    if error.is_not_leader() && took > Duration::from_millis(100) =>
+                {
+                    caught += 1
+                }
+                (Err(error), _) if error.is_not_leader() => {}
+                (Err(error), _) => panic!("unexpected error: {error}"),
+            }
+        }
+    }
+    assert!(
+        wait_until(Duration::from_secs(5), || closed_at.lock().is_some()).await,
+        "the gate closed"
+    );
+    watcher.abort();
+    let closed_at = closed_at.lock().expect("closed");
+    let _ = stop.send(());
+    let _ = tokio::time::timeout(Duration::from_secs(10), elector_task).await;
+    // The audit log is written as requests finish; give the last ones a moment to appear.
+    let mut late = Vec::new();
+    let mut ours = 0;
+    let settled = wait_until(Duration::from_secs(10), || {
+        let entries =
+            ferrokube::apiserver::audit::read_kube_apiserver_log(&audit_log).unwrap_or_default();
+        let mine: Vec<_> = entries
+            .into_iter()
+            .filter(|e| e.user_agent == agent)
+            .collect();
+        ours = mine.len();
+        late = mine
+            .into_iter()
+            .filter(|e| e.received > closed_at)
+            .collect();
+        ours >= landed
+    })
+    .await;
+    let record = json!({
+        "drill": "lease_window",
+        "server": "kube-apiserver",
+        "writes_landed": landed,
+        "writes_stopped_in_window": caught,
+        "writes_received_after_gate_closed": late.len(),
+    });
+    println!("{record}");
+    assert!(
+        settled,
+        "the audit log shows every write that succeeded: {record}"
+    );
+    assert!(
+        caught > 0,
+        "the drill caught writes in the window: {record}"
+    );
+    assert!(
+        late.is_empty(),
+        "writes reached the server after the gate closed: {late:?}"
+    );
 }
