@@ -263,7 +263,7 @@ async fn dead_connection_kube_apiserver_ours_beside_client_go() {
     );
     let record = json!({
         "drill": "dead_connection",
-        "server": "kube-apiserver",
+        "server": std::env::var("FERROKUBE_DRILL_SERVER").unwrap_or_else(|_| "kube-apiserver".into()),
         "frozen_connections": frozen,
         "ferrokube_http1_s": h1,
         "ferrokube_http1_lists": ours_h1.reflector_status().lists(),

@@ -13,10 +13,59 @@
 //!
 //! Server-side apply (`application/apply-patch+yaml`) is not a patch format here: [`crate::apply`]
 //! handles it before these are consulted (so this module answers 415 for it).
+//!
+//! # Limits
+//!
+//! A patch is applied while the store's one lock is held (see [`crate::api`]), so what one patch
+//! may cost must be bounded, or one request stalls every other. Every body, of every format, is at
+//! most 3 MiB ([`crate::http`] answers 413 past that, as kube-apiserver does), and a merge or
+//! strategic patch does work in proportion to its body and the object. A JSON patch is different:
+//! `copy` duplicates a part of the object, so forty `{"op": "copy", "from": "/spec", "path":
+//! "/spec/again"}` double the object forty times, a terabyte from a few kilobytes of body. Hence,
+//! checked before each operation runs, so the document never grows past them:
+//!
+//! | limit | answer | kube-apiserver |
+//! |---|---|---|
+//! | [`MAX_JSON_PATCH_OPERATIONS`] operations | 413 | `maxJSONPatchOperations` (`k8s.io/apiserver/pkg/endpoints/handlers/patch.go`), the same |
+//! | [`MAX_JSON_PATCH_COPY_BYTES`] copied in all | 422 | `JSONPatchMaxCopyBytes` (`k8s.io/apiserver/pkg/server/config.go`), set as evanphx/json-patch's `AccumulatedCopySizeLimit`: the same size, counted the same way (compact JSON of each copied value) |
+//! | [`MAX_PATCHED_DEPTH`] levels of nesting | 422 | none of its own: Go's JSON decoder stops at 10,000 levels |
+//! | [`MAX_ARRAY_SHIFTS`] array elements moved | 422 | none |
+//!
+//! The last two are ours. Depth: `copy` and `add` can also nest the object deeper with every
+//! operation, and a value nested hundreds of thousands deep overflows the stack of whatever
+//! serializes, compares or drops it recursively (serde_json does all three); the limit is the
+//! depth serde_json reads back, so a patched object is never deeper than a create could have made
+//! it (unless it already was). Shifts: inserting at or removing from the front of an array moves
+//! every element after it, so ten thousand `remove`s of `/list/0` on a million-element list move
+//! ten billion elements, for seconds to minutes under the store's lock; Go's evanphx/json-patch
+//! does the same work, but kube-apiserver does not hold a global lock while it does.
 
 use serde_json::Value;
 
 use crate::status::StatusError;
+
+/// The most operations one JSON patch may have; more is 413 `RequestEntityTooLarge`, as
+/// kube-apiserver's `maxJSONPatchOperations` (`k8s.io/apiserver/pkg/endpoints/handlers/patch.go`).
+pub const MAX_JSON_PATCH_OPERATIONS: usize = 10_000;
+
+/// The most bytes all `copy` operations of one JSON patch may add together, each copy counted as
+/// the length of the copied value's compact JSON; more is 422 `Invalid`. kube-apiserver's
+/// `JSONPatchMaxCopyBytes` (3 MiB, `k8s.io/apiserver/pkg/server/config.go`: twice etcd's 1.5 MB
+/// request limit), which it installs as evanphx/json-patch's `AccumulatedCopySizeLimit`. It equals
+/// the request body limit, `MaxRequestBodyBytes`.
+pub const MAX_JSON_PATCH_COPY_BYTES: usize = 3 * 1024 * 1024;
+
+/// The deepest a JSON patch may nest an object ([`depth`] levels): 127, the most serde_json reads
+/// (its recursion limit is 128), so no patched object is deeper than a request body can be, and
+/// nothing that serializes, compares or drops it recursively runs out of stack. An object that was
+/// already deeper may stay as deep. Ours: kube-apiserver has no such limit below Go's decoder's
+/// 10,000 levels.
+pub const MAX_PATCHED_DEPTH: usize = 127;
+
+/// The most array elements one JSON patch may shift by inserting into or removing from the middle
+/// of arrays (2^26, about 67 million: a fraction of a second of moving memory); more is 422
+/// `Invalid`. Ours: kube-apiserver does the same work without a limit, but not under a global lock.
+pub const MAX_ARRAY_SHIFTS: usize = 1 << 26;
 
 /// A supported patch format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -180,8 +229,12 @@ fn is_directive(value: &Value) -> bool {
         .is_some_and(|m| m.keys().all(|k| k.starts_with('$')))
 }
 
-/// RFC 6902, by the `json-patch` crate. A body that is not a list is a 400; so is an operation of an unknown kind or without a `path`. Any other malformed operation (no `value`,
-/// no `from`, a path that is not a JSON pointer) and any operation that fails is a 422 `Invalid`.
+/// RFC 6902, by the `json-patch` crate, one operation at a time under [the limits](self#limits).
+///
+/// A body that is not a list is a 400; so is an operation of an unknown kind or without a `path`.
+/// More than [`MAX_JSON_PATCH_OPERATIONS`] operations is a 413. Any other malformed operation (no
+/// `value`, no `from`, a path that is not a JSON pointer), any operation that fails and any
+/// operation over a limit is a 422 `Invalid`.
 fn apply_json_patch(target: &Value, patch: &Value) -> Result<Value, StatusError> {
     use serde::Deserialize;
 
@@ -190,11 +243,19 @@ fn apply_json_patch(target: &Value, patch: &Value) -> Result<Value, StatusError>
             "json: cannot unmarshal object into Go value of type jsonpatch.Patch",
         ));
     };
-    let failed = |op: &str, why: &dyn std::fmt::Display| {
-        StatusError::invalid_patch(format!(
-            "the server rejected our request due to an error in our request: {op} operation failed{why}"
-        ))
-    };
+    // kube-apiserver counts once the body decodes as a list of objects, before any operation is
+    // looked at; a list with something else in it is the 400 of the loop below.
+    if operations.len() > MAX_JSON_PATCH_OPERATIONS && operations.iter().all(Value::is_object) {
+        return Err(StatusError {
+            code: 413,
+            reason: "RequestEntityTooLarge",
+            message: format!(
+                "Request entity too large: The allowed maximum operations in a JSON patch is {MAX_JSON_PATCH_OPERATIONS}, got {}",
+                operations.len()
+            ),
+            details: None,
+        });
+    }
     let mut decoded = Vec::with_capacity(operations.len());
     for operation in operations {
         match json_patch::PatchOperation::deserialize(operation) {
@@ -205,20 +266,247 @@ fn apply_json_patch(target: &Value, patch: &Value) -> Result<Value, StatusError>
                 if !known || !operation.get("path").is_some_and(Value::is_string) {
                     return Err(StatusError::bad_request(format!("Unexpected kind: {op}")));
                 }
-                return Err(failed(op, &format_args!(": {error}")));
+                return Err(rejected(format_args!("{op} operation failed: {error}")));
             }
         }
     }
-    let mut document = target.clone();
     // The target is our own copy, thrown away on an error: no need for the crate's undo log.
-    json_patch::patch_unsafe(&mut document, &decoded).map_err(|error| {
-        let op = decoded
-            .get(error.operation)
-            .map_or("", |operation| operation_name(operation));
-        let path = error.path.as_str();
-        failed(op, &format_args!(" at {path:?}: {}", error.kind))
-    })?;
+    let mut document = target.clone();
+    let mut limits = Limits::new(&document);
+    for operation in &decoded {
+        limits.admit(&document, operation)?;
+        json_patch::patch_unsafe(&mut document, std::slice::from_ref(operation)).map_err(
+            |error| {
+                let op = operation_name(operation);
+                let path = error.path.as_str();
+                rejected(format_args!(
+                    "{op} operation failed at {path:?}: {}",
+                    error.kind
+                ))
+            },
+        )?;
+    }
     Ok(document)
+}
+
+/// The 422 of a JSON patch that cannot be applied. kube-apiserver's message is the first sentence
+/// alone (its generic 422 drops the detail); ours keeps the detail after it.
+fn rejected(detail: std::fmt::Arguments<'_>) -> StatusError {
+    StatusError::invalid_patch(format!(
+        "the server rejected our request due to an error in our request: {detail}"
+    ))
+}
+
+/// What one JSON patch has spent of [the limits](self#limits) so far, checked before each
+/// operation runs (so an operation over a limit never runs).
+struct Limits {
+    /// Bytes added by `copy` operations so far (the compact JSON of each copied value).
+    copied: usize,
+    /// Array elements shifted by inserts and removals so far.
+    shifted: usize,
+    /// An upper bound of the document's nesting depth (exact at the start).
+    depth: usize,
+    /// The deepest the document may become: [`MAX_PATCHED_DEPTH`], or the target's own depth
+    /// if it is deeper (a patch need not flatten an object it did not deepen).
+    max_depth: usize,
+    /// Exact recounts of the depth left (see [`Limits::deepen_by_move`]).
+    recounts: usize,
+}
+
+/// How many times one patch may have the document's depth counted exactly again, when `move`
+/// operations have pushed the estimate past the limit. Each recount walks the whole document.
+const DEPTH_RECOUNTS: usize = 4;
+
+impl Limits {
+    fn new(document: &Value) -> Limits {
+        let depth = depth(document);
+        Limits {
+            copied: 0,
+            shifted: 0,
+            depth,
+            max_depth: depth.max(MAX_PATCHED_DEPTH),
+            recounts: DEPTH_RECOUNTS,
+        }
+    }
+
+    /// Whether `operation` may run on `document`; charges what it costs. An operation that will
+    /// fail anyway (a `from` or `path` that names nothing) is let through to fail as usual.
+    fn admit(
+        &mut self,
+        document: &Value,
+        operation: &json_patch::PatchOperation,
+    ) -> Result<(), StatusError> {
+        use json_patch::PatchOperation as Op;
+        match operation {
+            Op::Add(op) => {
+                self.shift(document, op.path.as_str(), Shift::Insert)?;
+                self.deepen(
+                    levels(op.path.as_str()) + depth(&op.value),
+                    "add",
+                    op.path.as_str(),
+                )
+            }
+            Op::Replace(op) => self.deepen(
+                levels(op.path.as_str()) + depth(&op.value),
+                "replace",
+                op.path.as_str(),
+            ),
+            Op::Remove(op) => self.shift(document, op.path.as_str(), Shift::Remove),
+            Op::Move(op) => {
+                self.shift(document, op.from.as_str(), Shift::Remove)?;
+                self.shift(document, op.path.as_str(), Shift::Insert)?;
+                self.deepen_by_move(document, op.from.as_str(), op.path.as_str())
+            }
+            Op::Copy(op) => {
+                let Some(source) = document.pointer(op.from.as_str()) else {
+                    return Ok(());
+                };
+                self.copied = self.copied.saturating_add(compact_size(source));
+                if self.copied > MAX_JSON_PATCH_COPY_BYTES {
+                    return Err(rejected(format_args!(
+                        "Unable to complete the copy, the accumulated size increase of copy is {}, exceeding the limit {MAX_JSON_PATCH_COPY_BYTES}",
+                        self.copied
+                    )));
+                }
+                self.shift(document, op.path.as_str(), Shift::Insert)?;
+                self.deepen(
+                    levels(op.path.as_str()) + depth(source),
+                    "copy",
+                    op.path.as_str(),
+                )
+            }
+            Op::Test(_) => Ok(()),
+        }
+    }
+
+    /// Charges the array elements that inserting at or removing from `pointer` moves along.
+    fn shift(&mut self, document: &Value, pointer: &str, how: Shift) -> Result<(), StatusError> {
+        let Some((parent, last)) = pointer.rsplit_once('/') else {
+            return Ok(());
+        };
+        let Some(Value::Array(items)) = document.pointer(parent) else {
+            return Ok(());
+        };
+        // `-` (the end) and anything that is not an index move nothing.
+        let Ok(index) = last.parse::<usize>() else {
+            return Ok(());
+        };
+        let after = items.len().saturating_sub(index);
+        let moved = match how {
+            Shift::Insert => after,
+            Shift::Remove => after.saturating_sub(1),
+        };
+        self.shifted = self.shifted.saturating_add(moved);
+        if self.shifted > MAX_ARRAY_SHIFTS {
+            return Err(rejected(format_args!(
+                "the patch moves more than {MAX_ARRAY_SHIFTS} array elements (inserting into or removing from the front of long arrays), the limit of this server"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Notes that a value `reaching` levels deep from the root is about to be written at `path`.
+    fn deepen(&mut self, reaching: usize, op: &str, path: &str) -> Result<(), StatusError> {
+        if reaching > self.max_depth {
+            return Err(too_deep(op, path, reaching, self.max_depth));
+        }
+        self.depth = self.depth.max(reaching);
+        Ok(())
+    }
+
+    /// A `move` from `from` to `path`: the moved value is at most `depth - levels(from)` deep,
+    /// so it reaches at most `levels(path)` more than that. When that estimate passes the limit
+    /// the document is counted exactly (at most [`DEPTH_RECOUNTS`] times per patch, after which
+    /// the estimate is trusted and the move refused).
+    fn deepen_by_move(
+        &mut self,
+        document: &Value,
+        from: &str,
+        path: &str,
+    ) -> Result<(), StatusError> {
+        let (from_levels, path_levels) = (levels(from), levels(path));
+        if path_levels <= from_levels {
+            // The moved value only rises: every level stays within the bound.
+            return Ok(());
+        }
+        let estimate = path_levels + self.depth.saturating_sub(from_levels);
+        if estimate <= self.max_depth {
+            self.depth = self.depth.max(estimate);
+            return Ok(());
+        }
+        let Some(moved) = document.pointer(from) else {
+            return Ok(());
+        };
+        if self.recounts == 0 {
+            return Err(too_deep("move", path, estimate, self.max_depth));
+        }
+        self.recounts -= 1;
+        let reaching = path_levels + depth(moved);
+        self.depth = depth(document);
+        self.deepen(reaching, "move", path)
+    }
+}
+
+/// How many levels below the root a JSON pointer names: one per `/` (an escaped `/` is `~1`).
+fn levels(pointer: &str) -> usize {
+    pointer.matches('/').count()
+}
+
+/// Which way an array operation shifts the elements after it.
+#[derive(Clone, Copy)]
+enum Shift {
+    Insert,
+    Remove,
+}
+
+fn too_deep(op: &str, path: &str, reaching: usize, max_depth: usize) -> StatusError {
+    rejected(format_args!(
+        "{op} operation at {path:?} would nest the object {reaching} levels deep, deeper than the limit of {max_depth}"
+    ))
+}
+
+/// Levels of nesting of `value`: 0 for a scalar, 1 for `[]`, `{}` or a list or map of scalars, and
+/// so on. Counted with a stack of its own, not by recursion: this runs on values whose depth is
+/// not known yet.
+pub fn depth(value: &Value) -> usize {
+    let mut deepest = 0;
+    let mut pending: Vec<(&Value, usize)> = vec![(value, 0)];
+    while let Some((value, level)) = pending.pop() {
+        let children: Box<dyn Iterator<Item = &Value>> = match value {
+            Value::Array(items) => Box::new(items.iter()),
+            Value::Object(map) => Box::new(map.values()),
+            _ => continue,
+        };
+        let level = level + 1;
+        deepest = deepest.max(level);
+        pending.extend(
+            children
+                .filter(|child| child.is_array() || child.is_object())
+                .map(|child| (child, level)),
+        );
+    }
+    deepest
+}
+
+/// The length of `value` as compact JSON, which is how evanphx/json-patch sizes a copy. Called on
+/// values inside the document, which are never deeper than [`Limits`] allows.
+fn compact_size(value: &Value) -> usize {
+    struct Meter(usize);
+    impl std::io::Write for Meter {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 = self.0.saturating_add(bytes.len());
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut meter = Meter(0);
+    // Writing to the meter cannot fail, nor can serializing a `Value` (its keys are strings).
+    match serde_json::to_writer(&mut meter, value) {
+        Ok(()) => meter.0,
+        Err(_) => usize::MAX,
+    }
 }
 
 fn operation_name(operation: &json_patch::PatchOperation) -> &'static str {
@@ -329,6 +617,193 @@ mod tests {
             apply(PatchType::Json, &patched, &whole).ok(),
             Some(json!({"z": 1}))
         );
+    }
+
+    /// `count` copies of the object's `spec` into itself, each doubling it.
+    fn doubling(count: usize) -> Value {
+        let operations: Vec<Value> = (0..count)
+            .map(|i| json!({"op": "copy", "from": "/spec", "path": format!("/spec/c{i}")}))
+            .collect();
+        Value::Array(operations)
+    }
+
+    /// The error of a patch that must be refused (without printing a huge document if it was not).
+    fn refused(result: Result<Value, StatusError>) -> StatusError {
+        match result {
+            Ok(_) => panic!("the patch was applied"),
+            Err(error) => error,
+        }
+    }
+
+    #[test]
+    fn abuse_json_patch_copies_are_bounded_like_kube_apiserver() {
+        let target = json!({"metadata": {"name": "x"}, "spec": {"blob": "a".repeat(1000)}});
+        // 40 doublings would be 2^40 KB. 13 (8 MB) are enough to pass the limit, refused at the
+        // 12th copy, and few enough that without the limit this test fails instead of exhausting
+        // the machine's memory.
+        let error = refused(apply(PatchType::Json, &target, &doubling(13)));
+        assert_eq!((error.code, error.reason), (422, "Invalid"));
+        assert!(
+            error
+                .message
+                .contains("Unable to complete the copy, the accumulated size increase of copy is")
+                && error.message.ends_with("exceeding the limit 3145728"),
+            "{}",
+            error.message
+        );
+        // A few doublings are fine.
+        let patched = apply(PatchType::Json, &target, &doubling(3)).expect("small copies");
+        assert!(patched.pointer("/spec/c2/c1/c0/blob").is_some());
+        // The limit is on the sum, and exactly the limit passes, as evanphx/json-patch counts it:
+        // a copied string costs its length plus two quotes.
+        let third = MAX_JSON_PATCH_COPY_BYTES / 3 - 2;
+        let target = json!({"s": "b".repeat(third)});
+        let copies = |count: usize| {
+            let operations: Vec<Value> = (0..count)
+                .map(|i| json!({"op": "copy", "from": "/s", "path": format!("/c{i}")}))
+                .collect();
+            Value::Array(operations)
+        };
+        assert!(apply(PatchType::Json, &target, &copies(3)).is_ok());
+        let error = refused(apply(PatchType::Json, &target, &copies(4)));
+        assert!(error.message.contains(&format!(
+            "accumulated size increase of copy is {}, exceeding the limit {MAX_JSON_PATCH_COPY_BYTES}",
+            4 * (third + 2)
+        )));
+    }
+
+    #[test]
+    fn abuse_json_patch_operations_are_at_most_10000() {
+        let target = json!({"a": 1});
+        let tests = |count: usize| {
+            Value::Array(vec![json!({"op": "test", "path": "/a", "value": 1}); count])
+        };
+        assert!(apply(PatchType::Json, &target, &tests(MAX_JSON_PATCH_OPERATIONS)).is_ok());
+        let error = refused(apply(
+            PatchType::Json,
+            &target,
+            &tests(MAX_JSON_PATCH_OPERATIONS + 1),
+        ));
+        assert_eq!(
+            (error.code, error.reason, error.message.as_str()),
+            (
+                413,
+                "RequestEntityTooLarge",
+                "Request entity too large: The allowed maximum operations in a JSON patch is 10000, got 10001"
+            )
+        );
+        // A list that is not all operations is the 400 it always was.
+        let mut mixed = vec![json!({"op": "test", "path": "/a", "value": 1}); 10_001];
+        mixed.push(json!("add"));
+        let error = refused(apply(PatchType::Json, &target, &Value::Array(mixed)));
+        assert_eq!(error.code, 400);
+    }
+
+    /// `{"a": {"a": ... {}}}`, `levels` deep, built without recursion.
+    fn nested(levels: usize) -> Value {
+        let mut value = json!({});
+        for _ in 1..levels {
+            value = json!({"a": value});
+        }
+        value
+    }
+
+    /// `/a/a/.../a`, `levels` segments.
+    fn pointer(levels: usize) -> String {
+        "/a".repeat(levels)
+    }
+
+    #[test]
+    fn abuse_json_patch_nesting_is_bounded() {
+        assert_eq!(
+            (depth(&json!(1)), depth(&json!([])), depth(&nested(5))),
+            (0, 1, 5)
+        );
+        // add: 1 + 100 levels is fine; 100 more below that is not.
+        let target = json!({"x": {"y": 1}});
+        let shallow = json!([{"op": "add", "path": "/a", "value": nested(100)}]);
+        let patched = apply(PatchType::Json, &target, &shallow).expect("101 levels");
+        assert_eq!(depth(&patched), 101);
+        let deeper =
+            json!([{"op": "add", "path": format!("{}/b", pointer(100)), "value": nested(100)}]);
+        let error = refused(apply(PatchType::Json, &patched, &deeper));
+        assert_eq!(error.code, 422);
+        assert!(
+            error
+                .message
+                .contains("201 levels deep, deeper than the limit of 127"),
+            "{}",
+            error.message
+        );
+        // copy: `/a` copied to its own innermost object doubles its depth each time; 18 copies
+        // (within the copy limit) would nest it 2^18 levels deep, past any thread's stack. 11
+        // (2^11 levels, refused at the 7th) keep this test a failure, not a crash, without the
+        // depth limit.
+        let mut levels = 1;
+        let mut doubling = Vec::new();
+        for _ in 0..11 {
+            doubling.push(json!({"op": "copy", "from": "/a", "path": pointer(levels + 1)}));
+            levels *= 2;
+        }
+        let error = refused(apply(
+            PatchType::Json,
+            &json!({"a": {}}),
+            &Value::Array(doubling),
+        ));
+        assert_eq!(error.code, 422);
+        assert!(
+            error.message.contains("copy operation at"),
+            "{}",
+            error.message
+        );
+        // move: sinking a shallow value to the bottom of a deep object is fine (counted exactly
+        // once the estimate passes the limit)...
+        let sink = json!([{"op": "move", "from": "/x", "path": format!("{}/x", pointer(100))}]);
+        let sunk = apply(PatchType::Json, &patched, &sink).expect("the moved value is shallow");
+        assert_eq!(depth(&sunk), 102);
+        // ...sinking a deep one is refused...
+        let two_deep = json!({"deep": nested(100), "x": nested(40)});
+        let sink = json!([{"op": "move", "from": "/deep", "path": format!("/x{}", pointer(30))}]);
+        let error = refused(apply(PatchType::Json, &two_deep, &sink));
+        assert!(
+            error.message.contains("131 levels deep"),
+            "{}",
+            error.message
+        );
+        // ...and raising one is fine.
+        let raise = json!([{"op": "move", "from": format!("/x{}", pointer(30)), "path": "/up"}]);
+        assert!(apply(PatchType::Json, &two_deep, &raise).is_ok());
+        // An object already deeper than the limit may stay as deep.
+        let deep = json!({"d": nested(150)});
+        let edit = json!([{"op": "replace", "path": format!("/d{}", pointer(10)), "value": 1}]);
+        assert!(apply(PatchType::Json, &deep, &edit).is_ok());
+    }
+
+    #[test]
+    fn abuse_json_patch_array_shifts_are_bounded() {
+        let target = json!({"list": vec![0; 20_000]});
+        // Appending moves nothing, whatever the length.
+        let appends = Value::Array(vec![
+            json!({"op": "add", "path": "/list/-", "value": 1});
+            MAX_JSON_PATCH_OPERATIONS
+        ]);
+        assert!(apply(PatchType::Json, &target, &appends).is_ok());
+        // Removing the first element 10,000 times moves about 150 million: refused.
+        let removals = Value::Array(vec![
+            json!({"op": "remove", "path": "/list/0"});
+            MAX_JSON_PATCH_OPERATIONS
+        ]);
+        let error = refused(apply(PatchType::Json, &target, &removals));
+        assert_eq!(error.code, 422);
+        assert!(
+            error.message.contains("array elements"),
+            "{}",
+            error.message
+        );
+        // A thousand of them (20 million) are fine.
+        let some = Value::Array(vec![json!({"op": "remove", "path": "/list/0"}); 1000]);
+        let patched = apply(PatchType::Json, &target, &some).expect("within the limit");
+        assert_eq!(patched["list"].as_array().map(Vec::len), Some(19_000));
     }
 
     #[test]

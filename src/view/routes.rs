@@ -14,6 +14,8 @@
 //! | GET | `/tour` | `docs/tour.md`, Markdown as plain text |
 //!
 //! A bad parameter is a 400, an unknown path a 404, a known path with the wrong method a 405.
+//! Before any of that, a request whose `Host` or `Origin` names a host the view does not answer to
+//! is a 403 (see [`HostGuard`]: web pages must not drive the view).
 
 use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode, header};
@@ -24,6 +26,7 @@ use super::actions::{ActionOutcome, ActionTable};
 use super::docs;
 use super::journal::{DEFAULT_EVENTS_LIMIT, Journal};
 use super::query::{percent_decoded, query_param};
+use super::server::HostGuard;
 
 /// The page, `page.html`.
 pub(crate) const PAGE: &str = include_str!("page.html");
@@ -33,12 +36,22 @@ pub(crate) const PAGE: &str = include_str!("page.html");
 pub(crate) struct ViewState {
     pub(crate) journal: Journal,
     pub(crate) actions: ActionTable,
+    /// Which `Host` and `Origin` headers are answered.
+    pub(crate) guard: HostGuard,
 }
 
 type Reply = Response<Full<Bytes>>;
 
 /// The answer to `request`.
 pub(crate) async fn answer<B>(request: Request<B>, state: &ViewState) -> Reply {
+    if let Err(why) = state.guard.check(request.headers()) {
+        tracing::warn!(path = request.uri().path(), %why, "live view: request refused");
+        return text_reply(
+            StatusCode::FORBIDDEN,
+            format!("forbidden: {why}\n"),
+            "text/plain; charset=utf-8",
+        );
+    }
     let path = request.uri().path();
     let query = request.uri().query();
     let method = request.method();
@@ -209,4 +222,178 @@ fn text_reply(status: StatusCode, body: String, content_type: &'static str) -> R
         http::HeaderValue::from_static("no-store"),
     );
     reply
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::SocketAddr;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use http_body_util::Empty;
+
+    use super::*;
+    use crate::view::actions::RegisteredAction;
+
+    /// A view bound to `bound`, with one action that counts its runs.
+    fn state(bound: SocketAddr, names: &[String]) -> (ViewState, Arc<AtomicUsize>) {
+        let runs = Arc::new(AtomicUsize::new(0));
+        let counter = runs.clone();
+        let mut actions = ActionTable::default();
+        actions.register(RegisteredAction {
+            id: "kill".into(),
+            label: "Kill a pod".into(),
+            run: Arc::new(move || {
+                counter.fetch_add(1, Ordering::SeqCst);
+                "killed".into()
+            }),
+        });
+        let state = ViewState {
+            journal: Journal::default(),
+            actions,
+            guard: HostGuard::new(bound, names),
+        };
+        (state, runs)
+    }
+
+    fn request(method: Method, path: &str, headers: &[(&str, &str)]) -> Request<Empty<Bytes>> {
+        let mut builder = Request::builder().method(method).uri(path);
+        for (name, value) in headers {
+            builder = builder.header(*name, *value);
+        }
+        match builder.body(Empty::new()) {
+            Ok(request) => request,
+            Err(error) => panic!("a test request: {error}"),
+        }
+    }
+
+    /// A request (method, path, headers) and the status it must get.
+    type Case<'a> = (Method, &'a str, &'a [(&'a str, &'a str)], u16);
+
+    #[tokio::test]
+    async fn abuse_web_pages_cannot_read_or_drive_the_view() {
+        let (state, runs) = state(
+            SocketAddr::from(([127, 0, 0, 1], 8080)),
+            &["my-laptop".to_string()],
+        );
+        let page = "http://127.0.0.1:8080";
+        // (method, path, headers, status): Host for DNS rebinding, Origin for cross-site requests.
+        let cases: &[Case] = &[
+            (
+                Method::GET,
+                "/api/snapshot",
+                &[("host", "127.0.0.1:8080")],
+                200,
+            ),
+            (
+                Method::GET,
+                "/api/snapshot",
+                &[("host", "localhost:8080")],
+                200,
+            ),
+            (Method::GET, "/api/snapshot", &[("host", "[::1]:8080")], 200),
+            (
+                Method::GET,
+                "/api/snapshot",
+                &[("host", "MY-LAPTOP:8080")],
+                200,
+            ),
+            (Method::GET, "/api/snapshot", &[], 200),
+            (Method::GET, "/", &[("host", "evil.example:8080")], 403),
+            (
+                Method::GET,
+                "/api/snapshot",
+                &[("host", "evil.example")],
+                403,
+            ),
+            (
+                Method::GET,
+                "/api/events",
+                &[("host", "127.0.0.1.nip.io:8080")],
+                403,
+            ),
+            (
+                Method::GET,
+                "/api/snapshot",
+                &[("host", "10.1.2.3:8080")],
+                403,
+            ),
+            (
+                Method::GET,
+                "/api/snapshot",
+                &[
+                    ("host", "127.0.0.1:8080"),
+                    ("origin", "https://evil.example"),
+                ],
+                403,
+            ),
+            (
+                Method::POST,
+                "/api/actions/kill",
+                &[
+                    ("host", "evil.example:8080"),
+                    ("origin", "http://evil.example:8080"),
+                ],
+                403,
+            ),
+            (
+                Method::POST,
+                "/api/actions/kill",
+                &[
+                    ("host", "127.0.0.1:8080"),
+                    ("origin", "https://evil.example"),
+                ],
+                403,
+            ),
+            (
+                Method::POST,
+                "/api/actions/kill",
+                &[("host", "127.0.0.1:8080"), ("origin", "null")],
+                403,
+            ),
+            (
+                Method::POST,
+                "/api/actions/kill",
+                &[("host", "127.0.0.1:8080"), ("origin", page)],
+                200,
+            ),
+            (
+                Method::POST,
+                "/api/actions/kill",
+                &[("host", "127.0.0.1:8080")],
+                200,
+            ),
+        ];
+        for (method, path, headers, status) in cases {
+            let reply = answer(request(method.clone(), path, headers), &state).await;
+            assert_eq!(
+                reply.status().as_u16(),
+                *status,
+                "{method} {path} {headers:?}"
+            );
+        }
+        // Only the two allowed presses ran the action.
+        assert_eq!(runs.load(Ordering::SeqCst), 2);
+    }
+
+    #[tokio::test]
+    async fn abuse_a_view_bound_elsewhere_answers_its_address_only() {
+        let (specific, _) = state(SocketAddr::from(([192, 168, 1, 5], 8080)), &[]);
+        let (everywhere, _) = state(SocketAddr::from(([0, 0, 0, 0], 8080)), &[]);
+        let cases = [
+            (&specific, "192.168.1.5:8080", 200),
+            (&specific, "192.168.1.6:8080", 403),
+            (&specific, "laptop.local:8080", 403),
+            (&everywhere, "192.168.1.6:8080", 200),
+            (&everywhere, "laptop.local:8080", 403),
+        ];
+        for (state, host, status) in cases {
+            let reply = answer(
+                request(Method::GET, "/api/actions", &[("host", host)]),
+                state,
+            )
+            .await;
+            assert_eq!(reply.status().as_u16(), status, "{host}");
+        }
+    }
 }

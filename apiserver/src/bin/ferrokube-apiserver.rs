@@ -4,8 +4,10 @@
 //! ferrokube-apiserver [--port N] [--tls] [--token T] [--kubeconfig PATH] [--kubelet] [--history N]
 //! ```
 //!
-//! It writes a kubeconfig (default `./ferrokube.kubeconfig`), prints where, and serves until Ctrl-C.
-//! `--help` describes the options; bad usage exits with 2.
+//! It writes a kubeconfig (default `./ferrokube.kubeconfig`, mode 0600: it holds the token), prints
+//! where, and serves until Ctrl-C. `--help` describes the options; bad usage exits with 2. With
+//! `--token`, every request but the health checks needs it, the fault switches included:
+//! `curl -H "Authorization: Bearer $T" ...`.
 //! Faults can be switched over HTTP: `curl -X PUT $URL/ferrokube/faults -d '{"failWrites":0.05}'`,
 //! `curl -X POST "$URL/ferrokube/faults?closeWatches=1&compact=1"`.
 
@@ -18,7 +20,8 @@ use ferrokube_apiserver::{ApiServer, KubeletSettings};
 
 /// The embedded Kubernetes API server as a process, for kubectl and other clients: it writes a
 /// kubeconfig, prints where, and serves on loopback until Ctrl-C.
-#[derive(Parser, Debug)]
+// No derived `Debug`: it would print the token (see the `Debug` below).
+#[derive(Parser)]
 #[command(name = "ferrokube-apiserver", args_override_self = true)]
 struct Cli {
     /// Port on 127.0.0.1 (default: one the OS picks).
@@ -40,6 +43,19 @@ struct Cli {
     /// 10000).
     #[arg(long, value_name = "N")]
     history: Option<usize>,
+}
+
+impl std::fmt::Debug for Cli {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cli")
+            .field("port", &self.port)
+            .field("tls", &self.tls)
+            .field("token", &self.token.as_ref().map(|_| "<redacted>"))
+            .field("kubeconfig", &self.kubeconfig)
+            .field("kubelet", &self.kubelet)
+            .field("history", &self.history)
+            .finish()
+    }
 }
 
 fn main() -> ExitCode {
@@ -88,4 +104,18 @@ fn main() -> ExitCode {
         let _ = tokio::signal::ctrl_c().await;
         ExitCode::SUCCESS
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn abuse_debug_of_the_command_line_hides_the_token() {
+        let cli = Cli::parse_from(["ferrokube-apiserver", "--token", "cli-secret-42"]);
+        for printed in [format!("{cli:?}"), format!("{cli:#?}")] {
+            assert!(!printed.contains("cli-secret-42"), "{printed}");
+            assert!(printed.contains("<redacted>"), "{printed}");
+        }
+    }
 }

@@ -24,6 +24,7 @@ use tokio::sync::mpsc;
 
 use super::body::Body;
 use super::discovery;
+use super::guard::HostPolicy;
 use super::query;
 use super::route::{Route, Subresource, route};
 use crate::api::{Api, DeleteOptions, Deletion, ListOptions, Propagation, WatchOptions};
@@ -37,8 +38,12 @@ use crate::store::{Stored, WatchFeed, WatchItem};
 use crate::strategy::{self, Endpoint};
 use crate::table::{self, Convertor, IncludeObject, TableVersion, TableWriter, Wanted};
 
-/// The largest request body accepted, as kube-apiserver's default.
-const MAX_BODY: usize = 3 * 1024 * 1024;
+/// The largest request body accepted, of every verb and format (JSON, protobuf, merge, JSON and
+/// strategic merge patches, apply YAML); more is 413 `RequestEntityTooLarge`. kube-apiserver's
+/// `MaxRequestBodyBytes` (3 MiB, `k8s.io/apiserver/pkg/server/config.go`: twice etcd's 1.5 MB
+/// request limit, a JSON body being larger than the protobuf stored), with its message
+/// `Request entity too large: limit is 3145728`.
+pub const MAX_BODY: usize = 3 * 1024 * 1024;
 
 /// Everything a request handler needs.
 pub struct Shared {
@@ -48,6 +53,8 @@ pub struct Shared {
     pub address: String,
     /// A bearer token every request must carry, if set.
     pub token: Option<String>,
+    /// The hosts and origins a request from the listening socket may name (see [`super::guard`]).
+    pub hosts: HostPolicy,
     /// How long a watch without `timeoutSeconds` stays open.
     pub default_watch_timeout: Duration,
     /// Write requests, when auditing is on.
@@ -58,10 +65,30 @@ use crate::audit::{AuditEntry, AuditLog};
 
 type Reply = Result<Response<Body>, StatusError>;
 
-/// Serves one request.
-pub async fn handle(shared: Arc<Shared>, request: Request<Incoming>) -> Response<Body> {
+/// Serves one request. `from_socket`: it came through the listening socket, so its `Host` and
+/// `Origin` are checked first (see [`super::guard`]); connections handed in by
+/// `RunningServer::serve_connection` are in-process, where no browser can reach.
+pub async fn handle(
+    shared: Arc<Shared>,
+    request: Request<Incoming>,
+    from_socket: bool,
+) -> Response<Body> {
     let path = request.uri().path().to_string();
     let method = request.method().clone();
+    if from_socket {
+        if let Err(refusal) = shared
+            .hosts
+            .check(&method, request.uri(), request.headers())
+        {
+            tracing::warn!(%method, %path, %refusal, "request refused");
+            return error_response(&StatusError {
+                code: 403,
+                reason: "Forbidden",
+                message: format!("forbidden: {refusal}"),
+                details: None,
+            });
+        }
+    }
     let audited = shared.audit.is_on()
         && matches!(
             method,
@@ -77,8 +104,14 @@ pub async fn handle(shared: Arc<Shared>, request: Request<Incoming>) -> Response
     // One snapshot of the served types for the whole request (see `resource`).
     let catalog = shared.api.registry.snapshot();
     let route = route(&catalog, &path);
-    if !matches!(route, Route::Faults | Route::Health) {
-        shared.faults.wait_unpaused().await;
+    // The health checks answer anyone, as kube-apiserver's do (its default RBAC lets even
+    // anonymous users read /healthz, /livez and /readyz); and neither they nor the fault switches
+    // wait while the server is paused (`resume` has to get through). Everything else, the fault
+    // switches included, needs the token when there is one.
+    if !matches!(route, Route::Health) {
+        if !matches!(route, Route::Faults) {
+            shared.faults.wait_unpaused().await;
+        }
         if let Some(error) = unauthorized(&shared, &request) {
             return error_response(&error);
         }
@@ -103,14 +136,25 @@ fn unauthorized(shared: &Shared, request: &Request<Incoming>) -> Option<StatusEr
     let sent = request
         .headers()
         .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "));
-    (sent != Some(token)).then(|| StatusError {
+        .and_then(|v| v.as_bytes().strip_prefix(b"Bearer "));
+    let matches = sent.is_some_and(|sent| same_secret(sent, token.as_bytes()));
+    (!matches).then(|| StatusError {
         code: 401,
         reason: "Unauthorized",
         message: "Unauthorized".into(),
         details: None,
     })
+}
+
+/// Whether `sent` is `secret`, in a time that does not depend on where they first differ (so the
+/// answer's timing does not leak the token a byte at a time).
+fn same_secret(sent: &[u8], secret: &[u8]) -> bool {
+    sent.len() == secret.len()
+        && sent
+            .iter()
+            .zip(secret)
+            .fold(0u8, |differ, (a, b)| differ | (a ^ b))
+            == 0
 }
 
 async fn dispatch(
@@ -702,8 +746,10 @@ async fn stream_watch(
         if let WatchItem::Event(_, stored) = &item {
             let delay = faults.watch_delay();
             if !delay.is_zero() {
-                let due = tokio::time::Instant::from_std(stored.written + delay);
-                tokio::time::sleep_until(due).await;
+                // The delay is at most an hour (see `crate::faults`); an overflow delivers at once.
+                if let Some(due) = stored.written.checked_add(delay) {
+                    tokio::time::sleep_until(tokio::time::Instant::from_std(due)).await;
+                }
             }
         }
         let last = matches!(item, WatchItem::Error(_));
@@ -863,7 +909,7 @@ async fn read_body(request: Request<Incoming>) -> Result<Bytes, StatusError> {
     let limited = Limited::new(request.into_body(), MAX_BODY);
     match limited.collect().await {
         Ok(collected) => Ok(collected.to_bytes()),
-        Err(e) if e.to_string().contains("length limit exceeded") => Err(StatusError::too_large()),
+        Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(StatusError::too_large()),
         Err(e) => Err(StatusError::bad_request(format!(
             "reading the request body: {e}"
         ))),
@@ -914,10 +960,12 @@ async fn faults(shared: &Shared, request: Request<Incoming>) -> Reply {
     match method {
         Method::GET => {}
         Method::PUT => {
+            // Malformed JSON is a 400; JSON that is not valid settings a 422 naming each field.
             let body = read_body(request).await?;
-            let settings: FaultSettings = serde_json::from_slice(&body)
+            let body: Value = serde_json::from_slice(&body)
                 .map_err(|e| StatusError::bad_request(format!("fault settings: {e}")))?;
-            shared.faults.set(settings);
+            let settings = FaultSettings::from_json(&body).map_err(|e| e.to_status())?;
+            shared.faults.try_set(settings).map_err(|e| e.to_status())?;
         }
         Method::POST => {
             if is_true(params.get("closeWatches")) {

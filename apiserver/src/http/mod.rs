@@ -23,9 +23,22 @@
 //!
 //! Without the signal an idle keep-alive connection stayed open after the server was gone, and a
 //! client's pooled connection kept talking to the dropped server's store.
+//!
+//! # Callers it does not trust
+//!
+//! | what | where |
+//! |---|---|
+//! | `Host` and `Origin` of every request from the socket (DNS rebinding, cross-site POSTs): 403 | [`guard`] |
+//! | the bearer token, on every path but the health checks (the fault switches included): 401 | `handlers` |
+//! | request bodies over 3 MiB, every verb and format: 413 | `handlers::MAX_BODY` |
+//! | JSON patches: operations, copied bytes, nesting, array shifts | [`crate::patch`] |
+//! | fault settings out of range: 422 | [`crate::faults`] |
+//! | the kubeconfig holds the token: written owner-only (0600) | [`RunningServer::write_kubeconfig`] |
+//! | `Debug` of [`ApiServer`] and [`RunningServer`] never prints the token | below |
 
 mod body;
 mod discovery;
+pub mod guard;
 mod handlers;
 mod query;
 mod route;
@@ -33,6 +46,7 @@ mod tls;
 
 use crate::audit::AuditLog;
 use std::convert::Infallible;
+use std::fmt;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
@@ -49,6 +63,8 @@ use tokio::task::JoinHandle;
 use tokio_rustls::TlsAcceptor;
 
 pub use discovery::VERSION;
+pub use guard::HostPolicy;
+pub use handlers::MAX_BODY;
 
 use crate::ServerError;
 use crate::api::Api;
@@ -61,12 +77,15 @@ use crate::service_accounts::ServiceAccounts;
 use crate::store::Store;
 use handlers::Shared;
 
-/// Builder for an in-process API server; every option has a default.
-#[derive(Debug, Clone)]
+/// Builder for an in-process API server; every option has a default. Its `Debug` does not show
+/// the token.
+#[derive(Clone)]
 pub struct ApiServer {
     address: SocketAddr,
     tls: bool,
     token: Option<String>,
+    /// Names the server answers to besides loopback and localhost (see [`guard`]).
+    allowed_hosts: Vec<String>,
     history: usize,
     watch_buffer: usize,
     bookmark_interval: Duration,
@@ -83,6 +102,7 @@ impl Default for ApiServer {
             address: SocketAddr::from(([127, 0, 0, 1], 0)),
             tls: false,
             token: None,
+            allowed_hosts: Vec::new(),
             history: 10_000,
             watch_buffer: 1_000,
             bookmark_interval: Duration::from_secs(60),
@@ -94,13 +114,46 @@ impl Default for ApiServer {
     }
 }
 
+/// What `Debug` shows of a secret: that there is one.
+struct Redacted;
+
+impl fmt::Debug for Redacted {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+fn redacted(secret: &Option<String>) -> Option<Redacted> {
+    secret.as_ref().map(|_| Redacted)
+}
+
+impl fmt::Debug for ApiServer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ApiServer")
+            .field("address", &self.address)
+            .field("tls", &self.tls)
+            .field("token", &redacted(&self.token))
+            .field("allowed_hosts", &self.allowed_hosts)
+            .field("history", &self.history)
+            .field("watch_buffer", &self.watch_buffer)
+            .field("bookmark_interval", &self.bookmark_interval)
+            .field("watch_timeout", &self.watch_timeout)
+            .field("catalog", &self.catalog)
+            .field("kubelet", &self.kubelet)
+            .field("audit", &self.audit)
+            .finish()
+    }
+}
+
 impl ApiServer {
     /// The defaults: plain HTTP on `127.0.0.1`, a free port, no authentication.
     pub fn new() -> ApiServer {
         ApiServer::default()
     }
 
-    /// Where to listen (default `127.0.0.1:0`, a free port).
+    /// Where to listen (default `127.0.0.1:0`, a free port). On any other address the server also
+    /// answers requests naming that address (any address literal, bound to `0.0.0.0` or `::`),
+    /// but no name other than `localhost`: add those with [`ApiServer::allow_host`].
     pub fn address(mut self, address: SocketAddr) -> ApiServer {
         self.address = address;
         self
@@ -112,9 +165,18 @@ impl ApiServer {
         self
     }
 
-    /// Require `Authorization: Bearer <token>` (default: no authentication).
+    /// Require `Authorization: Bearer <token>` on every request but the health checks, the fault
+    /// switches included (default: no authentication).
     pub fn token(mut self, token: &str) -> ApiServer {
         self.token = Some(token.to_string());
+        self
+    }
+
+    /// Answers requests whose `Host` (or `Origin`) names `name` too; by default only `localhost`,
+    /// loopback addresses and the bound address are answered, the rest refused with 403 (see
+    /// [`guard`]: a defence against DNS rebinding). The serving certificate names it too.
+    pub fn allow_host(mut self, name: &str) -> ApiServer {
+        self.allowed_hosts.push(name.to_string());
         self
     }
 
@@ -168,7 +230,12 @@ impl ApiServer {
             .map_err(ServerError::Bind)?;
         let local = listener.local_addr().map_err(ServerError::Bind)?;
         let certificates = if self.tls {
-            Some(tls::generate()?)
+            let mut names = self.allowed_hosts.clone();
+            let bound = local.ip();
+            if !bound.is_loopback() && !bound.is_unspecified() {
+                names.push(bound.to_string());
+            }
+            Some(tls::generate(&names)?)
         } else {
             None
         };
@@ -187,6 +254,7 @@ impl ApiServer {
             faults: faults.clone(),
             address: local.to_string(),
             token: self.token.clone(),
+            hosts: HostPolicy::new(local, &self.allowed_hosts),
             default_watch_timeout: self.watch_timeout,
             audit: Arc::new(AuditLog::new(self.audit)),
         });
@@ -318,25 +386,31 @@ async fn accept_loop(
                         () = stopped(&mut stopping) => return,
                     };
                     match accepted {
-                        Ok(stream) => serve(stream, peer.to_string(), shared, stopping).await,
+                        Ok(stream) => serve(stream, peer.to_string(), shared, stopping, true).await,
                         Err(e) => tracing::debug!(%peer, error = %e, "TLS handshake failed"),
                     }
                 }
-                None => serve(stream, peer.to_string(), shared, stopping).await,
+                None => serve(stream, peer.to_string(), shared, stopping, true).await,
             }
         });
     }
 }
 
 /// Serves one connection until the client closes it or the server shuts down (see the
-/// [module docs](self)). `peer` names the client in logs.
-async fn serve<I>(io: I, peer: String, shared: Arc<Shared>, mut stopping: watch::Receiver<bool>)
-where
+/// [module docs](self)). `peer` names the client in logs; `from_socket`: it was accepted from the
+/// listening socket, so its requests' `Host` and `Origin` are checked ([`guard`]).
+async fn serve<I>(
+    io: I,
+    peer: String,
+    shared: Arc<Shared>,
+    mut stopping: watch::Receiver<bool>,
+    from_socket: bool,
+) where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let service = service_fn(move |request| {
         let shared = shared.clone();
-        async move { Ok::<_, Infallible>(handlers::handle(shared, request).await) }
+        async move { Ok::<_, Infallible>(handlers::handle(shared, request, from_socket).await) }
     });
     let builder = auto::Builder::new(TokioExecutor::new());
     let connection = builder.serve_connection(TokioIo::new(io), service);
@@ -365,7 +439,8 @@ async fn stopped(stopping: &mut watch::Receiver<bool>) {
     let _ = stopping.wait_for(|stop| *stop).await;
 }
 
-/// A started server; dropping it stops the server and its background tasks.
+/// A started server; dropping it stops the server and its background tasks. Its `Debug` does not
+/// show the token.
 pub struct RunningServer {
     url: String,
     ca_pem: Option<String>,
@@ -374,6 +449,17 @@ pub struct RunningServer {
     tasks: Vec<JoinHandle<()>>,
     /// Set to `true` on drop; every connection task watches it (see the [module docs](self)).
     shutdown: watch::Sender<bool>,
+}
+
+impl fmt::Debug for RunningServer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RunningServer")
+            .field("url", &self.url)
+            .field("tls", &self.ca_pem.is_some())
+            .field("token", &redacted(&self.token))
+            .field("hosts", &self.shared.hosts)
+            .finish_non_exhaustive()
+    }
 }
 
 impl RunningServer {
@@ -402,9 +488,13 @@ impl RunningServer {
         tls::kubeconfig(&self.url, self.ca_pem.as_deref(), self.token.as_deref())
     }
 
-    /// Writes [`RunningServer::kubeconfig`] to `path`.
+    /// Writes [`RunningServer::kubeconfig`] to `path`, readable and writable by its owner only
+    /// (mode 0600 on Unix: it may hold the token). The file is created under a temporary name with
+    /// that mode and renamed over `path`, so it is never readable by others, not even for a moment,
+    /// and a file already at `path` (say a world-readable one) is replaced, not written into (a
+    /// symbolic link at `path` is replaced too, not followed).
     pub fn write_kubeconfig(&self, path: &Path) -> std::io::Result<()> {
-        std::fs::write(path, self.kubeconfig())
+        tls::write_private_file(path, self.kubeconfig().as_bytes())
     }
 
     /// The fault switches.
@@ -427,8 +517,9 @@ impl RunningServer {
         &self.shared.api.registry
     }
 
-    /// Serves one more connection that did not come through the listening socket, exactly as if
-    /// it had (same handlers, same store, closed with the server): for example one end of an
+    /// Serves one more connection that did not come through the listening socket, as if it had
+    /// (same handlers, same store, closed with the server; only the `Host` and `Origin` checks of
+    /// [`guard`] are skipped, as no browser can open such a connection): for example one end of an
     /// in-memory pipe (`tokio::io::duplex`), so a test or a fuzzer can send requests without a
     /// TCP connection per request. HTTP/1.1 or HTTP/2 (prior knowledge), no TLS. Must be called
     /// inside a tokio runtime.
@@ -450,6 +541,7 @@ impl RunningServer {
             "in-process".to_string(),
             self.shared.clone(),
             self.shutdown.subscribe(),
+            false,
         ));
     }
 

@@ -1,0 +1,561 @@
+//! Hostile and careless callers of the embedded server, over a real socket (issue 26): JSON patches
+//! that grow the object, bodies over the limit, the fault switches without the token or with
+//! absurd values, requests from web pages (DNS rebinding, cross-site POSTs), and the token in files
+//! and `Debug` output.
+//!
+//! The client is a few lines of blocking HTTP/1.1 over `std::net::TcpStream` (one request per
+//! connection), so that every header, `Host` included, is exactly what the test wrote.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use ferrokube_apiserver::http::MAX_BODY as MAX_BODY_BYTES;
+use ferrokube_apiserver::patch::{MAX_JSON_PATCH_COPY_BYTES, MAX_JSON_PATCH_OPERATIONS};
+use ferrokube_apiserver::{ApiServer, RunningServer};
+use serde_json::{Value, json};
+
+/// One answer.
+#[derive(Debug)]
+struct Answer {
+    status: u16,
+    body: String,
+}
+
+impl Answer {
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.body).unwrap_or(Value::Null)
+    }
+
+    fn message(&self) -> String {
+        self.json()["message"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    }
+}
+
+/// A request to send: method, path, extra headers, body.
+struct Ask<'a> {
+    method: &'a str,
+    path: &'a str,
+    headers: Vec<(&'a str, String)>,
+    body: Vec<u8>,
+}
+
+impl<'a> Ask<'a> {
+    fn new(method: &'a str, path: &'a str) -> Ask<'a> {
+        Ask {
+            method,
+            path,
+            headers: Vec::new(),
+            body: Vec::new(),
+        }
+    }
+
+    fn header(mut self, name: &'a str, value: impl Into<String>) -> Ask<'a> {
+        self.headers.push((name, value.into()));
+        self
+    }
+
+    fn json(self, content_type: &'a str, body: &Value) -> Ask<'a> {
+        self.bytes(content_type, body.to_string().into_bytes())
+    }
+
+    fn bytes(mut self, content_type: &'a str, body: Vec<u8>) -> Ask<'a> {
+        self.headers
+            .push(("Content-Type", content_type.to_string()));
+        self.body = body;
+        self
+    }
+
+    /// Sends it to `server` (with `Host: 127.0.0.1:<port>` unless a `Host` was given).
+    async fn to(self, server: &RunningServer) -> Answer {
+        let address = server.url().trim_start_matches("http://").to_string();
+        let mut head = format!("{} {} HTTP/1.1\r\n", self.method, self.path);
+        if !self
+            .headers
+            .iter()
+            .any(|(n, _)| n.eq_ignore_ascii_case("host"))
+        {
+            head.push_str(&format!("Host: {address}\r\n"));
+        }
+        for (name, value) in &self.headers {
+            head.push_str(&format!("{name}: {value}\r\n"));
+        }
+        head.push_str(&format!(
+            "Content-Length: {}\r\nConnection: close\r\n\r\n",
+            self.body.len()
+        ));
+        let mut raw = head.into_bytes();
+        raw.extend_from_slice(&self.body);
+        tokio::task::spawn_blocking(move || exchange(&address, &raw))
+            .await
+            .expect("the client thread")
+    }
+}
+
+/// Writes `raw`, reads the answer to the end (the request said `Connection: close`).
+fn exchange(address: &str, raw: &[u8]) -> Answer {
+    let mut stream = TcpStream::connect(address).expect("connect");
+    // A bound on a broken test, not a synchronisation: every answer here comes at once.
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .expect("timeout");
+    stream.write_all(raw).expect("send the request");
+    let mut answer = Vec::new();
+    stream.read_to_end(&mut answer).expect("read the answer");
+    let text = String::from_utf8_lossy(&answer).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .unwrap_or(0);
+    let chunked = head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked");
+    let body = if chunked {
+        dechunk(body)
+    } else {
+        body.to_string()
+    };
+    Answer { status, body }
+}
+
+/// The payload of a chunked body.
+fn dechunk(mut body: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, rest)) = body.split_once("\r\n") {
+        let Ok(size) = usize::from_str_radix(size.trim(), 16) else {
+            break;
+        };
+        if size == 0 || rest.len() < size {
+            break;
+        }
+        out.push_str(&rest[..size]);
+        body = rest[size..].trim_start_matches("\r\n");
+    }
+    out
+}
+
+const CONFIG_MAPS: &str = "/api/v1/namespaces/default/configmaps";
+
+async fn create_config_map(server: &RunningServer, name: &str, data: Value) {
+    let created = Ask::new("POST", CONFIG_MAPS)
+        .json(
+            "application/json",
+            &json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": data}),
+        )
+        .to(server)
+        .await;
+    assert_eq!(created.status, 201, "{}", created.body);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn abuse_json_patches_that_grow_the_object_are_refused() {
+    let server = ApiServer::new().start().await.expect("server");
+    create_config_map(&server, "grow", json!({"blob": "x".repeat(1000)})).await;
+    let url = format!("{CONFIG_MAPS}/grow");
+    let patch = |operations: Vec<Value>| {
+        Ask::new("PATCH", &url).json("application/json-patch+json", &Value::Array(operations))
+    };
+    // Copies of /data into itself double it: 40 would be 2^40 KB. Refused at the 12th, past 3 MiB
+    // copied; 13 (8 MB if applied) keep the test from exhausting memory without the limit.
+    let doubling: Vec<Value> = (0..13)
+        .map(|i| json!({"op": "copy", "from": "/data", "path": format!("/data/c{i}")}))
+        .collect();
+    let answer = patch(doubling).to(&server).await;
+    assert_eq!(answer.status, 422, "{}", answer.body);
+    assert_eq!(answer.json()["reason"], "Invalid");
+    assert!(
+        answer
+            .message()
+            .contains("Unable to complete the copy, the accumulated size increase of copy is")
+            && answer.message().ends_with("exceeding the limit 3145728"),
+        "{}",
+        answer.message()
+    );
+    // Operations past 10,000: 413, as kube-apiserver.
+    let tests = vec![
+        json!({"op": "test", "path": "/data/blob", "value": "x"});
+        MAX_JSON_PATCH_OPERATIONS + 1
+    ];
+    let answer = patch(tests).to(&server).await;
+    assert_eq!(answer.status, 413, "{}", answer.body);
+    assert_eq!(
+        answer.message(),
+        "Request entity too large: The allowed maximum operations in a JSON patch is 10000, got 10001"
+    );
+    // Copies just under the limit in all are applied (and the store is not wedged).
+    let quarter = MAX_JSON_PATCH_COPY_BYTES / 4;
+    let replace =
+        vec![json!({"op": "replace", "path": "/data/blob", "value": "y".repeat(quarter)})];
+    assert_eq!(patch(replace).to(&server).await.status, 200);
+    let copies: Vec<Value> = (0..3)
+        .map(|i| json!({"op": "copy", "from": "/data/blob", "path": format!("/data/k{i}")}))
+        .collect();
+    let answer = patch(copies).to(&server).await;
+    assert_eq!(answer.status, 200, "{}", answer.message());
+    let read = Ask::new("GET", &url).to(&server).await;
+    assert_eq!(
+        read.json()["data"]["k2"].as_str().map(str::len),
+        Some(quarter)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn abuse_bodies_over_3_mib_are_413_for_every_verb_and_format() {
+    let server = ApiServer::new().start().await.expect("server");
+    create_config_map(&server, "big", json!({})).await;
+    let object = format!("{CONFIG_MAPS}/big");
+    // A JSON string of MAX_BODY_BYTES + 1 bytes in all: the body is read to its end before the
+    // refusal, so the connection closes cleanly.
+    let too_big = || {
+        let mut body = vec![b'"'; 1];
+        body.extend(std::iter::repeat_n(b'a', MAX_BODY_BYTES - 1));
+        body.push(b'"');
+        body
+    };
+    let cases = [
+        ("POST", CONFIG_MAPS, "application/json"),
+        ("PUT", object.as_str(), "application/json"),
+        ("PATCH", object.as_str(), "application/merge-patch+json"),
+        (
+            "PATCH",
+            object.as_str(),
+            "application/strategic-merge-patch+json",
+        ),
+        ("PATCH", object.as_str(), "application/json-patch+json"),
+        (
+            "PATCH",
+            &format!("{object}?fieldManager=test"),
+            "application/apply-patch+yaml",
+        ),
+        ("DELETE", object.as_str(), "application/json"),
+        ("PUT", "/ferrokube/faults", "application/json"),
+    ];
+    for (method, path, content_type) in cases {
+        let answer = Ask::new(method, path)
+            .bytes(content_type, too_big())
+            .to(&server)
+            .await;
+        assert_eq!(
+            (answer.status, answer.message().as_str()),
+            (413, "Request entity too large: limit is 3145728"),
+            "{method} {path} {content_type}"
+        );
+    }
+    // The object is still there, untouched.
+    assert_eq!(Ask::new("GET", &object).to(&server).await.status, 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn abuse_the_fault_switches_need_the_token() {
+    let token = "s3cret-t0ken";
+    let server = ApiServer::new().token(token).start().await.expect("server");
+    let bearer = format!("Bearer {token}");
+    let settings = json!({"failWrites": 1.0});
+    let asks = || {
+        [
+            Ask::new("GET", "/ferrokube/faults"),
+            Ask::new("PUT", "/ferrokube/faults").json("application/json", &settings),
+            Ask::new("POST", "/ferrokube/faults?closeWatches=1&compact=1"),
+        ]
+    };
+    for credentials in [
+        None,
+        Some("Bearer wrong"),
+        Some("Bearer s3cret-t0ke"),
+        Some(token),
+    ] {
+        for ask in asks() {
+            let ask = match credentials {
+                Some(value) => ask.header("Authorization", value),
+                None => ask,
+            };
+            let answer = ask.to(&server).await;
+            assert_eq!(answer.status, 401, "{credentials:?}: {}", answer.body);
+            assert_eq!(answer.json()["reason"], "Unauthorized");
+        }
+    }
+    assert_eq!(
+        server.faults().settings().fail_writes,
+        0.0,
+        "nothing switched"
+    );
+    for ask in asks() {
+        let answer = ask
+            .header("Authorization", bearer.clone())
+            .to(&server)
+            .await;
+        assert_eq!(answer.status, 200, "{}", answer.body);
+    }
+    assert_eq!(server.faults().settings().fail_writes, 1.0);
+    // Paused, the switches still answer (with the token), so `resume` gets through.
+    let pause = |paused: bool| {
+        Ask::new("PUT", "/ferrokube/faults")
+            .header("Authorization", bearer.clone())
+            .json("application/json", &json!({"paused": paused}))
+    };
+    assert_eq!(pause(true).to(&server).await.status, 200);
+    assert_eq!(pause(false).to(&server).await.status, 200);
+    // The health checks answer anyone, as kube-apiserver's do.
+    for path in ["/healthz", "/livez", "/readyz"] {
+        assert_eq!(
+            Ask::new("GET", path).to(&server).await.status,
+            200,
+            "{path}"
+        );
+    }
+    assert_eq!(Ask::new("GET", "/version").to(&server).await.status, 401);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn abuse_fault_settings_out_of_range_are_422_and_never_panic() {
+    let server = ApiServer::new().start().await.expect("server");
+    let cases = [
+        (json!({"failWrites": 1.5}), "failWrites"),
+        (json!({"failWrites": -1}), "failWrites"),
+        (json!({"failWrites": "NaN"}), "failWrites"),
+        (json!({"conflictUpdates": 1e300}), "conflictUpdates"),
+        (json!({"watchDelayMs": -5}), "watchDelayMs"),
+        (json!({"watchDelayMs": u64::MAX}), "watchDelayMs"),
+        (
+            json!({"writeFailure": {"tooManyRequests": {"retryAfterSeconds": u64::MAX}}}),
+            "writeFailure.tooManyRequests.retryAfterSeconds",
+        ),
+        (json!({"writeFailure": "sometimes"}), "writeFailure"),
+        (json!({"paused": 1}), "paused"),
+        (json!({"seed": 0.5}), "seed"),
+        (json!({"failwrites": 0.5}), "failwrites"),
+    ];
+    for (body, field) in &cases {
+        let answer = Ask::new("PUT", "/ferrokube/faults")
+            .json("application/json", body)
+            .to(&server)
+            .await;
+        assert_eq!(answer.status, 422, "{body}: {}", answer.body);
+        let status = answer.json();
+        assert_eq!(status["reason"], "Invalid", "{body}");
+        assert_eq!(status["details"]["causes"][0]["field"], *field, "{body}");
+        assert!(
+            answer.message().contains(field),
+            "{body}: {}",
+            answer.message()
+        );
+    }
+    let malformed = Ask::new("PUT", "/ferrokube/faults")
+        .bytes("application/json", b"{\"failWrites\": ".to_vec())
+        .to(&server)
+        .await;
+    assert_eq!(malformed.status, 400);
+    // Nothing was switched, and every write still works (a probability over 1 used to panic here).
+    assert_eq!(
+        server.faults().settings(),
+        ferrokube_apiserver::FaultSettings::default()
+    );
+    for i in 0..5 {
+        create_config_map(&server, &format!("after-{i}"), json!({})).await;
+    }
+    // The largest valid values are taken.
+    let edge = json!({"failWrites": 1, "conflictUpdates": 0, "watchDelayMs": 3_600_000,
+                      "writeFailure": {"tooManyRequests": {"retryAfterSeconds": 3600}}});
+    let answer = Ask::new("PUT", "/ferrokube/faults")
+        .json("application/json", &edge)
+        .to(&server)
+        .await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    let refused = Ask::new("POST", CONFIG_MAPS)
+        .json("application/json", &json!({"metadata": {"name": "x"}}))
+        .to(&server)
+        .await;
+    assert_eq!(refused.status, 429);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn abuse_requests_from_web_pages_are_refused() {
+    let server = ApiServer::new()
+        .allow_host("dev.example")
+        .start()
+        .await
+        .expect("server");
+    let port = server
+        .url()
+        .rsplit(':')
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    // Host: what names the server answers to (DNS rebinding makes a page's own name point here).
+    let hosts = [
+        (format!("127.0.0.1:{port}"), 200),
+        (format!("localhost:{port}"), 200),
+        (format!("[::1]:{port}"), 200),
+        ("dev.example".to_string(), 200),
+        (format!("evil.example:{port}"), 403),
+        (format!("127.0.0.1.nip.io:{port}"), 403),
+        ("192.0.2.1".to_string(), 403),
+    ];
+    for (host, code) in &hosts {
+        for path in [
+            "/version",
+            "/api/v1/namespaces",
+            "/ferrokube/faults",
+            "/healthz",
+        ] {
+            let answer = Ask::new("GET", path)
+                .header("Host", host.clone())
+                .to(&server)
+                .await;
+            assert_eq!(answer.status, *code, "{host} {path}: {}", answer.body);
+            if *code == 403 {
+                assert_eq!(answer.json()["reason"], "Forbidden");
+                assert!(
+                    answer.message().contains("DNS rebinding"),
+                    "{}",
+                    answer.message()
+                );
+            }
+        }
+    }
+    // Origin: a cross-site POST (a form, or fetch with text/plain: no preflight) is refused; the
+    // server's own pages and other local ones are not.
+    let origins = [
+        ("https://evil.example", 403),
+        ("null", 403),
+        (&*format!("http://127.0.0.1:{port}"), 201),
+        ("http://localhost:3000", 201),
+        ("https://dev.example", 201),
+    ];
+    for (i, (origin, code)) in origins.iter().enumerate() {
+        let object = json!({"metadata": {"name": format!("from-page-{i}")}});
+        let answer = Ask::new("POST", CONFIG_MAPS)
+            .header("Origin", *origin)
+            .json("text/plain", &object)
+            .to(&server)
+            .await;
+        assert_eq!(answer.status, *code, "{origin}: {}", answer.body);
+    }
+    for method in ["PUT", "PATCH", "DELETE"] {
+        let answer = Ask::new(method, "/ferrokube/faults")
+            .header("Origin", "https://evil.example")
+            .json("application/merge-patch+json", &json!({}))
+            .to(&server)
+            .await;
+        assert_eq!(answer.status, 403, "{method}");
+    }
+    // No Origin (curl, kubectl, client-go, ferrokube's client): as before.
+    create_config_map(&server, "no-origin", json!({})).await;
+    let listed = Ask::new("GET", CONFIG_MAPS).to(&server).await.json();
+    let names: Vec<&str> = listed["items"]
+        .as_array()
+        .map(|items| {
+            items
+                .iter()
+                .filter_map(|i| i["metadata"]["name"].as_str())
+                .collect()
+        })
+        .unwrap_or_default();
+    assert_eq!(
+        names,
+        ["from-page-2", "from-page-3", "from-page-4", "no-origin"]
+    );
+}
+
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn abuse_the_kubeconfig_is_written_owner_only() {
+    use std::os::unix::fs::PermissionsExt;
+
+    let server = ApiServer::new()
+        .token("kc-secret")
+        .start()
+        .await
+        .expect("server");
+    let dir = std::env::temp_dir().join(format!(
+        "ferrokube-abuse-kubeconfig-{}-{}",
+        std::process::id(),
+        server.url().rsplit(':').next().unwrap_or_default()
+    ));
+    std::fs::create_dir_all(&dir).expect("a directory");
+    let mode = |path: &std::path::Path| {
+        std::fs::metadata(path)
+            .expect("written")
+            .permissions()
+            .mode()
+            & 0o777
+    };
+    // A new file, and one that was already there, world-readable.
+    let fresh = dir.join("fresh.kubeconfig");
+    let existing = dir.join("existing.kubeconfig");
+    std::fs::write(&existing, "old").expect("an old file");
+    std::fs::set_permissions(&existing, std::fs::Permissions::from_mode(0o644)).expect("0644");
+    for path in [&fresh, &existing] {
+        server.write_kubeconfig(path).expect("kubeconfig written");
+        assert_eq!(mode(path), 0o600, "{}", path.display());
+        let text = std::fs::read_to_string(path).expect("read back");
+        assert!(text.contains("token: kc-secret"));
+    }
+    // Nothing else was left behind.
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .expect("list")
+        .filter_map(|entry| {
+            entry
+                .ok()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+        })
+        .collect();
+    names.sort();
+    assert_eq!(names, ["existing.kubeconfig", "fresh.kubeconfig"]);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn abuse_debug_never_prints_the_token() {
+    let secret = "do-not-print-me-0123";
+    let builder = ApiServer::new().token(secret);
+    let server = builder.clone().start().await.expect("server");
+    let printed = [
+        format!("{builder:?}"),
+        format!("{builder:#?}"),
+        format!("{server:?}"),
+        format!("{server:#?}"),
+    ];
+    for text in &printed {
+        assert!(!text.contains(secret), "{text}");
+        assert!(text.contains("<redacted>"), "{text}");
+    }
+    // Without a token there is nothing to redact, and it says so.
+    assert!(format!("{:?}", ApiServer::new()).contains("token: None"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn abuse_apply_bodies_that_expand_are_refused() {
+    let server = ApiServer::new().start().await.expect("server");
+    let url = format!("{CONFIG_MAPS}/laughs?fieldManager=test");
+    // "Billion laughs": nine levels of ten aliases each, 10^9 strings if expanded. serde_yaml_ng
+    // stops replaying aliases past 100 per event of the document: 400.
+    let mut laughs = String::from(
+        "a: &a [\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\"]\n",
+    );
+    let mut previous = "a";
+    for name in ["b", "c", "d", "e", "f", "g", "h", "i"] {
+        let aliases = vec![format!("*{previous}"); 10].join(",");
+        laughs.push_str(&format!("{name}: &{name} [{aliases}]\n"));
+        previous = name;
+    }
+    let indented: String = laughs.lines().map(|line| format!("  {line}\n")).collect();
+    let body =
+        format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: laughs\nextra:\n{indented}");
+    let answer = Ask::new("PATCH", &url)
+        .bytes("application/apply-patch+yaml", body.into_bytes())
+        .to(&server)
+        .await;
+    assert_eq!(answer.status, 400, "{}", answer.body);
+    assert!(
+        answer.message().contains("repetition limit exceeded"),
+        "{}",
+        answer.message()
+    );
+    assert_eq!(Ask::new("GET", "/healthz").to(&server).await.status, 200);
+}
