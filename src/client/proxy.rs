@@ -121,17 +121,9 @@ fn percent_decode(text: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// The proxy URL for messages: a password is never printed.
+/// The proxy URL for messages: a password is never printed (`user:<redacted>@`).
 pub(crate) fn without_password(proxy: &Uri) -> String {
-    let text = proxy.to_string();
-    match (text.find("://"), text.rfind('@')) {
-        (Some(scheme_end), Some(at)) if at > scheme_end => {
-            let userinfo = &text[scheme_end + 3..at];
-            let user = userinfo.split_once(':').map_or(userinfo, |(user, _)| user);
-            format!("{}{user}:***{}", &text[..scheme_end + 3], &text[at..])
-        }
-        _ => text,
-    }
+    crate::config::redact_url_password(&proxy.to_string())
 }
 
 type Connecting = Pin<Box<dyn Future<Output = Result<TokioIo<TcpStream>, BoxError>> + Send>>;

@@ -110,7 +110,17 @@ fn subject_public_key_info(certificate: &[u8]) -> Option<&[u8]> {
 }
 
 /// The rustls client configuration for `config`.
+///
+/// Refuses `insecure-skip-tls-verify` together with a certificate authority, at the same point as
+/// client-go: `transport.TLSConfigFor`, which every client of a `rest.Config` goes through.
 pub(super) fn client_config(config: &Config) -> Result<ClientConfig, ConfigError> {
+    let has_ca = config
+        .root_certs
+        .as_ref()
+        .is_some_and(|certs| !certs.is_empty());
+    if config.accept_invalid_certs && has_ca {
+        return Err(ConfigError::InsecureWithCertificateAuthority);
+    }
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = ClientConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
@@ -154,12 +164,20 @@ fn identity_key(
 /// The client certificate an exec plugin gave (if it gave one), shown by each new connection:
 /// rustls asks at every handshake, and the answer follows the plugin's latest run. The plugin
 /// itself runs before a request is sent (`Auth::header`), never inside a handshake.
-#[derive(Debug)]
 struct ExecClientCert {
     exec: Arc<ExecCredentials>,
     provider: Arc<CryptoProvider>,
     /// The identity last converted, and what it became: converted once per plugin answer.
     last: parking_lot::Mutex<Option<(Arc<Identity>, Arc<CertifiedKey>)>>,
+}
+
+/// rustls wants `Debug`; the key stays out of it (the plugin's credentials redact themselves).
+impl std::fmt::Debug for ExecClientCert {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ExecClientCert")
+            .field("exec", &self.exec)
+            .finish_non_exhaustive()
+    }
 }
 
 impl rustls::client::ResolvesClientCert for ExecClientCert {

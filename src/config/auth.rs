@@ -15,12 +15,14 @@ use base64::Engine;
 use http::HeaderValue;
 use parking_lot::Mutex;
 
-use super::ConfigError;
 use super::exec::ExecCredentials;
 use super::kubeconfig::AuthInfo;
+use super::{ConfigError, Redacted};
 
-/// How requests authenticate (besides a client certificate, which is part of TLS).
-#[derive(Debug, Clone, Default)]
+/// How requests authenticate (besides a client certificate, which is part of TLS). Its `Debug`
+/// shows which kind, and the user name of basic authentication; the secrets print as
+/// `<redacted>`.
+#[derive(Clone, Default)]
 pub enum Auth {
     /// No `Authorization` header.
     #[default]
@@ -33,6 +35,25 @@ pub enum Auth {
     TokenFile(Arc<TokenFile>),
     /// A bearer token from an exec credential plugin.
     Exec(Arc<ExecCredentials>),
+}
+
+impl std::fmt::Debug for Auth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Auth::None => f.write_str("None"),
+            Auth::Basic {
+                username,
+                password: _,
+            } => f
+                .debug_struct("Basic")
+                .field("username", username)
+                .field("password", &Redacted)
+                .finish(),
+            Auth::Token(_) => f.debug_tuple("Token").field(&Redacted).finish(),
+            Auth::TokenFile(file) => f.debug_tuple("TokenFile").field(file).finish(),
+            Auth::Exec(exec) => f.debug_tuple("Exec").field(exec).finish(),
+        }
+    }
 }
 
 impl Auth {
@@ -98,14 +119,22 @@ impl Auth {
     }
 }
 
-/// A token kept in a file that may be replaced at any time.
-#[derive(Debug)]
+/// A token kept in a file that may be replaced at any time. Its `Debug` shows the path, not the
+/// token.
 pub struct TokenFile {
     path: PathBuf,
     cache: Mutex<CachedToken>,
 }
 
-#[derive(Debug)]
+impl std::fmt::Debug for TokenFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TokenFile")
+            .field("path", &self.path)
+            .field("token", &Redacted)
+            .finish()
+    }
+}
+
 struct CachedToken {
     token: String,
     modified: Option<SystemTime>,

@@ -20,7 +20,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde::Deserialize;
 
 use super::kubeconfig::ExecConfig;
-use super::{ConfigError, Identity};
+use super::{ConfigError, Identity, redacted};
 
 /// A plugin gets this long to answer.
 const PLUGIN_TIMEOUT: Duration = Duration::from_secs(60);
@@ -28,8 +28,9 @@ const PLUGIN_TIMEOUT: Duration = Duration::from_secs(60);
 /// Refresh a token this long before it expires, so it does not expire in flight.
 const EXPIRY_MARGIN: Duration = Duration::from_secs(10);
 
-/// The credentials of one exec plugin, with its cached token.
-#[derive(Debug)]
+/// The credentials of one exec plugin, with its cached token. Its `Debug` shows the plugin's
+/// command and the state of its cache, never the token, the key, nor the plugin's arguments and
+/// environment values (which may hold secrets; see [`ExecConfig`]).
 pub struct ExecCredentials {
     config: ExecConfig,
     api_version: String,
@@ -43,11 +44,38 @@ pub struct ExecCredentials {
 }
 
 /// What one plugin run gave: a token, or a client certificate and key (or both).
-#[derive(Debug)]
 struct CachedToken {
     token: Option<String>,
     identity: Option<Arc<Identity>>,
     expires: Option<Time>,
+}
+
+impl std::fmt::Debug for ExecCredentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut debug = f.debug_struct("ExecCredentials");
+        debug
+            .field("config", &self.config)
+            .field("api_version", &self.api_version);
+        match self.cache.try_lock() {
+            Ok(cache) => debug.field("cache", &*cache),
+            // A plugin run holds it; waiting here could block a log line for a minute.
+            Err(_) => debug.field("cache", &format_args!("<being refreshed>")),
+        };
+        debug
+            .field("stale", &self.stale)
+            .field("identity", &*self.identity.lock())
+            .finish()
+    }
+}
+
+impl std::fmt::Debug for CachedToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CachedToken")
+            .field("token", &redacted(&self.token))
+            .field("identity", &self.identity)
+            .field("expires", &self.expires)
+            .finish()
+    }
 }
 
 #[derive(Deserialize)]

@@ -6,12 +6,18 @@
 //! - relative paths (`certificate-authority`, `client-key`, `tokenFile`, an exec `command` with a
 //!   slash) are relative to the folder of the file that holds them, so they are resolved while each
 //!   file is read, before merging.
+//!
+//! `{:?}` of any of these types prints no secret: a user's token, password, client key and
+//! auth-provider settings, an exec plugin's arguments and environment values, and the password of
+//! a URL print as `<redacted>` (client-go's `AuthInfo.GoString` and `ExecConfig.GoString` hide
+//! the same).
 
+use std::fmt;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use super::ConfigError;
+use super::{ConfigError, Redacted, redact_url_password, redacted};
 
 /// One kubeconfig file, or several merged.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -33,7 +39,7 @@ pub struct NamedCluster {
     pub cluster: Cluster,
 }
 
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Clone, Default, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub struct Cluster {
     pub server: Option<String>,
@@ -53,7 +59,7 @@ pub struct NamedAuthInfo {
 }
 
 /// A kubeconfig `user`.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Clone, Default, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub struct AuthInfo {
     pub client_certificate: Option<PathBuf>,
@@ -70,8 +76,11 @@ pub struct AuthInfo {
     pub auth_provider: Option<serde_yaml_ng::Value>,
 }
 
-/// An `exec` credential plugin (`client.authentication.k8s.io`).
-#[derive(Debug, Clone, Deserialize)]
+/// An `exec` credential plugin (`client.authentication.k8s.io`). Its `Debug` shows the command
+/// and how many arguments, and the names of the environment variables, but neither the arguments
+/// nor the values: they may carry secrets (`--token=...`, `AWS_SECRET_ACCESS_KEY`), which is why
+/// client-go hides them too.
+#[derive(Clone, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ExecConfig {
     pub api_version: Option<String>,
@@ -86,10 +95,107 @@ pub struct ExecConfig {
     pub provide_cluster_info: bool,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Clone, Deserialize)]
 pub struct ExecEnvVar {
     pub name: String,
     pub value: String,
+}
+
+impl fmt::Debug for Cluster {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let Cluster {
+            server,
+            certificate_authority,
+            certificate_authority_data,
+            insecure_skip_tls_verify,
+            tls_server_name,
+            proxy_url,
+        } = self;
+        f.debug_struct("Cluster")
+            .field("server", &server.as_deref().map(redact_url_password))
+            .field("certificate_authority", certificate_authority)
+            .field("certificate_authority_data", certificate_authority_data)
+            .field("insecure_skip_tls_verify", insecure_skip_tls_verify)
+            .field("tls_server_name", tls_server_name)
+            .field("proxy_url", &proxy_url.as_deref().map(redact_url_password))
+            .finish()
+    }
+}
+
+impl fmt::Debug for AuthInfo {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let AuthInfo {
+            client_certificate,
+            client_certificate_data,
+            client_key,
+            client_key_data,
+            token,
+            token_file,
+            username,
+            password,
+            exec,
+            auth_provider,
+        } = self;
+        f.debug_struct("AuthInfo")
+            .field("client_certificate", client_certificate)
+            // A certificate is public; its key is not.
+            .field("client_certificate_data", client_certificate_data)
+            .field("client_key", client_key)
+            .field("client_key_data", &redacted(client_key_data))
+            .field("token", &redacted(token))
+            .field("token_file", token_file)
+            .field("username", username)
+            .field("password", &redacted(password))
+            .field("exec", exec)
+            .field(
+                "auth_provider",
+                &auth_provider.as_ref().map(AuthProviderDebug),
+            )
+            .finish()
+    }
+}
+
+/// An `auth-provider` for `Debug`: its name, and `<redacted>` for its `config`, which holds
+/// tokens and client secrets (`id-token`, `refresh-token`, `client-secret`).
+struct AuthProviderDebug<'a>(&'a serde_yaml_ng::Value);
+
+impl fmt::Debug for AuthProviderDebug<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AuthProvider")
+            .field("name", &self.0.get("name").and_then(|name| name.as_str()))
+            .field("config", &Redacted)
+            .finish()
+    }
+}
+
+impl fmt::Debug for ExecConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let ExecConfig {
+            api_version,
+            command,
+            args,
+            env,
+            interactive_mode,
+            provide_cluster_info,
+        } = self;
+        f.debug_struct("ExecConfig")
+            .field("api_version", api_version)
+            .field("command", command)
+            .field("args", &vec![Redacted; args.len()])
+            .field("env", env)
+            .field("interactive_mode", interactive_mode)
+            .field("provide_cluster_info", provide_cluster_info)
+            .finish()
+    }
+}
+
+impl fmt::Debug for ExecEnvVar {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ExecEnvVar")
+            .field("name", &self.name)
+            .field("value", &Redacted)
+            .finish()
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -198,3 +198,90 @@ fn reading_files_reports_the_path() {
     let error = Config::from_kubeconfig_files(&[dir.join("absent")], None).expect_err("absent");
     assert!(matches!(error, ConfigError::NotFound { .. }), "{error}");
 }
+
+/// A kubeconfig whose cluster `k` has `cluster_fields` (YAML lines indented by four).
+fn kubeconfig_with_cluster(cluster_fields: &str) -> Kubeconfig {
+    let text = format!(
+        "current-context: c\nclusters:\n- name: k\n  cluster:\n    server: https://127.0.0.1:6443\n{cluster_fields}contexts:\n- name: c\n  context: {{cluster: k, user: u}}\nusers:\n- name: u\n  user: {{token: t}}\n"
+    );
+    Kubeconfig::parse(&text).expect("test kubeconfig parses")
+}
+
+#[tokio::test]
+async fn insecure_skip_tls_verify_with_a_certificate_authority_is_refused_when_a_client_is_built() {
+    let ca_pem = std::fs::read(testdata("client.crt")).expect("ca");
+    let ca_data = base64::engine::general_purpose::STANDARD.encode(&ca_pem);
+    for ca in [
+        format!(
+            "    certificate-authority: {}\n",
+            testdata("client.crt").display()
+        ),
+        format!("    certificate-authority-data: {ca_data}\n"),
+    ] {
+        let kubeconfig =
+            kubeconfig_with_cluster(&format!("{ca}    insecure-skip-tls-verify: true\n"));
+        // Loading is not refused (nor is `kubectl config view`): client-go refuses when it builds
+        // the transport.
+        let config = Config::from_kubeconfig(&kubeconfig, None).expect("the kubeconfig loads");
+        assert!(config.accept_invalid_certs && config.root_certs.is_some());
+        let error = crate::Client::new(config).expect_err("a CA with insecure-skip-tls-verify");
+        assert!(
+            matches!(
+                error,
+                crate::Error::Config(ConfigError::InsecureWithCertificateAuthority)
+            ),
+            "{error:?}"
+        );
+        let message = error.to_string();
+        assert!(
+            message.contains("insecure-skip-tls-verify")
+                && message.contains("certificate authority"),
+            "{message}"
+        );
+    }
+
+    // Either one alone is accepted.
+    let insecure = kubeconfig_with_cluster("    insecure-skip-tls-verify: true\n");
+    let config = Config::from_kubeconfig(&insecure, None).expect("insecure alone loads");
+    crate::Client::new(config).expect("insecure-skip-tls-verify without a CA builds a client");
+    let verified = kubeconfig_with_cluster(&format!(
+        "    certificate-authority: {}\n",
+        testdata("client.crt").display()
+    ));
+    let config = Config::from_kubeconfig(&verified, None).expect("a CA alone loads");
+    crate::Client::new(config).expect("a CA without insecure-skip-tls-verify builds a client");
+
+    // So is a config set up in code, as an in-cluster one with the flag turned on afterwards.
+    let mut config = Config::new("https://10.96.0.1:443".parse().expect("url"));
+    config.root_certs = Some(parse_certs(&ca_pem, "ca").expect("ca parses"));
+    config.accept_invalid_certs = true;
+    assert!(matches!(
+        crate::Client::new(config),
+        Err(crate::Error::Config(
+            ConfigError::InsecureWithCertificateAuthority
+        ))
+    ));
+}
+
+#[test]
+fn url_passwords_are_redacted_and_the_rest_kept() {
+    for (url, redacted) in [
+        (
+            "http://me:s3cret@proxy.example:3128",
+            "http://me:<redacted>@proxy.example:3128",
+        ),
+        (
+            "socks5://me:p%40ss@proxy.example/x?y#z",
+            "socks5://me:<redacted>@proxy.example/x?y#z",
+        ),
+        // A user name alone stays, as Go's URL.Redacted leaves it.
+        ("http://me@proxy.example", "http://me@proxy.example"),
+        ("http://proxy.example/a@b", "http://proxy.example/a@b"),
+        ("https://127.0.0.1:6443", "https://127.0.0.1:6443"),
+        // Not a URL (no scheme): still no password.
+        ("me:s3cret@proxy:3128", "me:<redacted>@proxy:3128"),
+        ("", ""),
+    ] {
+        assert_eq!(redact_url_password(url), redacted, "{url}");
+    }
+}

@@ -56,7 +56,8 @@
 //! ## What `run` does, in order
 //!
 //! 1. Binds the HTTP endpoint, if one was asked for ([`ManagerBuilder::serve`]): `/healthz`,
-//!    `/readyz` and `/metrics` answer from then on.
+//!    `/readyz` and `/metrics` answer from then on, within limits that keep slow, idle or too
+//!    many clients from taking it or the process's file descriptors ([`EndpointOptions`]).
 //! 2. Starts the leader elector, if leader election is on ([`ManagerBuilder::leader_election`]).
 //! 3. Starts every controller ([`Manager::add_controller`]). With **warm followers** (the
 //!    default), each starts its informers and handlers at once, on every replica, and waits for
@@ -111,6 +112,10 @@ use crate::Client;
 use crate::controller::{ControllerBuilder, Metrics, Reconciler};
 use crate::leader::{LeaderElector, LeaderElectorBuilder, LeaderMetrics, Leadership};
 use crate::shard::ShardMember;
+pub use endpoints::{
+    DEFAULT_ACCEPT_BACKOFF_INITIAL, DEFAULT_ACCEPT_BACKOFF_MAX, DEFAULT_HEADER_READ_TIMEOUT,
+    DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, EndpointOptions,
+};
 use endpoints::{Endpoints, Health};
 pub use signal::shutdown_signal;
 
@@ -164,6 +169,7 @@ pub struct ManagerBuilder {
     leader_election: Option<LeaderElectorBuilder>,
     shard: Option<ShardMember>,
     http_addr: Option<SocketAddr>,
+    endpoint_options: EndpointOptions,
     warm_followers: bool,
     graceful_shutdown_timeout: Duration,
     registry: Registry,
@@ -215,6 +221,16 @@ impl ManagerBuilder {
     /// Default: no endpoint.
     pub fn serve(mut self, addr: SocketAddr) -> Self {
         self.http_addr = Some(addr);
+        self
+    }
+
+    /// The endpoint's limits against slow, idle and too many clients: header-read and idle
+    /// timeouts, a cap on connections, the pause after failed `accept`s. Default
+    /// [`EndpointOptions::new`]: controller-runtime's timeouts (32 s, 90 s), at most 512
+    /// connections, Go's `accept` back-off (5 ms doubling to 1 s). See [`EndpointOptions`] for
+    /// why each.
+    pub fn endpoint_options(mut self, options: EndpointOptions) -> Self {
+        self.endpoint_options = options;
         self
     }
 
@@ -283,6 +299,7 @@ impl ManagerBuilder {
             leadership,
             runnables: Vec::new(),
             listener,
+            endpoint_options: self.endpoint_options,
             warm_followers: self.warm_followers,
             graceful_shutdown_timeout: self.graceful_shutdown_timeout,
         })
@@ -303,6 +320,7 @@ pub struct Manager {
     runnables: Vec<Runnable>,
     /// The endpoint's socket, bound by `build`; served by `run`.
     listener: Option<std::net::TcpListener>,
+    endpoint_options: EndpointOptions,
     warm_followers: bool,
     graceful_shutdown_timeout: Duration,
 }
@@ -386,6 +404,7 @@ impl Manager {
             leader_election: None,
             shard: None,
             http_addr: None,
+            endpoint_options: EndpointOptions::new(),
             warm_followers: true,
             graceful_shutdown_timeout: DEFAULT_GRACEFUL_SHUTDOWN_TIMEOUT,
             registry: Registry::default(),
@@ -500,11 +519,16 @@ impl Manager {
         let endpoints = match self.listener {
             Some(listener) => {
                 let addr = listener.local_addr().ok();
-                let server = Endpoints::from_std(listener, health, Arc::new(self.registry))
-                    .map_err(|source| ManagerError::Bind {
-                        addr: addr.unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0))),
-                        source,
-                    })?;
+                let server = Endpoints::from_std(
+                    listener,
+                    health,
+                    Arc::new(self.registry),
+                    self.endpoint_options,
+                )
+                .map_err(|source| ManagerError::Bind {
+                    addr: addr.unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0))),
+                    source,
+                })?;
                 tracing::info!(?addr, "serving /healthz, /readyz and /metrics");
                 Some(tokio::spawn(server.serve(endpoints_stopped)))
             }
