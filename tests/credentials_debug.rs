@@ -286,3 +286,19 @@ users:
 
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A server URL with `user:password@` (unusual, but a kubeconfig may carry one): the client's
+/// `Debug` prints it without the password.
+#[tokio::test]
+async fn debug_of_a_client_redacts_a_password_in_its_server_url() {
+    let config = ferrokube::Config::new(
+        "https://someone:url-password-secret@127.0.0.1:6443"
+            .parse()
+            .expect("url"),
+    );
+    let client = ferrokube::Client::new(config).expect("client");
+    for shown in [format!("{client:?}"), format!("{client:#?}")] {
+        assert!(!shown.contains("url-password-secret"), "{shown}");
+        assert!(shown.contains("127.0.0.1:6443"), "{shown}");
+    }
+}

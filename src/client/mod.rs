@@ -238,7 +238,10 @@ pub struct Call {
 impl std::fmt::Debug for Client {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Client")
-            .field("base", &self.inner.base)
+            .field(
+                "base",
+                &crate::config::redact_url_password(&self.inner.base),
+            )
             .field("priority", &self.priority)
             .field("gated", &self.gate.is_some())
             .finish_non_exhaustive()
