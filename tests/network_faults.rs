@@ -430,3 +430,65 @@ async fn lease_window_an_abandoned_write_keeps_the_lease_from_being_released() {
         "an abandoned write in flight must keep the lease from being released early"
     );
 }
+
+/// The client's connections carry TCP keepalive (Go's dialer: 30 s): the kernel shows a keepalive
+/// timer on an idle pooled connection (`/proc/net/tcp`, column `tr` = 2), and none when
+/// `Config::tcp_keepalive` is `None`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dead_connection_client_sockets_have_tcp_keepalive() {
+    let server = ApiServer::new().start().await.expect("server starts");
+    let port = server_addr(&server).port();
+    // The timer column of every established connection to the server's port, by local port.
+    let timers = || -> Vec<(u16, String)> {
+        let table = std::fs::read_to_string("/proc/net/tcp").expect("/proc/net/tcp");
+        table
+            .lines()
+            .skip(1)
+            .filter_map(|line| {
+                let fields: Vec<&str> = line.split_whitespace().collect();
+                let local = fields.get(1)?;
+                let remote = fields.get(2)?;
+                let state = fields.get(3)?;
+                let timer = fields.get(5)?;
+                let remote_port = u16::from_str_radix(remote.rsplit(':').next()?, 16).ok()?;
+                let local_port = u16::from_str_radix(local.rsplit(':').next()?, 16).ok()?;
+                // 01: ESTABLISHED.
+                (remote_port == port && *state == "01").then(|| {
+                    (
+                        local_port,
+                        timer.split(':').next().unwrap_or("").to_string(),
+                    )
+                })
+            })
+            .collect()
+    };
+    for keepalive in [true, false] {
+        let mut config = Config::new(server.url().parse().expect("url"));
+        config.qps = None;
+        if !keepalive {
+            config.tcp_keepalive = None;
+        }
+        let client = Client::new(config).expect("client");
+        let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+        let before: Vec<u16> = timers().into_iter().map(|(port, _)| port).collect();
+        api.list(&Default::default()).await.expect("list");
+        // The list's connection is now idle in the pool.
+        let mine: Vec<(u16, String)> = timers()
+            .into_iter()
+            .filter(|(port, _)| !before.contains(port))
+            .collect();
+        assert!(!mine.is_empty(), "the pooled connection is established");
+        for (local, timer) in &mine {
+            if keepalive {
+                assert_eq!(
+                    timer, "02",
+                    "connection from port {local}: a keepalive timer"
+                );
+            } else {
+                assert_eq!(timer, "00", "connection from port {local}: no timer");
+            }
+        }
+        drop(api);
+        drop(client);
+    }
+}
