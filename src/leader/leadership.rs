@@ -319,7 +319,8 @@ impl Leadership {
 impl WriteGate for Leadership {
     /// Admits a write while the gate is open. The permit holds until the gate closes (the client
     /// gives the write up, unsent, if it has not started to leave by then), and a write that left
-    /// but was never answered is recorded as abandoned (see [`Shared::abandoned_at`]).
+    /// but was never answered is recorded as abandoned: the elector then lets the lease run out
+    /// instead of releasing it early.
     fn admit(&self) -> Result<WritePermit, NotLeader> {
         // Counted before the check (see `Shared::in_flight`).
         let counted = InFlight::enter(self.shared.clone());

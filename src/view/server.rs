@@ -108,7 +108,7 @@ impl LiveView {
 
     /// Answers requests whose `Host` or `Origin` names `name` too (a machine's name, when the
     /// view listens on more than loopback); every other name is refused with 403 (see the
-    /// [module docs](self): a defence against DNS rebinding).
+    /// [module docs](crate::view): a defence against DNS rebinding).
     pub fn allow_host(mut self, name: impl Into<String>) -> LiveView {
         self.allowed_hosts.push(name.into());
         self
