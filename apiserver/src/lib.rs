@@ -47,10 +47,11 @@
 //! # Example
 //!
 //! ```no_run
-//! # async fn demo() -> Result<(), ferrokube_apiserver::ServerError> {
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! use ferrokube_apiserver::{ApiServer, KubeletSettings};
 //! let server = ApiServer::new().tls(true).kubelet(KubeletSettings::default()).start().await?;
-//! std::fs::write("/tmp/kubeconfig", server.kubeconfig()).ok();
+//! // Readable by its owner only (0600): the kubeconfig carries the token, when there is one.
+//! server.write_kubeconfig(std::path::Path::new("/tmp/kubeconfig"))?;
 //! // ... point a client (or kubectl) at it; then inject faults:
 //! server.close_watches();
 //! server.compact();

@@ -1,7 +1,7 @@
 //! Hostile and careless callers of the embedded server, over a real socket (issue 26): JSON patches
-//! that grow the object, bodies over the limit, the fault switches without the token or with
-//! absurd values, requests from web pages (DNS rebinding, cross-site POSTs), and the token in files
-//! and `Debug` output.
+//! that grow the object, bodies over the limit, apply bodies that expand or nest too deep (refused
+//! fast), the fault switches without the token or with absurd values, requests from web pages (DNS
+//! rebinding, cross-site POSTs), and the token in files and `Debug` output.
 //!
 //! The client is a few lines of blocking HTTP/1.1 over `std::net::TcpStream` (one request per
 //! connection), so that every header, `Host` included, is exactly what the test wrote.
@@ -557,5 +557,90 @@ async fn abuse_apply_bodies_that_expand_are_refused() {
         "{}",
         answer.message()
     );
+    assert_eq!(Ask::new("GET", "/healthz").to(&server).await.status, 200);
+}
+
+/// How deep the hostile bodies below nest: 100,000 levels, 600 KB of `{"a":` (under the 3 MiB body
+/// limit). Without the pre-scan (`apply::nesting`) the YAML library scanned such a body for over
+/// three minutes (release build) before refusing it; 10,000 levels took 5 s in a debug build.
+const HOSTILE_DEPTH: usize = 100_000;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn abuse_apply_bodies_nested_too_deep_are_refused_fast() {
+    let server = ApiServer::new().start().await.expect("server");
+    let url = format!("{CONFIG_MAPS}/deep?fieldManager=test");
+    let json = |extra: &str| {
+        format!(
+            r#"{{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {{"name": "deep"}}, "extra": {extra}}}"#
+        )
+    };
+    let yaml = |extra: &str| {
+        format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: deep\nextra: {extra}\n")
+    };
+    let n = HOSTILE_DEPTH;
+    let hostile = [
+        (
+            "JSON objects",
+            json(&format!("{}1{}", r#"{"a":"#.repeat(n), "}".repeat(n))),
+        ),
+        (
+            "YAML flow mappings",
+            yaml(&format!("{}1{}", "{a: ".repeat(n), "}".repeat(n))),
+        ),
+        ("YAML flow sequences, unclosed", yaml(&"[".repeat(n))),
+        // Block nesting: the library reads it in linear time and refuses it itself.
+        (
+            "YAML block sequences",
+            yaml(&format!("\n{}x", "- ".repeat(n))),
+        ),
+    ];
+    for (what, body) in hostile {
+        let started = std::time::Instant::now();
+        let answer = Ask::new("PATCH", &url)
+            .bytes("application/apply-patch+yaml", body.into_bytes())
+            .to(&server)
+            .await;
+        let took = started.elapsed();
+        assert_eq!(answer.status, 400, "{what}: {}", answer.body);
+        assert_eq!(answer.json()["reason"], "BadRequest", "{what}");
+        assert!(
+            answer
+                .message()
+                .starts_with("error decoding YAML: recursion limit exceeded"),
+            "{what}: {}",
+            answer.message()
+        );
+        // A generous bound for a debug build on a busy machine: it takes milliseconds.
+        assert!(took < Duration::from_secs(5), "{what}: {took:?}");
+    }
+    // Deep but valid: 50 levels, in JSON and in YAML (flow and block), are applied.
+    let fifty_json = json(&format!("{}1{}", r#"{"a":"#.repeat(50), "}".repeat(50)));
+    let fifty_flow = yaml(&format!("{}1{}", "{a: ".repeat(50), "}".repeat(50)));
+    let levels: Vec<String> = (1..=50)
+        .map(|level| format!("{}a:", "  ".repeat(level)))
+        .collect();
+    let fifty_block = yaml(&format!("\n{} 1", levels.join("\n")));
+    for (i, body) in [fifty_json, fifty_flow, fifty_block]
+        .into_iter()
+        .enumerate()
+    {
+        let answer = Ask::new("PATCH", &url)
+            .bytes("application/apply-patch+yaml", body.into_bytes())
+            .to(&server)
+            .await;
+        assert_eq!(
+            answer.status,
+            if i == 0 { 201 } else { 200 },
+            "{}",
+            answer.body
+        );
+        let mut value = &answer.json()["extra"];
+        let mut depth = 0;
+        while let Some(inner) = value.get("a") {
+            value = inner;
+            depth += 1;
+        }
+        assert_eq!((depth, value), (50, &json!(1)), "body {i}");
+    }
     assert_eq!(Ask::new("GET", "/healthz").to(&server).await.status, 200);
 }

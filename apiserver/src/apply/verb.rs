@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
+use super::nesting;
 use super::shape::Shape;
 use super::{Applied, Typed};
 use crate::api::Api;
@@ -82,10 +83,15 @@ pub fn check_patch_options(
     })
 }
 
-/// Reads an apply body: YAML (JSON is YAML). `{}`-less garbage is a 400.
+/// Reads an apply body: YAML (JSON is YAML). `{}`-less garbage is a 400, as is a body nested
+/// deeper than [`nesting::MAX_NESTING`] levels; one with more open `[`/`{` than that is refused by
+/// a linear pre-scan before the YAML library, whose scan of it is quadratic, sees it (see
+/// [`nesting`]). kube-apiserver answers these 400 `error decoding YAML: …` too.
 pub fn parse_body(body: &[u8]) -> Result<Value, StatusError> {
     let text = std::str::from_utf8(body)
         .map_err(|_| StatusError::bad_request("the apply patch is not UTF-8"))?;
+    nesting::check(text)
+        .map_err(|e| StatusError::bad_request(format!("error decoding YAML: {e}")))?;
     let value: Value = serde_yaml_ng::from_str(text)
         .map_err(|e| StatusError::bad_request(format!("error decoding YAML: {e}")))?;
     if !value.is_object() {

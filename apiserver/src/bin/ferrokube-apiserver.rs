@@ -1,13 +1,20 @@
 //! `ferrokube-apiserver`: the embedded API server as a process, for kubectl and other clients.
 //!
 //! ```text
-//! ferrokube-apiserver [--port N] [--tls] [--token T] [--kubeconfig PATH] [--kubelet] [--history N]
+//! ferrokube-apiserver [--port N] [--tls] [--token T | --token-file PATH] [--kubeconfig PATH]
+//!                     [--kubelet] [--history N]
 //! ```
 //!
 //! It writes a kubeconfig (default `./ferrokube.kubeconfig`, mode 0600: it holds the token), prints
-//! where, and serves until Ctrl-C. `--help` describes the options; bad usage exits with 2. With
-//! `--token`, every request but the health checks needs it, the fault switches included:
-//! `curl -H "Authorization: Bearer $T" ...`.
+//! where, and serves until Ctrl-C. `--help` describes the options; bad usage exits with 2, and so
+//! does a `--token-file` that gives no token. With a token, every request but the health checks
+//! needs it, the fault switches included: `curl -H "Authorization: Bearer $T" ...`.
+//!
+//! `--token T` is seen by every user of the machine (`ps`, `/proc/PID/cmdline`); `--token-file PATH`
+//! is not: the token is the file's first line, trimmed, so `--token-file <(printf %s "$T")` or a
+//! file only its owner reads keep it private. (kube-apiserver takes its tokens from a file too:
+//! `--token-auth-file`, a CSV of tokens and users.)
+//!
 //! Faults can be switched over HTTP: `curl -X PUT $URL/ferrokube/faults -d '{"failWrites":0.05}'`,
 //! `curl -X POST "$URL/ferrokube/faults?closeWatches=1&compact=1"`.
 
@@ -15,7 +22,8 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::error::ErrorKind;
+use clap::{CommandFactory, Parser};
 use ferrokube_apiserver::{ApiServer, KubeletSettings};
 
 /// The embedded Kubernetes API server as a process, for kubectl and other clients: it writes a
@@ -31,8 +39,13 @@ struct Cli {
     #[arg(long)]
     tls: bool,
     /// Require `Authorization: Bearer T` (the kubeconfig carries it); default no authentication.
+    /// Other users of the machine see T (`ps`): prefer --token-file.
     #[arg(long, value_name = "T")]
     token: Option<String>,
+    /// Like --token, with the token read from the first line of this file (trimmed), so that it does
+    /// not show in `ps`. An empty or unreadable file is an error.
+    #[arg(long, value_name = "PATH", conflicts_with = "token")]
+    token_file: Option<PathBuf>,
     /// Where to write the kubeconfig.
     #[arg(long, value_name = "PATH", default_value = "ferrokube.kubeconfig")]
     kubeconfig: PathBuf,
@@ -51,6 +64,7 @@ impl std::fmt::Debug for Cli {
             .field("port", &self.port)
             .field("tls", &self.tls)
             .field("token", &self.token.as_ref().map(|_| "<redacted>"))
+            .field("token_file", &self.token_file)
             .field("kubeconfig", &self.kubeconfig)
             .field("kubelet", &self.kubelet)
             .field("history", &self.history)
@@ -58,8 +72,56 @@ impl std::fmt::Debug for Cli {
     }
 }
 
+impl Cli {
+    /// The token: `--token`'s, or the first line of `--token-file`. A file that gives none is a usage
+    /// error, reported as clap reports its own (exit code 2).
+    fn token(&self) -> Result<Option<String>, clap::Error> {
+        match (&self.token, &self.token_file) {
+            (Some(token), _) => Ok(Some(token.clone())),
+            (None, Some(path)) => read_token_file(path).map(Some).map_err(|e| {
+                Cli::command().error(ErrorKind::ValueValidation, format!("--token-file: {e}"))
+            }),
+            (None, None) => Ok(None),
+        }
+    }
+}
+
+/// A `--token-file` that gives no token.
+#[derive(Debug, thiserror::Error)]
+enum TokenFileError {
+    /// Missing, unreadable, or not UTF-8.
+    #[error("cannot read {}: {source}", path.display())]
+    Unreadable {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// Nothing but spaces before the first line break. (An empty token would be no authentication
+    /// at all, the opposite of what passing a token file asks for.)
+    #[error("{} has no token: its first line is empty", path.display())]
+    Empty { path: PathBuf },
+}
+
+/// The first line of the file at `path`, trimmed (so a trailing newline or CR LF is not part of it).
+fn read_token_file(path: &std::path::Path) -> Result<String, TokenFileError> {
+    let text = std::fs::read_to_string(path).map_err(|source| TokenFileError::Unreadable {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let token = text.lines().next().unwrap_or_default().trim();
+    if token.is_empty() {
+        return Err(TokenFileError::Empty {
+            path: path.to_path_buf(),
+        });
+    }
+    Ok(token.to_string())
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    let token = match cli.token() {
+        Ok(token) => token,
+        Err(usage) => usage.exit(),
+    };
     let mut server = ApiServer::new();
     if let Some(port) = cli.port {
         server = server.address(SocketAddr::from(([127, 0, 0, 1], port)));
@@ -67,7 +129,7 @@ fn main() -> ExitCode {
     if cli.tls {
         server = server.tls(true);
     }
-    if let Some(token) = &cli.token {
+    if let Some(token) = &token {
         server = server.token(token);
     }
     if cli.kubelet {
@@ -117,5 +179,88 @@ mod tests {
             assert!(!printed.contains("cli-secret-42"), "{printed}");
             assert!(printed.contains("<redacted>"), "{printed}");
         }
+    }
+
+    /// A fresh directory for one test's token files.
+    fn scratch(test: &str) -> PathBuf {
+        let dir =
+            std::env::temp_dir().join(format!("ferrokube-apiserver-{test}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("a directory");
+        dir
+    }
+
+    fn parse_with_token_file(path: &std::path::Path) -> Cli {
+        Cli::parse_from([
+            "ferrokube-apiserver".as_ref(),
+            "--token-file".as_ref(),
+            path.as_os_str(),
+        ])
+    }
+
+    #[test]
+    fn abuse_the_token_file_keeps_the_token_off_the_command_line() {
+        let dir = scratch("token-file");
+        let path = dir.join("token");
+        for (content, token) in [
+            ("file-secret-7\n", "file-secret-7"),
+            ("  file-secret-7 \r\nsecond line\n", "file-secret-7"),
+            ("file-secret-7", "file-secret-7"),
+        ] {
+            std::fs::write(&path, content).expect("a token file");
+            let cli = parse_with_token_file(&path);
+            assert_eq!(cli.token().expect("a token").as_deref(), Some(token));
+            assert!(!format!("{cli:?}").contains(token), "{cli:?}");
+        }
+        // No token at all without either option.
+        let cli = Cli::parse_from(["ferrokube-apiserver"]);
+        assert_eq!(cli.token().expect("no token").as_deref(), None);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn abuse_a_token_file_without_a_token_is_a_usage_error() {
+        let dir = scratch("token-file-empty");
+        let no_token = "has no token: its first line is empty";
+        let cases: [(&str, Option<&[u8]>, &str); 5] = [
+            ("empty", Some(b""), no_token),
+            ("blank", Some(b"  \t\r\n"), no_token),
+            ("later", Some(b"\nsecret-on-line-2\n"), no_token),
+            ("not-utf8", Some(b"\xff\xfe\n"), "cannot read"),
+            ("missing", None, "cannot read"),
+        ];
+        for (name, content, message) in cases {
+            let path = dir.join(name);
+            if let Some(content) = content {
+                std::fs::write(&path, content).expect("a token file");
+            }
+            let error = parse_with_token_file(&path).token().expect_err(name);
+            assert_eq!(error.exit_code(), 2, "{name}");
+            let printed = error.to_string();
+            assert!(
+                printed.contains("error: --token-file: ")
+                    && printed.contains(&path.display().to_string())
+                    && printed.contains(message),
+                "{name}: {printed}"
+            );
+            assert!(!printed.contains("secret-on-line-2"), "{printed}");
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn the_token_and_the_token_file_exclude_each_other() {
+        let both = Cli::try_parse_from([
+            "ferrokube-apiserver",
+            "--token",
+            "t",
+            "--token-file",
+            "/some/file",
+        ])
+        .expect_err("conflicting options");
+        assert_eq!(both.kind(), ErrorKind::ArgumentConflict);
+        assert_eq!(both.exit_code(), 2);
+        let help = Cli::command().render_long_help().to_string();
+        assert!(help.contains("--token-file <PATH>"), "{help}");
+        assert!(help.contains("does not show in `ps`"), "{help}");
     }
 }

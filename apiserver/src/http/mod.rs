@@ -483,7 +483,9 @@ impl RunningServer {
         self.token.as_deref()
     }
 
-    /// A kubeconfig (YAML) for this server, with context `ferrokube` and namespace `default`.
+    /// A kubeconfig (YAML) for this server, with context `ferrokube` and namespace `default`. It
+    /// carries the token, if any: write it with [`RunningServer::write_kubeconfig`] (owner-only),
+    /// not `std::fs::write` (readable by everyone under the usual umask, 022).
     pub fn kubeconfig(&self) -> String {
         tls::kubeconfig(&self.url, self.ca_pem.as_deref(), self.token.as_deref())
     }
