@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Longer fuzz runs of ferrokube's parsers (the short run is part of `cargo test`: src/fuzzing/).
+# Longer fuzz runs of ferrokube's parsers. The harnesses are the crate ferrokube-fuzzing (fuzzing/);
+# the short run is part of `cargo test` (`cargo test -p ferrokube-fuzzing`, fuzzing/tests/fuzz/).
 #
 #   scripts/fuzz.sh [SECONDS] [TARGET...]        coverage-guided, SECONDS per target (default 60)
 #   scripts/fuzz.sh --runs N [TARGET...]         coverage-guided, N inputs per target
@@ -15,7 +16,7 @@
 # from fuzz/seeds/<target>, with the tokens of fuzz/dicts/<target>.dict where there is one. A crash
 # or a hang stops that target with its input in fuzz/artifacts/<target>/; the script goes on with
 # the next and exits 1 at the end. Turn every such input into a named test in
-# src/fuzzing/regressions.rs.
+# fuzzing/tests/fuzz/regressions.rs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -26,7 +27,7 @@ case "${1:-}" in
   --runs) mode=runs; amount=${2:?--runs needs a number}; shift 2 ;;
   --proptest) mode=proptest; amount=${2:?--proptest needs a number}; shift 2 ;;
   --merge-seeds) mode=merge; shift ;;
-  -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+  -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
   '' ) ;;
   *[!0-9]*) ;;
   *) amount=$1; shift ;;
@@ -44,7 +45,7 @@ proptest() {
   for target in "${targets[@]}"; do
     echo "-- $target"
     FERROKUBE_FUZZ_CASES=$amount FERROKUBE_FUZZ_SEED=$seed \
-      cargo test -q -p ferrokube --lib "fuzzing::tests::fuzz_$target" -- --exact || failed=1
+      cargo test -q -p ferrokube-fuzzing --test fuzz "short_run::fuzz_$target" -- --exact || failed=1
   done
   exit $failed
 }
@@ -101,7 +102,7 @@ done
 
 if [ ${#failed[@]} -gt 0 ]; then
   echo "== findings in: ${failed[*]}; inputs in fuzz/artifacts/<target>/ (replay one with" >&2
-  echo "   '$bin/<target> <file>'); add each to src/fuzzing/regressions.rs" >&2
+  echo "   '$bin/<target> <file>'); add each to fuzzing/tests/fuzz/regressions.rs" >&2
   exit 1
 fi
 echo "== no findings"

@@ -7,6 +7,7 @@
 //!
 //! | module | what it is | client-go counterpart |
 //! |---|---|---|
+//! | [`core`] | the object model every layer shares: `Object`, `ObjectKey`, `Scope`, label and field selectors, `now()`, uids; no I/O | `apimachinery` (`metav1`, `labels`, `fields`) |
 //! | [`config`] | kubeconfig (merged like kubectl), in-cluster, credentials that rotate | `tools/clientcmd`, `rest.Config` |
 //! | [`client`] | pooled HTTP/1.1 (or, opted into, HTTP/2) connections to the API server, rate limit, retries | `rest.RESTClient` |
 //! | [`api`] | the verbs on one resource, typed (`Api<Pod>`) or dynamic (`Api<DynamicObject>`) | clientset, `dynamic` |
@@ -38,9 +39,6 @@
 //!                                                   └──────────────── Lister reads ◀─────────────────────────┘
 //! ```
 
-#[macro_use]
-mod pipeline;
-
 pub mod api;
 pub mod client;
 pub mod config;
@@ -53,12 +51,6 @@ pub mod shard;
 pub mod view;
 pub mod watch;
 
-/// Fuzz harnesses of the parsers (tests and `cargo fuzz` builds only; see `scripts/fuzz.sh`).
-/// Needs the embedded server (`apiserver` feature), which the tests get from the dev-dependency and
-/// fuzz/Cargo.toml turns on.
-#[cfg(all(any(test, fuzzing), feature = "apiserver"))]
-pub mod fuzzing;
-
 pub use api::{Api, ApiResource, DynamicObject, Object};
 pub use client::Client;
 pub use config::Config;
@@ -66,6 +58,9 @@ pub use error::Error;
 /// The embedded API server (crate `ferrokube-apiserver`); needs the `apiserver` feature.
 #[cfg(feature = "apiserver")]
 pub use ferrokube_apiserver as apiserver;
+/// The object model (crate `ferrokube-core`): objects and keys, scopes, label and field selectors,
+/// the clock, uids, and the `pipeline_event!` macro every layer emits through.
+pub use ferrokube_core as core;
 pub use ferrokube_informer as informer;
 pub use ferrokube_informer::backoff;
 pub use ferrokube_workqueue as workqueue;

@@ -24,13 +24,34 @@ use crate::client::Client;
 use crate::error::Error;
 use crate::watch::WatchEvent;
 
-/// An [`Api`] with the selectors an informer filters by. `ListWatch::new(api)` covers everything
-/// the `Api` can see (its namespace, or all).
+/// An [`Api`] with the selectors an informer filters by: the client's form of a [`Scope`] (the
+/// namespace is the `Api`'s). `ListWatch::new(api)` covers everything the `Api` can see (its
+/// namespace, or all); [`ListWatch::scoped`] exactly a scope's objects.
 #[derive(Debug, Clone)]
 pub struct ListWatch<K> {
     api: Api<K>,
     label_selector: Option<String>,
     field_selector: Option<String>,
+}
+
+impl<K: Object + k8s_openapi::Resource> ListWatch<K> {
+    /// The objects of `scope`, through `client`: `Api::all` narrowed to the scope's namespace
+    /// (ignored for a cluster-scoped kind), with its label and field selectors. The one
+    /// translation of a [`Scope`] into a list and watch.
+    pub fn scoped(client: Client, scope: &Scope) -> ListWatch<K> {
+        let mut api = Api::<K>::all(client);
+        if let Some(namespace) = &scope.namespace {
+            api = api.in_namespace(namespace);
+        }
+        let mut list_watch = ListWatch::new(api);
+        if let Some(selector) = &scope.label_selector {
+            list_watch = list_watch.labels(selector);
+        }
+        if let Some(selector) = &scope.field_selector {
+            list_watch = list_watch.fields(selector);
+        }
+        list_watch
+    }
 }
 
 impl<K: Object> ListWatch<K> {
@@ -171,17 +192,6 @@ impl ListerWatcherSource for Client {
     type ListerWatcher<K: Object + k8s_openapi::Resource> = ListWatch<K>;
 
     fn lister_watcher<K: Object + k8s_openapi::Resource>(&self, scope: &Scope) -> ListWatch<K> {
-        let mut api = Api::<K>::all(self.clone());
-        if let Some(namespace) = &scope.namespace {
-            api = api.in_namespace(namespace);
-        }
-        let mut list_watch = ListWatch::new(api);
-        if let Some(selector) = &scope.label_selector {
-            list_watch = list_watch.labels(selector);
-        }
-        if let Some(selector) = &scope.field_selector {
-            list_watch = list_watch.fields(selector);
-        }
-        list_watch
+        ListWatch::scoped(self.clone(), scope)
     }
 }

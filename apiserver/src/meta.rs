@@ -2,10 +2,9 @@
 //!
 //! The server stores every kind as a `serde_json::Value`, so it can serve a registered CRD-like kind as
 //! easily as a Pod. These are the few accessors it needs on `metadata`, plus the values the server
-//! stamps on objects: uids, timestamps and `generateName` suffixes.
+//! stamps on objects: uids and timestamps (from `ferrokube-core`), and `generateName` suffixes.
 
 use std::collections::BTreeMap;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use rand::Rng;
 use serde_json::{Map, Value};
@@ -113,51 +112,10 @@ impl OwnerReference {
 }
 
 /// The current time as the API server writes it: RFC 3339, seconds, UTC (`2026-11-23T05:04:01Z`).
-pub fn now() -> String {
-    let seconds = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    rfc3339(seconds)
-}
-
+/// (`metadata.uid` is `ferrokube_core::id::uuid_v4`.)
+pub use ferrokube_core::time::now_rfc3339 as now;
 /// Formats seconds since the Unix epoch as RFC 3339 in UTC.
-pub fn rfc3339(seconds: u64) -> String {
-    let days = (seconds / 86_400) as i64;
-    let rem = seconds % 86_400;
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
-}
-
-/// A random version-4 UUID, as `metadata.uid`.
-pub fn new_uid() -> String {
-    let mut bytes: [u8; 16] = rand::rng().random();
-    bytes[6] = (bytes[6] & 0x0f) | 0x40;
-    bytes[8] = (bytes[8] & 0x3f) | 0x80;
-    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    format!(
-        "{}-{}-{}-{}-{}",
-        &hex[0..8],
-        &hex[8..12],
-        &hex[12..16],
-        &hex[16..20],
-        &hex[20..32]
-    )
-}
+pub use ferrokube_core::time::rfc3339;
 
 /// `prefix` plus five random characters from the alphabet the API server uses for `generateName`
 /// (no vowels, so no words; no look-alike digits).
@@ -176,21 +134,6 @@ pub fn generate_name(prefix: &str) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
-
-    #[test]
-    fn timestamps_are_rfc3339_utc() {
-        assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
-        assert_eq!(rfc3339(951_782_400), "2000-02-29T00:00:00Z");
-        assert_eq!(rfc3339(1_795_395_841), "2026-11-23T01:04:01Z");
-    }
-
-    #[test]
-    fn uids_are_version_4() {
-        let uid = new_uid();
-        assert_eq!(uid.len(), 36);
-        assert_eq!(&uid[14..15], "4");
-        assert_ne!(uid, new_uid());
-    }
 
     #[test]
     fn generated_names_keep_the_prefix() {

@@ -1,29 +1,25 @@
 //! Which objects a list or watch returns: a label selector and a field selector together.
 //!
-//! Label selectors reuse the informer's parser ([`LabelSelector`]), so client and server agree on
-//! the grammar by construction. Field selectors are the server's own: `field=value`, `field==value` and
-//! `field!=value`, joined by commas, over `metadata.name`, `metadata.namespace` and the few fields each
-//! resource type allows ([`ResourceType::selectable_fields`]). Any other field is a 400, as on the real
-//! server.
+//! Both grammars are the object model's (`ferrokube-core`): [`LabelSelector`] is the very parser the
+//! informers' listers match with, so client and server agree on it by construction, and
+//! [`FieldSelector`] is `field=value`, `field==value` and `field!=value` joined by commas. What is the
+//! server's own is the field set: `metadata.name`, `metadata.namespace` and the few fields each
+//! resource type allows ([`ResourceType::selectable_fields`]), any other field being a 400 as on the
+//! real server, and how a field's value is read from a stored object (`field_value`).
 
-use ferrokube_informer::labels::LabelSelector;
+use ferrokube_core::fields::{FieldSelector, FieldSelectorError};
+use ferrokube_core::labels::LabelSelector;
 use serde_json::Value;
 
 use crate::meta;
 use crate::resource::ResourceType;
 use crate::status::StatusError;
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum FieldRequirement {
-    Equals(String, String),
-    NotEquals(String, String),
-}
-
 /// A parsed label selector plus field selector.
 #[derive(Debug, Clone, Default)]
 pub struct Selection {
     labels: LabelSelector,
-    fields: Vec<FieldRequirement>,
+    fields: FieldSelector,
 }
 
 impl Selection {
@@ -39,44 +35,27 @@ impl Selection {
             })?,
             None => LabelSelector::everything(),
         };
-        let mut parsed = Vec::new();
-        for part in fields.unwrap_or("").split(',').map(str::trim) {
-            if part.is_empty() {
-                continue;
-            }
-            let requirement = if let Some((f, v)) = part.split_once("!=") {
-                FieldRequirement::NotEquals(f.trim().to_string(), v.trim().to_string())
-            } else if let Some((f, v)) = part.split_once("==") {
-                FieldRequirement::Equals(f.trim().to_string(), v.trim().to_string())
-            } else if let Some((f, v)) = part.split_once('=') {
-                FieldRequirement::Equals(f.trim().to_string(), v.trim().to_string())
-            } else {
-                return Err(StatusError::bad_request(format!(
-                    "invalid selector: '{part}'; can't understand '{part}'"
-                )));
-            };
-            let field = match &requirement {
-                FieldRequirement::Equals(f, _) | FieldRequirement::NotEquals(f, _) => f,
-            };
-            let known = field == "metadata.name"
+        let known = |field: &str| {
+            field == "metadata.name"
                 || field == "metadata.namespace"
-                || resource.selectable_fields.iter().any(|f| f == field);
-            if !known {
-                return Err(StatusError::bad_request(format!(
-                    "field label not supported: {field}"
-                )));
-            }
-            parsed.push(requirement);
-        }
-        Ok(Selection {
-            labels,
-            fields: parsed,
-        })
+                || resource.selectable_fields.iter().any(|f| f == field)
+        };
+        let fields = FieldSelector::parse_with(fields.unwrap_or(""), known).map_err(|error| {
+            StatusError::bad_request(match error {
+                FieldSelectorError::Syntax { requirement: part } => {
+                    format!("invalid selector: '{part}'; can't understand '{part}'")
+                }
+                FieldSelectorError::UnsupportedField { field } => {
+                    format!("field label not supported: {field}")
+                }
+            })
+        })?;
+        Ok(Selection { labels, fields })
     }
 
     /// True when the selection matches every object.
     pub fn is_everything(&self) -> bool {
-        self.labels.is_everything() && self.fields.is_empty()
+        self.labels.is_everything() && self.fields.is_everything()
     }
 
     /// True if `object` is selected.
@@ -84,10 +63,7 @@ impl Selection {
         if !self.labels.is_everything() && !self.labels.matches(Some(&meta::labels(object))) {
             return false;
         }
-        self.fields.iter().all(|requirement| match requirement {
-            FieldRequirement::Equals(f, v) => field_value(object, f) == *v,
-            FieldRequirement::NotEquals(f, v) => field_value(object, f) != *v,
-        })
+        self.fields.matches(|field| field_value(object, field))
     }
 }
 

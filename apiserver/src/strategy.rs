@@ -131,7 +131,7 @@ pub fn prepare_create(resource: &ResourceType, object: &mut Value) -> Result<Str
             "resourceVersion should not be set on objects to be created",
         ));
     }
-    metadata.insert("uid".into(), meta::new_uid().into());
+    metadata.insert("uid".into(), ferrokube_core::id::uuid_v4().into());
     metadata.insert("creationTimestamp".into(), meta::now().into());
     metadata.remove("deletionTimestamp");
     metadata.remove("deletionGracePeriodSeconds");

@@ -44,6 +44,7 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 
+use ferrokube_core::pipeline_event;
 use parking_lot::Mutex;
 use tokio::sync::{Notify, watch};
 

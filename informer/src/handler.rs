@@ -18,6 +18,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use ferrokube_core::pipeline_event;
 use parking_lot::{Condvar, Mutex};
 
 use crate::delta_fifo::DeletedObject;

@@ -56,7 +56,7 @@
 //!
 //! | module | holds |
 //! |---|---|
-//! | `object` | [`Object`] (what we need of an object: its metadata) and [`ObjectKey`] |
+//! | [`object`], [`labels`] | re-exported from `ferrokube-core`, the object model below this crate: [`Object`] (what we need of an object: its metadata), [`ObjectKey`], [`LabelSelector`] |
 //! | [`compact`] | [`Compact`]: an object stored as typed metadata + JSON bytes, for big caches |
 //! | `lister_watcher` | the [`ListerWatcher`] seam and its request, page, event and error types |
 //! | `reflector` | [`Reflector`]: list, watch, resume, relist on 410, backoff, streaming lists |
@@ -64,13 +64,12 @@
 //! | `store`, `index` | [`Store`] with [`Indexers`], lists applied at once (a gate for multi-key reads), its resourceVersion; built-in namespace, label and owner indexes |
 //! | `shared_informer` | [`SharedIndexInformer`] and its builder |
 //! | `handler` | [`EventHandler`], [`HandlerFns`], per-handler buffers and threads, [`Delivery`] |
-//! | `lister`, `labels` | [`Lister`], [`NamespaceLister`], [`LabelSelector`] |
-//! | `factory` | [`SharedInformerFactory`], [`Scope`] |
+//! | `lister` | [`Lister`], [`NamespaceLister`] |
+//! | `factory` | [`SharedInformerFactory`]; the [`Scope`] it keys informers by (from `ferrokube-core`) |
 //! | [`metrics`] | what an informer reports, and a Prometheus implementation |
 //! | [`backoff`] | exponential backoff with jitter, shared with the client's watcher |
 //! | [`fake`] | an in-memory ListerWatcher with fault injection |
 
-#[macro_use]
 mod pipeline;
 
 pub mod backoff;
@@ -80,14 +79,15 @@ pub mod factory;
 pub mod fake;
 pub mod handler;
 pub mod index;
-pub mod labels;
 pub mod lister;
 pub mod lister_watcher;
 pub mod metrics;
-pub mod object;
 pub mod reflector;
 pub mod shared_informer;
 pub mod store;
+
+/// The object model, defined in `ferrokube-core` and re-exported under the paths it had here.
+pub use ferrokube_core::{labels, object};
 
 /// The sources of the modules whose docs `ferrokube::view` serves beside each stage of its page
 /// (file name, text): embedded here so that they ship with this crate.

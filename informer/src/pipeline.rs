@@ -1,6 +1,7 @@
-//! The informer's side of the pipeline seam: one macro, so that every event has the same target
-//! and level, and the name of a delta as the events print it. The schema (stages, ops, states,
-//! fields) is written down in `ferrokube::view`.
+//! The informer's side of the pipeline seam: how its events print a delta, a watch event and
+//! their keys. Every event goes through `ferrokube_core::pipeline_event!`, so that it has the
+//! same target and level as every other layer's. The schema (stages, ops, states, fields) is
+//! written down in `ferrokube::view`.
 //!
 //! | stage | ops (state after it) |
 //! |---|---|
@@ -15,13 +16,6 @@ use std::fmt;
 use crate::delta_fifo::Delta;
 use crate::lister_watcher::Event;
 use crate::object::{Object, ObjectKey};
-
-/// `tracing::trace!` with the pipeline's target.
-macro_rules! pipeline_event {
-    ($($field:tt)*) => {
-        ::tracing::trace!(target: "ferrokube_pipeline", $($field)*)
-    };
-}
 
 /// A key's deltas as `Added,Updated,...`: formatted only when a subscriber records the event.
 pub(crate) struct DeltaNames<'a, K>(pub(crate) &'a [Delta<K>]);

@@ -39,6 +39,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use ferrokube_core::pipeline_event;
 use futures_util::StreamExt;
 use parking_lot::Mutex;
 use rand::Rng;

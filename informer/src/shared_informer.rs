@@ -38,6 +38,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use ferrokube_core::{pipeline_enabled, pipeline_event};
 use parking_lot::Mutex;
 use tokio::sync::watch;
 
@@ -467,7 +468,7 @@ impl<K: Object> Inner<K> {
             }
             changes.insert(key, current);
         }
-        if tracing::enabled!(target: "ferrokube_pipeline", tracing::Level::TRACE) {
+        if pipeline_enabled!() {
             for (key, current) in &changes {
                 pipeline_event!(
                     stage = "store",

@@ -869,12 +869,14 @@ async fn relists_are_atomic_so_no_reader_sees_a_stale_and_fresh_mix() {
     assert!(informer.wait_for_cache_sync().await);
 
     // The reader: lists the whole cache in a loop, counting lists with more than one marker.
+    // The generations it has seen are shared, so each round can wait until the reader has read
+    // the last one (on a loaded machine the thread may not run at all between two rounds).
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let seen = Arc::new(parking_lot::Mutex::new(std::collections::BTreeSet::new()));
     let reader = {
-        let (lister, stop) = (lister.clone(), stop.clone());
+        let (lister, stop, seen) = (lister.clone(), stop.clone(), seen.clone());
         std::thread::spawn(move || {
             let (mut reads, mut mixed_reads) = (0u64, 0u64);
-            let mut seen = std::collections::BTreeSet::new();
             let everything = ferrokube_informer::LabelSelector::everything();
             while !stop.load(Ordering::Relaxed) {
                 let markers: std::collections::BTreeSet<String> = lister
@@ -886,11 +888,12 @@ async fn relists_are_atomic_so_no_reader_sees_a_stale_and_fresh_mix() {
                 if markers.len() > 1 {
                     mixed_reads += 1;
                 }
-                seen.extend(markers);
+                seen.lock().extend(markers);
             }
-            (reads, mixed_reads, seen)
+            (reads, mixed_reads)
         })
     };
+    eventually("the reader read generation 0", || seen.lock().contains("0")).await;
 
     for round in 1..=ROUNDS {
         let lists = informer.reflector_status().lists();
@@ -908,9 +911,14 @@ async fn relists_are_atomic_so_no_reader_sees_a_stale_and_fresh_mix() {
                 .all(|o| marker_of(o) == round.to_string())
         })
         .await;
+        eventually("the reader read the new generation", || {
+            seen.lock().contains(&round.to_string())
+        })
+        .await;
     }
     stop.store(true, Ordering::Relaxed);
-    let (reads, mixed_reads, seen) = reader.join().unwrap();
+    let (reads, mixed_reads) = reader.join().unwrap();
+    let seen = seen.lock().clone();
     informer.stop();
 
     println!(

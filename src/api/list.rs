@@ -41,8 +41,28 @@ where
     decoder.finish()
 }
 
-/// Decodes a list body pushed in chunks; see the [module docs](self).
-pub(crate) struct ListDecoder<K, T, F> {
+/// Decodes a list body pushed in chunks, one item at a time while the body is still arriving: each
+/// element of `items` is decoded the moment its last byte arrives, passed through `map` (an
+/// informer's transform, say) and its bytes forgotten, so memory is bounded by the kept items plus
+/// one chunk and one item, never by the body. `metadata` is kept and decoded at the end.
+///
+/// [`Api::list`](super::Api::list) and [`Api::list_mapped`](super::Api::list_mapped) use it on the
+/// response body as it arrives. Public for code that has a list body from elsewhere (a file, a recorded response) and
+/// for the fuzz harness (crate `ferrokube-fuzzing`), which cuts bodies into arbitrary chunks:
+///
+/// ```
+/// use ferrokube::api::ListDecoder;
+/// use serde_json::Value;
+///
+/// let mut decoder = ListDecoder::new(|item: Value| item["metadata"]["name"].clone());
+/// decoder.push(br#"{"kind":"PodList","metadata":{"resourceVersion":"7"},"items":[{"meta"#)?;
+/// decoder.push(br#"data":{"name":"a"}},{"metadata":{"name":"b"}}]}"#)?;
+/// let list = decoder.finish()?;
+/// assert_eq!(list.items, ["a", "b"]);
+/// assert_eq!(list.resource_version(), "7");
+/// # Ok::<(), serde_json::Error>(())
+/// ```
+pub struct ListDecoder<K, T, F> {
     splitter: ListSplitter,
     map: F,
     items: Vec<T>,
@@ -50,7 +70,8 @@ pub(crate) struct ListDecoder<K, T, F> {
 }
 
 impl<K: DeserializeOwned, T, F: FnMut(K) -> T> ListDecoder<K, T, F> {
-    pub(crate) fn new(map: F) -> Self {
+    /// A decoder that passes each item, decoded as a `K`, through `map` and keeps what it returns.
+    pub fn new(map: F) -> Self {
         ListDecoder {
             splitter: ListSplitter::default(),
             map,
@@ -60,7 +81,7 @@ impl<K: DeserializeOwned, T, F: FnMut(K) -> T> ListDecoder<K, T, F> {
     }
 
     /// Takes the next chunk of the body and decodes every item it completes.
-    pub(crate) fn push(&mut self, chunk: &[u8]) -> Result<(), serde_json::Error> {
+    pub fn push(&mut self, chunk: &[u8]) -> Result<(), serde_json::Error> {
         self.splitter.push(chunk);
         while let Some(bytes) = self.splitter.next_item()? {
             let item: K = serde_json::from_slice(&bytes)?;
@@ -70,7 +91,7 @@ impl<K: DeserializeOwned, T, F: FnMut(K) -> T> ListDecoder<K, T, F> {
     }
 
     /// At the end of the body: the list, if the body was one whole list object.
-    pub(crate) fn finish(self) -> Result<ObjectList<T>, serde_json::Error> {
+    pub fn finish(self) -> Result<ObjectList<T>, serde_json::Error> {
         let metadata = match self.splitter.finish()? {
             Some(bytes) => serde_json::from_slice::<Option<ListMeta>>(&bytes)?.unwrap_or_default(),
             None => ListMeta::default(),

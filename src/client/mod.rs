@@ -103,6 +103,7 @@ pub use rate_limit::Priority;
 pub use retry::RetryPolicy;
 
 use crate::config::{Auth, Config, ConfigError};
+use crate::core::{pipeline_enabled, pipeline_event};
 use crate::error::{ApiError, Error};
 use crate::leader::NotLeader;
 use proxy::Dialer;
@@ -495,7 +496,7 @@ impl Client {
         if response.is_ok() {
             write.answered();
         }
-        if tracing::enabled!(target: "ferrokube_pipeline", tracing::Level::TRACE) {
+        if pipeline_enabled!() {
             let path = url_path(&url);
             let status = response
                 .as_ref()

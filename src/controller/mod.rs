@@ -124,16 +124,6 @@ pub use read_your_writes::{ReadError, ReadYourWrites};
 pub use reconciler::{FnReconciler, Reconciler, from_fn};
 pub use source::{Enqueue, LOW_PRIORITY, ObjectEvent};
 
-/// The current time as the API's timestamps count it (events, conditions, a pod's readiness),
-/// from the system clock. A clock before 1970 reads as the epoch.
-pub fn now() -> k8s_openapi::jiff::Timestamp {
-    use k8s_openapi::jiff::Timestamp;
-    let since_epoch = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    Timestamp::new(
-        i64::try_from(since_epoch.as_secs()).unwrap_or(i64::MAX),
-        i32::try_from(since_epoch.subsec_nanos()).unwrap_or(0),
-    )
-    .unwrap_or(Timestamp::UNIX_EPOCH)
-}
+/// The current time as the API's timestamps count it (events, conditions, a pod's readiness):
+/// the object model's one reading of the clock, here where a controller looks for it.
+pub use crate::core::time::now;

@@ -37,6 +37,7 @@ use parking_lot::Mutex;
 
 use super::filter::{Change, Filters};
 use crate::api::Object;
+use crate::core::{pipeline_enabled, pipeline_event};
 
 /// The priority of keys that come from an informer's first list or a resync
 /// (controller-runtime's `LowPriority`, -100). Real changes are added at 0.
@@ -182,8 +183,7 @@ impl<O: Object> SourceHandler<O> {
         };
         // The object's key is only for the pipeline's events: not built (an allocation per
         // event) unless someone listens.
-        let cause = tracing::enabled!(target: "ferrokube_pipeline", tracing::Level::TRACE)
-            .then(|| ObjectKey::of(object.as_ref()));
+        let cause = pipeline_enabled!().then(|| ObjectKey::of(object.as_ref()));
         (self.map)(&self.enqueue.at(priority, cause), &event);
     }
 }

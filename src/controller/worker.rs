@@ -43,6 +43,7 @@ use super::metrics::{ControllerMetrics, Outcome};
 use super::reconciler::Reconciler;
 use super::source::Tombstones;
 use crate::api::Object;
+use crate::core::pipeline_event;
 use crate::shard::{ShardError, ShardGate, Turn};
 
 /// What every worker of one controller shares.

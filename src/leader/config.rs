@@ -317,7 +317,7 @@ fn check_lease_name(what: &'static str, value: &str) -> Result<(), LeaderElectio
 
 /// `<host name>_<random UUID>`.
 pub(crate) fn default_identity() -> String {
-    format!("{}_{}", host_name(), random_uuid())
+    format!("{}_{}", host_name(), crate::core::id::uuid_v4())
 }
 
 /// The kernel's host name, else `$HOSTNAME`, else `/etc/hostname`, else `localhost`.
@@ -332,23 +332,6 @@ fn host_name() -> String {
         .or_else(|| std::env::var("HOSTNAME").ok().filter(|h| !h.is_empty()))
         .or_else(|| from_file("/etc/hostname").filter(|h| !h.is_empty()))
         .unwrap_or_else(|| "localhost".to_string())
-}
-
-/// A version 4 (random) UUID in its usual text form.
-fn random_uuid() -> String {
-    use rand::Rng;
-    let mut bytes: [u8; 16] = rand::rng().random();
-    bytes[6] = (bytes[6] & 0x0f) | 0x40; // version 4
-    bytes[8] = (bytes[8] & 0x3f) | 0x80; // RFC 4122 variant
-    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    format!(
-        "{}-{}-{}-{}-{}",
-        &hex[0..8],
-        &hex[8..12],
-        &hex[12..16],
-        &hex[16..20],
-        &hex[20..32]
-    )
 }
 
 #[cfg(test)]

@@ -43,7 +43,7 @@ pub(crate) fn lease_seconds(duration: Duration) -> i32 {
 
 /// The current time as the Lease's fields hold it.
 pub(crate) fn now() -> MicroTime {
-    MicroTime(crate::controller::now())
+    MicroTime(crate::core::time::now())
 }
 
 /// The spec that makes `identity` the holder, over the `previous` one (`None`: the Lease is new).

@@ -61,6 +61,7 @@ use super::marks::RING_LABEL;
 use super::member::ShardMember;
 use super::ring::HashRing;
 use crate::api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions};
+use crate::core::pipeline_event;
 use crate::informer::{HandlerFns, LabelSelector, ObjectKey, Scope, SharedIndexInformer};
 use crate::leader::{LeaderElector, Leadership, RunOutcome};
 use crate::workqueue::WorkQueue;
@@ -265,17 +266,7 @@ impl<K: Object + k8s_openapi::Resource> Assigner<K> {
         leadership: &Leadership,
     ) -> Assigner<K> {
         let base = member.base_client();
-        let mut api: Api<K> = Api::all(base.clone());
-        if let Some(namespace) = &scope.namespace {
-            api = api.in_namespace(namespace);
-        }
-        let mut list_watch = ListWatch::new(api);
-        if let Some(labels) = &scope.label_selector {
-            list_watch = list_watch.labels(labels);
-        }
-        if let Some(fields) = &scope.field_selector {
-            list_watch = list_watch.fields(fields);
-        }
+        let list_watch = ListWatch::<K>::scoped(base.clone(), scope);
         let leases = ListWatch::new(Api::<Lease>::namespaced(base.clone(), member.namespace()))
             .labels(&format!("{RING_LABEL}={}", member.marks().ring()));
         Assigner {

@@ -39,6 +39,7 @@ use super::dependents::{DependentKind, MovedChildren};
 use super::marks::parse_handover;
 use super::member::ShardMember;
 use crate::api::{Patch, PatchParams};
+use crate::core::pipeline_event;
 use crate::informer::ObjectKey;
 use crate::{Api, ApiResource, DynamicObject, Object};
 

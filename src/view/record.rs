@@ -15,7 +15,7 @@ use serde_json::Value;
 use tracing::field::{Field, Visit};
 
 /// The `tracing` target of every pipeline event: the only events the view records.
-pub const PIPELINE_TARGET: &str = "ferrokube_pipeline";
+pub const PIPELINE_TARGET: &str = crate::core::pipeline::TARGET;
 
 /// The state that means "the key left this stage": its slot is removed from the snapshot.
 pub const GONE: &str = "gone";

@@ -413,8 +413,9 @@ fn malformed_input_is_a_typed_error() {
     );
 }
 
-/// Random bytes and random edits of good bodies never panic (the fuzz target in `src/fuzzing`
-/// runs the same property longer). A fixed xorshift sequence keeps it deterministic.
+/// Random bytes and random edits of good bodies never panic (the fuzz target `protobuf_body` of
+/// ferrokube-fuzzing, in fuzzing/, runs the same property longer). A fixed xorshift sequence keeps
+/// it deterministic.
 #[test]
 fn random_and_mutated_bodies_never_panic() {
     let mut state: u64 = 0x9e37_79b9_7f4a_7c15;

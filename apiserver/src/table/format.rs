@@ -7,7 +7,6 @@
 //! Go source.
 
 use std::collections::BTreeMap;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 
@@ -18,11 +17,7 @@ pub struct Instant(i128);
 impl Instant {
     /// The wall clock now.
     pub fn now() -> Instant {
-        let nanos = match SystemTime::now().duration_since(UNIX_EPOCH) {
-            Ok(since) => since.as_nanos() as i128,
-            Err(before) => -(before.duration().as_nanos() as i128),
-        };
-        Instant(nanos)
+        Instant(ferrokube_core::time::unix_nanos())
     }
 
     /// `seconds` after the epoch (for tests and for building timestamps).

@@ -119,7 +119,7 @@ impl EventCorrelator {
         let stamp = event
             .first_timestamp
             .clone()
-            .unwrap_or_else(|| Time(crate::controller::now()));
+            .unwrap_or_else(|| Time(crate::core::time::now()));
         let combined = Event {
             metadata: ObjectMeta {
                 name: Some(format!("{name}.{:x}", stamp.0.as_nanosecond())),

@@ -4,12 +4,12 @@ use std::path::{Path, PathBuf};
 
 use futures_util::FutureExt;
 
-use crate::config::kubeconfig::Kubeconfig;
-use crate::config::{Auth, Config};
+use ferrokube::Client;
+use ferrokube::config::{Auth, Config, Kubeconfig};
 
-/// The folder fuzzed kubeconfigs may read files from: the certificates and keys of the config
-/// tests. Any path in the input is confined to it (see [`confine`]).
-const TESTDATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/src/config/testdata");
+/// The folder fuzzed kubeconfigs may read files from: the certificates and keys of ferrokube's
+/// config tests (src/config/testdata). Any path in the input is confined to it (see [`confine`]).
+const TESTDATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../src/config/testdata");
 
 /// Parses `data` as a kubeconfig and builds the config of its current context and of each of its
 /// contexts (at most 8), then a client from each config that builds, and the credentials'
@@ -48,7 +48,7 @@ pub fn kubeconfig(data: &[u8]) {
                 "a static credential's header must not wait"
             );
         }
-        let _ = crate::Client::new(config);
+        let _ = Client::new(config);
     }
 }
 

@@ -24,7 +24,11 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config as RunnerConfig, RngAlgorithm, TestRng, TestRunner};
 use serde_json::{Value, json};
 
-use super::Request;
+use ferrokube_fuzzing::server::{Request, parse_requests, render_requests};
+use ferrokube_fuzzing::{
+    field_selector, kubeconfig, label_selector, list_body, protobuf_body, server_requests,
+    watch_stream,
+};
 
 /// The default seed of the short run.
 const SEED: u64 = 0x6b75_6265_6675_7a7a;
@@ -87,7 +91,7 @@ fn run(target: &str, strategy: impl Strategy<Value = Input>, harness: fn(&[u8]))
 /// Every file under `fuzz/seeds/<target>/`, through `harness`.
 fn replay(target: &str, harness: fn(&[u8])) -> usize {
     let folder = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("fuzz/seeds")
+        .join("../fuzz/seeds")
         .join(target);
     let Ok(entries) = std::fs::read_dir(&folder) else {
         panic!("no corpus at {}", folder.display());
@@ -275,7 +279,7 @@ fn written(value: &Value, pretty: bool) -> Vec<u8> {
 
 fn testdata(name: &str) -> String {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("src/config/testdata")
+        .join("../src/config/testdata")
         .join(name);
     base64::engine::general_purpose::STANDARD.encode(std::fs::read(path).unwrap_or_default())
 }
@@ -444,8 +448,8 @@ fn kubeconfigs() -> BoxedStrategy<Input> {
 
 #[test]
 fn fuzz_kubeconfig() {
-    replay("kubeconfig", super::kubeconfig);
-    run("kubeconfig", kubeconfigs(), super::kubeconfig);
+    replay("kubeconfig", kubeconfig);
+    run("kubeconfig", kubeconfigs(), kubeconfig);
 }
 
 // ---- watch ----
@@ -497,8 +501,8 @@ fn watch_bodies() -> BoxedStrategy<Input> {
 
 #[test]
 fn fuzz_watch_stream() {
-    replay("watch_stream", super::watch_stream);
-    run("watch_stream", watch_bodies(), super::watch_stream);
+    replay("watch_stream", watch_stream);
+    run("watch_stream", watch_bodies(), watch_stream);
 }
 
 // ---- list ----
@@ -555,8 +559,8 @@ fn list_bodies() -> BoxedStrategy<Input> {
 
 #[test]
 fn fuzz_list_body() {
-    replay("list_body", super::list_body);
-    run("list_body", list_bodies(), super::list_body);
+    replay("list_body", list_body);
+    run("list_body", list_bodies(), list_body);
 }
 
 // ---- selectors ----
@@ -610,8 +614,8 @@ fn label_selectors() -> BoxedStrategy<Input> {
 
 #[test]
 fn fuzz_label_selector() {
-    replay("label_selector", super::label_selector);
-    run("label_selector", label_selectors(), super::label_selector);
+    replay("label_selector", label_selector);
+    run("label_selector", label_selectors(), label_selector);
 }
 
 fn field_selectors() -> BoxedStrategy<Input> {
@@ -644,8 +648,8 @@ fn field_selectors() -> BoxedStrategy<Input> {
 
 #[test]
 fn fuzz_field_selector() {
-    replay("field_selector", super::field_selector);
-    run("field_selector", field_selectors(), super::field_selector);
+    replay("field_selector", field_selector);
+    run("field_selector", field_selectors(), field_selector);
 }
 
 // ---- the embedded server ----
@@ -894,14 +898,14 @@ fn requests() -> BoxedStrategy<Input> {
                 body,
             }
         });
-    let input = vec(request, 1..6).prop_map(|requests| super::render_requests(&requests));
+    let input = vec(request, 1..6).prop_map(|requests| render_requests(&requests));
     family(input)
 }
 
 #[test]
 fn fuzz_server_requests() {
-    replay("server_requests", super::server_requests);
-    run("server_requests", requests(), super::server_requests);
+    replay("server_requests", server_requests);
+    run("server_requests", requests(), server_requests);
 }
 
 #[test]
@@ -920,10 +924,7 @@ fn the_request_format_reads_back_what_it_writes() {
             body: vec![],
         },
     ];
-    assert_eq!(
-        super::parse_requests(&super::render_requests(&requests)),
-        requests
-    );
+    assert_eq!(parse_requests(&render_requests(&requests)), requests);
 }
 
 // ---- protobuf bodies ----
@@ -1016,6 +1017,6 @@ fn protobuf_bodies() -> BoxedStrategy<Input> {
 
 #[test]
 fn fuzz_protobuf_body() {
-    replay("protobuf_body", super::protobuf_body);
-    run("protobuf_body", protobuf_bodies(), super::protobuf_body);
+    replay("protobuf_body", protobuf_body);
+    run("protobuf_body", protobuf_bodies(), protobuf_body);
 }

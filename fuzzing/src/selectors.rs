@@ -4,9 +4,9 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
 
-use ferrokube_apiserver::resource::{Registry, ResourceType};
-use ferrokube_apiserver::selection::Selection;
-use ferrokube_informer::labels::LabelSelector;
+use ferrokube::apiserver::resource::{Registry, ResourceType};
+use ferrokube::apiserver::selection::Selection;
+use ferrokube::informer::labels::LabelSelector;
 use serde_json::json;
 
 /// Parses `data` as a label selector. Properties: a failure is a `SelectorError`; a selector

@@ -36,7 +36,9 @@ use std::cell::RefCell;
 use std::time::Duration;
 
 use bytes::Bytes;
-use ferrokube_apiserver::{ApiServer, RunningServer};
+use ferrokube::api::DynamicObject;
+use ferrokube::apiserver::{ApiServer, RunningServer};
+use ferrokube::watch::{LineDecoder, decode_event};
 use futures_util::FutureExt;
 use http::header::{CACHE_CONTROL, CONTENT_TYPE, HOST};
 use http::{HeaderName, HeaderValue, Method};
@@ -44,9 +46,6 @@ use http_body_util::{BodyExt, Full};
 use hyper::client::conn::http1::SendRequest;
 use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
-
-use crate::api::DynamicObject;
-use crate::watch::{LineDecoder, decode_event};
 
 /// Requests read from one input, at most.
 pub const MAX_REQUESTS: usize = 12;
@@ -77,9 +76,11 @@ const SEPARATOR: &[u8] = b"\n%%\n";
 /// One request of an input.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Request {
+    /// As written: a method hyper refuses to send makes the request skipped.
     pub method: String,
     /// Path and query, as sent (characters a URI may not hold are percent-encoded when sent).
     pub target: String,
+    /// Name and value, in order (the first 32 are sent, framing headers skipped).
     pub headers: Vec<(String, String)>,
     pub body: Vec<u8>,
 }

@@ -1,14 +1,14 @@
-//! The list target: a list response body, cut into chunks, through the streaming splitter
-//! (`api::list`), compared with the whole body and with serde_json reading it at once.
+//! The list target: a list response body, cut into chunks, through the streaming decoder
+//! ([`ListDecoder`], what `Api::list` reads a body with), compared with the whole body and with
+//! serde_json reading it at once.
 
-use k8s_openapi::api::core::v1::ConfigMap;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ListMeta;
+use ferrokube::api::{ListDecoder, ObjectList};
+use ferrokube::k8s_openapi::api::core::v1::ConfigMap;
+use ferrokube::k8s_openapi::apimachinery::pkg::apis::meta::v1::ListMeta;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{chunks, split_control};
-use crate::api::ObjectList;
-use crate::api::list::ListDecoder;
+use crate::{chunks, split_control};
 
 /// Decodes the body (the input after its two control bytes) pushed in chunks, and whole.
 ///

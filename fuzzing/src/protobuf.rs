@@ -1,7 +1,7 @@
 //! The protobuf target: a create or update body in Kubernetes' protobuf encoding, as kubectl's
 //! generators send it, through the embedded server's decoder.
 
-use ferrokube_apiserver::protobuf::decode;
+use ferrokube::apiserver::protobuf::decode;
 
 /// Decodes `data` as a protobuf request body. Properties: a failure is a `DecodeError` (a 400,
 /// or a 415 for what the decoder does not support) with a message; a success is a JSON object

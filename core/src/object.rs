@@ -1,4 +1,4 @@
-//! What the informer needs of an object (its metadata), and the key it is stored under.
+//! What every layer needs of an object (its metadata), and the key it is stored under.
 //!
 //! Every informer structure is keyed by [`ObjectKey`]: `namespace/name` for namespaced objects and
 //! `name` for cluster-scoped ones, exactly client-go's `MetaNamespaceKeyFunc`. A controller puts the
@@ -24,8 +24,8 @@ pub trait Object: Serialize + DeserializeOwned + Clone + Send + Sync + 'static {
         self.meta().resource_version.as_deref().unwrap_or("")
     }
 
-    /// Drops `metadata.managedFields`. A type that keeps them outside its metadata
-    /// ([`Compact`](crate::Compact)) drops them there too.
+    /// Drops `metadata.managedFields`. A type that keeps them outside its metadata (the
+    /// informer's `Compact`) drops them there too.
     fn clear_managed_fields(&mut self) {
         self.meta_mut().managed_fields = None;
     }
@@ -125,8 +125,8 @@ impl fmt::Debug for ObjectKey {
 
 /// A transform for informers whose handlers never read server-side-apply bookkeeping: drops
 /// `metadata.managedFields` and kubectl's `last-applied-configuration` annotation, usually the
-/// largest parts of an object a controller caches. Use it with
-/// [`InformerBuilder::transform`](crate::InformerBuilder::transform).
+/// largest parts of an object a controller caches. Use it with the informer's
+/// `InformerBuilder::transform`.
 pub fn drop_managed_fields<K: Object>(mut object: K) -> K {
     object.clear_managed_fields();
     if let Some(annotations) = object.meta_mut().annotations.as_mut() {

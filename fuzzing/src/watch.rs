@@ -1,12 +1,12 @@
 //! The watch target: a watch response body, cut into chunks, through `LineDecoder` and
 //! `decode_event`.
 
-use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use ferrokube::Error;
+use ferrokube::api::DynamicObject;
+use ferrokube::k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use ferrokube::watch::{LineDecoder, decode_event};
 
-use super::{chunks, split_control};
-use crate::api::DynamicObject;
-use crate::error::Error;
-use crate::watch::{LineDecoder, decode_event};
+use crate::{chunks, split_control};
 
 /// Feeds the body (the input after its two control bytes) to a [`LineDecoder`] in chunks, and
 /// every line to [`decode_event`] as a Pod, a ConfigMap and a `DynamicObject`.

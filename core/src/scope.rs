@@ -1,0 +1,87 @@
+//! Which objects of a type a list, a watch or an informer covers: a namespace (or all), a label
+//! selector and a field selector.
+//!
+//! A [`Scope`] is what a controller asks an informer factory for, and what the client turns into a
+//! list and watch: `Scope::namespace("default").labels("app=web")` is
+//! `GET /api/v1/namespaces/default/pods?labelSelector=app%3Dweb`. It keeps its selectors as the text
+//! the server is sent; [`Scope::matcher`] parses the label selector for callers that test objects
+//! against the scope themselves.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+use crate::labels::{LabelSelector, SelectorError};
+
+/// Which objects of a type an informer covers. Default: all namespaces, no selectors.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct Scope {
+    /// `None`: all namespaces (or a cluster-scoped type).
+    pub namespace: Option<String>,
+    /// The `labelSelector` sent to the server, as written (`None`: every label set).
+    pub label_selector: Option<String>,
+    /// The `fieldSelector` sent to the server, as written (`None`: no field requirement).
+    pub field_selector: Option<String>,
+}
+
+impl Scope {
+    /// Every object of the type.
+    pub fn all() -> Scope {
+        Scope::default()
+    }
+    /// The objects of one namespace.
+    pub fn namespace(namespace: &str) -> Scope {
+        Scope {
+            namespace: Some(namespace.to_string()),
+            ..Scope::default()
+        }
+    }
+    pub fn labels(mut self, selector: &str) -> Scope {
+        self.label_selector = Some(selector.to_string());
+        self
+    }
+    pub fn fields(mut self, selector: &str) -> Scope {
+        self.field_selector = Some(selector.to_string());
+        self
+    }
+
+    /// A test of object metadata against this scope (see [`ScopeMatcher`]); fails if the label
+    /// selector does not parse.
+    pub fn matcher(&self) -> Result<ScopeMatcher, SelectorError> {
+        Ok(ScopeMatcher {
+            namespace: self.namespace.clone(),
+            labels: self
+                .label_selector
+                .as_deref()
+                .map(LabelSelector::parse)
+                .transpose()?,
+            has_field_selector: self.field_selector.is_some(),
+        })
+    }
+}
+
+/// Whether an informer of a [`Scope`] will cache an object, told from the object's metadata:
+/// its namespace and its labels. A field selector needs the whole object and the server's field
+/// set for the kind, so a scope with one is "cannot tell" and [`matches`](Self::matches) says
+/// no: callers that wait for an informer to show a write (the controller's consistency store,
+/// the read-your-own-writes client) must not wait for what may never come.
+#[derive(Debug, Clone)]
+pub struct ScopeMatcher {
+    namespace: Option<String>,
+    labels: Option<LabelSelector>,
+    has_field_selector: bool,
+}
+
+impl ScopeMatcher {
+    /// True when the scope holds an object with this metadata (false whenever the scope has a
+    /// field selector).
+    pub fn matches(&self, meta: &ObjectMeta) -> bool {
+        let namespace_ok = self
+            .namespace
+            .as_deref()
+            .is_none_or(|ns| meta.namespace.as_deref() == Some(ns));
+        let labels_ok = self
+            .labels
+            .as_ref()
+            .is_none_or(|selector| selector.matches(meta.labels.as_ref()));
+        namespace_ok && labels_ok && !self.has_field_selector
+    }
+}
