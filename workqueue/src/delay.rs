@@ -21,7 +21,7 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::hash::{BuildHasher, Hash};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -111,6 +111,14 @@ pub(crate) struct DelayedKeys<K> {
     tick: Option<Duration>,
     /// Name for the timer thread.
     thread_name: String,
+    /// Keys taken out of `waiting` as due and not yet handed to [`Deliver::deliver`]'s end: raised
+    /// under the state lock in the same step that removes them, lowered by [`delivered`] once they
+    /// are in the ready queue (or refused). [`len`] counts them, so a key is never in neither
+    /// place for an observer (`delayed_len() == 0 && is_empty()` while it was on its way).
+    ///
+    /// [`delivered`]: DelayedKeys::delivered
+    /// [`len`]: DelayedKeys::len
+    in_transit: AtomicUsize,
 }
 
 impl<K: Hash + Eq + Clone + Send + Sync + 'static> DelayedKeys<K> {
@@ -123,6 +131,7 @@ impl<K: Hash + Eq + Clone + Send + Sync + 'static> DelayedKeys<K> {
                 timer: Timer::NotStarted,
             }),
             timer_wake: Condvar::new(),
+            in_transit: AtomicUsize::new(0),
             next_due: AtomicU64::new(NOTHING_DUE),
             epoch: Instant::now(),
             hasher: foldhash::fast::RandomState::default(),
@@ -252,6 +261,7 @@ impl<K: Hash + Eq + Clone + Send + Sync + 'static> DelayedKeys<K> {
             if let Some(&Waiting { seq, priority, .. }) = state.waiting.value(at) {
                 if seq == entry.seq {
                     state.waiting.remove(at);
+                    self.in_transit.fetch_add(1, Ordering::SeqCst);
                     out.push((entry.key, priority));
                 }
             }
@@ -271,9 +281,15 @@ impl<K: Hash + Eq + Clone + Send + Sync + 'static> DelayedKeys<K> {
         self.take_due_locked(&mut state, now, out);
     }
 
-    /// Number of keys waiting for their delay to pass.
+    /// Number of keys waiting for their delay to pass, or due and on their way to the ready queue.
     pub(crate) fn len(&self) -> usize {
-        self.state.lock().waiting.len()
+        let state = self.state.lock();
+        state.waiting.len() + self.in_transit.load(Ordering::SeqCst)
+    }
+
+    /// `count` keys taken by [`take_due`](Self::take_due) have been delivered (or refused).
+    pub(crate) fn delivered(&self, count: usize) {
+        self.in_transit.fetch_sub(count, Ordering::SeqCst);
     }
 
     /// Stops the timer for good and drops every waiting key. Joins the thread unless called from it.
@@ -340,9 +356,12 @@ impl<K: Hash + Eq + Clone + Send + Sync + 'static> DelayedKeys<K> {
                 }
             };
             let Some(target) = target.upgrade() else {
+                self.delivered(due.len());
                 return;
             };
+            let taken = due.len();
             target.deliver(&mut due);
+            self.delivered(taken);
             if tick_now {
                 target.tick();
                 next_tick = self.tick.map(|t| Instant::now() + t);

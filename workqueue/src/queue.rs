@@ -534,7 +534,9 @@ impl<K: QueueKey> Inner<K> {
         let mut due = Vec::new();
         self.delayed.take_due(&mut due);
         let promoted = !due.is_empty();
+        let taken = due.len();
         self.deliver(&mut due);
+        self.delayed.delivered(taken);
         promoted
     }
 }
