@@ -26,9 +26,12 @@ mod common;
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use common::fault_proxy::FaultProxy;
+use common::lease_window::{
+    LEASE_DURATION, Leader, RENEW_DEADLINE, Writes, wait_until, write_until_the_gate_closes,
+};
 use ferrokube::api::PostParams;
 use ferrokube::config::kubeconfig_paths;
 use ferrokube::informer::{HandlerFns, ReflectorOptions, SharedIndexInformer};
@@ -158,17 +161,6 @@ impl Drop for ClientGo {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-async fn wait_until(limit: Duration, mut condition: impl FnMut() -> bool) -> bool {
-    let start = Instant::now();
-    while start.elapsed() < limit {
-        if condition() {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    condition()
 }
 
 /// The kubeconfig at `$KUBECONFIG` (the first file), with its server replaced by `server`, written
@@ -314,13 +306,8 @@ async fn dead_connection_kube_apiserver_ours_beside_client_go() {
     ours_h2.stop();
 }
 
-const LEASE_DURATION: Duration = Duration::from_millis(3000);
-const RENEW_DEADLINE: Duration = Duration::from_millis(2000);
-const RETRY_PERIOD: Duration = Duration::from_millis(300);
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lease_window_kube_apiserver_no_write_lands_after_the_gate_closes() {
-    use ferrokube::leader::LeaderElector;
     let audit_log = std::path::PathBuf::from(std::env::var("FERROKUBE_AUDIT_LOG").expect(
         "FERROKUBE_AUDIT_LOG names kube-apiserver's audit log (scripts/kube-apiserver.sh env)",
     ));
@@ -353,26 +340,8 @@ async fn lease_window_kube_apiserver_no_write_lands_after_the_gate_closes() {
         };
         Client::new(config).expect("client")
     };
-    let elector = LeaderElector::builder(elector_client, &namespace, "window")
-        .identity("leader")
-        .lease_duration(LEASE_DURATION)
-        .renew_deadline(RENEW_DEADLINE)
-        .retry_period(RETRY_PERIOD)
-        .build()
-        .expect("elector");
-    let leadership = elector.leadership();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let elector_task = tokio::spawn(async move {
-        elector
-            .run(async move {
-                let _ = stopped.await;
-            })
-            .await
-    });
-    assert!(
-        wait_until(Duration::from_secs(20), || leadership.is_leader()).await,
-        "the candidate leads"
-    );
+    let leader = Leader::elect(elector_client, &namespace, "window").await;
+    let leadership = leader.leadership.clone();
     let api: Api<ConfigMap> = Api::namespaced(
         writer_client.with_write_gate(leadership.clone()),
         &namespace,
@@ -384,56 +353,12 @@ async fn lease_window_kube_apiserver_no_write_lands_after_the_gate_closes() {
     elector_proxy.black_hole();
     writer_proxy
         .delay_new_connections(LEASE_DURATION - RENEW_DEADLINE + Duration::from_millis(500));
-    let closed_at = Arc::new(Mutex::new(None::<SystemTime>));
-    let watcher = {
-        let leadership = leadership.clone();
-        let closed_at = closed_at.clone();
-        tokio::spawn(async move {
-            while leadership.is_leader() {
-                tokio::time::sleep(Duration::from_millis(1)).await;
-            }
-            *closed_at.lock() = Some(SystemTime::now());
-        })
-    };
-    let (mut caught, mut landed) = (0usize, 0usize);
-    let mut step = 0;
-    while leadership.is_leader() {
-        let mut batch = Vec::new();
-        for _ in 0..4 {
-            step += 1;
-            let api = api.clone();
-            batch.push(tokio::spawn(async move {
-                let started = Instant::now();
-                let result = api
-                    .create(
-                        &PostParams::default(),
-                        &common::config_map(&format!("w-{step}"), "1"),
-                    )
-                    .await;
-                (result, started.elapsed())
-            }));
-        }
-        for write in batch {
-            match write.await.expect("writer task") {
-                (Ok(_), _) => landed += 1,
-                (Err(error), took)
-                    if error.is_not_leader() && took > Duration::from_millis(100) =>
-                {
-                    caught += 1
-                }
-                (Err(error), _) if error.is_not_leader() => {}
-                (Err(error), _) => panic!("unexpected error: {error}"),
-            }
-        }
-    }
-    assert!(
-        wait_until(Duration::from_secs(5), || closed_at.lock().is_some()).await,
-        "the gate closed"
-    );
-    watcher.abort();
-    let closed_at = closed_at.lock().expect("closed");
-    let _ = stop.send(());
-    let _ = tokio::time::timeout(Duration::from_secs(10), elector_task).await;
+    let Writes {
+        landed,
+        caught,
+        closed_at,
+    } = write_until_the_gate_closes(&api, &leadership).await;
+    let _ = leader.stop().await;
     // The audit log is written as requests finish; give the last ones a moment to appear.
     let mut late = Vec::new();
     let mut ours = 0;

@@ -17,14 +17,16 @@
 mod common;
 
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use common::fault_proxy::FaultProxy;
+use common::lease_window::{
+    LEASE_DURATION, Leader, RENEW_DEADLINE, Writes, wait_until, write_until_the_gate_closes,
+};
 use ferrokube::api::PostParams;
 use ferrokube::apiserver::{ApiServer, RunningServer};
 use ferrokube::config::Kubeconfig;
 use ferrokube::informer::{HandlerFns, ReflectorOptions, SharedIndexInformer};
-use ferrokube::leader::LeaderElector;
 use ferrokube::{Api, Client, Config, ListWatch};
 use k8s_openapi::api::core::v1::ConfigMap;
 use parking_lot::Mutex;
@@ -32,18 +34,6 @@ use parking_lot::Mutex;
 /// The informer must deliver the object created behind the frozen connection within this long:
 /// half of client-go's ~45 s (its HTTP/2 health check: 30 s of silence, then a 15 s ping).
 const DEAD_CONNECTION_GOAL: Duration = Duration::from_secs(22);
-
-/// Polls `condition` every 20 ms until it holds or `limit` passes; true if it held.
-async fn wait_until(limit: Duration, mut condition: impl FnMut() -> bool) -> bool {
-    let start = Instant::now();
-    while start.elapsed() < limit {
-        if condition() {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    condition()
-}
 
 /// When the informer's handler first saw each name added after the sync.
 #[derive(Clone, Default)]
@@ -217,10 +207,6 @@ async fn dead_connection_plain_watch_ends_with_idle_error() {
 // ---------------------------------------------------------------------------------------------
 // The lease window.
 
-const LEASE_DURATION: Duration = Duration::from_millis(3000);
-const RENEW_DEADLINE: Duration = Duration::from_millis(2000);
-const RETRY_PERIOD: Duration = Duration::from_millis(300);
-
 /// A leader elects itself through a proxy of its own; its controller writes through a second
 /// proxy, gated by the leadership, opening a new connection for every write (no idle pool).
 /// Then the elector's proxy freezes (renewals stop) and the controller's proxy delays every new
@@ -250,26 +236,8 @@ async fn lease_window_no_write_lands_after_the_gate_closes() {
         Client::new(config).expect("client")
     };
 
-    let elector = LeaderElector::builder(elector_client, "default", "window")
-        .identity("leader")
-        .lease_duration(LEASE_DURATION)
-        .renew_deadline(RENEW_DEADLINE)
-        .retry_period(RETRY_PERIOD)
-        .build()
-        .expect("elector");
-    let leadership = elector.leadership();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let elector_task = tokio::spawn(async move {
-        elector
-            .run(async move {
-                let _ = stopped.await;
-            })
-            .await
-    });
-    assert!(
-        wait_until(Duration::from_secs(10), || leadership.is_leader()).await,
-        "the candidate leads"
-    );
+    let leader = Leader::elect(elector_client, "default", "window").await;
+    let leadership = leader.leadership.clone();
     let gated = writer_client.with_write_gate(leadership.clone());
     let api: Api<ConfigMap> = Api::namespaced(gated, "default");
     api.create(&PostParams::default(), &config_map("w-first"))
@@ -280,58 +248,12 @@ async fn lease_window_no_write_lands_after_the_gate_closes() {
     elector_proxy.black_hole();
     writer_proxy
         .delay_new_connections(LEASE_DURATION - RENEW_DEADLINE + Duration::from_millis(500));
-    // When the gate is seen closed (it closes at the last renewal's send time + renew deadline).
-    let closed_at = Arc::new(Mutex::new(None::<SystemTime>));
-    let watcher = {
-        let leadership = leadership.clone();
-        let closed_at = closed_at.clone();
-        tokio::spawn(async move {
-            while leadership.is_leader() {
-                tokio::time::sleep(Duration::from_millis(1)).await;
-            }
-            *closed_at.lock() = Some(SystemTime::now());
-        })
-    };
-    // Writers, four at a time, until the gate is closed: each write is admitted while the gate
-    // is open and then waits for its (delayed) connection.
-    let mut caught = 0usize;
-    let mut landed_ok = 0usize;
-    let mut step = 0;
-    while leadership.is_leader() {
-        let mut batch = Vec::new();
-        for _ in 0..4 {
-            step += 1;
-            let api = api.clone();
-            batch.push(tokio::spawn(async move {
-                let started = Instant::now();
-                let result = api
-                    .create(&PostParams::default(), &config_map(&format!("w-{step}")))
-                    .await;
-                (result, started.elapsed())
-            }));
-        }
-        for write in batch {
-            match write.await.expect("writer task") {
-                (Ok(_), _) => landed_ok += 1,
-                // Refused after waiting for a connection: admitted, then stopped in the window.
-                (Err(error), took)
-                    if error.is_not_leader() && took > Duration::from_millis(100) =>
-                {
-                    caught += 1
-                }
-                (Err(error), _) if error.is_not_leader() => {}
-                (Err(error), _) => panic!("unexpected error: {error}"),
-            }
-        }
-    }
-    assert!(
-        wait_until(Duration::from_secs(5), || closed_at.lock().is_some()).await,
-        "the gate closed"
-    );
-    watcher.abort();
-    let closed_at = closed_at.lock().expect("closed");
-    let _ = stop.send(());
-    let _ = tokio::time::timeout(Duration::from_secs(10), elector_task).await;
+    let Writes {
+        landed: landed_ok,
+        caught,
+        closed_at,
+    } = write_until_the_gate_closes(&api, &leadership).await;
+    let _ = leader.stop().await;
 
     let late: Vec<_> = server
         .audit_log()
@@ -376,26 +298,8 @@ async fn lease_window_an_abandoned_write_keeps_the_lease_from_being_released() {
         };
         Client::new(config).expect("client")
     };
-    let elector = LeaderElector::builder(direct, "default", "abandon")
-        .identity("leader")
-        .lease_duration(LEASE_DURATION)
-        .renew_deadline(RENEW_DEADLINE)
-        .retry_period(RETRY_PERIOD)
-        .build()
-        .expect("elector");
-    let leadership = elector.leadership();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let elector_task = tokio::spawn(async move {
-        elector
-            .run(async move {
-                let _ = stopped.await;
-            })
-            .await
-    });
-    assert!(
-        wait_until(Duration::from_secs(10), || leadership.is_leader()).await,
-        "the candidate leads"
-    );
+    let leader = Leader::elect(direct, "default", "abandon").await;
+    let leadership = leader.leadership.clone();
     let api: Api<ConfigMap> =
         Api::namespaced(writer_client.with_write_gate(leadership.clone()), "default");
     // Warm the connection, then freeze it with the next write on it: that write leaves (its
@@ -418,12 +322,7 @@ async fn lease_window_an_abandoned_write_keeps_the_lease_from_being_released() {
     write.abort();
     let _ = write.await;
 
-    let _ = stop.send(());
-    let outcome = tokio::time::timeout(Duration::from_secs(10), elector_task)
-        .await
-        .expect("the elector stops")
-        .expect("elector task")
-        .expect("elector ran");
+    let outcome = leader.stop().await;
     assert_eq!(
         outcome,
         ferrokube::leader::RunOutcome::ShutdownWhileLeading { released: false },

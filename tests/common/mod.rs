@@ -5,6 +5,7 @@
 
 pub mod fault_proxy;
 pub mod informer;
+pub mod lease_window;
 
 use std::collections::BTreeMap;
 
