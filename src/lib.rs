@@ -5,21 +5,27 @@
 //! This crate is the one a controller author puts in `Cargo.toml`; it re-exports the member crates so
 //! that every concept has one path:
 //!
-//! | module | what it is | client-go counterpart |
-//! |---|---|---|
-//! | [`core`] | the object model every layer shares: `Object`, `ObjectKey`, `Scope`, label and field selectors, `now()`, uids; no I/O | `apimachinery` (`metav1`, `labels`, `fields`) |
-//! | [`config`] | kubeconfig (merged like kubectl), in-cluster, credentials that rotate | `tools/clientcmd`, `rest.Config` |
-//! | [`client`] | pooled HTTP/1.1 (or, opted into, HTTP/2) connections to the API server, rate limit, retries | `rest.RESTClient` |
-//! | [`api`] | the verbs on one resource, typed (`Api<Pod>`) or dynamic (`Api<DynamicObject>`) | clientset, `dynamic` |
-//! | [`watch`] | watch streams decoded incrementally, and a watcher that resumes and says when to relist | `watch`, `RetryWatcher` |
-//! | [`error`] | the server's `Status` as a typed error (`is_conflict()`, `is_gone()`, …) | `api/errors` |
-//! | [`workqueue`] | deduplicating keyed queue with Get/Done, delays, rate limits, priorities, metrics | `util/workqueue` |
-//! | [`informer`] | Reflector, Store, Indexers, Listers, SharedIndexInformer, factory | `tools/cache`, `informers` |
-//! | [`list_watch`] | `Api<K>` as the informer's ListerWatcher, `Client` as a factory's source | `cache.ListWatch` |
-//! | [`leader`] | leader election on a Lease, with a write gate for the leader's client | `tools/leaderelection` |
-//! | [`controller`] | the reconciler runtime (sources, filters, workers, metrics) and the toolkit: expectations, claiming, events, finalizers, conditions, owner references | kubernetes' `pkg/controller`, `tools/record`; controller-runtime |
-//! | [`view`] | the live view: a web page following each event through the machinery, fed by `tracing` | |
-//! | `apiserver` | an in-process API server (the real REST API, fault injection, a pod simulator); with the `apiserver` feature | envtest's kube-apiserver, kwok |
+//! | module | what it is | crate | client-go counterpart |
+//! |---|---|---|---|
+//! | [`core`] | the object model every layer shares: `Object`, `ObjectKey`, `Scope`, label and field selectors, `now()`, uids, backoff; no I/O | `ferrokube-core` | `apimachinery` (`metav1`, `labels`, `fields`) |
+//! | [`config`] | kubeconfig (merged like kubectl), in-cluster, credentials that rotate | `ferrokube-client` | `tools/clientcmd`, `rest.Config` |
+//! | [`client`] | pooled HTTP/1.1 (or, opted into, HTTP/2) connections to the API server, rate limit, retries | `ferrokube-client` | `rest.RESTClient` |
+//! | [`api`] | the verbs on one resource, typed (`Api<Pod>`) or dynamic (`Api<DynamicObject>`) | `ferrokube-client` | clientset, `dynamic` |
+//! | [`watch`] | watch streams decoded incrementally, and a watcher that resumes and says when to relist | `ferrokube-client` | `watch`, `RetryWatcher` |
+//! | [`error`] | the server's `Status` as a typed error (`is_conflict()`, `is_gone()`, …) | `ferrokube-client` | `api/errors` |
+//! | [`write_gate`] | the seam through which the leader election decides whether a write may leave | `ferrokube-client` | |
+//! | [`workqueue`] | deduplicating keyed queue with Get/Done, delays, rate limits, priorities, metrics | `ferrokube-workqueue` | `util/workqueue` |
+//! | [`informer`] | Reflector, Store, Indexers, Listers, SharedIndexInformer, factory | `ferrokube-informer` | `tools/cache`, `informers` |
+//! | [`list_watch`] | `Api<K>` as the informer's ListerWatcher, `Client` as a factory's source | `ferrokube-client` | `cache.ListWatch` |
+//! | [`controller`] | the reconciler runtime (sources, filters, workers, metrics) and the toolkit: expectations, claiming, events, finalizers, conditions, owner references | `ferrokube-runtime` | kubernetes' `pkg/controller`, `tools/record`; controller-runtime |
+//! | [`leader`] | leader election on a Lease, with a write gate for the leader's client | `ferrokube-runtime` | `tools/leaderelection` |
+//! | [`manager`] | controllers, leader election, health and metrics endpoints, graceful shutdown in one process | `ferrokube-runtime` | controller-runtime's `manager` |
+//! | `shard` | a controller's objects split across replicas by a hash ring on Leases; with the `shard` feature | `ferrokube-runtime` | |
+//! | `view` | the live view: a web page following each event through the machinery, fed by `tracing`; with the `view` feature | `ferrokube-view` | |
+//! | `apiserver` | an in-process API server (the real REST API, fault injection, a pod simulator); with the `apiserver` feature | `ferrokube-apiserver` | envtest's kube-apiserver, kwok |
+//!
+//! Each crate depends only on the ones above it in this list (`ferrokube-apiserver` only on
+//! `ferrokube-core`), and this crate holds no code of its own.
 //!
 //! ## Cargo features
 //!
@@ -29,6 +35,9 @@
 //!   TLS acceptor. Turn it on where you test: `ferrokube = { version = "0.1", features =
 //!   ["apiserver"] }` in `[dev-dependencies]` next to the plain `ferrokube` of `[dependencies]`.
 //!   (ferrokube's own examples and tests get it that way, from a dev-dependency on itself.)
+//! - `shard` (off): `ferrokube::shard` and the `shard` options of the controller and manager
+//!   builders.
+//! - `view` (off): `ferrokube::view`, the live view.
 //! - `e2e`: the end-to-end tests against a real kube-apiserver (`scripts/e2e.sh`).
 //!
 //! The data flow of a controller built on ferrokube is the same as one built on client-go:
@@ -39,30 +48,25 @@
 //!                                                   └──────────────── Lister reads ◀─────────────────────────┘
 //! ```
 
-pub mod api;
-pub mod client;
-pub mod config;
-pub mod controller;
-pub mod error;
-pub mod leader;
-pub mod list_watch;
-pub mod manager;
-pub mod shard;
-pub mod view;
-pub mod watch;
+pub use ferrokube_client::{api, client, config, error, list_watch, watch, write_gate};
+/// Sharding (crate `ferrokube-runtime`); needs the `shard` feature.
+#[cfg(feature = "shard")]
+pub use ferrokube_runtime::shard;
+pub use ferrokube_runtime::{controller, leader, manager};
+/// The live view (crate `ferrokube-view`); needs the `view` feature.
+#[cfg(feature = "view")]
+pub use ferrokube_view as view;
 
-pub use api::{Api, ApiResource, DynamicObject, Object};
-pub use client::Client;
-pub use config::Config;
-pub use error::Error;
 /// The embedded API server (crate `ferrokube-apiserver`); needs the `apiserver` feature.
 #[cfg(feature = "apiserver")]
 pub use ferrokube_apiserver as apiserver;
+pub use ferrokube_client::{
+    Api, ApiResource, Client, Config, DynamicObject, Error, ListWatch, Object,
+};
 /// The object model (crate `ferrokube-core`): objects and keys, scopes, label and field selectors,
-/// the clock, uids, and the `pipeline_event!` macro every layer emits through.
+/// the clock, uids, backoff, and the `pipeline_event!` macro every layer emits through.
 pub use ferrokube_core as core;
 pub use ferrokube_informer as informer;
 pub use ferrokube_informer::backoff;
 pub use ferrokube_workqueue as workqueue;
 pub use k8s_openapi;
-pub use list_watch::ListWatch;

@@ -23,7 +23,7 @@ const PROVIDER_TOKEN: &str = "secret-auth-provider-id-token-4242";
 
 fn testdata(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("src/config/testdata")
+        .join("client/src/config/testdata")
         .join(name)
 }
 

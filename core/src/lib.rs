@@ -11,13 +11,15 @@
 //! | [`fields`] | [`FieldSelector`]: the grammar (`metadata.name=web,status.phase!=Running`) and matching | `fields.Selector` |
 //! | [`scope`] | [`Scope`] (namespace, label selector, field selector of a list or watch) and [`ScopeMatcher`] | the options of `NewFilteredSharedInformerFactory` |
 //! | [`time`] | the wall clock read in one place ([`time::now`]), RFC 3339 as the API writes it | `metav1.Now`, `time.RFC3339` |
+//! | [`backoff`] | [`Backoff`]: exponential backoff with jitter, reset after a healthy stretch (the reflector's and the watcher's reconnect waits) | `wait.Backoff`, the reflector's `BackoffManager` |
 //! | [`id`] | random version-4 UUIDs ([`id::uuid_v4`]): `metadata.uid`, a candidate's identity | `uuid.NewUUID` |
 //! | [`pipeline`] | [`pipeline_event!`]: the one macro every layer emits its `tracing` events through, and [`pipeline_enabled!`]: whether anyone records them | |
 //!
 //! ## Why there is no I/O here
 //!
 //! Everything in this crate is a value or a function of its arguments; the only things it reads
-//! from the world are the system clock ([`time`]) and the thread's random numbers ([`id`]). It
+//! from the world are the system clock ([`time`], [`backoff`]) and the thread's random numbers
+//! ([`id`], [`backoff`]'s jitter). It
 //! opens no socket, spawns no task and needs no tokio runtime. That buys three things:
 //!
 //! - **One grammar, by construction.** The server parses `?labelSelector=` with the same
@@ -53,6 +55,7 @@
 //! worker that wrote the Pod asks a [`ScopeMatcher`] whether its informer will ever show that write.
 //! Each of those steps is a [`pipeline_event!`] for the live view.
 
+pub mod backoff;
 pub mod fields;
 pub mod id;
 pub mod labels;
@@ -61,6 +64,7 @@ pub mod pipeline;
 pub mod scope;
 pub mod time;
 
+pub use backoff::Backoff;
 pub use fields::{FieldSelector, FieldSelectorError};
 pub use labels::{LabelSelector, SelectorError};
 pub use object::{Object, ObjectKey, drop_managed_fields};

@@ -8,8 +8,8 @@ use ferrokube::Client;
 use ferrokube::config::{Auth, Config, Kubeconfig};
 
 /// The folder fuzzed kubeconfigs may read files from: the certificates and keys of ferrokube's
-/// config tests (src/config/testdata). Any path in the input is confined to it (see [`confine`]).
-const TESTDATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../src/config/testdata");
+/// config tests (client/src/config/testdata). Any path in the input is confined to it (see [`confine`]).
+const TESTDATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../client/src/config/testdata");
 
 /// Parses `data` as a kubeconfig and builds the config of its current context and of each of its
 /// contexts (at most 8), then a client from each config that builds, and the credentials'

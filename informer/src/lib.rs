@@ -67,12 +67,11 @@
 //! | `lister` | [`Lister`], [`NamespaceLister`] |
 //! | `factory` | [`SharedInformerFactory`]; the [`Scope`] it keys informers by (from `ferrokube-core`) |
 //! | [`metrics`] | what an informer reports, and a Prometheus implementation |
-//! | [`backoff`] | exponential backoff with jitter, shared with the client's watcher |
+//! | [`backoff`] | exponential backoff with jitter (from `ferrokube-core`, re-exported), shared with the client's watcher |
 //! | [`fake`] | an in-memory ListerWatcher with fault injection |
 
 mod pipeline;
 
-pub mod backoff;
 pub mod compact;
 pub mod delta_fifo;
 pub mod factory;
@@ -87,7 +86,7 @@ pub mod shared_informer;
 pub mod store;
 
 /// The object model, defined in `ferrokube-core` and re-exported under the paths it had here.
-pub use ferrokube_core::{labels, object};
+pub use ferrokube_core::{backoff, labels, object};
 
 /// The sources of the modules whose docs `ferrokube::view` serves beside each stage of its page
 /// (file name, text): embedded here so that they ship with this crate.

@@ -45,7 +45,6 @@ use parking_lot::Mutex;
 use rand::Rng;
 use tokio::sync::watch;
 
-use crate::backoff::Backoff;
 use crate::delta_fifo::DeltaFifo;
 use crate::lister_watcher::{
     Event, EventStream, ListRequest, ListVersion, ListWatchError, ListerWatcher, Prepare,
@@ -54,6 +53,7 @@ use crate::lister_watcher::{
 use crate::metrics::{EventKind, InformerMetrics};
 use crate::object::{Object, ObjectKey};
 use crate::pipeline::{WatchEventKey, WatchEventVersion, watch_event_type};
+use ferrokube_core::Backoff;
 
 /// Called with every list or watch error (client-go's `WatchErrorHandler`). The reflector recovers
 /// by itself; the hook is for logging, metrics or alerting.

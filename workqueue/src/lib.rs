@@ -97,10 +97,10 @@ pub mod rate_limiter;
 mod ready_queue;
 mod worker;
 
-/// The source of `queue.rs`, whose module docs `ferrokube::view` serves beside the queue on its
-/// page: embedded here so that it ships with this crate.
+/// The sources of the modules whose docs `ferrokube::view` serves beside each stage of its page
+/// (file name, text): embedded here so that they ship with this crate.
 #[doc(hidden)]
-pub const MODULE_SOURCE_QUEUE: &str = include_str!("queue.rs");
+pub const MODULE_SOURCES: &[(&str, &str)] = &[("queue.rs", include_str!("queue.rs"))];
 
 pub use metrics::{PrometheusMetrics, QueueMetrics};
 pub use queue::{AddOptions, QueueKey, WorkQueue, WorkQueueBuilder};

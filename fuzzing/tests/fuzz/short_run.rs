@@ -279,7 +279,7 @@ fn written(value: &Value, pretty: bool) -> Vec<u8> {
 
 fn testdata(name: &str) -> String {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../src/config/testdata")
+        .join("../client/src/config/testdata")
         .join(name);
     base64::engine::general_purpose::STANDARD.encode(std::fs::read(path).unwrap_or_default())
 }

@@ -1,0 +1,541 @@
+//! The API verbs on one kind of resource: `Api<Pod>`, `Api<ReplicaSet>`, or `Api<DynamicObject>` for
+//! any group/version/resource (CRDs).
+//!
+//! An `Api` is a [`Client`] plus *where* the resource lives:
+//!
+//! ```text
+//!   /api/v1/namespaces/{ns}/pods/{name}/status
+//!   └─ prefix ─┘└── namespace ──┘└plural┘└name┘└subresource┘
+//!   /apis/apps/v1/replicasets                      (all namespaces, or a cluster-scoped kind)
+//! ```
+//!
+//! Typed APIs take that from k8s-openapi's [`Resource`](k8s_openapi::Resource) constants; dynamic ones
+//! from an [`ApiResource`] given at run time. Both share every verb, so there is one implementation of
+//! each. Objects are plain serde types; all the client needs from one is its `metadata` ([`Object`]).
+
+mod dynamic;
+pub(crate) mod list;
+mod params;
+mod query;
+
+use std::marker::PhantomData;
+
+use bytes::Bytes;
+use http::{Method, Request};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ListMeta, Status};
+use k8s_openapi::{ClusterResourceScope, NamespaceResourceScope};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+pub use dynamic::DynamicObject;
+pub use list::ListDecoder;
+pub use params::{
+    DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions, PropagationPolicy,
+    VersionMatch, WatchParams,
+};
+use query::Query;
+
+pub use ferrokube_core::Object;
+
+use crate::client::{Call, Client};
+use crate::error::Error;
+use crate::watch::WatchStream;
+
+/// Where a kind of resource is served.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiResource {
+    /// `""` for the core group.
+    pub group: String,
+    pub version: String,
+    pub kind: String,
+    /// The URL segment, e.g. `replicasets`.
+    pub plural: String,
+    pub namespaced: bool,
+}
+
+impl ApiResource {
+    /// The resource of a k8s-openapi type.
+    pub fn of<K: k8s_openapi::Resource>() -> ApiResource {
+        ApiResource {
+            group: K::GROUP.to_string(),
+            version: K::VERSION.to_string(),
+            kind: K::KIND.to_string(),
+            plural: K::URL_PATH_SEGMENT.to_string(),
+            namespaced: std::any::type_name::<K::Scope>()
+                == std::any::type_name::<NamespaceResourceScope>(),
+        }
+    }
+
+    /// `v1` or `apps/v1`.
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.clone()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+
+    fn prefix(&self) -> String {
+        if self.group.is_empty() {
+            format!("/api/{}", self.version)
+        } else {
+            format!("/apis/{}/{}", self.group, self.version)
+        }
+    }
+}
+
+/// A page of a list.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(bound = "K: DeserializeOwned")]
+pub struct ObjectList<K> {
+    #[serde(default)]
+    pub metadata: ListMeta,
+    #[serde(default)]
+    pub items: Vec<K>,
+}
+
+impl<K> ObjectList<K> {
+    /// The list's resourceVersion: watch from here to see every later change.
+    pub fn resource_version(&self) -> &str {
+        self.metadata
+            .resource_version
+            .as_deref()
+            .unwrap_or_default()
+    }
+}
+
+/// What a delete answered: the object itself while it waits on finalizers or a grace period, or a
+/// `Status` once it is gone.
+#[derive(Debug, Clone)]
+pub enum Deleted<K> {
+    Pending(K),
+    Gone(Box<Status>),
+}
+
+/// The verbs on one resource, in one namespace or all of them. See the [module docs](self).
+#[derive(Clone)]
+pub struct Api<K> {
+    client: Client,
+    resource: ApiResource,
+    /// `None`: all namespaces, or a cluster-scoped resource.
+    namespace: Option<String>,
+    kind: PhantomData<fn() -> K>,
+}
+
+impl<K> std::fmt::Debug for Api<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Api")
+            .field("resource", &self.resource)
+            .field("namespace", &self.namespace)
+            .finish()
+    }
+}
+
+impl<K: k8s_openapi::Resource<Scope = NamespaceResourceScope>> Api<K> {
+    /// A namespaced resource in `namespace`.
+    pub fn namespaced(client: Client, namespace: &str) -> Api<K> {
+        Api {
+            client,
+            resource: ApiResource::of::<K>(),
+            namespace: Some(namespace.to_string()),
+            kind: PhantomData,
+        }
+    }
+
+    /// A namespaced resource in the config's default namespace.
+    pub fn default_namespaced(client: Client) -> Api<K> {
+        let namespace = client.default_namespace().to_string();
+        Api::namespaced(client, &namespace)
+    }
+}
+
+impl<K: k8s_openapi::Resource> Api<K> {
+    /// A namespaced resource across all namespaces (list and watch), or a cluster-scoped one.
+    pub fn all(client: Client) -> Api<K> {
+        Api {
+            client,
+            resource: ApiResource::of::<K>(),
+            namespace: None,
+            kind: PhantomData,
+        }
+    }
+
+    /// The same resource in `namespace`, ignored for a cluster-scoped kind: for code generic over
+    /// the kind's scope (an informer's list and watch, a controller's children), where
+    /// [`namespaced`](Self::namespaced) would not compile for every `K`.
+    pub fn in_namespace(mut self, namespace: &str) -> Api<K> {
+        if self.resource.namespaced {
+            self.namespace = Some(namespace.to_string());
+        }
+        self
+    }
+}
+
+impl<K: k8s_openapi::Resource<Scope = ClusterResourceScope>> Api<K> {
+    /// A cluster-scoped resource (same as [`Api::all`]).
+    pub fn cluster(client: Client) -> Api<K> {
+        Api::all(client)
+    }
+}
+
+impl Api<DynamicObject> {
+    /// Any resource, described at run time; `namespace` is ignored for cluster-scoped ones.
+    pub fn dynamic(
+        client: Client,
+        resource: ApiResource,
+        namespace: Option<&str>,
+    ) -> Api<DynamicObject> {
+        let namespace = namespace
+            .filter(|_| resource.namespaced)
+            .map(str::to_string);
+        Api {
+            client,
+            resource,
+            namespace,
+            kind: PhantomData,
+        }
+    }
+}
+
+impl<K: Object> Api<K> {
+    pub fn resource(&self) -> &ApiResource {
+        &self.resource
+    }
+
+    pub fn namespace(&self) -> Option<&str> {
+        self.namespace.as_deref()
+    }
+
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    fn collection_path(&self) -> String {
+        match &self.namespace {
+            Some(ns) => format!(
+                "{}/namespaces/{}/{}",
+                self.resource.prefix(),
+                ns,
+                self.resource.plural
+            ),
+            None => format!("{}/{}", self.resource.prefix(), self.resource.plural),
+        }
+    }
+
+    fn object_path(&self, name: &str, subresource: Option<&str>) -> Result<String, Error> {
+        check_segment(name)?;
+        if let Some(ns) = &self.namespace {
+            check_segment(ns)?;
+        }
+        let mut path = format!("{}/{}", self.collection_path(), name);
+        if let Some(sub) = subresource {
+            path.push('/');
+            path.push_str(sub);
+        }
+        Ok(path)
+    }
+
+    fn call(&self, method: Method, path_and_query: String, body: Bytes) -> Result<Call, Error> {
+        let request = Request::builder()
+            .method(method.clone())
+            .uri(path_and_query)
+            .body(body)
+            .map_err(|e| Error::InvalidRequest(e.to_string()))?;
+        Ok(Call {
+            request,
+            idempotent: method == Method::GET,
+            streaming: false,
+        })
+    }
+
+    /// The object named `name`.
+    pub async fn get(&self, name: &str) -> Result<K, Error> {
+        self.get_subresource(name, None).await
+    }
+
+    /// The object named `name`, or `None` if it does not exist.
+    pub async fn get_opt(&self, name: &str) -> Result<Option<K>, Error> {
+        match self.get(name).await {
+            Ok(object) => Ok(Some(object)),
+            Err(error) if error.is_not_found() => Ok(None),
+            Err(error) => Err(error),
+        }
+    }
+
+    /// The object with its status (`/status`; same body as `get` for built-in kinds).
+    pub async fn get_status(&self, name: &str) -> Result<K, Error> {
+        self.get_subresource(name, Some("status")).await
+    }
+
+    async fn get_subresource(&self, name: &str, sub: Option<&str>) -> Result<K, Error> {
+        let call = self.call(Method::GET, self.object_path(name, sub)?, Bytes::new())?;
+        self.client.request(call).await
+    }
+
+    /// One page (or, without a limit, all) of the objects `params` selects.
+    pub async fn list(&self, params: &ListParams) -> Result<ObjectList<K>, Error> {
+        self.list_mapped(params, |object| object).await
+    }
+
+    /// Lists, passing each object through `map` as soon as it is decoded, while the rest of the
+    /// body is still arriving: only what `map` returns is kept, so a list never holds the whole
+    /// response body or every full-size object at once (e.g. `map` drops `managedFields`, or keeps
+    /// just the names).
+    pub async fn list_mapped<T>(
+        &self,
+        params: &ListParams,
+        map: impl FnMut(K) -> T,
+    ) -> Result<ObjectList<T>, Error> {
+        let mut query = Query::default();
+        params.write(&mut query);
+        let path = self.collection_path() + &query.finish();
+        let call = self.call(Method::GET, path.clone(), Bytes::new())?;
+        let decode_error = |source| Error::Decode {
+            what: format!("the response of {path}"),
+            source,
+        };
+        let mut decoder = list::ListDecoder::new(map);
+        self.client
+            .request_chunks(call, |chunk| decoder.push(chunk).map_err(decode_error))
+            .await?;
+        decoder.finish().map_err(decode_error)
+    }
+
+    /// Every page of the list, following `continue` tokens; the result carries the resourceVersion
+    /// of the snapshot all pages came from. With no `limit` set, pages of 500 are asked for.
+    pub async fn list_all(&self, params: &ListParams) -> Result<ObjectList<K>, Error> {
+        let mut params = params.clone();
+        params.limit = params.limit.or(Some(500));
+        let mut all = self.list(&params).await?;
+        while let Some(token) = all.metadata.continue_.take().filter(|t| !t.is_empty()) {
+            params.continue_token = Some(token);
+            // Later pages come from the first page's snapshot; a resourceVersion must not be resent.
+            params.resource_version = None;
+            params.version_match = None;
+            let page = self.list(&params).await?;
+            all.items.extend(page.items);
+            all.metadata.continue_ = page.metadata.continue_;
+            all.metadata.remaining_item_count = page.metadata.remaining_item_count;
+        }
+        Ok(all)
+    }
+
+    /// Creates `object` (set `metadata.generateName` instead of a name to let the server pick one).
+    pub async fn create(&self, params: &PostParams, object: &K) -> Result<K, Error> {
+        let mut query = Query::default();
+        params.write(&mut query);
+        let call = self.call(
+            Method::POST,
+            self.collection_path() + &query.finish(),
+            to_json(object)?,
+        )?;
+        self.client.request(call).await
+    }
+
+    /// Replaces the object named `name` (optimistic concurrency: a stale
+    /// `metadata.resourceVersion` is a 409 Conflict).
+    pub async fn replace(&self, name: &str, params: &PostParams, object: &K) -> Result<K, Error> {
+        self.replace_subresource(name, None, params, object).await
+    }
+
+    /// Replaces the status of the object named `name`; the rest of `object` is ignored.
+    pub async fn replace_status(
+        &self,
+        name: &str,
+        params: &PostParams,
+        object: &K,
+    ) -> Result<K, Error> {
+        self.replace_subresource(name, Some("status"), params, object)
+            .await
+    }
+
+    async fn replace_subresource(
+        &self,
+        name: &str,
+        sub: Option<&str>,
+        params: &PostParams,
+        object: &K,
+    ) -> Result<K, Error> {
+        let mut query = Query::default();
+        params.write(&mut query);
+        let path = self.object_path(name, sub)? + &query.finish();
+        let call = self.call(Method::PUT, path, to_json(object)?)?;
+        self.client.request(call).await
+    }
+
+    /// Patches the object named `name`.
+    pub async fn patch<P: Serialize>(
+        &self,
+        name: &str,
+        params: &PatchParams,
+        patch: &Patch<P>,
+    ) -> Result<K, Error> {
+        self.patch_subresource(name, None, params, patch).await
+    }
+
+    /// Patches the status of the object named `name`.
+    pub async fn patch_status<P: Serialize>(
+        &self,
+        name: &str,
+        params: &PatchParams,
+        patch: &Patch<P>,
+    ) -> Result<K, Error> {
+        self.patch_subresource(name, Some("status"), params, patch)
+            .await
+    }
+
+    async fn patch_subresource<P: Serialize>(
+        &self,
+        name: &str,
+        sub: Option<&str>,
+        params: &PatchParams,
+        patch: &Patch<P>,
+    ) -> Result<K, Error> {
+        if patch.is_apply() && params.field_manager.is_none() {
+            return Err(Error::InvalidRequest(
+                "server-side apply needs PatchParams::field_manager".into(),
+            ));
+        }
+        let mut query = Query::default();
+        params.write(&mut query);
+        let path = self.object_path(name, sub)? + &query.finish();
+        let mut call = self.call(Method::PATCH, path, to_json(patch.body())?)?;
+        call.request.headers_mut().insert(
+            http::header::CONTENT_TYPE,
+            http::HeaderValue::from_static(patch.content_type()),
+        );
+        self.client.request(call).await
+    }
+
+    /// Deletes the object named `name`.
+    pub async fn delete(&self, name: &str, params: &DeleteParams) -> Result<Deleted<K>, Error> {
+        let mut call = self.call(
+            Method::DELETE,
+            self.object_path(name, None)?,
+            to_json(params)?,
+        )?;
+        call.idempotent = params.idempotent();
+        let body = self.client.request_bytes(call).await?;
+        decode_deleted(&body)
+    }
+
+    /// Deletes every object `list` selects; answers the deleted objects, or a `Status`.
+    pub async fn delete_collection(
+        &self,
+        params: &DeleteParams,
+        list: &ListParams,
+    ) -> Result<Deleted<ObjectList<K>>, Error> {
+        let mut query = Query::default();
+        list.write(&mut query);
+        let path = self.collection_path() + &query.finish();
+        let call = self.call(Method::DELETE, path, to_json(params)?)?;
+        let body = self.client.request_bytes(call).await?;
+        decode_deleted(&body)
+    }
+
+    /// Watches the objects `params` selects, from `resource_version` (`""`: from now, after a
+    /// synthetic ADDED for each existing object; `"0"`: from any point the server likes).
+    pub async fn watch(
+        &self,
+        params: &WatchParams,
+        resource_version: &str,
+    ) -> Result<WatchStream<K>, Error> {
+        let mut query = Query::default();
+        params.write(&mut query, resource_version);
+        let path = self.collection_path() + &query.finish();
+        let mut call = self.call(Method::GET, path, Bytes::new())?;
+        call.streaming = true;
+        let url = call.request.uri().to_string();
+        let response = self.client.send(call).await?;
+        let idle = params.idle_timeout.or_else(|| {
+            crate::watch::promised_idle(params.timeout_seconds, params.allow_bookmarks)
+        });
+        Ok(WatchStream::new(response.into_body(), url, idle))
+    }
+}
+
+/// A delete answers either the object (still there, being finalized) or a `Status`.
+fn decode_deleted<T: DeserializeOwned>(body: &[u8]) -> Result<Deleted<T>, Error> {
+    #[derive(Deserialize)]
+    struct KindOnly {
+        kind: Option<String>,
+    }
+    let decode_error = |source| Error::Decode {
+        what: "a delete response".into(),
+        source,
+    };
+    let probe: KindOnly = serde_json::from_slice(body).map_err(decode_error)?;
+    if probe.kind.as_deref() == Some("Status") {
+        return serde_json::from_slice(body)
+            .map(|status| Deleted::Gone(Box::new(status)))
+            .map_err(decode_error);
+    }
+    serde_json::from_slice(body)
+        .map(Deleted::Pending)
+        .map_err(decode_error)
+}
+
+fn to_json<T: Serialize + ?Sized>(value: &T) -> Result<Bytes, Error> {
+    serde_json::to_vec(value)
+        .map(Bytes::from)
+        .map_err(|e| Error::InvalidRequest(format!("could not encode the body: {e}")))
+}
+
+/// A name or namespace must be one URL path segment.
+fn check_segment(segment: &str) -> Result<(), Error> {
+    let bad = segment.is_empty()
+        || segment == "."
+        || segment == ".."
+        || segment
+            .bytes()
+            .any(|b| matches!(b, b'/' | b'%' | b'?' | b'#') || b.is_ascii_control() || b == b' ');
+    if bad {
+        return Err(Error::InvalidRequest(format!(
+            "{segment:?} is not a valid object name or namespace"
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::apps::v1::ReplicaSet;
+    use k8s_openapi::api::core::v1::{Namespace, Pod};
+
+    #[test]
+    fn resources_of_typed_kinds() {
+        let pods = ApiResource::of::<Pod>();
+        assert_eq!(
+            (pods.prefix(), pods.plural.as_str(), pods.namespaced),
+            ("/api/v1".to_string(), "pods", true)
+        );
+        let rs = ApiResource::of::<ReplicaSet>();
+        assert_eq!(rs.prefix(), "/apis/apps/v1");
+        assert_eq!(rs.api_version(), "apps/v1");
+        assert!(!ApiResource::of::<Namespace>().namespaced);
+    }
+
+    #[test]
+    fn bad_names_are_refused_before_sending() {
+        for bad in ["", "..", "a/b", "a b", "x?y"] {
+            assert!(check_segment(bad).is_err(), "{bad:?}");
+        }
+        assert!(check_segment("web-0.example").is_ok());
+    }
+
+    #[test]
+    fn delete_answers_an_object_or_a_status() {
+        let gone: Deleted<Pod> = decode_deleted(
+            br#"{"kind":"Status","apiVersion":"v1","status":"Success","details":{"name":"p"}}"#,
+        )
+        .expect("decodes");
+        assert!(matches!(gone, Deleted::Gone(_)));
+        let pending: Deleted<Pod> = decode_deleted(
+            br#"{"kind":"Pod","apiVersion":"v1","metadata":{"name":"p","deletionTimestamp":"2026-01-01T00:00:00Z"}}"#,
+        )
+        .expect("decodes");
+        assert!(matches!(pending, Deleted::Pending(p) if p.metadata.name.as_deref() == Some("p")));
+        assert!(decode_deleted::<Pod>(b"not json").is_err());
+    }
+}

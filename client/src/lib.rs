@@ -1,0 +1,63 @@
+//! # ferrokube-client
+//!
+//! The layer that talks to an API server: where the cluster is and who we are, the connections to
+//! it, the verbs on a resource and the watches on a set of them. Nothing in here keeps a cache,
+//! runs a loop of its own or knows what a controller is; the informers, the workqueue and the
+//! runtime sit above it and reach the server only through it.
+//!
+//! | module | holds | client-go counterpart |
+//! |---|---|---|
+//! | [`config`] | [`Config`]: a kubeconfig (merged like kubectl), in-cluster, credentials that rotate (exec plugins, token files) | `tools/clientcmd`, `rest.Config` |
+//! | [`client`] | [`Client`]: pooled HTTP/1.1 (or, opted into, HTTP/2) connections, rate limit, retries, deadlines on every wait | `rest.RESTClient` |
+//! | [`api`] | [`Api`]: the verbs on one resource, typed (`Api<Pod>`) or dynamic (`Api<DynamicObject>`) | clientset, `dynamic` |
+//! | [`watch`] | watch streams decoded line by line, and a watcher that resumes and says when to relist | `watch`, `RetryWatcher` |
+//! | [`error`] | [`Error`]: the server's `Status` as a typed error (`is_conflict()`, `is_gone()`, …) and what broke on the way | `api/errors` |
+//! | [`list_watch`] | [`ListWatch`]: an `Api<K>` as the informer's `ListerWatcher`, a `Client` as a factory's source | `cache.ListWatch`, `NewListWatchFromClient` |
+//! | [`write_gate`] | [`WriteGate`](write_gate::WriteGate): the seam through which a layer above (the leader election) decides whether a write may leave | |
+//!
+//! ## How a request flows through this crate
+//!
+//! ```text
+//!   Config ──▶ Client ─────────────────────────────────────────────────────────────▶ API server
+//!   (kubeconfig,  │ rate limit ─▶ credentials ─▶ write gate (writes only) ─▶ pooled connection
+//!    in-cluster)  │                                                                      │
+//!   Api<K>: verb ─┘  ◀── decoded K, or Error (Status, transport, timeout, NotLeader) ◀────┘
+//!   Api<K>::watch ───▶ WatchStream<K>: body chunks ─▶ lines ─▶ WatchEvent<K>
+//!                      ResumingWatcher: reopens from the last resourceVersion; 410 ─▶ relist
+//! ```
+//!
+//! ## What it stands on, and who stands on it
+//!
+//! Among ferrokube's crates it depends on `ferrokube-core` (the object model: [`Object`],
+//! selectors, the clock, the backoff) and `ferrokube-informer`, for one thing only: the seam the
+//! informers are fed through (`ListerWatcher`). The informers do no I/O and know nothing of HTTP;
+//! they say what they need, and [`list_watch`] supplies it from an [`Api`]. The write gate is the
+//! same shape the other way round: this crate says what it asks before a write, and the leader
+//! election in `ferrokube-runtime` supplies the answer from above. Either way the layer that
+//! defines a seam sits below the one that fills it, so no arrow runs back down.
+
+pub mod api;
+pub mod client;
+pub mod config;
+pub mod error;
+pub mod list_watch;
+pub mod watch;
+pub mod write_gate;
+
+pub use api::{Api, ApiResource, DynamicObject, Object};
+pub use client::Client;
+pub use config::Config;
+pub use error::Error;
+pub use list_watch::ListWatch;
+
+/// The sources of the modules whose docs `ferrokube::view` serves beside each stage of its page
+/// (path under `src/`, text): embedded here so that they ship with this crate.
+#[doc(hidden)]
+pub const MODULE_SOURCES: &[(&str, &str)] = &[
+    ("watch/decoder.rs", include_str!("watch/decoder.rs")),
+    ("watch/mod.rs", include_str!("watch/mod.rs")),
+    ("list_watch.rs", include_str!("list_watch.rs")),
+    ("client/mod.rs", include_str!("client/mod.rs")),
+    ("client/rate_limit.rs", include_str!("client/rate_limit.rs")),
+    ("api/mod.rs", include_str!("api/mod.rs")),
+];

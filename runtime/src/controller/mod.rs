@@ -1,0 +1,128 @@
+//! # The controller layer
+//!
+//! A controller makes the world match what objects ask for: a ReplicaSet asks for three pods, a
+//! DNSRecord for an entry at a provider. This module is the runtime that calls your code at the
+//! right times, and the toolkit that code needs, so a controller author writes only what is
+//! specific to their kind. It sits on top of every other layer of ferrokube:
+//!
+//! ```text
+//!  controller  (this module: Controller, Reconciler, toolkit)
+//!      │ uses
+//!      ├── informer  (ferrokube-informer: list+watch, caches, handlers; shared by a factory)
+//!      ├── workqueue (ferrokube-workqueue: dedup, one worker per key, backoff, priorities)
+//!      └── client    (ferrokube-client: Client, Api; the informers list and watch through it)
+//! ```
+//!
+//! It lives in `ferrokube-runtime` with the leader election and the manager: the layer that
+//! joins the client to the informers and the workqueue. Nothing below it depends on it.
+//!
+//! ## The controller pattern
+//!
+//! ```text
+//!                 ┌────────── sources ──────────┐
+//!  API server ─watch─▶ informer (K) ─┐          │   each change becomes a *key* (namespace/name)
+//!             ─watch─▶ informer (C) ─┼─ filters ─┼─▶ WorkQueue ──▶ worker ──▶ reconcile(Arc<K>)
+//!  outside world ─▶ Stream of keys ──┘          │   (dedup,        │  reads the cache, never
+//!                 └─────────────────────────────┘    backoff)      │  the event; writes to the
+//!                                                         ▲        │  server or the world
+//!                          Action: requeue after d / ─────┘        ▼
+//!                          rate-limited / await change     API server, outside systems
+//! ```
+//!
+//! - **Edge-triggered**: nothing runs unless something happened: an event, a resync, a retry, a
+//!   requeue the reconcile asked for, a key from an outside source.
+//! - **Level-driven**: what runs never asks *what happened*, only *what is wanted* (the object's
+//!   spec) and *what is* (the caches, the outside world). So a missed, duplicated or reordered
+//!   event cannot mislead it; the next reconcile of that key repairs whatever a lost one would have.
+//! - **Keys, not events**: the queue holds `namespace/name`, not the event. Ten updates of one
+//!   object while a worker is busy become one reconcile of its latest state, and a key is never
+//!   reconciled by two workers at once (the queue's guarantee).
+//! - **Idempotent reconciles**: a key is reconciled again for a state it has handled already (a
+//!   resync, a retry after a timeout whose write did land, a restart), so a reconcile must converge
+//!   instead of repeating actions: create what is missing, not "create one".
+//! - What the cache cannot know yet (the pods you created a moment ago) is covered by
+//!   [`expectations`]; reconciling from a cache older than your own last write (a 409, a repeated
+//!   action, a status going backwards) by the [`consistency`] store, which the workers check
+//!   before each reconcile; acting on the outside world before the object can disappear is
+//!   covered by [`finalizer`].
+//!
+//! ## A controller in one screen
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use ferrokube_runtime::controller::{Action, Controller, Reconciler};
+//! use ferrokube_informer::Scope;
+//! use ferrokube_client::Client;
+//! use k8s_openapi::api::apps::v1::Deployment;
+//! use k8s_openapi::api::core::v1::ConfigMap;
+//!
+//! struct Stamp { client: Client }
+//!
+//! impl Reconciler<Deployment> for Stamp {
+//!     type Error = ferrokube_client::Error;
+//!     async fn reconcile(&self, deployment: Arc<Deployment>) -> Result<Action, Self::Error> {
+//!         // ... read caches, write what is missing (idempotently) ...
+//!         Ok(Action::await_change())
+//!     }
+//! }
+//!
+//! # async fn demo(client: Client) -> Result<(), Box<dyn std::error::Error>> {
+//! Controller::<Deployment>::new(client.clone(), Scope::all())
+//!     .owns::<ConfigMap>(Scope::all())
+//!     .workers(2)
+//!     .run(Stamp { client }, async { let _ = tokio::signal::ctrl_c().await; })
+//!     .await?;
+//! # Ok(()) }
+//! ```
+//!
+//! ## Where each concept lives
+//!
+//! | module | holds | upstream counterpart |
+//! |---|---|---|
+//! | [`builder`] | [`Controller`]: primary, owned, watched and stream sources, options, `run` | controller-runtime's builder, kube-rs's `Controller` |
+//! | [`reconciler`] | [`Reconciler`]: reconcile, deletions, error policy; [`from_fn`] | `reconcile.Reconciler` |
+//! | [`action`] | [`Action`]: await change, requeue after, rate-limited | `reconcile.Result`, kube-rs `Action` |
+//! | [`source`] | how events become keys; priorities; deletions on their way to the worker | `handler.EnqueueRequestForOwner`, `source.Channel` |
+//! | [`filter`] | [`Filter`]: generation, labels, annotations, resourceVersion, any closure | `predicate` |
+//! | `worker` | the workers' loop: span, metrics, panics, requeue | `controller.reconcileHandler` |
+//! | [`metrics`] | [`Metrics`]: `controller_runtime_*`, with the queue's and informers' | controller-runtime's metrics |
+//! | [`expectations`] | [`Expectations`]: creates and deletes not yet seen in the cache | `pkg/controller` `ControllerExpectations` |
+//! | [`consistency`] | [`ConsistencyStore`]: the controller's own writes per key; skip a reconcile until the caches show them | KEP-5647's consistency store (kube-controller-manager 1.36) |
+//! | [`read_your_writes`] | [`ReadYourWrites`]: a client whose cache reads wait (bounded) until they show its own completed writes | none in client-go; a controller-runtime design proposal (2026) |
+//! | [`claim`] | adopting orphans and releasing children that no longer match | `ControllerRefManager` |
+//! | [`events`] | [`EventRecorder`]: events, correlated, spam-filtered, retried | `tools/record` |
+//! | [`finalizer`] | add, run cleanup on delete, remove | kube-rs `finalizer`, `controllerutil` |
+//! | [`conditions`] | status conditions with `observedGeneration` | `meta.SetStatusCondition` |
+//! | [`owner`] | controller references, `create_or_update` | `controllerutil` |
+
+pub mod action;
+pub mod builder;
+pub mod claim;
+pub mod conditions;
+pub mod consistency;
+pub mod events;
+pub mod expectations;
+pub mod filter;
+pub mod finalizer;
+pub mod metrics;
+pub mod owner;
+pub mod read_your_writes;
+pub mod reconciler;
+mod recorded_writes;
+pub mod source;
+mod worker;
+
+pub use action::Action;
+pub use builder::{Controller, ControllerBuilder, ControllerError};
+pub use consistency::{ConsistencyStore, StaleCache, TrackedApi, Writes};
+pub use events::{EventRecorder, EventType};
+pub use expectations::Expectations;
+pub use filter::{Change, Filter};
+pub use metrics::Metrics;
+pub use read_your_writes::{ReadError, ReadYourWrites};
+pub use reconciler::{FnReconciler, Reconciler, from_fn};
+pub use source::{Enqueue, LOW_PRIORITY, ObjectEvent};
+
+/// The current time as the API's timestamps count it (events, conditions, a pod's readiness):
+/// the object model's one reading of the clock, here where a controller looks for it.
+pub use ferrokube_core::time::now;
