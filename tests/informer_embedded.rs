@@ -130,7 +130,7 @@ async fn a_compacted_gap_relists_into_tombstones_and_adds() {
     for name in ["born-0", "born-1"] {
         let cm = json!({"metadata": {"name": name}, "data": {"k": "1"}});
         in_process
-            .create(&cms, Some("default"), cm, false)
+            .create(&cms, Some("default"), cm, &Default::default())
             .expect("create");
     }
     server.compact();

@@ -686,7 +686,7 @@ async fn view_test() {
                 &secrets,
                 Some("default"),
                 json!({"metadata": {"name": name}}),
-                false,
+                &Default::default(),
             )
             .map_or_else(|e| format!("write failed: {e:?}; "), |_| String::new());
         let rv = faulty.compact();

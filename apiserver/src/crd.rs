@@ -34,6 +34,10 @@
 //! `Established` condition); here it happens inside the request that wrote the CRD, so a client never
 //! needs to wait — but one that does wait sees the same conditions.
 //!
+//! This module is the CRD as an object (its defaults, checks, status, and the types it serves); the
+//! reconciler that acts on the served catalog and the store runs inside the write path, in
+//! `api::establish`, so that the verbs can call it and this module stays below them.
+//!
 //! All versions of a CRD share one table in the store (named after the CRD, `plural.group`), as they
 //! share one etcd prefix. There is no conversion between versions (`strategy: None` rewrites only
 //! `apiVersion` on a real server; here an object keeps the apiVersion it was written with).
@@ -42,31 +46,19 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 
-use crate::api::{Api, DeleteOptions, Deletion, Propagation};
 use crate::meta;
 use crate::resource::{ResourceType, version_priority};
 use crate::schema::Schema;
-use crate::selection::Selection;
 use crate::status::{Cause, StatusError};
-use crate::store::Write;
 
-/// The API group of CRDs.
-pub const GROUP: &str = "apiextensions.k8s.io";
-/// The version of CRDs served.
-pub const VERSION: &str = "v1";
-/// The resource name of CRDs.
-pub const PLURAL: &str = "customresourcedefinitions";
+pub use crate::resource::{CRD_GROUP as GROUP, CRD_PLURAL as PLURAL, CRD_VERSION as VERSION};
+
 /// Held by a CRD being deleted until its custom objects are gone.
 pub const FINALIZER: &str = "customresourcecleanup.apiextensions.k8s.io";
 
-/// The `customresourcedefinitions` resource type itself.
+/// The `customresourcedefinitions` resource type itself (see [`ResourceType::definitions`]).
 pub fn definitions_type() -> ResourceType {
-    ResourceType::new(GROUP, VERSION, "CustomResourceDefinition")
-        .cluster_scoped()
-        .short_names(&["crd", "crds"])
-        .categories(&["api-extensions"])
-        .with_status()
-        .with_generation()
+    ResourceType::definitions()
 }
 
 /// A string field of `value` at `pointer`, or `""`.
@@ -377,120 +369,6 @@ pub fn create_while_terminating(resource: &ResourceType) -> StatusError {
         reason: "MethodNotAllowed",
         message: "create not allowed while custom resource definition is terminating".into(),
         details: Some(json!({"group": resource.group, "kind": resource.plural})),
-    }
-}
-
-/// Brings what is served for CRD `name` in line with the stored CRD (see the
-/// [module docs](self)). Runs under [`crate::Registry`]'s change lock, so it must not call the
-/// hooked verbs of [`Api`] (which would call it again).
-pub(crate) fn reconcile(api: &Api, name: &str) {
-    let registry = &api.registry;
-    let _changes = registry.lock_changes();
-    let definitions = Arc::new(definitions_type());
-    let Some(stored) = api.store.get(&definitions.qualified(), name) else {
-        purge(api, name);
-        registry.set_definition(name, Vec::new());
-        tracing::info!(crd = name, "no longer serving");
-        return;
-    };
-    let crd = &stored.object;
-    if meta::string(crd, "deletionTimestamp").is_none() {
-        registry.set_definition(name, served_types(crd, false));
-        let status = established_status(crd);
-        if crd.get("status") != Some(&status) {
-            let written = api.write(&definitions, None, name, false, |current| {
-                let mut next = current.clone();
-                next["status"] = status;
-                Ok(next)
-            });
-            if let Err(e) = written {
-                tracing::warn!(crd = name, error = %e, "could not write the CRD's status");
-            }
-        }
-        tracing::debug!(crd = name, "serving");
-        return;
-    }
-    let types = served_types(crd, true);
-    registry.set_definition(name, types.clone());
-    let remaining = delete_objects(api, &types);
-    let written = api.write(&definitions, None, name, false, |current| {
-        let mut next = current.clone();
-        if remaining == 0 {
-            let finalizers: Vec<String> = meta::finalizers(current)
-                .into_iter()
-                .filter(|f| f != FINALIZER)
-                .collect();
-            let metadata = meta::metadata_mut(&mut next);
-            if finalizers.is_empty() {
-                metadata.remove("finalizers");
-            } else {
-                metadata.insert("finalizers".into(), json!(finalizers));
-            }
-        } else {
-            set_terminating(
-                &mut next,
-                "InstanceDeletionInProgress",
-                "CustomResource deletion is in progress",
-            );
-        }
-        Ok(next)
-    });
-    match written {
-        Err(e) => tracing::warn!(crd = name, error = %e, "could not update a terminating CRD"),
-        Ok(_) if api.store.get(&definitions.qualified(), name).is_none() => {
-            registry.set_definition(name, Vec::new());
-            tracing::info!(crd = name, "deleted; no longer serving");
-        }
-        Ok(_) => {}
-    }
-}
-
-/// Deletes every object of a terminating CRD as a client would (finalizers are respected); returns
-/// how many are left.
-fn delete_objects(api: &Api, types: &[ResourceType]) -> usize {
-    let Some(resource) = types.first() else {
-        return 0;
-    };
-    let everything = Selection::default();
-    let Ok(page) = api
-        .store
-        .list(&resource.qualified(), None, &everything, None, None, None)
-    else {
-        return 0;
-    };
-    let options = DeleteOptions {
-        propagation: Some(Propagation::Background),
-        ..DeleteOptions::default()
-    };
-    let mut remaining = 0;
-    for item in page.items {
-        let object_name = meta::name(&item.object).unwrap_or_default();
-        let namespace = meta::namespace(&item.object);
-        match api.delete_object(resource, namespace, object_name, &options, false) {
-            Ok(Deletion::Deleted(_)) => {}
-            Ok(Deletion::Pending(_)) => remaining += 1,
-            Err(e) if e.code == 404 => {}
-            Err(e) => {
-                tracing::warn!(object = object_name, error = %e, "could not delete a custom object");
-                remaining += 1;
-            }
-        }
-    }
-    remaining
-}
-
-/// Removes whatever is left in the table of a CRD that is gone (its finalizer was removed by hand,
-/// or a create raced the deletion), finalizers or not.
-fn purge(api: &Api, name: &str) {
-    let table: Arc<str> = Arc::from(name);
-    for item in api.store.snapshot(name) {
-        let key = match meta::namespace(&item.object) {
-            Some(ns) => format!("{ns}/{}", meta::name(&item.object).unwrap_or_default()),
-            None => meta::name(&item.object).unwrap_or_default().to_string(),
-        };
-        if let Err(e) = api.store.transact(&table, &key, |_| Ok(Write::Delete)) {
-            tracing::warn!(crd = name, key, error = %e, "could not purge a custom object");
-        }
     }
 }
 

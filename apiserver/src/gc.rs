@@ -24,13 +24,12 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use crate::api::{Api, DeleteOptions, Propagation};
+use crate::api::{Api, DeleteOptions, Propagation, UpdateOptions};
 use crate::meta;
 use crate::patch::PatchType;
 use crate::resource::ResourceType;
 use crate::selection::Selection;
 use crate::store::{Change, EventType, Stored};
-use crate::strategy::Endpoint;
 
 /// Where an object lives.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -318,15 +317,17 @@ impl GarbageCollector {
             return;
         };
         let patch = json!({"metadata": metadata});
-        let result = self.api.patch_by(
+        let options = UpdateOptions {
+            manager: "kube-controller-manager",
+            ..UpdateOptions::default()
+        };
+        let result = self.api.patch(
             &resource,
             target.namespace.as_deref(),
             &target.name,
-            Endpoint::Main,
             PatchType::Merge,
             &patch,
-            false,
-            "kube-controller-manager",
+            &options,
         );
         if let Err(e) = result {
             if e.code != 404 {

@@ -19,9 +19,15 @@ use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use crate::api::{Api, DeleteOptions};
+use crate::api::{Api, DeleteOptions, WriteOptions};
 use crate::meta;
 use crate::store::{Change, EventType, Write};
+
+/// The kubelet's writes: its Node objects.
+const KUBELET: WriteOptions<'static> = WriteOptions {
+    dry_run: false,
+    manager: "kubelet",
+};
 
 /// How the simulated kubelet behaves; every field has a default.
 #[derive(Debug, Clone)]
@@ -88,7 +94,7 @@ impl Kubelet {
         };
         for index in 0..self.settings.nodes.max(1) {
             let node = fake_node(index);
-            match self.api.create_by(&nodes, None, node, false, "kubelet") {
+            match self.api.create(&nodes, None, node, &KUBELET) {
                 Ok(_) => {}
                 Err(e) if e.code == 409 => {}
                 Err(e) => return Err(e),
@@ -340,7 +346,11 @@ fn fake_node(index: usize) -> Value {
         json!({"type": kind, "status": status, "reason": reason, "message": message,
                "lastHeartbeatTime": now, "lastTransitionTime": now})
     };
-    let version = format!("v{}.{}.0", crate::http::VERSION.0, crate::http::VERSION.1);
+    let version = format!(
+        "v{}.{}.0",
+        crate::resource::VERSION.0,
+        crate::resource::VERSION.1
+    );
     let capacity =
         json!({"cpu": "8", "memory": "32Gi", "pods": "110", "ephemeral-storage": "100Gi"});
     json!({

@@ -3,25 +3,54 @@
 //! survive.
 //!
 //! It is **not** the ground truth — a real kube-apiserver is — but it aims to be indistinguishable to
-//! a client for the parts it implements, and the conformance suite (`tests/apiserver_conformance.rs`)
+//! a client for the parts it implements, and the conformance suite (`tests/apiserver/conformance.rs`)
 //! runs the same cases against both to keep it so.
 //!
 //! # How a request flows
 //!
 //! ```text
-//!  HTTP/1.1 or h2, plain or TLS ──► http::handlers ──► Api (verbs: create, patch, delete, ...)
-//!                                     │                   │  strategy: defaults, generation, status rules
-//!                                     │                   │  validation: names, required fields → 422
-//!                                     │                   │  custom kinds: schema pruning, defaults, checks
-//!                                     │                   │  quota admission: 403 over a ResourceQuota
-//!                                     │                   │  a CRD written ─► crd::reconcile ─► Registry
-//!                                     │                   ▼
+//!  HTTP/1.1 or h2, plain or TLS ──► http::handlers: host/origin, token, route
+//!                                     │  http::request: verb, resource, namespace, name,
+//!                                     │  subresource and typed options, parsed once (400/406/415)
+//!                                     ▼
+//!                                   http::verbs: one handler per verb (faults, body, answer)
+//!                                     │
+//!                                     ▼
+//!                                   Api (verbs: create, patch, delete, ...)
+//!                                     │  strategy: defaults, generation, status rules
+//!                                     │  validation: names, required fields → 422
+//!                                     │  custom kinds: schema pruning, defaults, checks
+//!                                     │  quota admission: 403 over a ResourceQuota
+//!                                     │  a CRD written ─► api::establish ─► Registry
+//!                                     ▼
 //!   watch stream ◄── WatchFeed ◄──── Store::transact: one lock, one global resourceVersion,
 //!   (one task per watch)             history window, fan-out to bounded per-watcher buffers
 //!                                         │
 //!                                         └─► subscribers: GarbageCollector, ServiceAccounts,
 //!                                             QuotaController, Kubelet (simulator)
 //! ```
+//!
+//! # Layers
+//!
+//! The modules import one another in one direction only, from the server down to the object
+//! model; none reaches back up (no import circles):
+//!
+//! ```text
+//!  http                                       the server: routing, parsing, handlers, discovery
+//!  gc, service_accounts, kubelet, table,      what runs beside the verbs or renders their results
+//!  apply
+//!  api (and api::establish)                   the verbs, and what a write sets off in-request
+//!  strategy, validation, services, quota      what happens to an object on a write; admission
+//!  store                                      objects, revisions, watches
+//!  selection, crd, patch                      selectors, a CRD as an object, patches
+//!  resource                                   the served types (and the errors about their objects)
+//!  schema, meta, status, faults, protobuf,    leaves
+//!  review, audit
+//! ```
+//!
+//! Where a lower module needs something from a higher one, the dependency is turned around: the
+//! quota admission reads the [`Store`], not the verbs; the errors about an object of a type are made
+//! next to [`ResourceType`]; the CRD reconciler, which the verbs call, lives with them.
 //!
 //! | module | what it holds |
 //! |---|---|
@@ -35,7 +64,7 @@
 //! | [`resource`] | the served types: a [`Catalog`] snapshot per request, the live [`Registry`] |
 //! | [`quota`] | ResourceQuota admission (403 when a create would exceed one) and usage status |
 //! | [`review`] | access reviews (`SelfSubjectAccessReview`): answered, never stored |
-//! | [`crd`] | CustomResourceDefinitions: how a stored CRD becomes a served kind, and stops being one |
+//! | [`crd`] | CustomResourceDefinitions as objects: defaults, checks, status, the kinds one serves (the reconciler is the verbs', `api::establish`) |
 //! | [`schema`] | structural schemas: pruning and validating custom objects → 422 |
 //! | [`gc`] | ownerReferences: background, foreground, orphan; namespace deletion |
 //! | [`kubelet`] | a stand-in scheduler + kubelet (Node objects; pods become Running/Ready; optional pod kills) |

@@ -24,7 +24,21 @@ use std::sync::Arc;
 
 use parking_lot::{Mutex, MutexGuard, RwLock};
 
+use serde_json::{Map, Value, json};
+
 use crate::schema::Schema;
+use crate::status::{Cause, StatusError};
+
+/// The Kubernetes version the server reports on `/version` (its API follows 1.32's, including
+/// streaming lists), and its stand-in kubelet on its Node objects.
+pub const VERSION: (&str, &str) = ("1", "32");
+
+/// The API group of CustomResourceDefinitions (see [`crate::crd`]).
+pub const CRD_GROUP: &str = "apiextensions.k8s.io";
+/// The version of CustomResourceDefinitions served.
+pub const CRD_VERSION: &str = "v1";
+/// The resource name of CustomResourceDefinitions.
+pub const CRD_PLURAL: &str = "customresourcedefinitions";
 
 /// How `metadata.name` is validated for a resource type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -140,7 +154,17 @@ impl ResourceType {
 
     /// True for `customresourcedefinitions.apiextensions.k8s.io` itself.
     pub fn is_definitions(&self) -> bool {
-        self.group == crate::crd::GROUP && self.plural == crate::crd::PLURAL
+        self.group == CRD_GROUP && self.plural == CRD_PLURAL
+    }
+
+    /// The `customresourcedefinitions` type itself, served from the start (see [`crate::crd`]).
+    pub fn definitions() -> ResourceType {
+        ResourceType::new(CRD_GROUP, CRD_VERSION, "CustomResourceDefinition")
+            .cluster_scoped()
+            .short_names(&["crd", "crds"])
+            .categories(&["api-extensions"])
+            .with_status()
+            .with_generation()
     }
 
     /// Refuses DELETE on the collection with 405 (default: served).
@@ -332,7 +356,7 @@ impl Default for Catalog {
             ResourceType::new("authorization.k8s.io", "v1", "SelfSubjectAccessReview")
                 .cluster_scoped()
                 .as_review(),
-            crate::crd::definitions_type(),
+            ResourceType::definitions(),
         ];
         Catalog {
             types: types.into_iter().map(Arc::new).collect(),
@@ -514,6 +538,85 @@ impl Registry {
     /// The API groups other than core, now (see [`Catalog::groups`]).
     pub fn groups(&self) -> Vec<(String, Vec<String>)> {
         self.snapshot().groups()
+    }
+}
+
+/// The errors about one object of a served type, worded as kube-apiserver words them (`pods "web-1"
+/// not found`). They live here, next to [`ResourceType`], rather than in [`crate::status`]: the error
+/// type is at the bottom of the crate and knows no resource type.
+impl StatusError {
+    fn about(mut self, resource: &ResourceType, name: &str) -> StatusError {
+        let mut details = Map::new();
+        details.insert("name".into(), name.into());
+        if !resource.group.is_empty() {
+            details.insert("group".into(), resource.group.clone().into());
+        }
+        details.insert("kind".into(), resource.plural.clone().into());
+        self.details = Some(Value::Object(details));
+        self
+    }
+
+    /// 404 `NotFound`: `pods "web-1" not found`.
+    pub fn not_found(resource: &ResourceType, name: &str) -> StatusError {
+        let message = format!("{} {name:?} not found", resource.qualified());
+        StatusError::new(404, "NotFound", message).about(resource, name)
+    }
+
+    /// 409 `AlreadyExists`: `pods "web-1" already exists`.
+    pub fn already_exists(resource: &ResourceType, name: &str) -> StatusError {
+        let message = format!("{} {name:?} already exists", resource.qualified());
+        StatusError::new(409, "AlreadyExists", message).about(resource, name)
+    }
+
+    /// 409 `Conflict`: the object changed since the client read it, or a precondition failed.
+    pub fn conflict(resource: &ResourceType, name: &str, why: &str) -> StatusError {
+        let message = format!(
+            "Operation cannot be fulfilled on {} {name:?}: {why}",
+            resource.qualified()
+        );
+        StatusError::new(409, "Conflict", message).about(resource, name)
+    }
+
+    /// 422 `Invalid`: `Pod "Web" is invalid: metadata.name: Invalid value: ...`.
+    pub fn invalid(resource: &ResourceType, name: &str, causes: Vec<Cause>) -> StatusError {
+        // The message lists each distinct cause once (the details keep them all), as Go's aggregate does.
+        let mut rendered: Vec<String> = Vec::new();
+        for c in &causes {
+            let line = format!("{}: {}", c.field, c.message);
+            if !rendered.contains(&line) {
+                rendered.push(line);
+            }
+        }
+        let summary = match rendered.as_slice() {
+            [one] => one.clone(),
+            many => format!("[{}]", many.join(", ")),
+        };
+        let kind = if resource.group.is_empty() {
+            resource.kind.clone()
+        } else {
+            format!("{}.{}", resource.kind, resource.group)
+        };
+        let message = format!("{kind} {name:?} is invalid: {summary}");
+        let mut error = StatusError::new(422, "Invalid", message);
+        let causes: Vec<Value> = causes
+            .iter()
+            .map(|c| json!({"reason": c.reason, "message": c.message, "field": c.field}))
+            .collect();
+        let mut details = Map::new();
+        details.insert("name".into(), name.into());
+        if !resource.group.is_empty() {
+            details.insert("group".into(), resource.group.clone().into());
+        }
+        details.insert("kind".into(), resource.kind.clone().into());
+        details.insert("causes".into(), Value::Array(causes));
+        error.details = Some(Value::Object(details));
+        error
+    }
+
+    /// 403 `Forbidden`: `pods "web-1" is forbidden: <why>`.
+    pub fn forbidden(resource: &ResourceType, name: &str, why: &str) -> StatusError {
+        let message = format!("{} {name:?} is forbidden: {why}", resource.qualified());
+        StatusError::new(403, "Forbidden", message).about(resource, name)
     }
 }
 

@@ -32,15 +32,20 @@ use rand::Rng;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use crate::api::Api;
+use crate::api::{Api, UpdateOptions, WriteOptions};
 use crate::meta;
 use crate::patch::PatchType;
 use crate::resource::ResourceType;
 use crate::store::{Change, EventType};
-use crate::strategy::Endpoint;
 
 /// The field manager of the writes of this module.
 const MANAGER: &str = "kube-controller-manager";
+
+/// A real write by [`MANAGER`].
+const WRITE: WriteOptions<'static> = WriteOptions {
+    dry_run: false,
+    manager: MANAGER,
+};
 
 /// The Secret type of service account tokens.
 pub const TOKEN_TYPE: &str = "kubernetes.io/service-account-token";
@@ -110,10 +115,7 @@ impl ServiceAccounts {
         }
         let account = json!({"apiVersion": "v1", "kind": "ServiceAccount",
                              "metadata": {"name": "default", "namespace": name}});
-        if let Err(e) = self
-            .api
-            .create_by(&accounts, Some(name), account, false, MANAGER)
-        {
+        if let Err(e) = self.api.create(&accounts, Some(name), account, &WRITE) {
             // 409: created meanwhile; 403: the namespace started terminating.
             if e.code != 409 && e.code != 403 {
                 tracing::warn!(namespace = name, error = %e, "could not create the default service account");
@@ -156,25 +158,24 @@ impl ServiceAccounts {
             "data": {"token": STANDARD.encode(token), "namespace": STANDARD.encode(namespace),
                      "ca.crt": ""},
         });
-        if let Err(e) = self
-            .api
-            .create_by(&secrets, Some(namespace), secret, false, MANAGER)
-        {
+        if let Err(e) = self.api.create(&secrets, Some(namespace), secret, &WRITE) {
             if e.code != 403 {
                 tracing::warn!(namespace, account = name, error = %e, "could not create a token secret");
             }
             return;
         }
         let patch = json!({"metadata": {"uid": uid}, "secrets": [{"name": secret_name}]});
-        let result = self.api.patch_by(
+        let options = UpdateOptions {
+            manager: MANAGER,
+            ..UpdateOptions::default()
+        };
+        let result = self.api.patch(
             &accounts,
             Some(namespace),
             name,
-            Endpoint::Main,
             PatchType::Merge,
             &patch,
-            false,
-            MANAGER,
+            &options,
         );
         if let Err(e) = result {
             tracing::debug!(namespace, account = name, error = %e, "token secret not recorded");

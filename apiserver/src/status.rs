@@ -5,11 +5,9 @@
 //! `Error::is_conflict`), and people read `message`, so both follow kube-apiserver's wording:
 //! `pods "web-1" not found`, `replicasets.apps "web" already exists`, `Operation cannot be fulfilled on
 //! pods "web-1": the object has been modified; please apply your changes to the latest version and try
-//! again`. The conformance suite (`tests/apiserver_conformance.rs`) checks them against the real server.
+//! again`. The conformance suite (`tests/apiserver/conformance.rs`) checks them against the real server.
 
-use serde_json::{Map, Value, json};
-
-use crate::resource::ResourceType;
+use serde_json::{Value, json};
 
 /// One field-level problem inside an `Invalid` (422) status.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -66,30 +64,17 @@ pub struct StatusError {
 }
 
 impl StatusError {
-    fn new(code: u16, reason: &'static str, message: String) -> StatusError {
+    /// A status without details. The errors about one object of a served type (`not_found`,
+    /// `already_exists`, `conflict`, `invalid`, `forbidden`) are made in [`crate::resource`], next
+    /// to [`ResourceType`](crate::resource::ResourceType), so that this module, which every other
+    /// uses, depends on none.
+    pub(crate) fn new(code: u16, reason: &'static str, message: String) -> StatusError {
         StatusError {
             code,
             reason,
             message,
             details: None,
         }
-    }
-
-    fn about(mut self, resource: &ResourceType, name: &str) -> StatusError {
-        let mut details = Map::new();
-        details.insert("name".into(), name.into());
-        if !resource.group.is_empty() {
-            details.insert("group".into(), resource.group.clone().into());
-        }
-        details.insert("kind".into(), resource.plural.clone().into());
-        self.details = Some(Value::Object(details));
-        self
-    }
-
-    /// 404 `NotFound`: `pods "web-1" not found`.
-    pub fn not_found(resource: &ResourceType, name: &str) -> StatusError {
-        let message = format!("{} {name:?} not found", resource.qualified());
-        StatusError::new(404, "NotFound", message).about(resource, name)
     }
 
     /// 404 `NotFound` for a URL that names no resource.
@@ -100,59 +85,8 @@ impl StatusError {
         error
     }
 
-    /// 409 `AlreadyExists`: `pods "web-1" already exists`.
-    pub fn already_exists(resource: &ResourceType, name: &str) -> StatusError {
-        let message = format!("{} {name:?} already exists", resource.qualified());
-        StatusError::new(409, "AlreadyExists", message).about(resource, name)
-    }
-
-    /// 409 `Conflict`: the object changed since the client read it, or a precondition failed.
-    pub fn conflict(resource: &ResourceType, name: &str, why: &str) -> StatusError {
-        let message = format!(
-            "Operation cannot be fulfilled on {} {name:?}: {why}",
-            resource.qualified()
-        );
-        StatusError::new(409, "Conflict", message).about(resource, name)
-    }
-
     /// The `why` of a stale-resourceVersion conflict.
     pub const MODIFIED: &'static str = "the object has been modified; please apply your changes to the latest version and try again";
-
-    /// 422 `Invalid`: `Pod "Web" is invalid: metadata.name: Invalid value: ...`.
-    pub fn invalid(resource: &ResourceType, name: &str, causes: Vec<Cause>) -> StatusError {
-        // The message lists each distinct cause once (the details keep them all), as Go's aggregate does.
-        let mut rendered: Vec<String> = Vec::new();
-        for c in &causes {
-            let line = format!("{}: {}", c.field, c.message);
-            if !rendered.contains(&line) {
-                rendered.push(line);
-            }
-        }
-        let summary = match rendered.as_slice() {
-            [one] => one.clone(),
-            many => format!("[{}]", many.join(", ")),
-        };
-        let kind = if resource.group.is_empty() {
-            resource.kind.clone()
-        } else {
-            format!("{}.{}", resource.kind, resource.group)
-        };
-        let message = format!("{kind} {name:?} is invalid: {summary}");
-        let mut error = StatusError::new(422, "Invalid", message);
-        let causes: Vec<Value> = causes
-            .iter()
-            .map(|c| json!({"reason": c.reason, "message": c.message, "field": c.field}))
-            .collect();
-        let mut details = Map::new();
-        details.insert("name".into(), name.into());
-        if !resource.group.is_empty() {
-            details.insert("group".into(), resource.group.clone().into());
-        }
-        details.insert("kind".into(), resource.kind.clone().into());
-        details.insert("causes".into(), Value::Array(causes));
-        error.details = Some(Value::Object(details));
-        error
-    }
 
     /// 422 `Invalid` for a patch that cannot be applied.
     pub fn invalid_patch(message: impl Into<String>) -> StatusError {
@@ -163,12 +97,6 @@ impl StatusError {
     /// DeleteOptions, for one): `<kind> "" is invalid: <why>`.
     pub fn invalid_options(kind: &str, why: &str) -> StatusError {
         StatusError::new(422, "Invalid", format!("{kind} \"\" is invalid: {why}"))
-    }
-
-    /// 403 `Forbidden`: `pods "web-1" is forbidden: <why>`.
-    pub fn forbidden(resource: &ResourceType, name: &str, why: &str) -> StatusError {
-        let message = format!("{} {name:?} is forbidden: {why}", resource.qualified());
-        StatusError::new(403, "Forbidden", message).about(resource, name)
     }
 
     /// 400 `BadRequest`.

@@ -459,7 +459,10 @@ fn seed(server: &RunningServer) {
             panic!("fuzz harness: {plural}.{group} is not served");
         };
         let namespace = resource.namespaced.then_some("default");
-        if let Err(error) = server.api().create(&resource, namespace, object, false) {
+        if let Err(error) = server
+            .api()
+            .create(&resource, namespace, object, &Default::default())
+        {
             panic!("fuzz harness: seeding {plural}: {error:?}");
         }
     }

@@ -38,7 +38,7 @@
 //!
 //! # Differences from kube-apiserver
 //!
-//! Measured by the `server_side_apply_*` cases of `tests/apiserver_conformance.rs`; see also the
+//! Measured by the `server_side_apply_*` cases of `tests/apiserver/conformance.rs`; see also the
 //! crate docs.
 //!
 //! - The types of built-in fields come from a table of field names ([`shape`]), not from the Go
@@ -63,7 +63,8 @@
 //! - The server's own writes: the built-in namespaces are created by `kube-apiserver` and the
 //!   garbage collector's patches are `kube-controller-manager`'s, as there; CRD status and the
 //!   kubelet stand-in's writes are not recorded. In-process writes through [`crate::api::Api`]'s
-//!   `create`/`update`/`patch` are [`crate::api::IN_PROCESS`]'s (`*_by` name another manager).
+//!   `create`/`update`/`patch` are [`crate::api::IN_PROCESS`]'s unless their options name
+//!   another manager.
 //! - An Update's owned fields are compared against the kind's Go zero value, which here is a
 //!   table ([`empty_object`]): a kind missing from it may show `".": {}` on `spec` or `status`
 //!   where kube-apiserver does not.

@@ -1,12 +1,28 @@
-//! Response bodies: a whole buffer, or a stream of chunks (a watch).
+//! Bodies: reading a request's (at most [`MAX_BODY`] bytes, JSON or protobuf), and writing a
+//! response's, a whole buffer or a stream of chunks (a watch).
 
 use std::convert::Infallible;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
+use http::{HeaderValue, Response, StatusCode, header};
 use http_body::Frame;
+use http_body_util::{BodyExt, Limited};
+use hyper::body::Incoming;
+use serde_json::{Value, json};
 use tokio::sync::mpsc;
+
+use super::request::BodyFormat;
+use crate::status::StatusError;
+use crate::store::Stored;
+
+/// The largest request body accepted, of every verb and format (JSON, protobuf, merge, JSON and
+/// strategic merge patches, apply YAML); more is 413 `RequestEntityTooLarge`. kube-apiserver's
+/// `MaxRequestBodyBytes` (3 MiB, `k8s.io/apiserver/pkg/server/config.go`: twice etcd's 1.5 MB
+/// request limit, a JSON body being larger than the protobuf stored), with its message
+/// `Request entity too large: limit is 3145728`.
+pub const MAX_BODY: usize = 3 * 1024 * 1024;
 
 /// See the [module docs](self).
 pub enum Body {
@@ -42,4 +58,78 @@ impl http_body::Body for Body {
     fn is_end_stream(&self) -> bool {
         matches!(self, Body::Full(None))
     }
+}
+
+pub async fn read_body(body: Incoming) -> Result<Bytes, StatusError> {
+    let limited = Limited::new(body, MAX_BODY);
+    match limited.collect().await {
+        Ok(collected) => Ok(collected.to_bytes()),
+        Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(StatusError::too_large()),
+        Err(e) => Err(StatusError::bad_request(format!(
+            "reading the request body: {e}"
+        ))),
+    }
+}
+
+pub async fn read_json(body: Incoming) -> Result<Value, StatusError> {
+    let bytes = read_body(body).await?;
+    serde_json::from_slice(&bytes).map_err(|e| {
+        StatusError::bad_request(format!("couldn't get version/kind; json parse error: {e}"))
+    })
+}
+
+/// A create's or update's object: JSON, or Kubernetes protobuf (what kubectl sends for built-in
+/// kinds), decoded to JSON by [`crate::protobuf`].
+pub async fn read_object(body: Incoming, format: BodyFormat) -> Result<Value, StatusError> {
+    if format == BodyFormat::Json {
+        return read_json(body).await;
+    }
+    let bytes = read_body(body).await?;
+    crate::protobuf::decode(&bytes).map_err(|e| {
+        tracing::debug!(error = %e, "protobuf body refused");
+        if e.is_unsupported() {
+            StatusError::unsupported_body(e.to_string())
+        } else {
+            StatusError::bad_request(format!("decoding the protobuf body: {e}"))
+        }
+    })
+}
+
+pub async fn read_json_or_empty(body: Incoming) -> Result<Value, StatusError> {
+    let bytes = read_body(body).await?;
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Ok(json!({}));
+    }
+    serde_json::from_slice(&bytes)
+        .map_err(|e| StatusError::bad_request(format!("json parse error: {e}")))
+}
+
+pub fn bytes_response(status: StatusCode, body: Bytes) -> Response<Body> {
+    let mut response = Response::new(Body::full(body));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+pub fn json_response(status: StatusCode, value: &Value) -> Response<Body> {
+    bytes_response(status, Bytes::from(value.to_string()))
+}
+
+pub fn stored_response(status: StatusCode, stored: &Stored) -> Response<Body> {
+    bytes_response(status, stored.json.clone())
+}
+
+/// The `Status` response of a failed request.
+pub fn error_response(error: &StatusError) -> Response<Body> {
+    let status = StatusCode::from_u16(error.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let mut response = json_response(status, &error.to_status());
+    if let Some(seconds) = error.retry_after() {
+        if let Ok(value) = HeaderValue::from_str(&seconds.to_string()) {
+            response.headers_mut().insert(header::RETRY_AFTER, value);
+        }
+    }
+    response
 }

@@ -5,9 +5,7 @@ use serde_json::{Value, json};
 
 use crate::resource::{Catalog, ResourceType};
 
-/// The Kubernetes version the server reports on `/version` (its API follows 1.32's, including
-/// streaming lists).
-pub const VERSION: (&str, &str) = ("1", "32");
+pub use crate::resource::VERSION;
 
 /// `/version`.
 pub fn version() -> Value {

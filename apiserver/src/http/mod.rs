@@ -1,5 +1,6 @@
 //! The HTTP server: accept connections (plain or TLS, HTTP/1.1 or HTTP/2), hand each request to
-//! `handlers::handle`.
+//! `handlers::handle`, which parses a resource request once (`request`) and hands it to its verb's
+//! handler (`verbs`).
 //!
 //! [`ApiServer`] is the builder; [`ApiServer::start`] binds, creates the built-in namespaces and the
 //! `kubernetes` Service, starts the garbage collector, the service account and quota controllers, the bookmark
@@ -30,7 +31,7 @@
 //! |---|---|
 //! | `Host` and `Origin` of every request from the socket (DNS rebinding, cross-site POSTs): 403 | [`guard`] |
 //! | the bearer token, on every path but the health checks (the fault switches included): 401 | `handlers` |
-//! | request bodies over 3 MiB, every verb and format: 413 | `handlers::MAX_BODY` |
+//! | request bodies over 3 MiB, every verb and format: 413 | [`MAX_BODY`] |
 //! | JSON patches: operations, copied bytes, nesting, array shifts | [`crate::patch`] |
 //! | fault settings out of range: 422 | [`crate::faults`] |
 //! | the kubeconfig holds the token: written owner-only (0600) | [`RunningServer::write_kubeconfig`] |
@@ -41,8 +42,10 @@ mod discovery;
 pub mod guard;
 mod handlers;
 mod query;
+mod request;
 mod route;
 mod tls;
+mod verbs;
 
 use crate::audit::AuditLog;
 use std::convert::Infallible;
@@ -62,12 +65,12 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_rustls::TlsAcceptor;
 
+pub use body::MAX_BODY;
 pub use discovery::VERSION;
 pub use guard::HostPolicy;
-pub use handlers::MAX_BODY;
 
 use crate::ServerError;
-use crate::api::Api;
+use crate::api::{Api, WriteOptions};
 use crate::faults::Faults;
 use crate::gc::GarbageCollector;
 use crate::kubelet::{Kubelet, KubeletSettings};
@@ -277,7 +280,7 @@ impl ApiServer {
             ServiceAccounts::new(shared.clone_api()).run(store.subscribe()),
         ));
         tasks.push(tokio::spawn(
-            QuotaController::new(shared.clone_api()).run(store.subscribe()),
+            QuotaController::new(store.clone()).run(store.subscribe()),
         ));
         if let Some(settings) = self.kubelet.clone() {
             let kubelet = Kubelet::new(shared.clone_api(), settings);
@@ -324,6 +327,10 @@ impl Shared {
 /// Service in `default` that names the API server inside the cluster (clients read its
 /// `clusterIP` to learn the cluster's IP family).
 fn create_builtin_objects(api: &Api) -> Result<(), ServerError> {
+    const KUBE_APISERVER: WriteOptions<'static> = WriteOptions {
+        dry_run: false,
+        manager: "kube-apiserver",
+    };
     let find = |plural: &str| {
         api.registry
             .find("", "v1", plural)
@@ -332,7 +339,7 @@ fn create_builtin_objects(api: &Api) -> Result<(), ServerError> {
     let namespaces = find("namespaces")?;
     for name in ["default", "kube-system", "kube-public", "kube-node-lease"] {
         let object = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
-        api.create_by(&namespaces, None, object, false, "kube-apiserver")
+        api.create(&namespaces, None, object, &KUBE_APISERVER)
             .map_err(|e| ServerError::Setup(e.to_string()))?;
     }
     let services = find("services")?;
@@ -344,14 +351,8 @@ fn create_builtin_objects(api: &Api) -> Result<(), ServerError> {
                  "sessionAffinity": "None",
                  "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": 6443}]},
     });
-    api.create_by(
-        &services,
-        Some("default"),
-        kubernetes,
-        false,
-        "kube-apiserver",
-    )
-    .map_err(|e| ServerError::Setup(e.to_string()))?;
+    api.create(&services, Some("default"), kubernetes, &KUBE_APISERVER)
+        .map_err(|e| ServerError::Setup(e.to_string()))?;
     Ok(())
 }
 

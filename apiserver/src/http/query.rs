@@ -1,4 +1,5 @@
-//! The query string, decoded.
+//! The query string, decoded into names and values; read only by [`super::request`], which turns
+//! them into typed options.
 
 use std::collections::HashMap;
 

@@ -49,7 +49,7 @@
 //! is a 400; nothing input-dependent panics.
 //!
 //! Field numbers come from Kubernetes 1.20's `generated.proto` files. kubectl 1.32's generators
-//! write no field outside them (`tests/apiserver_kubectl.rs` runs each generator); `kubectl run`
+//! write no field outside them (`tests/apiserver/kubectl.rs` runs each generator); `kubectl run`
 //! sends JSON, not protobuf.
 
 mod schema;

@@ -37,12 +37,11 @@ use std::sync::Arc;
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 
-use crate::api::Api;
 use crate::meta;
 use crate::resource::ResourceType;
 use crate::selection::Selection;
 use crate::status::StatusError;
-use crate::store::{Change, Write};
+use crate::store::{Change, Store, Write};
 use quantity::Quantity;
 use usage::Quota;
 
@@ -50,8 +49,8 @@ use usage::Quota;
 const QUOTAS: &str = "resourcequotas";
 
 /// The quotas of `namespace`.
-fn quotas(api: &Api, namespace: &str) -> Vec<(Quota, Arc<Value>)> {
-    api.store
+fn quotas(store: &Store, namespace: &str) -> Vec<(Quota, Arc<Value>)> {
+    store
         .list(
             QUOTAS,
             Some(namespace),
@@ -68,7 +67,7 @@ fn quotas(api: &Api, namespace: &str) -> Vec<(Quota, Arc<Value>)> {
 }
 
 /// What the objects of `namespace` charged to `quota` use of each of its hard resources.
-fn used(api: &Api, namespace: &str, quota: &Quota) -> BTreeMap<String, Quantity> {
+fn used(store: &Store, namespace: &str, quota: &Quota) -> BTreeMap<String, Quantity> {
     let mut used: BTreeMap<String, Quantity> = quota
         .hard
         .keys()
@@ -80,7 +79,7 @@ fn used(api: &Api, namespace: &str, quota: &Quota) -> BTreeMap<String, Quantity>
         .filter_map(|k| usage::table_of(k))
         .collect();
     for table in tables {
-        let Ok(page) = api.store.list(
+        let Ok(page) = store.list(
             &table,
             Some(namespace),
             &Selection::default(),
@@ -114,16 +113,17 @@ fn pretty(values: &BTreeMap<String, Quantity>, names: &[String]) -> String {
 }
 
 /// Quota admission of a new object (see the [module docs](self)): `Ok` if every quota of its
-/// namespace has room for it.
+/// namespace has room for it. Reads the store only: the verbs ([`crate::api`]) call it, so it
+/// knows nothing of them.
 pub fn admit(
-    api: &Api,
+    store: &Store,
     resource: &ResourceType,
     namespace: &str,
     name: &str,
     object: &Value,
 ) -> Result<(), StatusError> {
     let table = resource.qualified();
-    for (quota, _) in quotas(api, namespace) {
+    for (quota, _) in quotas(store, namespace) {
         if !quota.selects(&table, object) {
             continue;
         }
@@ -146,7 +146,7 @@ pub fn admit(
                 return Err(StatusError::forbidden(resource, name, &why));
             }
         }
-        let now = used(api, namespace, &quota);
+        let now = used(store, namespace, &quota);
         let exceeded: Vec<String> = requested
             .iter()
             .filter(|(k, amount)| {
@@ -173,13 +173,14 @@ pub fn admit(
 
 /// Keeps every quota's status up to date; see the [module docs](self).
 pub struct QuotaController {
-    api: Arc<Api>,
+    store: Arc<Store>,
 }
 
 impl QuotaController {
-    /// A controller writing through `api`'s store.
-    pub fn new(api: Arc<Api>) -> QuotaController {
-        QuotaController { api }
+    /// A controller reading and writing `store` (status writes go to the store directly, as
+    /// they did through the verbs' store: no field manager, no hooks).
+    pub fn new(store: Arc<Store>) -> QuotaController {
+        QuotaController { store }
     }
 
     /// Follows changes until the store goes away.
@@ -202,8 +203,8 @@ impl QuotaController {
 
     /// Recomputes the status of every quota in `namespace`.
     fn settle(&self, namespace: &str) {
-        for (quota, object) in quotas(&self.api, namespace) {
-            let used = used(&self.api, namespace, &quota);
+        for (quota, object) in quotas(&self.store, namespace) {
+            let used = used(&self.store, namespace, &quota);
             let as_json = |values: &BTreeMap<String, Quantity>| -> Map<String, Value> {
                 values
                     .iter()
@@ -225,7 +226,7 @@ impl QuotaController {
     fn write_status(&self, namespace: &str, name: &str, uid: Option<&str>, status: Value) {
         let table: Arc<str> = Arc::from(QUOTAS);
         let key = format!("{namespace}/{name}");
-        let result = self.api.store.transact(&table, &key, |current| {
+        let result = self.store.transact(&table, &key, |current| {
             let Some(current) = current else {
                 return Ok(Write::Keep);
             };

@@ -35,7 +35,7 @@
 //!
 //! # How close it is
 //!
-//! `tests/apiserver_tables.rs` runs kubectl 1.32 (`get` and `get -o wide` for every kind above, a
+//! `tests/apiserver/tables.rs` runs kubectl 1.32 (`get` and `get -o wide` for every kind above, a
 //! custom resource's columns, `get all`, `-A`, `--show-labels`, `--sort-by`, `-w`) and raw Table
 //! requests (column definitions with their descriptions, typed cells, row objects, pages, 406s,
 //! watches, writes) against this server and, with `--features e2e`, against kube-apiserver 1.20,

@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use ferrokube::apiserver::ApiServer;
+use ferrokube_apiserver::ApiServer;
 use serde_json::Value;
 
 const MANIFEST: &str = "apiVersion: apps/v1

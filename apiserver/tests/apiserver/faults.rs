@@ -4,16 +4,16 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use ferrokube::api::{DeleteParams, Patch, PatchParams, PostParams, WatchParams};
-use ferrokube::apiserver::{ApiServer, KubeletSettings, RunningServer};
 use ferrokube::client::Call;
 use ferrokube::watch::WatchEvent;
 use ferrokube::{Api, Client};
+use ferrokube_apiserver::{ApiServer, KubeletSettings, RunningServer};
 use futures_util::StreamExt;
 use http::Request;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use serde_json::{Value, json};
 
-mod common;
+use crate::common;
 
 fn client(server: &RunningServer) -> Client {
     common::embedded_client(server, false)

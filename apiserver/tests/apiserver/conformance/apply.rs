@@ -3,7 +3,7 @@
 //! appliers and updaters, fields removed when their last owner stops applying them, and lists
 //! merged by their keys (built-in types and a CRD's `x-kubernetes-list-type: map`).
 //!
-//! Included by `tests/apiserver_conformance.rs`; each case runs on every target as the others do.
+//! Part of the conformance suite (`conformance.rs`, the parent module); each case runs on every target as the others do.
 
 use super::*;
 

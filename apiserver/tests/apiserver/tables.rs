@@ -15,7 +15,7 @@
 //!
 //! Differences that remain are listed in the `ferrokube-apiserver` crate docs.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -23,8 +23,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use ferrokube::Client;
-use ferrokube::apiserver::{ApiServer, ResourceType, RunningServer};
 use ferrokube::client::Call;
+use ferrokube_apiserver::{ApiServer, ResourceType, RunningServer};
 use http::Request;
 use http_body_util::BodyExt;
 use serde_json::{Value, json};
@@ -230,7 +230,7 @@ fn days_ago(days: u64, micro: bool) -> String {
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0);
-    let text = ferrokube::apiserver::meta::rfc3339(now - days * 86_400);
+    let text = ferrokube_apiserver::meta::rfc3339(now - days * 86_400);
     if micro {
         text.replace('Z', ".000000Z")
     } else {

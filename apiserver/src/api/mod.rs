@@ -6,6 +6,8 @@
 //! [`Store::transact`]: read, decide (validate, check the resourceVersion, apply the patch), write — so
 //! two clients racing on one object get exactly one success and one 409, as with etcd's compare-and-swap.
 
+mod establish;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -24,8 +26,8 @@ use crate::status::StatusError;
 use crate::store::{ListPage, Store, Stored, WatchFeed, WatchFilter, WatchStart, Write};
 use crate::strategy::{self, Endpoint};
 
-/// The field manager of writes made in-process (tests, examples) through [`Api::create`],
-/// [`Api::update`] and [`Api::patch`]; HTTP requests name theirs (see [`crate::apply`]).
+/// The field manager of writes made in-process (tests, examples) with the default
+/// [`WriteOptions`] and [`UpdateOptions`]; HTTP requests name theirs (see [`crate::apply`]).
 pub const IN_PROCESS: &str = "ferrokube-apiserver";
 
 /// The query of a list.
@@ -46,6 +48,47 @@ pub struct WatchOptions {
     pub bookmarks: bool,
     pub send_initial_events: bool,
     pub timeout: Option<Duration>,
+}
+
+/// How a create is made: dry run or not, by which field manager. The default is a real write by
+/// [`IN_PROCESS`], the manager of in-process writes (tests, examples).
+#[derive(Debug, Clone, Copy)]
+pub struct WriteOptions<'a> {
+    /// Validate and answer, store nothing (`dryRun=All`).
+    pub dry_run: bool,
+    /// The field manager recorded in `managedFields` (see [`crate::apply`]).
+    pub manager: &'a str,
+}
+
+impl Default for WriteOptions<'_> {
+    fn default() -> Self {
+        WriteOptions {
+            dry_run: false,
+            manager: IN_PROCESS,
+        }
+    }
+}
+
+/// How an update or a patch is made: through which endpoint, dry run or not, by which field
+/// manager. The default is a real write of the object itself (not its status) by [`IN_PROCESS`].
+#[derive(Debug, Clone, Copy)]
+pub struct UpdateOptions<'a> {
+    /// The object itself or its `/status` (see [`strategy::Endpoint`]).
+    pub endpoint: Endpoint,
+    /// Validate and answer, store nothing (`dryRun=All`).
+    pub dry_run: bool,
+    /// The field manager recorded in `managedFields` (see [`crate::apply`]).
+    pub manager: &'a str,
+}
+
+impl Default for UpdateOptions<'_> {
+    fn default() -> Self {
+        UpdateOptions {
+            endpoint: Endpoint::Main,
+            dry_run: false,
+            manager: IN_PROCESS,
+        }
+    }
 }
 
 /// How a delete treats the object's dependents.
@@ -223,30 +266,17 @@ impl Api {
         Ok(self.store.watch(filter, start))
     }
 
-    /// CREATE (POST) by the field manager [`IN_PROCESS`]. `dry_run` validates and returns the
-    /// object without storing it.
+    /// CREATE (POST). A dry run validates and returns the object without storing it.
     pub fn create(
         &self,
         resource: &ResourceType,
         namespace: Option<&str>,
-        object: Value,
-        dry_run: bool,
-    ) -> Result<Value, StatusError> {
-        self.create_by(resource, namespace, object, dry_run, IN_PROCESS)
-    }
-
-    /// CREATE (POST) by field manager `manager` (recorded in `managedFields`).
-    pub fn create_by(
-        &self,
-        resource: &ResourceType,
-        namespace: Option<&str>,
         mut object: Value,
-        dry_run: bool,
-        manager: &str,
+        options: &WriteOptions<'_>,
     ) -> Result<Value, StatusError> {
         let source = self.type_source(resource);
-        self.record_update(resource, &source, None, &mut object, manager);
-        self.create_recorded(resource, namespace, object, dry_run)
+        self.record_update(resource, &source, None, &mut object, options.manager);
+        self.create_recorded(resource, namespace, object, options.dry_run)
     }
 
     /// CREATE of an object whose managedFields are already written (see [`crate::apply`]).
@@ -267,7 +297,7 @@ impl Api {
         }
         let name = strategy::prepare_create(resource, &mut object)?;
         if let Some(ns) = namespace.filter(|_| resource.namespaced) {
-            quota::admit(self, resource, ns, &name, &object)?;
+            quota::admit(&self.store, resource, ns, &name, &object)?;
         }
         if dry_run {
             // kube-apiserver 1.20 allocates no addresses for a dry run either.
@@ -299,17 +329,17 @@ impl Api {
     /// What a committed write of `resource` sets off: a CRD written is reconciled at once (its kind
     /// served or unserved); an object of a terminating CRD written (a finalizer removed, or a
     /// create that raced the deletion) lets the CRD's deletion go on. Not called for dry runs, nor
-    /// from [`crd::reconcile`] itself (which uses the unhooked [`Api::write`] and
+    /// from [`establish::reconcile`] itself (which uses the unhooked [`Api::write`] and
     /// [`Api::delete_object`]).
     fn after_write(&self, resource: &ResourceType, name: &str) {
         if resource.is_definitions() {
-            crd::reconcile(self, name);
+            establish::reconcile(self, name);
         } else if let Some(definition) = resource.definition.as_deref() {
             let now = self
                 .registry
                 .find(&resource.group, &resource.version, &resource.plural);
             if now.is_none_or(|t| t.terminating) {
-                crd::reconcile(self, definition);
+                establish::reconcile(self, definition);
             }
         }
     }
@@ -340,33 +370,20 @@ impl Api {
         Ok(())
     }
 
-    /// UPDATE (PUT) through `endpoint` by the field manager [`IN_PROCESS`].
+    /// UPDATE (PUT) of `name` with `object`, through `options.endpoint`.
     pub fn update(
         &self,
         resource: &ResourceType,
         namespace: Option<&str>,
         name: &str,
-        endpoint: Endpoint,
-        object: Value,
-        dry_run: bool,
-    ) -> Result<Value, StatusError> {
-        self.update_by(
-            resource, namespace, name, endpoint, object, dry_run, IN_PROCESS,
-        )
-    }
-
-    /// UPDATE (PUT) through `endpoint` by field manager `manager`.
-    #[allow(clippy::too_many_arguments)]
-    pub fn update_by(
-        &self,
-        resource: &ResourceType,
-        namespace: Option<&str>,
-        name: &str,
-        endpoint: Endpoint,
         mut object: Value,
-        dry_run: bool,
-        manager: &str,
+        options: &UpdateOptions<'_>,
     ) -> Result<Value, StatusError> {
+        let UpdateOptions {
+            endpoint,
+            dry_run,
+            manager,
+        } = *options;
         strategy::check_type(resource, &mut object)?;
         strategy::check_namespace(resource, &mut object, namespace)?;
         match meta::name(&object) {
@@ -398,36 +415,22 @@ impl Api {
         Ok(updated)
     }
 
-    /// PATCH through `endpoint` by the field manager [`IN_PROCESS`].
-    #[allow(clippy::too_many_arguments)]
+    /// PATCH of `name` with `patch`, a patch of format `kind`, through `options.endpoint`
+    /// (server-side apply is [`Api::apply`]).
     pub fn patch(
         &self,
         resource: &ResourceType,
         namespace: Option<&str>,
         name: &str,
-        endpoint: Endpoint,
         kind: PatchType,
         patch: &Value,
-        dry_run: bool,
+        options: &UpdateOptions<'_>,
     ) -> Result<Value, StatusError> {
-        self.patch_by(
-            resource, namespace, name, endpoint, kind, patch, dry_run, IN_PROCESS,
-        )
-    }
-
-    /// PATCH through `endpoint` by field manager `manager` (server-side apply is [`Api::apply`]).
-    #[allow(clippy::too_many_arguments)]
-    pub fn patch_by(
-        &self,
-        resource: &ResourceType,
-        namespace: Option<&str>,
-        name: &str,
-        endpoint: Endpoint,
-        kind: PatchType,
-        patch: &Value,
-        dry_run: bool,
-        manager: &str,
-    ) -> Result<Value, StatusError> {
+        let UpdateOptions {
+            endpoint,
+            dry_run,
+            manager,
+        } = *options;
         let source = self.type_source(resource);
         let patched = self.write(resource, namespace, name, dry_run, |current| {
             let mut object = patch::apply(kind, current, patch)?;

@@ -8,11 +8,11 @@
 //! each namespace's `default` ServiceAccount with its token secret, the `kubernetes` Service,
 //! ResourceQuota admission and status.
 //!
-//! Included by `tests/apiserver_conformance.rs`.
+//! Part of the conformance suite (`conformance.rs`, the parent module).
 
 use super::*;
 
-use ferrokube::apiserver::KubeletSettings;
+use ferrokube_apiserver::KubeletSettings;
 
 /// `method path` with `accept` as the Accept header.
 async fn call_accepting(t: &Target, method: Method, path: &str, accept: &str, body: Value) -> Seen {

@@ -1,20 +1,20 @@
 //! Conformance of the embedded API server, judged against the real kube-apiserver.
 //!
-//! Every case runs against each *target*: always the embedded server (`ferrokube::apiserver`), and,
+//! Every case runs against each *target*: always the embedded server (`ferrokube_apiserver`), and,
 //! with `--features e2e` and a kubeconfig (scripts/e2e.sh), the real kube-apiserver too. A case returns
 //! what a client observed — status codes, Status reason/message/details, generations, page sizes, event
 //! sequences — with the run-specific parts (uids, timestamps, resourceVersion numbers) normalized away.
 //! Each target must meet the case's own assertions, and when both ran their observations must be equal.
 //! Differences we accept are listed in the `ferrokube-apiserver` crate docs.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 
 use bytes::Bytes;
 use ferrokube::Client;
-use ferrokube::apiserver::{ApiServer, ResourceType, RunningServer};
 use ferrokube::client::Call;
+use ferrokube_apiserver::{ApiServer, ResourceType, RunningServer};
 use http::{Method, Request};
 use http_body_util::BodyExt;
 use serde_json::{Value, json};
@@ -1690,8 +1690,6 @@ conformance!(
     cluster_scoped_custom_resources
 );
 
-#[path = "conformance/apply.rs"]
 mod apply;
 
-#[path = "conformance/cluster.rs"]
 mod cluster;

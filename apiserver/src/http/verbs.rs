@@ -1,0 +1,539 @@
+//! One handler per verb: each takes its parsed options (see [`super::request`]), checks the
+//! injected faults, reads the body, calls the [`crate::api::Api`] and renders the answer: the
+//! object, a list, a watch stream, or a Table of them.
+//!
+//! Watches are the one streaming response: a task moves items from the store's [`WatchFeed`] to the
+//! response body as newline-delimited `{"type":…,"object":…}` events, applying the delivery-delay fault
+//! and `timeoutSeconds`, and ends the body when the store closes the watcher.
+//!
+//! A write answers with a Table too when the Accept header asked for one (the written object's
+//! row); a subresource never does (no table convertor).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use http::{HeaderValue, Response, StatusCode, header};
+use hyper::body::Incoming;
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+use super::body::{
+    Body, bytes_response, json_response, read_body, read_json, read_json_or_empty, read_object,
+    stored_response,
+};
+use super::handlers::{Reply, Shared};
+use super::request::{
+    Answer, ApiRequest, ApplyQuery, BodyFormat, Deferred, DeleteQuery, ObjectTarget, Verb,
+    WriteQuery,
+};
+use crate::api::{Deletion, ListOptions, UpdateOptions, WatchOptions, WriteOptions};
+use crate::faults::Faults;
+use crate::patch::PatchType;
+use crate::resource::ResourceType;
+use crate::review;
+use crate::selection::Selection;
+use crate::status::StatusError;
+use crate::store::{Stored, WatchFeed, WatchItem};
+use crate::strategy;
+use crate::table::{self, Convertor, TableVersion, TableWriter};
+
+/// Serves a parsed resource request: its verb's handler.
+pub async fn serve(shared: &Arc<Shared>, request: ApiRequest, body: Incoming) -> Reply {
+    let ApiRequest {
+        resource,
+        namespace,
+        verb,
+        answer,
+    } = request;
+    let call = Call {
+        shared,
+        resource: &resource,
+        namespace: namespace.as_deref(),
+        answer: &answer,
+    };
+    match verb {
+        Verb::Get(target) => call.get(&target),
+        Verb::List(options) => call.list(&options),
+        Verb::Watch(options) => call.watch(options),
+        Verb::Create {
+            options,
+            body: format,
+        } => call.create(&options, format, body).await,
+        Verb::Review { body: format } => review(format, body).await,
+        Verb::Update {
+            target,
+            options,
+            body: format,
+        } => call.update(&target, &options, format, body).await,
+        Verb::Patch {
+            target,
+            kind,
+            options,
+        } => call.patch(&target, kind, &options, body).await,
+        Verb::Apply { name, options } => call.apply(&name, &options, body).await,
+        Verb::Delete { name, options } => call.delete(&name, options, body).await,
+        Verb::DeleteCollection { selection, options } => {
+            call.delete_collection(&selection, options, body).await
+        }
+    }
+}
+
+/// What every verb's handler shares: the server, the type and namespace of the path, the
+/// representation asked for.
+struct Call<'a> {
+    shared: &'a Arc<Shared>,
+    resource: &'a Arc<ResourceType>,
+    /// See [`ApiRequest::namespace`].
+    namespace: Option<&'a str>,
+    answer: &'a Answer,
+}
+
+/// POST of an access review: allowed, whatever it asks (see [`crate::review`]).
+async fn review(format: BodyFormat, body: Incoming) -> Reply {
+    let review = read_object(body, format).await?;
+    Ok(json_response(StatusCode::CREATED, &review::allow(review)))
+}
+
+impl Call<'_> {
+    /// GET of one object (its stored bytes, with a custom type's schema defaults), its status,
+    /// or its Scale.
+    fn get(&self, target: &ObjectTarget) -> Reply {
+        let api = &self.shared.api;
+        let (resource, ns) = (self.resource, self.namespace);
+        if target.is_scale() {
+            let scale = api.get_scale(resource, ns, &target.name)?;
+            return Ok(json_response(StatusCode::OK, &scale));
+        }
+        let stored = strategy::read_defaults(resource, api.get(resource, ns, &target.name)?);
+        match self.answer.table {
+            Some(version) => {
+                let writer = self.table_writer(version)?;
+                let table = writer.object(&stored.object, true);
+                Ok(json_response(StatusCode::OK, &table))
+            }
+            None => Ok(stored_response(StatusCode::OK, &stored)),
+        }
+    }
+
+    /// LIST, one page: a `<Kind>List` of the stored bytes, or a Table.
+    fn list(&self, options: &ListOptions) -> Reply {
+        let resource = self.resource;
+        let mut result = self.shared.api.list(resource, self.namespace, options)?;
+        if resource.schema.is_some() {
+            let items = std::mem::take(&mut result.page.items);
+            result.page.items = items
+                .into_iter()
+                .map(|s| strategy::read_defaults(resource, s))
+                .collect();
+        }
+        if let Some(version) = self.answer.table {
+            let writer = self.table_writer(version)?;
+            let meta = table::ListMeta {
+                resource_version: result.page.revision.to_string(),
+                continue_token: result.continue_token.clone(),
+                remaining: result.continue_token.as_ref().and(result.page.remaining),
+            };
+            let objects = result.page.items.iter().map(|s| s.object.as_ref());
+            return Ok(json_response(StatusCode::OK, &writer.list(objects, &meta)));
+        }
+        let body = list_body(
+            resource,
+            result.page.revision,
+            &result.page.items,
+            result.continue_token.as_deref(),
+            result.page.remaining,
+        );
+        Ok(bytes_response(StatusCode::OK, body))
+    }
+
+    /// WATCH: registers a watcher, then streams its events from a task of its own.
+    fn watch(&self, options: WatchOptions) -> Reply {
+        let shared = self.shared;
+        let feed = shared.api.watch(self.resource, self.namespace, &options)?;
+        let table = match self.answer.table {
+            Some(version) => Some(self.table_writer(version)?),
+            None => None,
+        };
+        let (tx, rx) = mpsc::channel(64);
+        let timeout = options.timeout.unwrap_or(shared.default_watch_timeout);
+        tokio::spawn(stream_watch(
+            feed,
+            tx,
+            self.resource.clone(),
+            shared.faults.clone(),
+            timeout,
+            table,
+        ));
+        let mut response = Response::new(Body::Stream(rx));
+        let headers = response.headers_mut();
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        headers.insert(
+            header::CACHE_CONTROL,
+            HeaderValue::from_static("no-cache, private"),
+        );
+        Ok(response)
+    }
+
+    /// POST: 201 with the created object.
+    async fn create(&self, options: &WriteQuery, format: BodyFormat, body: Incoming) -> Reply {
+        self.write_fault()?;
+        let object = read_object(body, format).await?;
+        let options = WriteOptions {
+            dry_run: options.dry_run,
+            manager: &options.field_manager,
+        };
+        let created = self
+            .shared
+            .api
+            .create(self.resource, self.namespace, object, &options)?;
+        self.object_reply(StatusCode::CREATED, &created)
+    }
+
+    /// PUT of an object, its status or its Scale.
+    async fn update(
+        &self,
+        target: &ObjectTarget,
+        options: &WriteQuery,
+        format: BodyFormat,
+        body: Incoming,
+    ) -> Reply {
+        self.write_fault()?;
+        self.update_fault(&target.name)?;
+        let object = read_object(body, format).await?;
+        let api = &self.shared.api;
+        let (resource, ns, name) = (self.resource, self.namespace, target.name.as_str());
+        let updated = if target.is_scale() {
+            api.update_scale(resource, ns, name, options.dry_run, |_| Ok(object))?
+        } else {
+            let options = UpdateOptions {
+                endpoint: target.endpoint(),
+                dry_run: options.dry_run,
+                manager: &options.field_manager,
+            };
+            api.update(resource, ns, name, object, &options)?
+        };
+        self.object_reply(StatusCode::OK, &updated)
+    }
+
+    /// PATCH (merge, JSON or strategic merge) of an object, its status or its Scale.
+    async fn patch(
+        &self,
+        target: &ObjectTarget,
+        kind: PatchType,
+        options: &WriteQuery,
+        body: Incoming,
+    ) -> Reply {
+        self.write_fault()?;
+        self.update_fault(&target.name)?;
+        let patch = read_json(body).await?;
+        let api = &self.shared.api;
+        let (resource, ns, name) = (self.resource, self.namespace, target.name.as_str());
+        let patched = if target.is_scale() {
+            api.update_scale(resource, ns, name, options.dry_run, |current| {
+                crate::patch::apply(kind, &current, &patch)
+            })?
+        } else {
+            let options = UpdateOptions {
+                endpoint: target.endpoint(),
+                dry_run: options.dry_run,
+                manager: &options.field_manager,
+            };
+            api.patch(resource, ns, name, kind, &patch, &options)?
+        };
+        self.object_reply(StatusCode::OK, &patched)
+    }
+
+    /// PATCH with `application/apply-patch+yaml`: server-side apply (see [`crate::apply`]); 201
+    /// when it created the object.
+    async fn apply(&self, name: &str, options: &ApplyQuery, body: Incoming) -> Reply {
+        use crate::apply::verb::{self, ApplyOutcome, ApplyRequest};
+        self.write_fault()?;
+        self.update_fault(name)?;
+        let body = read_body(body).await?;
+        let applied = ApplyRequest {
+            config: verb::parse_body(&body)?,
+            manager: options.field_manager.clone(),
+            force: options.force,
+        };
+        let (object, outcome) = self.shared.api.apply(
+            self.resource,
+            self.namespace,
+            name,
+            &applied,
+            options.dry_run,
+        )?;
+        let code = match outcome {
+            ApplyOutcome::Created => StatusCode::CREATED,
+            ApplyOutcome::Updated => StatusCode::OK,
+        };
+        self.object_reply(code, &object)
+    }
+
+    /// DELETE of one object: the object while it waits for finalizers or a grace period (or
+    /// when its type returns deleted objects), else a `Success` Status naming it.
+    async fn delete(&self, name: &str, options: DeleteQuery, body: Incoming) -> Reply {
+        self.write_fault()?;
+        let (options, dry_run) = options.options(&read_json_or_empty(body).await?)?;
+        let resource = self.resource;
+        match self
+            .shared
+            .api
+            .delete(resource, self.namespace, name, &options, dry_run)?
+        {
+            Deletion::Pending(stored) => self.stored_reply(&stored),
+            Deletion::Deleted(stored) if resource.returns_deleted_object => {
+                self.stored_reply(&stored)
+            }
+            Deletion::Deleted(stored) => {
+                let mut details = serde_json::Map::new();
+                details.insert("name".into(), name.into());
+                if !resource.group.is_empty() {
+                    details.insert("group".into(), resource.group.clone().into());
+                }
+                details.insert("kind".into(), resource.plural.clone().into());
+                let uid = crate::meta::uid(&stored.object).unwrap_or_default();
+                details.insert("uid".into(), uid.into());
+                let status = json!({"kind": "Status", "apiVersion": "v1", "metadata": {},
+                    "status": "Success", "details": details});
+                Ok(json_response(StatusCode::OK, &status))
+            }
+        }
+    }
+
+    /// DELETECOLLECTION: a list (or Table) of the objects it deleted or marked for deletion.
+    async fn delete_collection(
+        &self,
+        selection: &Deferred<Selection>,
+        options: DeleteQuery,
+        body: Incoming,
+    ) -> Reply {
+        self.write_fault()?;
+        let selection = selection.get()?;
+        let (options, dry_run) = options.options(&read_json_or_empty(body).await?)?;
+        let api = &self.shared.api;
+        let resource = self.resource;
+        let deleted =
+            api.delete_collection(resource, self.namespace, &selection, &options, dry_run)?;
+        let revision = api.store.revision();
+        if let Some(version) = self.answer.table {
+            let writer = self.table_writer(version)?;
+            let meta = table::ListMeta {
+                resource_version: revision.to_string(),
+                ..table::ListMeta::default()
+            };
+            let objects = deleted.iter().map(|s| s.object.as_ref());
+            return Ok(json_response(StatusCode::OK, &writer.list(objects, &meta)));
+        }
+        let body = list_body(resource, revision, &deleted, None, None);
+        Ok(bytes_response(StatusCode::OK, body))
+    }
+
+    /// The object a write returns, or a one-row Table of it when the client asked for one.
+    fn object_reply(&self, code: StatusCode, object: &Value) -> Reply {
+        match self.answer.table {
+            Some(version) => {
+                let writer = self.table_writer(version)?;
+                Ok(json_response(code, &writer.object(object, true)))
+            }
+            None => Ok(json_response(code, object)),
+        }
+    }
+
+    /// [`Call::object_reply`] for a stored object (a 200 with its stored bytes when no Table is
+    /// wanted).
+    fn stored_reply(&self, stored: &Stored) -> Reply {
+        match self.answer.table {
+            Some(_) => self.object_reply(StatusCode::OK, &stored.object),
+            None => Ok(stored_response(StatusCode::OK, stored)),
+        }
+    }
+
+    /// The writer of a Table of `version`, made once the objects have been read: a bad
+    /// `includeObject` is a 400 only then (a missing object is a 404 first), as on kube-apiserver.
+    fn table_writer(&self, version: TableVersion) -> Result<TableWriter, StatusError> {
+        Ok(TableWriter {
+            convertor: Convertor::for_resource(self.resource, &self.shared.api),
+            version,
+            include: self.answer.include_object.get()?,
+            now: table::Instant::now(),
+        })
+    }
+
+    /// The injected write failure (500 or 429), if one is due.
+    fn write_fault(&self) -> Result<(), StatusError> {
+        match self.shared.faults.write_failure() {
+            Some(error) => Err(error),
+            None => Ok(()),
+        }
+    }
+
+    /// The injected update conflict (409), if one is due.
+    fn update_fault(&self, name: &str) -> Result<(), StatusError> {
+        if self.shared.faults.update_conflicts() {
+            return Err(StatusError::conflict(
+                self.resource,
+                name,
+                StatusError::MODIFIED,
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// A `<Kind>List` body, assembled from each object's stored bytes.
+fn list_body(
+    resource: &ResourceType,
+    revision: u64,
+    items: &[Stored],
+    continue_token: Option<&str>,
+    remaining: Option<u64>,
+) -> Bytes {
+    let mut metadata = json!({"resourceVersion": revision.to_string()});
+    if let (Some(token), Some(map)) = (continue_token, metadata.as_object_mut()) {
+        map.insert("continue".into(), token.into());
+        if let Some(remaining) = remaining {
+            map.insert("remainingItemCount".into(), remaining.into());
+        }
+    }
+    let head = json!({"kind": format!("{}List", resource.kind), "apiVersion": resource.api_version(), "metadata": metadata});
+    let head = head.to_string();
+    let size: usize = items.iter().map(|s| s.json.len() + 1).sum();
+    let mut body = BytesMut::with_capacity(head.len() + size + 16);
+    // `head` is `{...}`: reopen it to append the items.
+    body.put_slice(&head.as_bytes()[..head.len() - 1]);
+    body.put_slice(b",\"items\":[");
+    for (i, item) in items.iter().enumerate() {
+        if i > 0 {
+            body.put_u8(b',');
+        }
+        body.put_slice(&item.json);
+    }
+    body.put_slice(b"]}");
+    body.freeze()
+}
+
+/// Moves a watcher's items to its response body until the feed ends, the client leaves, or the
+/// timeout passes. With a `table` writer, objects are sent as one-row Tables, headers on the first.
+async fn stream_watch(
+    mut feed: WatchFeed,
+    tx: mpsc::Sender<Bytes>,
+    resource: Arc<ResourceType>,
+    faults: Arc<Faults>,
+    timeout: Duration,
+    mut table: Option<TableWriter>,
+) {
+    let mut headers_sent = false;
+    // `None`: a timeout past what the clock can represent (`timeoutSeconds` near 2^64), which is
+    // no timeout; adding it to now would panic.
+    let deadline = tokio::time::Instant::now().checked_add(timeout);
+    let expired = async {
+        match deadline {
+            Some(deadline) => tokio::time::sleep_until(deadline).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::pin!(expired);
+    loop {
+        let item = match feed.backlog.pop_front() {
+            Some(item) => item,
+            None => tokio::select! {
+                item = feed.live.recv() => match item {
+                    Some(item) => item,
+                    None => return,
+                },
+                _ = tx.closed() => return,
+                () = &mut expired => return,
+            },
+        };
+        if let WatchItem::Event(_, stored) = &item {
+            let delay = faults.watch_delay();
+            if !delay.is_zero() {
+                // The delay is at most an hour (see `crate::faults`); an overflow delivers at once.
+                if let Some(due) = stored.written.checked_add(delay) {
+                    tokio::time::sleep_until(tokio::time::Instant::from_std(due)).await;
+                }
+            }
+        }
+        let last = matches!(item, WatchItem::Error(_));
+        let line = match &mut table {
+            Some(writer) => render_table(writer, &resource, &item, &mut headers_sent),
+            None => render(&resource, &item),
+        };
+        if tx.send(line).await.is_err() || last {
+            return;
+        }
+        if deadline.is_some_and(|deadline| tokio::time::Instant::now() >= deadline) {
+            return;
+        }
+    }
+}
+
+/// One watch event line of a watch asked for as Tables: an object event carries a one-row Table,
+/// and so does a bookmark (its row made from the bookmark's near-empty object, as kube-apiserver
+/// makes it); the first of them carries the column definitions. Errors are sent as they are.
+fn render_table(
+    writer: &mut TableWriter,
+    resource: &ResourceType,
+    item: &WatchItem,
+    headers_sent: &mut bool,
+) -> Bytes {
+    let table = match item {
+        WatchItem::Event(event, stored) => {
+            writer.now = table::Instant::now();
+            json!({"type": event.as_str(), "object": writer.object(&stored.object, !*headers_sent)})
+        }
+        WatchItem::Bookmark {
+            revision,
+            initial_events_end,
+        } => {
+            let object = bookmark_object(resource, *revision, *initial_events_end);
+            json!({"type": "BOOKMARK", "object": writer.object(&object, !*headers_sent)})
+        }
+        WatchItem::Error(_) => return render(resource, item),
+    };
+    *headers_sent = true;
+    Bytes::from(format!("{table}\n"))
+}
+
+/// The object of a BOOKMARK event: the watched kind with only a resourceVersion (and the
+/// end-of-initial-events annotation of a streaming list).
+fn bookmark_object(resource: &ResourceType, revision: u64, initial_events_end: bool) -> Value {
+    let mut metadata = json!({"resourceVersion": revision.to_string(), "creationTimestamp": null});
+    if initial_events_end {
+        metadata["annotations"] = json!({"k8s.io/initial-events-end": "true"});
+    }
+    json!({"kind": resource.kind, "apiVersion": resource.api_version(), "metadata": metadata})
+}
+
+/// One watch event line.
+fn render(resource: &ResourceType, item: &WatchItem) -> Bytes {
+    let mut line = BytesMut::new();
+    match item {
+        WatchItem::Event(event, stored) => {
+            line.put_slice(b"{\"type\":\"");
+            line.put_slice(event.as_str().as_bytes());
+            line.put_slice(b"\",\"object\":");
+            line.put_slice(&stored.json);
+            line.put_slice(b"}\n");
+        }
+        WatchItem::Bookmark {
+            revision,
+            initial_events_end,
+        } => {
+            let object = bookmark_object(resource, *revision, *initial_events_end);
+            let event = json!({"type": "BOOKMARK", "object": object});
+            line.put_slice(event.to_string().as_bytes());
+            line.put_u8(b'\n');
+        }
+        WatchItem::Error(error) => {
+            let event = json!({"type": "ERROR", "object": error.to_status()});
+            line.put_slice(event.to_string().as_bytes());
+            line.put_u8(b'\n');
+        }
+    }
+    line.freeze()
+}

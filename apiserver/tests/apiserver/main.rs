@@ -1,0 +1,20 @@
+//! The API server's own tests (`cargo test -p ferrokube-apiserver --test apiserver`), one test
+//! binary (one link, one run) of four suites:
+//!
+//! | module | what it checks |
+//! |---|---|
+//! | [`conformance`] | the embedded server against kube-apiserver: the same cases, the same observations |
+//! | [`faults`] | the fault switches over HTTP (`/ferrokube/faults`) and the pod simulator |
+//! | [`kubectl`] | kubectl 1.32 as a real client: apply, edit, scale, server-side apply, generators |
+//! | [`tables`] | `kubectl get` and the Table documents, against kube-apiserver's |
+//!
+//! They drive the server through the ferrokube client (`ferrokube::...`), as a controller would.
+//! `conformance` and `tables` compare with a real kube-apiserver too with `--features e2e` and a
+//! kubeconfig (`scripts/e2e.sh` runs them so: `cargo test -p ferrokube-apiserver --features e2e
+//! --test apiserver -- conformance:: tables::`).
+
+mod common;
+mod conformance;
+mod faults;
+mod kubectl;
+mod tables;
