@@ -14,7 +14,7 @@
 //! without a cap then runs the process out of descriptors exactly as it would run a container out
 //! of its own.
 
-mod common;
+use ferrokube_testkit as common;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

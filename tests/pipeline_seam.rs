@@ -6,7 +6,7 @@
 //! The events are read by a small layer written here, independent of `ferrokube::view`, so that
 //! this test checks the emitters and not the view's reading of them.
 
-mod common;
+use ferrokube_testkit as common;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -4,7 +4,7 @@
 //! moves at once (no lease expiry to wait for) to the members the smaller ring names; and the live
 //! view's journal shows the ring (stage `shard`: members and owners).
 
-mod common;
+use ferrokube_testkit as common;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;

@@ -1,10 +1,10 @@
 //! Clients for the suites: one for an embedded server, and (with `--features e2e`) one for the
 //! kubeconfig's cluster, with etcd compaction for the real server's `410 Gone` cases.
 
-use ferrokube::Client;
-use ferrokube::Config;
-use ferrokube::client::RetryPolicy;
 use ferrokube_apiserver::RunningServer;
+use ferrokube_client::Client;
+use ferrokube_client::Config;
+use ferrokube_client::client::RetryPolicy;
 
 /// A client for an embedded server: no client-side rate limit; retries only if `retries`.
 pub fn embedded_client(server: &RunningServer, retries: bool) -> Client {
@@ -22,7 +22,7 @@ pub fn embedded_client(server: &RunningServer, retries: bool) -> Client {
 /// The configuration of the kubeconfig's `context` (its current one for `None`).
 #[cfg(feature = "e2e")]
 pub fn config(context: Option<&str>) -> Config {
-    use ferrokube::config::{Kubeconfig, kubeconfig_paths};
+    use ferrokube_client::config::{Kubeconfig, kubeconfig_paths};
     let paths = kubeconfig_paths();
     let mut config = Config::from_kubeconfig(
         &Kubeconfig::read_merged(&paths).expect("kubeconfig readable"),

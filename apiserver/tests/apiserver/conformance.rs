@@ -12,9 +12,9 @@ use crate::common;
 use std::time::Duration;
 
 use bytes::Bytes;
-use ferrokube::Client;
-use ferrokube::client::Call;
 use ferrokube_apiserver::{ApiServer, ResourceType, RunningServer};
+use ferrokube_client::Client;
+use ferrokube_client::client::Call;
 use http::{Method, Request};
 use http_body_util::BodyExt;
 use serde_json::{Value, json};
@@ -71,7 +71,7 @@ impl Target {
 
     #[cfg(feature = "e2e")]
     fn real() -> Target {
-        use ferrokube::client::RetryPolicy;
+        use ferrokube_client::client::RetryPolicy;
         let mut config = common::config(None);
         config.retry = RetryPolicy {
             max_retries: 0,
@@ -153,7 +153,7 @@ impl Target {
                     .unwrap_or_else(|| panic!("{}: {error}", self.name));
                 let details = serde_json::to_value(&api.details).unwrap_or(Value::Null);
                 let reason = match &api.reason {
-                    ferrokube::error::Reason::Other(other) => other.clone(),
+                    ferrokube_client::error::Reason::Other(other) => other.clone(),
                     known => format!("{known:?}"),
                 };
                 Seen {

@@ -3,11 +3,11 @@
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use ferrokube::api::{DeleteParams, Patch, PatchParams, PostParams, WatchParams};
-use ferrokube::client::Call;
-use ferrokube::watch::WatchEvent;
-use ferrokube::{Api, Client};
 use ferrokube_apiserver::{ApiServer, KubeletSettings, RunningServer};
+use ferrokube_client::api::{DeleteParams, Patch, PatchParams, PostParams, WatchParams};
+use ferrokube_client::client::Call;
+use ferrokube_client::watch::WatchEvent;
+use ferrokube_client::{Api, Client};
 use futures_util::StreamExt;
 use http::Request;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};

@@ -8,7 +8,7 @@
 //! | [`kubectl`] | kubectl 1.32 as a real client: apply, edit, scale, server-side apply, generators |
 //! | [`tables`] | `kubectl get` and the Table documents, against kube-apiserver's |
 //!
-//! They drive the server through the ferrokube client (`ferrokube::...`), as a controller would.
+//! They drive the server through the ferrokube client (`ferrokube_client::...`), as a controller would.
 //! `conformance` and `tables` compare with a real kube-apiserver too with `--features e2e` and a
 //! kubeconfig (`scripts/e2e.sh` runs them so: `cargo test -p ferrokube-apiserver --features e2e
 //! --test apiserver -- conformance:: tables::`).

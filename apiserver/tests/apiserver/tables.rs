@@ -22,9 +22,9 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
-use ferrokube::Client;
-use ferrokube::client::Call;
 use ferrokube_apiserver::{ApiServer, ResourceType, RunningServer};
+use ferrokube_client::Client;
+use ferrokube_client::client::Call;
 use http::Request;
 use http_body_util::BodyExt;
 use serde_json::{Value, json};
@@ -72,7 +72,7 @@ impl Target {
 
     #[cfg(feature = "e2e")]
     fn real(run: &str) -> Target {
-        let kubeconfig = ferrokube::config::kubeconfig_paths()
+        let kubeconfig = ferrokube_client::config::kubeconfig_paths()
             .into_iter()
             .next()
             .expect("KUBECONFIG names the real server's kubeconfig");
@@ -148,7 +148,7 @@ impl Target {
                     .api()
                     .unwrap_or_else(|| panic!("{}: GET {path}: {error}", self.name));
                 let reason = match &api.reason {
-                    ferrokube::error::Reason::Other(other) => other.clone(),
+                    ferrokube_client::error::Reason::Other(other) => other.clone(),
                     known => format!("{known:?}"),
                 };
                 (

@@ -1,0 +1,20 @@
+//! The sharding drills (tests/drills/shard.rs) on the real kube-apiserver, with client-go's
+//! durations (lease 15 s, renew deadline 10 s, retry period 2 s) and a 20 s freeze, audited from
+//! the server's own audit log (`scripts/kube-apiserver.sh` writes every write request to
+//! `$FERROKUBE_AUDIT_LOG` as JSON lines). Run by `scripts/e2e.sh`.
+
+use crate::cluster as drills;
+
+use drills::Cluster;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn e2e_shard_drills_join_kill_freeze_restart_on_kube_apiserver() {
+    let cluster = Cluster::kube_apiserver("e2e-shard");
+    let report = drills::shard::run(
+        &cluster,
+        &drills::shard::namespace_for_drills(&drills::unique_namespace("shard-drills")),
+    )
+    .await;
+    eprintln!("shard drills on kube-apiserver: {report:#?}");
+    cluster.clean_up();
+}

@@ -1,0 +1,9 @@
+//! The controller layer (`ferrokube::controller`) against the embedded API server, as one test
+//! binary: the runtime, the toolkit, the stale-cache protection and the read-your-own-writes
+//! client. (`shard_controller.rs` is a binary of its own: it installs a process-wide `tracing`
+//! subscriber.)
+
+mod read_your_own_writes;
+mod runtime;
+mod stale;
+mod toolkit;

@@ -1,0 +1,273 @@
+//! End-to-end tests of the informer against a real kube-apiserver: after watches that the server
+//! keeps closing, watches held back while the collection changes, and etcd compaction, the informer's
+//! store equals a fresh list of the server, object for object, resourceVersion included.
+//!
+//! Run by `scripts/e2e.sh` (`cargo test --features e2e --test e2e_informer`); see `e2e_client.rs`
+//! for running them against another cluster.
+
+#![cfg(feature = "e2e")]
+
+use ferrokube_testkit as common;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::informer::{Replay, assert_converges, quick_reflector, start_synced};
+use common::{client, compact_etcd, config_map, namespace, pod_template};
+use ferrokube::api::{DeleteParams, PostParams};
+use ferrokube::client::Call;
+use ferrokube::informer::{
+    EventStream, ListMode, ListPage, ListRequest, ListWatchError, ListerWatcher, ReflectorOptions,
+    Scope, SharedIndexInformer, SharedInformerFactory, WatchRequest,
+};
+use ferrokube::{Api, ListWatch, Object};
+use k8s_openapi::api::core::v1::{ConfigMap, PodTemplate};
+use parking_lot::Mutex;
+use tokio::sync::watch;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_store_equals_a_fresh_list_after_churn_and_short_watches() {
+    let client = client(None);
+    let ns = namespace(&client, "informer-churn").await;
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    // Some objects before the informer starts: they arrive through the (paginated) list.
+    for i in 0..120 {
+        api.create(
+            &PostParams::default(),
+            &config_map(&format!("pre-{i}"), "0"),
+        )
+        .await
+        .expect("create");
+    }
+    let (informer, replay) = start_synced(ListWatch::new(api.clone()), quick_reflector()).await;
+    assert_eq!(informer.store().len(), 120, "the first list has everything");
+
+    // Churn for a few watch lifetimes: creates, updates, deletes from four writers.
+    let mut writers = Vec::new();
+    for writer in 0..4 {
+        let api = api.clone();
+        writers.push(tokio::spawn(async move {
+            for step in 0..60 {
+                let name = format!("w{writer}-{}", step % 15);
+                match step % 4 {
+                    0 | 1 => {
+                        let _ = api
+                            .create(&PostParams::default(), &config_map(&name, "new"))
+                            .await;
+                    }
+                    2 => {
+                        if let Ok(mut current) = api.get(&name).await {
+                            current.data =
+                                Some(BTreeMap::from([("k".to_string(), step.to_string())]));
+                            let _ = api.replace(&name, &PostParams::default(), &current).await;
+                        }
+                    }
+                    _ => {
+                        let _ = api.delete(&name, &DeleteParams::default()).await;
+                    }
+                }
+                let _ = api
+                    .delete(
+                        &format!("pre-{}", writer * 30 + step / 2),
+                        &DeleteParams::default(),
+                    )
+                    .await;
+                tokio::time::sleep(Duration::from_millis(40)).await;
+            }
+        }));
+    }
+    for writer in writers {
+        writer.await.expect("writer");
+    }
+    assert_converges(&api, &informer, &replay).await;
+    let status = informer.reflector_status();
+    assert!(
+        status.watches() >= 2,
+        "the server closed watches and the reflector resumed ({} watches)",
+        status.watches()
+    );
+    assert_eq!(status.lists(), 1, "a resumed watch needs no relist");
+    assert!(replay.tombstones.lock().is_empty());
+    informer.stop();
+}
+
+/// Holds back every watch while closed, as a network partition would.
+#[derive(Clone)]
+struct Gate<L> {
+    inner: L,
+    open: watch::Sender<bool>,
+}
+
+impl<K: Object, L: ListerWatcher<K>> ListerWatcher<K> for Gate<L> {
+    async fn list(&self, request: ListRequest) -> Result<ListPage<K>, ListWatchError> {
+        self.inner.list(request).await
+    }
+    async fn watch(&self, request: WatchRequest) -> Result<EventStream<K>, ListWatchError> {
+        let mut open = self.open.subscribe();
+        let _ = open.wait_for(|open| *open).await;
+        self.inner.watch(request).await
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_compacted_gap_relists_into_tombstones_and_adds() {
+    // PodTemplates bypass the watch cache in scripts/kube-apiserver.sh: a watch from a compacted
+    // revision gets 410 straight from etcd.
+    let client = client(None);
+    let ns = namespace(&client, "informer-gap").await;
+    let api: Api<PodTemplate> = Api::namespaced(client.clone(), &ns);
+    for i in 0..5 {
+        api.create(&PostParams::default(), &pod_template(&format!("kept-{i}")))
+            .await
+            .expect("create");
+    }
+    for i in 0..3 {
+        api.create(
+            &PostParams::default(),
+            &pod_template(&format!("doomed-{i}")),
+        )
+        .await
+        .expect("create");
+    }
+    let gate = Gate {
+        inner: ListWatch::new(api.clone()),
+        open: watch::channel(true).0,
+    };
+    let (informer, replay) = start_synced(gate.clone(), quick_reflector()).await;
+    assert_eq!(informer.store().len(), 8);
+
+    // Partition: once the current watch times out (≤ 2 s), no new one opens.
+    gate.open.send_replace(false);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    for i in 0..3 {
+        api.delete(&format!("doomed-{i}"), &DeleteParams::default())
+            .await
+            .expect("delete");
+    }
+    let mut newest = String::new();
+    for i in 0..2 {
+        newest = api
+            .create(&PostParams::default(), &pod_template(&format!("born-{i}")))
+            .await
+            .expect("create")
+            .metadata
+            .resource_version
+            .expect("rv");
+    }
+    compact_etcd(&newest);
+    let lists_before = informer.reflector_status().lists();
+    gate.open.send_replace(true);
+
+    assert_converges(&api, &informer, &replay).await;
+    assert!(
+        informer.reflector_status().lists() > lists_before,
+        "the 410 forced a relist"
+    );
+    let mut tombstones = replay.tombstones.lock().clone();
+    tombstones.sort();
+    let expected: Vec<String> = (0..3).map(|i| format!("{ns}/doomed-{i}")).collect();
+    assert_eq!(
+        tombstones, expected,
+        "deletes in the gap arrive as tombstones"
+    );
+    let mut born = replay.adds_after_sync.lock().clone();
+    born.sort();
+    let expected: Vec<String> = (0..2).map(|i| format!("{ns}/born-{i}")).collect();
+    assert_eq!(born, expected, "creates in the gap arrive as adds");
+    informer.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streaming_lists_fall_back_to_list_and_watch_on_this_server() {
+    let client = client(None);
+    let ns = namespace(&client, "informer-stream").await;
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    for i in 0..10 {
+        api.create(&PostParams::default(), &config_map(&format!("c{i}"), "0"))
+            .await
+            .expect("create");
+    }
+    let errors = Arc::new(Mutex::new(Vec::new()));
+    let seen = errors.clone();
+    let informer = SharedIndexInformer::builder(ListWatch::new(api.clone()))
+        .reflector(ReflectorOptions {
+            list_mode: ListMode::Streaming,
+            error_handler: Some(Arc::new(move |error: &ListWatchError| {
+                seen.lock().push(error.to_string())
+            })),
+            ..quick_reflector()
+        })
+        .build();
+    let replay = Replay::default();
+    informer.add_event_handler(replay.clone()).expect("handler");
+    informer.start().expect("start");
+    let synced = tokio::time::timeout(Duration::from_secs(30), informer.wait_for_cache_sync())
+        .await
+        .expect("synced in time");
+    assert!(synced);
+    let status = informer.reflector_status();
+    // Servers with the WatchList feature (1.27+ with the gate, 1.32+ by default) stream;
+    // older ones (the 1.20 built by scripts/kube-apiserver.sh) refuse and we list instead.
+    let version: serde_json::Value = client
+        .request(Call {
+            request: http::Request::get("/version")
+                .body(bytes::Bytes::new())
+                .expect("request"),
+            idempotent: true,
+            streaming: false,
+        })
+        .await
+        .expect("/version");
+    let minor: u32 = version["minor"]
+        .as_str()
+        .and_then(|m| m.trim_end_matches('+').parse().ok())
+        .expect("a minor version");
+    if minor < 27 {
+        assert!(
+            status.streaming_unsupported(),
+            "1.{minor} cannot stream lists"
+        );
+    }
+    if status.streaming_unsupported() {
+        assert_eq!(status.lists(), 1, "fell back to one list");
+    } else {
+        assert_eq!(status.lists(), 0, "streamed the initial state");
+    }
+    assert_converges(&api, &informer, &replay).await;
+    informer.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_factory_shares_one_informer_per_type_and_scope_and_listers_read_it() {
+    let client = client(None);
+    let ns = namespace(&client, "informer-factory").await;
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    for (name, app) in [("a", "web"), ("b", "web"), ("c", "db")] {
+        let mut object = config_map(name, "0");
+        object.metadata.labels = Some(BTreeMap::from([("app".to_string(), app.to_string())]));
+        api.create(&PostParams::default(), &object)
+            .await
+            .expect("create");
+    }
+    let factory = SharedInformerFactory::new(client.clone());
+    let first = factory.informer::<ConfigMap>(&Scope::namespace(&ns));
+    let second = factory.informer::<ConfigMap>(&Scope::namespace(&ns));
+    assert!(
+        Arc::ptr_eq(first.store(), second.store()),
+        "one informer, one store"
+    );
+    factory.start().expect("start");
+    assert!(factory.wait_for_cache_sync().await);
+    assert_eq!(first.reflector_status().lists(), 1, "one list for both");
+    let lister = first.lister();
+    let web = lister
+        .namespace(&ns)
+        .list(&"app=web".parse().expect("selector"));
+    let mut names: Vec<_> = web.iter().filter_map(|o| o.metadata.name.clone()).collect();
+    names.sort();
+    assert_eq!(names, ["a", "b"]);
+    assert!(lister.get(Some(&ns), "c").is_some());
+    assert!(lister.namespace(&ns).get("missing").is_none());
+    factory.shutdown();
+}
