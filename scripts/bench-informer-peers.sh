@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Side-by-side informer benchmark on a real kube-apiserver (scripts/kube-apiserver.sh): ferrokube's
-# SharedIndexInformer (examples/bench_informer.rs; caching `Pod`, and again caching `Compact<Pod>`),
+# SharedIndexInformer (examples/src/bin/bench_informer.rs; caching `Pod`, and again caching `Compact<Pod>`),
 # client-go 1.20.2's SharedIndexInformer
 # (benches/peers/client-go/informer) and kube-rs 5.0's watcher + reflector
 # (benches/peers/kube-runtime/src/bin/informer.rs), all following benches/peers/INFORMER.md.
@@ -44,8 +44,8 @@ eval "$(scripts/kube-apiserver.sh env)"
 export KUBECONFIG
 
 log "building ferrokube's tool"
-cargo build --release -q --example bench_informer >&2
-ours=target/release/examples/bench_informer
+cargo build --release -q -p ferrokube-examples --bin bench_informer >&2
+ours=target/release/bench_informer
 log "building the client-go peer"
 client_go=$(benches/peers/client-go/build.sh informer | tail -n 1)
 log "building the kube-rs peer"

@@ -5,8 +5,9 @@
 #   scripts/bench-leader.sh                                   # 10 reps, 3 idle windows of 60 s
 #   scripts/bench-leader.sh --reps 1 --idle-reps 1 --idle-secs 10 --out /tmp/smoke.jsonl   # smoke
 #
-# Arguments go to the driver (examples/bench_leader.rs). Raw lines: benches/leader/results-<date>.jsonl
-# unless --out says otherwise; candidates' stderr: target/bench-leader/logs/.
+# Arguments go to the driver (examples/src/bin/bench_leader.rs). Raw lines:
+# benches/leader/results-<date>.jsonl unless --out says otherwise; candidates' stderr:
+# target/bench-leader/logs/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,5 +15,5 @@ scripts/kube-apiserver.sh up
 eval "$(scripts/kube-apiserver.sh env)"
 export KUBECONFIG
 scripts/build-client-go-leader.sh >/dev/null
-nice -n 15 cargo build --release -q --example leader_candidate --example bench_leader
-exec target/release/examples/bench_leader "$@"
+nice -n 15 cargo build --release -q -p ferrokube-examples --bin leader_candidate --bin bench_leader
+exec target/release/bench_leader "$@"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The ReplicaSet controller scale benchmark: ours (examples/replicaset) and the upstream
+# The ReplicaSet controller scale benchmark: ours (examples/src/replicaset) and the upstream
 # kube-controller-manager (--controllers=replicaset, built from the same Debian source as the
 # apiserver), one at a time, interleaved, on the real kube-apiserver (scripts/kube-apiserver.sh).
 #
@@ -13,10 +13,11 @@
 #                                                     # each with QPS 20 / burst 30 of its own
 #
 # Both get the same client limits (QPS 20, burst 30: kube-controller-manager's defaults) and 5
-# workers (its --concurrent-replicaset-syncs default). The driver (examples/bench_replicaset.rs) runs
-# the phases and prints, per phase, the time to converge and the controller's API requests (from
-# kube-apiserver's apiserver_request_total, minus the driver's own); this script adds each
-# controller's peak RSS (VmHWM). Results: lines starting with RESULT, also in $OUT.
+# workers (its --concurrent-replicaset-syncs default). The driver
+# (examples/src/bin/bench_replicaset.rs) runs the phases and prints, per phase, the time to converge
+# and the controller's API requests (from kube-apiserver's apiserver_request_total, minus the
+# driver's own); this script adds each controller's peak RSS (VmHWM). Results: lines starting with
+# RESULT, also in $OUT.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -28,7 +29,9 @@ OUT=${OUT:-/tmp/ferrokube-bench-replicaset.txt}
 WHO=${WHO:-ours upstream}
 # With BEFORE=<git revision>, "before" is our controller as it was at that revision, built from a
 # git worktree into a target directory of its own (target/before): sharing ours would let the two
-# builds overwrite each other's binary, since cargo gives both the same file name.
+# builds overwrite each other's binary, since cargo gives both the same file name. A revision from
+# before the samples became a package of their own (no examples/Cargo.toml) is built as it was then,
+# as the root package's example.
 BEFORE=${BEFORE:-}
 
 scripts/kube-apiserver.sh up
@@ -40,14 +43,19 @@ if [ "$(kubectl get --raw '/api/v1/pods?limit=1' | python3 -c 'import json,sys; 
   echo "bench-replicaset: the cluster already holds Pods; run scripts/kube-apiserver.sh down for a fresh one" >&2
   exit 1
 fi
-cargo build --release -q --example replicaset --example bench_replicaset
+cargo build --release -q -p ferrokube-examples --bin replicaset --bin bench_replicaset
 if [ -n "$BEFORE" ]; then
   tree=$(mktemp -d)
   git worktree add -q --detach "$tree" "$BEFORE"
-  cargo build --release -q --manifest-path "$tree/Cargo.toml" --target-dir target/before --example replicaset
-  cp target/before/release/examples/replicaset target/release/examples/replicaset-before
+  if [ -f "$tree/examples/Cargo.toml" ]; then
+    cargo build --release -q --manifest-path "$tree/Cargo.toml" --target-dir target/before -p ferrokube-examples --bin replicaset
+    cp target/before/release/replicaset target/release/replicaset-before
+  else
+    cargo build --release -q --manifest-path "$tree/Cargo.toml" --target-dir target/before --example replicaset
+    cp target/before/release/examples/replicaset target/release/replicaset-before
+  fi
   git worktree remove --force "$tree"
-  if cmp -s target/release/examples/replicaset target/release/examples/replicaset-before; then
+  if cmp -s target/release/replicaset target/release/replicaset-before; then
     echo "bench-replicaset: the controller at $BEFORE is the same binary as now; nothing to compare" >&2
     exit 1
   fi
@@ -60,14 +68,14 @@ run_shards() {
   local who=$1 n=${1#shards-} pids=() i ring
   ring="bench-$(date +%s)"
   for i in $(seq 1 "$n"); do
-    RUST_LOG=error target/release/examples/replicaset --kubeconfig "$KUBECONFIG" \
+    RUST_LOG=error target/release/replicaset --kubeconfig "$KUBECONFIG" \
       --qps 20 --burst 30 --workers 5 --shard-ring "$ring" --identity "r$i" \
       --lease-namespace default 2>"/tmp/ferrokube-bench-replicaset-$who-$i.log" &
     pids+=($!)
   done
   # Every member holds its Lease and one of them assigns, well within this.
   sleep 8
-  target/release/examples/bench_replicaset --label "$who" \
+  target/release/bench_replicaset --label "$who" \
     --replicasets "$REPLICASETS" --replicas "$REPLICAS" | tee -a "$OUT"
   local rss=() max=0 sum=0 v
   for pid in "${pids[@]}"; do
@@ -93,8 +101,8 @@ run_one() {
       return
       ;;
     ours | before)
-      local binary=target/release/examples/replicaset
-      [ "$who" = before ] && binary=target/release/examples/replicaset-before
+      local binary=target/release/replicaset
+      [ "$who" = before ] && binary=target/release/replicaset-before
       RUST_LOG=error "$binary" --kubeconfig "$KUBECONFIG" \
         --qps 20 --burst 30 --workers 5 2>"$log" &
       ;;
@@ -106,7 +114,7 @@ run_one() {
   esac
   pid=$!
   sleep 5 # both have synced their caches well within this
-  target/release/examples/bench_replicaset --label "$who" \
+  target/release/bench_replicaset --label "$who" \
     --replicasets "$REPLICASETS" --replicas "$REPLICAS" | tee -a "$OUT"
   echo "RESULT $who peak_rss_mib=$(awk '/VmHWM/ {printf "%.1f", $2 / 1024}' "/proc/$pid/status")" |
     tee -a "$OUT"

@@ -7,7 +7,7 @@
 #   KEEP=1 scripts/e2e.sh          # leave the server running afterwards (stop: scripts/kube-apiserver.sh down)
 #
 # To run the same tests against your own cluster instead, skip this script:
-#   KUBECONFIG=~/.kube/config cargo test --features e2e --test e2e_client
+#   KUBECONFIG=~/.kube/config cargo test --features e2e --test e2e -- client::
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -20,23 +20,35 @@ FERROKUBE_CLIENT_GO_DEADCONN=$(benches/peers/client-go-v0.37/build.sh deadconn |
 export FERROKUBE_CLIENT_GO_DEADCONN
 
 status=0
-# Each end-to-end target, in turn (later issues add theirs here). `apiserver` is the embedded API
-# server's own test binary (apiserver/tests/apiserver/): its conformance and Table suites compare the
-# embedded server with the real one; its other suites need no cluster and are left to `cargo test`.
-for target in e2e_client e2e_kubeconfigs e2e_informer e2e_network_faults apiserver e2e_replicaset e2e_stale e2e_leader e2e_shard; do
-  if [ "$target" = apiserver ]; then
-    echo "[e2e] cargo test -p ferrokube-apiserver --features e2e --test apiserver -- conformance:: tables::" >&2
-    cargo test -p ferrokube-apiserver --features e2e --test apiserver -- --test-threads=4 conformance:: tables:: || status=1
-    continue
-  fi
-  echo "[e2e] cargo test --features e2e --test $target" >&2
-  cargo test --features e2e --test "$target" -- --test-threads=4 || status=1
+# Each end-to-end suite, in turn, one at a time (each is a module of a test binary: `--test BINARY
+# -- MODULE::`; later issues add theirs here):
+#   e2e (tests/e2e/)                 the client, kubeconfigs, the informer, network faults
+#   apiserver (apiserver/tests/)     the embedded server's conformance and Table suites compared with
+#                                    the real one (its other suites need no cluster: `cargo test`)
+#   replicaset, drills (examples/tests/)  the sample's parity with kube-controller-manager, the
+#                                    stale-cache churn, the leader and shard drills as processes
+suites=(
+  "ferrokube e2e client::"
+  "ferrokube e2e kubeconfigs::"
+  "ferrokube e2e informer::"
+  "ferrokube e2e network_faults::"
+  "ferrokube-apiserver apiserver conformance:: tables::"
+  "ferrokube-examples replicaset parity_e2e::"
+  "ferrokube-examples replicaset stale_e2e::"
+  "ferrokube-examples drills leader_e2e::"
+  "ferrokube-examples drills shard_e2e::"
+)
+for suite in "${suites[@]}"; do
+  read -r package binary filters <<<"$suite"
+  echo "[e2e] cargo test -p $package --features e2e --test $binary -- $filters" >&2
+  # shellcheck disable=SC2086 # the filters are words
+  cargo test -p "$package" --features e2e --test "$binary" -- --test-threads=4 $filters || status=1
 done
 
 # The second sample controller (a CustomResource managing records outside Kubernetes): its whole
 # story (drift, edits, a restart, deletions) must converge on the real server too.
-echo "[e2e] cargo run --example dns -- --cluster" >&2
-cargo run -q --example dns -- --cluster || status=1
+echo "[e2e] cargo run -p ferrokube-examples --bin dns -- --cluster" >&2
+cargo run -q -p ferrokube-examples --bin dns -- --cluster || status=1
 
 # How the sample starts in a cluster (deploy/replicaset/): the real server must accept every manifest
 # (schema, RBAC rules, probes) as it would apply them.

@@ -178,7 +178,7 @@ make_certs() {
 }
 
 # X.509 v1 client certificates (`openssl x509 -req` without `-extfile`, which kubectl accepts), RSA
-# and EC, group system:masters: the contexts cert-v1-rsa and cert-v1-ec (tests/e2e_client.rs).
+# and EC, group system:masters: the contexts cert-v1-rsa and cert-v1-ec (tests/e2e/client.rs).
 make_v1_certs() {
   local d=$STATE/pki
   [ -f "$d/v1.done" ] && return 0
@@ -261,7 +261,8 @@ up() {
   fi
   if ! running kube-apiserver; then
     # An audit log of every write (who, what, when), as JSON lines: the leader-election drills
-    # (tests/e2e_leader.rs) read it to check that a replica which lost its lease wrote nothing.
+    # (examples/tests/drills/leader_e2e.rs) read it to check that a replica which lost its lease
+    # wrote nothing.
     cat >"$STATE/audit-policy.yaml" <<'POLICY'
 apiVersion: audit.k8s.io/v1
 kind: Policy

@@ -34,7 +34,8 @@
 //!   it, and without it the build has no HTTP server of the API, no certificate generation and no
 //!   TLS acceptor. Turn it on where you test: `ferrokube = { version = "0.1", features =
 //!   ["apiserver"] }` in `[dev-dependencies]` next to the plain `ferrokube` of `[dependencies]`.
-//!   (ferrokube's own examples and tests get it that way, from a dev-dependency on itself.)
+//!   (ferrokube's own tests get it that way, from a dev-dependency on itself; its samples, the
+//!   `ferrokube-examples` package in `examples/`, from their dependency on ferrokube.)
 //! - `shard` (off): `ferrokube::shard` and the `shard` options of the controller and manager
 //!   builders.
 //! - `view` (off): `ferrokube::view`, the live view.

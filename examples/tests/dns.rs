@@ -1,8 +1,8 @@
-//! The second sample controller (`examples/dns`, a CustomResource managing records outside
+//! The second sample controller (`examples/src/dns/`, a CustomResource managing records outside
 //! Kubernetes) runs its whole story on the embedded API server: drift announced and silent, spec
 //! edits, a restart with deletions and edits in between, an owned object deleted by hand, and
 //! every record deleted. Each step must converge; the same story runs on a real kube-apiserver
-//! in `scripts/e2e.sh` (`cargo run --example dns -- --cluster`).
+//! in `scripts/e2e.sh` (`cargo run -p ferrokube-examples --bin dns -- --cluster`).
 
 use ferrokube_examples::dns::story;
 

@@ -1,7 +1,7 @@
 //! The client's HTTP behaviour (retries, rate limits, timeouts, headers, watch streams) against a
 //! small scripted HTTP server in the test process, and the HTTP version it negotiates over TLS
 //! (against the embedded API server, which offers both). Behaviour against a real API server is in
-//! `e2e_client.rs`.
+//! `tests/e2e/client.rs`.
 
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex};

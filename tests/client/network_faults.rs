@@ -1,12 +1,12 @@
 //! Network faults that give no signal, through a proxy that misbehaves on command
-//! (`common/fault_proxy.rs`):
+//! (`testkit/src/fault_proxy.rs`):
 //!
 //! - **dead_connection**: every open connection freezes (no byte either way, no FIN, no RST), a
 //!   ConfigMap is created meanwhile, and the informer must deliver it on a new connection by
 //!   resuming its watch, never relisting. Measured on HTTP/1.1 (the reflector's idle deadline)
 //!   and on HTTP/2 over TLS (pings plus the idle deadline). With `--features e2e` the same drill
-//!   runs on a real kube-apiserver beside a client-go v0.37 informer behind the same proxy, frozen
-//!   at the same instant, and prints both times.
+//!   (`tests/e2e/network_faults.rs`) runs on a real kube-apiserver beside a client-go v0.37
+//!   informer behind the same proxy, frozen at the same instant, and prints both times.
 //! - **lease_window**: a leader whose renewals stop while its controller's new connections are
 //!   delayed past the gate's deadline: zero writes may reach the server after the gate closed
 //!   (the server's audit log is the judge), and the writes caught in the window come back as

@@ -1,7 +1,7 @@
 //! End-to-end tests of the client against a real API server.
 //!
 //! Run by `scripts/e2e.sh`, which starts a real kube-apiserver (`scripts/kube-apiserver.sh up`) and
-//! runs `cargo test --features e2e --test e2e_client`. To run them against your own cluster, point
+//! runs `cargo test --features e2e --test e2e -- client::`. To run them against your own cluster, point
 //! `KUBECONFIG` at it; the tests use the current context, plus (if they exist) a context named `token`
 //! (a second admin user, authenticating by bearer token) and `viewer` (a user bound to the `view`
 //! ClusterRole), as the script's kubeconfig has; set `FERROKUBE_E2E_SINGLE_USER=1` if your

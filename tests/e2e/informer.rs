@@ -2,7 +2,7 @@
 //! keeps closing, watches held back while the collection changes, and etcd compaction, the informer's
 //! store equals a fresh list of the server, object for object, resourceVersion included.
 //!
-//! Run by `scripts/e2e.sh` (`cargo test --features e2e --test e2e_informer`); see `e2e_client.rs`
+//! Run by `scripts/e2e.sh` (`cargo test --features e2e --test e2e -- informer::`); see `client.rs`
 //! for running them against another cluster.
 
 #![cfg(feature = "e2e")]

@@ -3,7 +3,7 @@
 //! every fault sequence the informer's store equals a fresh list of the server, object for object
 //! (resourceVersion included), and the handlers' replay agrees.
 //!
-//! The same properties are checked on a real kube-apiserver by `e2e_informer.rs`.
+//! The same properties are checked on a real kube-apiserver by `tests/e2e/informer.rs`.
 
 use ferrokube_testkit as common;
 

@@ -1,6 +1,7 @@
 //! The manager (`ferrokube::manager`) against the embedded API server: its HTTP endpoint, warm
-//! followers and takeover, the write gate of a follower, a leader that loses its lease, and the
-//! sample's graceful exit on SIGTERM.
+//! followers and takeover, the write gate of a follower, and a leader that loses its lease. (The
+//! sample's graceful exit on SIGTERM is checked with the sample, in
+//! `examples/tests/replicaset/demo.rs`.)
 
 use ferrokube_testkit as common;
 

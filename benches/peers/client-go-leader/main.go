@@ -1,5 +1,5 @@
 // Command client-go-leader is the client-go side of ferrokube's leader-election benchmark
-// (examples/bench_leader.rs, protocol in benches/peers/LEADER.md): one candidate for a Lease,
+// (examples/src/bin/bench_leader.rs, protocol in benches/peers/LEADER.md): one candidate for a Lease,
 // elected with client-go v1.20's tools/leaderelection and a resourcelock.LeaseLock, as vendored in
 // the Kubernetes 1.20.2 source tree (built by scripts/build-client-go-leader.sh).
 //

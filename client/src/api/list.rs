@@ -51,7 +51,7 @@ where
 /// for the fuzz harness (crate `ferrokube-fuzzing`), which cuts bodies into arbitrary chunks:
 ///
 /// ```
-/// use ferrokube::api::ListDecoder;
+/// use ferrokube_client::api::ListDecoder;
 /// use serde_json::Value;
 ///
 /// let mut decoder = ListDecoder::new(|item: Value| item["metadata"]["name"].clone());

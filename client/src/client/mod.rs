@@ -52,7 +52,7 @@
 //! The informers add one more (`ReflectorOptions::watch_idle_timeout`, in `ferrokube-informer`): a watch that has
 //! brought nothing for 15 s is given up and resumed from its last resourceVersion, a resume and
 //! never a relist, so that a controller notices a dead watch in seconds on HTTP/1.1, where no
-//! ping exists. tests/network_faults.rs freezes connections in a proxy and measures it.
+//! ping exists. tests/client/network_faults.rs freezes connections in a proxy and measures it.
 //!
 //! ## Write gates
 //!
@@ -282,9 +282,34 @@ impl Client {
     /// long for a token is judged when it leaves. A refused write returns [`Error::NotLeader`]
     /// without sending anything. Replaces any gate this handle had; reads are never gated.
     ///
+    /// The leader election's `Leadership` is such a gate
+    /// (`client.with_write_gate(leadership.clone())`); any type can be one:
+    ///
     /// ```no_run
-    /// # fn demo(client: ferrokube::Client, leadership: ferrokube::leader::Leadership) {
-    /// let writes_while_leading = client.with_write_gate(leadership.clone());
+    /// use std::sync::Arc;
+    /// use std::sync::atomic::{AtomicBool, Ordering};
+    /// use ferrokube_client::Client;
+    /// use ferrokube_client::write_gate::{NotLeader, NotLeaderReason, WriteGate, WritePermit};
+    ///
+    /// /// Writes go while the flag is up.
+    /// struct Switch(Arc<AtomicBool>);
+    ///
+    /// impl WriteGate for Switch {
+    ///     fn admit(&self) -> Result<WritePermit, NotLeader> {
+    ///         if self.0.load(Ordering::Acquire) {
+    ///             return Ok(WritePermit::untracked());
+    ///         }
+    ///         Err(NotLeader {
+    ///             lease: "default/switch".into(),
+    ///             identity: "me".into(),
+    ///             reason: NotLeaderReason::Stopped,
+    ///         })
+    ///     }
+    /// }
+    ///
+    /// # fn demo(client: Client) {
+    /// let up = Arc::new(AtomicBool::new(true));
+    /// let gated = client.with_write_gate(Switch(up.clone()));
     /// # }
     /// ```
     pub fn with_write_gate(&self, gate: impl WriteGate) -> Client {

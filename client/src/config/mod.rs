@@ -334,7 +334,7 @@ impl Config {
     /// [`Config::max_idle_conns_per_host`]; default [`DEFAULT_MAX_IDLE_CONNS_PER_HOST`]).
     ///
     /// ```
-    /// # use ferrokube::Config;
+    /// # use ferrokube_client::Config;
     /// let config = Config::new("https://127.0.0.1:6443".parse().unwrap()).with_max_idle_conns_per_host(4);
     /// assert_eq!(config.max_idle_conns_per_host, 4);
     /// ```

@@ -4,7 +4,8 @@
 //! as a real client would); the run fails otherwise.
 //!
 //! ```text
-//! cargo run --release --example bench_apiserver -- [--pods 50000] [--watchers 20] [--rate 1000] [--seconds 30] [--history 10000]
+//! cargo run --release -p ferrokube-examples --bin bench_apiserver -- [--pods 50000] [--watchers 20]
+//!     [--rate 1000] [--seconds 30] [--history 10000]
 //! ```
 //!
 //! Server, clients and watchers share one process, so the RSS printed covers all of them (the

@@ -4,7 +4,7 @@
 //! ```text
 //! (cd benches/peers/kube-runtime && CARGO_TARGET_DIR=~/.cache/ferrokube/peer-target \
 //!     cargo build --release --bin kube-rs-controller-peer)
-//! cargo run --release --example bench_controller -- --reps 3
+//! cargo run --release -p ferrokube-examples --bin bench_controller -- --reps 3
 //!     [--objects 10000] [--workers 16] [--rate 1000] [--writers 32]
 //!     [--impls ferrokube,ferrokube-compact,kube-rs] [--peer PATH] [--out FILE.jsonl]
 //! ```

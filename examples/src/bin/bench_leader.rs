@@ -7,15 +7,15 @@
 //!
 //! scripts/kube-apiserver.sh up && eval "$(scripts/kube-apiserver.sh env)"
 //! scripts/build-client-go-leader.sh                                      # the Go candidate
-//! cargo build --release --example leader_candidate --example bench_leader
-//! target/release/examples/bench_leader [--reps 10] [--idle-reps 3] [--idle-secs 60]
+//! cargo build --release -p ferrokube-examples --bin leader_candidate --bin bench_leader
+//! target/release/bench_leader [--reps 10] [--idle-reps 3] [--idle-secs 60]
 //!     [--impls client-go,ferrokube] [--lease-duration 15s] [--renew-deadline 10s]
 //!     [--retry-period 2s] [--settle-ms 3000] [--namespace leader-bench]
 //!     [--client-go PATH] [--ferrokube PATH] [--kubeconfig FILE] [--out FILE.jsonl]
 //! ```
 //!
 //! Every candidate is a process of its own (client-go: `benches/peers/client-go-leader/main.go`;
-//! ferrokube: `examples/leader_candidate.rs`), started with the same flags, and prints one JSON line
+//! ferrokube: `examples/src/bin/leader_candidate.rs`), started with the same flags, and prints one JSON line
 //! per event on stdout (`started_leading`, `stopped_leading`, `new_leader`) stamped with its wall
 //! clock in unix nanoseconds. All run on this machine, so those stamps and the driver's own are on
 //! one clock.
@@ -710,7 +710,9 @@ async fn main() -> Result<(), BoxError> {
                 settings.binary(imp).display(),
                 match imp {
                     Impl::ClientGo => "build it: scripts/build-client-go-leader.sh",
-                    Impl::Ferrokube => "build it: cargo build --release --example leader_candidate",
+                    Impl::Ferrokube => {
+                        "build it: cargo build --release -p ferrokube-examples --bin leader_candidate"
+                    }
                 }
             );
         }

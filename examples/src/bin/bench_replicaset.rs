@@ -16,7 +16,8 @@
 //! created.
 //!
 //! ```text
-//! cargo run --release --example bench_replicaset -- --label ours [--replicasets 500] [--replicas 10]
+//! cargo run --release -p ferrokube-examples --bin bench_replicaset -- --label ours
+//!     [--replicasets 500] [--replicas 10]
 //! ```
 
 use std::collections::BTreeMap;

@@ -1,12 +1,15 @@
 //! Stale caches, measured: the ReplicaSet sample through the same scripted churn
-//! (`examples/replicaset/churn.rs`) with and without its stale-cache protection, interleaved, on the
-//! embedded API server with watch delivery delayed (200 ms and 2 s by default), or on a real cluster.
+//! (`examples/src/replicaset/churn.rs`) with and without its stale-cache protection, interleaved, on
+//! the embedded API server with watch delivery delayed (200 ms and 2 s by default), or on a real
+//! cluster.
 //!
 //! ```text
-//! cargo run --release --example bench_stale                        # embedded server, 200 ms and 2 s
-//! cargo run --release --example bench_stale -- --delays 0,200 --reps 2
-//! cargo run --release --example bench_stale -- --no-kubelet --replicasets 50   # pods never ready
-//! cargo run --release --example bench_stale -- --kubeconfig PATH --audit-log FILE   # a real server
+//! cargo run --release -p ferrokube-examples --bin bench_stale   # embedded server, 200 ms and 2 s
+//! cargo run --release -p ferrokube-examples --bin bench_stale -- --delays 0,200 --reps 2
+//! # pods never ready:
+//! cargo run --release -p ferrokube-examples --bin bench_stale -- --no-kubelet --replicasets 50
+//! # a real server:
+//! cargo run --release -p ferrokube-examples --bin bench_stale -- --kubeconfig PATH --audit-log FILE
 //! ```
 //!
 //! Each run starts the controller in-process with a fresh namespace, plays the script, and counts

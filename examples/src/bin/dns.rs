@@ -2,18 +2,20 @@
 //! equal to the records of a DNS provider outside Kubernetes, which drifts on its own.
 //!
 //! ```sh
-//! cargo run --example dns                 # on the embedded API server (CRDs included)
-//! cargo run --example dns -- --cluster    # on the cluster of $KUBECONFIG (scripts/e2e.sh does this)
+//! # on the embedded API server (CRDs included):
+//! cargo run -p ferrokube-examples --bin dns
+//! # on the cluster of $KUBECONFIG (scripts/e2e.sh does this):
+//! cargo run -p ferrokube-examples --bin dns -- --cluster
 //! ```
 //!
-//! What it shows, file by file:
+//! What it shows, file by file (the module `ferrokube_examples::dns`; this program only runs it):
 //!
 //! | file | what |
 //! |---|---|
-//! | `record.rs` | the custom resource's Rust type and its CustomResourceDefinition |
-//! | `provider.rs` | the simulated provider: records, drift (announced or silent), a change feed |
-//! | `controller.rs` | the reconciler: finalizer, provider writes, an owned ConfigMap, `Ready` |
-//! | `story.rs` | the script (drift, edits, a restart, deletions) and the convergence check |
+//! | `src/dns/record.rs` | the custom resource's Rust type and its CustomResourceDefinition |
+//! | `src/dns/provider.rs` | the simulated provider: records, drift (announced or silent), a change feed |
+//! | `src/dns/controller.rs` | the reconciler: finalizer, provider writes, an owned ConfigMap, `Ready` |
+//! | `src/dns/story.rs` | the script (drift, edits, a restart, deletions) and the convergence check |
 //!
 //! The controller uses every part of ferrokube's controller layer a typical one needs: a
 //! finalizer (the outside record is deleted before the object goes), a status condition with

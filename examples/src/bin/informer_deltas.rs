@@ -17,8 +17,10 @@
 //!   tombstone `Deleted` for what vanished while we were not watching.
 //!
 //! ```text
-//! cargo run --example informer_deltas              # a scripted in-memory server (no cluster needed)
-//! cargo run --example informer_deltas -- --cluster # Pods in the KUBECONFIG cluster, until Ctrl-C
+//! # a scripted in-memory server (no cluster needed):
+//! cargo run -p ferrokube-examples --bin informer_deltas
+//! # Pods in the KUBECONFIG cluster, until Ctrl-C:
+//! cargo run -p ferrokube-examples --bin informer_deltas -- --cluster
 //! ```
 //!
 //! The scripted server is `ferrokube::informer::fake::FakeListerWatcher`, the same seam the unit

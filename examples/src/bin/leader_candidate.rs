@@ -1,5 +1,6 @@
 //! One candidate for a Lease, elected with `ferrokube::leader`: the ferrokube side of the
-//! leader-election benchmark (`examples/bench_leader.rs`, protocol in benches/peers/LEADER.md).
+//! leader-election benchmark (`examples/src/bin/bench_leader.rs`, protocol in
+//! benches/peers/LEADER.md).
 //! Its client-go twin is `benches/peers/client-go-leader/main.go`; both take the same flags and
 //! print the same lines.
 //!

@@ -6,7 +6,7 @@
 //! succeeds and its failures are forgotten, and shutdown lets the workers finish what they hold.
 //!
 //! ```text
-//! cargo run --example workqueue_basics
+//! cargo run -p ferrokube-examples --bin workqueue_basics
 //! ```
 
 use std::sync::Arc;

@@ -62,7 +62,7 @@ impl Provider {
         self.records.lock().clone()
     }
 
-    /// Writes made through [`upsert`](Self::upsert) and [`delete`](Self::delete).
+    /// Writes made through [`upsert`](Self::upsert) and [`delete_owned`](Self::delete_owned).
     pub fn writes(&self) -> u64 {
         *self.writes.lock()
     }

@@ -20,8 +20,9 @@
 //!    ─▶ kill one pod of each (seeded choice) ─▶ converged? ─▶ again ─▶ converged?   (then count)
 //! ```
 //!
-//! Run by `tests/replicaset_stale.rs` (asserts the protection's zeros on the embedded server),
-//! `tests/e2e_replicaset.rs` (the real kube-apiserver) and `examples/bench_stale.rs` (the table).
+//! Run by `examples/tests/replicaset/stale.rs` (asserts the protection's zeros on the embedded
+//! server), `examples/tests/replicaset/stale_e2e.rs` (the real kube-apiserver) and
+//! `examples/src/bin/bench_stale.rs` (the table).
 
 use std::collections::HashMap;
 use std::sync::Arc;

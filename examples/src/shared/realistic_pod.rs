@@ -1,5 +1,5 @@
 //! The realistic Pod the benchmarks create: two containers, labels, env, resources, probes.
-//! Included by the benchmark examples with `#[path = "shared/realistic_pod.rs"] mod realistic_pod;`.
+//! Used by the benchmark programs as `ferrokube_examples::shared::realistic_pod`.
 
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::json;

@@ -1,7 +1,7 @@
-//! The leader-election drills (tests/drills/mod.rs) on the embedded API server: three processes of
+//! The leader-election drills (`cluster.rs`) on the embedded API server: three processes of
 //! the ReplicaSet sample against one server in this test, with short leases (1.5 s lease, 1 s renew
 //! deadline, 0.25 s retry period) so that the whole run takes seconds. The same drills run on the
-//! real kube-apiserver with client-go's durations in `tests/e2e_leader.rs`.
+//! real kube-apiserver with client-go's durations in `leader_e2e.rs`.
 
 use crate::cluster as drills;
 

@@ -1,4 +1,4 @@
-//! The leader-election drills (tests/drills/mod.rs) on the real kube-apiserver, with client-go's
+//! The leader-election drills (`cluster.rs`) on the real kube-apiserver, with client-go's
 //! durations (lease 15 s, renew deadline 10 s, retry period 2 s) and a 20 s freeze, audited from
 //! the server's own audit log (`scripts/kube-apiserver.sh` writes every write request to
 //! `$FERROKUBE_AUDIT_LOG` as JSON lines). Run by `scripts/e2e.sh`.

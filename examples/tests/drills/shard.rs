@@ -1,7 +1,7 @@
-//! The sharding drills (tests/drills/shard.rs) on the embedded API server: four processes of the
+//! The sharding drills (`cluster/shard.rs`) on the embedded API server: four processes of the
 //! ReplicaSet sample sharing twelve ReplicaSets, with short leases (1.5 s lease, 1 s renew
 //! deadline, 0.25 s retry period). The same drills run on the real kube-apiserver with client-go's
-//! durations in `tests/e2e_shard.rs`.
+//! durations in `shard_e2e.rs`.
 
 use crate::cluster as drills;
 

@@ -1,4 +1,5 @@
-//! The sample ReplicaSet controller (examples/replicaset) under faults, on the embedded API server.
+//! The sample ReplicaSet controller (examples/src/replicaset) under faults, on the embedded API
+//! server.
 //!
 //! Faults for the whole run: 5% of writes fail with 500, 5% of updates and patches are answered 409,
 //! watch delivery is delayed 200 ms, every watch is dropped every 2 s and the history is compacted

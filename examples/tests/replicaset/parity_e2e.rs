@@ -1,4 +1,4 @@
-//! Parity of the sample ReplicaSet controller (examples/replicaset) with the upstream one, on a real
+//! Parity of the sample ReplicaSet controller (examples/src/replicaset) with the upstream one, on a real
 //! kube-apiserver with no controller manager of its own (scripts/e2e.sh).
 //!
 //! The same scenarios run twice, each time in a fresh namespace: once with ours running (in this

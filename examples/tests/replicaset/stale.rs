@@ -1,8 +1,8 @@
-//! The sample ReplicaSet controller through a scripted churn (examples/replicaset/churn.rs) on the
+//! The sample ReplicaSet controller through a scripted churn (examples/src/replicaset/churn.rs) on the
 //! embedded API server with watch delivery delayed 200 ms: with its stale-cache protection on, the
 //! controller never has a write refused with 409, never writes a status that goes backwards, and
 //! creates and deletes exactly the pods the script needs. (Without the protection the same run
-//! gets 409s: `cargo run --release --example bench_stale` prints both, and
+//! gets 409s: `cargo run --release -p ferrokube-examples --bin bench_stale` prints both, and
 //! `benches/stale/` keeps the figures.)
 
 use std::time::Duration;

@@ -1,12 +1,13 @@
-//! The stale-cache comparison (examples/replicaset/churn.rs) on the real kube-apiserver
+//! The stale-cache comparison (examples/src/replicaset/churn.rs) on the real kube-apiserver
 //! (scripts/e2e.sh): the ReplicaSet sample through the scripted churn with its protection off, then
 //! on, each in a fresh namespace, counted from the server's own audit log (`$FERROKUBE_AUDIT_LOG`).
 //! A real server's watch delay cannot be injected, so this is the lag it has by itself: with the
 //! protection the controller must have no 409, no status going backwards and no pod created or
 //! deleted beyond the need; without it, what happened is printed (as JSON lines, like
-//! `examples/bench_stale.rs`'s).
+//! `examples/src/bin/bench_stale.rs`'s).
 //!
-//! Nothing else may run a ReplicaSet controller meanwhile, so this is a target of its own.
+//! Nothing else may run a ReplicaSet controller meanwhile, so `scripts/e2e.sh` runs this module on
+//! its own (`-- stale_e2e::`), not beside `parity_e2e`.
 
 use ferrokube_testkit as common;
 

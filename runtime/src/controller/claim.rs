@@ -128,7 +128,7 @@ impl ClaimError {
 /// # use std::sync::Arc;
 /// # use ferrokube_runtime::controller::claim::Claimer;
 /// # use ferrokube_informer::LabelSelector;
-/// # use ferrokube::{Api, Client};
+/// # use ferrokube_client::{Api, Client};
 /// # use k8s_openapi::api::apps::v1::ReplicaSet;
 /// # use k8s_openapi::api::core::v1::Pod;
 /// # async fn demo(client: Client, rs: Arc<ReplicaSet>, candidates: Vec<Arc<Pod>>) -> Result<(), Box<dyn std::error::Error>> {

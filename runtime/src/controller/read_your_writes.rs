@@ -22,7 +22,7 @@
 //! use ferrokube_client::api::{Patch, PatchParams};
 //! use ferrokube_runtime::controller::ReadYourWrites;
 //! use ferrokube_informer::{Scope, SharedInformerFactory};
-//! use ferrokube::{Api, Client};
+//! use ferrokube_client::{Api, Client};
 //! use k8s_openapi::api::core::v1::ConfigMap;
 //!
 //! # async fn demo(client: Client) -> Result<(), Box<dyn std::error::Error>> {

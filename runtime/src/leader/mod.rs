@@ -134,7 +134,7 @@
 //! ```no_run
 //! use std::time::Duration;
 //! use ferrokube_runtime::leader::{LeaderElector, LeaderMetrics, RunOutcome};
-//! use ferrokube::{Client, Config};
+//! use ferrokube_client::{Client, Config};
 //!
 //! # async fn demo(config: Config, registry: &mut prometheus_client::registry::Registry)
 //! #     -> Result<(), Box<dyn std::error::Error>> {

@@ -1,4 +1,4 @@
-// The client-go side of the dead-connection drill (tests/network_faults.rs, e2e): a shared
+// The client-go side of the dead-connection drill (tests/e2e/network_faults.rs): a shared
 // informer on the ConfigMaps of one namespace, with client-go's defaults (HTTP/2 over TLS, its
 // health-check pings, its reflector), that prints one JSON line per thing the drill measures:
 //

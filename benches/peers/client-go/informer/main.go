@@ -1,8 +1,8 @@
 // Command client-go-informer-peer is the client-go side of ferrokube's informer benchmark
 // (scripts/bench-informer-peers.sh). It follows the protocol of benches/peers/INFORMER.md exactly as
-// examples/bench_informer.rs does: read RSS, start a SharedIndexInformer on the namespace's Pods,
-// wait until synced, print a "synced" JSON line, then time this round's stamped updates from the
-// stamp to the handler and print a "result" JSON line.
+// examples/src/bin/bench_informer.rs does: read RSS, start a SharedIndexInformer on the namespace's
+// Pods, wait until synced, print a "synced" JSON line, then time this round's stamped updates from
+// the stamp to the handler and print a "result" JSON line.
 //
 //	client-go-informer-peer --namespace bench --round 3 --updates 2000 [--strip] [--qps 50 --burst 100]
 //

@@ -2,9 +2,9 @@
 //! main demo.
 //!
 //! ```text
-//! cargo run --example replicaset                      # the demo: embedded API server, a scripted story
-//! cargo run --example replicaset -- --keep-running    # ... and stay up afterwards (Ctrl-C stops)
-//! cargo run --example replicaset -- --kubeconfig ~/.kube/config   # be that cluster's RS controller
+//! cargo run -p ferrokube-examples                     # the demo: embedded API server, a scripted story
+//! cargo run -p ferrokube-examples -- --keep-running   # ... and stay up afterwards (Ctrl-C stops)
+//! cargo run -p ferrokube-examples -- --kubeconfig ~/.kube/config   # be that cluster's RS controller
 //! ```
 //!
 //! **The live view in a browser** (`ferrokube::view`): the demo serves it by default on loopback and

@@ -20,17 +20,18 @@
 //! **level-driven**: a sync never asks *what happened*, only *what is wanted* (`spec.replicas`) and *what
 //! is* (the cached pods), so a missed, duplicated or reordered event cannot lead it astray; the next
 //! sync of that key repairs it. What the cache cannot know yet — the pods it just created or deleted —
-//! is covered by [`expectations`].
+//! is covered by [`expectations`](ferrokube::controller::expectations).
 //!
 //! Errors go back to the queue: a failed sync's key is re-added with per-key exponential backoff
 //! (5 ms doubling to 1000 s, and a 10 qps/100 burst overall bucket: client-go's default controller rate
 //! limiter), a successful one's backoff is forgotten. A 409 on the status write is such an error; it is
 //! not retried in place.
 //!
-//! The module's parts: [`expectations`] (what we wait to see), [`pod`] (pod predicates),
-//! [`pod_control`] (writes to pods, and their events), [`events`] (the event recorder), [`ranking`]
-//! (which pods to delete first), [`status`] (status computation and write), [`running`] (start and
-//! stop it all).
+//! The module's parts: [`pod`] (pod predicates), [`pod_control`] (writes to pods, and their
+//! events), [`ranking`] (which pods to delete first), [`status`] (status computation and write),
+//! [`running`] (start and stop it all). What it waits to see
+//! ([`expectations`](ferrokube::controller::expectations)) and its event recorder
+//! ([`events`](ferrokube::controller::events)) are ferrokube's controller toolkit.
 
 pub mod pod;
 pub mod pod_control;
@@ -250,7 +251,8 @@ struct Shared {
 impl ReplicaSetController {
     /// Declares the controller on the manager's Pod and ReplicaSet informers (created without
     /// managedFields if the factory has none yet), writing with the manager's client (gated by
-    /// leadership when leader election is on). Returns it, the [`Controller`] to give
+    /// leadership when leader election is on). Returns it, the
+    /// [`Controller`](ferrokube::controller::Controller) to give
     /// [`Manager::add_controller`] with [`reconciler`](Self::reconciler), and the task that posts
     /// its events (spawn that).
     pub fn new(

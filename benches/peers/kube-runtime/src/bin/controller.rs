@@ -1,7 +1,7 @@
-//! The kube-rs side of ferrokube's controller benchmark (examples/bench_controller.rs, protocol in
-//! benches/peers/CONTROLLER.md): kube-runtime 5.0's `Controller` over the Pods of one namespace,
-//! with a reconcile that does no I/O, driven by commands on stdin and answering one JSON line per
-//! command on stdout.
+//! The kube-rs side of ferrokube's controller benchmark (examples/src/bin/bench_controller.rs,
+//! protocol in benches/peers/CONTROLLER.md): kube-runtime 5.0's `Controller` over the Pods of one
+//! namespace, with a reconcile that does no I/O, driven by commands on stdin and answering one JSON
+//! line per command on stdout.
 //!
 //! ```text
 //! kube-rs-controller-peer --namespace bench --objects 10000 [--concurrency 16]

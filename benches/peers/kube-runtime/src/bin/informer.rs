@@ -1,6 +1,6 @@
 //! The kube-rs side of ferrokube's informer benchmark (scripts/bench-informer-peers.sh): the same
-//! protocol as examples/bench_informer.rs and the client-go peer (benches/peers/INFORMER.md), on
-//! kube-runtime's `watcher` + `reflector` store (kube 5.0).
+//! protocol as examples/src/bin/bench_informer.rs and the client-go peer
+//! (benches/peers/INFORMER.md), on kube-runtime's `watcher` + `reflector` store (kube 5.0).
 //!
 //! ```text
 //! kube-rs-informer-peer --namespace bench --round 3 --updates 2000 [--strip]
