@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use ferrokube_core::pipeline_event;
 use parking_lot::{Condvar, Mutex};
 
-use crate::delta_fifo::DeletedObject;
+use crate::delta::DeletedObject;
 use crate::metrics::HandlerQueueMetrics;
 use crate::object::{Object, ObjectKey};
 

@@ -60,7 +60,8 @@
 //! | [`compact`] | [`Compact`]: an object stored as typed metadata + JSON bytes, for big caches |
 //! | `lister_watcher` | the [`ListerWatcher`] seam and its request, page, event and error types |
 //! | `reflector` | [`Reflector`]: list, watch, resume, relist on 410, backoff, streaming lists |
-//! | `delta_fifo` | [`DeltaFifo`], [`Delta`], [`DeletedObject`] tombstones, lists as one [`Changes::List`] |
+//! | `delta` | [`Delta`], one recorded change, and [`DeletedObject`] tombstones: shared by the fifo, the processor, the handlers and the trace events |
+//! | `delta_fifo` | [`DeltaFifo`] (re-exports `Delta`, `DeletedObject`), lists as one [`Changes::List`] |
 //! | `store`, `index` | [`Store`] with [`Indexers`], lists applied at once (a gate for multi-key reads), its resourceVersion; built-in namespace, label and owner indexes |
 //! | `shared_informer` | [`SharedIndexInformer`] and its builder |
 //! | `handler` | [`EventHandler`], [`HandlerFns`], per-handler buffers and threads, [`Delivery`] |
@@ -70,6 +71,7 @@
 //! | [`backoff`] | exponential backoff with jitter (from `ferrokube-core`, re-exported), shared with the client's watcher |
 //! | [`fake`] | an in-memory ListerWatcher with fault injection |
 
+mod delta;
 mod pipeline;
 
 pub mod compact;
@@ -102,7 +104,8 @@ pub const MODULE_SOURCES: &[(&str, &str)] = &[
 
 pub use backoff::Backoff;
 pub use compact::{Compact, CompactError};
-pub use delta_fifo::{Changes, DeletedObject, Delta, DeltaFifo, Popped};
+pub use delta::{DeletedObject, Delta};
+pub use delta_fifo::{Changes, DeltaFifo, Popped};
 pub use factory::{ListerWatcherSource, Scope, ScopeMatcher, SharedInformerFactory};
 pub use handler::{Delivery, EventHandler, HandlerFns, HandlerOptions, HandlerRegistration};
 pub use index::{IndexFn, Indexers, NAMESPACE_INDEX};

@@ -13,7 +13,7 @@
 
 use std::fmt;
 
-use crate::delta_fifo::Delta;
+use crate::delta::Delta;
 use crate::lister_watcher::Event;
 use crate::object::{Object, ObjectKey};
 

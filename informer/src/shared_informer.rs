@@ -42,7 +42,8 @@ use ferrokube_core::{pipeline_enabled, pipeline_event};
 use parking_lot::Mutex;
 use tokio::sync::watch;
 
-use crate::delta_fifo::{Changes, Delta, DeltaFifo, Popped};
+use crate::delta::Delta;
+use crate::delta_fifo::{Changes, DeltaFifo, Popped};
 use crate::handler::{EventHandler, HandlerOptions, HandlerRegistration, Listener, Notification};
 use crate::index::Indexers;
 use crate::lister::Lister;
