@@ -46,7 +46,7 @@ readonly LAYERS=(
     "ferrokube-runtime"                       # controllers, leader election, the manager
     "ferrokube-view ferrokube-apiserver"      # the live view; the embedded API server
     "ferrokube"                               # the front crate that re-exports it all
-    "ferrokube-fuzzing"                       # harnesses, may test anything
+    "ferrokube-testkit ferrokube-examples ferrokube-fuzzing"  # tests' helpers, samples, harnesses
 )
 # Tighter than the layers for some crates: the only workspace crates each may depend on.
 # The embedded API server stands beside the controller stack, not on it: it sees only the model.

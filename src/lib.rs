@@ -11,7 +11,8 @@
 //! | [`config`] | kubeconfig (merged like kubectl), in-cluster, credentials that rotate | `ferrokube-client` | `tools/clientcmd`, `rest.Config` |
 //! | [`client`] | pooled HTTP/1.1 (or, opted into, HTTP/2) connections to the API server, rate limit, retries | `ferrokube-client` | `rest.RESTClient` |
 //! | [`api`] | the verbs on one resource, typed (`Api<Pod>`) or dynamic (`Api<DynamicObject>`) | `ferrokube-client` | clientset, `dynamic` |
-//! | [`watch`] | watch streams decoded incrementally, and a watcher that resumes and says when to relist | `ferrokube-client` | `watch`, `RetryWatcher` |
+//! | [`watch`] | watch streams decoded incrementally | `ferrokube-client` | `watch` |
+//! | [`watcher`] | a watcher that resumes from the last resourceVersion and says when to relist | `ferrokube-client` | `RetryWatcher` |
 //! | [`error`] | the server's `Status` as a typed error (`is_conflict()`, `is_gone()`, …) | `ferrokube-client` | `api/errors` |
 //! | [`write_gate`] | the seam through which the leader election decides whether a write may leave | `ferrokube-client` | |
 //! | [`workqueue`] | deduplicating keyed queue with Get/Done, delays, rate limits, priorities, metrics | `ferrokube-workqueue` | `util/workqueue` |
@@ -49,7 +50,7 @@
 //!                                                   └──────────────── Lister reads ◀─────────────────────────┘
 //! ```
 
-pub use ferrokube_client::{api, client, config, error, list_watch, watch, write_gate};
+pub use ferrokube_client::{api, client, config, error, list_watch, watch, watcher, write_gate};
 /// Sharding (crate `ferrokube-runtime`); needs the `shard` feature.
 #[cfg(feature = "shard")]
 pub use ferrokube_runtime::shard;

@@ -10,7 +10,8 @@
 //! | [`config`] | [`Config`]: a kubeconfig (merged like kubectl), in-cluster, credentials that rotate (exec plugins, token files) | `tools/clientcmd`, `rest.Config` |
 //! | [`client`] | [`Client`]: pooled HTTP/1.1 (or, opted into, HTTP/2) connections, rate limit, retries, deadlines on every wait | `rest.RESTClient` |
 //! | [`api`] | [`Api`]: the verbs on one resource, typed (`Api<Pod>`) or dynamic (`Api<DynamicObject>`) | clientset, `dynamic` |
-//! | [`watch`] | watch streams decoded line by line, and a watcher that resumes and says when to relist | `watch`, `RetryWatcher` |
+//! | [`watch`] | watch streams: one HTTP watch decoded line by line into events | `watch` |
+//! | [`watcher`] | [`ResumingWatcher`](watcher::ResumingWatcher): watches strung together from the last resourceVersion, saying when to relist | `RetryWatcher` |
 //! | [`error`] | [`Error`]: the server's `Status` as a typed error (`is_conflict()`, `is_gone()`, …) and what broke on the way | `api/errors` |
 //! | [`list_watch`] | [`ListWatch`]: an `Api<K>` as the informer's `ListerWatcher`, a `Client` as a factory's source | `cache.ListWatch`, `NewListWatchFromClient` |
 //! | [`write_gate`] | [`WriteGate`](write_gate::WriteGate): the seam through which a layer above (the leader election) decides whether a write may leave | |
@@ -42,6 +43,7 @@ pub mod config;
 pub mod error;
 pub mod list_watch;
 pub mod watch;
+pub mod watcher;
 pub mod write_gate;
 
 pub use api::{Api, ApiResource, DynamicObject, Object};

@@ -18,7 +18,8 @@ use common::{client, compact_etcd, config_map, has_context, namespace, pod_templ
 use ferrokube::api::{
     DeleteParams, Deleted, ListParams, Patch, PatchParams, PostParams, Preconditions, WatchParams,
 };
-use ferrokube::watch::{ResumingWatcher, WatchError, WatchEvent};
+use ferrokube::watch::WatchEvent;
+use ferrokube::watcher::{ResumingWatcher, WatchError};
 use ferrokube::{Api, ApiResource, DynamicObject};
 use futures_util::StreamExt;
 use k8s_openapi::api::apps::v1::ReplicaSet;

@@ -9,12 +9,8 @@ use std::time::Instant;
 
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
-use tracing::Subscriber;
-use tracing_subscriber::Layer;
-use tracing_subscriber::registry::LookupSpan;
 
 use super::latest::LatestTable;
-use super::layer::{PipelineFilter, PipelineLayer, PipelineRecorder};
 use super::record::{Draft, Record};
 
 /// How many records the ring keeps by default: about 4 MB, minutes of a busy demo.
@@ -121,15 +117,6 @@ impl Journal {
             })),
             started: Instant::now(),
         }
-    }
-
-    /// A layer that records the pipeline's events into this journal, and ignores every other
-    /// event (see [`PipelineLayer`]).
-    pub fn layer<S>(&self) -> PipelineLayer<S>
-    where
-        S: Subscriber + for<'a> LookupSpan<'a>,
-    {
-        PipelineRecorder::new(self.clone()).with_filter(PipelineFilter)
     }
 
     /// Keeps the latest `capacity` records (at least 1), dropping older ones now if needed.

@@ -144,6 +144,19 @@ where
     }
 }
 
+/// The journal's side of the seam: the layer that writes into it lives here, with the rest of
+/// the `tracing` glue, so the journal itself knows nothing of `tracing_subscriber`.
+impl Journal {
+    /// A layer that records the pipeline's events into this journal, and ignores every other
+    /// event (see [`PipelineLayer`]).
+    pub fn layer<S>(&self) -> PipelineLayer<S>
+    where
+        S: Subscriber + for<'a> LookupSpan<'a>,
+    {
+        PipelineRecorder::new(self.clone()).with_filter(PipelineFilter)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;

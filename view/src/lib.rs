@@ -98,6 +98,7 @@
 
 mod actions;
 mod docs;
+mod host_guard;
 mod journal;
 mod latest;
 mod layer;

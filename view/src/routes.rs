@@ -24,9 +24,9 @@ use serde::Serialize;
 
 use super::actions::{ActionOutcome, ActionTable};
 use super::docs;
+use super::host_guard::HostGuard;
 use super::journal::{DEFAULT_EVENTS_LIMIT, Journal};
 use super::query::{percent_decoded, query_param};
-use super::server::HostGuard;
 
 /// The page, `page.html`.
 pub(crate) const PAGE: &str = include_str!("page.html");

@@ -12,14 +12,14 @@
 //! - **Cross-site requests**: any page may POST a form to `http://127.0.0.1:PORT/api/actions/…`
 //!   without asking first. Its request says `Origin: https://evil.example`.
 //!
-//! So every request is checked by the [`HostGuard`] first, and refused with 403 unless its `Host`
+//! So every request is checked by the [`HostGuard`](crate::host_guard::HostGuard) first, and refused with 403 unless its `Host`
 //! (if any) and its `Origin` (if any, whatever the method) name `localhost`, a loopback address,
 //! the address the view is bound to (any address literal when bound to `0.0.0.0` or `::`: an
 //! address cannot be rebound), or a name given to [`LiveView::allow_host`]. Browsers on the
 //! view's own page, `curl` and test clients send `Host: 127.0.0.1:PORT` and pass.
 
 use std::convert::Infallible;
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -33,6 +33,7 @@ use tracing::Subscriber;
 use tracing_subscriber::registry::LookupSpan;
 
 use super::actions::{ActionTable, RegisteredAction};
+use super::host_guard::HostGuard;
 use super::journal::Journal;
 use super::layer::PipelineLayer;
 use super::routes::{ViewState, answer};
@@ -273,83 +274,5 @@ async fn accept_until_stopped(
                 _ = until_stopped(stopped) => {}
             }
         });
-    }
-}
-
-/// Which `Host` and `Origin` headers the view answers (see the [module docs](self)).
-#[derive(Debug, Clone)]
-pub(crate) struct HostGuard {
-    bound: IpAddr,
-    /// Lowercase, without a trailing dot.
-    names: Vec<String>,
-}
-
-impl HostGuard {
-    /// The guard of a view bound to `bound`, also answering to `names`.
-    pub(crate) fn new(bound: SocketAddr, names: &[String]) -> HostGuard {
-        HostGuard {
-            bound: bound.ip().to_canonical(),
-            names: names.iter().map(|name| normal(name)).collect(),
-        }
-    }
-
-    /// Whether `host` (no port; IPv6 with or without brackets) is one the view answers to.
-    fn allows(&self, host: &str) -> bool {
-        let host = host
-            .strip_prefix('[')
-            .and_then(|h| h.strip_suffix(']'))
-            .unwrap_or(host);
-        if let Ok(ip) = host.parse::<IpAddr>() {
-            let ip = ip.to_canonical();
-            return ip.is_loopback() || self.bound.is_unspecified() || ip == self.bound;
-        }
-        let host = normal(host);
-        host == "localhost" || self.names.contains(&host)
-    }
-
-    /// `Err(why)` when a request with these headers must be refused.
-    pub(crate) fn check(&self, headers: &http::HeaderMap) -> Result<(), String> {
-        for value in headers.get_all(http::header::HOST) {
-            let text = String::from_utf8_lossy(value.as_bytes());
-            if !host_of_authority(&text).is_some_and(|host| self.allows(host)) {
-                return Err(format!(
-                    "the host {text:?} is not one the live view answers to (localhost, a loopback address or a configured name): a DNS rebinding defence"
-                ));
-            }
-        }
-        for value in headers.get_all(http::header::ORIGIN) {
-            let text = String::from_utf8_lossy(value.as_bytes());
-            let host = text
-                .strip_prefix("http://")
-                .or_else(|| text.strip_prefix("https://"))
-                .and_then(host_of_authority);
-            if !host.is_some_and(|host| self.allows(host)) {
-                return Err(format!(
-                    "requests from the web origin {text:?} are not accepted (only from localhost, a loopback address or a configured name)"
-                ));
-            }
-        }
-        Ok(())
-    }
-}
-
-/// Lowercase, one trailing dot dropped.
-fn normal(name: &str) -> String {
-    name.strip_suffix('.').unwrap_or(name).to_ascii_lowercase()
-}
-
-/// The host of `host`, `host:port` or `[v6]:port`; `None` for anything else.
-fn host_of_authority(text: &str) -> Option<&str> {
-    if text.is_empty() || text.contains(['@', '/', '?', '#', ' ']) {
-        return None;
-    }
-    if let Some(rest) = text.strip_prefix('[') {
-        let (v6, after) = rest.split_once(']')?;
-        return (after.is_empty() || after.starts_with(':')).then_some(v6);
-    }
-    match text.rsplit_once(':') {
-        Some((host, port)) if port.bytes().all(|b| b.is_ascii_digit()) => Some(host),
-        Some(_) => None,
-        None => Some(text),
     }
 }

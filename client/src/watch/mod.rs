@@ -8,7 +8,7 @@
 //! ```
 //!
 //! [`WatchStream`] is one HTTP watch: it ends when the server closes the response (its timeout, an
-//! apiserver restart) or after yielding a decode error for a malformed line. [`ResumingWatcher`]
+//! apiserver restart) or after yielding a decode error for a malformed line. [`ResumingWatcher`](crate::watcher::ResumingWatcher)
 //! strings watches together so that the caller sees one stream with nothing lost between them.
 //!
 //! ## A watch that goes silent
@@ -24,7 +24,7 @@
 //! - with neither, nothing was promised and there is no deadline (TCP keepalive, and the pings
 //!   with HTTP/2, are then all there is).
 //!
-//! Past the deadline the stream yields [`Error::Idle`] and ends; a [`ResumingWatcher`], like the
+//! Past the deadline the stream yields [`Error::Idle`] and ends; a [`ResumingWatcher`](crate::watcher::ResumingWatcher), like the
 //! informers' reflector, resumes from the last resourceVersion. The informers also give up a
 //! watch quiet for much less (`ReflectorOptions::watch_idle_timeout`, 15 s), which finds a dead
 //! connection sooner at the cost of one watch request per quiet interval.
@@ -35,7 +35,6 @@
 //! [`WatchParams::idle_timeout`]: crate::api::WatchParams::idle_timeout
 
 mod decoder;
-mod resuming;
 
 use std::collections::BTreeMap;
 use std::pin::Pin;
@@ -48,7 +47,6 @@ use hyper::body::Incoming;
 use serde::de::DeserializeOwned;
 
 pub use decoder::{LineDecoder, decode_event};
-pub use resuming::{ResumingWatcher, WatchError};
 
 use crate::error::{ApiError, Error};
 

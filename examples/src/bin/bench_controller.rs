@@ -143,7 +143,7 @@ struct Args {
     /// $XDG_CACHE_HOME/ferrokube/peer-target/release/kube-rs-controller-peer, ~/.cache without it]
     #[arg(long, value_name = "PATH")]
     peer: Option<PathBuf>,
-    /// Append the raw JSON lines here [default: benches/controller/results-<date>.jsonl]
+    /// Append the raw JSON lines here [default: benches/controller/results-DATE.jsonl]
     #[arg(long, value_name = "FILE")]
     out: Option<PathBuf>,
 }
@@ -637,7 +637,7 @@ async fn drive(args: &Args) {
     let reps = args.reps;
     let objects = args.objects;
     let workers = args.workers;
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let root = args::repository_root();
     let out = args::results_file(args.out.as_deref(), "controller");
     let peer = args.peer.clone().unwrap_or_else(|| {
         std::env::var("XDG_CACHE_HOME")

@@ -635,7 +635,7 @@ struct Args {
     /// The cluster [default: $KUBECONFIG]
     #[arg(long, value_name = "FILE")]
     kubeconfig: Option<String>,
-    /// Append the raw JSON lines here [default: benches/leader/results-<date>.jsonl]
+    /// Append the raw JSON lines here [default: benches/leader/results-DATE.jsonl]
     #[arg(long, value_name = "FILE")]
     out: Option<PathBuf>,
 }
@@ -646,7 +646,7 @@ async fn main() -> Result<(), BoxError> {
     let reps = args.reps;
     let idle_reps = args.idle_reps;
     let idle_secs = args.idle_secs;
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let root = args::repository_root();
     let out = args::results_file(args.out.as_deref(), "leader");
     let kubeconfig = args
         .kubeconfig

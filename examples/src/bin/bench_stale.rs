@@ -55,7 +55,7 @@ struct Cli {
     /// The real server's audit log, where the counts come from.
     #[arg(long, value_name = "FILE")]
     audit_log: Option<std::path::PathBuf>,
-    /// Append the raw JSON lines here [default: benches/stale/results-<date>.jsonl]
+    /// Append the raw JSON lines here [default: benches/stale/results-DATE.jsonl]
     #[arg(long, value_name = "FILE")]
     out: Option<std::path::PathBuf>,
 }

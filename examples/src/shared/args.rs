@@ -3,12 +3,17 @@
 
 use std::path::{Path, PathBuf};
 
+/// The repository's root (this package lives in `examples/`): where `benches/` and `target/` are.
+pub fn repository_root() -> PathBuf {
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+}
+
 /// Where a benchmark appends its raw JSON lines: `--out FILE` if given, or else
 /// `benches/<folder>/results-<today>.jsonl` in the repository.
 pub fn results_file(out: Option<&Path>, folder: &str) -> PathBuf {
     match out {
         Some(path) => path.to_path_buf(),
-        None => Path::new(env!("CARGO_MANIFEST_DIR"))
+        None => repository_root()
             .join("benches")
             .join(folder)
             .join(format!("results-{}.jsonl", today())),

@@ -21,7 +21,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::callbacks::Callbacks;
-use super::elector::LeaderElector;
 use super::leadership::Lost;
 use super::metrics::LeaderMetrics;
 use ferrokube_client::Client;
@@ -67,7 +66,7 @@ pub enum LeaderElectionError {
     /// The identity is empty: it would look like "no holder" in the Lease.
     #[error("the identity of a candidate must not be empty")]
     EmptyIdentity,
-    /// [`LeaderElector::run`] was called while another call on the same elector was running.
+    /// [`LeaderElector::run`](super::LeaderElector::run) was called while another call on the same elector was running.
     #[error("this elector is already running")]
     AlreadyRunning,
 }
@@ -152,7 +151,8 @@ impl Settings {
     }
 }
 
-/// Builds a [`LeaderElector`]; every option has client-go's default. See [`LeaderElector::builder`].
+/// Builds a [`LeaderElector`](super::LeaderElector); every option has client-go's default. See
+/// [`LeaderElector::builder`](super::LeaderElector::builder).
 pub struct LeaderElectorBuilder {
     client: Client,
     namespace: String,
@@ -266,8 +266,9 @@ impl LeaderElectorBuilder {
         self
     }
 
-    /// Checks the settings (client-go's rules) and builds the elector.
-    pub fn build(self) -> Result<LeaderElector, LeaderElectionError> {
+    /// Checks the settings (client-go's rules): what [`build`](Self::build) (in `elector.rs`, next
+    /// to what it builds) makes the elector from.
+    pub(super) fn checked(self) -> Result<Checked, LeaderElectionError> {
         self.timings.validate()?;
         check_lease_name("namespace", &self.namespace)?;
         check_lease_name("name", &self.name)?;
@@ -286,14 +287,21 @@ impl LeaderElectorBuilder {
             release_on_cancel: self.release_on_cancel,
             labels: self.labels,
         };
-        // The elector's own requests must never wait for the leadership they keep alive.
-        Ok(LeaderElector::new(
-            self.client.without_write_gate(),
+        Ok(Checked {
+            client: self.client,
             settings,
-            self.metrics,
-            self.callbacks,
-        ))
+            metrics: self.metrics,
+            callbacks: self.callbacks,
+        })
     }
+}
+
+/// A builder's settings, checked: everything an elector is made of.
+pub(super) struct Checked {
+    pub(super) client: Client,
+    pub(super) settings: Settings,
+    pub(super) metrics: Option<LeaderMetrics>,
+    pub(super) callbacks: Callbacks,
 }
 
 /// A namespace or name must be one non-empty URL path segment (the server checks the rest).

@@ -683,6 +683,20 @@ fn jittered(period: Duration) -> Duration {
     period.saturating_add(period.mul_f64(extra))
 }
 
+impl LeaderElectorBuilder {
+    /// Checks the settings (client-go's rules) and builds the elector.
+    pub fn build(self) -> Result<LeaderElector, LeaderElectionError> {
+        let checked = self.checked()?;
+        // The elector's own requests must never wait for the leadership they keep alive.
+        Ok(LeaderElector::new(
+            checked.client.without_write_gate(),
+            checked.settings,
+            checked.metrics,
+            checked.callbacks,
+        ))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -23,7 +23,8 @@ use tokio::task::JoinHandle;
 
 use ferrokube_client::Api;
 use ferrokube_client::api::WatchParams;
-use ferrokube_client::watch::{ResumingWatcher, WatchError, WatchEvent};
+use ferrokube_client::watch::WatchEvent;
+use ferrokube_client::watcher::{ResumingWatcher, WatchError};
 use ferrokube_core::backoff::Backoff;
 
 /// The running watch; stops when dropped.

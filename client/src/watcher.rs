@@ -17,9 +17,9 @@
 
 use futures_util::StreamExt;
 
-use super::{WatchEvent, WatchStream};
 use crate::api::{Api, Object, WatchParams};
 use crate::error::Error;
+use crate::watch::{WatchEvent, WatchStream};
 use ferrokube_core::Backoff;
 
 /// What can interrupt a resuming watch.
