@@ -13,7 +13,7 @@
 //! | [`time`] | the wall clock read in one place ([`time::now`]), RFC 3339 as the API writes it | `metav1.Now`, `time.RFC3339` |
 //! | [`backoff`] | [`Backoff`]: exponential backoff with jitter, reset after a healthy stretch (the reflector's and the watcher's reconnect waits) | `wait.Backoff`, the reflector's `BackoffManager` |
 //! | [`id`] | random version-4 UUIDs ([`id::uuid_v4`]): `metadata.uid`, a candidate's identity | `uuid.NewUUID` |
-//! | [`pipeline`] | [`pipeline_event!`]: the one macro every layer emits its `tracing` events through, and [`pipeline_enabled!`]: whether anyone records them | |
+//! | [`pipeline`] | [`pipeline_event!`]: the one macro every layer emits its `tracing` events through, and [`pipeline_enabled!`]: whether anyone records them (from `ferrokube-pipeline`, re-exported) | |
 //!
 //! ## Why there is no I/O here
 //!
@@ -70,8 +70,4 @@ pub use labels::{LabelSelector, SelectorError};
 pub use object::{Object, ObjectKey, drop_managed_fields};
 pub use scope::{Scope, ScopeMatcher};
 
-/// What [`pipeline_event!`] expands to needs, reachable from the crates that call it.
-#[doc(hidden)]
-pub mod __private {
-    pub use tracing;
-}
+pub use ferrokube_pipeline::{pipeline_enabled, pipeline_event};

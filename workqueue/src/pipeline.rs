@@ -1,5 +1,7 @@
-//! The queue's side of the pipeline seam: one macro, so that every event has the same target and
-//! level. The schema (stages, ops, states, fields) is written down in `ferrokube::view`.
+//! The queue's side of the pipeline seam: what its events say. They go through
+//! `ferrokube_pipeline::pipeline_event!`, the macro every layer uses, so that every event has the
+//! same target and level. The schema (stages, ops, states, fields) is written down in
+//! `ferrokube::view`.
 //!
 //! | op | state after it |
 //! |---|---|
@@ -8,10 +10,3 @@
 //! | `get` | `processing` |
 //! | `done` | `gone`, or `queued` when it was dirty |
 //! | limiter `failure` / `forget` | `failing` (`failures`, `backoff_ms`) / `gone` |
-
-/// `tracing::trace!` with the pipeline's target.
-macro_rules! pipeline_event {
-    ($($field:tt)*) => {
-        ::tracing::trace!(target: "ferrokube_pipeline", $($field)*)
-    };
-}

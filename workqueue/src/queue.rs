@@ -13,6 +13,7 @@
 //! Locks: each key-table shard, the ready queue and the delay heap each have their own lock, and no code
 //! path holds two of them at once, so there is no lock order to get wrong and no deadlock.
 
+use ferrokube_pipeline::pipeline_event;
 use std::fmt::Debug;
 use std::hash::Hash;
 use std::pin::pin;
