@@ -25,8 +25,10 @@
 //! | `view` | the live view: a web page following each event through the machinery, fed by `tracing`; with the `view` feature | `ferrokube-view` | |
 //! | `apiserver` | an in-process API server (the real REST API, fault injection, a pod simulator); with the `apiserver` feature | `ferrokube-apiserver` | envtest's kube-apiserver, kwok |
 //!
-//! Each crate depends only on the ones above it in this list (`ferrokube-apiserver` only on
-//! `ferrokube-core`), and this crate holds no code of its own.
+//! The crates form a stack without a cycle, drawn in README.md's "What is here" and checked by
+//! `scripts/module-cycles.sh`: core (and the pipeline seam) at the bottom, then the workqueue and
+//! the informers, the client, the runtime, the view; the embedded server stands on the core alone.
+//! This crate holds no code of its own.
 //!
 //! ## Cargo features
 //!
