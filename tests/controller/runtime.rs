@@ -558,3 +558,67 @@ fn controller_workers_on_a_busy_queue_do_not_starve_the_runtime() {
         .recv_timeout(Duration::from_secs(60))
         .expect("the runtime kept making progress besides the spinning workers");
 }
+
+/// Panics in its deletion hook the first `panics_left` times, then records the deletion.
+struct PanicsOnDelete {
+    panics_left: AtomicUsize,
+    reconciled: mpsc::UnboundedSender<String>,
+    deleted: mpsc::UnboundedSender<String>,
+}
+
+impl Reconciler<ConfigMap> for PanicsOnDelete {
+    type Error = String;
+
+    async fn reconcile(&self, cm: Arc<ConfigMap>) -> Result<Action, String> {
+        let _ = self.reconciled.send(ObjectKey::of(cm.as_ref()).to_string());
+        Ok(Action::await_change())
+    }
+
+    async fn deleted(&self, cm: Arc<ConfigMap>) -> Result<(), String> {
+        if take_one(&self.panics_left) {
+            panic!("injected panic in the deletion hook");
+        }
+        let _ = self.deleted.send(ObjectKey::of(cm.as_ref()).to_string());
+        Ok(())
+    }
+}
+
+/// A deletion hook that panics does not lose the deletion: the panic is caught, the key comes back
+/// with backoff, and the hook runs again for the same object until it returns.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn controller_a_panicking_deletion_hook_runs_again() {
+    let (_server, client) = server().await;
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let (deleted, mut deletions) = mpsc::unbounded_channel();
+    let (reconciled, mut reconciles) = mpsc::unbounded_channel();
+    let reconciler = PanicsOnDelete {
+        panics_left: AtomicUsize::new(2),
+        reconciled,
+        deleted,
+    };
+    let (stop, stopped) = oneshot::channel::<()>();
+    let controller = Controller::<ConfigMap>::new(client.clone(), Scope::namespace("default"));
+    let running = tokio::spawn(controller.run(reconciler, async {
+        let _ = stopped.await;
+    }));
+    config_maps
+        .create(&PostParams::default(), &config_map("doomed", &[]))
+        .await
+        .unwrap();
+    // Seen by the controller first, so that its deletion is one the informer observes.
+    let first = tokio::time::timeout(Duration::from_secs(20), reconciles.recv())
+        .await
+        .expect("reconciled within 20 s");
+    assert_eq!(first.as_deref(), Some("default/doomed"));
+    config_maps
+        .delete("doomed", &DeleteParams::default())
+        .await
+        .unwrap();
+    let key = tokio::time::timeout(Duration::from_secs(20), deletions.recv())
+        .await
+        .expect("the hook runs again after its panics, within 20 s")
+        .expect("the reconciler is alive");
+    assert_eq!(key, "default/doomed");
+    let _ = stop.send(());
+    running.await.unwrap().unwrap();
+}

@@ -79,6 +79,23 @@ enum Ran {
     HandedOver(Result<(), ShardError>),
 }
 
+/// The deletions of one key that a worker took out of the tombstones and has not yet handed to
+/// `Reconciler::deleted`. Invariant: whatever is still in `pending` when this is dropped (the
+/// hook failed, panicked, or the reconcile was cancelled) goes back, ahead of deletions recorded
+/// since, so a deletion leaves the tombstones only once its hook has returned `Ok`.
+struct Unfinished<'a, K> {
+    tombstones: &'a Tombstones<K>,
+    key: &'a ObjectKey,
+    pending: Vec<Arc<K>>,
+}
+
+impl<K> Drop for Unfinished<'_, K> {
+    fn drop(&mut self) {
+        let pending = std::mem::take(&mut self.pending);
+        self.tombstones.put_back(self.key.clone(), pending);
+    }
+}
+
 impl<K: Object, R: Reconciler<K>> Workers<K, R> {
     /// One worker: keys until the queue is empty and shut down, or `stop` turns true (then the
     /// reconcile in flight finishes and no new key is taken).
@@ -179,19 +196,24 @@ impl<K: Object, R: Reconciler<K>> Workers<K, R> {
     /// The deletions recorded under `key`, then (if the caches show the key's own writes) the
     /// object under it, if any.
     async fn run_reconciler(&self, key: &ObjectKey) -> Result<Ran, R::Error> {
-        let mut gone = self.tombstones.take(key);
-        if !gone.is_empty() {
+        let mut gone = Unfinished {
+            tombstones: &self.tombstones,
+            key,
+            pending: self.tombstones.take(key),
+        };
+        if !gone.pending.is_empty() {
             // The object is gone: its writes need not be waited for (writes the deletion hooks
             // make are recorded afresh).
             self.consistency.forget(key);
         }
-        while !gone.is_empty() {
-            if let Err(error) = self.reconciler.deleted(gone[0].clone()).await {
-                self.tombstones.put_back(key.clone(), gone);
-                return Err(error);
-            }
-            gone.remove(0);
+        while let Some(deleted) = gone.pending.first().cloned() {
+            // On an error, a panic (caught in `work`) or a cancelled reconcile, `gone` puts
+            // this deletion and the ones after it back when it is dropped: the retry of the key
+            // calls the hook again, and no deletion is lost.
+            self.reconciler.deleted(deleted).await?;
+            gone.pending.remove(0);
         }
+        drop(gone);
         if let Err(stale) = self.consistency.ensure_fresh(key) {
             return Ok(Ran::Skipped(stale));
         }
