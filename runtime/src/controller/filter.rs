@@ -17,7 +17,7 @@
 //!
 //! | filter | an update passes when | controller-runtime |
 //! |---|---|---|
-//! | [`Filter::generation_changed`] | `metadata.generation` changed (the spec changed) | `GenerationChangedPredicate` |
+//! | [`Filter::generation_changed`] | `metadata.generation` changed (the spec changed); objects without a generation always pass | `GenerationChangedPredicate` |
 //! | [`Filter::labels_changed`] | the labels changed | `LabelChangedPredicate` |
 //! | [`Filter::annotations_changed`] | the annotations changed | `AnnotationChangedPredicate` |
 //! | [`Filter::resource_version_changed`] | anything changed (drops resyncs only) | `ResourceVersionChangedPredicate` |
@@ -84,10 +84,14 @@ impl Filter {
     }
 
     /// Updates pass when `metadata.generation` changed: spec changes, not status or metadata ones.
-    /// Types without a generation (most built-in non-workload kinds, e.g. ConfigMap) never pass an
-    /// update through this filter.
+    /// An object without a generation (most built-in kinds that are not workloads, e.g. ConfigMap,
+    /// Secret) passes every update: this filter cannot tell whether its content changed, so it
+    /// does not hide the change. (controller-runtime's `GenerationChangedPredicate` drops them all,
+    /// so `.owns::<ConfigMap>()` under it never hears from its children; here it does.)
     pub fn generation_changed() -> Filter {
-        Filter::on_update(|old, new| old.generation != new.generation)
+        Filter::on_update(|old, new| {
+            old.generation.is_none() || new.generation.is_none() || old.generation != new.generation
+        })
     }
 
     /// Updates pass when the labels changed.
@@ -169,6 +173,15 @@ mod tests {
             initial: true
         }));
         assert!(generation.passes(&Change::Deleted { meta: &a }));
+        let ungenerated = |rv: &str| ObjectMeta {
+            generation: None,
+            ..meta(0, rv, "web")
+        };
+        let (before, after) = (ungenerated("1"), ungenerated("2"));
+        assert!(
+            generation.passes(&update(&before, &after)),
+            "a kind without a generation (a ConfigMap) is not silently filtered out"
+        );
 
         let labels = Filter::labels_changed();
         assert!(!labels.passes(&update(&a, &spec)));
