@@ -94,14 +94,35 @@ impl FinalizerPatchError {
 }
 
 /// Why [`finalize`] failed. `E` is the error of the caller's `apply` and `cleanup`.
+///
+/// It is an error type for any `E` that prints (`Debug + Display`), not only for an `E` that is
+/// itself an `Error`: so a reconciler whose error is `Box<dyn Error + Send + Sync>` (which is not
+/// an `Error` itself) can `?` it. The caller's error is part of the message, and reachable as the
+/// variant's field; it is not the error's `source()`, which would need `E: Error`.
+///
+/// ```no_run
+/// # use std::sync::Arc;
+/// # use ferrokube_client::Api;
+/// # use ferrokube_runtime::controller::finalizer::finalize;
+/// # use k8s_openapi::api::core::v1::ConfigMap;
+/// type Error = Box<dyn std::error::Error + Send + Sync>;
+///
+/// async fn reconcile(api: &Api<ConfigMap>, cm: Arc<ConfigMap>) -> Result<(), Error> {
+///     finalize(api, "example.com/cleanup", cm, |_| async { Ok::<_, Error>(()) }, |_| async {
+///         Ok::<_, Error>(())
+///     })
+///     .await?;
+///     Ok(())
+/// }
+/// ```
 #[derive(Debug, thiserror::Error)]
 pub enum FinalizerError<E> {
     /// `apply` failed (the finalizer, if it was just added, stays).
     #[error("apply failed: {0}")]
-    Apply(#[source] E),
+    Apply(E),
     /// `cleanup` failed; the finalizer stays, so the object stays until a later cleanup succeeds.
     #[error("cleanup failed: {0}")]
-    Cleanup(#[source] E),
+    Cleanup(E),
     /// Adding the finalizer failed; `apply` did not run.
     #[error("could not add the finalizer: {0}")]
     AddFinalizer(#[source] FinalizerPatchError),
