@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use ferrokube::api::PostParams;
 use ferrokube::apiserver::ApiServer;
-use ferrokube::controller::{Action, Reconciler};
+use ferrokube::controller::{Action, Context, Reconciler};
 use ferrokube::informer::Scope;
 use ferrokube::manager::{DEFAULT_MAX_CONNECTIONS, Manager};
 use ferrokube::{Api, Client};
@@ -114,7 +114,11 @@ struct Pong {
 
 impl Reconciler<ConfigMap> for Pong {
     type Error = ferrokube::Error;
-    async fn reconcile(&self, cm: Arc<ConfigMap>) -> Result<Action, ferrokube::Error> {
+    async fn reconcile(
+        &self,
+        cm: Arc<ConfigMap>,
+        _ctx: Context,
+    ) -> Result<Action, ferrokube::Error> {
         let name = cm.metadata.name.clone().unwrap_or_default();
         if let Some(n) = name.strip_prefix("ping-") {
             let pong = common::config_map(&format!("pong-{n}"), "seen");

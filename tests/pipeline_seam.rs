@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use ferrokube::api::PostParams;
 use ferrokube::apiserver::ApiServer;
-use ferrokube::controller::{Action, Controller, Reconciler};
+use ferrokube::controller::{Action, Context as ReconcileContext, Controller, Reconciler};
 use ferrokube::informer::Scope;
 use ferrokube::{Api, Client};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
@@ -100,7 +100,11 @@ struct WritesASecret(Api<Secret>);
 impl Reconciler<ConfigMap> for WritesASecret {
     type Error = ferrokube::Error;
 
-    async fn reconcile(&self, cm: Arc<ConfigMap>) -> Result<Action, ferrokube::Error> {
+    async fn reconcile(
+        &self,
+        cm: Arc<ConfigMap>,
+        _ctx: ReconcileContext,
+    ) -> Result<Action, ferrokube::Error> {
         let name = format!("{}-out", cm.metadata.name.as_deref().unwrap_or_default());
         let secret = Secret {
             metadata: ObjectMeta {

@@ -45,11 +45,11 @@ fn start_member(client: &Client, name: &str, reconciled: &Reconciled) -> watch::
     let controller = Controller::<ConfigMap>::new(member.client(), Scope::namespace(NS))
         .name(&format!("cms-{name}"))
         .shard(&member);
-    let context = Arc::new((name.to_string(), reconciled.clone()));
-    let reconciler = from_fn(context, |cm: Arc<ConfigMap>, context| async move {
-        let key = format!("{NS}/{}", cm.metadata.name.clone().unwrap_or_default());
-        context.1.lock().insert(key, context.0.clone());
-        Ok::<_, ferrokube::Error>(Action::await_change())
+    let (member_name, seen) = (name.to_string(), reconciled.clone());
+    let reconciler = from_fn(move |_: Arc<ConfigMap>, ctx| {
+        seen.lock()
+            .insert(ctx.key().to_string(), member_name.clone());
+        async { Ok::<_, ferrokube::Error>(Action::await_change()) }
     });
     let (controller_done, mut controller_stopped) = watch::channel(false);
     let mut stop_controller = stopped.clone();

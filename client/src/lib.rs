@@ -15,6 +15,7 @@
 //! | [`error`] | [`Error`]: the server's `Status` as a typed error (`is_conflict()`, `is_gone()`, …) and what broke on the way | `api/errors` |
 //! | [`list_watch`] | [`ListWatch`]: an `Api<K>` as the informer's `ListerWatcher`, a `Client` as a factory's source | `cache.ListWatch`, `NewListWatchFromClient` |
 //! | [`write_gate`] | [`WriteGate`](write_gate::WriteGate): the seam through which a layer above (the leader election) decides whether a write may leave | |
+//! | [`write_observer`] | [`WriteObserver`](write_observer::WriteObserver): the seam through which a layer above (the consistency store, read-your-own-writes) hears of every committed write | |
 //!
 //! ## How a request flows through this crate
 //!
@@ -23,6 +24,7 @@
 //!   (kubeconfig,  │ rate limit ─▶ credentials ─▶ write gate (writes only) ─▶ pooled connection
 //!    in-cluster)  │                                                                      │
 //!   Api<K>: verb ─┘  ◀── decoded K, or Error (Status, transport, timeout, NotLeader) ◀────┘
+//!                    └─ a committed write ─▶ the handle's write observers (if any), then returned
 //!   Api<K>::watch ───▶ WatchStream<K>: body chunks ─▶ lines ─▶ WatchEvent<K>
 //!                      ResumingWatcher: reopens from the last resourceVersion; 410 ─▶ relist
 //! ```
@@ -45,6 +47,7 @@ pub mod list_watch;
 pub mod watch;
 pub mod watcher;
 pub mod write_gate;
+pub mod write_observer;
 
 pub use api::{Api, ApiResource, DynamicObject, Object};
 pub use client::Client;

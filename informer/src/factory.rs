@@ -77,6 +77,11 @@ impl<S: ListerWatcherSource> SharedInformerFactory<S> {
         }
     }
 
+    /// What the informers list and watch through (for a factory of `Client`s, the client).
+    pub fn source(&self) -> &S {
+        &self.source
+    }
+
     /// Gives each informer created from now on the metrics `metrics(name)` returns, e.g.
     /// `move |name| prometheus.for_informer(name)`. Default none.
     pub fn with_metrics(

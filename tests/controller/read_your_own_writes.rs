@@ -86,6 +86,7 @@ async fn read_your_own_writes_sees_each_write_at_once_under_a_delayed_watch() {
 
     // create
     let created = rw
+        .api()
         .create(&PostParams::default(), &config_map("web", "v1", "web"))
         .await
         .expect("create");
@@ -106,6 +107,7 @@ async fn read_your_own_writes_sees_each_write_at_once_under_a_delayed_watch() {
     let mut changed = created.clone();
     changed.data = Some(BTreeMap::from([("k".into(), "v2".into())]));
     let replaced = rw
+        .api()
         .replace("web", &PostParams::default(), &changed)
         .await
         .expect("replace");
@@ -122,13 +124,14 @@ async fn read_your_own_writes_sees_each_write_at_once_under_a_delayed_watch() {
     );
 
     // patch, then a list in every namespace
-    rw.patch(
-        "web",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"data": {"k": "v3"}})),
-    )
-    .await
-    .expect("patch");
+    rw.api()
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"k": "v3"}})),
+        )
+        .await
+        .expect("patch");
     assert_eq!(value(&lister.get(Some(NS), "web").expect("cached")), "v2");
     let listed = rw.list(None, &everything()).await.expect("list");
     assert_eq!(listed.len(), 1);
@@ -144,6 +147,7 @@ async fn read_your_own_writes_sees_status_writes_under_a_delayed_watch() {
     let rw = ReadYourWrites::new(api, informer, &Scope::all());
     let lister = rw.lister();
     let created = rw
+        .api()
         .create(&PostParams::default(), &common::replica_set("web", 3, 0))
         .await
         .expect("create");
@@ -159,7 +163,8 @@ async fn read_your_own_writes_sees_status_writes_under_a_delayed_watch() {
         replicas: 2,
         ..ReplicaSetStatus::default()
     });
-    rw.replace_status("web", &PostParams::default(), &with_status)
+    rw.api()
+        .replace_status("web", &PostParams::default(), &with_status)
         .await
         .expect("replace status");
     assert_ne!(replicas(&lister.get(Some(NS), "web").expect("cached")), 2);
@@ -170,13 +175,14 @@ async fn read_your_own_writes_sees_status_writes_under_a_delayed_watch() {
         .expect("cached");
     assert_eq!(replicas(&seen), 2);
 
-    rw.patch_status(
-        "web",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"status": {"replicas": 3}})),
-    )
-    .await
-    .expect("patch status");
+    rw.api()
+        .patch_status(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"replicas": 3}})),
+        )
+        .await
+        .expect("patch status");
     assert_eq!(replicas(&lister.get(Some(NS), "web").expect("cached")), 2);
     let listed = rw.list(Some(NS), &everything()).await.expect("list");
     assert_eq!(
@@ -194,12 +200,14 @@ async fn read_your_own_writes_deletes_are_not_visible_after_a_read() {
     let informer = started(ListWatch::new(api.clone())).await;
     let rw = ReadYourWrites::new(api, informer, &Scope::all());
     let lister = rw.lister();
-    rw.create(&PostParams::default(), &config_map("plain", "v", "x"))
+    rw.api()
+        .create(&PostParams::default(), &config_map("plain", "v", "x"))
         .await
         .expect("create");
     let mut held = config_map("held", "v", "x");
     held.metadata.finalizers = Some(vec!["example.com/hold".into()]);
-    rw.create(&PostParams::default(), &held)
+    rw.api()
+        .create(&PostParams::default(), &held)
         .await
         .expect("create");
     assert_eq!(
@@ -210,6 +218,7 @@ async fn read_your_own_writes_deletes_are_not_visible_after_a_read() {
 
     // A Status answer: the object must be gone.
     let outcome = rw
+        .api()
         .delete("plain", &DeleteParams::default())
         .await
         .expect("delete");
@@ -224,6 +233,7 @@ async fn read_your_own_writes_deletes_are_not_visible_after_a_read() {
 
     // A finalizer holds the object: the read shows it marked for deletion.
     let outcome = rw
+        .api()
         .delete("held", &DeleteParams::default())
         .await
         .expect("delete");
@@ -240,13 +250,14 @@ async fn read_your_own_writes_deletes_are_not_visible_after_a_read() {
         .expect("still there");
     assert!(seen.metadata.deletion_timestamp.is_some());
     // Removing the finalizer completes the delete; the patch answers the deleted object.
-    rw.patch(
-        "held",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
-    )
-    .await
-    .expect("finalizer removed");
+    rw.api()
+        .patch(
+            "held",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+        )
+        .await
+        .expect("finalizer removed");
     assert!(
         lister.get(Some(NS), "held").is_some(),
         "the plain cache is behind"
@@ -263,7 +274,8 @@ async fn read_your_own_writes_deletes_are_not_visible_after_a_read() {
         "spec": {"containers": [{"name": "c", "image": "registry.invalid/pause:1"}]}
     }))
     .expect("pod json");
-    pods.create(&PostParams::default(), &pod)
+    pods.api()
+        .create(&PostParams::default(), &pod)
         .await
         .expect("create");
     pods.get(Some(NS), "p")
@@ -272,6 +284,7 @@ async fn read_your_own_writes_deletes_are_not_visible_after_a_read() {
         .expect("cached");
     server.faults().delay_watches(Duration::from_millis(200));
     let outcome = pods
+        .api()
         .delete("p", &DeleteParams::default())
         .await
         .expect("delete");
@@ -377,6 +390,7 @@ async fn read_your_own_writes_a_read_never_waits_for_a_write_that_started_after_
         ReadYourWrites::new(api, informer, &Scope::namespace(NS)).max_wait(Duration::from_secs(10));
 
     let a = rw
+        .api()
         .create(&PostParams::default(), &gated("web", "A", "a"))
         .await
         .expect("write A");
@@ -386,6 +400,7 @@ async fn read_your_own_writes_a_read_never_waits_for_a_write_that_started_after_
     next.metadata.annotations = Some(BTreeMap::from([("gate".into(), "b".into())]));
     next.data = Some(BTreeMap::from([("k".into(), "B".into())]));
     let b = rw
+        .api()
         .replace("web", &PostParams::default(), &next)
         .await
         .expect("write B");
@@ -438,7 +453,8 @@ async fn read_your_own_writes_a_read_does_not_wait_for_a_write_in_flight() {
     .await;
     let rw =
         ReadYourWrites::new(api, informer, &Scope::namespace(NS)).max_wait(Duration::from_secs(10));
-    rw.create(&PostParams::default(), &gated("a", "A", "a"))
+    rw.api()
+        .create(&PostParams::default(), &gated("a", "A", "a"))
         .await
         .expect("write A");
     // The informer's watch must be up before the server pauses (a watch request that reached
@@ -449,6 +465,7 @@ async fn read_your_own_writes_a_read_does_not_wait_for_a_write_in_flight() {
     let writer = rw.clone();
     let in_flight = tokio::spawn(async move {
         writer
+            .api()
             .create(&PostParams::default(), &gated("b", "B", "b"))
             .await
     });
@@ -478,6 +495,7 @@ async fn read_your_own_writes_the_wait_is_bounded() {
     let rw = ReadYourWrites::new(api, informer, &Scope::all());
     server.faults().delay_watches(Duration::from_secs(2));
     let created = rw
+        .api()
         .create(&PostParams::default(), &config_map("web", "v1", "web"))
         .await
         .expect("create");
@@ -530,12 +548,14 @@ async fn read_your_own_writes_writes_outside_the_scope_do_not_hold_reads() {
     let scope = Scope::namespace(NS).labels("app=web");
     let informer = started(ListWatch::new(api.clone()).labels("app=web")).await;
     let rw = ReadYourWrites::new(api, informer, &scope).max_wait(Duration::from_millis(500));
-    rw.create(&PostParams::default(), &config_map("web", "v", "web"))
+    rw.api()
+        .create(&PostParams::default(), &config_map("web", "v", "web"))
         .await
         .expect("create");
     assert!(rw.get(Some(NS), "web").await.expect("read").is_some());
 
-    rw.create(&PostParams::default(), &config_map("db", "v", "db"))
+    rw.api()
+        .create(&PostParams::default(), &config_map("db", "v", "db"))
         .await
         .expect("create outside the selector");
     let others: Api<ConfigMap> = Api::namespaced(client.clone(), "kube-system");
@@ -543,6 +563,7 @@ async fn read_your_own_writes_writes_outside_the_scope_do_not_hold_reads() {
     let mut remote = config_map("remote", "v", "web");
     remote.metadata.namespace = Some("kube-system".into());
     elsewhere
+        .api()
         .create(&PostParams::default(), &remote)
         .await
         .expect("create in another namespace");
@@ -554,13 +575,14 @@ async fn read_your_own_writes_writes_outside_the_scope_do_not_hold_reads() {
     );
 
     server.faults().delay_watches(Duration::from_millis(200));
-    rw.patch(
-        "web",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"metadata": {"labels": {"app": "other"}}})),
-    )
-    .await
-    .expect("relabel");
+    rw.api()
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"app": "other"}}})),
+        )
+        .await
+        .expect("relabel");
     assert!(
         rw.lister().get(Some(NS), "web").is_some(),
         "the plain cache is behind"

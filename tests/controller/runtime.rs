@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use ferrokube::api::{DeleteParams, PostParams};
 use ferrokube::apiserver::{ApiServer, RunningServer};
-use ferrokube::controller::{Action, Controller, Metrics, Reconciler};
+use ferrokube::controller::{Action, Context, Controller, Metrics, Reconciler};
 use ferrokube::informer::{ObjectKey, Scope, SharedInformerFactory};
 use ferrokube::{Api, Client};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
@@ -68,7 +68,7 @@ fn take_one(left: &AtomicUsize) -> bool {
 impl Reconciler<ConfigMap> for Recorder {
     type Error = String;
 
-    async fn reconcile(&self, cm: Arc<ConfigMap>) -> Result<Action, String> {
+    async fn reconcile(&self, cm: Arc<ConfigMap>, _ctx: Context) -> Result<Action, String> {
         let (key, uid) = key_uid(&cm);
         let _ = self.seen.send(Seen::Reconciled {
             key: key.clone(),
@@ -83,7 +83,7 @@ impl Reconciler<ConfigMap> for Recorder {
         }
     }
 
-    async fn deleted(&self, cm: Arc<ConfigMap>) -> Result<(), String> {
+    async fn deleted(&self, cm: Arc<ConfigMap>, _ctx: Context) -> Result<(), String> {
         let (key, uid) = key_uid(&cm);
         let _ = self.seen.send(Seen::Deleted { key, uid });
         Ok(())
@@ -267,7 +267,7 @@ struct Count(Arc<AtomicUsize>);
 
 impl<K: Send + Sync + 'static> Reconciler<K> for Count {
     type Error = String;
-    async fn reconcile(&self, _: Arc<K>) -> Result<Action, String> {
+    async fn reconcile(&self, _: Arc<K>, _ctx: Context) -> Result<Action, String> {
         self.0.fetch_add(1, Ordering::SeqCst);
         Ok(Action::await_change())
     }
@@ -363,7 +363,7 @@ struct SharedExclusive(Arc<Exclusive>);
 
 impl Reconciler<ConfigMap> for SharedExclusive {
     type Error = String;
-    async fn reconcile(&self, cm: Arc<ConfigMap>) -> Result<Action, String> {
+    async fn reconcile(&self, cm: Arc<ConfigMap>, _ctx: Context) -> Result<Action, String> {
         let this = &self.0;
         let key = ObjectKey::of(cm.as_ref()).to_string();
         if !this.in_flight.lock().insert(key.clone()) {
@@ -464,7 +464,7 @@ struct Stuck(Arc<Notify>);
 
 impl Reconciler<ConfigMap> for Stuck {
     type Error = String;
-    async fn reconcile(&self, _: Arc<ConfigMap>) -> Result<Action, String> {
+    async fn reconcile(&self, _: Arc<ConfigMap>, _ctx: Context) -> Result<Action, String> {
         self.0.notify_one();
         std::future::pending::<()>().await;
         Ok(Action::await_change())
@@ -505,7 +505,7 @@ struct Spin(Arc<AtomicUsize>);
 
 impl Reconciler<ConfigMap> for Spin {
     type Error = String;
-    async fn reconcile(&self, _: Arc<ConfigMap>) -> Result<Action, String> {
+    async fn reconcile(&self, _: Arc<ConfigMap>, _ctx: Context) -> Result<Action, String> {
         self.0.fetch_add(1, Ordering::SeqCst);
         Ok(Action::requeue(Duration::ZERO))
     }
@@ -569,12 +569,12 @@ struct PanicsOnDelete {
 impl Reconciler<ConfigMap> for PanicsOnDelete {
     type Error = String;
 
-    async fn reconcile(&self, cm: Arc<ConfigMap>) -> Result<Action, String> {
+    async fn reconcile(&self, cm: Arc<ConfigMap>, _ctx: Context) -> Result<Action, String> {
         let _ = self.reconciled.send(ObjectKey::of(cm.as_ref()).to_string());
         Ok(Action::await_change())
     }
 
-    async fn deleted(&self, cm: Arc<ConfigMap>) -> Result<(), String> {
+    async fn deleted(&self, cm: Arc<ConfigMap>, _ctx: Context) -> Result<(), String> {
         if take_one(&self.panics_left) {
             panic!("injected panic in the deletion hook");
         }

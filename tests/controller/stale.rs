@@ -11,21 +11,20 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use ferrokube::Api;
 use ferrokube::api::PostParams;
 use ferrokube::apiserver::{ApiServer, RunningServer};
-use ferrokube::controller::{Action, ConsistencyStore, Controller, Metrics, Reconciler};
+use ferrokube::controller::{Action, ConsistencyStore, Context, Controller, Metrics, Reconciler};
 use ferrokube::informer::{ObjectKey, Scope};
-use ferrokube::{Api, Client};
 use k8s_openapi::api::core::v1::ConfigMap;
 use tokio::sync::oneshot;
 
 /// The count the reconciler drives each ConfigMap to, one write per reconcile.
 const TARGET: u64 = 4;
 
-/// Adds one to `data.count` per reconcile, through the consistency store, until [`TARGET`].
+/// Adds one to `data.count` per reconcile, writing through the reconcile's context (so each
+/// write is recorded in the consistency store), until [`TARGET`].
 struct Counter {
-    client: Client,
-    consistency: ConsistencyStore,
     writes: Arc<AtomicU64>,
     conflicts: Arc<AtomicU64>,
 }
@@ -41,7 +40,11 @@ fn count_of(cm: &ConfigMap) -> u64 {
 impl Reconciler<ConfigMap> for Counter {
     type Error = ferrokube::Error;
 
-    async fn reconcile(&self, cm: Arc<ConfigMap>) -> Result<Action, ferrokube::Error> {
+    async fn reconcile(
+        &self,
+        cm: Arc<ConfigMap>,
+        ctx: Context,
+    ) -> Result<Action, ferrokube::Error> {
         let count = count_of(&cm);
         if count >= TARGET {
             return Ok(Action::await_change());
@@ -50,14 +53,10 @@ impl Reconciler<ConfigMap> for Counter {
         next.data
             .get_or_insert_default()
             .insert("count".into(), (count + 1).to_string());
-        let key = ObjectKey::of(cm.as_ref());
-        let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), "default");
         let name = cm.metadata.name.as_deref().unwrap_or_default();
         self.writes.fetch_add(1, Ordering::SeqCst);
-        match self
-            .consistency
-            .writes(key)
-            .api(api)
+        match ctx
+            .api_for(cm.as_ref())
             .replace(name, &PostParams::default(), &next)
             .await
         {
@@ -92,8 +91,6 @@ async fn run(server: &RunningServer, protection: bool, delay: Duration) -> Run {
     let writes = Arc::new(AtomicU64::new(0));
     let conflicts = Arc::new(AtomicU64::new(0));
     let counter = Counter {
-        client: client.clone(),
-        consistency: controller.consistency(),
         writes: writes.clone(),
         conflicts: conflicts.clone(),
     };

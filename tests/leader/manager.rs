@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use ferrokube::api::PostParams;
 use ferrokube::apiserver::{ApiServer, RunningServer, WriteFailure};
-use ferrokube::controller::{Action, Reconciler};
+use ferrokube::controller::{Action, Context, Reconciler};
 use ferrokube::informer::Scope;
 use ferrokube::manager::{Manager, ManagerBuilder, ManagerError};
 use ferrokube::{Api, Client, Error};
@@ -45,7 +45,7 @@ struct Recording {
 
 impl Reconciler<ConfigMap> for Recording {
     type Error = String;
-    async fn reconcile(&self, cm: Arc<ConfigMap>) -> Result<Action, String> {
+    async fn reconcile(&self, cm: Arc<ConfigMap>, _ctx: Context) -> Result<Action, String> {
         let key = cm.metadata.name.clone().unwrap_or_default();
         self.log
             .0

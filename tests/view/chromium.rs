@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 use fantoccini::{Client as WebDriver, ClientBuilder, Locator};
 use ferrokube::api::PostParams;
 use ferrokube::apiserver::ApiServer;
-use ferrokube::controller::{Action, Controller, Reconciler};
+use ferrokube::controller::{Action, Context, Controller, Reconciler};
 use ferrokube::informer::Scope;
 use ferrokube::view::{DEFAULT_EVENTS_LIMIT, Journal, LiveView};
 use ferrokube::{Api, Client, Config};
@@ -625,7 +625,7 @@ struct ReadBack(Api<ConfigMap>);
 impl Reconciler<ConfigMap> for ReadBack {
     type Error = String;
 
-    async fn reconcile(&self, cm: Arc<ConfigMap>) -> Result<Action, String> {
+    async fn reconcile(&self, cm: Arc<ConfigMap>, _ctx: Context) -> Result<Action, String> {
         let name = cm.metadata.name.as_deref().unwrap_or_default();
         self.0.get(name).await.map_err(|e| e.to_string())?;
         Ok(Action::await_change())

@@ -12,6 +12,10 @@
 //! Typed APIs take that from k8s-openapi's [`Resource`](k8s_openapi::Resource) constants; dynamic ones
 //! from an [`ApiResource`] given at run time. Both share every verb, so there is one implementation of
 //! each. Objects are plain serde types; all the client needs from one is its `metadata` ([`Object`]).
+//!
+//! Each write verb, once the server has committed it, tells the client handle's
+//! [write observers](crate::write_observer) (if it has any) what the server answered, before it
+//! returns: the one place a layer above learns of a controller's writes.
 
 mod dynamic;
 pub(crate) mod list;
@@ -19,6 +23,7 @@ mod params;
 mod query;
 
 use std::marker::PhantomData;
+use std::sync::Arc;
 
 use bytes::Bytes;
 use http::{Method, Request};
@@ -40,6 +45,8 @@ pub use ferrokube_core::Object;
 use crate::client::{Call, Client};
 use crate::error::Error;
 use crate::watch::WatchStream;
+use crate::write_observer::{DeleteNote, DeleteOutcome, WriteObserver};
+use ferrokube_core::ObjectKey;
 
 /// Where a kind of resource is served.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -210,6 +217,13 @@ impl<K: Object> Api<K> {
         &self.client
     }
 
+    /// The same `Api`, whose committed writes are also reported to `observer`: see
+    /// [`Client::with_write_observer`].
+    pub fn with_write_observer(mut self, observer: Arc<dyn WriteObserver>) -> Api<K> {
+        self.client = self.client.with_write_observer(observer);
+        self
+    }
+
     fn collection_path(&self) -> String {
         match &self.namespace {
             Some(ns) => format!(
@@ -329,7 +343,9 @@ impl<K: Object> Api<K> {
             self.collection_path() + &query.finish(),
             to_json(object)?,
         )?;
-        self.client.request(call).await
+        let created = self.client.request(call).await?;
+        self.committed(&created, params.dry_run);
+        Ok(created)
     }
 
     /// Replaces the object named `name` (optimistic concurrency: a stale
@@ -360,7 +376,9 @@ impl<K: Object> Api<K> {
         params.write(&mut query);
         let path = self.object_path(name, sub)? + &query.finish();
         let call = self.call(Method::PUT, path, to_json(object)?)?;
-        self.client.request(call).await
+        let replaced = self.client.request(call).await?;
+        self.committed(&replaced, params.dry_run);
+        Ok(replaced)
     }
 
     /// Patches the object named `name`.
@@ -404,7 +422,9 @@ impl<K: Object> Api<K> {
             http::header::CONTENT_TYPE,
             http::HeaderValue::from_static(patch.content_type()),
         );
-        self.client.request(call).await
+        let patched = self.client.request(call).await?;
+        self.committed(&patched, params.dry_run);
+        Ok(patched)
     }
 
     /// Deletes the object named `name`.
@@ -415,8 +435,42 @@ impl<K: Object> Api<K> {
             to_json(params)?,
         )?;
         call.idempotent = params.idempotent();
+        let observers = match params.dry_run {
+            true => &[],
+            false => self.client.write_observers(),
+        };
+        if observers.is_empty() {
+            let body = self.client.request_bytes(call).await?;
+            return decode_deleted(&body);
+        }
+        let object = ObjectKey::new(self.namespace(), name);
+        let notes: Vec<DeleteNote> = observers
+            .iter()
+            .map(|observer| observer.deleting(&self.resource, &object))
+            .collect();
         let body = self.client.request_bytes(call).await?;
-        decode_deleted(&body)
+        let deleted: Deleted<K> = decode_deleted(&body)?;
+        for (observer, note) in observers.iter().zip(notes) {
+            let outcome = match &deleted {
+                Deleted::Pending(still_there) => DeleteOutcome::Pending(still_there.meta()),
+                Deleted::Gone(status) => DeleteOutcome::Gone {
+                    uid: status.details.as_ref().and_then(|d| d.uid.as_deref()),
+                },
+            };
+            observer.deleted(&self.resource, &object, note, outcome);
+        }
+        Ok(deleted)
+    }
+
+    /// Tells this handle's write observers (if any) that the server committed `written`, unless
+    /// the write was a dry run. See [`write_observer`](crate::write_observer).
+    fn committed(&self, written: &K, dry_run: bool) {
+        if dry_run {
+            return;
+        }
+        for observer in self.client.write_observers() {
+            observer.committed(&self.resource, written.meta());
+        }
     }
 
     /// Deletes every object `list` selects; answers the deleted objects, or a `Status`.

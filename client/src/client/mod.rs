@@ -103,6 +103,7 @@ pub use retry::RetryPolicy;
 use crate::config::{Auth, Config, ConfigError};
 use crate::error::{ApiError, Error};
 use crate::write_gate::{NotLeader, WriteGate, WritePermit};
+use crate::write_observer::WriteObserver;
 use ferrokube_core::{pipeline_enabled, pipeline_event};
 use proxy::Dialer;
 use rate_limit::RateLimit;
@@ -119,7 +120,16 @@ pub struct Client {
     /// Asked before each write of this handle is sent; `None`: writes are not gated. Set by
     /// [`Client::with_write_gate`]; shared by clones of this handle, not by the other handles.
     gate: Option<Arc<dyn WriteGate>>,
+    /// Told of every write of this handle the server committed (see [`write_observer`]); in the
+    /// order they were added. Set by [`Client::with_write_observer`]; shared by clones of this
+    /// handle, not by the other handles.
+    ///
+    /// [`write_observer`]: crate::write_observer
+    observers: Observers,
 }
+
+/// The observers of one handle: `None` (the common case) costs nothing per write.
+type Observers = Option<Arc<[Arc<dyn WriteObserver>]>>;
 
 struct Inner {
     http: HyperClient<Connector, RequestBody>,
@@ -167,6 +177,7 @@ impl std::fmt::Debug for Client {
             )
             .field("priority", &self.priority)
             .field("gated", &self.gate.is_some())
+            .field("observers", &self.write_observers().len())
             .finish_non_exhaustive()
     }
 }
@@ -262,6 +273,7 @@ impl Client {
             }),
             priority: Priority::default(),
             gate: None,
+            observers: None,
         })
     }
 
@@ -273,6 +285,7 @@ impl Client {
             inner: self.inner.clone(),
             priority,
             gate: self.gate.clone(),
+            observers: self.observers.clone(),
         }
     }
 
@@ -317,6 +330,7 @@ impl Client {
             inner: self.inner.clone(),
             priority: self.priority,
             gate: Some(Arc::new(gate)),
+            observers: self.observers.clone(),
         }
     }
 
@@ -327,7 +341,36 @@ impl Client {
             inner: self.inner.clone(),
             priority: self.priority,
             gate: None,
+            observers: self.observers.clone(),
         }
+    }
+
+    /// The same handle, whose committed writes are also reported to `observer` (after the
+    /// observers it had already): through every [`Api`](crate::Api) built on it or on a clone of
+    /// it, whatever the kind. See [`write_observer`](crate::write_observer). The runtime's
+    /// reconcile context hands each reconcile a client observed by the controller's consistency
+    /// store this way.
+    pub fn with_write_observer(&self, observer: Arc<dyn WriteObserver>) -> Client {
+        let observers = match &self.observers {
+            Some(before) => before.iter().cloned().chain([observer]).collect(),
+            None => Arc::from([observer]),
+        };
+        Client {
+            inner: self.inner.clone(),
+            priority: self.priority,
+            gate: self.gate.clone(),
+            observers: Some(observers),
+        }
+    }
+
+    /// Whether this handle's writes are reported to a [`WriteObserver`].
+    pub fn is_write_observed(&self) -> bool {
+        self.observers.is_some()
+    }
+
+    /// The observers of this handle's writes, oldest first.
+    pub(crate) fn write_observers(&self) -> &[Arc<dyn WriteObserver>] {
+        self.observers.as_deref().unwrap_or_default()
     }
 
     /// Whether this handle's writes go through a [`WriteGate`].

@@ -40,7 +40,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use clap::Parser;
 use ferrokube::api::{Patch, PatchParams, PostParams};
 use ferrokube::apiserver::ApiServer;
-use ferrokube::controller::{Action, Controller, Reconciler};
+use ferrokube::controller::{Action, Context, Controller, Reconciler};
 use ferrokube::informer::{Compact, Scope, SharedInformerFactory};
 use ferrokube::{Api, Client, Config, Object};
 use k8s_openapi::api::core::v1::{Namespace, Pod};
@@ -301,7 +301,7 @@ struct Bench(Arc<Recorder>);
 impl<K: Object> Reconciler<K> for Bench {
     type Error = Infallible;
 
-    async fn reconcile(&self, object: Arc<K>) -> Result<Action, Infallible> {
+    async fn reconcile(&self, object: Arc<K>, _: Context) -> Result<Action, Infallible> {
         let meta = object.meta();
         let name = meta.name.as_deref().unwrap_or("");
         let annotation = |key| {

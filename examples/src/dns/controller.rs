@@ -15,11 +15,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use ferrokube::Api;
 use ferrokube::controller::conditions::{ConditionBuilder, set_condition, update_status};
 use ferrokube::controller::finalizer::{FinalizerError, finalize};
 use ferrokube::controller::owner::{self, CreateOrUpdateError, OwnerError};
-use ferrokube::controller::{Action, Reconciler};
-use ferrokube::{Api, Client};
+use ferrokube::controller::{Action, Context, Reconciler};
 use k8s_openapi::api::core::v1::ConfigMap;
 
 use super::provider::{Entry, Provider};
@@ -34,13 +34,13 @@ pub enum DnsError {
     Finalizer(#[from] FinalizerError<Box<DnsError>>),
     #[error("owned ConfigMap: {0}")]
     ConfigMap(#[from] CreateOrUpdateError<OwnerError>),
-    #[error("the DnsRecord has no uid or namespace yet")]
+    #[error("the DnsRecord has no uid yet")]
     Incomplete,
 }
 
-/// The reconciler and its context.
+/// The reconciler: the provider it keeps in step, and how often it looks. It writes to the API
+/// server only through each reconcile's [`Context`], so every write is recorded for the key.
 pub struct DnsController {
-    pub client: Client,
     pub provider: Provider,
     /// How often a record is compared with the provider with nothing else happening: drift the
     /// provider does not announce is found within this long.
@@ -50,19 +50,13 @@ pub struct DnsController {
 impl Reconciler<DnsRecord> for DnsController {
     type Error = DnsError;
 
-    async fn reconcile(&self, record: Arc<DnsRecord>) -> Result<Action, DnsError> {
-        let namespace = record
-            .metadata
-            .namespace
-            .clone()
-            .ok_or(DnsError::Incomplete)?;
-        let api: Api<DnsRecord> = Api::namespaced(self.client.clone(), &namespace);
-        let api = &api;
+    async fn reconcile(&self, record: Arc<DnsRecord>, ctx: Context) -> Result<Action, DnsError> {
+        let (api, ctx) = (&ctx.api_for(record.as_ref()), &ctx);
         let done = finalize(
             api,
             FINALIZER,
             record,
-            |record| async move { self.apply(api, record).await.map_err(Box::new) },
+            |record| async move { self.apply(ctx, api, record).await.map_err(Box::new) },
             |record| async move { self.cleanup(record).map_err(Box::new) },
         )
         .await?;
@@ -73,6 +67,7 @@ impl Reconciler<DnsRecord> for DnsController {
 impl DnsController {
     async fn apply(
         &self,
+        ctx: &Context,
         api: &Api<DnsRecord>,
         record: Arc<DnsRecord>,
     ) -> Result<Action, DnsError> {
@@ -96,20 +91,22 @@ impl DnsController {
         // 2. The owned ConfigMap: what the provider holds, for `kubectl get cm` (and garbage
         //    collected with the record).
         let name = record.metadata.name.clone().unwrap_or_default();
-        let namespace = record.metadata.namespace.as_deref().unwrap_or_default();
-        let maps: Api<ConfigMap> = Api::namespaced(self.client.clone(), namespace);
-        owner::create_or_update(&maps, &format!("{name}-dns"), |cm: &mut ConfigMap| {
-            owner::set_controller_reference(record.as_ref(), &mut cm.metadata)?;
-            cm.data = Some(
-                [
-                    ("fqdn".to_string(), spec.fqdn.clone()),
-                    ("type".to_string(), spec.type_.clone()),
-                    ("value".to_string(), spec.value.clone()),
-                ]
-                .into(),
-            );
-            Ok(())
-        })
+        owner::create_or_update(
+            &ctx.api_here::<ConfigMap>(),
+            &format!("{name}-dns"),
+            |cm: &mut ConfigMap| {
+                owner::set_controller_reference(record.as_ref(), &mut cm.metadata)?;
+                cm.data = Some(
+                    [
+                        ("fqdn".to_string(), spec.fqdn.clone()),
+                        ("type".to_string(), spec.type_.clone()),
+                        ("value".to_string(), spec.value.clone()),
+                    ]
+                    .into(),
+                );
+                Ok(())
+            },
+        )
         .await?;
 
         // 3. Status: Ready with the generation it answers, written only when it changes.

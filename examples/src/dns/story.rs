@@ -66,7 +66,6 @@ fn start_controller(client: &Client, provider: &Provider, options: &StoryOptions
             .source(provider.changes())
             .workers(2);
     let reconciler = DnsController {
-        client: client.clone(),
         provider: provider.clone(),
         poll: options.poll,
     };

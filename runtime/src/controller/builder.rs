@@ -37,6 +37,7 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use super::consistency::{ConsistencyStore, DEFAULT_STALE_REQUEUE};
+use super::context::MarkChild;
 use super::filter::{Filter, Filters};
 use super::metrics::Metrics;
 use super::reconciler::Reconciler;
@@ -46,6 +47,8 @@ use super::worker::Workers;
 use crate::shard::{DependentKind, Dependents, ShardGate, ShardMember};
 use ferrokube_client::api::Object;
 use ferrokube_client::client::Client;
+#[cfg(feature = "shard")]
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 /// Workers of a controller unless set (controller-runtime's `MaxConcurrentReconciles` default, 1:
 /// a reconciler need not be written for concurrency to be correct; raise it when reconciles wait
@@ -157,6 +160,17 @@ fn attach<O: Object + k8s_openapi::Resource>(
     }))
 }
 
+/// Labels a new child for the member, when the controller is sharded.
+fn mark_child<K>(builder: &ControllerBuilder<K>) -> Option<MarkChild> {
+    #[cfg(feature = "shard")]
+    if let Some((member, _)) = &builder.shard {
+        let member = member.clone();
+        return Some(Arc::new(move |meta: &mut ObjectMeta| member.mark(meta)));
+    }
+    let _ = builder;
+    None
+}
+
 /// A controller for the primary type `K`, not yet running: see the [module docs](self) and
 /// [`ControllerBuilder`] for what can be set.
 pub type Controller<K> = ControllerBuilder<K>;
@@ -195,6 +209,8 @@ pub struct ControllerBuilder<K> {
     metrics: Option<Metrics>,
     /// The controller's own writes per key, checked before each reconcile.
     consistency: ConsistencyStore,
+    /// What reconciles write with (through their [`Context`]); `None`: the factory's client.
+    client: Option<Client>,
     stale_requeue: Duration,
     /// Awaited after the caches synced and before the workers start (the manager's "until this
     /// replica leads"); none: start at once.
@@ -231,6 +247,7 @@ impl<K: Object + k8s_openapi::Resource> ControllerBuilder<K> {
         ControllerBuilder {
             queue: Self::queue(&name, None),
             consistency: ConsistencyStore::new(&name),
+            client: None,
             stale_requeue: DEFAULT_STALE_REQUEUE,
             name,
             factory,
@@ -306,13 +323,22 @@ impl<K: Object + k8s_openapi::Resource> ControllerBuilder<K> {
         self.queue.clone()
     }
 
-    /// The controller's [consistency store](super::consistency): give it to the reconciler, which
-    /// records its writes for the key it reconciles through
-    /// [`ConsistencyStore::writes`] (and [`Claimer::record_writes`](super::claim::Claimer::record_writes));
-    /// the workers check it before each reconcile. It knows the controller's informers once `run`
-    /// has attached them.
+    /// The controller's [consistency store](super::consistency): every write a reconcile makes
+    /// through its [`Context`](super::Context) is recorded there for the key, and the workers
+    /// check it before each reconcile. It knows the controller's informers once `run` has
+    /// attached them. Given out for its counters ([`skips`](ConsistencyStore::skips)) and for
+    /// writes made outside a reconcile ([`ConsistencyStore::writes`]).
     pub fn consistency(&self) -> ConsistencyStore {
         self.consistency.clone()
+    }
+
+    /// The client reconciles write with, through their [`Context`](super::Context) (which records each write for
+    /// the key). Default: the client of the controller's informer factory (the one given to
+    /// [`new`](Self::new)); a [`Manager`](crate::manager::Manager) sets its gated client, and
+    /// [`shard`](Self::shard) the member's.
+    pub fn client(mut self, client: Client) -> Self {
+        self.client = Some(client);
+        self
     }
 
     /// Whether reconciles wait for the caches to show the controller's own writes (see
@@ -410,14 +436,16 @@ impl<K: Object + k8s_openapi::Resource> ControllerBuilder<K> {
     /// informers select only `member`'s objects; the workers start once `member` holds its Lease,
     /// hand objects over when the assigner asks, and wait for a moved object's children; and
     /// this replica stands for the ring's assigner. Call it before
-    /// [`primary_informer`](Self::primary_informer). The reconciler must write through
-    /// [`ShardMember::client`] and [`mark`](ShardMember::mark) the children it creates. Sharding
+    /// [`primary_informer`](Self::primary_informer). Reconciles write with
+    /// [`ShardMember::client`] (through their [`Context`](super::Context)) and must
+    /// [`mark_child`](super::Context::mark_child) the children they create. Sharding
     /// relies on the consistency store, so it turns [stale protection](Self::stale_protection) on.
     /// Default: not sharded. Needs the `shard` feature.
     #[cfg(feature = "shard")]
     pub fn shard(mut self, member: &ShardMember) -> Self {
         let base = self.scope.clone();
         self.scope = member.scope(base.clone());
+        self.client = Some(member.client());
         self.shard = Some((member.clone(), base));
         self.consistency.set_enabled(true);
         self
@@ -505,6 +533,7 @@ impl<K: Object + k8s_openapi::Resource> ControllerBuilder<K> {
         reconciler: R,
         shutdown: impl Future<Output = ()> + Send,
     ) -> Result<(), ControllerError> {
+        let mark = mark_child(&self);
         let enqueue = Enqueue::new(self.queue.clone());
         let filters = Filters::new(self.filters);
         let tombstones = Arc::new(Tombstones::<K>::default());
@@ -622,6 +651,11 @@ impl<K: Object + k8s_openapi::Resource> ControllerBuilder<K> {
             reconciler,
             metrics: self.metrics.as_ref().map(|m| m.for_controller(&self.name)),
             consistency: self.consistency.clone(),
+            client: self
+                .client
+                .clone()
+                .unwrap_or_else(|| self.factory.source().clone()),
+            mark_child: mark,
             stale_requeue: self.stale_requeue,
             #[cfg(feature = "shard")]
             shard: shard_gate,

@@ -54,7 +54,6 @@ use std::sync::Arc;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use serde_json::{Value, json};
 
-use super::consistency::Writes;
 use super::owner::controller_of;
 use ferrokube_client::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
 use ferrokube_client::error::Error;
@@ -145,8 +144,6 @@ pub struct Claimer<O> {
     selector: LabelSelector,
     reference: OwnerReference,
     style: PatchStyle,
-    /// Where adoptions and releases are recorded, if anywhere (see [`record_writes`](Self::record_writes)).
-    writes: Option<Writes>,
 }
 
 impl<O: Object> Claimer<O> {
@@ -154,7 +151,9 @@ impl<O: Object> Claimer<O> {
     /// usually [`LabelSelector::from_spec`] of its `spec.selector`). `owner_api` serves the owner's
     /// kind in its namespace: the recheck reads the owner through it, and the controller reference
     /// takes its apiVersion and kind from `owner_api.resource()` (so dynamic owners work too). Its
-    /// client writes the children. Refuses an owner without name or uid, and an `owner_api` for
+    /// client writes the children, so an `owner_api` from the reconcile context
+    /// ([`Context::api`](super::Context::api)) records every adoption and release in the
+    /// controller's consistency store. Refuses an owner without name or uid, and an `owner_api` for
     /// another namespace. Patches are [`PatchStyle::Strategic`] unless [`patch_style`](Self::patch_style)
     /// says otherwise.
     pub fn new(
@@ -189,21 +188,12 @@ impl<O: Object> Claimer<O> {
             selector,
             reference,
             style: PatchStyle::default(),
-            writes: None,
         })
     }
 
     /// Writes adopt and release patches in `style` (default [`PatchStyle::Strategic`]).
     pub fn patch_style(mut self, style: PatchStyle) -> Claimer<O> {
         self.style = style;
-        self
-    }
-
-    /// Records every adoption and release in `writes` (the controller's
-    /// [consistency store](super::consistency), for the key being reconciled), so that the next
-    /// reconcile of the key waits until the children's cache shows them. Default: not recorded.
-    pub fn record_writes(mut self, writes: Writes) -> Claimer<O> {
-        self.writes = Some(writes);
         self
     }
 
@@ -339,14 +329,14 @@ impl<O: Object> Claimer<O> {
 
     async fn adopt<C: Object>(&self, api: &Api<C>, child: &C) -> Result<(), Error> {
         let patch = adopt_patch(self.style, &self.reference, child);
-        send(api, child, &patch, self.writes.as_ref()).await?;
+        send(api, child, &patch).await?;
         tracing::debug!(owner = %ObjectKey::of(&*self.owner), child = %ObjectKey::of(child), "adopted");
         Ok(())
     }
 
     async fn release<C: Object>(&self, api: &Api<C>, child: &C) -> Result<(), Error> {
         let patch = release_patch(self.style, &self.reference, child);
-        send(api, child, &patch, self.writes.as_ref()).await?;
+        send(api, child, &patch).await?;
         tracing::debug!(owner = %ObjectKey::of(&*self.owner), child = %ObjectKey::of(child), "released");
         Ok(())
     }
@@ -407,18 +397,10 @@ fn json_patch<C: Object>(child: &C, references: Option<&Vec<OwnerReference>>) ->
     ])
 }
 
-/// Sends `patch` to `child`, and records the patched child in `writes`, if given.
-async fn send<C: Object>(
-    api: &Api<C>,
-    child: &C,
-    patch: &Patch<Value>,
-    writes: Option<&Writes>,
-) -> Result<(), Error> {
+/// Sends `patch` to `child` (recorded by `api`'s write observers, if it has any).
+async fn send<C: Object>(api: &Api<C>, child: &C, patch: &Patch<Value>) -> Result<(), Error> {
     let name = child.meta().name.as_deref().unwrap_or_default();
-    let patched = api.patch(name, &PatchParams::default(), patch).await?;
-    if let Some(writes) = writes {
-        writes.wrote(api.resource(), &patched);
-    }
+    api.patch(name, &PatchParams::default(), patch).await?;
     Ok(())
 }
 

@@ -25,7 +25,7 @@
 //! handling (KEP-5647).
 //!
 //! ```text
-//!  reconcile(key) ─ write through Writes / TrackedApi ─▶ server ─▶ resourceVersion r
+//!  reconcile(key, ctx) ─ write through ctx ─▶ server ─▶ resourceVersion r
 //!        │                                                          │ recorded: key → (informer, r)
 //!  worker takes key: every recorded informer's store at ≥ r? ─ yes ─▶ forget them; reconcile
 //!                                                           └─ no ──▶ skip; requeue after 100 ms
@@ -33,13 +33,15 @@
 //!
 //! ## Recording writes
 //!
-//! Writes record themselves when they go through a [`Writes`] handle, which is bound to the key
-//! being reconciled: `writes.api(api)` wraps an [`Api`] in a [`TrackedApi`] whose `create`,
-//! `replace`, `replace_status`, `patch`, `patch_status` and `delete` record what the server
-//! answered; [`Claimer::record_writes`](super::claim::Claimer::record_writes) does the same for
-//! adoptions and releases. A delete answered with the object (a graceful delete, finalizers)
-//! records its resourceVersion; one answered with a `Status` (gone at once) records that the
-//! informer must no longer hold the object.
+//! A reconcile records nothing by hand. Its [`Context`](super::Context) hands out a client (and
+//! `Api`s built on it) whose [write observer](ferrokube_client::write_observer) is a [`Writes`]
+//! for the key being reconciled: every create, replace, patch, status write and delete the server
+//! commits through it is recorded before the write's `await` returns, and so is every write of a
+//! toolkit helper given such an `Api` (finalizers, status, `create_or_update`, adoptions and
+//! releases of a [`Claimer`](super::claim::Claimer)). Outside a reconcile, [`Writes::client`] and
+//! [`Writes::api`] attach the same observer to a client of your own. A delete answered with the
+//! object (a graceful delete, finalizers) records its resourceVersion; one answered with a
+//! `Status` (gone at once) records that the informer must no longer hold the object.
 //!
 //! What gets a record: only writes to a kind one of the controller's informers caches (matched by
 //! API group and kind, so a `Compact<Pod>` informer counts for writes through an `Api<Pod>`), and
@@ -81,13 +83,10 @@ use std::time::Duration;
 use ferrokube_informer::{ObjectKey, Scope, ScopeMatcher, SharedIndexInformer};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use parking_lot::{Mutex, RwLock};
-use serde::Serialize;
 
-use super::recorded_writes::{Recorded, WriteLog};
-use ferrokube_client::api::{
-    Api, ApiResource, DeleteParams, Deleted, Object, Patch, PatchParams, PostParams,
-};
-use ferrokube_client::error::Error;
+use ferrokube_client::Client;
+use ferrokube_client::api::{Api, ApiResource, Object};
+use ferrokube_client::write_observer::{DeleteNote, DeleteOutcome, WriteObserver};
 
 /// How long a skipped key waits before it is tried again, unless an event brings it sooner
 /// (which the write's own watch event usually does). Long enough for a healthy watch (a few
@@ -341,26 +340,29 @@ impl ConsistencyStore {
         }
     }
 
-    /// Records that a write made for `key` left `written` (as the server answered it) at its
-    /// resourceVersion, in the informers caching `resource`'s kind that hold it.
-    pub fn wrote<O: Object>(&self, key: &ObjectKey, resource: &ApiResource, written: &O) {
+    /// Records that a write made for `key` left `written` (the metadata of the object as the
+    /// server answered it) at its resourceVersion, in the informers caching `resource`'s kind that
+    /// hold it.
+    pub fn wrote(&self, key: &ObjectKey, resource: &ApiResource, written: &ObjectMeta) {
         if !self.is_active() {
             return;
         }
-        let version = written.resource_version();
+        let version = written.resource_version.as_deref().unwrap_or_default();
         let Ok(version) = version.parse::<u64>() else {
             self.turn_off(&format!("a write answered resourceVersion {version:?}"));
             return;
         };
-        let meta = written.meta();
-        let object = ObjectKey::of(written);
+        let object = ObjectKey::new(
+            written.namespace.as_deref(),
+            written.name.as_deref().unwrap_or_default(),
+        );
         let waits: Vec<Wait> = self
             .informers_of(resource)
             .into_iter()
             // In its scope now, or cached (then the write moved it out of the scope, and the
             // informer will hear of that as a delete at this version).
             .filter(|informer| {
-                informer.holds_scope_of(meta) || informer.progress.holds(&object, None)
+                informer.holds_scope_of(written) || informer.progress.holds(&object, None)
             })
             .map(|informer| Wait::Version { informer, version })
             .collect();
@@ -371,27 +373,26 @@ impl ConsistencyStore {
     /// server answered `outcome`: the object while it waits (a grace period, finalizers), whose
     /// resourceVersion is recorded as for any write; or a `Status`, after which the informers must
     /// no longer hold it.
-    pub fn deleted<O: Object>(
+    pub fn deleted(
         &self,
         key: &ObjectKey,
         resource: &ApiResource,
         object: &ObjectKey,
-        outcome: &Deleted<O>,
+        outcome: DeleteOutcome<'_>,
     ) {
         match outcome {
-            Deleted::Pending(still_there) => self.wrote(key, resource, still_there),
-            Deleted::Gone(status) => {
+            DeleteOutcome::Pending(still_there) => self.wrote(key, resource, still_there),
+            DeleteOutcome::Gone { uid } => {
                 if !self.is_active() {
                     return;
                 }
-                let uid = status.details.as_ref().and_then(|d| d.uid.clone());
                 let waits = self
                     .informers_of(resource)
                     .into_iter()
                     .map(|informer| Wait::Gone {
                         informer,
                         object: object.clone(),
-                        uid: uid.clone(),
+                        uid: uid.map(str::to_string),
                     })
                     .collect();
                 self.record(key, waits);
@@ -556,101 +557,39 @@ impl Writes {
         &self.key
     }
 
-    /// `api`, with every successful write recorded for this key.
-    pub fn api<O: Object>(&self, api: Api<O>) -> TrackedApi<O> {
-        TrackedApi {
-            api,
-            writes: self.clone(),
-        }
+    /// `client`, with every write the server commits through it (through any `Api` built on it)
+    /// recorded for this key. The reconcile context hands each reconcile such a client.
+    pub fn client(&self, client: &Client) -> Client {
+        client.with_write_observer(Arc::new(self.clone()))
+    }
+
+    /// `api`, with every write the server commits through it recorded for this key (see
+    /// [`client`](Self::client)).
+    pub fn api<O: Object>(&self, api: Api<O>) -> Api<O> {
+        api.with_write_observer(Arc::new(self.clone()))
     }
 
     /// Records a write made some other way: `written` is the object of kind `resource` as the
     /// server answered it.
     pub fn wrote<O: Object>(&self, resource: &ApiResource, written: &O) {
+        self.store.wrote(&self.key, resource, written.meta());
+    }
+}
+
+/// Each write committed through a client observed by a `Writes` is recorded for its key.
+impl WriteObserver for Writes {
+    fn committed(&self, resource: &ApiResource, written: &ObjectMeta) {
         self.store.wrote(&self.key, resource, written);
     }
-}
 
-/// An [`Api`] whose writes record themselves in a [`ConsistencyStore`] for one key (made by
-/// [`Writes::api`]). Same verbs, same answers; reads go through [`api`](Self::api). Failed writes
-/// and dry runs record nothing.
-#[derive(Debug, Clone)]
-pub struct TrackedApi<O> {
-    api: Api<O>,
-    writes: Writes,
-}
-
-impl<O: Object> WriteLog<O> for Writes {
-    type BeforeDelete = ();
-
-    fn before_delete(&self, _: &ObjectKey) {}
-
-    fn wrote(&self, api: &Api<O>, written: &O) {
-        self.store.wrote(&self.key, api.resource(), written);
-    }
-
-    fn deleted(&self, api: &Api<O>, object: &ObjectKey, _: (), outcome: &Deleted<O>) {
-        self.store
-            .deleted(&self.key, api.resource(), object, outcome);
-    }
-}
-
-impl<O: Object> TrackedApi<O> {
-    /// The wrapped `Api`, for reads (and for writes that should not be recorded).
-    pub fn api(&self) -> &Api<O> {
-        &self.api
-    }
-
-    fn recorded(&self) -> Recorded<'_, O, Writes> {
-        Recorded {
-            api: &self.api,
-            log: &self.writes,
-        }
-    }
-
-    /// [`Api::create`], recorded.
-    pub async fn create(&self, params: &PostParams, object: &O) -> Result<O, Error> {
-        self.recorded().create(params, object).await
-    }
-
-    /// [`Api::replace`], recorded.
-    pub async fn replace(&self, name: &str, params: &PostParams, object: &O) -> Result<O, Error> {
-        self.recorded().replace(name, params, object).await
-    }
-
-    /// [`Api::replace_status`], recorded.
-    pub async fn replace_status(
+    fn deleted(
         &self,
-        name: &str,
-        params: &PostParams,
-        object: &O,
-    ) -> Result<O, Error> {
-        self.recorded().replace_status(name, params, object).await
-    }
-
-    /// [`Api::patch`], recorded.
-    pub async fn patch<P: Serialize>(
-        &self,
-        name: &str,
-        params: &PatchParams,
-        patch: &Patch<P>,
-    ) -> Result<O, Error> {
-        self.recorded().patch(name, params, patch).await
-    }
-
-    /// [`Api::patch_status`], recorded.
-    pub async fn patch_status<P: Serialize>(
-        &self,
-        name: &str,
-        params: &PatchParams,
-        patch: &Patch<P>,
-    ) -> Result<O, Error> {
-        self.recorded().patch_status(name, params, patch).await
-    }
-
-    /// [`Api::delete`], recorded (see [`ConsistencyStore::deleted`]).
-    pub async fn delete(&self, name: &str, params: &DeleteParams) -> Result<Deleted<O>, Error> {
-        self.recorded().delete(name, params).await
+        resource: &ApiResource,
+        object: &ObjectKey,
+        _: DeleteNote,
+        outcome: DeleteOutcome<'_>,
+    ) {
+        self.store.deleted(&self.key, resource, object, outcome);
     }
 }
 
@@ -673,14 +612,14 @@ mod tests {
         let key = ObjectKey::from("ns/x");
         let resource = ApiResource::of::<ConfigMap>();
         // No informer caches ConfigMaps: an integer version records nothing to wait for.
-        store.wrote(&key, &resource, &config_map("12"));
+        store.wrote(&key, &resource, &config_map("12").metadata);
         assert!(store.is_active());
         assert_eq!(store.pending_keys(), 0);
         assert!(store.ensure_fresh(&key).is_ok());
         // An opaque version: nothing can be compared on this server any more.
-        store.wrote(&key, &resource, &config_map("a1b2"));
+        store.wrote(&key, &resource, &config_map("a1b2").metadata);
         assert!(!store.is_active());
-        store.wrote(&key, &resource, &config_map("13"));
+        store.wrote(&key, &resource, &config_map("13").metadata);
         assert_eq!(store.pending_keys(), 0);
         assert!(store.ensure_fresh(&key).is_ok());
     }
@@ -691,7 +630,11 @@ mod tests {
         store.set_enabled(false);
         assert!(!store.is_active());
         let key = ObjectKey::from("ns/x");
-        store.wrote(&key, &ApiResource::of::<ConfigMap>(), &config_map("12"));
+        store.wrote(
+            &key,
+            &ApiResource::of::<ConfigMap>(),
+            &config_map("12").metadata,
+        );
         assert_eq!(store.pending_keys(), 0);
         assert!(store.ensure_fresh(&key).is_ok());
     }

@@ -50,30 +50,33 @@
 //!
 //! ```no_run
 //! use std::sync::Arc;
-//! use ferrokube_runtime::controller::{Action, Controller, Reconciler};
+//! use ferrokube_runtime::controller::{Action, Context, Controller, Reconciler};
 //! use ferrokube_informer::Scope;
 //! use ferrokube_client::Client;
 //! use k8s_openapi::api::apps::v1::Deployment;
 //! use k8s_openapi::api::core::v1::ConfigMap;
 //!
-//! struct Stamp { client: Client }
+//! struct Stamp;
 //!
 //! impl Reconciler<Deployment> for Stamp {
 //!     type Error = ferrokube_client::Error;
-//!     async fn reconcile(&self, deployment: Arc<Deployment>) -> Result<Action, Self::Error> {
-//!         // ... read caches, write what is missing (idempotently) ...
+//!     async fn reconcile(&self, deployment: Arc<Deployment>, ctx: Context) -> Result<Action, Self::Error> {
+//!         // ... read caches, write what is missing (idempotently) through ctx.api_here::<ConfigMap>() ...
 //!         Ok(Action::await_change())
 //!     }
 //! }
 //!
 //! # async fn demo(client: Client) -> Result<(), Box<dyn std::error::Error>> {
-//! Controller::<Deployment>::new(client.clone(), Scope::all())
+//! Controller::<Deployment>::new(client, Scope::all())
 //!     .owns::<ConfigMap>(Scope::all())
 //!     .workers(2)
-//!     .run(Stamp { client }, async { let _ = tokio::signal::ctrl_c().await; })
+//!     .run(Stamp, async { let _ = tokio::signal::ctrl_c().await; })
 //!     .await?;
 //! # Ok(()) }
 //! ```
+//!
+//! The reconcile writes through its [`Context`]: each write is recorded for the key in the
+//! [`consistency`] store, which the workers check before the next reconcile of that key.
 //!
 //! ## Where each concept lives
 //!
@@ -81,6 +84,7 @@
 //! |---|---|---|
 //! | [`builder`] | [`Controller`]: primary, owned, watched and stream sources, options, `run` | controller-runtime's builder, kube-rs's `Controller` |
 //! | [`reconciler`] | [`Reconciler`]: reconcile, deletions, error policy; [`from_fn`] | `reconcile.Reconciler` |
+//! | [`context`] | [`Context`]: the key, the retries, and the client whose writes are recorded for the key | kube-rs's `Context`, controller-runtime's `reconcile.Request` |
 //! | [`action`] | [`Action`]: await change, requeue after, rate-limited | `reconcile.Result`, kube-rs `Action` |
 //! | [`source`] | how events become keys; priorities; deletions on their way to the worker | `handler.EnqueueRequestForOwner`, `source.Channel` |
 //! | [`filter`] | [`Filter`]: generation, labels, annotations, resourceVersion, any closure | `predicate` |
@@ -100,6 +104,7 @@ pub mod builder;
 pub mod claim;
 pub mod conditions;
 pub mod consistency;
+pub mod context;
 pub mod events;
 pub mod expectations;
 pub mod filter;
@@ -108,13 +113,13 @@ pub mod metrics;
 pub mod owner;
 pub mod read_your_writes;
 pub mod reconciler;
-mod recorded_writes;
 pub mod source;
 mod worker;
 
 pub use action::Action;
 pub use builder::{Controller, ControllerBuilder, ControllerError};
-pub use consistency::{ConsistencyStore, StaleCache, TrackedApi, Writes};
+pub use consistency::{ConsistencyStore, StaleCache, Writes};
+pub use context::Context;
 pub use events::{EventRecorder, EventType};
 pub use expectations::Expectations;
 pub use filter::{Change, Filter};

@@ -35,7 +35,7 @@
 //! let configmaps = ReadYourWrites::new(Api::namespaced(client, "default"), informer, &scope)
 //!     .max_wait(Duration::from_secs(1));
 //! let patch = Patch::Merge(serde_json::json!({"data": {"k": "v2"}}));
-//! configmaps.patch("web", &PatchParams::default(), &patch).await?;
+//! configmaps.api().patch("web", &PatchParams::default(), &patch).await?;
 //! let web = configmaps.get(Some("default"), "web").await?; // has k=v2, or Err after 1 s
 //! let all = configmaps.list(Some("default"), &"app=web".parse()?).await?;
 //! # Ok(()) }
@@ -160,20 +160,18 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::future::Future;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use ferrokube_informer::{
     LabelSelector, Lister, ObjectKey, Scope, ScopeMatcher, SharedIndexInformer,
 };
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Status};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use parking_lot::Mutex;
-use serde::Serialize;
 
-use super::recorded_writes::{Recorded, WriteLog};
-use ferrokube_client::api::{Api, DeleteParams, Deleted, Object, Patch, PatchParams, PostParams};
-use ferrokube_client::error::Error;
+use ferrokube_client::api::{Api, ApiResource, Object};
+use ferrokube_client::write_observer::{DeleteNote, DeleteOutcome, WriteObserver};
 
 /// How long a read waits for the cache by default: see [Choosing `max_wait`](self#choosing-max_wait).
 pub const DEFAULT_MAX_WAIT: Duration = Duration::from_secs(3);
@@ -305,9 +303,14 @@ impl<K: Object> ReadYourWrites<K> {
                 );
             })
             .ok();
+        let (group, kind) = (api.resource().group.clone(), api.resource().kind.clone());
         ReadYourWrites {
-            shared: Arc::new(Shared {
-                api,
+            shared: Arc::new_cyclic(|shared| Shared {
+                api: api.with_write_observer(Arc::new(RecordWrites {
+                    shared: shared.clone(),
+                    group,
+                    kind,
+                })),
                 informer,
                 matcher,
                 records: Mutex::new(Records {
@@ -332,7 +335,9 @@ impl<K: Object> ReadYourWrites<K> {
         self
     }
 
-    /// The `Api` writes go through: for reads from the server, and writes that should not count.
+    /// The `Api` to write through: every write the server commits through it (or through another
+    /// `Api` built on its client, of this informer's kind) is recorded, and reads wait for it.
+    /// Its reads go to the server.
     pub fn api(&self) -> &Api<K> {
         &self.shared.api
     }
@@ -585,23 +590,27 @@ impl<K: Object> ReadYourWrites<K> {
         in_scope || self.held_uid(key).is_some()
     }
 
-    /// Records a completed write that left `written` (as the server answered it).
-    fn record_written(&self, written: &K) {
+    /// Records a completed write that left an object with metadata `written` (as the server
+    /// answered it).
+    fn record_written(&self, written: &ObjectMeta) {
         if !self.is_active() {
             return;
         }
-        let text = written.resource_version();
+        let key = ObjectKey::new(
+            written.namespace.as_deref(),
+            written.name.as_deref().unwrap_or_default(),
+        );
+        let text = written.resource_version.as_deref().unwrap_or_default();
         if text.is_empty() {
             // Nothing to compare (a server that answers without one); nothing to wait for.
-            tracing::debug!(key = %ObjectKey::of(written), "a write answered no resourceVersion");
+            tracing::debug!(%key, "a write answered no resourceVersion");
             return;
         }
         let Ok(version) = text.parse::<u64>() else {
             self.turn_off(&format!("a write answered resourceVersion {text:?}"));
             return;
         };
-        let key = ObjectKey::of(written);
-        if !self.will_show(written.meta(), &key) {
+        if !self.will_show(written, &key) {
             tracing::trace!(%key, "write outside the informer's scope: reads will not wait for it");
             return;
         }
@@ -609,22 +618,19 @@ impl<K: Object> ReadYourWrites<K> {
         records.version = Some(records.version.map_or(version, |held| held.max(version)));
     }
 
-    /// Records a completed delete of `key` that the server answered with `status` (the object is
-    /// gone); `held_before`: what the store held under `key` when the delete was sent.
+    /// Records a completed delete of `key` that the server answered with a `Status` naming `uid`
+    /// (the object is gone); `held_before`: what the store held under `key` when the delete was
+    /// sent.
     fn record_deleted(
         &self,
         key: &ObjectKey,
         held_before: Option<Option<String>>,
-        status: &Status,
+        uid: Option<&str>,
     ) {
         if !self.is_active() {
             return;
         }
-        let uid = status
-            .details
-            .as_ref()
-            .and_then(|details| details.uid.clone())
-            .filter(|uid| !uid.is_empty());
+        let uid = uid.filter(|uid| !uid.is_empty()).map(str::to_string);
         let held_now = self.held_uid(key);
         match uid {
             // The store still has it: it must go before a read may proceed.
@@ -697,87 +703,64 @@ impl<K: Object> ReadYourWrites<K> {
         records.deleted_order.clear();
         records.deleted_set.clear();
     }
+}
 
-    fn recorded(&self) -> Recorded<'_, K, Self> {
-        Recorded {
-            api: &self.shared.api,
-            log: self,
+/// The observer a [`ReadYourWrites`] puts on its `Api`: what the writes leave for reads to wait
+/// for (see [How it works](self#how-it-works)). It holds the client's records weakly: the `Api`
+/// that holds this observer lives in those records' `Shared`, and a strong reference back would
+/// keep both alive for ever.
+struct RecordWrites<K> {
+    shared: Weak<Shared<K>>,
+    /// The API group and kind of the informer's objects: writes of other kinds through the same
+    /// client are not shown by this informer, so not waited for.
+    group: String,
+    kind: String,
+}
+
+impl<K: Object> RecordWrites<K> {
+    /// The client, if it is still alive and `resource` is its kind.
+    fn client_for(&self, resource: &ApiResource) -> Option<ReadYourWrites<K>> {
+        if resource.group != self.group || resource.kind != self.kind {
+            return None;
         }
-    }
-
-    // ---- writes ----------------------------------------------------------------------------
-
-    /// [`Api::create`], recorded.
-    pub async fn create(&self, params: &PostParams, object: &K) -> Result<K, Error> {
-        self.recorded().create(params, object).await
-    }
-
-    /// [`Api::replace`], recorded.
-    pub async fn replace(&self, name: &str, params: &PostParams, object: &K) -> Result<K, Error> {
-        self.recorded().replace(name, params, object).await
-    }
-
-    /// [`Api::replace_status`], recorded.
-    pub async fn replace_status(
-        &self,
-        name: &str,
-        params: &PostParams,
-        object: &K,
-    ) -> Result<K, Error> {
-        self.recorded().replace_status(name, params, object).await
-    }
-
-    /// [`Api::patch`], recorded.
-    pub async fn patch<P: Serialize>(
-        &self,
-        name: &str,
-        params: &PatchParams,
-        patch: &Patch<P>,
-    ) -> Result<K, Error> {
-        self.recorded().patch(name, params, patch).await
-    }
-
-    /// [`Api::patch_status`], recorded.
-    pub async fn patch_status<P: Serialize>(
-        &self,
-        name: &str,
-        params: &PatchParams,
-        patch: &Patch<P>,
-    ) -> Result<K, Error> {
-        self.recorded().patch_status(name, params, patch).await
-    }
-
-    /// [`Api::delete`], recorded: an answer with the object records its resourceVersion; a
-    /// `Status` records that the object must be gone from the cache (see the
-    /// [module docs](self#how-it-works)).
-    pub async fn delete(&self, name: &str, params: &DeleteParams) -> Result<Deleted<K>, Error> {
-        self.recorded().delete(name, params).await
+        self.shared.upgrade().map(|shared| ReadYourWrites {
+            shared,
+            max_wait: Duration::ZERO,
+        })
     }
 }
 
-/// What the writes leave for reads to wait for (see [How it works](self#how-it-works)).
-impl<K: Object> WriteLog<K> for ReadYourWrites<K> {
-    /// The uid the store held under the key when the delete was sent.
-    type BeforeDelete = Option<Option<String>>;
-
-    fn before_delete(&self, object: &ObjectKey) -> Option<Option<String>> {
-        self.held_uid(object)
+impl<K: Object> WriteObserver for RecordWrites<K> {
+    fn committed(&self, resource: &ApiResource, written: &ObjectMeta) {
+        if let Some(client) = self.client_for(resource) {
+            client.record_written(written);
+        }
     }
 
-    fn wrote(&self, _: &Api<K>, written: &K) {
-        self.record_written(written);
+    /// Keeps the uid the store held under the key when the delete was sent.
+    fn deleting(&self, resource: &ApiResource, object: &ObjectKey) -> DeleteNote {
+        match self.client_for(resource) {
+            Some(client) => DeleteNote::holding(client.held_uid(object)),
+            None => DeleteNote::empty(),
+        }
     }
 
     fn deleted(
         &self,
-        _: &Api<K>,
+        resource: &ApiResource,
         object: &ObjectKey,
-        held_before: Option<Option<String>>,
-        outcome: &Deleted<K>,
+        note: DeleteNote,
+        outcome: DeleteOutcome<'_>,
     ) {
+        let Some(client) = self.client_for(resource) else {
+            return;
+        };
         match outcome {
-            Deleted::Pending(still_there) => self.record_written(still_there),
-            Deleted::Gone(status) => self.record_deleted(object, held_before, status),
+            DeleteOutcome::Pending(still_there) => client.record_written(still_there),
+            DeleteOutcome::Gone { uid } => {
+                let held_before = note.take::<Option<Option<String>>>().flatten();
+                client.record_deleted(object, held_before, uid);
+            }
         }
     }
 }
@@ -788,7 +771,6 @@ mod tests {
 
     use ferrokube_informer::fake::FakeListerWatcher;
     use k8s_openapi::api::core::v1::ConfigMap;
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::StatusDetails;
 
     use super::*;
     use ferrokube_client::{Client, Config};
@@ -815,24 +797,14 @@ mod tests {
             .max_wait(Duration::from_secs(30))
     }
 
-    fn gone(uid: &str) -> Status {
-        Status {
-            details: Some(StatusDetails {
-                uid: Some(uid.into()),
-                ..StatusDetails::default()
-            }),
-            ..Status::default()
-        }
-    }
-
     #[tokio::test]
     async fn read_your_own_writes_a_read_waits_only_for_writes_completed_before_it() {
         let rw = client(&Scope::all());
         let store = rw.informer().store().clone();
         store.set_resource_version("10");
-        rw.record_written(&cm("a", "12", "u1", "web"));
+        rw.record_written(&cm("a", "12", "u1", "web").metadata);
         let first = rw.get(Some("default"), "a"); // starts now: needs 12
-        rw.record_written(&cm("a", "20", "u1", "web")); // completes after the read started
+        rw.record_written(&cm("a", "20", "u1", "web").metadata); // completes after the read started
         let reader = tokio::spawn(first);
         store.insert(Arc::new(cm("a", "12", "u1", "web")));
         store.set_resource_version("12");
@@ -852,7 +824,7 @@ mod tests {
     #[tokio::test]
     async fn read_your_own_writes_non_integer_versions_turn_the_protection_off() {
         let rw = client(&Scope::all()).max_wait(Duration::ZERO);
-        rw.record_written(&cm("a", "12", "u1", "web"));
+        rw.record_written(&cm("a", "12", "u1", "web").metadata);
         assert!(rw.is_active());
         assert!(
             rw.get(Some("default"), "a").await.is_err(),
@@ -863,7 +835,7 @@ mod tests {
         rw.informer().store().set_resource_version("xyz");
         assert_eq!(rw.get(Some("default"), "a").await, Ok(None));
         assert!(!rw.is_active());
-        rw.record_written(&cm("a", "99", "u1", "web"));
+        rw.record_written(&cm("a", "99", "u1", "web").metadata);
         assert!(
             rw.needs(None).version.is_none(),
             "nothing recorded once off"
@@ -871,7 +843,7 @@ mod tests {
 
         // A write answering a non-integer version does the same.
         let rw = client(&Scope::all()).max_wait(Duration::ZERO);
-        rw.record_written(&cm("a", "opaque-1", "u1", "web"));
+        rw.record_written(&cm("a", "opaque-1", "u1", "web").metadata);
         assert!(!rw.is_active());
         assert_eq!(
             rw.list(None, &LabelSelector::everything()).await,
@@ -883,10 +855,10 @@ mod tests {
     async fn read_your_own_writes_writes_outside_the_scope_are_not_waited_for() {
         let rw = client(&Scope::namespace("default").labels("app=web")).max_wait(Duration::ZERO);
         rw.informer().store().set_resource_version("5");
-        rw.record_written(&cm("db", "9", "u1", "db"));
+        rw.record_written(&cm("db", "9", "u1", "db").metadata);
         let mut elsewhere = cm("x", "9", "u2", "web");
         elsewhere.metadata.namespace = Some("other".into());
-        rw.record_written(&elsewhere);
+        rw.record_written(&elsewhere.metadata);
         assert!(rw.needs(None).version.is_none());
         assert_eq!(rw.get(Some("default"), "db").await, Ok(None));
 
@@ -895,7 +867,7 @@ mod tests {
         rw.informer()
             .store()
             .insert(Arc::new(cm("db", "4", "u1", "web")));
-        rw.record_written(&cm("db", "9", "u1", "db"));
+        rw.record_written(&cm("db", "9", "u1", "db").metadata);
         assert_eq!(rw.needs(None).version, Some(9));
     }
 
@@ -908,7 +880,7 @@ mod tests {
         let key = ObjectKey::from("default/a");
 
         // Held when the delete returned: the read waits until the store drops it.
-        rw.record_deleted(&key, Some(Some("u1".into())), &gone("u1"));
+        rw.record_deleted(&key, Some(Some("u1".into())), Some("u1"));
         assert!(rw.get(Some("default"), "a").await.is_err());
         // A newer object under the same name does not count as the deleted one.
         store.insert(Arc::new(cm("a", "6", "u2", "web")));
@@ -921,7 +893,7 @@ mod tests {
         );
 
         // Never held (its creation has not reached the cache): hidden from reads when it arrives.
-        rw.record_deleted(&ObjectKey::from("default/b"), None, &gone("u3"));
+        rw.record_deleted(&ObjectKey::from("default/b"), None, Some("u3"));
         store.insert(Arc::new(cm("b", "7", "u3", "web")));
         assert_eq!(rw.get(Some("default"), "b").await, Ok(None));
         let names: Vec<_> = rw

@@ -39,11 +39,13 @@ use tracing::Instrument;
 
 use super::action::{Action, Next};
 use super::consistency::{ConsistencyStore, StaleCache};
+use super::context::{Context, MarkChild};
 use super::metrics::{ControllerMetrics, Outcome};
 use super::reconciler::Reconciler;
 use super::source::Tombstones;
 #[cfg(feature = "shard")]
 use crate::shard::{ShardError, ShardGate, Turn};
+use ferrokube_client::Client;
 use ferrokube_client::api::Object;
 use ferrokube_core::pipeline_event;
 
@@ -56,6 +58,10 @@ pub(crate) struct Workers<K, R> {
     pub(crate) reconciler: R,
     pub(crate) metrics: Option<ControllerMetrics>,
     pub(crate) consistency: ConsistencyStore,
+    /// What each reconcile's [`Context`] writes with (observed, per key, by `consistency`).
+    pub(crate) client: Client,
+    /// Set when the controller is sharded: labels a new child for this member.
+    pub(crate) mark_child: Option<MarkChild>,
     pub(crate) stale_requeue: Duration,
     /// Set when the controller is sharded: asked before each reconcile (see `crate::shard::gate`).
     #[cfg(feature = "shard")]
@@ -210,7 +216,7 @@ impl<K: Object, R: Reconciler<K>> Workers<K, R> {
             // On an error, a panic (caught in `work`) or a cancelled reconcile, `gone` puts
             // this deletion and the ones after it back when it is dropped: the retry of the key
             // calls the hook again, and no deletion is lost.
-            self.reconciler.deleted(deleted).await?;
+            self.reconciler.deleted(deleted, self.context(key)).await?;
             gone.pending.remove(0);
         }
         drop(gone);
@@ -235,7 +241,7 @@ impl<K: Object, R: Reconciler<K>> Workers<K, R> {
                         }
                     }
                 }
-                self.reconciler.reconcile(object).await?
+                self.reconciler.reconcile(object, self.context(key)).await?
             }
             None => {
                 #[cfg(feature = "shard")]
@@ -246,6 +252,17 @@ impl<K: Object, R: Reconciler<K>> Workers<K, R> {
             }
         };
         Ok(Ran::Reconciled(action))
+    }
+
+    /// The context of a reconcile (or deletion hook) of `key`: its writes are recorded for it.
+    fn context(&self, key: &ObjectKey) -> Context {
+        Context::new(
+            key.clone(),
+            self.queue.num_requeues(key),
+            &self.client,
+            self.consistency.writes(key.clone()),
+            self.mark_child.clone(),
+        )
     }
 
     /// A key whose caches were stale: counted, and back after `stale_requeue` (or an event).

@@ -24,18 +24,19 @@
 //!
 //! ```no_run
 //! use std::sync::Arc;
-//! use ferrokube_runtime::controller::{Action, Reconciler};
+//! use ferrokube_runtime::controller::{Action, Context, Reconciler};
 //! use ferrokube_informer::Scope;
 //! use ferrokube_runtime::manager::Manager;
 //! use ferrokube_client::Client;
 //! use k8s_openapi::api::core::v1::ConfigMap;
 //!
-//! struct Audit { client: Client }
+//! struct Audit;
 //!
 //! impl Reconciler<ConfigMap> for Audit {
 //!     type Error = ferrokube_client::Error;
-//!     async fn reconcile(&self, cm: Arc<ConfigMap>) -> Result<Action, ferrokube_client::Error> {
-//!         // ... writes through self.client: refused unless this replica surely leads
+//!     async fn reconcile(&self, cm: Arc<ConfigMap>, ctx: Context) -> Result<Action, ferrokube_client::Error> {
+//!         // ... writes through ctx (the manager's gated client): refused unless this replica
+//!         // surely leads, and recorded for the key
 //!         Ok(Action::await_change())
 //!     }
 //! }
@@ -46,8 +47,7 @@
 //!     .serve("0.0.0.0:8081".parse()?)
 //!     .build()?;
 //! let controller = manager.controller::<ConfigMap>(Scope::all());
-//! let reconciler = Audit { client: manager.client() };
-//! manager.add_controller(controller, reconciler);
+//! manager.add_controller(controller, Audit);
 //! manager.run().await?; // until SIGTERM or SIGINT; Err(LeadershipLost) if the lease was lost
 //! # Ok(())
 //! # }
@@ -430,6 +430,8 @@ impl Manager {
 
     /// The client for controllers' requests: with leader election on, its writes are refused
     /// ([`Error::NotLeader`](ferrokube_client::Error::NotLeader)) unless this replica surely leads.
+    /// The controllers made by [`controller`](Self::controller) hand it to each reconcile through
+    /// its [`Context`](crate::controller::Context).
     pub fn client(&self) -> Client {
         self.gated.clone()
     }
@@ -470,7 +472,9 @@ impl Manager {
         &self,
         scope: Scope,
     ) -> ControllerBuilder<K> {
-        ControllerBuilder::with_factory(self.factory.clone(), scope).metrics(&self.metrics)
+        ControllerBuilder::with_factory(self.factory.clone(), scope)
+            .metrics(&self.metrics)
+            .client(self.gated.clone())
     }
 
     /// Runs `controller` with `reconciler` from [`run`](Self::run) until shutdown; its workers

@@ -18,8 +18,8 @@
 //! the object in flight (the queue never hands one key to two workers): the member has stopped
 //! working on the object when it lets go. The workers check the controller's consistency store
 //! before the gate, so the member's cache already shows every child it created for the object
-//! through [`Writes`](crate::controller::Writes) (which is why a sharded controller must record
-//! its writes there, and keeps stale protection on): no child is left behind with the old label.
+//! through the reconcile's [`Context`](crate::controller::Context) (which is why a sharded
+//! controller keeps stale protection on): no child is left behind with the old label.
 //! The assigner never changes or clears a drain label while the owner is live, so a handover
 //! retried after a failed write relabels the remaining children to the same member as the first.
 //!

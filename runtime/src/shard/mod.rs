@@ -60,8 +60,8 @@
 //! relabelled, and B does not reconcile it until its informer of that kind has caught up to it, so
 //! B never sees the object without its children (and never creates them again). The old owner's
 //! cache holds every child it created because a sharded controller records its writes in the
-//! [consistency store](crate::controller::consistency) (through
-//! [`Writes`](crate::controller::Writes)), which the workers check before the handover.
+//! [consistency store](crate::controller::consistency) (every write through the reconcile's
+//! [`Context`](crate::controller::Context)), which the workers check before the handover.
 //!
 //! [`Reconciler::deleted`]: crate::controller::Reconciler::deleted
 //!
@@ -77,8 +77,8 @@
 //! let member = ShardMember::builder(client.clone(), "kube-system", "replicaset")
 //!     .identity("replica-1")
 //!     .build()?;
-//! // The reconciler writes through member.client() (gated by membership) and calls
-//! // member.mark(&mut pod.metadata) on each pod it creates.
+//! // The reconciler writes through its Context (the member's client, gated by membership) and
+//! // calls ctx.mark_child(&mut pod.metadata) on each pod it creates.
 //! let controller = Controller::<ReplicaSet>::new(client, Scope::all())
 //!     .shard(&member)
 //!     .owns::<Pod>(Scope::all());

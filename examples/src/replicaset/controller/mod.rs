@@ -43,19 +43,19 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
+use ferrokube::Error;
 use ferrokube::controller::claim::{ClaimError, Claimer};
 use ferrokube::controller::expectations::EXPECTATIONS_TIMEOUT;
 use ferrokube::controller::owner;
 use ferrokube::controller::{
-    Action, ConsistencyStore, ControllerBuilder, Enqueue, EventRecorder, Expectations, ObjectEvent,
-    Reconciler, Writes,
+    Action, ConsistencyStore, Context, ControllerBuilder, Enqueue, EventRecorder, Expectations,
+    ObjectEvent, Reconciler,
 };
 use ferrokube::informer::{
     LabelSelector, Lister, ObjectKey, Scope, SharedIndexInformer, drop_managed_fields,
 };
 use ferrokube::manager::Manager;
 use ferrokube::workqueue::WorkQueue;
-use ferrokube::{Api, Client, Error};
 use futures_util::future::join_all;
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::Pod;
@@ -235,8 +235,6 @@ pub struct ReplicaSetController {
 
 /// What the pod handler and the workers share: the reconciler's context.
 struct Shared {
-    /// For the controller's own requests (informers list and watch through the factory's).
-    client: Client,
     replicasets: Lister<ReplicaSet>,
     pods: Lister<Pod>,
     expectations: Expectations,
@@ -288,8 +286,7 @@ impl ReplicaSetController {
         }
         let shared = Arc::new(Shared {
             consistency: builder.consistency(),
-            pod_control: PodControl::new(client.clone(), events.clone(), member.clone()),
-            client,
+            pod_control: PodControl::new(events.clone()),
             replicasets: replicasets.lister(),
             pods: pods.lister(),
             expectations: Expectations::new(options.expectations_timeout),
@@ -349,18 +346,17 @@ pub struct ReplicaSetSync(Arc<Shared>);
 impl Reconciler<ReplicaSet> for ReplicaSetSync {
     type Error = SyncError;
 
-    async fn reconcile(&self, rs: Arc<ReplicaSet>) -> Result<Action, SyncError> {
+    async fn reconcile(&self, rs: Arc<ReplicaSet>, ctx: Context) -> Result<Action, SyncError> {
         let Some(log) = &self.0.options.reconcile_log else {
-            return self.0.sync(rs).await;
+            return self.0.sync(&ctx, rs).await;
         };
-        let key = ObjectKey::of(rs.as_ref());
         let start = std::time::SystemTime::now();
-        let result = self.0.sync(rs).await;
-        log.record(key.as_str(), start, result.is_ok());
+        let result = self.0.sync(&ctx, rs).await;
+        log.record(ctx.key().as_str(), start, result.is_ok());
         result
     }
 
-    async fn deleted(&self, rs: Arc<ReplicaSet>) -> Result<(), SyncError> {
+    async fn deleted(&self, rs: Arc<ReplicaSet>, _: Context) -> Result<(), SyncError> {
         tracing::debug!(rs = ?rs.metadata.name, "ReplicaSet has been deleted");
         self.0
             .expectations
@@ -394,18 +390,19 @@ impl Shared {
     }
 
     /// One sync of one ReplicaSet: see the [module docs](self).
-    async fn sync(&self, rs: Arc<ReplicaSet>) -> Result<Action, SyncError> {
+    async fn sync(&self, ctx: &Context, rs: Arc<ReplicaSet>) -> Result<Action, SyncError> {
         Stats::bump(&self.stats.syncs);
-        let result = self.sync_inner(rs).await;
+        let result = self.sync_inner(ctx, rs).await;
         if result.is_err() {
             Stats::bump(&self.stats.failed_syncs);
         }
         result
     }
 
-    async fn sync_inner(&self, rs: Arc<ReplicaSet>) -> Result<Action, SyncError> {
-        let key = ObjectKey::of(rs.as_ref());
-        let key = &key;
+    /// Every write goes through `ctx`, so it is recorded for the key: the next sync waits until
+    /// the caches show them (the workers check before calling us).
+    async fn sync_inner(&self, ctx: &Context, rs: Arc<ReplicaSet>) -> Result<Action, SyncError> {
+        let key = ctx.key();
         let may_manage = self.expectations.satisfied(key.as_str());
         let selector = match selector_of(&rs) {
             Ok(selector) => selector,
@@ -425,19 +422,14 @@ impl Shared {
             .collect();
         // Adopt matching orphans, release owned pods that no longer match (the ReplicaSet is
         // re-read from the server once before adopting); pods of other controllers are left alone.
-        let replicasets: Api<ReplicaSet> = Api::namespaced(self.client.clone(), namespace);
-        // Every write of this sync is recorded for the key: the next sync waits until the caches
-        // show them (the workers check before calling us).
-        let writes = self.consistency.writes(key.clone());
-        let claimed = Claimer::new(replicasets, rs.clone(), selector)?
-            .record_writes(writes.clone())
+        let claimed = Claimer::new(ctx.api_for(rs.as_ref()), rs.clone(), selector)?
             .claim(active)
             .await?;
 
         let desired = i64::from(replicas_of(&rs));
         let diff = claimed.len() as i64 - desired;
         let managed = if may_manage && rs.metadata.deletion_timestamp.is_none() {
-            self.manage_replicas(&writes, &rs, &claimed, diff).await
+            self.manage_replicas(ctx, &rs, &claimed, diff).await
         } else {
             Ok(ManageOutcome::Nothing)
         };
@@ -454,8 +446,7 @@ impl Shared {
             return Ok(Action::await_change());
         }
         let new_status = status::calculate(&rs, &claimed, failure);
-        let (written, changed) = match status::update(&self.client, &writes, &rs, new_status).await
-        {
+        let (written, changed) = match status::update(ctx, &rs, new_status).await {
             Ok(outcome) => outcome,
             Err(error) => {
                 if error.is_conflict() {
@@ -483,16 +474,15 @@ impl Shared {
         Ok(Action::await_change())
     }
 
-    /// Creates or deletes pods to close the gap `diff` (= active − desired), at most the burst;
-    /// each write is recorded in `writes`.
+    /// Creates or deletes pods to close the gap `diff` (= active − desired), at most the burst.
     async fn manage_replicas(
         &self,
-        writes: &Writes,
+        ctx: &Context,
         rs: &ReplicaSet,
         pods: &[Arc<Pod>],
         diff: i64,
     ) -> Result<ManageOutcome, SyncError> {
-        let key = writes.key();
+        let key = ctx.key();
         let burst = self.options.burst_replicas;
         let count = usize::try_from(diff.unsigned_abs())
             .unwrap_or(usize::MAX)
@@ -500,7 +490,7 @@ impl Shared {
         if diff < 0 {
             self.expectations.expect_creations(key.as_str(), count);
             tracing::debug!(%key, need = count, "too few replicas; creating");
-            let (created, result) = slow_start_batch(count, || self.create_pod(writes, rs)).await;
+            let (created, result) = slow_start_batch(count, || self.create_pod(ctx, rs)).await;
             // The informer will never see the pods not created: stop expecting them.
             for _ in created..count {
                 self.expectations.creation_observed(key.as_str());
@@ -519,7 +509,7 @@ impl Shared {
             tracing::debug!(%key, count, "too many replicas; deleting");
             let deletes = victims.iter().map(|victim| async move {
                 let name = victim.metadata.name.as_deref().unwrap_or_default();
-                (victim, self.pod_control.delete(writes, rs, name).await)
+                (victim, self.pod_control.delete(ctx, rs, name).await)
             });
             let mut first_error = None;
             let mut deleted = 0;
@@ -546,8 +536,8 @@ impl Shared {
         Ok(ManageOutcome::Nothing)
     }
 
-    async fn create_pod(&self, writes: &Writes, rs: &ReplicaSet) -> Result<(), SyncError> {
-        match self.pod_control.create(writes, rs).await {
+    async fn create_pod(&self, ctx: &Context, rs: &ReplicaSet) -> Result<(), SyncError> {
+        match self.pod_control.create(ctx, rs).await {
             Ok(()) => {
                 Stats::bump(&self.stats.pods_created);
                 Ok(())

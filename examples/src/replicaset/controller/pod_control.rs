@@ -4,48 +4,34 @@
 //! `PodControl` does (`SuccessfulCreate` / `FailedCreate`, `SuccessfulDelete` / `FailedDelete`).
 //! Adopting and releasing pods is the library's ([`ferrokube::controller::claim`]).
 
+use ferrokube::Error;
 use ferrokube::api::{DeleteParams, PostParams};
-use ferrokube::shard::ShardMember;
-use ferrokube::{Api, Client, Error};
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::SyncError;
-use ferrokube::controller::{EventRecorder, EventType, Writes, owner};
+use ferrokube::controller::{Context, EventRecorder, EventType, owner};
 
-/// Writes pods on behalf of ReplicaSets. Cheap to clone.
+/// Writes pods on behalf of ReplicaSets, through the reconcile's [`Context`] (so each write is
+/// recorded for the ReplicaSet's key). Cheap to clone.
 #[derive(Clone)]
 pub struct PodControl {
-    client: Client,
     events: EventRecorder,
-    /// Sharded: the member whose label new pods carry (so they land in its cache and move with
-    /// their ReplicaSet).
-    member: Option<ShardMember>,
 }
 
 impl PodControl {
-    pub fn new(client: Client, events: EventRecorder, member: Option<ShardMember>) -> PodControl {
-        PodControl {
-            client,
-            events,
-            member,
-        }
+    pub fn new(events: EventRecorder) -> PodControl {
+        PodControl { events }
     }
 
-    fn pods(&self, namespace: &str) -> Api<Pod> {
-        Api::namespaced(self.client.clone(), namespace)
-    }
-
-    /// Creates one pod from `rs`'s template, controlled by `rs`; recorded in `writes`.
-    pub async fn create(&self, writes: &Writes, rs: &ReplicaSet) -> Result<(), SyncError> {
+    /// Creates one pod from `rs`'s template, controlled by `rs` (and, sharded, labelled for this
+    /// member, so it lands in its cache and moves with its ReplicaSet).
+    pub async fn create(&self, ctx: &Context, rs: &ReplicaSet) -> Result<(), SyncError> {
         let mut pod = pod_from_template(rs)?;
-        if let Some(member) = &self.member {
-            member.mark(&mut pod.metadata);
-        }
-        let namespace = rs.metadata.namespace.as_deref().unwrap_or_default();
-        match writes
-            .api(self.pods(namespace))
+        ctx.mark_child(&mut pod.metadata);
+        match ctx
+            .api_here::<Pod>()
             .create(&PostParams::default(), &pod)
             .await
         {
@@ -66,11 +52,10 @@ impl PodControl {
         }
     }
 
-    /// Deletes pod `name` of `rs` (gracefully: the pod's own grace period); recorded in `writes`.
-    pub async fn delete(&self, writes: &Writes, rs: &ReplicaSet, name: &str) -> Result<(), Error> {
-        let namespace = rs.metadata.namespace.as_deref().unwrap_or_default();
-        match writes
-            .api(self.pods(namespace))
+    /// Deletes pod `name` of `rs` (gracefully: the pod's own grace period).
+    pub async fn delete(&self, ctx: &Context, rs: &ReplicaSet, name: &str) -> Result<(), Error> {
+        match ctx
+            .api_here::<Pod>()
             .delete(name, &DeleteParams::default())
             .await
         {

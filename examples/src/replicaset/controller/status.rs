@@ -14,9 +14,9 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use ferrokube::Error;
 use ferrokube::api::PostParams;
-use ferrokube::controller::Writes;
-use ferrokube::{Api, Client, Error};
+use ferrokube::controller::Context;
 use k8s_openapi::api::apps::v1::{ReplicaSet, ReplicaSetCondition, ReplicaSetStatus};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -122,12 +122,12 @@ pub fn condition<'a>(status: &'a ReplicaSetStatus, type_: &str) -> Option<&'a Re
 }
 
 /// Writes `status` (with `observedGeneration` set to the spec's generation) unless `rs` already
-/// reports exactly that; the write is recorded in `writes` (the next sync waits for the cache to
-/// show it, so it never sends this ReplicaSet's old resourceVersion). Returns the ReplicaSet as it now is on the server (or `rs` if unchanged),
+/// reports exactly that; the write goes through the reconcile's context, so it is recorded (the
+/// next sync waits for the cache to show it, so it never sends this ReplicaSet's old
+/// resourceVersion). Returns the ReplicaSet as it now is on the server (or `rs` if unchanged),
 /// and whether a write happened.
 pub async fn update(
-    client: &Client,
-    writes: &Writes,
+    ctx: &Context,
     rs: &ReplicaSet,
     mut status: ReplicaSetStatus,
 ) -> Result<(ReplicaSet, bool), Error> {
@@ -147,11 +147,9 @@ pub async fn update(
     status.observed_generation = generation;
     let mut updated = rs.clone();
     updated.status = Some(status);
-    let namespace = rs.metadata.namespace.as_deref().unwrap_or_default();
     let name = rs.metadata.name.as_deref().unwrap_or_default();
-    let api: Api<ReplicaSet> = Api::namespaced(client.clone(), namespace);
-    let written = writes
-        .api(api)
+    let written = ctx
+        .api_for(rs)
         .replace_status(name, &PostParams::default(), &updated)
         .await?;
     Ok((written, true))

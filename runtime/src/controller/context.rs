@@ -1,0 +1,181 @@
+//! # The reconcile context: what a reconcile knows besides its object, and the client it writes with
+//!
+//! A reconcile is called with the object as the cache holds it and a [`Context`]: the key being
+//! reconciled, how many times in a row it has failed, and the controller's client. That client
+//! is the reason the context exists. Every write made through it, through any [`Api`] built from
+//! it ([`api`](Context::api), [`api_in`](Context::api_in), [`api_for`](Context::api_for),
+//! [`dynamic_api`](Context::dynamic_api)) and by every toolkit helper given such an `Api`
+//! ([`finalize`](super::finalizer::finalize), [`update_status`](super::conditions::update_status),
+//! [`create_or_update`](super::owner::create_or_update), the [`Claimer`](super::claim::Claimer)),
+//! is recorded in the controller's [consistency store](super::consistency) for this key before
+//! the write's `await` returns:
+//!
+//! ```text
+//!  worker takes key ─▶ Context { key, retries, client: controller's client + Writes(key) }
+//!                           │
+//!   reconcile(obj, ctx) ────┤ ctx.api::<Pod>().create(..) ─▶ server ─▶ committed at r
+//!                           │                                              │
+//!                           │              client's write observer: store.wrote(key, Pod, r)
+//!                           ▼
+//!  next time the key comes: every cache of Pods at ≥ r? ── no ─▶ skipped, requeued (100 ms)
+//!                                                      └─ yes ─▶ reconcile
+//! ```
+//!
+//! So the protection against reconciling from a stale cache needs nothing from the author: the
+//! obvious way to write is the recorded one. Writing without recording takes a deliberate step,
+//! a client of your own (`Client::new`), kept in the reconciler.
+//!
+//! For a controller run by a [`Manager`](crate::manager::Manager) with leader election, the
+//! context's client is the manager's gated client: its writes are refused unless this replica
+//! surely leads. For a sharded controller it is the member's client, gated by its membership;
+//! new children must still be labelled for the member ([`mark_child`](Context::mark_child)).
+//!
+//! The context is cheap to clone (a few reference counts) and may be moved into tasks the
+//! reconcile spawns; their writes are recorded for the key too.
+
+use std::sync::{Arc, OnceLock};
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::{ClusterResourceScope, NamespaceResourceScope};
+
+use super::consistency::Writes;
+use ferrokube_client::api::{Api, ApiResource, DynamicObject, Object};
+use ferrokube_client::client::Client;
+use ferrokube_informer::ObjectKey;
+
+/// Labels a new child for the member of a sharded controller; see [`Context::mark_child`].
+pub(crate) type MarkChild = Arc<dyn Fn(&mut ObjectMeta) + Send + Sync>;
+
+/// What a reconcile gets besides the object: see the [module docs](self).
+#[derive(Clone)]
+pub struct Context {
+    key: ObjectKey,
+    retries: usize,
+    /// The controller's client, as given (not observed).
+    base: Client,
+    /// `base` with this key's [`Writes`] as a write observer, made on first use (a reconcile that
+    /// does not write costs no allocation). Invariant: every `Client` and `Api` this context
+    /// hands out is this one, or built on it.
+    client: OnceLock<Client>,
+    writes: Writes,
+    /// `Some` for a sharded controller.
+    mark: Option<MarkChild>,
+}
+
+impl std::fmt::Debug for Context {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Context")
+            .field("key", &self.key)
+            .field("retries", &self.retries)
+            .field("client", &self.base)
+            .field("sharded", &self.mark.is_some())
+            .finish()
+    }
+}
+
+impl Context {
+    /// The context of one reconcile of `key`: `client` observed by `writes`.
+    pub(crate) fn new(
+        key: ObjectKey,
+        retries: usize,
+        client: &Client,
+        writes: Writes,
+        mark: Option<MarkChild>,
+    ) -> Context {
+        Context {
+            key,
+            retries,
+            base: client.clone(),
+            client: OnceLock::new(),
+            writes,
+            mark,
+        }
+    }
+
+    /// A context for `key` outside a running controller, whose writes are recorded in `writes`
+    /// (made by [`ConsistencyStore::writes`](super::ConsistencyStore::writes)): to call a
+    /// reconciler from a test, or from a runner of your own.
+    pub fn for_key(client: &Client, writes: Writes, retries: usize) -> Context {
+        Context::new(writes.key().clone(), retries, client, writes, None)
+    }
+
+    /// The key being reconciled: `namespace/name`, or `name` for a cluster-scoped kind.
+    pub fn key(&self) -> &ObjectKey {
+        &self.key
+    }
+
+    /// How many times in a row the reconcile of this key has failed before this call (0 on the
+    /// first try, and after a success).
+    pub fn retries(&self) -> usize {
+        self.retries
+    }
+
+    /// The controller's client, whose writes are recorded for this key (through any `Api` built
+    /// on it). Reads through it go to the server.
+    pub fn client(&self) -> &Client {
+        self.client.get_or_init(|| self.writes.client(&self.base))
+    }
+
+    /// The recorder of this key's writes: for a write made some other way
+    /// ([`Writes::wrote`]).
+    pub fn writes(&self) -> &Writes {
+        &self.writes
+    }
+
+    /// `O` across all namespaces (list, watch), or `O` if it is cluster-scoped; writes recorded.
+    pub fn api<O: Object + k8s_openapi::Resource>(&self) -> Api<O> {
+        Api::all(self.client().clone())
+    }
+
+    /// `O` in `namespace` (ignored for a cluster-scoped kind); writes recorded.
+    pub fn api_in<O: Object + k8s_openapi::Resource>(&self, namespace: &str) -> Api<O> {
+        Api::all(self.client().clone()).in_namespace(namespace)
+    }
+
+    /// `O` where `object` lives (its namespace; a cluster-scoped kind has none): the `Api` the
+    /// toolkit's helpers want for an object; writes recorded.
+    pub fn api_for<O: Object + k8s_openapi::Resource>(&self, object: &O) -> Api<O> {
+        match object
+            .meta()
+            .namespace
+            .as_deref()
+            .filter(|ns| !ns.is_empty())
+        {
+            Some(namespace) => self.api_in(namespace),
+            None => self.api(),
+        }
+    }
+
+    /// A namespaced `O` in the namespace of the key (the primary's namespace): where a
+    /// controller usually creates the children of a namespaced primary; writes recorded.
+    pub fn api_here<O: k8s_openapi::Resource<Scope = NamespaceResourceScope>>(&self) -> Api<O> {
+        match self.key.namespace() {
+            Some(namespace) => Api::namespaced(self.client().clone(), namespace),
+            None => Api::all(self.client().clone()),
+        }
+    }
+
+    /// A cluster-scoped `O`; writes recorded.
+    pub fn api_cluster<O: k8s_openapi::Resource<Scope = ClusterResourceScope>>(&self) -> Api<O> {
+        Api::cluster(self.client().clone())
+    }
+
+    /// Any resource, described at run time; writes recorded.
+    pub fn dynamic_api(
+        &self,
+        resource: ApiResource,
+        namespace: Option<&str>,
+    ) -> Api<DynamicObject> {
+        Api::dynamic(self.client().clone(), resource, namespace)
+    }
+
+    /// Labels a child this reconcile is about to create as belonging to this member of a sharded
+    /// controller, so that it lands in this member's caches and moves with its owner; does
+    /// nothing for a controller that is not sharded. Call it on every new child (with
+    /// [`set_controller_reference`](super::owner::set_controller_reference)).
+    pub fn mark_child(&self, meta: &mut ObjectMeta) {
+        if let Some(mark) = &self.mark {
+            mark(meta);
+        }
+    }
+}
