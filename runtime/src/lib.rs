@@ -34,7 +34,7 @@
 //!
 //! ## Cargo features
 //!
-//! - `shard` (off): the `shard` module, `ControllerBuilder::shard` and `ManagerBuilder::shard`.
+//! - `shard` (off): the `shard` module, `Controller::shard` and `ManagerBuilder::shard`.
 
 pub mod controller;
 pub mod leader;

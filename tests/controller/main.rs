@@ -8,3 +8,4 @@ mod read_your_own_writes;
 mod runtime;
 mod stale;
 mod toolkit;
+mod traps;

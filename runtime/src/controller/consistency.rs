@@ -92,7 +92,7 @@ use ferrokube_client::write_observer::{DeleteNote, DeleteOutcome, WriteObserver}
 /// (which the write's own watch event usually does). Long enough for a healthy watch (a few
 /// milliseconds behind the write) to have delivered, short enough to go unnoticed next to the
 /// requests a reconcile makes. Set with
-/// [`ControllerBuilder::stale_requeue`](super::ControllerBuilder::stale_requeue).
+/// [`Controller::stale_requeue`](super::Controller::stale_requeue).
 pub const DEFAULT_STALE_REQUEUE: Duration = Duration::from_millis(100);
 
 /// Keys with records at which the first sweep runs; later sweeps run each time the count doubles.
@@ -240,7 +240,7 @@ struct Inner {
 
 /// Records a controller's writes per key and says whether its caches show them yet: see the
 /// [module docs](self). Cheap to clone; clones share one store. A controller makes one
-/// ([`ControllerBuilder::consistency`](super::ControllerBuilder::consistency)); its workers check
+/// ([`Controller::consistency`](super::Controller::consistency)); its workers check
 /// it before each reconcile, and its reconciler records through [`writes`](Self::writes).
 #[derive(Clone)]
 pub struct ConsistencyStore {

@@ -1,14 +1,29 @@
 //! Event filters: which informer events are worth a reconcile (controller-runtime's predicates).
 //!
 //! Every informer event a controller hears (of its primary type, of the objects it owns, of the
-//! objects it watches) passes the controller's filters before it becomes a key in the queue; an
-//! event that any filter rejects is dropped. They are the one place to say "a status-only update of
-//! my own object is not worth a reconcile" for every source at once:
+//! objects it watches) passes the filters of its kind before it becomes a key in the queue; an
+//! event that any of them rejects is dropped. Filters are per kind, because what is worth a
+//! reconcile differs: "a status-only update of my own object is not worth a reconcile" is true of
+//! the primary and false of a child whose status the reconcile reads.
 //!
 //! ```text
-//!  informer event ──▶ Change (metadata only) ──▶ filter₁ ∧ filter₂ ∧ … ──yes──▶ map to keys ──▶ queue
-//!                                                          └──no──▶ dropped
+//!  informer event of O ──▶ Change (metadata only) ──▶ O's filter₁ ∧ filter₂ ∧ … ──yes──▶ map to keys ──▶ queue
+//!                                                                └──no──▶ dropped
 //! ```
+//!
+//! ## Which filters a source gets
+//!
+//! - [`Controller::filter`](super::Controller::filter) adds a filter to the **primary** kind;
+//!   [`Controller::filter_for::<O>`](super::Controller::filter_for) to every source of kind `O`.
+//! - A kind you gave no filter gets its default. The primary's: **none**, so every notification
+//!   reaches the queue, resyncs included (they are how a controller repairs what it missed). Every
+//!   other source's: [`Filter::resource_version_changed`], so a child the informer merely
+//!   re-delivers unchanged (a relist after a broken watch) does not reconcile its owner again.
+//!   Filters you give a kind replace its default.
+//! - A filter that cannot do its job for a kind is refused when the controller runs, with an
+//!   error that says why: [`Filter::generation_changed`] for a kind whose objects have no
+//!   `metadata.generation` (a ConfigMap, a Secret), where it could tell nothing apart; and a
+//!   filter for a kind the controller has no source of.
 //!
 //! Filters see metadata, not the typed object, so one filter serves every type. The built-in ones
 //! judge only updates (creates and deletes always pass, as controller-runtime's do); a resync is an
@@ -59,18 +74,28 @@ type Predicate = dyn Fn(&Change<'_>) -> bool + Send + Sync;
 
 /// A test an event must pass to reach the queue. Cheap to clone. See the [module docs](self).
 #[derive(Clone)]
-pub struct Filter(Arc<Predicate>);
+pub struct Filter {
+    predicate: Arc<Predicate>,
+    /// It judges only by `metadata.generation`: for a kind without one it can tell nothing apart,
+    /// and the controller refuses it (see the [module docs](self#which-filters-a-source-gets)).
+    by_generation_only: bool,
+}
 
 impl fmt::Debug for Filter {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Filter")
+        f.debug_struct("Filter")
+            .field("by_generation_only", &self.by_generation_only)
+            .finish_non_exhaustive()
     }
 }
 
 impl Filter {
     /// A filter from any closure over a [`Change`].
     pub fn new(predicate: impl Fn(&Change<'_>) -> bool + Send + Sync + 'static) -> Filter {
-        Filter(Arc::new(predicate))
+        Filter {
+            predicate: Arc::new(predicate),
+            by_generation_only: false,
+        }
     }
 
     /// A filter that judges updates with `changed(old, new)` and lets creates and deletes pass.
@@ -84,14 +109,20 @@ impl Filter {
     }
 
     /// Updates pass when `metadata.generation` changed: spec changes, not status or metadata ones.
-    /// An object without a generation (most built-in kinds that are not workloads, e.g. ConfigMap,
-    /// Secret) passes every update: this filter cannot tell whether its content changed, so it
-    /// does not hide the change. (controller-runtime's `GenerationChangedPredicate` drops them all,
-    /// so `.owns::<ConfigMap>()` under it never hears from its children; here it does.)
+    /// An object without a generation passes every update: this filter cannot tell whether its
+    /// content changed, so it does not hide the change. (controller-runtime's
+    /// `GenerationChangedPredicate` drops them all, so a ConfigMap under it is never heard from.)
+    /// Given to a kind known to have no generation (ConfigMap, Secret, Event, Endpoints,
+    /// ServiceAccount), it is refused when the controller runs.
     pub fn generation_changed() -> Filter {
-        Filter::on_update(|old, new| {
-            old.generation.is_none() || new.generation.is_none() || old.generation != new.generation
-        })
+        Filter {
+            by_generation_only: true,
+            ..Filter::on_update(|old, new| {
+                old.generation.is_none()
+                    || new.generation.is_none()
+                    || old.generation != new.generation
+            })
+        }
     }
 
     /// Updates pass when the labels changed.
@@ -111,12 +142,35 @@ impl Filter {
 
     /// Passes what either filter passes.
     pub fn or(self, other: Filter) -> Filter {
-        Filter::new(move |change| self.passes(change) || other.passes(change))
+        let by_generation_only = self.by_generation_only && other.by_generation_only;
+        Filter {
+            by_generation_only,
+            ..Filter::new(move |change| self.passes(change) || other.passes(change))
+        }
     }
 
     /// Whether `change` passes.
     pub fn passes(&self, change: &Change<'_>) -> bool {
-        (self.0)(change)
+        (self.predicate)(change)
+    }
+
+    /// Why this filter cannot do its job for objects of `group`/`kind`, if it cannot.
+    pub(crate) fn refusal(&self, group: &str, kind: &str) -> Option<String> {
+        let ungenerated = matches!(
+            (group, kind),
+            (
+                "",
+                "ConfigMap" | "Secret" | "Event" | "Endpoints" | "ServiceAccount"
+            ) | ("events.k8s.io", "Event")
+        );
+        (self.by_generation_only && ungenerated).then(|| {
+            format!(
+                "Filter::generation_changed() on {kind}: {kind}s have no metadata.generation, so it \
+                 cannot tell a change from a resync and lets every update through; use \
+                 Filter::resource_version_changed() (the default for a kind that is not the \
+                 primary), or no filter"
+            )
+        })
     }
 }
 
@@ -128,7 +182,7 @@ impl std::ops::Not for Filter {
     }
 }
 
-/// Every filter of a controller; an event must pass them all.
+/// The filters of one source; an event must pass them all.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Filters(Arc<[Filter]>);
 

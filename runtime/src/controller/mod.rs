@@ -82,12 +82,13 @@
 //!
 //! | module | holds | upstream counterpart |
 //! |---|---|---|
-//! | [`builder`] | [`Controller`]: primary, owned, watched and stream sources, options, `run` | controller-runtime's builder, kube-rs's `Controller` |
+//! | [`builder`] | [`Controller`]: records the primary, owned, watched and stream sources, filters per kind, options | controller-runtime's builder, kube-rs's `Controller` |
+//! | `run` | what `Controller::run` does: check, attach, sync, gate, spawn, drain | controller-runtime's `Controller.Start` |
 //! | [`reconciler`] | [`Reconciler`]: reconcile, deletions, error policy; [`from_fn`] | `reconcile.Reconciler` |
 //! | [`context`] | [`Context`]: the key, the retries, and the client whose writes are recorded for the key | kube-rs's `Context`, controller-runtime's `reconcile.Request` |
 //! | [`action`] | [`Action`]: await change, requeue after, rate-limited | `reconcile.Result`, kube-rs `Action` |
 //! | [`source`] | how events become keys; priorities; deletions on their way to the worker | `handler.EnqueueRequestForOwner`, `source.Channel` |
-//! | [`filter`] | [`Filter`]: generation, labels, annotations, resourceVersion, any closure | `predicate` |
+//! | [`filter`] | [`Filter`]: generation, labels, annotations, resourceVersion, any closure; per kind, with defaults | `predicate`, `builder.WithPredicates` |
 //! | `worker` | the workers' loop: span, metrics, panics, requeue | `controller.reconcileHandler` |
 //! | [`metrics`] | [`Metrics`]: `controller_runtime_*`, with the queue's and informers' | controller-runtime's metrics |
 //! | [`expectations`] | [`Expectations`]: creates and deletes not yet seen in the cache | `pkg/controller` `ControllerExpectations` |
@@ -113,11 +114,12 @@ pub mod metrics;
 pub mod owner;
 pub mod read_your_writes;
 pub mod reconciler;
+mod run;
 pub mod source;
 mod worker;
 
 pub use action::Action;
-pub use builder::{Controller, ControllerBuilder, ControllerError};
+pub use builder::{Controller, ControllerError};
 pub use consistency::{ConsistencyStore, StaleCache, Writes};
 pub use context::Context;
 pub use events::{EventRecorder, EventType};

@@ -106,7 +106,7 @@ impl Enqueue {
     }
 }
 
-/// One informer event of a type `O`, as a [`watches_with`](super::ControllerBuilder::watches_with)
+/// One informer event of a type `O`, as a [`watches_with`](super::Controller::watches_with)
 /// handler receives it.
 #[derive(Debug)]
 pub enum ObjectEvent<'a, O> {

@@ -62,7 +62,7 @@
 //! 3. Starts every controller ([`Manager::add_controller`]). With **warm followers** (the
 //!    default), each starts its informers and handlers at once, on every replica, and waits for
 //!    its caches; only its workers wait for this replica to be elected
-//!    ([`ControllerBuilder::start_workers_after`]). So a replica that takes over already has full
+//!    ([`Controller::start_workers_after`]). So a replica that takes over already has full
 //!    caches and a queue holding every key: its first reconcile starts as soon as it is elected,
 //!    not after a list of everything. The cost: every follower holds the same caches as the leader
 //!    (its memory is the leader's, minus what reconciles allocate) and keeps one watch per cached
@@ -91,7 +91,7 @@
 //! gated. The elector's own requests use the ungated client.
 //!
 //! [`Error::NotLeader`]: ferrokube_client::Error::NotLeader
-//! [`ControllerBuilder::start_workers_after`]: crate::controller::ControllerBuilder::start_workers_after
+//! [`Controller::start_workers_after`]: crate::controller::Controller::start_workers_after
 
 mod endpoints;
 mod signal;
@@ -108,7 +108,7 @@ use prometheus_client::registry::Registry;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
-use crate::controller::{ControllerBuilder, Metrics, Reconciler};
+use crate::controller::{Controller, Metrics, Reconciler};
 use crate::leader::{LeaderElector, LeaderElectorBuilder, LeaderMetrics, Leadership};
 #[cfg(feature = "shard")]
 use crate::shard::ShardMember;
@@ -205,7 +205,7 @@ impl ManagerBuilder {
     /// joined, a lost membership ends [`Manager::run`] with
     /// [`ManagerError::LeadershipLost`], and shutdown stops the controllers before it releases the
     /// Lease. Shard each controller with
-    /// `ControllerBuilder::shard(manager.shard_member())`. Default: off. Needs the `shard`
+    /// `Controller::shard(manager.shard_member())`. Default: off. Needs the `shard`
     /// feature.
     #[cfg(feature = "shard")]
     pub fn shard(mut self, member: ShardMember) -> Self {
@@ -471,15 +471,15 @@ impl Manager {
     pub fn controller<K: ferrokube_client::Object + k8s_openapi::Resource>(
         &self,
         scope: Scope,
-    ) -> ControllerBuilder<K> {
-        ControllerBuilder::with_factory(self.factory.clone(), scope)
+    ) -> Controller<K> {
+        Controller::with_factory(self.factory.clone(), scope)
             .metrics(&self.metrics)
             .client(self.gated.clone())
     }
 
     /// Runs `controller` with `reconciler` from [`run`](Self::run) until shutdown; its workers
     /// start only when this replica is elected.
-    pub fn add_controller<K, R>(&mut self, controller: ControllerBuilder<K>, reconciler: R)
+    pub fn add_controller<K, R>(&mut self, controller: Controller<K>, reconciler: R)
     where
         K: ferrokube_client::Object + k8s_openapi::Resource,
         R: Reconciler<K>,

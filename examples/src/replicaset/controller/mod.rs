@@ -48,7 +48,7 @@ use ferrokube::controller::claim::{ClaimError, Claimer};
 use ferrokube::controller::expectations::EXPECTATIONS_TIMEOUT;
 use ferrokube::controller::owner;
 use ferrokube::controller::{
-    Action, ConsistencyStore, Context, ControllerBuilder, Enqueue, EventRecorder, Expectations,
+    Action, ConsistencyStore, Context, Controller, Enqueue, EventRecorder, Expectations,
     ObjectEvent, Reconciler,
 };
 use ferrokube::informer::{
@@ -259,7 +259,7 @@ impl ReplicaSetController {
         stats: Arc<Stats>,
     ) -> (
         ReplicaSetController,
-        ControllerBuilder<ReplicaSet>,
+        Controller<ReplicaSet>,
         impl Future<Output = ()> + Send + 'static,
     ) {
         // The controller never reads managedFields; not caching them roughly halves the memory a

@@ -1,0 +1,474 @@
+//! Running a [`Controller`]: the short sequence its `run` goes through, one function per step.
+//!
+//! ```text
+//!  check ─▶ attach ─▶ sync ─▶ gate ─▶ spawn ─▶ (shutdown) ─▶ drain
+//!  refuse   handlers   start the    member's   streams,       handlers off, streams stop,
+//!  what     on the     factory's    Lease,     workers        workers finish the key in hand
+//!  cannot   informers  informers,   start_                    (≤ shutdown_timeout); own
+//!  work     (guarded)  wait caches  workers_after             informers stop
+//! ```
+//!
+//! The handlers are held by an [`Attachments`] guard from the moment they are on: whichever way
+//! `run` ends (a step fails, `shutdown` comes early, the future is dropped), the guard takes them
+//! off the informers, and stops the informers of a controller that owns its factory. A shared
+//! factory's informers belong to its owner and keep running.
+//!
+//! The [builder](super::builder) only records; everything live is made here, from what it
+//! recorded.
+
+use std::any::TypeId;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ferrokube_informer::{
+    HandlerOptions, HandlerRegistration, ObjectKey, Scope, SharedIndexInformer,
+    SharedInformerFactory, StartError,
+};
+use futures_util::{Stream, StreamExt};
+use std::pin::Pin;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+use super::builder::{Controller, ControllerError, FactorySource, KindFilter};
+use super::consistency::ConsistencyStore;
+use super::context::MarkChild;
+use super::filter::{Filter, Filters};
+use super::reconciler::Reconciler;
+use super::source::{self, Enqueue, MapEvent, SourceHandler, Tombstones};
+use super::worker::Workers;
+#[cfg(feature = "shard")]
+use crate::shard::{DependentKind, ShardGate, ShardMember};
+use ferrokube_client::api::Object;
+use ferrokube_client::client::Client;
+
+pub(super) type KeyStream = Pin<Box<dyn Stream<Item = ObjectKey> + Send>>;
+
+/// How one source attaches itself to its informer at `run`.
+pub(super) type Attach =
+    Box<dyn FnOnce(&Wiring<'_>) -> Result<Box<dyn Attached>, StartError> + Send>;
+
+/// A handler on an informer, whatever the informer's type.
+pub(super) trait Attached: Send + Sync {
+    /// Takes the handler off the informer.
+    fn detach(&self);
+}
+
+struct Attachment<O> {
+    informer: SharedIndexInformer<O>,
+    registration: HandlerRegistration<O>,
+}
+
+impl<O: Object> Attached for Attachment<O> {
+    fn detach(&self) {
+        self.informer.remove_event_handler(&self.registration);
+    }
+}
+
+/// Every handler a running controller put on an informer. Dropped however `run` ends: takes
+/// them off, and stops the informers of a factory the controller owns.
+struct Attachments {
+    handlers: Vec<Box<dyn Attached>>,
+    /// The controller's own factory, stopped with it; `None` for a shared one.
+    own_factory: Option<Arc<SharedInformerFactory<Client>>>,
+}
+
+impl Drop for Attachments {
+    fn drop(&mut self) {
+        for handler in &self.handlers {
+            handler.detach();
+        }
+        if let Some(factory) = &self.own_factory {
+            factory.shutdown();
+        }
+    }
+}
+
+/// What a source needs to attach itself.
+pub(super) struct Wiring<'a> {
+    factory: &'a SharedInformerFactory<Client>,
+    enqueue: &'a Enqueue,
+    filters: &'a [KindFilter],
+    primary: TypeId,
+    name: &'a str,
+    consistency: &'a ConsistencyStore,
+    /// Set when the controller is sharded: owned types are narrowed to the member's label.
+    #[cfg(feature = "shard")]
+    shard: Option<&'a ShardMember>,
+}
+
+impl Wiring<'_> {
+    /// The scope of an owned type: `scope`, narrowed to this member's objects when sharded.
+    pub(super) fn owned_scope(&self, scope: &Scope) -> Scope {
+        #[cfg(feature = "shard")]
+        if let Some(member) = self.shard {
+            return member.scope(scope.clone());
+        }
+        scope.clone()
+    }
+
+    /// The filters of kind `O`: those recorded for it, else its default (none for the primary,
+    /// [`Filter::resource_version_changed`] for any other kind).
+    fn filters_for<O: 'static>(&self) -> Filters {
+        let kind = TypeId::of::<O>();
+        let recorded: Vec<Filter> = self
+            .filters
+            .iter()
+            .filter(|f| f.kind == kind)
+            .map(|f| f.filter.clone())
+            .collect();
+        match (recorded.is_empty(), kind == self.primary) {
+            (false, _) => Filters::new(recorded),
+            (true, true) => Filters::default(),
+            (true, false) => Filters::new(vec![Filter::resource_version_changed()]),
+        }
+    }
+}
+
+/// Attaches `map` to the factory's informer of `O` over `scope`.
+pub(super) fn attach<O: Object + k8s_openapi::Resource>(
+    wiring: &Wiring<'_>,
+    scope: &Scope,
+    map: Box<MapEvent<O>>,
+    resync: Option<Duration>,
+) -> Result<Box<dyn Attached>, StartError> {
+    let informer = wiring.factory.informer::<O>(scope);
+    wiring.consistency.track(&informer, scope);
+    let handler = SourceHandler {
+        filters: wiring.filters_for::<O>(),
+        enqueue: wiring.enqueue.clone(),
+        map,
+    };
+    // Inline: a source only maps an event to keys and adds them to the queue, which never blocks,
+    // so the informer's processor calls it directly (no handler thread, no wake-up between the
+    // watch event and the queue). A `watches_with` handler runs there too: see its docs.
+    let mut options = HandlerOptions::default().name(wiring.name).inline();
+    if let Some(resync) = resync {
+        options = options.resync(resync);
+    }
+    let registration = informer.add_event_handler_with(handler, options)?;
+    Ok(Box::new(Attachment {
+        informer,
+        registration,
+    }))
+}
+
+/// Runs `controller` with `reconciler` until `shutdown`: the sequence in the [module docs](self).
+pub(super) async fn run<K, R>(
+    mut controller: Controller<K>,
+    reconciler: R,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), ControllerError>
+where
+    K: Object + k8s_openapi::Resource,
+    R: Reconciler<K>,
+{
+    check(&mut controller)?;
+    let mut shutdown = std::pin::pin!(shutdown);
+    let queue = controller.queue_handle();
+    let enqueue = Enqueue::new(queue.clone());
+    let tombstones = Arc::new(Tombstones::<K>::default());
+    let attachments = attach_all(&mut controller, &enqueue, tombstones.clone())?;
+    let factory = controller.factory().clone();
+    #[cfg(feature = "shard")]
+    let shard_gate = shard_gate(&mut controller);
+    if !sync(&controller.name, &factory, &mut shutdown).await? {
+        return Ok(());
+    }
+    #[cfg(feature = "shard")]
+    if let Some(gate) = &shard_gate {
+        tracing::debug!(controller = %controller.name, "caches synced; workers wait for ring membership");
+        let joined = gate.member().membership().acquired();
+        tokio::select! {
+            joined = joined => if joined.is_err() {
+                tracing::warn!(controller = %controller.name, "membership ended before it began");
+                return Ok(());
+            },
+            () = &mut shutdown => {
+                tracing::info!(controller = %controller.name, "shut down before joining the ring");
+                return Ok(());
+            }
+        }
+    }
+    if let Some(gate) = controller.workers_after.take() {
+        tracing::debug!(controller = %controller.name, "caches synced; workers wait for their gate");
+        tokio::select! {
+            () = gate => {}
+            () = &mut shutdown => {
+                tracing::info!(controller = %controller.name, "shut down before the workers started");
+                return Ok(());
+            }
+        }
+    }
+    let workers = Arc::new(Workers {
+        name: controller.name.clone(),
+        queue: queue.clone(),
+        cache: factory.informer::<K>(&controller.scope).lister(),
+        tombstones,
+        reconciler,
+        metrics: controller
+            .metrics
+            .as_ref()
+            .map(|m| m.for_controller(&controller.name)),
+        consistency: controller.consistency.clone(),
+        client: controller
+            .client
+            .clone()
+            .unwrap_or_else(|| factory.source().clone()),
+        mark_child: mark_child(&controller),
+        stale_requeue: controller.stale_requeue,
+        #[cfg(feature = "shard")]
+        shard: shard_gate.clone(),
+    });
+    let stopping = Stopping::new();
+    let mut tasks = JoinSet::new();
+    for keys in std::mem::take(&mut controller.streams) {
+        tasks.spawn(forward(keys, enqueue.clone(), stopping.subscribe()));
+    }
+    if let Some(metrics) = &workers.metrics {
+        metrics.max_concurrent.set(controller.workers as i64);
+    }
+    for worker in 0..controller.workers {
+        tasks.spawn(workers.clone().work(worker, stopping.subscribe()));
+    }
+    #[cfg(feature = "shard")]
+    if let Some(gate) = &shard_gate {
+        let store = factory.informer::<K>(&controller.scope).store().clone();
+        report_share(gate, store, stopping.subscribe(), &mut tasks);
+    }
+    // Sharded: this replica stands for the ring's assigner until shutdown.
+    #[cfg(feature = "shard")]
+    let assigner =
+        controller
+            .shard
+            .as_ref()
+            .zip(shard_gate.as_ref())
+            .map(|((member, base), gate)| {
+                let mut stop = stopping.subscribe();
+                tokio::spawn(crate::shard::assigner::run_candidacy::<K>(
+                    member.clone(),
+                    base.clone(),
+                    gate.dependents().to_vec(),
+                    async move {
+                        let _ = stop.wait_for(|stopping| *stopping).await;
+                    },
+                ))
+            });
+    tracing::info!(controller = %controller.name, workers = controller.workers, "controller started");
+
+    shutdown.await;
+    tracing::info!(controller = %controller.name, "shutting down: no new keys; waiting for reconciles in flight");
+    drop(attachments);
+    stopping.set();
+    queue.shut_down();
+    drain(&controller.name, controller.shutdown_timeout, &mut tasks).await;
+    if let Some(metrics) = &workers.metrics {
+        metrics.max_concurrent.set(0);
+    }
+    #[cfg(feature = "shard")]
+    if let Some(assigner) = assigner {
+        // Its candidacy saw `stopping` and releases the assigner Lease if it held it.
+        match assigner.await {
+            Ok(Ok(())) => {}
+            Ok(Err(error)) => {
+                tracing::warn!(controller = %controller.name, %error, "assigner candidacy failed")
+            }
+            Err(error) => {
+                tracing::warn!(controller = %controller.name, %error, "assigner candidacy panicked")
+            }
+        }
+    }
+    tracing::info!(controller = %controller.name, "controller stopped");
+    Ok(())
+}
+
+/// Refuses what cannot work as recorded; applies the recorded settings to the consistency store.
+fn check<K: Object + k8s_openapi::Resource>(
+    controller: &mut Controller<K>,
+) -> Result<(), ControllerError> {
+    let problems = controller.problems();
+    if !problems.is_empty() {
+        return Err(ControllerError::Misconfigured {
+            controller: controller.name.clone(),
+            problems,
+        });
+    }
+    controller.consistency.set_controller(&controller.name);
+    #[cfg(feature = "shard")]
+    if controller.shard.is_some() && !controller.stale_protection {
+        tracing::warn!(controller = %controller.name, "sharding needs stale protection: keeping it on");
+        controller.stale_protection = true;
+    }
+    controller
+        .consistency
+        .set_enabled(controller.stale_protection);
+    Ok(())
+}
+
+/// Puts one handler per source on its informer: the primary's first, then the others. On an
+/// error, those already on come off again (the guard is dropped).
+fn attach_all<K: Object + k8s_openapi::Resource>(
+    controller: &mut Controller<K>,
+    enqueue: &Enqueue,
+    tombstones: Arc<Tombstones<K>>,
+) -> Result<Attachments, ControllerError> {
+    let mut attachments = Attachments {
+        handlers: Vec::with_capacity(1 + controller.sources.len()),
+        own_factory: match &controller.factory {
+            FactorySource::Own { .. } => Some(controller.factory().clone()),
+            FactorySource::Shared(_) => None,
+        },
+    };
+    let sources = std::mem::take(&mut controller.sources);
+    let factory = controller.factory().clone();
+    let wiring = Wiring {
+        factory: &factory,
+        enqueue,
+        filters: &controller.filters,
+        primary: TypeId::of::<K>(),
+        name: &controller.name,
+        consistency: &controller.consistency,
+        #[cfg(feature = "shard")]
+        shard: controller.shard.as_ref().map(|(member, _)| member),
+    };
+    let primary = source::primary(tombstones);
+    attachments.handlers.push(attach::<K>(
+        &wiring,
+        &controller.scope,
+        primary,
+        controller.resync,
+    )?);
+    for source in sources {
+        attachments.handlers.push((source.attach)(&wiring)?);
+    }
+    Ok(attachments)
+}
+
+/// Starts every informer of the factory (those of the sources, and any taken for a lister) and
+/// waits for their caches. `Ok(false)`: `shutdown` came first.
+async fn sync(
+    name: &str,
+    factory: &SharedInformerFactory<Client>,
+    shutdown: &mut Pin<&mut impl Future<Output = ()>>,
+) -> Result<bool, ControllerError> {
+    factory.start()?;
+    tokio::select! {
+        synced = factory.wait_for_cache_sync() => {
+            if synced {
+                Ok(true)
+            } else {
+                Err(ControllerError::CacheSync(name.to_string()))
+            }
+        }
+        () = shutdown.as_mut() => {
+            tracing::info!(controller = %name, "shut down before the caches synced");
+            Ok(false)
+        }
+    }
+}
+
+/// Waits for the workers and streams to end, at most the shutdown timeout; then cancels what
+/// still runs.
+async fn drain(name: &str, timeout: Duration, tasks: &mut JoinSet<()>) {
+    let drained = tokio::time::timeout(timeout, async {
+        while tasks.join_next().await.is_some() {}
+    })
+    .await;
+    if drained.is_err() {
+        tracing::warn!(
+            controller = %name,
+            ?timeout,
+            still_running = tasks.len(),
+            "reconciles still running at the shutdown deadline were cancelled"
+        );
+        tasks.shutdown().await;
+    }
+}
+
+/// Sharded: the gate the workers ask before each reconcile.
+#[cfg(feature = "shard")]
+fn shard_gate<K: Object + k8s_openapi::Resource>(
+    controller: &mut Controller<K>,
+) -> Option<Arc<ShardGate>> {
+    let factory = controller.factory().clone();
+    let makers = std::mem::take(&mut controller.dependents);
+    controller.shard.as_ref().map(|(member, _)| {
+        let dependents: Vec<Arc<dyn DependentKind>> = makers
+            .into_iter()
+            .map(|make| make(&factory, member))
+            .collect();
+        Arc::new(ShardGate::new(
+            member.clone(),
+            ferrokube_client::ApiResource::of::<K>(),
+            dependents,
+        ))
+    })
+}
+
+/// Sharded: `shard_objects`, this member's share, read from its primary cache each second.
+#[cfg(feature = "shard")]
+fn report_share<K: Object>(
+    gate: &ShardGate,
+    store: Arc<ferrokube_informer::Store<K>>,
+    mut stop: watch::Receiver<bool>,
+    tasks: &mut JoinSet<()>,
+) {
+    let Some(metrics) = gate.member().metrics().cloned() else {
+        return;
+    };
+    let member = gate.member().clone();
+    tasks.spawn(async move {
+        let mut every = tokio::time::interval(Duration::from_secs(1));
+        loop {
+            tokio::select! {
+                _ = stop.wait_for(|stopping| *stopping) => return,
+                _ = every.tick() => metrics.set_objects(member.marks().ring(), member.identity(), store.len()),
+            }
+        }
+    });
+}
+
+/// Labels a new child for the member, when the controller is sharded.
+fn mark_child<K>(controller: &Controller<K>) -> Option<MarkChild> {
+    #[cfg(feature = "shard")]
+    if let Some((member, _)) = &controller.shard {
+        let member = member.clone();
+        return Some(Arc::new(
+            move |meta: &mut k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
+                member.mark(meta)
+            },
+        ));
+    }
+    let _ = controller;
+    None
+}
+
+/// The stop signal every task of a running controller watches.
+struct Stopping(watch::Sender<bool>);
+
+impl Stopping {
+    fn new() -> Stopping {
+        Stopping(watch::Sender::new(false))
+    }
+    fn set(&self) {
+        self.0.send_replace(true);
+    }
+    fn subscribe(&self) -> watch::Receiver<bool> {
+        self.0.subscribe()
+    }
+}
+
+/// Forwards a stream's keys to the queue until it ends or the controller stops.
+async fn forward(keys: KeyStream, enqueue: Enqueue, mut stop: watch::Receiver<bool>) {
+    let mut keys = keys;
+    loop {
+        tokio::select! {
+            biased;
+            _ = stop.wait_for(|stopping| *stopping) => return,
+            key = keys.next() => match key {
+                Some(key) => enqueue.add(key),
+                None => return,
+            },
+        }
+    }
+}
