@@ -24,11 +24,13 @@
 //! | `shard` | a controller's objects split across replicas by a hash ring on Leases; with the `shard` feature | `ferrokube-runtime` | |
 //! | `view` | the live view: a web page following each event through the machinery, fed by `tracing`; with the `view` feature | `ferrokube-view` | |
 //! | `apiserver` | an in-process API server (the real REST API, fault injection, a pod simulator); with the `apiserver` feature | `ferrokube-apiserver` | envtest's kube-apiserver, kwok |
+//! | `testing` | a client straight from a running embedded server (no client-side rate limit); with the `apiserver` feature | this crate | envtest's `Config` |
 //!
 //! The crates form a stack without a cycle, drawn in README.md's "What is here" and checked by
 //! `scripts/module-cycles.sh`: core (and the pipeline seam) at the bottom, then the workqueue and
 //! the informers, the client, the runtime, the view; the embedded server stands on the core alone.
-//! This crate holds no code of its own.
+//! This crate holds no code of its own but `testing`, the glue between the embedded server and
+//! the client, the one place that sees both.
 //!
 //! ## Cargo features
 //!
@@ -64,6 +66,8 @@ pub use ferrokube_view as view;
 /// The embedded API server (crate `ferrokube-apiserver`); needs the `apiserver` feature.
 #[cfg(feature = "apiserver")]
 pub use ferrokube_apiserver as apiserver;
+#[cfg(feature = "apiserver")]
+pub mod testing;
 pub use ferrokube_client::{
     Api, ApiResource, Client, Config, DynamicObject, Error, ListWatch, Object,
 };

@@ -20,6 +20,7 @@ use ferrokube::api::PostParams;
 use ferrokube::apiserver::RunningServer;
 use ferrokube::client::RetryPolicy;
 use ferrokube::config::{Kubeconfig, kubeconfig_paths};
+use ferrokube::testing::ServerClient;
 use ferrokube::{Api, Client, Config};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, PodTemplate};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -106,10 +107,10 @@ pub fn pod_template(name: &str) -> PodTemplate {
     .expect("pod template json")
 }
 
-/// A client for an embedded server: no client-side rate limit; retries only if `retries`.
+/// A client for an embedded server ([`ServerClient`]: no client-side rate limit); retries only
+/// if `retries`.
 pub fn embedded_client(server: &RunningServer, retries: bool) -> Client {
-    let mut config = Config::new(server.url().parse().expect("server url"));
-    config.qps = None;
+    let mut config = server.config().expect("the server's own kubeconfig");
     if !retries {
         config.retry = RetryPolicy {
             max_retries: 0,

@@ -6,3 +6,4 @@ mod connections;
 mod credentials_debug;
 mod http;
 mod network_faults;
+mod server_client;

@@ -343,6 +343,15 @@ impl Config {
         self
     }
 
+    /// This config with a client-side rate limit of `qps` requests per second and bursts of
+    /// `burst` (see [`Config::qps`]; client-go's defaults are 5 and 10, kube-controller-manager's
+    /// 20 and 30).
+    pub fn with_qps(mut self, qps: f32, burst: u32) -> Config {
+        self.qps = Some(qps);
+        self.burst = burst;
+        self
+    }
+
     /// This config with idle pooled connections closed after `timeout` (`None`: never by the
     /// client; see [`Config::idle_conn_timeout`], default [`DEFAULT_IDLE_CONN_TIMEOUT`]).
     pub fn with_idle_conn_timeout(mut self, timeout: Option<Duration>) -> Config {
