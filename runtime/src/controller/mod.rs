@@ -133,3 +133,67 @@ pub use source::{Enqueue, LOW_PRIORITY, ObjectEvent};
 /// The current time as the API's timestamps count it (events, conditions, a pod's readiness):
 /// the object model's one reading of the clock, here where a controller looks for it.
 pub use ferrokube_core::time::now;
+
+#[cfg(test)]
+mod error_conversions {
+    //! Every error a helper returns converts with `?` into the two error types reconcilers use
+    //! most, `Box<dyn Error + Send + Sync>` (the README's) and `anyhow::Error`, whatever error the
+    //! caller's own closures return. This module does not compile if one does not.
+
+    use super::claim::ClaimError;
+    use super::finalizer::{FinalizerError, FinalizerPatchError};
+    use super::owner::{CreateOrUpdateError, OwnerError};
+    use super::{ControllerError, ReadError};
+
+    type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+    fn boxed<E>(error: E) -> Result<(), BoxError>
+    where
+        E: std::error::Error + Send + Sync + 'static,
+    {
+        Err(error)?
+    }
+
+    fn anyhow<E>(error: E) -> anyhow::Result<()>
+    where
+        E: std::error::Error + Send + Sync + 'static,
+    {
+        Err(error)?
+    }
+
+    fn both<E>(error: impl Fn() -> E) -> (String, String)
+    where
+        E: std::error::Error + Send + Sync + 'static,
+    {
+        let boxed = boxed(error()).expect_err("an error").to_string();
+        let anyhow = anyhow(error()).expect_err("an error").to_string();
+        (boxed, anyhow)
+    }
+
+    #[test]
+    fn controller_helper_errors_convert_into_box_dyn_error_and_anyhow() {
+        let caller = || -> BoxError { "the provider is down".into() };
+        let (boxed, anyhow) = both(|| FinalizerError::Cleanup(caller()));
+        assert_eq!(boxed, "cleanup failed: the provider is down");
+        assert_eq!(anyhow, boxed);
+        let (boxed, _) = both(|| CreateOrUpdateError::Mutate(caller()));
+        assert_eq!(boxed, "the mutate function failed: the provider is down");
+        let owned = || OwnerError::AlreadyOwned {
+            kind: "ReplicaSet".into(),
+            name: "web".into(),
+        };
+        both(|| CreateOrUpdateError::<OwnerError>::Mutate(owned()));
+        both(|| FinalizerError::<String>::Apply("x".into()));
+        both(|| FinalizerPatchError::Unnamed);
+        both(|| ClaimError::IncompleteOwner { missing: "uid" });
+        both(owned);
+        both(|| ReadError::Timeout {
+            informer: "configmaps".into(),
+            waited: std::time::Duration::ZERO,
+            needs: "resourceVersion >= 1".into(),
+            store_version: String::new(),
+        });
+        both(|| ControllerError::CacheSync("c".into()));
+        both(|| ferrokube_client::Error::InvalidRequest("x".into()));
+    }
+}

@@ -190,9 +190,12 @@ pub enum CreateOrUpdateError<E> {
     /// retried) rather than loop here.
     #[error(transparent)]
     Api(#[from] Error),
-    /// The mutate closure returned an error; nothing was written.
+    /// The mutate closure returned an error; nothing was written. (Its error is in the message
+    /// and here, not behind `source()`: so any `E` that prints will do, a
+    /// `Box<dyn Error + Send + Sync>` too, and this type stays an error that `?` turns into
+    /// `Box<dyn Error + Send + Sync>` or `anyhow::Error`.)
     #[error("the mutate function failed: {0}")]
-    Mutate(#[source] E),
+    Mutate(E),
     /// The mutate closure changed the object's name or namespace, which identify it; nothing was
     /// written.
     #[error("the mutate function changed metadata.{field} from {before:?} to {after:?}")]
