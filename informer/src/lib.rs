@@ -64,6 +64,7 @@
 //! | `delta_fifo` | [`DeltaFifo`] (re-exports `Delta`, `DeletedObject`), lists as one [`Changes::List`] |
 //! | `store`, `index` | [`Store`] with [`Indexers`], lists applied at once (a gate for multi-key reads), its resourceVersion; built-in namespace, label and owner indexes |
 //! | `shared_informer` | [`SharedIndexInformer`] and its builder |
+//! | [`freshness`] | [`StoreRevision`]: how far a cache has caught up, as an etcd revision; the one "has this cache seen that write" |
 //! | `handler` | [`EventHandler`], [`HandlerFns`], per-handler buffers and threads, [`Delivery`] |
 //! | `lister` | [`Lister`], [`NamespaceLister`] |
 //! | `factory` | [`SharedInformerFactory`]; the [`Scope`] it keys informers by (from `ferrokube-core`) |
@@ -78,6 +79,7 @@ pub mod compact;
 pub mod delta_fifo;
 pub mod factory;
 pub mod fake;
+pub mod freshness;
 pub mod handler;
 pub mod index;
 pub mod lister;
@@ -107,6 +109,7 @@ pub use compact::{Compact, CompactError};
 pub use delta::{DeletedObject, Delta};
 pub use delta_fifo::{Changes, DeltaFifo, Popped};
 pub use factory::{ListerWatcherSource, Scope, ScopeMatcher, SharedInformerFactory};
+pub use freshness::StoreRevision;
 pub use handler::{Delivery, EventHandler, HandlerFns, HandlerOptions, HandlerRegistration};
 pub use index::{IndexFn, Indexers, NAMESPACE_INDEX};
 pub use labels::{LabelSelector, SelectorError};

@@ -333,6 +333,22 @@ impl<K: Object> SharedIndexInformer<K> {
         self.inner.store.resource_version()
     }
 
+    /// [`last_store_sync_resource_version`](Self::last_store_sync_resource_version) read as a
+    /// revision ([`StoreRevision`](crate::StoreRevision)): whether the cache has seen a write is
+    /// `informer.store_revision().reached(written)`.
+    pub fn store_revision(&self) -> crate::StoreRevision {
+        crate::StoreRevision::of(&self.inner.store.resource_version())
+    }
+
+    /// Whether the store holds the object under `key` (with `uid`, if given: a newer object under
+    /// the same name does not count).
+    pub fn holds(&self, key: &ObjectKey, uid: Option<&str>) -> bool {
+        self.inner
+            .store
+            .get_by_key(key)
+            .is_some_and(|held| uid.is_none_or(|uid| held.meta().uid.as_deref() == Some(uid)))
+    }
+
     /// A receiver woken each time [`last_store_sync_resource_version`](Self::last_store_sync_resource_version)
     /// moves ([`Store::watch_resource_version`]): to wait until the cache has caught up to a version
     /// without polling.

@@ -80,7 +80,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use ferrokube_informer::{ObjectKey, Scope, ScopeMatcher, SharedIndexInformer};
+use ferrokube_informer::{ObjectKey, Scope, ScopeMatcher, SharedIndexInformer, StoreRevision};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use parking_lot::{Mutex, RwLock};
 
@@ -113,21 +113,19 @@ pub struct StaleCache {
     pub store_version: String,
 }
 
-/// What the store needs of one informer, whatever its type.
+/// What the store needs of one informer, whatever its type: the informer's own answers.
 trait Progress: Send + Sync {
-    fn store_version(&self) -> String;
+    fn store_revision(&self) -> StoreRevision;
     /// The store holds `key` (with this uid, if given).
     fn holds(&self, key: &ObjectKey, uid: Option<&str>) -> bool;
 }
 
 impl<K: Object> Progress for SharedIndexInformer<K> {
-    fn store_version(&self) -> String {
-        self.last_store_sync_resource_version()
+    fn store_revision(&self) -> StoreRevision {
+        SharedIndexInformer::store_revision(self)
     }
     fn holds(&self, key: &ObjectKey, uid: Option<&str>) -> bool {
-        self.store()
-            .get_by_key(key)
-            .is_some_and(|held| uid.is_none_or(|uid| held.meta().uid.as_deref() == Some(uid)))
+        SharedIndexInformer::holds(self, key, uid)
     }
 }
 
@@ -194,20 +192,14 @@ impl Wait {
             store_version,
         };
         match self {
-            Wait::Version { version, .. } => {
-                let current = informer.progress.store_version();
-                if current.is_empty() {
-                    return Met::No(stale(format!(">= {version}"), current));
-                }
-                match current.parse::<u64>() {
-                    Ok(at) if at >= *version => Met::Yes,
-                    Ok(_) => Met::No(stale(format!(">= {version}"), current)),
-                    Err(_) => Met::Unusable(current),
-                }
-            }
+            Wait::Version { version, .. } => match informer.progress.store_revision() {
+                revision if revision.reached(*version) => Met::Yes,
+                StoreRevision::Opaque(current) => Met::Unusable(current),
+                behind => Met::No(stale(format!(">= {version}"), behind.to_string())),
+            },
             Wait::Gone { object, uid, .. } => {
                 if informer.progress.holds(object, uid.as_deref()) {
-                    let current = informer.progress.store_version();
+                    let current = informer.progress.store_revision().to_string();
                     Met::No(stale(format!("{object} gone"), current))
                 } else {
                     Met::Yes

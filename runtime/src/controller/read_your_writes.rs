@@ -165,7 +165,7 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use ferrokube_informer::{
-    LabelSelector, Lister, ObjectKey, Scope, ScopeMatcher, SharedIndexInformer,
+    LabelSelector, Lister, ObjectKey, Scope, ScopeMatcher, SharedIndexInformer, StoreRevision,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use parking_lot::Mutex;
@@ -490,15 +490,10 @@ impl<K: Object> ReadYourWrites<K> {
     fn check(&self, needs: &Needs) -> Check {
         let mut missing = Vec::new();
         if let Some(version) = needs.version {
-            let current = self.shared.informer.last_store_sync_resource_version();
-            if current.is_empty() {
-                missing.push(format!("resourceVersion >= {version}"));
-            } else {
-                match current.parse::<u64>() {
-                    Ok(at) if at >= version => {}
-                    Ok(_) => missing.push(format!("resourceVersion >= {version}")),
-                    Err(_) => return Check::Unusable(current),
-                }
+            match self.shared.informer.store_revision() {
+                revision if revision.reached(version) => {}
+                StoreRevision::Opaque(current) => return Check::Unusable(current),
+                _ => missing.push(format!("resourceVersion >= {version}")),
             }
         }
         for gone in &needs.gone {
@@ -518,8 +513,7 @@ impl<K: Object> ReadYourWrites<K> {
 
     /// The store holds `key` (with this uid, if given).
     fn holds(&self, key: &ObjectKey, uid: Option<&str>) -> bool {
-        self.held_uid(key)
-            .is_some_and(|held| uid.is_none_or(|uid| held.as_deref() == Some(uid)))
+        self.shared.informer.holds(key, uid)
     }
 
     /// `None` if the store does not hold `key`; else the held object's uid.

@@ -16,8 +16,8 @@ use super::ShardError;
 use super::marks::{Marks, format_handover};
 use ferrokube_client::api::{ListParams, Patch, PatchParams};
 use ferrokube_client::{Api, ApiResource, Client, Error, Object};
-use ferrokube_informer::ObjectKey;
 use ferrokube_informer::SharedIndexInformer;
+use ferrokube_informer::{ObjectKey, StoreRevision};
 
 /// One dependent object, as far as sharding cares.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,9 +36,9 @@ pub trait DependentKind: Send + Sync {
     /// The member's cached dependents whose controller owner has uid `owner_uid`.
     fn cached_children(&self, owner_uid: &str) -> Vec<ChildRef>;
 
-    /// How far the member's cache has caught up: its store's resourceVersion as an integer
-    /// (`None` while it is not one, e.g. before the first list).
-    fn cache_version(&self) -> Option<u64>;
+    /// How far the member's cache has caught up (the informer's
+    /// [`store_revision`](ferrokube_informer::SharedIndexInformer::store_revision)).
+    fn store_revision(&self) -> StoreRevision;
 
     /// From the server: every dependent labelled as `member`'s (in `namespace`, or in all), with
     /// the list's resourceVersion.
@@ -172,11 +172,8 @@ impl<C: Object + k8s_openapi::Resource> DependentKind for Dependents<C> {
             .collect()
     }
 
-    fn cache_version(&self) -> Option<u64> {
-        self.informer
-            .last_store_sync_resource_version()
-            .parse()
-            .ok()
+    fn store_revision(&self) -> StoreRevision {
+        self.informer.store_revision()
     }
 
     fn list_marked<'a>(

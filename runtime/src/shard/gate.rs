@@ -146,12 +146,12 @@ impl ShardGate {
             let Some(needs) = needs.get(kind).copied() else {
                 continue;
             };
-            let cache = dependents.cache_version();
-            if cache.is_none_or(|at| at < needs) {
+            let cache = dependents.store_revision();
+            if !cache.reached(needs) {
                 return Turn::WaitForChildren {
                     kind: kind.clone(),
                     needs,
-                    cache,
+                    cache: cache.at(),
                 };
             }
         }
@@ -177,7 +177,7 @@ impl ShardGate {
                 // Nothing to move in this process's cache. If an earlier process of this member
                 // (restarted under the same name) moved some before it stopped, they were moved
                 // before this cache was listed: the new owner waits for this cache's version.
-                if let Some(version) = dependents.cache_version() {
+                if let Some(version) = dependents.store_revision().at() {
                     self.moved.note(key, &dependents.resource().kind, version);
                 }
             }
@@ -225,6 +225,7 @@ mod tests {
     use crate::shard::dependents::ChildRef;
     use crate::shard::marks::Marks;
     use ferrokube_client::{Client, Config, Error};
+    use ferrokube_informer::StoreRevision;
     use futures_util::future::BoxFuture;
     use k8s_openapi::api::apps::v1::ReplicaSet;
     use k8s_openapi::api::core::v1::Pod;
@@ -241,8 +242,8 @@ mod tests {
         fn cached_children(&self, _: &str) -> Vec<ChildRef> {
             Vec::new()
         }
-        fn cache_version(&self) -> Option<u64> {
-            Some(self.0.load(Ordering::SeqCst))
+        fn store_revision(&self) -> StoreRevision {
+            StoreRevision::At(self.0.load(Ordering::SeqCst))
         }
         fn list_marked<'a>(
             &'a self,
