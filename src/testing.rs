@@ -35,7 +35,7 @@ pub trait ServerClient {
 
     /// A client of [`config`](Self::config).
     fn client(&self) -> Result<Client, Error> {
-        Ok(Client::new(self.config()?)?)
+        Client::new(self.config()?)
     }
 }
 

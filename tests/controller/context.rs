@@ -211,3 +211,74 @@ async fn context_records_claims() {
     assert_eq!(claimed.len(), 1, "adopted");
     assert!(setup.held_back("web"), "an adoption");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn context_cached_reads_show_the_reconciles_own_writes() {
+    use ferrokube::controller::{Action, Controller, ReadError, from_fn};
+    use k8s_openapi::api::core::v1::Secret;
+    use tokio::sync::{mpsc, oneshot};
+
+    let server = ApiServer::new().start().await.expect("server starts");
+    let client = common::embedded_client(&server, false);
+    let scope = Scope::namespace(NS);
+    Api::<ConfigMap>::namespaced(client.clone(), NS)
+        .create(&PostParams::default(), &common::config_map("web", "v"))
+        .await
+        .expect("primary");
+    // Every watch event arrives 500 ms late: a plain cache read right after a write misses it.
+    server.faults().delay_watches(Duration::from_millis(500));
+    let (tx, mut seen) = mpsc::unbounded_channel();
+    let reconciler = from_fn(move |cm: Arc<ConfigMap>, ctx: Context| {
+        let tx = tx.clone();
+        async move {
+            let name = cm.metadata.name.clone().unwrap_or_default();
+            if name.ends_with("-child") {
+                return Ok::<_, String>(Action::await_change());
+            }
+            let child = format!("{name}-child");
+            let cache = ctx
+                .cache::<ConfigMap>(&Scope::namespace(NS))
+                .map_err(|e| e.to_string())?;
+            if cache
+                .get(Some(NS), &child)
+                .await
+                .map_err(|e| e.to_string())?
+                .is_none()
+            {
+                ctx.api_here::<ConfigMap>()
+                    .create(&PostParams::default(), &common::config_map(&child, "v"))
+                    .await
+                    .map_err(|e| e.to_string())?;
+            }
+            let key = ctx.key().clone();
+            let after = cache
+                .get(Some(NS), &child)
+                .await
+                .map_err(|e| e.to_string())?;
+            // An informer the controller does not run is refused, not read empty.
+            let not_run = ctx.cache::<Secret>(&Scope::namespace(NS)).err();
+            let _ = tx.send((key.to_string(), after.is_some(), not_run));
+            Ok(Action::await_change())
+        }
+    });
+    let controller = Controller::<ConfigMap>::new(client, scope);
+    let (stop, stopped) = oneshot::channel::<()>();
+    let running = tokio::spawn(controller.run(reconciler, async {
+        let _ = stopped.await;
+    }));
+    let (key, child_seen, not_run) = tokio::time::timeout(Duration::from_secs(20), seen.recv())
+        .await
+        .expect("a reconcile within 20 s")
+        .expect("reconciler alive");
+    assert_eq!(key, "default/web");
+    assert!(
+        child_seen,
+        "the cached read waited for the reconcile's own create"
+    );
+    assert!(
+        matches!(not_run, Some(ReadError::NotRunning { .. })),
+        "{not_run:?}"
+    );
+    let _ = stop.send(());
+    running.await.expect("task").expect("ran");
+}

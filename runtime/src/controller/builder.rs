@@ -2,8 +2,8 @@
 //!
 //! The controller, until it runs, only **records**: the primary kind and scope, owned and watched
 //! kinds, streams of keys, filters per kind, options. Nothing it records depends on the order of
-//! the calls. [`Controller::run`] then goes through a short sequence, written out in
-//! [`run`](super::run):
+//! the calls. [`Controller::run`] then goes through a short sequence, written out in the
+//! controller's `run` module:
 //!
 //! 1. **attach**: one handler per source on the factory's informers (shared with every other user
 //!    of the factory: one watch and one cache per type and scope in the process); a guard takes

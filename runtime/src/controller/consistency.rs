@@ -426,6 +426,35 @@ impl ConsistencyStore {
     /// `Ok` if every informer `key`'s recorded writes went through has caught up (forgetting
     /// those records); else which one is behind. Always `Ok` when the protection is off.
     pub fn ensure_fresh(&self, key: &ObjectKey) -> Result<(), StaleCache> {
+        self.fresh_in(key, None)
+    }
+
+    /// Waits until the informer named `informer` shows every write recorded for `key` that it
+    /// must show, woken by each move of its store (`versions`), for at most `max_wait`; the
+    /// reconcile context's cached reads wait this way.
+    pub(crate) async fn wait_fresh_in(
+        &self,
+        key: &ObjectKey,
+        informer: &str,
+        mut versions: tokio::sync::watch::Receiver<String>,
+        max_wait: Duration,
+    ) -> Result<(), StaleCache> {
+        let deadline = tokio::time::Instant::now() + max_wait;
+        loop {
+            let stale = match self.fresh_in(key, Some(informer)) {
+                Ok(()) => return Ok(()),
+                Err(stale) => stale,
+            };
+            match tokio::time::timeout_at(deadline, versions.changed()).await {
+                Ok(Ok(())) => {}
+                Ok(Err(_)) | Err(_) => return Err(stale),
+            }
+        }
+    }
+
+    /// [`ensure_fresh`](Self::ensure_fresh), for the records of the informer named `only` if
+    /// given, else of all.
+    fn fresh_in(&self, key: &ObjectKey, only: Option<&str>) -> Result<(), StaleCache> {
         if self.inner.keys.load(Ordering::Relaxed) == 0 || !self.is_active() {
             return Ok(());
         }
@@ -435,15 +464,21 @@ impl ConsistencyStore {
         };
         let mut behind = None;
         let mut unusable = None;
-        list.retain(|wait| match wait.met(key) {
-            Met::Yes => false,
-            Met::No(stale) => {
-                behind.get_or_insert(stale);
-                true
+        let concerned = |wait: &Wait| only.is_none_or(|name| wait.informer().name == name);
+        list.retain(|wait| {
+            if !concerned(wait) {
+                return true;
             }
-            Met::Unusable(version) => {
-                unusable = Some(version);
-                true
+            match wait.met(key) {
+                Met::Yes => false,
+                Met::No(stale) => {
+                    behind.get_or_insert(stale);
+                    true
+                }
+                Met::Unusable(version) => {
+                    unusable = Some(version);
+                    true
+                }
             }
         });
         if list.is_empty() {
@@ -565,6 +600,11 @@ impl Writes {
     /// server answered it.
     pub fn wrote<O: Object>(&self, resource: &ApiResource, written: &O) {
         self.store.wrote(&self.key, resource, written.meta());
+    }
+
+    /// The store the writes are recorded in.
+    pub(crate) fn store(&self) -> &ConsistencyStore {
+        &self.store
     }
 }
 

@@ -25,6 +25,16 @@
 //! obvious way to write is the recorded one. Writing without recording takes a deliberate step,
 //! a client of your own (`Client::new`), kept in the reconciler.
 //!
+//! Reads through [`cache`](Context::cache) come from the controller's informers and wait
+//! (bounded) until the informer shows every write recorded for this key: a reconcile that creates
+//! a child and then lists the children sees it.
+//!
+//! ```text
+//!  ctx.api_here::<ConfigMap>().create(..)  ─▶ committed at r, recorded for the key
+//!  ctx.cache::<ConfigMap>(&scope)?.list(..) ─▶ waits until the ConfigMap informer's store ≥ r
+//!                                              (woken by each move, ≤ 3 s), then reads it
+//! ```
+//!
 //! For a controller run by a [`Manager`](crate::manager::Manager) with leader election, the
 //! context's client is the manager's gated client: its writes are refused unless this replica
 //! surely leads. For a sharded controller it is the member's client, gated by its membership;
@@ -39,9 +49,12 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::{ClusterResourceScope, NamespaceResourceScope};
 
 use super::consistency::Writes;
+use super::read_your_writes::{DEFAULT_MAX_WAIT, ReadError};
 use ferrokube_client::api::{Api, ApiResource, DynamicObject, Object};
 use ferrokube_client::client::Client;
-use ferrokube_informer::ObjectKey;
+use ferrokube_informer::{
+    LabelSelector, ObjectKey, Scope, SharedIndexInformer, SharedInformerFactory,
+};
 
 /// Labels a new child for the member of a sharded controller; see [`Context::mark_child`].
 pub(crate) type MarkChild = Arc<dyn Fn(&mut ObjectMeta) + Send + Sync>;
@@ -60,6 +73,8 @@ pub struct Context {
     writes: Writes,
     /// `Some` for a sharded controller.
     mark: Option<MarkChild>,
+    /// Where [`cache`](Self::cache) finds the controller's informers.
+    factory: Option<Arc<SharedInformerFactory<Client>>>,
 }
 
 impl std::fmt::Debug for Context {
@@ -81,6 +96,7 @@ impl Context {
         client: &Client,
         writes: Writes,
         mark: Option<MarkChild>,
+        factory: Option<Arc<SharedInformerFactory<Client>>>,
     ) -> Context {
         Context {
             key,
@@ -89,6 +105,7 @@ impl Context {
             client: OnceLock::new(),
             writes,
             mark,
+            factory,
         }
     }
 
@@ -96,7 +113,39 @@ impl Context {
     /// (made by [`ConsistencyStore::writes`](super::ConsistencyStore::writes)): to call a
     /// reconciler from a test, or from a runner of your own.
     pub fn for_key(client: &Client, writes: Writes, retries: usize) -> Context {
-        Context::new(writes.key().clone(), retries, client, writes, None)
+        Context::new(writes.key().clone(), retries, client, writes, None, None)
+    }
+
+    /// This context, with [`cache`](Self::cache) reading from `factory`'s informers (a context
+    /// made by [`for_key`](Self::for_key) has none; a running controller's has its own).
+    pub fn with_factory(mut self, factory: Arc<SharedInformerFactory<Client>>) -> Context {
+        self.factory = Some(factory);
+        self
+    }
+
+    /// Cached reads of the `O`s in `scope`, from the controller's informer of them, that first
+    /// wait (at most 3 s) until it shows every write recorded for this key. Fails with
+    /// [`ReadError::NotRunning`] when the controller does not run that informer (take it from
+    /// [`Controller::factory`](super::Controller::factory) before `run`, or make it a source).
+    pub fn cache<O: Object + k8s_openapi::Resource>(
+        &self,
+        scope: &Scope,
+    ) -> Result<CachedReads<O>, ReadError> {
+        let not_running = |informer: String| ReadError::NotRunning { informer };
+        let factory = self
+            .factory
+            .as_ref()
+            .ok_or_else(|| not_running(format!("{} (this context has no factory)", O::KIND)))?;
+        let informer = factory.informer::<O>(scope);
+        if !informer.has_synced() {
+            return Err(not_running(informer.name().to_string()));
+        }
+        Ok(CachedReads {
+            informer,
+            key: self.key.clone(),
+            writes: self.writes.clone(),
+            max_wait: DEFAULT_MAX_WAIT,
+        })
     }
 
     /// The key being reconciled: `namespace/name`, or `name` for a cluster-scoped kind.
@@ -177,5 +226,66 @@ impl Context {
         if let Some(mark) = &self.mark {
             mark(meta);
         }
+    }
+}
+
+/// Cached reads of one informer that include the writes of one reconcile's key: see
+/// [`Context::cache`].
+pub struct CachedReads<O> {
+    informer: SharedIndexInformer<O>,
+    key: ObjectKey,
+    writes: Writes,
+    max_wait: std::time::Duration,
+}
+
+impl<O: Object> CachedReads<O> {
+    /// How long a read waits for the cache (default 3 s, as the read-your-own-writes client).
+    pub fn max_wait(mut self, max_wait: std::time::Duration) -> Self {
+        self.max_wait = max_wait;
+        self
+    }
+
+    /// The object `namespace`/`name` (`None` for a cluster-scoped kind), once the cache shows
+    /// this key's writes.
+    pub async fn get(
+        &self,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Result<Option<Arc<O>>, ReadError> {
+        self.wait().await?;
+        Ok(self.informer.lister().get(namespace, name))
+    }
+
+    /// The objects of `namespace` (`None`: all) that `selector` matches, once the cache shows
+    /// this key's writes.
+    pub async fn list(
+        &self,
+        namespace: Option<&str>,
+        selector: &LabelSelector,
+    ) -> Result<Vec<Arc<O>>, ReadError> {
+        self.wait().await?;
+        let lister = self.informer.lister();
+        Ok(match namespace {
+            Some(namespace) => lister.namespace(namespace).list(selector),
+            None => lister.list(selector),
+        })
+    }
+
+    async fn wait(&self) -> Result<(), ReadError> {
+        self.writes
+            .store()
+            .wait_fresh_in(
+                &self.key,
+                self.informer.name(),
+                self.informer.watch_store_resource_version(),
+                self.max_wait,
+            )
+            .await
+            .map_err(|stale| ReadError::Timeout {
+                informer: stale.informer,
+                waited: self.max_wait,
+                needs: stale.needs,
+                store_version: stale.store_version,
+            })
     }
 }

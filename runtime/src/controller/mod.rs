@@ -121,7 +121,7 @@ mod worker;
 pub use action::Action;
 pub use builder::{Controller, ControllerError};
 pub use consistency::{ConsistencyStore, StaleCache, Writes};
-pub use context::Context;
+pub use context::{CachedReads, Context};
 pub use events::{EventRecorder, EventType};
 pub use expectations::Expectations;
 pub use filter::{Change, Filter};

@@ -203,6 +203,17 @@ pub enum ReadError {
         /// The store's resourceVersion at the deadline (`""`: it has not listed yet).
         store_version: String,
     },
+    /// A reconcile context's cached read of an informer the controller does not run (it was not
+    /// taken from the controller's factory before `run`, so nothing started it): it would read an
+    /// empty cache. Take it from `Controller::factory()` before `run`, or read the server.
+    #[error(
+        "informer {informer:?} is not synced: the controller does not run it (take it from \
+         Controller::factory() before run)"
+    )]
+    NotRunning {
+        /// The informer's name.
+        informer: String,
+    },
 }
 
 /// A deleted object the store must stop holding: its key and, if known, its uid (then a newer

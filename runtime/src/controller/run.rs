@@ -216,6 +216,7 @@ where
             .clone()
             .unwrap_or_else(|| factory.source().clone()),
         mark_child: mark_child(&controller),
+        factory: factory.clone(),
         stale_requeue: controller.stale_requeue,
         #[cfg(feature = "shard")]
         shard: shard_gate.clone(),

@@ -31,7 +31,7 @@ use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ferrokube_informer::{Lister, ObjectKey};
+use ferrokube_informer::{Lister, ObjectKey, SharedInformerFactory};
 use ferrokube_workqueue::WorkQueue;
 use futures_util::FutureExt;
 use tokio::sync::watch;
@@ -62,6 +62,8 @@ pub(crate) struct Workers<K, R> {
     pub(crate) client: Client,
     /// Set when the controller is sharded: labels a new child for this member.
     pub(crate) mark_child: Option<MarkChild>,
+    /// The controller's informers, for the context's cached reads.
+    pub(crate) factory: Arc<SharedInformerFactory<Client>>,
     pub(crate) stale_requeue: Duration,
     /// Set when the controller is sharded: asked before each reconcile (see `crate::shard::gate`).
     #[cfg(feature = "shard")]
@@ -262,6 +264,7 @@ impl<K: Object, R: Reconciler<K>> Workers<K, R> {
             &self.client,
             self.consistency.writes(key.clone()),
             self.mark_child.clone(),
+            Some(self.factory.clone()),
         )
     }
 

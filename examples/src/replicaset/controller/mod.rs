@@ -250,7 +250,7 @@ impl ReplicaSetController {
     /// Declares the controller on the manager's Pod and ReplicaSet informers (created without
     /// managedFields if the factory has none yet), writing with the manager's client (gated by
     /// leadership when leader election is on). Returns it, the
-    /// [`Controller`](ferrokube::controller::Controller) to give
+    /// [`Controller`] to give
     /// [`Manager::add_controller`] with [`reconciler`](Self::reconciler), and the task that posts
     /// its events (spawn that).
     pub fn new(
