@@ -112,7 +112,7 @@
 //! every write (a violation is a 422): `#[schemars(range(min = 1, max = 10))]` → `minimum`,
 //! `maximum`; `#[schemars(length(min = 1, max = 63))]` → `minLength`, `maxLength` (strings) or
 //! `minItems`, `maxItems` (lists); `#[schemars(regex(pattern = r"^[a-z]+$"))]` → `pattern`; a
-//! doc comment → `description`; `Option<T>` → `nullable: true`, not required; a unit-only enum →
+//! doc comment → `description`; `Option<T>` → not required, `nullable: true` (an `Option` of a unit-only enum: a null is pruned instead); a unit-only enum →
 //! `type: string` with `enum`. The full table, and the shapes made structural, are in
 //! `ferrokube::crd::schema`.
 

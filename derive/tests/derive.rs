@@ -50,6 +50,7 @@ pub struct WidgetSpec {
     pub color: Color,
     pub nickname: Option<String>,
     pub shade: Option<Color>,
+    pub tier: Option<Tier>,
     pub part: Option<Part>,
     pub labels: BTreeMap<String, String>,
     pub extra: BTreeMap<String, Value>,
@@ -66,6 +67,13 @@ pub enum Color {
     /// Like the sky.
     Blue,
     Red,
+}
+
+/// Without doc comments on the variants (schemars writes one enum, with null for `Option`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub enum Tier {
+    Free,
+    Paid,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -124,6 +132,7 @@ fn widget_spec() -> WidgetSpec {
         color: Color::Blue,
         nickname: None,
         shade: Some(Color::Red),
+        tier: None,
         part: Some(Part { id: 7 }),
         labels: BTreeMap::from([("a".into(), "b".into())]),
         extra: BTreeMap::from([("free".into(), json!({"nested": [1, 2]}))]),
@@ -376,8 +385,9 @@ fn derive_schema_option_is_nullable() {
         properties["nickname"],
         json!({"type": "string", "nullable": true})
     );
-    // Option of an enum (schemars: anyOf [enum, null]) and of a struct.
-    assert_eq!(properties["shade"]["nullable"], true);
+    // Option of an enum (schemars: anyOf [enum, null]): not nullable, a null is pruned (see
+    // derive_schema_enums_become_string_enums_and_tagged_objects); of a struct: nullable.
+    assert!(properties["shade"].get("nullable").is_none());
     assert_eq!(properties["shade"]["type"], "string");
     assert_eq!(properties["part"]["nullable"], true);
     assert_eq!(properties["part"]["type"], "object");
@@ -406,6 +416,11 @@ fn derive_schema_enums_become_string_enums_and_tagged_objects() {
     assert_eq!(sorted(&properties["color"]["enum"]), ["Blue", "Red"]);
     assert!(properties["color"].get("oneOf").is_none());
     assert_eq!(sorted(&properties["shade"]["enum"]), ["Blue", "Red"]);
+    // No null among an enum's values and not nullable (kube-apiserver refuses the first and
+    // checks a null against the values despite the second): a null is pruned, reads as None.
+    assert_eq!(properties["tier"]["enum"], json!(["Free", "Paid"]));
+    assert_eq!(properties["tier"]["type"], "string");
+    assert!(properties["tier"].get("nullable").is_none());
     // Internally tagged: every variant's fields at the node, the tag an enum of the variants.
     let shape = &properties["shape"];
     assert_eq!(shape["type"], "object");

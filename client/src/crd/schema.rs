@@ -10,7 +10,8 @@
 //! | schemars writes (OpenAPI 3 settings, subschemas inlined) | for | structural form written here |
 //! |---|---|---|
 //! | `{"type": "string", "nullable": true}` | `Option<String>` | kept: `nullable` is how OpenAPI v3 says "may be null" |
-//! | `{"anyOf": [T, {"enum": [null], "nullable": true}]}` | `Option<T>`, T an enum | T itself with `"nullable": true` |
+//! | `{"anyOf": [T, {"enum": [null], "nullable": true}]}` | `Option<T>`, T a struct | T itself with `"nullable": true` |
+//! | `{"type": "string", "nullable": true, "enum": ["A", null]}`, or an `anyOf` as above | `Option<T>`, T a unit-only enum | `{"type": "string", "enum": ["A"]}`, *not* nullable: kube-apiserver (1.20) refuses `null` among the values and checks a null against them even when nullable, so a null is left to pruning (it reads back absent: `None`) |
 //! | `{"oneOf": [{"type": "string", "enum": ["A"]}, …]}` | a unit-only enum with doc comments | one `{"type": "string", "enum": ["A", …]}` |
 //! | `{"oneOf": [{"type": "object", "properties": {…}}, …]}` | an enum with data (tagged) | every variant's properties declared once at the node, the branches keep only their `required` (in an `anyOf`) |
 //! | `{"anyOf": [{"type": "integer"}, {"type": "string"}]}` | an untagged int-or-string | `{"x-kubernetes-int-or-string": true}` |
@@ -166,6 +167,13 @@ pub fn structural(schema: Value, path: &str) -> Result<Value, SchemaError> {
         }
     }
 
+    // `Option<Enum>`: kube-apiserver 1.20 refuses a CRD with null among an enum's values, and
+    // checks a null against the values even when `nullable` is set. Not nullable, a null is
+    // pruned instead, before validation: the field reads back absent, which is `None` too.
+    if let Some(Value::Array(values)) = node.get_mut("enum") {
+        values.retain(|v| !v.is_null());
+        node.remove("nullable");
+    }
     if !node.contains_key("type")
         && let Some(Value::Array(values)) = node.get("enum")
         && !values.is_empty()
