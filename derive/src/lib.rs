@@ -43,6 +43,7 @@
 //! use serde::{Deserialize, Serialize};
 //!
 //! /// A web site: how many copies of which image.
+//! #[allow(clippy::duplicated_attributes)] // two `type = "integer"`: see below
 //! #[derive(CustomResource, Clone, Debug, Serialize, Deserialize, JsonSchema)]
 //! #[resource(group = "example.com", version = "v1", kind = "Site", namespaced,
 //!     status = "SiteStatus", shortname = "st", category = "example",
@@ -105,6 +106,10 @@
 //! | `scale(spec_replicas_path = "..", status_replicas_path = "..", label_selector_path = "..")` | the `/scale` subresource (`kubectl scale`) | none |
 //! | `derive = "PartialEq"` (repeatable) | more derives on the generated struct (it always has `Clone`, `Debug`) | none |
 //! | `crate = "::ferrokube"` | where the generated code finds ferrokube (`::ferrokube_client` inside this workspace) | `::ferrokube` |
+//!
+//! Two printer columns with an identical pair (`type = "integer"` twice) trip clippy's
+//! `duplicated_attributes`, a false positive on helper attributes (rust-clippy#12923): put
+//! `#[allow(clippy::duplicated_attributes)]` on the spec struct.
 //!
 //! ## Validation markers
 //!

@@ -15,6 +15,9 @@ use serde_json::{Value, json};
 
 /// A queue of work: the spec of `Widget`.
 #[derive(CustomResource, Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+// clippy takes two columns' identical `type = "integer"` for a repeated attribute
+// (rust-clippy#12923, a false positive on helper attributes).
+#[allow(clippy::duplicated_attributes)]
 #[resource(
     group = "derive.ferrokube.dev",
     version = "v1alpha1",

@@ -25,6 +25,9 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 /// A gear: the custom kind of these tests (not `Sprocket`: the Table suite has that plural on the
 /// same real server, and `kubectl get sprockets` would be ambiguous).
 #[derive(CustomResource, Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+// clippy takes two columns' identical `type = "integer"` for a repeated attribute
+// (rust-clippy#12923, a false positive on helper attributes).
+#[allow(clippy::duplicated_attributes)]
 #[resource(
     group = "derive.ferrokube.dev",
     version = "v1",

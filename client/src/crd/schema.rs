@@ -416,3 +416,75 @@ fn display(path: &str) -> String {
         path.into()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn derive_schema_refs_and_tuples_are_refused_with_their_path() {
+        let recursive = json!({"type": "object", "properties": {"next": {"$ref": "#"}}});
+        assert_eq!(
+            structural(recursive, ""),
+            Err(SchemaError::Recursive {
+                path: ".next".into()
+            })
+        );
+        let tuple = json!({"type": "array", "items": [{"type": "string"}, {"type": "integer"}]});
+        assert!(matches!(
+            structural(tuple, ".pair"),
+            Err(SchemaError::NotStructural { path, .. }) if path == ".pair"
+        ));
+    }
+
+    #[test]
+    fn derive_schema_all_of_parts_merge_into_one_node() {
+        let schema = json!({
+            "description": "outer",
+            "allOf": [
+                {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]},
+                {"type": "object", "properties": {"b": {"type": "integer"}}, "required": ["b"],
+                 "description": "inner"},
+            ],
+        });
+        assert_eq!(
+            structural(schema, ""),
+            Ok(json!({
+                "description": "outer",
+                "type": "object",
+                "properties": {"a": {"type": "string"}, "b": {"type": "integer"}},
+                "required": ["a", "b"],
+            }))
+        );
+    }
+
+    #[test]
+    fn derive_schema_arbitrary_values_preserve_unknown_fields() {
+        assert_eq!(
+            structural(json!(true), ""),
+            Ok(json!({"x-kubernetes-preserve-unknown-fields": true}))
+        );
+        let map = json!({"type": "object", "additionalProperties": {}});
+        assert_eq!(
+            structural(map, ""),
+            Ok(json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}))
+        );
+        let closed = json!({"type": "object", "properties": {}, "additionalProperties": false});
+        assert_eq!(
+            structural(closed, ""),
+            Ok(json!({"type": "object", "properties": {}}))
+        );
+    }
+
+    #[test]
+    fn derive_schema_const_becomes_an_enum_and_untyped_nodes_are_refused() {
+        assert_eq!(
+            structural(json!({"const": "v1"}), ""),
+            Ok(json!({"enum": ["v1"], "type": "string"}))
+        );
+        assert!(matches!(
+            structural(json!({"minimum": 1}), ".n"),
+            Err(SchemaError::NotStructural { path, .. }) if path == ".n"
+        ));
+    }
+}
