@@ -22,7 +22,8 @@ export FERROKUBE_CLIENT_GO_DEADCONN
 status=0
 # Each end-to-end suite, in turn, one at a time (each is a module of a test binary: `--test BINARY
 # -- MODULE::`; later issues add theirs here):
-#   e2e (tests/e2e/)                 the client, kubeconfigs, the informer, network faults
+#   e2e (tests/e2e/)                 the client, kubeconfigs, the informer, network faults, the
+#                                    CustomResource derive (its CRD, objects, kubectl, validation)
 #   apiserver (apiserver/tests/)     the embedded server's conformance and Table suites compared with
 #                                    the real one (its other suites need no cluster: `cargo test`)
 #   replicaset, drills (examples/tests/)  the sample's parity with kube-controller-manager, the
@@ -32,6 +33,7 @@ suites=(
   "ferrokube e2e kubeconfigs::"
   "ferrokube e2e informer::"
   "ferrokube e2e network_faults::"
+  "ferrokube e2e derive::"
   "ferrokube-apiserver apiserver conformance::"
   "ferrokube-apiserver apiserver tables::"
   "ferrokube-examples replicaset parity_e2e::"

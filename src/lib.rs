@@ -13,6 +13,7 @@
 //! | [`api`] | the verbs on one resource, typed (`Api<Pod>`) or dynamic (`Api<DynamicObject>`) | `ferrokube-client` | clientset, `dynamic` |
 //! | [`watch`] | watch streams decoded incrementally | `ferrokube-client` | `watch` |
 //! | [`watcher`] | a watcher that resumes from the last resourceVersion and says when to relist | `ferrokube-client` | `RetryWatcher` |
+//! | [`crd`] | custom resources: `#[derive(`[`CustomResource`]`)]` on a spec struct gives the resource type and its CustomResourceDefinition (structural schema from the Rust types, via schemars); [`crd::apply_and_wait`] installs it | `ferrokube-client`, `ferrokube-derive` | `apiextensions` clientset; kube-rs's `CustomResource` |
 //! | [`error`] | the server's `Status` as a typed error (`is_conflict()`, `is_gone()`, …) | `ferrokube-client` | `api/errors` |
 //! | [`write_gate`] | the seam through which the leader election decides whether a write may leave | `ferrokube-client` | |
 //! | [`workqueue`] | deduplicating keyed queue with Get/Done, delays, rate limits, priorities, metrics | `ferrokube-workqueue` | `util/workqueue` |
@@ -54,7 +55,15 @@
 //!                                                   └──────────────── Lister reads ◀─────────────────────────┘
 //! ```
 
-pub use ferrokube_client::{api, client, config, error, list_watch, watch, watcher, write_gate};
+pub use ferrokube_client::crd::schemars;
+pub use ferrokube_client::{
+    api, client, config, crd, error, list_watch, watch, watcher, write_gate,
+};
+/// `#[derive(CustomResource)]` on a spec struct: the resource type, its `k8s_openapi::Resource`
+/// and `Metadata` impls, `new(name, spec)` and `crd()`. The keys of `#[resource(...)]`, the
+/// validation markers and an example: the docs of crate `ferrokube-derive`; the runtime side
+/// (schemas, [`crd::apply_and_wait`]): [`crd`].
+pub use ferrokube_derive::CustomResource;
 /// Sharding (crate `ferrokube-runtime`); needs the `shard` feature.
 #[cfg(feature = "shard")]
 pub use ferrokube_runtime::shard;

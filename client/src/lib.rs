@@ -14,6 +14,7 @@
 //! | [`watcher`] | [`ResumingWatcher`](watcher::ResumingWatcher): watches strung together from the last resourceVersion, saying when to relist | `RetryWatcher` |
 //! | [`error`] | [`Error`]: the server's `Status` as a typed error (`is_conflict()`, `is_gone()`, …) and what broke on the way | `api/errors` |
 //! | [`list_watch`] | [`ListWatch`]: an `Api<K>` as the informer's `ListerWatcher`, a `Client` as a factory's source | `cache.ListWatch`, `NewListWatchFromClient` |
+//! | [`crd`] | custom resources: a CustomResourceDefinition from Rust types (structural schema via schemars), applied and waited for until Established; the runtime side of `#[derive(CustomResource)]` | `apiextensions` clientset, kube-rs's `CustomResourceExt` |
 //! | [`write_gate`] | [`WriteGate`](write_gate::WriteGate): the seam through which a layer above (the leader election) decides whether a write may leave | |
 //! | [`write_observer`] | [`WriteObserver`](write_observer::WriteObserver): the seam through which a layer above (the consistency store, read-your-own-writes) hears of every committed write | |
 //!
@@ -42,6 +43,7 @@
 pub mod api;
 pub mod client;
 pub mod config;
+pub mod crd;
 pub mod error;
 pub mod list_watch;
 pub mod watch;
