@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ferrokube::api::{ListParams, Patch, PatchParams, PostParams};
-use ferrokube::controller::{Action, Controller, from_fn};
+use ferrokube::controller::{Action, Context, Controller, from_fn};
 use ferrokube::core::Scope;
 use ferrokube::crd::{CustomResourceExt, apply_and_wait};
 use ferrokube::{Api, Client, CustomResource};
@@ -261,19 +261,17 @@ pub async fn story(cluster: &Cluster) {
 
     // A controller over the derived type: it writes status.readyTeeth = spec.teeth.
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let reconcile = from_fn(
-        Arc::new(gears.clone()),
-        |gear: Arc<Gear>, api: Arc<Api<Gear>>| async move {
-            let name = gear.metadata.name.clone().unwrap_or_default();
-            let status = json!({"status": {
-                "readyTeeth": gear.spec.teeth,
-                "observedGeneration": gear.metadata.generation,
-            }});
-            api.patch_status(&name, &PatchParams::default(), &Patch::Merge(status))
-                .await?;
-            Ok::<_, ferrokube::Error>(Action::await_change())
-        },
-    );
+    let reconcile = from_fn(|gear: Arc<Gear>, ctx: Context| async move {
+        let name = gear.metadata.name.clone().unwrap_or_default();
+        let status = json!({"status": {
+            "readyTeeth": gear.spec.teeth,
+            "observedGeneration": gear.metadata.generation,
+        }});
+        ctx.api_for(gear.as_ref())
+            .patch_status(&name, &PatchParams::default(), &Patch::Merge(status))
+            .await?;
+        Ok::<_, ferrokube::Error>(Action::await_change())
+    });
     let controller = Controller::<Gear>::new(client.clone(), Scope::namespace(ns));
     let running = tokio::spawn(controller.run(reconcile, async {
         let _ = stopped.await;
