@@ -14,8 +14,9 @@ use std::time::{Duration, Instant};
 use ferrokube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use ferrokube::controller::Controller;
 use ferrokube::controller::conditions::is_condition_true;
+use ferrokube::crd::apply_and_wait;
 use ferrokube::informer::Scope;
-use ferrokube::{Api, Client, DynamicObject};
+use ferrokube::{Api, Client};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use serde_json::json;
 use tokio::sync::oneshot;
@@ -23,7 +24,7 @@ use tokio::task::JoinHandle;
 
 use super::controller::DnsController;
 use super::provider::Provider;
-use super::record::{self, DnsRecord, DnsRecordSpec, READY};
+use super::record::{DnsRecord, DnsRecordSpec, READY};
 
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -87,38 +88,10 @@ impl Running {
     }
 }
 
-/// Creates the CRD unless it exists, and waits until it is Established.
+/// Applies the CRD (`DnsRecord::crd()`, from the derive) and waits until it is Established.
 pub async fn install_crd(client: &Client) -> Result<(), BoxError> {
-    let resource = ferrokube::ApiResource {
-        group: "apiextensions.k8s.io".into(),
-        version: "v1".into(),
-        kind: "CustomResourceDefinition".into(),
-        plural: "customresourcedefinitions".into(),
-        namespaced: false,
-    };
-    let crds: Api<DynamicObject> = Api::dynamic(client.clone(), resource, None);
-    let definition: DynamicObject = serde_json::from_value(record::definition())?;
-    match crds.create(&PostParams::default(), &definition).await {
-        Ok(_) => {}
-        Err(error) if error.is_already_exists() => {}
-        Err(error) => return Err(error.into()),
-    }
-    wait(
-        "the CRD to be Established",
-        Duration::from_secs(30),
-        || async {
-            let crd = crds.get(record::CRD_NAME).await?;
-            let established = serde_json::to_value(&crd)?["status"]["conditions"]
-                .as_array()
-                .is_some_and(|conditions| {
-                    conditions
-                        .iter()
-                        .any(|c| c["type"] == "Established" && c["status"] == "True")
-                });
-            Ok(established)
-        },
-    )
-    .await
+    apply_and_wait(client, &DnsRecord::crd(), Duration::from_secs(30)).await?;
+    Ok(())
 }
 
 /// Polls `check` until it says true, or fails after `timeout`.
