@@ -5,6 +5,7 @@
 
 mod context;
 mod read_your_own_writes;
+mod readme_testing;
 mod runtime;
 mod stale;
 mod toolkit;
