@@ -6,7 +6,8 @@
 //!     cargo build --release --bin kube-rs-controller-peer)
 //! cargo run --release -p ferrokube-examples --bin bench_controller -- --reps 3
 //!     [--objects 10000] [--workers 16] [--rate 1000] [--writers 32]
-//!     [--impls ferrokube,ferrokube-compact,kube-rs] [--peer PATH] [--out FILE.jsonl]
+//!     [--impls ferrokube,ferrokube-compact,kube-rs,ferrokube-baseline] [--peer PATH]
+//!     [--baseline PATH-OF-AN-OLDER-BUILD] [--out FILE.jsonl]
 //! ```
 //!
 //! The driver (this process) starts the embedded server, seeds `--objects` realistic Pods in
@@ -143,6 +144,10 @@ struct Args {
     /// $XDG_CACHE_HOME/ferrokube/peer-target/release/kube-rs-controller-peer, ~/.cache without it]
     #[arg(long, value_name = "PATH")]
     peer: Option<PathBuf>,
+    /// Another build of this benchmark (an older commit's), run as implementation
+    /// `ferrokube-baseline` with `--role ferrokube`: before/after comparisons in one run.
+    #[arg(long, value_name = "PATH")]
+    baseline: Option<PathBuf>,
     /// Append the raw JSON lines here [default: benches/controller/results-DATE.jsonl]
     #[arg(long, value_name = "FILE")]
     out: Option<PathBuf>,
@@ -657,6 +662,14 @@ async fn drive(args: &Args) {
         );
         impls.retain(|i| i != "kube-rs");
     }
+    let baseline = args
+        .baseline
+        .as_ref()
+        .map(|p| p.to_string_lossy().to_string());
+    if impls.iter().any(|i| i == "ferrokube-baseline") && baseline.is_none() {
+        eprintln!("[driver] ferrokube-baseline needs --baseline PATH; running without it");
+        impls.retain(|i| i != "ferrokube-baseline");
+    }
     let me = std::env::current_exe()
         .expect("own path")
         .to_string_lossy()
@@ -675,6 +688,11 @@ async fn drive(args: &Args) {
                 "--role".into(),
                 "ferrokube".into(),
                 "--compact".into(),
+            ],
+            "ferrokube-baseline" => vec![
+                baseline.clone().unwrap_or_default(),
+                "--role".into(),
+                "ferrokube".into(),
             ],
             "kube-rs" => vec![peer.to_string_lossy().to_string()],
             other => panic!("unknown implementation {other}"),
