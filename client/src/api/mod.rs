@@ -44,52 +44,10 @@ pub use ferrokube_core::Object;
 
 use crate::client::{Call, Client};
 use crate::error::Error;
+pub use crate::resource::ApiResource;
 use crate::watch::WatchStream;
 use crate::write_observer::{DeleteNote, DeleteOutcome, WriteObserver};
 use ferrokube_core::ObjectKey;
-
-/// Where a kind of resource is served.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ApiResource {
-    /// `""` for the core group.
-    pub group: String,
-    pub version: String,
-    pub kind: String,
-    /// The URL segment, e.g. `replicasets`.
-    pub plural: String,
-    pub namespaced: bool,
-}
-
-impl ApiResource {
-    /// The resource of a k8s-openapi type.
-    pub fn of<K: k8s_openapi::Resource>() -> ApiResource {
-        ApiResource {
-            group: K::GROUP.to_string(),
-            version: K::VERSION.to_string(),
-            kind: K::KIND.to_string(),
-            plural: K::URL_PATH_SEGMENT.to_string(),
-            namespaced: std::any::type_name::<K::Scope>()
-                == std::any::type_name::<NamespaceResourceScope>(),
-        }
-    }
-
-    /// `v1` or `apps/v1`.
-    pub fn api_version(&self) -> String {
-        if self.group.is_empty() {
-            self.version.clone()
-        } else {
-            format!("{}/{}", self.group, self.version)
-        }
-    }
-
-    fn prefix(&self) -> String {
-        if self.group.is_empty() {
-            format!("/api/{}", self.version)
-        } else {
-            format!("/apis/{}/{}", self.group, self.version)
-        }
-    }
-}
 
 /// A page of a list.
 #[derive(Debug, Clone, Deserialize)]

@@ -15,6 +15,10 @@
 //! The schema the server validates and prunes with is generated from these structs (schemars,
 //! through `ferrokube::schemars`); the markers on the fields are what it enforces.
 
+// Three printer columns of `type = "string"` trip clippy's duplicated_attributes, a false positive
+// on a derive's helper attribute (rust-clippy#12923).
+#![allow(clippy::duplicated_attributes)]
+
 use ferrokube::CustomResource;
 use ferrokube::schemars::JsonSchema;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;

@@ -1,4 +1,5 @@
-//! [`Controller`]: declare what a controller watches, then run it with a [`Reconciler`].
+//! [`Controller`]: declare what a controller watches, then run it with a
+//! [`Reconciler`](super::Reconciler).
 //!
 //! The controller, until it runs, only **records**: the primary kind and scope, owned and watched
 //! kinds, streams of keys, filters per kind, options. Nothing it records depends on the order of
@@ -44,11 +45,10 @@ use ferrokube_workqueue::{WorkQueue, default_controller_rate_limiter};
 use futures_util::Stream;
 
 use super::consistency::{ConsistencyStore, DEFAULT_STALE_REQUEUE};
-use super::filter::Filter;
+use super::filter::{Filter, KindFilter};
 use super::metrics::Metrics;
-use super::reconciler::Reconciler;
-use super::run::{self, Attach, KeyStream, Wiring};
 use super::source::{self, Enqueue, MapEvent, ObjectEvent};
+use super::wiring::{self, Attach, KeyStream, Wiring};
 #[cfg(feature = "shard")]
 use crate::shard::{DependentKind, Dependents, ShardMember};
 use ferrokube_client::api::Object;
@@ -103,15 +103,6 @@ pub(super) enum FactorySource {
 pub(super) struct InformerSource {
     pub(super) kind: TypeId,
     pub(super) attach: Attach,
-}
-
-/// A filter recorded for one kind.
-pub(super) struct KindFilter {
-    pub(super) kind: TypeId,
-    /// API group and kind, to judge the filter ([`Filter::refusal`]) and name it in errors.
-    pub(super) group: &'static str,
-    pub(super) name: &'static str,
-    pub(super) filter: Filter,
 }
 
 /// A controller for the primary type `K`, not yet running: it records what it watches and its
@@ -370,7 +361,7 @@ impl<K: Object + k8s_openapi::Resource> Controller<K> {
         self.sources.push(InformerSource {
             kind: TypeId::of::<C>(),
             attach: Box::new(move |wiring: &Wiring<'_>| {
-                run::attach::<C>(wiring, &wiring.owned_scope(&scope), map, None)
+                wiring::attach::<C>(wiring, &wiring.owned_scope(&scope), map, None)
             }),
         });
         self
@@ -437,7 +428,7 @@ impl<K: Object + k8s_openapi::Resource> Controller<K> {
         self.sources.push(InformerSource {
             kind: TypeId::of::<O>(),
             attach: Box::new(move |wiring: &Wiring<'_>| {
-                run::attach::<O>(wiring, &scope, map, None)
+                wiring::attach::<O>(wiring, &scope, map, None)
             }),
         });
         self
@@ -499,16 +490,6 @@ impl<K: Object + k8s_openapi::Resource> Controller<K> {
     pub fn shutdown_timeout(mut self, timeout: Duration) -> Self {
         self.shutdown_timeout = timeout;
         self
-    }
-
-    /// Runs the controller until `shutdown` resolves; see the [module docs](self) for the order of
-    /// things. Returns an error only if it could not start.
-    pub async fn run<R: Reconciler<K>>(
-        self,
-        reconciler: R,
-        shutdown: impl Future<Output = ()> + Send,
-    ) -> Result<(), ControllerError> {
-        run::run(self, reconciler, shutdown).await
     }
 
     /// What `run` would refuse, if anything: calls that came too late, and filters that cannot

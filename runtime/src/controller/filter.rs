@@ -41,6 +41,7 @@
 //! Combine with [`Filter::or`] (e.g. generation *or* labels changed) and `!` (negation); several
 //! filters given to the builder must all pass.
 
+use std::any::TypeId;
 use std::fmt;
 use std::sync::Arc;
 
@@ -180,6 +181,15 @@ impl std::ops::Not for Filter {
     fn not(self) -> Filter {
         Filter::new(move |change| !self.passes(change))
     }
+}
+
+/// A filter recorded for one kind.
+pub(crate) struct KindFilter {
+    pub(crate) kind: TypeId,
+    /// API group and kind, to judge the filter ([`Filter::refusal`]) and name it in errors.
+    pub(crate) group: &'static str,
+    pub(crate) name: &'static str,
+    pub(crate) filter: Filter,
 }
 
 /// The filters of one source; an event must pass them all.

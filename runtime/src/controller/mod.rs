@@ -116,6 +116,7 @@ pub mod read_your_writes;
 pub mod reconciler;
 mod run;
 pub mod source;
+mod wiring;
 mod worker;
 
 pub use action::Action;

@@ -18,52 +18,25 @@
 
 use std::any::TypeId;
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ferrokube_informer::{
-    HandlerOptions, HandlerRegistration, ObjectKey, Scope, SharedIndexInformer,
-    SharedInformerFactory, StartError,
-};
-use futures_util::{Stream, StreamExt};
-use std::pin::Pin;
+use ferrokube_informer::SharedInformerFactory;
+use futures_util::StreamExt;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
-use super::builder::{Controller, ControllerError, FactorySource, KindFilter};
-use super::consistency::ConsistencyStore;
+use super::builder::{Controller, ControllerError, FactorySource};
 use super::context::MarkChild;
-use super::filter::{Filter, Filters};
 use super::reconciler::Reconciler;
-use super::source::{self, Enqueue, MapEvent, SourceHandler, Tombstones};
+use super::source::{self, Enqueue, Tombstones};
+use super::wiring::{Attached, KeyStream, Wiring, attach};
 use super::worker::Workers;
 #[cfg(feature = "shard")]
-use crate::shard::{DependentKind, ShardGate, ShardMember};
+use crate::shard::{DependentKind, ShardGate};
 use ferrokube_client::api::Object;
 use ferrokube_client::client::Client;
-
-pub(super) type KeyStream = Pin<Box<dyn Stream<Item = ObjectKey> + Send>>;
-
-/// How one source attaches itself to its informer at `run`.
-pub(super) type Attach =
-    Box<dyn FnOnce(&Wiring<'_>) -> Result<Box<dyn Attached>, StartError> + Send>;
-
-/// A handler on an informer, whatever the informer's type.
-pub(super) trait Attached: Send + Sync {
-    /// Takes the handler off the informer.
-    fn detach(&self);
-}
-
-struct Attachment<O> {
-    informer: SharedIndexInformer<O>,
-    registration: HandlerRegistration<O>,
-}
-
-impl<O: Object> Attached for Attachment<O> {
-    fn detach(&self) {
-        self.informer.remove_event_handler(&self.registration);
-    }
-}
 
 /// Every handler a running controller put on an informer. Dropped however `run` ends: takes
 /// them off, and stops the informers of a factory the controller owns.
@@ -84,77 +57,20 @@ impl Drop for Attachments {
     }
 }
 
-/// What a source needs to attach itself.
-pub(super) struct Wiring<'a> {
-    factory: &'a SharedInformerFactory<Client>,
-    enqueue: &'a Enqueue,
-    filters: &'a [KindFilter],
-    primary: TypeId,
-    name: &'a str,
-    consistency: &'a ConsistencyStore,
-    /// Set when the controller is sharded: owned types are narrowed to the member's label.
-    #[cfg(feature = "shard")]
-    shard: Option<&'a ShardMember>,
-}
-
-impl Wiring<'_> {
-    /// The scope of an owned type: `scope`, narrowed to this member's objects when sharded.
-    pub(super) fn owned_scope(&self, scope: &Scope) -> Scope {
-        #[cfg(feature = "shard")]
-        if let Some(member) = self.shard {
-            return member.scope(scope.clone());
-        }
-        scope.clone()
+impl<K: Object + k8s_openapi::Resource> Controller<K> {
+    /// Runs the controller until `shutdown` resolves; see the [builder's docs](super::builder)
+    /// for the order of things. Returns an error only if it could not start.
+    pub async fn run<R: Reconciler<K>>(
+        self,
+        reconciler: R,
+        shutdown: impl Future<Output = ()> + Send,
+    ) -> Result<(), ControllerError> {
+        run(self, reconciler, shutdown).await
     }
-
-    /// The filters of kind `O`: those recorded for it, else its default (none for the primary,
-    /// [`Filter::resource_version_changed`] for any other kind).
-    fn filters_for<O: 'static>(&self) -> Filters {
-        let kind = TypeId::of::<O>();
-        let recorded: Vec<Filter> = self
-            .filters
-            .iter()
-            .filter(|f| f.kind == kind)
-            .map(|f| f.filter.clone())
-            .collect();
-        match (recorded.is_empty(), kind == self.primary) {
-            (false, _) => Filters::new(recorded),
-            (true, true) => Filters::default(),
-            (true, false) => Filters::new(vec![Filter::resource_version_changed()]),
-        }
-    }
-}
-
-/// Attaches `map` to the factory's informer of `O` over `scope`.
-pub(super) fn attach<O: Object + k8s_openapi::Resource>(
-    wiring: &Wiring<'_>,
-    scope: &Scope,
-    map: Box<MapEvent<O>>,
-    resync: Option<Duration>,
-) -> Result<Box<dyn Attached>, StartError> {
-    let informer = wiring.factory.informer::<O>(scope);
-    wiring.consistency.track(&informer, scope);
-    let handler = SourceHandler {
-        filters: wiring.filters_for::<O>(),
-        enqueue: wiring.enqueue.clone(),
-        map,
-    };
-    // Inline: a source only maps an event to keys and adds them to the queue, which never blocks,
-    // so the informer's processor calls it directly (no handler thread, no wake-up between the
-    // watch event and the queue). A `watches_with` handler runs there too: see its docs.
-    let mut options = HandlerOptions::default().name(wiring.name).inline();
-    if let Some(resync) = resync {
-        options = options.resync(resync);
-    }
-    let registration = informer.add_event_handler_with(handler, options)?;
-    Ok(Box::new(Attachment {
-        informer,
-        registration,
-    }))
 }
 
 /// Runs `controller` with `reconciler` until `shutdown`: the sequence in the [module docs](self).
-pub(super) async fn run<K, R>(
+async fn run<K, R>(
     mut controller: Controller<K>,
     reconciler: R,
     shutdown: impl Future<Output = ()> + Send,

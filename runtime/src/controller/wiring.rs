@@ -1,0 +1,120 @@
+//! How a controller's sources attach to their informers: the part of running a controller that
+//! both the builder (which records a source as a closure over a [`Wiring`]) and the run (which
+//! calls those closures) need, kept apart from both so that neither imports the other.
+//!
+//! ```text
+//!  builder: .owns::<C>(scope) ─ records ─▶ Attach = |wiring| attach::<C>(wiring, scope, map)
+//!  run:     Wiring { factory, enqueue, filters per kind, consistency, .. } ─▶ each Attach
+//!              ─▶ the factory's informer of C: handler (C's filters ─▶ map ─▶ queue); tracked by
+//!                 the consistency store
+//! ```
+
+use std::any::TypeId;
+use std::pin::Pin;
+use std::time::Duration;
+
+use ferrokube_informer::{
+    HandlerOptions, HandlerRegistration, ObjectKey, Scope, SharedIndexInformer,
+    SharedInformerFactory, StartError,
+};
+use futures_util::Stream;
+
+use super::consistency::ConsistencyStore;
+use super::filter::{Filter, Filters, KindFilter};
+use super::source::{Enqueue, MapEvent, SourceHandler};
+#[cfg(feature = "shard")]
+use crate::shard::ShardMember;
+use ferrokube_client::api::Object;
+use ferrokube_client::client::Client;
+
+pub(super) type KeyStream = Pin<Box<dyn Stream<Item = ObjectKey> + Send>>;
+
+/// How one source attaches itself to its informer at `run`.
+pub(super) type Attach =
+    Box<dyn FnOnce(&Wiring<'_>) -> Result<Box<dyn Attached>, StartError> + Send>;
+
+/// A handler on an informer, whatever the informer's type.
+pub(super) trait Attached: Send + Sync {
+    /// Takes the handler off the informer.
+    fn detach(&self);
+}
+
+pub(super) struct Attachment<O> {
+    informer: SharedIndexInformer<O>,
+    registration: HandlerRegistration<O>,
+}
+
+impl<O: Object> Attached for Attachment<O> {
+    fn detach(&self) {
+        self.informer.remove_event_handler(&self.registration);
+    }
+}
+
+/// What a source needs to attach itself.
+pub(super) struct Wiring<'a> {
+    pub(super) factory: &'a SharedInformerFactory<Client>,
+    pub(super) enqueue: &'a Enqueue,
+    pub(super) filters: &'a [KindFilter],
+    pub(super) primary: TypeId,
+    pub(super) name: &'a str,
+    pub(super) consistency: &'a ConsistencyStore,
+    /// Set when the controller is sharded: owned types are narrowed to the member's label.
+    #[cfg(feature = "shard")]
+    pub(super) shard: Option<&'a ShardMember>,
+}
+
+impl Wiring<'_> {
+    /// The scope of an owned type: `scope`, narrowed to this member's objects when sharded.
+    pub(super) fn owned_scope(&self, scope: &Scope) -> Scope {
+        #[cfg(feature = "shard")]
+        if let Some(member) = self.shard {
+            return member.scope(scope.clone());
+        }
+        scope.clone()
+    }
+
+    /// The filters of kind `O`: those recorded for it, else its default (none for the primary,
+    /// [`Filter::resource_version_changed`] for any other kind).
+    fn filters_for<O: 'static>(&self) -> Filters {
+        let kind = TypeId::of::<O>();
+        let recorded: Vec<Filter> = self
+            .filters
+            .iter()
+            .filter(|f| f.kind == kind)
+            .map(|f| f.filter.clone())
+            .collect();
+        match (recorded.is_empty(), kind == self.primary) {
+            (false, _) => Filters::new(recorded),
+            (true, true) => Filters::default(),
+            (true, false) => Filters::new(vec![Filter::resource_version_changed()]),
+        }
+    }
+}
+
+/// Attaches `map` to the factory's informer of `O` over `scope`.
+pub(super) fn attach<O: Object + k8s_openapi::Resource>(
+    wiring: &Wiring<'_>,
+    scope: &Scope,
+    map: Box<MapEvent<O>>,
+    resync: Option<Duration>,
+) -> Result<Box<dyn Attached>, StartError> {
+    let informer = wiring.factory.informer::<O>(scope);
+    wiring.consistency.track(&informer, scope);
+    let handler = SourceHandler {
+        filters: wiring.filters_for::<O>(),
+        enqueue: wiring.enqueue.clone(),
+        map,
+    };
+    // Inline: a source only maps an event to keys and adds them to the queue, which never blocks,
+    // so the informer's processor calls it directly (no handler thread, no wake-up between the
+    // watch event and the queue). A `watches_with` handler runs there too: see its docs.
+    let mut options = HandlerOptions::default().name(wiring.name).inline();
+    if let Some(resync) = resync {
+        options = options.resync(resync);
+    }
+    let registration = informer.add_event_handler_with(handler, options)?;
+    Ok(Box::new(Attachment {
+        informer,
+        registration,
+    }))
+}
