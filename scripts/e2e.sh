@@ -5,6 +5,8 @@
 #
 #   scripts/e2e.sh                 # everything
 #   KEEP=1 scripts/e2e.sh          # leave the server running afterwards (stop: scripts/kube-apiserver.sh down)
+#   K8S_VERSION=1.37.2 scripts/e2e.sh   # on another release (default 1.20.2; see scripts/kube-apiserver.sh;
+#                                       # its STATE, APISERVER_PORT, ETCD_PORT apply too)
 #
 # To run the same tests against your own cluster instead, skip this script:
 #   KUBECONFIG=~/.kube/config cargo test --features e2e --test e2e -- client::

@@ -1,13 +1,26 @@
 #!/usr/bin/env bash
-# A real kube-apiserver (Kubernetes 1.20.2, built from Debian's `kubernetes` source package) on etcd,
-# on loopback, with TLS, a client certificate user, bearer-token users and RBAC: the ground truth that
-# ferrokube's end-to-end tests run against.
+# A real kube-apiserver on etcd, on loopback, with TLS, a client certificate user, bearer-token users
+# and RBAC: the ground truth that ferrokube's end-to-end tests run against. Two ways to get one,
+# picked by K8S_VERSION:
 #
-#   scripts/kube-apiserver.sh build   # install packages, build kube-apiserver + kube-controller-manager
-#                                     # (cached under ~/.cache/ferrokube/bin; ~4 min each the first time)
+#   1.20.2 (default)  built from Debian's `kubernetes` source package (GOPATH mode, its vendor/), run on
+#                     Debian's etcd; binaries in ~/.cache/ferrokube/bin
+#   1.37.2, 1.36.3, … any release on the Go module proxy: k8s.io/kubernetes v1.37.2 as a dependency of a
+#                     generated go.mod (a `replace` pins every staging module k8s.io/<name> to v0.37.2),
+#                     `go build` of cmd/kube-apiserver and cmd/kube-controller-manager, and etcd
+#                     (go.etcd.io/etcd/server/v3 at the version the release's hack/lib/etcd.sh names,
+#                     3.7.0 for 1.37) around etcdmain.Main; binaries in ~/.cache/ferrokube/k8s-v1.37.2/bin
+#
+#   scripts/kube-apiserver.sh build   # build kube-apiserver + kube-controller-manager (+ etcd) of
+#                                     # K8S_VERSION (cached: a second run is a no-op)
 #   scripts/kube-apiserver.sh up      # build if needed, start etcd + kube-apiserver, write a kubeconfig
-#   scripts/kube-apiserver.sh down    # stop both and delete their state
+#   scripts/kube-apiserver.sh down    # stop them and delete their state
 #   scripts/kube-apiserver.sh env     # print `export KUBECONFIG=... FERROKUBE_E2E_ETCD=... FERROKUBE_KCM=... FERROKUBE_AUDIT_LOG=...`
+#   K8S_VERSION=1.37.2 scripts/kube-apiserver.sh up     # the same on the current release
+#
+# kube-controller-manager is built, not started: the tests that need it start it themselves with the
+# controllers they compare (`FERROKUBE_KCM` from `env` names the binary of K8S_VERSION). WITH_KCM=1 up
+# also starts one (every controller but nodelifecycle; its log in $STATE/kube-controller-manager.log).
 #
 # The kubeconfig ($STATE/kubeconfig) has these contexts:
 #   cert    (current) user admin-cert: client certificate, group system:masters
@@ -20,16 +33,32 @@
 # a watch from a compacted resourceVersion gets. (The watch cache of 1.20 keeps 75 s of history
 # whatever its size, so writing past it is slow.)
 #
-# Settings (environment): STATE (default /tmp/ferrokube-apiserver), APISERVER_PORT (16443),
-# ETCD_PORT (12379), WATCH_CACHE_SIZE (default-watch-cache-size, 100).
+# Build times from empty caches: 1.20.2 ~12 min (README); 1.37.2 ~37 min niced on 2 busy cores, about
+# 22 min of CPU (see build_modules below).
+#
+# Settings (environment): K8S_VERSION (1.20.2), STATE (default /tmp/ferrokube-apiserver), APISERVER_PORT
+# (16443), ETCD_PORT (12379), WATCH_CACHE_SIZE (default-watch-cache-size, 100), ETCD_VERSION (module
+# builds: overrides the etcd the release names), WITH_KCM (0). Go's own GOCACHE, GOMODCACHE, GOPROXY
+# and GOTOOLCHAIN apply to the module builds.
 set -euo pipefail
 
 log() { echo "[kube-apiserver] $*" >&2; }
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cache=${XDG_CACHE_HOME:-$HOME/.cache}/ferrokube
-bin=$cache/bin
 STATE=${STATE:-/tmp/ferrokube-apiserver}
+# `env` without K8S_VERSION describes the server that is up, whichever version it is.
+if [ -z "${K8S_VERSION:-}" ] && [ "${1:-}" = env ] && [ -f "$STATE/k8s-version" ]; then
+  K8S_VERSION=$(cat "$STATE/k8s-version")
+fi
+K8S_VERSION=${K8S_VERSION:-1.20.2}
+K8S_VERSION=${K8S_VERSION#v}
+case $K8S_VERSION in
+  1.20.2) bin=$cache/bin ;;                              # Debian's source package
+  1.[0-9]*.[0-9]*) bin=$cache/k8s-v$K8S_VERSION/bin ;;   # the Go module proxy
+  *) log "K8S_VERSION=$K8S_VERSION: expected 1.20.2 or a release such as 1.37.2"; exit 2 ;;
+esac
+debian_build() { [ "$K8S_VERSION" = 1.20.2 ]; }
 APISERVER_PORT=${APISERVER_PORT:-16443}
 ETCD_PORT=${ETCD_PORT:-12379}
 WATCH_CACHE_SIZE=${WATCH_CACHE_SIZE:-100}
@@ -37,12 +66,15 @@ WATCH_CACHE_SIZE=${WATCH_CACHE_SIZE:-100}
 
 install_packages() {
   local missing=()
-  command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)
+  # etcdctl (the tests compact etcd with it) talks etcd's v3 API to any etcd version.
   command -v etcdctl >/dev/null 2>&1 || missing+=(etcd-client)
   command -v openssl >/dev/null 2>&1 || missing+=(openssl)
   command -v curl >/dev/null 2>&1 || missing+=(curl)
-  [ -f /usr/share/gocode/src/github.com/modern-go/reflect2/go_above_118.go ] ||
-    missing+=(golang-github-modern-go-reflect2-dev)
+  if debian_build; then  # module builds build their own etcd and need no Debian Go packages
+    command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)
+    [ -f /usr/share/gocode/src/github.com/modern-go/reflect2/go_above_118.go ] ||
+      missing+=(golang-github-modern-go-reflect2-dev)
+  fi
   if [ ${#missing[@]} -gt 0 ]; then
     log "installing ${missing[*]}"
     export DEBIAN_FRONTEND=noninteractive
@@ -134,6 +166,10 @@ build_one() {
 
 build() {
   install_packages
+  if ! debian_build; then
+    build_modules
+    return
+  fi
   mkdir -p "$bin"
   local tree gopath
   tree=$("$repo/scripts/kubernetes-source.sh" | tail -n 1)
@@ -142,6 +178,166 @@ build() {
   generate_openapi "$tree" "$gopath"
   build_one kube-apiserver "$tree" "$gopath"
   build_one kube-controller-manager "$tree" "$gopath"
+}
+
+# ---- Any release from the Go module proxy (K8S_VERSION=1.37.2, ...) ----
+#
+# k8s.io/kubernetes is not meant to be used as a module: its go.mod requires every staging module
+# (k8s.io/api, k8s.io/apiserver, ...) at v0.0.0 and replaces them with ./staging/src/k8s.io/<name>,
+# and a dependency's replaces do not apply. Those staging modules are published on their own as
+# v0.<minor>.<patch> of the same release, so a go.mod of our own requires k8s.io/kubernetes v1.37.2 and
+# replaces each name from that replace block with k8s.io/<name> v0.37.2. The kubernetes module's zip
+# carries its generated code (zz_generated.openapi.go and the rest), so nothing is generated here.
+#
+# Layout ($cache/k8s-v<version>): build/ (the generated module: go.mod, go.sum), etcd/ (etcd's tiny
+# main module), bin/ (kube-apiserver, kube-controller-manager, etcd, each with a .sha256 stamp of
+# what built it: a build whose stamp matches is skipped).
+
+# A field of `go mod download -json k8s.io/kubernetes@v$K8S_VERSION` (GoMod: its go.mod, Dir: its
+# unpacked tree, Info: its .info with the release's Time), from the module proxy (GOMODCACHE keeps it).
+kubernetes_module() {
+  if [ -z "${kubernetes_json:-}" ]; then
+    kubernetes_json=$(cd / && GOFLAGS= go mod download -json "k8s.io/kubernetes@v$K8S_VERSION") ||
+      { log "k8s.io/kubernetes@v$K8S_VERSION is not on the module proxy ($(go env GOPROXY))"; exit 1; }
+  fi
+  sed -n "s/^[[:space:]]*\"$1\": \"\\(.*\\)\",*\$/\\1/p" <<<"$kubernetes_json"
+}
+
+# The module that builds the two servers: requires k8s.io/kubernetes v$K8S_VERSION, replaces every
+# staging module with its published v0.x.y, lists the two commands as tools (so that `go mod tidy`
+# records the checksums of everything they import).
+write_build_module() {
+  local dir=$1 gomod=$2 staging=v0.${K8S_VERSION#1.}
+  local go_line godebug_line names
+  go_line=$(grep -m1 '^go ' "$gomod")
+  godebug_line=$(grep -m1 '^godebug ' "$gomod" || true)
+  names=$(sed -n 's#^[[:space:]]*\(k8s.io/[^[:space:]]*\) => \./staging/src/k8s.io/.*#\1#p' "$gomod")
+  [ -n "$names" ] || { log "no staging replace block in $gomod"; exit 1; }
+  mkdir -p "$dir"
+  {
+    echo "// Generated by scripts/kube-apiserver.sh: Kubernetes v$K8S_VERSION from the Go module proxy."
+    echo "module ferrokube.invalid/k8s-v$K8S_VERSION"
+    echo
+    echo "$go_line"
+    # The GODEBUG defaults the release is built with (a dependency's godebug line does not apply).
+    [ -n "$godebug_line" ] && echo "$godebug_line"
+    echo
+    echo "require k8s.io/kubernetes v$K8S_VERSION"
+    echo
+    echo "tool ("
+    echo "	k8s.io/kubernetes/cmd/kube-apiserver"
+    echo "	k8s.io/kubernetes/cmd/kube-controller-manager"
+    echo ")"
+    echo
+    echo "replace ("
+    local name
+    for name in $names; do echo "	$name => $name $staging"; done
+    echo ")"
+  } >"$dir/go.mod.new"
+  # go.mod.in keeps what was generated (tidy then adds the indirect requires to go.mod).
+  if ! cmp -s "$dir/go.mod.new" "$dir/go.mod.in" || [ ! -s "$dir/go.sum" ]; then
+    cp "$dir/go.mod.new" "$dir/go.mod"
+    log "resolving modules for k8s.io/kubernetes v$K8S_VERSION (staging modules at $staging)"
+    (cd "$dir" && rm -f go.sum && GOFLAGS=-mod=mod go mod tidy >&2)
+    mv "$dir/go.mod.new" "$dir/go.mod.in"
+  else
+    rm -f "$dir/go.mod.new"
+  fi
+}
+
+# The etcd release this Kubernetes release is tested with: ETCD_VERSION in its hack/lib/etcd.sh
+# (3.7.0 for 1.37; kubeadm's SupportedEtcdVersion says the same).
+release_etcd_version() {
+  local dir v
+  dir=$(kubernetes_module Dir)
+  v=$(sed -n 's/^ETCD_VERSION=\${ETCD_VERSION:-\([0-9.]*\)}.*/\1/p' "$dir/hack/lib/etcd.sh")
+  [ -n "$v" ] || { log "no ETCD_VERSION in $dir/hack/lib/etcd.sh"; exit 1; }
+  echo "$v"
+}
+
+write_etcd_module() {
+  local dir=$1 version=$2
+  mkdir -p "$dir"
+  cat >"$dir/main.go.new" <<'GO'
+// Generated by scripts/kube-apiserver.sh: the etcd server, as the etcd command runs it.
+package main
+
+import (
+	"os"
+
+	"go.etcd.io/etcd/server/v3/etcdmain"
+)
+
+func main() { etcdmain.Main(os.Args) }
+GO
+  printf '// Generated by scripts/kube-apiserver.sh.\nmodule ferrokube.invalid/etcd-v%s\n\ngo 1.26\n\nrequire go.etcd.io/etcd/server/v3 v%s\n' \
+    "$version" "$version" >"$dir/go.mod.new"
+  if ! cmp -s "$dir/go.mod.new" "$dir/go.mod.in" || ! cmp -s "$dir/main.go.new" "$dir/main.go" ||
+    [ ! -s "$dir/go.sum" ]; then
+    cp "$dir/go.mod.new" "$dir/go.mod"
+    mv "$dir/main.go.new" "$dir/main.go"
+    log "resolving modules for go.etcd.io/etcd/server/v3 v$version"
+    (cd "$dir" && rm -f go.sum && GOFLAGS=-mod=mod go mod tidy >&2)
+    mv "$dir/go.mod.new" "$dir/go.mod.in"
+  else
+    rm -f "$dir/go.mod.new" "$dir/main.go.new"
+  fi
+}
+
+# go build of one package of the module in $1 into $bin/$2, skipped when the stamp (Go version,
+# go.mod, go.sum, flags) matches the one the binary was built with.
+go_build_one() {
+  local dir=$1 name=$2 pkg=$3 tags=$4 ldflags=$5
+  local want
+  want=$( { go version; cat "$dir/go.mod" "$dir/go.sum"; [ -f "$dir/main.go" ] && cat "$dir/main.go";
+    echo "$pkg $tags $ldflags"; } | sha256sum | cut -d' ' -f1)
+  if [ -x "$bin/$name" ] && [ "$(cat "$bin/$name.sha256" 2>/dev/null)" = "$want" ]; then
+    return 0
+  fi
+  log "building $name ($pkg; $(go version | cut -d' ' -f3); minutes the first time)"
+  local start=$SECONDS
+  (cd "$dir" && CGO_ENABLED=0 GOFLAGS=-mod=readonly \
+    go build -trimpath -tags "$tags" -ldflags "$ldflags" -o "$bin/$name.tmp" "$pkg" >&2)
+  mv "$bin/$name.tmp" "$bin/$name"
+  echo "$want" >"$bin/$name.sha256"
+  log "built $bin/$name in $((SECONDS - start)) s"
+}
+
+# Build of 1.37.2 from an empty GOCACHE and GOMODCACHE (2026-11-26, Go 1.26.8, `nice -n 19` on 2
+# cores busy with other cargo builds, so at ~60% of one core's worth on average): modules resolved in
+# ~30 s, kube-apiserver 1362 s (the standard library and the shared dependencies included),
+# kube-controller-manager 656 s, etcd 147 s; 36 min 41 s in all, 1,334 s of CPU. Disk: the three
+# binaries 191 MB, GOMODCACHE +930 MB, GOCACHE +3.7 GB. A second run: 0.2 s.
+build_modules() {
+  command -v go >/dev/null 2>&1 || { log "no go on PATH (Go 1.26 or newer is needed)"; exit 1; }
+  local top=$cache/k8s-v$K8S_VERSION
+  mkdir -p "$bin"
+  local gomod
+  kubernetes_module GoMod >/dev/null  # downloads it once, in this shell
+  gomod=$(kubernetes_module GoMod)
+  write_build_module "$top/build" "$gomod"
+  # As upstream's hack/lib/golang.sh builds release binaries: static, trimmed, without symbols, tags
+  # selinux,notest,grpcnotrace, and the version stamped into both copies of the version variables
+  # (component-base's, which /version serves, and client-go's).
+  local major=${K8S_VERSION%%.*} minor=${K8S_VERSION#*.}
+  minor=${minor%%.*}
+  local ldflags="-s -w" pkg
+  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    ldflags+=" -X $pkg.gitVersion=v$K8S_VERSION -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor"
+    ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=$(kubernetes_release_date)"
+  done
+  local name
+  for name in kube-apiserver kube-controller-manager; do
+    go_build_one "$top/build" "$name" "k8s.io/kubernetes/cmd/$name" selinux,notest,grpcnotrace "$ldflags"
+  done
+  local etcd_version=${ETCD_VERSION:-$(release_etcd_version)}
+  write_etcd_module "$top/etcd" "$etcd_version"
+  go_build_one "$top/etcd" etcd . "" "-s -w"
+}
+
+# The release's date on the module proxy (its .info Time), as buildDate: the same on every rebuild.
+kubernetes_release_date() {
+  sed -n 's/.*"Time":"\([^"]*\)".*/\1/p' "$(kubernetes_module Info)"
 }
 
 make_certs() {
@@ -241,16 +437,50 @@ running() {
   [ -f "$STATE/$1.pid" ] && kill -0 "$(cat "$STATE/$1.pid")" 2>/dev/null
 }
 
+# Refuse a port something else already listens on (another checkout's server, say): otherwise
+# our server dies at once and the clients reach the other one, whose certificates are not ours.
+port_free() {
+  if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then
+    log "127.0.0.1:$1 is taken by another process: pick other ports (APISERVER_PORT, ETCD_PORT; etcd also uses ETCD_PORT+1)"
+    exit 1
+  fi
+}
+
+# The flags that differ between the releases. 1.20.2 is the reference; what later releases changed:
+# --insecure-port is gone (removed in 1.24: there is no insecure port any more), and
+# --default-watch-cache-size is a deprecated no-op (watch caches size themselves), so not passed;
+# `--watch-cache-sizes podtemplates#0` still turns the PodTemplates' watch cache off. An advertise
+# address in 127.0.0.0/8 is now refused while an endpoint reconciler writes it into the `kubernetes`
+# Service's endpoints ("may not be in the loopback range"), so there is none: the Service exists, with
+# no endpoints (nothing here routes its cluster IP anyway; 1.20 listed 127.0.0.1 there).
+# The service-account issuer and key flags, required since 1.20, are passed to every release.
+apiserver_version_flags() {
+  if debian_build; then
+    echo "--insecure-port=0 --default-watch-cache-size $WATCH_CACHE_SIZE"
+  else
+    echo "--endpoint-reconciler-type none"
+  fi
+}
+
 up() {
+  if [ -f "$STATE/k8s-version" ] && [ "$(cat "$STATE/k8s-version")" != "$K8S_VERSION" ] &&
+    { running kube-apiserver || running etcd; }; then
+    log "$STATE holds a running Kubernetes $(cat "$STATE/k8s-version"), not $K8S_VERSION: run '$0 down' first"
+    exit 1
+  fi
   build
   mkdir -p "$STATE"
+  echo "$K8S_VERSION" >"$STATE/k8s-version"
   make_certs
   make_v1_certs
   write_kubeconfig
-  local d=$STATE/pki
+  local d=$STATE/pki etcd_bin=etcd
+  debian_build || etcd_bin=$bin/etcd
   if ! running etcd; then
-    log "starting etcd on 127.0.0.1:$ETCD_PORT"
-    etcd --name ferrokube-e2e --data-dir "$STATE/etcd" \
+    port_free "$ETCD_PORT"
+    port_free "$((ETCD_PORT + 1))"
+    log "starting etcd ($("$etcd_bin" --version | sed -n 's/^etcd Version: //p')) on 127.0.0.1:$ETCD_PORT"
+    "$etcd_bin" --name ferrokube-e2e --data-dir "$STATE/etcd" \
       --listen-client-urls "http://127.0.0.1:$ETCD_PORT" \
       --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
       --listen-peer-urls "http://127.0.0.1:$((ETCD_PORT + 1))" \
@@ -260,6 +490,7 @@ up() {
     echo $! >"$STATE/etcd.pid"
   fi
   if ! running kube-apiserver; then
+    port_free "$APISERVER_PORT"
     # An audit log of every write (who, what, when), as JSON lines: the leader-election drills
     # (examples/tests/drills/leader_e2e.rs) read it to check that a replica which lost its lease
     # wrote nothing.
@@ -272,12 +503,13 @@ rules:
   verbs: ["create", "update", "patch", "delete", "deletecollection"]
 - level: None
 POLICY
-    log "starting kube-apiserver on https://127.0.0.1:$APISERVER_PORT"
+    log "starting kube-apiserver $K8S_VERSION on https://127.0.0.1:$APISERVER_PORT"
+    # shellcheck disable=SC2046 # the version's flags are words
     "$bin/kube-apiserver" \
       --audit-policy-file "$STATE/audit-policy.yaml" --audit-log-path "$STATE/audit.log" \
       --audit-log-format json --audit-log-maxsize 200 \
       --etcd-servers "http://127.0.0.1:$ETCD_PORT" \
-      --insecure-port=0 --secure-port "$APISERVER_PORT" \
+      --secure-port "$APISERVER_PORT" \
       --bind-address 127.0.0.1 --advertise-address 127.0.0.1 \
       --tls-cert-file "$d/server.crt" --tls-private-key-file "$d/server.key" \
       --client-ca-file "$d/ca.crt" --token-auth-file "$d/tokens.csv" \
@@ -286,8 +518,8 @@ POLICY
       --authorization-mode RBAC \
       --disable-admission-plugins ServiceAccount \
       --service-cluster-ip-range 10.96.0.0/24 \
-      --default-watch-cache-size "$WATCH_CACHE_SIZE" \
       --watch-cache-sizes podtemplates#0 \
+      $(apiserver_version_flags) \
       >"$STATE/kube-apiserver.log" 2>&1 &
     echo $! >"$STATE/kube-apiserver.pid"
   fi
@@ -302,7 +534,8 @@ POLICY
         kubectl create clusterrole ferrokube-read --verb=get,list,watch --resource='*.*' >&2
       kubectl get clusterrolebinding ferrokube-viewer >/dev/null 2>&1 ||
         kubectl create clusterrolebinding ferrokube-viewer --clusterrole=ferrokube-read --user=viewer >&2
-      log "ready: export KUBECONFIG=$STATE/kubeconfig"
+      [ "${WITH_KCM:-0}" = 1 ] && start_kcm
+      log "ready: kube-apiserver $K8S_VERSION; export KUBECONFIG=$STATE/kubeconfig"
       return 0
     fi
     if ! running kube-apiserver; then
@@ -315,8 +548,26 @@ POLICY
   exit 1
 }
 
+# WITH_KCM=1: kube-controller-manager with every controller but the node lifecycle one (no kubelet
+# runs here to keep Nodes alive; 1.37 names it node-lifecycle-controller and still takes the old
+# name), signing service-account tokens with the apiserver's key.
+start_kcm() {
+  running kube-controller-manager && return 0
+  local d=$STATE/pki
+  log "starting kube-controller-manager $K8S_VERSION ($STATE/kube-controller-manager.log)"
+  "$bin/kube-controller-manager" --kubeconfig "$STATE/kubeconfig" --leader-elect=false \
+    --secure-port=0 --controllers '*,-nodelifecycle' \
+    --service-account-private-key-file "$d/sa.key" --root-ca-file "$d/ca.crt" \
+    --cluster-signing-cert-file "$d/ca.crt" --cluster-signing-key-file "$d/ca.key" \
+    >"$STATE/kube-controller-manager.log" 2>&1 &
+  echo $! >"$STATE/kube-controller-manager.pid"
+  sleep 3
+  running kube-controller-manager ||
+    { log "kube-controller-manager exited:"; tail -n 20 "$STATE/kube-controller-manager.log" >&2; exit 1; }
+}
+
 down() {
-  for name in kube-apiserver etcd; do
+  for name in kube-controller-manager kube-apiserver etcd; do
     if running "$name"; then
       kill "$(cat "$STATE/$name.pid")" 2>/dev/null || true
       for _ in $(seq 1 50); do running "$name" || break; sleep 0.2; done
@@ -331,6 +582,6 @@ case "${1:-}" in
   build) build ;;
   up) up ;;
   down) down ;;
-  env) echo "export KUBECONFIG=$STATE/kubeconfig FERROKUBE_E2E_ETCD=http://127.0.0.1:$ETCD_PORT FERROKUBE_KCM=$bin/kube-controller-manager FERROKUBE_AUDIT_LOG=$STATE/audit.log" ;;
+  env) echo "export KUBECONFIG=$STATE/kubeconfig FERROKUBE_E2E_ETCD=http://127.0.0.1:$ETCD_PORT FERROKUBE_KCM=$bin/kube-controller-manager FERROKUBE_AUDIT_LOG=$STATE/audit.log FERROKUBE_K8S_VERSION=$K8S_VERSION" ;;
   *) echo "usage: $0 build|up|down|env" >&2; exit 2 ;;
 esac
