@@ -46,8 +46,11 @@ struct World {
     namespaces: Api<Namespace>,
     store: ObjectStore,
     /// The running controller: how to stop it, and its task.
-    controller: Option<(oneshot::Sender<()>, JoinHandle<Result<(), ControllerError>>)>,
+    controller: Option<(oneshot::Sender<()>, Running)>,
 }
+
+/// The controller's task: `run`'s result.
+type Running = JoinHandle<Result<(), ControllerError>>;
 
 impl World {
     async fn start(poll: Duration) -> World {
@@ -106,21 +109,30 @@ impl World {
             let stored = self.store.get(&stored_name(NS, name));
             let cm = self.configmaps.get_opt(&format!("{name}-bucket")).await;
             let cm_data = cm.map_err(|e| e.to_string())?.and_then(|cm| cm.data);
-            let done = ready.is_some_and(|c| c.status == "True" && c.observed_generation == generation)
-                && status.observed_generation == generation
+            let ready =
+                ready.is_some_and(|c| c.status == "True" && c.observed_generation == generation);
+            let status_says = status.observed_generation == generation
                 && status.region.as_deref() == Some(region)
-                && status.endpoint.as_deref() == Some(endpoint.as_str())
-                && stored.as_ref().is_some_and(|s| {
-                    s.region == region && s.retention_days == retention_days
-                })
-                && cm_data.as_ref().is_some_and(|d| {
-                    d.get("endpoint") == Some(&endpoint) && d.get("region").map(String::as_str) == Some(region)
-                })
-                && bucket.metadata.finalizers.iter().flatten().any(|f| f == FINALIZER);
+                && status.endpoint.as_deref() == Some(endpoint.as_str());
+            let in_store = stored
+                .as_ref()
+                .is_some_and(|s| s.region == region && s.retention_days == retention_days);
+            let child_says = cm_data.as_ref().is_some_and(|data| {
+                data.get("endpoint") == Some(&endpoint)
+                    && data.get("region").map(String::as_str) == Some(region)
+            });
+            let guarded = bucket
+                .metadata
+                .finalizers
+                .iter()
+                .flatten()
+                .any(|f| f == FINALIZER);
+            let done = ready && status_says && in_store && child_says && guarded;
             match (done, bucket.metadata.uid) {
                 (true, Some(uid)) => Ok(uid),
                 _ => Err(format!(
-                    "generation {generation:?}, status {status:?}, stored {stored:?}, ConfigMap {cm_data:?}, finalizers {:?}",
+                    "generation {generation:?}, status {status:?}, stored {stored:?}, \
+                     ConfigMap {cm_data:?}, finalizers {:?}",
                     bucket.metadata.finalizers
                 )),
             }
@@ -335,8 +347,9 @@ async fn controller_bucket_sample_repairs_store_drift_by_polling_and_idles_witho
     world.stop_controller().await;
 }
 
-/// The first test's last check can fail: a Bucket whose finalizer is taken off by hand while the controller
-/// is stopped (so its cleanup never runs) leaves its stored bucket behind, and `leftovers` says so.
+/// The first test's last check can fail: a Bucket whose finalizer is taken off by hand while the
+/// controller is stopped (so its cleanup never runs) leaves its stored bucket behind, and
+/// `leftovers` says so.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn controller_bucket_sample_without_its_finalizer_cleanup_the_stored_bucket_is_left() {
     let mut world = World::start(NO_POLL).await;

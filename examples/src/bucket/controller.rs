@@ -4,7 +4,7 @@
 //! ```text
 //!  Bucket (primary)    ── spec changed, or deletion started ──┐
 //!  ConfigMap (owned)   ── any real change (the default) ──────┼─▶ queue ─▶ reconcile(bucket, ctx)
-//!  Namespace (cluster) ── labels changed ─▶ its Buckets' keys ─┘      ▲         │
+//!  Namespace (cluster) ── labels changed ─▶ its Buckets' keys ┘       ▲         │
 //!                                                                     │         ▼
 //!  requeue after `poll` (the store cannot be watched) ────────────────┘   finalize:
 //!     alive:    (finalizer added first) region from the cached Namespace ─▶ store.put if it
@@ -75,6 +75,9 @@ pub async fn run(
 ) -> Result<(), ControllerError> {
     let controller = Controller::<Bucket>::new(client, Scope::all());
     let buckets = controller.primary_informer().lister();
+    // The primary's filter drops our own status and finalizer writes (no new generation), but
+    // not the start of a deletion: kube-apiserver bumps the generation then, the embedded server
+    // does not, and the finalizer's cleanup must run on both.
     let deletion_started = Filter::on_update(|old, new| {
         old.deletion_timestamp.is_none() && new.deletion_timestamp.is_some()
     });
