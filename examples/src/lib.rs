@@ -8,6 +8,7 @@
 //! |---|---|
 //! | [`replicaset`], `src/bin/replicaset/` | the sample ReplicaSet controller and the demo (`cargo run -p ferrokube-examples`) |
 //! | [`dns`], `src/bin/dns.rs` | the DnsRecord sample: a CustomResource kept equal to a drifting outside provider |
+//! | [`bucket`], `src/bin/bucket.rs` | the Bucket sample: a derived custom resource, an outside store, owned ConfigMaps and a namespace label, the new way |
 //! | [`shared`] | what the programs share |
 //! | `src/bin/bench_*.rs` | the benchmark programs of README.md's tables (raw data under `benches/`) |
 //! | `src/bin/informer_deltas.rs`, `leader_candidate.rs`, `workqueue_basics.rs` | small programs, one concept each |
@@ -15,6 +16,7 @@
 //!
 //! Everything here uses only ferrokube's public API, as a controller author's code would.
 
+pub mod bucket;
 pub mod dns;
 pub mod replicaset;
 pub mod shared;

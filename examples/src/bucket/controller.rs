@@ -1,0 +1,198 @@
+//! The Bucket controller: keeps a bucket in the [object store](super::store) and a ConfigMap
+//! that says where to reach it equal to each Bucket's spec and its namespace's region label.
+//!
+//! ```text
+//!  Bucket (primary)    ── spec changed, or deletion started ──┐
+//!  ConfigMap (owned)   ── any real change (the default) ──────┼─▶ queue ─▶ reconcile(bucket, ctx)
+//!  Namespace (cluster) ── labels changed ─▶ its Buckets' keys ┘       ▲         │
+//!                                                                     │         ▼
+//!  requeue after `poll` (the store cannot be watched) ────────────────┘   finalize:
+//!     alive:    (finalizer added first) region from the cached Namespace ─▶ store.put if it
+//!               differs ─▶ ConfigMap `<name>-bucket` (create_or_update) ─▶ status Ready
+//!     deleting: store.delete ─▶ finalizer removed ─▶ the server deletes the object; its
+//!               ConfigMap goes with it (garbage collection, by its owner reference)
+//! ```
+//!
+//! The reconciler keeps no `Client`: it writes only through the reconcile's [`Context`]
+//! (`ctx.api_for`, `ctx.api_here`, and the finalizer, status and `create_or_update` helpers
+//! given those `Api`s), so every write is recorded and the next reconcile of the key waits until
+//! the caches show it. It reads its namespace through `ctx.cache`: no request to the server.
+//!
+//! Every step compares before it writes, so a reconcile of an unchanged world writes nothing:
+//! that is what makes polling the store every few seconds cheap.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ferrokube::Client;
+use ferrokube::controller::conditions::{ConditionBuilder, set_condition, update_status};
+use ferrokube::controller::finalizer::{FinalizerError, finalize};
+use ferrokube::controller::owner::{self, CreateOrUpdateError, OwnerError};
+use ferrokube::controller::{
+    Action, Context, Controller, ControllerError, Filter, ReadError, Reconciler,
+};
+use ferrokube::core::{LabelSelector, ObjectKey, Scope};
+use ferrokube::k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+
+use super::resource::{Bucket, BucketStatus};
+use super::store::{ObjectStore, StoredBucket};
+
+/// The finalizer that holds a Bucket until its stored bucket is gone.
+pub const FINALIZER: &str = "storage.ferrokube.dev/bucket";
+/// The namespace label that says where its buckets live.
+pub const REGION_LABEL: &str = "storage.ferrokube.dev/region";
+/// The region of a namespace without the label.
+pub const DEFAULT_REGION: &str = "us-east";
+
+/// Why a reconcile failed; the key is retried with backoff.
+#[derive(Debug, thiserror::Error)]
+pub enum BucketError {
+    #[error(transparent)]
+    Api(#[from] ferrokube::Error),
+    #[error("child ConfigMap: {0}")]
+    Child(#[from] CreateOrUpdateError<OwnerError>),
+    #[error("namespace cache: {0}")]
+    Cache(#[from] ReadError),
+    #[error("finalizer: {0}")]
+    Finalizer(#[from] Box<FinalizerError<BucketError>>),
+    #[error("the Bucket has no namespace, name or uid")]
+    Incomplete,
+}
+
+/// The reconciler: the store it keeps in step, and how often it looks at it.
+pub struct BucketController {
+    pub store: ObjectStore,
+    /// A change made at the store is repaired within this long.
+    pub poll: Duration,
+}
+
+/// Runs the controller over every namespace until `shutdown` resolves.
+pub async fn run(
+    client: Client,
+    reconciler: BucketController,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), ControllerError> {
+    let controller = Controller::<Bucket>::new(client, Scope::all());
+    let buckets = controller.primary_informer().lister();
+    // The primary's filter drops our own status and finalizer writes (no new generation), but
+    // not the start of a deletion: kube-apiserver bumps the generation then, the embedded server
+    // does not, and the finalizer's cleanup must run on both.
+    let deletion_started = Filter::on_update(|old, new| {
+        old.deletion_timestamp.is_none() && new.deletion_timestamp.is_some()
+    });
+    controller
+        .owns::<ConfigMap>(Scope::all())
+        .watches::<Namespace>(Scope::all(), move |namespace| {
+            let name = namespace.metadata.name.as_deref().unwrap_or_default();
+            let in_it = buckets.namespace(name).list(&LabelSelector::everything());
+            in_it.iter().map(|b| ObjectKey::of(b.as_ref())).collect()
+        })
+        .filter(Filter::generation_changed().or(deletion_started))
+        .filter_for::<Namespace>(Filter::labels_changed())
+        .run(reconciler, shutdown)
+        .await
+}
+
+impl Reconciler<Bucket> for BucketController {
+    type Error = BucketError;
+
+    async fn reconcile(&self, bucket: Arc<Bucket>, ctx: Context) -> Result<Action, BucketError> {
+        let (api, ctx) = (ctx.api_for(bucket.as_ref()), &ctx);
+        let done = finalize(
+            &api,
+            FINALIZER,
+            bucket,
+            |bucket| self.apply(bucket, ctx),
+            |bucket| async move { self.cleanup(&bucket) },
+        )
+        .await
+        .map_err(Box::new)?;
+        Ok(done.unwrap_or(Action::await_change()))
+    }
+}
+
+impl BucketController {
+    async fn apply(&self, bucket: Arc<Bucket>, ctx: &Context) -> Result<Action, BucketError> {
+        let (namespace, name, uid) = identity(&bucket)?;
+        // 1. Where it lives: the namespace's label, read from the cache the Namespace source
+        //    fills. Not cached yet: its add event will bring this key back.
+        let cached = ctx.cache::<Namespace>(&Scope::all())?;
+        let Some(ns) = cached.get(None, namespace).await? else {
+            return Ok(Action::await_change());
+        };
+        let labels = ns.metadata.labels.as_ref();
+        let region = labels.and_then(|l| l.get(REGION_LABEL)).map(String::as_str);
+        let region = region.unwrap_or(DEFAULT_REGION).to_string();
+
+        // 2. The outside system: written only when it differs from what is wanted.
+        let wanted = StoredBucket {
+            region: region.clone(),
+            retention_days: bucket.spec.retention_days,
+            versioned: bucket.spec.versioned,
+            owner_uid: uid.to_string(),
+        };
+        let stored_name = stored_name(namespace, name);
+        if self.store.get(&stored_name).as_ref() != Some(&wanted) {
+            tracing::info!(bucket = stored_name, region, "writing the stored bucket");
+            self.store.put(&stored_name, wanted);
+        }
+
+        // 3. The child: where applications find it. Deleted or edited by hand, it comes back.
+        let endpoint = format!("https://{region}.store.example/{stored_name}");
+        let configmaps = ctx.api_here::<ConfigMap>();
+        owner::create_or_update(&configmaps, &format!("{name}-bucket"), |cm| {
+            owner::set_controller_reference(bucket.as_ref(), &mut cm.metadata)?;
+            let data = [("endpoint", &endpoint), ("region", &region)];
+            cm.data = Some(data.map(|(k, v)| (k.to_string(), v.clone())).into());
+            Ok(())
+        })
+        .await?;
+
+        // 4. Status: Ready for this generation, written only when it changes.
+        let generation = bucket.metadata.generation;
+        let ready = ConditionBuilder::from_bool("Ready", true)
+            .reason("Provisioned")
+            .message(format!("{stored_name} in {region}"))
+            .observed_generation(generation)
+            .build();
+        let status_of = |status: &mut BucketStatus| {
+            let mut changed = set_condition(&mut status.conditions, ready.clone());
+            changed |= status.observed_generation != generation;
+            changed |= status.region.as_ref() != Some(&region);
+            changed |= status.endpoint.as_ref() != Some(&endpoint);
+            status.observed_generation = generation;
+            status.region = Some(region.clone());
+            status.endpoint = Some(endpoint.clone());
+            changed
+        };
+        if status_of(&mut bucket.status.clone().unwrap_or_default()) {
+            update_status(&ctx.api_for(bucket.as_ref()), name, |fresh: &mut Bucket| {
+                status_of(fresh.status.get_or_insert_default())
+            })
+            .await?;
+        }
+        Ok(Action::requeue(self.poll))
+    }
+
+    /// The Bucket is being deleted: remove its stored bucket (idempotent: gone already is fine).
+    fn cleanup(&self, bucket: &Bucket) -> Result<Action, BucketError> {
+        let (namespace, name, uid) = identity(bucket)?;
+        let deleted = self.store.delete(&stored_name(namespace, name), uid);
+        tracing::info!(namespace, name, deleted, "stored bucket deleted");
+        Ok(Action::await_change())
+    }
+}
+
+/// The bucket's name in the store, which is one namespace for the whole cluster.
+pub fn stored_name(namespace: &str, name: &str) -> String {
+    format!("{namespace}.{name}")
+}
+
+fn identity(bucket: &Bucket) -> Result<(&str, &str, &str), BucketError> {
+    let meta = &bucket.metadata;
+    match (&meta.namespace, &meta.name, &meta.uid) {
+        (Some(namespace), Some(name), Some(uid)) => Ok((namespace, name, uid)),
+        _ => Err(BucketError::Incomplete),
+    }
+}
