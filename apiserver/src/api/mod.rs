@@ -621,6 +621,14 @@ impl Api {
         let metadata = meta::metadata_mut(&mut object);
         if !already_deleting {
             metadata.insert("deletionTimestamp".into(), meta::now().into());
+            // As kube-apiserver does when it marks an object for deletion: an object with a
+            // generation gets the next one, so that a controller filtering on generation changes
+            // hears that its deletion began.
+            if let Some(generation) = metadata.get("generation").and_then(Value::as_i64) {
+                if generation > 0 {
+                    metadata.insert("generation".into(), (generation + 1).into());
+                }
+            }
         }
         let grace_value = if graceful { grace } else { 0 };
         metadata.insert("deletionGracePeriodSeconds".into(), grace_value.into());

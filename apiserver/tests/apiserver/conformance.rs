@@ -861,7 +861,33 @@ async fn deletion(t: &Target, ns: &str) -> Value {
         )
         .await;
     let left = t.call(Method::GET, &cms, None).await;
+    // Marking an object that has a generation for deletion bumps its generation (so a controller
+    // filtering on generation changes hears that its deletion began).
+    let rss = format!("/apis/apps/v1/namespaces/{ns}/replicasets");
+    let mut held_rs = replica_set("held", 0);
+    held_rs["metadata"]["finalizers"] = json!(["example.com/hold"]);
+    let rs_created = t.call(Method::POST, &rss, Some(held_rs)).await;
+    let rs_marked = t.call(Method::DELETE, &format!("{rss}/held"), None).await;
+    let rs_marked_again = t.call(Method::DELETE, &format!("{rss}/held"), None).await;
+    t.call(
+        Method::PATCH,
+        &format!("{rss}/held"),
+        Some(json!({"metadata": {"finalizers": null}})),
+    )
+    .await;
+    let generation = |r: &Seen| r.body["metadata"]["generation"].as_i64();
+    assert_eq!(
+        (
+            generation(&rs_created),
+            generation(&rs_marked),
+            generation(&rs_marked_again)
+        ),
+        (Some(1), Some(2), Some(2)),
+        "{}: marking for deletion bumps the generation once",
+        t.name
+    );
     json!({
+        "generationOnDelete": [generation(&rs_created), generation(&rs_marked), generation(&rs_marked_again)],
         "dryRun": [dry_body.code, dry_body.body["kind"], dry_query.code, dry_bad.code, dry_bad.reason(),
                    after_dry.code],
         "dryHeld": [dry_held.code, dry_held.body["kind"], dry_held.body["metadata"]["deletionTimestamp"].is_string(),
