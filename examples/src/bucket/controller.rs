@@ -2,7 +2,7 @@
 //! that says where to reach it equal to each Bucket's spec and its namespace's region label.
 //!
 //! ```text
-//!  Bucket (primary)    ── spec changed, or deletion started ──┐
+//!  Bucket (primary)    ── generation changed (spec, deletion) ─┐
 //!  ConfigMap (owned)   ── any real change (the default) ──────┼─▶ queue ─▶ reconcile(bucket, ctx)
 //!  Namespace (cluster) ── labels changed ─▶ its Buckets' keys ┘       ▲         │
 //!                                                                     │         ▼
@@ -76,11 +76,8 @@ pub async fn run(
     let controller = Controller::<Bucket>::new(client, Scope::all());
     let buckets = controller.primary_informer().lister();
     // The primary's filter drops our own status and finalizer writes (no new generation), but
-    // not the start of a deletion: kube-apiserver bumps the generation then, the embedded server
-    // does not, and the finalizer's cleanup must run on both.
-    let deletion_started = Filter::on_update(|old, new| {
-        old.deletion_timestamp.is_none() && new.deletion_timestamp.is_some()
-    });
+    // not the start of a deletion: the server bumps the generation then, so the finalizer's
+    // cleanup runs.
     controller
         .owns::<ConfigMap>(Scope::all())
         .watches::<Namespace>(Scope::all(), move |namespace| {
@@ -88,7 +85,7 @@ pub async fn run(
             let in_it = buckets.namespace(name).list(&LabelSelector::everything());
             in_it.iter().map(|b| ObjectKey::of(b.as_ref())).collect()
         })
-        .filter(Filter::generation_changed().or(deletion_started))
+        .filter(Filter::generation_changed())
         .filter_for::<Namespace>(Filter::labels_changed())
         .run(reconciler, shutdown)
         .await
