@@ -48,79 +48,100 @@ use std::sync::{Arc, OnceLock};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::{ClusterResourceScope, NamespaceResourceScope};
 
-use super::consistency::Writes;
+use super::consistency::{ConsistencyStore, Writes};
 use super::read_your_writes::{DEFAULT_MAX_WAIT, ReadError};
 use ferrokube_client::api::{Api, ApiResource, DynamicObject, Object};
 use ferrokube_client::client::Client;
 use ferrokube_informer::{
     LabelSelector, ObjectKey, Scope, SharedIndexInformer, SharedInformerFactory,
 };
+use ferrokube_workqueue::WorkQueue;
 
 /// Labels a new child for the member of a sharded controller; see [`Context::mark_child`].
 pub(crate) type MarkChild = Arc<dyn Fn(&mut ObjectMeta) + Send + Sync>;
+
+/// What every context of one controller shares: made once when the controller runs, so that a
+/// reconcile's context costs one reference count and the key (the workers' hot path).
+pub(crate) struct Shared {
+    /// The controller's client, as given (not observed).
+    pub(crate) client: Client,
+    pub(crate) consistency: ConsistencyStore,
+    /// `Some` for a sharded controller.
+    pub(crate) mark: Option<MarkChild>,
+    /// Where [`Context::cache`] finds the controller's informers.
+    pub(crate) factory: Option<Arc<SharedInformerFactory<Client>>>,
+    /// The controller's queue, asked for a key's retries when [`Context::retries`] is called.
+    pub(crate) queue: Option<WorkQueue<ObjectKey>>,
+}
 
 /// What a reconcile gets besides the object: see the [module docs](self).
 #[derive(Clone)]
 pub struct Context {
     key: ObjectKey,
-    retries: usize,
-    /// The controller's client, as given (not observed).
-    base: Client,
-    /// `base` with this key's [`Writes`] as a write observer, made on first use (a reconcile that
-    /// does not write costs no allocation). Invariant: every `Client` and `Api` this context
-    /// hands out is this one, or built on it.
+    shared: Arc<Shared>,
+    /// The retries, when given ([`for_key`](Self::for_key)); `None`: asked of the queue.
+    retries: Option<usize>,
+    /// The shared client with this key's [`Writes`] as a write observer, made on first use (a
+    /// reconcile that does not write costs no allocation). Invariant: every `Client` and `Api`
+    /// this context hands out is this one, or built on it.
     client: OnceLock<Client>,
-    writes: Writes,
-    /// `Some` for a sharded controller.
-    mark: Option<MarkChild>,
-    /// Where [`cache`](Self::cache) finds the controller's informers.
-    factory: Option<Arc<SharedInformerFactory<Client>>>,
 }
 
 impl std::fmt::Debug for Context {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Context")
             .field("key", &self.key)
-            .field("retries", &self.retries)
-            .field("client", &self.base)
-            .field("sharded", &self.mark.is_some())
+            .field("retries", &self.retries())
+            .field("client", &self.shared.client)
+            .field("sharded", &self.shared.mark.is_some())
             .finish()
     }
 }
 
 impl Context {
-    /// The context of one reconcile of `key`: `client` observed by `writes`.
-    pub(crate) fn new(
-        key: ObjectKey,
-        retries: usize,
-        client: &Client,
-        writes: Writes,
-        mark: Option<MarkChild>,
-        factory: Option<Arc<SharedInformerFactory<Client>>>,
-    ) -> Context {
+    /// The context of one reconcile of `key` in a running controller.
+    pub(crate) fn new(key: ObjectKey, shared: Arc<Shared>) -> Context {
         Context {
             key,
-            retries,
-            base: client.clone(),
+            shared,
+            retries: None,
             client: OnceLock::new(),
-            writes,
-            mark,
-            factory,
         }
     }
 
-    /// A context for `key` outside a running controller, whose writes are recorded in `writes`
-    /// (made by [`ConsistencyStore::writes`](super::ConsistencyStore::writes)): to call a
+    /// A context for `writes`' key outside a running controller, whose writes are recorded in
+    /// `writes` (made by [`ConsistencyStore::writes`](super::ConsistencyStore::writes)): to call a
     /// reconciler from a test, or from a runner of your own.
     pub fn for_key(client: &Client, writes: Writes, retries: usize) -> Context {
-        Context::new(writes.key().clone(), retries, client, writes, None, None)
+        let shared = Shared {
+            client: client.clone(),
+            consistency: writes.store().clone(),
+            mark: None,
+            factory: None,
+            queue: None,
+        };
+        Context {
+            key: writes.key().clone(),
+            shared: Arc::new(shared),
+            retries: Some(retries),
+            client: OnceLock::new(),
+        }
     }
 
     /// This context, with [`cache`](Self::cache) reading from `factory`'s informers (a context
     /// made by [`for_key`](Self::for_key) has none; a running controller's has its own).
-    pub fn with_factory(mut self, factory: Arc<SharedInformerFactory<Client>>) -> Context {
-        self.factory = Some(factory);
-        self
+    pub fn with_factory(self, factory: Arc<SharedInformerFactory<Client>>) -> Context {
+        let shared = Shared {
+            client: self.shared.client.clone(),
+            consistency: self.shared.consistency.clone(),
+            mark: self.shared.mark.clone(),
+            factory: Some(factory),
+            queue: self.shared.queue.clone(),
+        };
+        Context {
+            shared: Arc::new(shared),
+            ..self
+        }
     }
 
     /// Cached reads of the `O`s in `scope`, from the controller's informer of them, that first
@@ -133,6 +154,7 @@ impl Context {
     ) -> Result<CachedReads<O>, ReadError> {
         let not_running = |informer: String| ReadError::NotRunning { informer };
         let factory = self
+            .shared
             .factory
             .as_ref()
             .ok_or_else(|| not_running(format!("{} (this context has no factory)", O::KIND)))?;
@@ -143,7 +165,7 @@ impl Context {
         Ok(CachedReads {
             informer,
             key: self.key.clone(),
-            writes: self.writes.clone(),
+            writes: self.writes(),
             max_wait: DEFAULT_MAX_WAIT,
         })
     }
@@ -156,19 +178,24 @@ impl Context {
     /// How many times in a row the reconcile of this key has failed before this call (0 on the
     /// first try, and after a success).
     pub fn retries(&self) -> usize {
-        self.retries
+        match (self.retries, &self.shared.queue) {
+            (Some(retries), _) => retries,
+            (None, Some(queue)) => queue.num_requeues(&self.key),
+            (None, None) => 0,
+        }
     }
 
     /// The controller's client, whose writes are recorded for this key (through any `Api` built
     /// on it). Reads through it go to the server.
     pub fn client(&self) -> &Client {
-        self.client.get_or_init(|| self.writes.client(&self.base))
+        self.client
+            .get_or_init(|| self.writes().client(&self.shared.client))
     }
 
     /// The recorder of this key's writes: for a write made some other way
     /// ([`Writes::wrote`]).
-    pub fn writes(&self) -> &Writes {
-        &self.writes
+    pub fn writes(&self) -> Writes {
+        self.shared.consistency.writes(self.key.clone())
     }
 
     /// `O` across all namespaces (list, watch), or `O` if it is cluster-scoped; writes recorded.
@@ -223,7 +250,7 @@ impl Context {
     /// nothing for a controller that is not sharded. Call it on every new child (with
     /// [`set_controller_reference`](super::owner::set_controller_reference)).
     pub fn mark_child(&self, meta: &mut ObjectMeta) {
-        if let Some(mark) = &self.mark {
+        if let Some(mark) = &self.shared.mark {
             mark(meta);
         }
     }

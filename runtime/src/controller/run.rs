@@ -28,7 +28,7 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use super::builder::{Controller, ControllerError, FactorySource};
-use super::context::MarkChild;
+use super::context::{MarkChild, Shared as ContextShared};
 use super::reconciler::Reconciler;
 use super::source::{self, Enqueue, Tombstones};
 use super::wiring::{Attached, KeyStream, Wiring, attach};
@@ -127,12 +127,16 @@ where
             .as_ref()
             .map(|m| m.for_controller(&controller.name)),
         consistency: controller.consistency.clone(),
-        client: controller
-            .client
-            .clone()
-            .unwrap_or_else(|| factory.source().clone()),
-        mark_child: mark_child(&controller),
-        factory: factory.clone(),
+        context: Arc::new(ContextShared {
+            client: controller
+                .client
+                .clone()
+                .unwrap_or_else(|| factory.source().clone()),
+            consistency: controller.consistency.clone(),
+            mark: mark_child(&controller),
+            factory: Some(factory.clone()),
+            queue: Some(queue.clone()),
+        }),
         stale_requeue: controller.stale_requeue,
         #[cfg(feature = "shard")]
         shard: shard_gate.clone(),

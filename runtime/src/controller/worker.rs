@@ -31,7 +31,7 @@ use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ferrokube_informer::{Lister, ObjectKey, SharedInformerFactory};
+use ferrokube_informer::{Lister, ObjectKey};
 use ferrokube_workqueue::WorkQueue;
 use futures_util::FutureExt;
 use tokio::sync::watch;
@@ -39,13 +39,12 @@ use tracing::Instrument;
 
 use super::action::{Action, Next};
 use super::consistency::{ConsistencyStore, StaleCache};
-use super::context::{Context, MarkChild};
+use super::context::{Context, Shared as ContextShared};
 use super::metrics::{ControllerMetrics, Outcome};
 use super::reconciler::Reconciler;
 use super::source::Tombstones;
 #[cfg(feature = "shard")]
 use crate::shard::{ShardError, ShardGate, Turn};
-use ferrokube_client::Client;
 use ferrokube_client::api::Object;
 use ferrokube_core::pipeline_event;
 
@@ -58,12 +57,9 @@ pub(crate) struct Workers<K, R> {
     pub(crate) reconciler: R,
     pub(crate) metrics: Option<ControllerMetrics>,
     pub(crate) consistency: ConsistencyStore,
-    /// What each reconcile's [`Context`] writes with (observed, per key, by `consistency`).
-    pub(crate) client: Client,
-    /// Set when the controller is sharded: labels a new child for this member.
-    pub(crate) mark_child: Option<MarkChild>,
-    /// The controller's informers, for the context's cached reads.
-    pub(crate) factory: Arc<SharedInformerFactory<Client>>,
+    /// What every reconcile's [`Context`] shares: the client it writes with (observed, per key,
+    /// by `consistency`), the factory, the queue.
+    pub(crate) context: Arc<ContextShared>,
     pub(crate) stale_requeue: Duration,
     /// Set when the controller is sharded: asked before each reconcile (see `crate::shard::gate`).
     #[cfg(feature = "shard")]
@@ -258,14 +254,7 @@ impl<K: Object, R: Reconciler<K>> Workers<K, R> {
 
     /// The context of a reconcile (or deletion hook) of `key`: its writes are recorded for it.
     fn context(&self, key: &ObjectKey) -> Context {
-        Context::new(
-            key.clone(),
-            self.queue.num_requeues(key),
-            &self.client,
-            self.consistency.writes(key.clone()),
-            self.mark_child.clone(),
-            Some(self.factory.clone()),
-        )
+        Context::new(key.clone(), self.context.clone())
     }
 
     /// A key whose caches were stale: counted, and back after `stale_requeue` (or an event).
