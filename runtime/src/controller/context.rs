@@ -61,7 +61,9 @@ use ferrokube_workqueue::WorkQueue;
 pub(crate) type MarkChild = Arc<dyn Fn(&mut ObjectMeta) + Send + Sync>;
 
 /// What every context of one controller shares: made once when the controller runs, so that a
-/// reconcile's context costs one reference count and the key (the workers' hot path).
+/// reconcile's context costs one reference count and the key (the workers' hot path). Each
+/// worker holds a copy of its own.
+#[derive(Clone)]
 pub(crate) struct Shared {
     /// The controller's client, as given (not observed).
     pub(crate) client: Client,

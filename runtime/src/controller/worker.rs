@@ -105,6 +105,9 @@ impl<K: Object, R: Reconciler<K>> Workers<K, R> {
     /// reconcile in flight finishes and no new key is taken).
     /// `worker` numbers it among the controller's workers (from 0), for the pipeline's events.
     pub(crate) async fn work(self: Arc<Self>, worker: usize, mut stop: watch::Receiver<bool>) {
+        // This worker's own copy of what contexts share: each reconcile's context takes a
+        // reference to it, and a count no other worker touches stays in this core's cache.
+        let shared = Arc::new(ContextShared::clone(&self.context));
         loop {
             let key = tokio::select! {
                 biased;
@@ -112,7 +115,7 @@ impl<K: Object, R: Reconciler<K>> Workers<K, R> {
                 key = self.queue.get() => key,
             };
             let Some(key) = key else { return };
-            self.process(key, worker).await;
+            self.process(key, worker, &shared).await;
             // A busy queue hands out keys without ever being Pending, and a reconcile that does
             // no I/O never is either: without this, workers would keep the runtime's threads to
             // themselves and starve the informers (and everything else) while keys keep coming.
@@ -121,7 +124,7 @@ impl<K: Object, R: Reconciler<K>> Workers<K, R> {
         }
     }
 
-    async fn process(&self, key: ObjectKey, worker: usize) {
+    async fn process(&self, key: ObjectKey, worker: usize, shared: &Arc<ContextShared>) {
         let mut in_flight = InFlight {
             queue: &self.queue,
             key: &key,
@@ -133,7 +136,7 @@ impl<K: Object, R: Reconciler<K>> Workers<K, R> {
         let started = Instant::now();
         let span = tracing::info_span!("reconcile", controller = %self.name, key = %key);
         pipeline_event!(stage = "reconcile", op = "start", instance = %self.name, key = %key, state = "running", worker = worker as u64);
-        let result = AssertUnwindSafe(self.run_reconciler(&key))
+        let result = AssertUnwindSafe(self.run_reconciler(&key, shared))
             .catch_unwind()
             .instrument(span)
             .await;
@@ -199,7 +202,11 @@ impl<K: Object, R: Reconciler<K>> Workers<K, R> {
 
     /// The deletions recorded under `key`, then (if the caches show the key's own writes) the
     /// object under it, if any.
-    async fn run_reconciler(&self, key: &ObjectKey) -> Result<Ran, R::Error> {
+    async fn run_reconciler(
+        &self,
+        key: &ObjectKey,
+        shared: &Arc<ContextShared>,
+    ) -> Result<Ran, R::Error> {
         let mut gone = Unfinished {
             tombstones: &self.tombstones,
             key,
@@ -214,7 +221,9 @@ impl<K: Object, R: Reconciler<K>> Workers<K, R> {
             // On an error, a panic (caught in `work`) or a cancelled reconcile, `gone` puts
             // this deletion and the ones after it back when it is dropped: the retry of the key
             // calls the hook again, and no deletion is lost.
-            self.reconciler.deleted(deleted, self.context(key)).await?;
+            self.reconciler
+                .deleted(deleted, Context::new(key.clone(), shared.clone()))
+                .await?;
             gone.pending.remove(0);
         }
         drop(gone);
@@ -239,7 +248,9 @@ impl<K: Object, R: Reconciler<K>> Workers<K, R> {
                         }
                     }
                 }
-                self.reconciler.reconcile(object, self.context(key)).await?
+                self.reconciler
+                    .reconcile(object, Context::new(key.clone(), shared.clone()))
+                    .await?
             }
             None => {
                 #[cfg(feature = "shard")]
@@ -250,11 +261,6 @@ impl<K: Object, R: Reconciler<K>> Workers<K, R> {
             }
         };
         Ok(Ran::Reconciled(action))
-    }
-
-    /// The context of a reconcile (or deletion hook) of `key`: its writes are recorded for it.
-    fn context(&self, key: &ObjectKey) -> Context {
-        Context::new(key.clone(), self.context.clone())
     }
 
     /// A key whose caches were stale: counted, and back after `stale_requeue` (or an event).
