@@ -324,7 +324,7 @@ embedded() {
   export KUBECONFIG=$out_dir/embedded.kubeconfig
   rm -f "$KUBECONFIG"
   trap stop_started EXIT
-  "$repo/target/release/ferrokube-apiserver" --port "$port" --kubelet --kubeconfig "$KUBECONFIG" \
+  "${CARGO_TARGET_DIR:-$repo/target}/release/ferrokube-apiserver" --port "$port" --kubelet --kubeconfig "$KUBECONFIG" \
     >"$out_dir/embedded-apiserver.log" 2>&1 &
   started_pids+=($!)
   for _ in $(seq 1 100); do [ -s "$KUBECONFIG" ] && break; sleep 0.1; done
