@@ -55,12 +55,7 @@ struct Cli {
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    ferrokube_examples::shared::logging::to_stderr("warn");
     let mut options = story::StoryOptions::default();
     if let Some(seed) = cli.seed {
         options.seed = seed;
