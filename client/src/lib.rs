@@ -10,8 +10,7 @@
 //! | [`config`] | [`Config`]: a kubeconfig (merged like kubectl), in-cluster, credentials that rotate (exec plugins, token files) | `tools/clientcmd`, `rest.Config` |
 //! | [`client`] | [`Client`]: pooled HTTP/1.1 (or, opted into, HTTP/2) connections, rate limit, retries, deadlines on every wait | `rest.RESTClient` |
 //! | [`api`] | [`Api`]: the verbs on one resource, typed (`Api<Pod>`) or dynamic (`Api<DynamicObject>`) | clientset, `dynamic` |
-//! | [`resource`] | [`ApiResource`]: where a kind is served (group, version, plural, scope) | `schema.GroupVersionResource` |
-//! | [`watch`] | watch streams: one HTTP watch decoded line by line into events | `watch` |
+//! //! | [`watch`] | watch streams: one HTTP watch decoded line by line into events | `watch` |
 //! | [`watcher`] | [`ResumingWatcher`](watcher::ResumingWatcher): watches strung together from the last resourceVersion, saying when to relist | `RetryWatcher` |
 //! | [`error`] | [`Error`]: the server's `Status` as a typed error (`is_conflict()`, `is_gone()`, …) and what broke on the way | `api/errors` |
 //! | [`list_watch`] | [`ListWatch`]: an `Api<K>` as the informer's `ListerWatcher`, a `Client` as a factory's source | `cache.ListWatch`, `NewListWatchFromClient` |
@@ -47,13 +46,12 @@ pub mod config;
 pub mod crd;
 pub mod error;
 pub mod list_watch;
-pub mod resource;
 pub mod watch;
 pub mod watcher;
 pub mod write_gate;
 pub mod write_observer;
 
-pub use api::{Api, ApiResource, DynamicObject, Object};
+pub use api::{Api, ApiResource, DynamicObject, Kind, Object};
 pub use client::Client;
 pub use config::Config;
 pub use error::Error;

@@ -19,7 +19,7 @@ use ferrokube_informer::{
 use futures_util::StreamExt;
 use std::sync::Arc;
 
-use crate::api::{Api, ListParams, Object, VersionMatch, WatchParams};
+use crate::api::{Api, Kind, ListParams, Object, VersionMatch, WatchParams};
 use crate::client::Client;
 use crate::error::Error;
 use crate::watch::WatchEvent;
@@ -34,12 +34,13 @@ pub struct ListWatch<K> {
     field_selector: Option<String>,
 }
 
-impl<K: Object + k8s_openapi::Resource> ListWatch<K> {
-    /// The objects of `scope`, through `client`: `Api::all` narrowed to the scope's namespace
-    /// (ignored for a cluster-scoped kind), with its label and field selectors. The one
-    /// translation of a [`Scope`] into a list and watch.
-    pub fn scoped(client: Client, scope: &Scope) -> ListWatch<K> {
-        let mut api = Api::<K>::all(client);
+impl<K: Kind> ListWatch<K> {
+    /// The objects of `scope`, through `client`: [`Api::all_with`] (of the kind `dynamic` names:
+    /// `&()` for a typed kind) narrowed to the scope's namespace (ignored for a cluster-scoped
+    /// kind), with its label and field selectors. The one translation of a [`Scope`] into a list
+    /// and watch.
+    pub fn scoped(client: Client, dynamic: &K::DynamicType, scope: &Scope) -> ListWatch<K> {
+        let mut api = Api::<K>::all_with(client, dynamic);
         if let Some(namespace) = &scope.namespace {
             api = api.in_namespace(namespace);
         }
@@ -189,9 +190,9 @@ pub fn classify(error: Error) -> ListWatchError {
 /// A factory's informers list and watch through this client: `Api::all` for `Scope::all()`
 /// (and for cluster-scoped types), `Api::namespaced` otherwise.
 impl ListerWatcherSource for Client {
-    type ListerWatcher<K: Object + k8s_openapi::Resource> = ListWatch<K>;
+    type ListerWatcher<K: Kind> = ListWatch<K>;
 
-    fn lister_watcher<K: Object + k8s_openapi::Resource>(&self, scope: &Scope) -> ListWatch<K> {
-        ListWatch::scoped(self.clone(), scope)
+    fn lister_watcher<K: Kind>(&self, dynamic: &K::DynamicType, scope: &Scope) -> ListWatch<K> {
+        ListWatch::scoped(self.clone(), dynamic, scope)
     }
 }

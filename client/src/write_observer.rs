@@ -44,7 +44,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use ferrokube_core::ObjectKey;
 
-use crate::resource::ApiResource;
+use ferrokube_core::ApiResource;
 
 /// Hears of every write a client handle committed. See the [module docs](self).
 pub trait WriteObserver: Send + Sync + 'static {

@@ -7,6 +7,7 @@
 //! | module | holds | client-go / apimachinery counterpart |
 //! |---|---|---|
 //! | [`object`] | [`Object`] (what we need of an object: its metadata), [`ObjectKey`] (`namespace/name`), [`drop_managed_fields`] | `metav1.Object`, `cache.MetaNamespaceKeyFunc` |
+//! | [`kind`] | [`Kind`]: what it takes to know a type's kind (nothing for typed kinds, an [`ApiResource`] for dynamic objects); [`ApiResource`]: where a kind is served | `schema.GroupVersionResource`, kube-rs's `Resource::DynamicType` |
 //! | [`labels`] | [`LabelSelector`]: the grammar (`app=web,tier in (a,b),!canary`), a workload's `spec.selector`, matching | `labels.Selector` |
 //! | [`fields`] | [`FieldSelector`]: the grammar (`metadata.name=web,status.phase!=Running`) and matching | `fields.Selector` |
 //! | [`scope`] | [`Scope`] (namespace, label selector, field selector of a list or watch) and [`ScopeMatcher`] | the options of `NewFilteredSharedInformerFactory` |
@@ -58,6 +59,7 @@
 pub mod backoff;
 pub mod fields;
 pub mod id;
+pub mod kind;
 pub mod labels;
 pub mod object;
 pub mod pipeline;
@@ -66,6 +68,7 @@ pub mod time;
 
 pub use backoff::Backoff;
 pub use fields::{FieldSelector, FieldSelectorError};
+pub use kind::{ApiResource, Kind};
 pub use labels::{LabelSelector, SelectorError};
 pub use object::{Object, ObjectKey, drop_managed_fields};
 pub use scope::{Scope, ScopeMatcher};

@@ -8,6 +8,11 @@
 //!
 //! The factory builds lister-watchers through a [`ListerWatcherSource`]; `ferrokube::Client`
 //! is one (each informer lists and watches through the client's `Api<K>`).
+//!
+//! An informer is found again by its Rust type, its scope and, for a type that holds objects of
+//! any kind (`DynamicObject`), the kind it was made for (its [`Kind::DynamicType`]): two
+//! `DynamicObject` informers of different custom resources are two informers. For the typed kinds
+//! that last part is `()`, and [`informer`](SharedInformerFactory::informer) leaves it out.
 
 use std::any::{Any, TypeId};
 use std::collections::HashMap;
@@ -21,14 +26,17 @@ pub use ferrokube_core::scope::{Scope, ScopeMatcher};
 
 use crate::lister_watcher::ListerWatcher;
 use crate::metrics::InformerMetrics;
-use crate::object::Object;
 use crate::shared_informer::{InformerBuilder, SharedIndexInformer, StartError};
+use ferrokube_core::Kind;
 
 /// Makes a [`ListerWatcher`] for any built-in type and a scope.
 pub trait ListerWatcherSource: Send + Sync + 'static {
-    type ListerWatcher<K: Object + k8s_openapi::Resource>: ListerWatcher<K>;
-    fn lister_watcher<K: Object + k8s_openapi::Resource>(
+    type ListerWatcher<K: Kind>: ListerWatcher<K>;
+    /// The lister-watcher of the `K`s in `scope`, of the kind `dynamic` names (`&()` for a typed
+    /// kind).
+    fn lister_watcher<K: Kind>(
         &self,
+        dynamic: &K::DynamicType,
         scope: &Scope,
     ) -> Self::ListerWatcher<K>;
 }
@@ -43,7 +51,7 @@ trait Control: Send + Sync {
     fn as_any(&self) -> &dyn Any;
 }
 
-impl<K: Object> Control for SharedIndexInformer<K> {
+impl<K: Kind> Control for SharedIndexInformer<K> {
     fn start(&self) -> Result<(), StartError> {
         SharedIndexInformer::start(self)
     }
@@ -61,10 +69,19 @@ impl<K: Object> Control for SharedIndexInformer<K> {
 
 type MetricsFor = Arc<dyn Fn(&str) -> Arc<dyn InformerMetrics> + Send + Sync>;
 
+/// One informer the factory made, and the kind it was made for (a `K::DynamicType`).
+struct Made {
+    dynamic: Box<dyn Any + Send + Sync>,
+    informer: Arc<dyn Control>,
+}
+
 /// See the [module docs](self).
 pub struct SharedInformerFactory<S> {
     source: S,
-    informers: Mutex<HashMap<(TypeId, Scope), Arc<dyn Control>>>,
+    /// Per Rust type and scope, the informers made, one per kind (exactly one for a typed kind:
+    /// its kind is `()`). A lookup compares the kinds by `==` after a downcast, so it allocates
+    /// nothing.
+    informers: Mutex<HashMap<(TypeId, Scope), Vec<Made>>>,
     metrics: Option<MetricsFor>,
 }
 
@@ -92,48 +109,78 @@ impl<S: ListerWatcherSource> SharedInformerFactory<S> {
         self
     }
 
-    /// The informer of `K` over `scope`, created with default options on first use.
-    pub fn informer<K: Object + k8s_openapi::Resource>(
-        &self,
-        scope: &Scope,
-    ) -> SharedIndexInformer<K> {
-        self.informer_with(scope, |builder| builder)
+    /// The informer of the typed kind `K` over `scope`, created with default options on first use.
+    pub fn informer<K: Kind<DynamicType = ()>>(&self, scope: &Scope) -> SharedIndexInformer<K> {
+        self.informer_for::<K>(&(), scope, |builder| builder)
     }
 
     /// Like [`informer`](Self::informer); when the informer does not exist yet, `configure` sets
     /// its options (transform, indexers, reflector settings). Later calls get the existing one.
-    pub fn informer_with<K: Object + k8s_openapi::Resource>(
+    pub fn informer_with<K: Kind<DynamicType = ()>>(
         &self,
         scope: &Scope,
         configure: impl FnOnce(
             InformerBuilder<K, S::ListerWatcher<K>>,
         ) -> InformerBuilder<K, S::ListerWatcher<K>>,
     ) -> SharedIndexInformer<K> {
-        let id = (TypeId::of::<K>(), scope.clone());
+        self.informer_for::<K>(&(), scope, configure)
+    }
+
+    /// The informer of the `K`s of the kind `dynamic` names over `scope` (for a `DynamicObject`
+    /// informer, the custom resource's `ApiResource`), configured by `configure` when it is
+    /// created now. [`informer`](Self::informer) and [`informer_with`](Self::informer_with) are
+    /// this with `&()`, for typed kinds.
+    pub fn informer_for<K: Kind>(
+        &self,
+        dynamic: &K::DynamicType,
+        scope: &Scope,
+        configure: impl FnOnce(
+            InformerBuilder<K, S::ListerWatcher<K>>,
+        ) -> InformerBuilder<K, S::ListerWatcher<K>>,
+    ) -> SharedIndexInformer<K> {
         let mut informers = self.informers.lock();
-        if let Some(existing) = informers.get(&id) {
-            if let Some(informer) = existing.as_any().downcast_ref::<SharedIndexInformer<K>>() {
-                return informer.clone();
+        let made = informers
+            .entry((TypeId::of::<K>(), scope.clone()))
+            .or_default();
+        let existing = made.iter().find_map(|made| {
+            let same_kind = made
+                .dynamic
+                .downcast_ref::<K::DynamicType>()
+                .is_some_and(|kind| kind == dynamic);
+            if same_kind {
+                made.informer
+                    .as_any()
+                    .downcast_ref::<SharedIndexInformer<K>>()
+            } else {
+                None
             }
+        });
+        if let Some(informer) = existing {
+            return informer.clone();
         }
+        let plural = K::api_resource(dynamic).plural;
         let name = match &scope.namespace {
-            Some(ns) => format!("{}/{}", K::URL_PATH_SEGMENT, ns),
-            None => K::URL_PATH_SEGMENT.to_string(),
+            Some(ns) => format!("{plural}/{ns}"),
+            None => plural,
         };
         let mut builder =
-            SharedIndexInformer::builder(self.source.lister_watcher::<K>(scope)).name(&name);
+            SharedIndexInformer::builder(self.source.lister_watcher::<K>(dynamic, scope))
+                .name(&name);
         if let Some(metrics) = &self.metrics {
             builder = builder.metrics(metrics(&name));
         }
         let informer = configure(builder).build();
-        informers.insert(id, Arc::new(informer.clone()));
+        made.push(Made {
+            dynamic: Box::new(dynamic.clone()),
+            informer: Arc::new(informer.clone()),
+        });
         informer
     }
 
     /// Starts every informer not yet started.
     pub fn start(&self) -> Result<(), StartError> {
-        for informer in self.informers.lock().values() {
-            informer.start()?;
+        for made in self.informers.lock().values().flatten() {
+            made.informer.start()?;
         }
         Ok(())
     }
@@ -144,7 +191,8 @@ impl<S: ListerWatcherSource> SharedInformerFactory<S> {
             .informers
             .lock()
             .values()
-            .map(|informer| informer.wait_for_cache_sync())
+            .flatten()
+            .map(|made| made.informer.wait_for_cache_sync())
             .collect();
         let mut all = true;
         for wait in waits {
@@ -155,8 +203,8 @@ impl<S: ListerWatcherSource> SharedInformerFactory<S> {
 
     /// Stops every informer.
     pub fn shutdown(&self) {
-        for informer in self.informers.lock().values() {
-            informer.stop();
+        for made in self.informers.lock().values().flatten() {
+            made.informer.stop();
         }
     }
 }

@@ -109,6 +109,7 @@ pub use compact::{Compact, CompactError};
 pub use delta::{DeletedObject, Delta};
 pub use delta_fifo::{Changes, DeltaFifo, Popped};
 pub use factory::{ListerWatcherSource, Scope, ScopeMatcher, SharedInformerFactory};
+pub use ferrokube_core::{ApiResource, Kind};
 pub use freshness::StoreRevision;
 pub use handler::{Delivery, EventHandler, HandlerFns, HandlerOptions, HandlerRegistration};
 pub use index::{IndexFn, Indexers, NAMESPACE_INDEX};

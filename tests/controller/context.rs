@@ -20,17 +20,17 @@ use ferrokube::controller::claim::Claimer;
 use ferrokube::controller::conditions::update_status;
 use ferrokube::controller::finalizer::{add_finalizer, finalize, remove_finalizer};
 use ferrokube::controller::owner::create_or_update;
-use ferrokube::controller::{ConsistencyStore, Context};
+use ferrokube::controller::{ConsistencyStore, Context, EventRecorder, EventType};
 use ferrokube::informer::{LabelSelector, ObjectKey, Scope, SharedInformerFactory};
 use ferrokube::{Api, Client};
 use k8s_openapi::api::apps::v1::ReplicaSet;
-use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use k8s_openapi::api::core::v1::{ConfigMap, Event, Pod};
 use serde_json::json;
 
 const NS: &str = "default";
 
 /// A server, a client, and a consistency store tracking synced informers of ConfigMaps, Pods and
-/// ReplicaSets in [`NS`], whose caches hold the ConfigMaps named `cached`. Watches are delayed
+/// ReplicaSets and Events in [`NS`], whose caches hold the ConfigMaps named `cached`. Watches are delayed
 /// afterwards, so the caches stay where they are.
 struct Setup {
     _server: RunningServer,
@@ -54,6 +54,7 @@ async fn setup(cached: &[&str]) -> Setup {
     store.track(&factory.informer::<ConfigMap>(&scope), &scope);
     store.track(&factory.informer::<Pod>(&scope), &scope);
     store.track(&factory.informer::<ReplicaSet>(&scope), &scope);
+    store.track(&factory.informer::<Event>(&scope), &scope);
     factory.start().expect("informers start");
     factory.wait_for_cache_sync().await;
     server.faults().delay_watches(Duration::from_secs(30));
@@ -281,4 +282,65 @@ async fn context_cached_reads_show_the_reconciles_own_writes() {
     );
     let _ = stop.send(());
     running.await.expect("task").expect("ran");
+}
+
+/// Waits (at most 10 s, polling every 10 ms) until `done` holds.
+async fn until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while !done() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "gave up waiting: {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// The event recorder posts from its own task after the reconcile returned; the post is
+/// recorded for the reconcile's key when it is written. The control: the same event recorded
+/// outside a reconcile holds no key back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn context_records_the_event_recorders_posts() {
+    let setup = setup(&[]).await;
+    let (recorder, post) = EventRecorder::new(setup.client.clone(), "context-test");
+    tokio::spawn(post);
+    let events: Api<Event> = Api::namespaced(setup.client.clone(), NS);
+    let posted = |reason: &'static str| {
+        let events = events.clone();
+        async move {
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+            loop {
+                let list = events.list(&Default::default()).await.expect("events");
+                if list
+                    .items
+                    .iter()
+                    .any(|e| e.reason.as_deref() == Some(reason))
+                {
+                    return;
+                }
+                assert!(
+                    tokio::time::Instant::now() < deadline,
+                    "no {reason} event posted"
+                );
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+    };
+
+    let plain = setup.config_map("plain").await;
+    recorder.record_outside_reconcile(&plain, EventType::Normal, "Outside", "not recorded".into());
+    posted("Outside").await;
+
+    let owner = setup.config_map("owner").await;
+    let ctx = setup.context("owner");
+    recorder.record(&ctx, &owner, EventType::Normal, "Inside", "recorded".into());
+    posted("Inside").await;
+    until("the post is recorded for the key", || {
+        setup.held_back("owner")
+    })
+    .await;
+    assert!(
+        !setup.held_back("plain"),
+        "an event recorded outside a reconcile holds no key back"
+    );
 }

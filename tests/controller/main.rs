@@ -4,6 +4,7 @@
 //! subscriber.)
 
 mod context;
+mod dynamic;
 mod read_your_own_writes;
 mod readme_testing;
 mod runtime;

@@ -7,7 +7,7 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Serialize};
 
-use super::{ApiResource, Object};
+use super::{ApiResource, Kind, Object};
 
 /// An object of any kind: typed metadata, untyped everything else.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -51,6 +51,20 @@ impl Object for DynamicObject {
     }
     fn meta_mut(&mut self) -> &mut ObjectMeta {
         &mut self.metadata
+    }
+}
+
+/// Which kind a `DynamicObject` is depends on where it came from: the [`ApiResource`] given to
+/// its `Api`, informer or controller.
+impl Kind for DynamicObject {
+    type DynamicType = ApiResource;
+
+    fn api_resource(resource: &ApiResource) -> ApiResource {
+        resource.clone()
+    }
+
+    fn api_version_and_kind(&self) -> (&str, &str) {
+        (&self.api_version, &self.kind)
     }
 }
 

@@ -44,10 +44,10 @@ pub use ferrokube_core::Object;
 
 use crate::client::{Call, Client};
 use crate::error::Error;
-pub use crate::resource::ApiResource;
 use crate::watch::WatchStream;
 use crate::write_observer::{DeleteNote, DeleteOutcome, WriteObserver};
 use ferrokube_core::ObjectKey;
+pub use ferrokube_core::{ApiResource, Kind};
 
 /// A page of a list.
 #[derive(Debug, Clone, Deserialize)]
@@ -124,16 +124,6 @@ impl<K: k8s_openapi::Resource> Api<K> {
             kind: PhantomData,
         }
     }
-
-    /// The same resource in `namespace`, ignored for a cluster-scoped kind: for code generic over
-    /// the kind's scope (an informer's list and watch, a controller's children), where
-    /// [`namespaced`](Self::namespaced) would not compile for every `K`.
-    pub fn in_namespace(mut self, namespace: &str) -> Api<K> {
-        if self.resource.namespaced {
-            self.namespace = Some(namespace.to_string());
-        }
-        self
-    }
 }
 
 impl<K: k8s_openapi::Resource<Scope = ClusterResourceScope>> Api<K> {
@@ -162,7 +152,30 @@ impl Api<DynamicObject> {
     }
 }
 
+impl<K: Kind> Api<K> {
+    /// [`Api::all`] for code generic over the kind, typed or not: the kind is named by `dynamic`
+    /// (`&()` for a typed kind, the [`ApiResource`] for a [`DynamicObject`]).
+    pub fn all_with(client: Client, dynamic: &K::DynamicType) -> Api<K> {
+        Api {
+            client,
+            resource: K::api_resource(dynamic),
+            namespace: None,
+            kind: PhantomData,
+        }
+    }
+}
+
 impl<K: Object> Api<K> {
+    /// The same resource in `namespace`, ignored for a cluster-scoped kind: for code generic over
+    /// the kind's scope (an informer's list and watch, a controller's children), where
+    /// [`namespaced`](Self::namespaced) would not compile for every `K`.
+    pub fn in_namespace(mut self, namespace: &str) -> Api<K> {
+        if self.resource.namespaced {
+            self.namespace = Some(namespace.to_string());
+        }
+        self
+    }
+
     pub fn resource(&self) -> &ApiResource {
         &self.resource
     }
@@ -186,11 +199,11 @@ impl<K: Object> Api<K> {
         match &self.namespace {
             Some(ns) => format!(
                 "{}/namespaces/{}/{}",
-                self.resource.prefix(),
+                self.resource.path_prefix(),
                 ns,
                 self.resource.plural
             ),
-            None => format!("{}/{}", self.resource.prefix(), self.resource.plural),
+            None => format!("{}/{}", self.resource.path_prefix(), self.resource.plural),
         }
     }
 
@@ -519,11 +532,11 @@ mod tests {
     fn resources_of_typed_kinds() {
         let pods = ApiResource::of::<Pod>();
         assert_eq!(
-            (pods.prefix(), pods.plural.as_str(), pods.namespaced),
+            (pods.path_prefix(), pods.plural.as_str(), pods.namespaced),
             ("/api/v1".to_string(), "pods", true)
         );
         let rs = ApiResource::of::<ReplicaSet>();
-        assert_eq!(rs.prefix(), "/apis/apps/v1");
+        assert_eq!(rs.path_prefix(), "/apis/apps/v1");
         assert_eq!(rs.api_version(), "apps/v1");
         assert!(!ApiResource::of::<Namespace>().namespaced);
     }

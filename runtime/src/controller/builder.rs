@@ -32,7 +32,6 @@
 //! [`metrics`](Controller::metrics) after the queue or the factory was handed out) is not
 //! ignored: `run` refuses to start with [`ControllerError::Misconfigured`], naming the call.
 
-use std::any::TypeId;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, OnceLock};
@@ -45,13 +44,13 @@ use ferrokube_workqueue::{WorkQueue, default_controller_rate_limiter};
 use futures_util::Stream;
 
 use super::consistency::{ConsistencyStore, DEFAULT_STALE_REQUEUE};
-use super::filter::{Filter, KindFilter};
+use super::filter::{Filter, KindFilter, SourceKind};
 use super::metrics::Metrics;
 use super::source::{self, Enqueue, MapEvent, ObjectEvent};
 use super::wiring::{self, Attach, KeyStream, Wiring};
 #[cfg(feature = "shard")]
 use crate::shard::{DependentKind, Dependents, ShardMember};
-use ferrokube_client::api::Object;
+use ferrokube_client::api::{ApiResource, Kind};
 use ferrokube_client::client::Client;
 
 /// Workers of a controller unless set (controller-runtime's `MaxConcurrentReconciles` default, 1:
@@ -101,14 +100,18 @@ pub(super) enum FactorySource {
 
 /// One source of informer events: its kind (for its filters) and how it attaches at `run`.
 pub(super) struct InformerSource {
-    pub(super) kind: TypeId,
+    pub(super) kind: SourceKind,
     pub(super) attach: Attach,
 }
 
 /// A controller for the primary type `K`, not yet running: it records what it watches and its
 /// options (see the [module docs](self)), and [`run`](Self::run) runs it. Every option has a
 /// default, documented on its setter.
-pub struct Controller<K> {
+pub struct Controller<K: Kind> {
+    /// What names the primary kind at run time (`()` for a typed kind).
+    pub(super) dynamic: K::DynamicType,
+    /// The primary kind: where it is served, and what its children's ownerReferences name.
+    pub(super) resource: ApiResource,
     pub(super) name: String,
     pub(super) factory: FactorySource,
     pub(super) scope: Scope,
@@ -144,17 +147,11 @@ pub struct Controller<K> {
     pub(super) _kind: std::marker::PhantomData<fn() -> K>,
 }
 
-impl<K: Object + k8s_openapi::Resource> Controller<K> {
+impl<K: Kind<DynamicType = ()>> Controller<K> {
     /// A controller for the `K`s in `scope`, with informers of its own (made from `client`,
     /// stopped when it stops). Reconciles write with `client` too.
     pub fn new(client: Client, scope: Scope) -> Controller<K> {
-        Controller::recording(
-            FactorySource::Own {
-                client,
-                made: OnceLock::new(),
-            },
-            scope,
-        )
+        Controller::new_dynamic(client, (), scope)
     }
 
     /// A controller for the `K`s in `scope` whose informers come from `factory`, shared with
@@ -166,12 +163,44 @@ impl<K: Object + k8s_openapi::Resource> Controller<K> {
         factory: Arc<SharedInformerFactory<Client>>,
         scope: Scope,
     ) -> Controller<K> {
-        Controller::recording(FactorySource::Shared(factory), scope)
+        Controller::with_factory_dynamic(factory, (), scope)
+    }
+}
+
+/// Everything else, for any primary kind, typed or known only at run time: a controller of
+/// [`DynamicObject`](ferrokube_client::DynamicObject)s is made with the custom resource's
+/// [`ApiResource`] ([`new_dynamic`](Controller::new_dynamic)). Its sources may be of typed kinds
+/// ([`owns`](Controller::owns), [`watches`](Controller::watches)) or of kinds given at run time
+/// too (the `*_dynamic` sources).
+impl<K: Kind> Controller<K> {
+    /// [`new`](Controller::new) for the `K`s of the kind `dynamic` names (for a `DynamicObject`
+    /// controller, the custom resource's [`ApiResource`]).
+    pub fn new_dynamic(client: Client, dynamic: K::DynamicType, scope: Scope) -> Controller<K> {
+        Controller::recording(
+            FactorySource::Own {
+                client,
+                made: OnceLock::new(),
+            },
+            dynamic,
+            scope,
+        )
     }
 
-    fn recording(factory: FactorySource, scope: Scope) -> Controller<K> {
-        let name = K::KIND.to_lowercase();
+    /// [`with_factory`](Controller::with_factory) for the `K`s of the kind `dynamic` names.
+    pub fn with_factory_dynamic(
+        factory: Arc<SharedInformerFactory<Client>>,
+        dynamic: K::DynamicType,
+        scope: Scope,
+    ) -> Controller<K> {
+        Controller::recording(FactorySource::Shared(factory), dynamic, scope)
+    }
+
+    fn recording(factory: FactorySource, dynamic: K::DynamicType, scope: Scope) -> Controller<K> {
+        let resource = K::api_resource(&dynamic);
+        let name = resource.kind.to_lowercase();
         Controller {
+            dynamic,
+            resource,
             consistency: ConsistencyStore::new(&name),
             stale_protection: true,
             stale_requeue: DEFAULT_STALE_REQUEUE,
@@ -313,7 +342,8 @@ impl<K: Object + k8s_openapi::Resource> Controller<K> {
     /// The informer of the primary type (created now if the factory has none yet): its lister is
     /// how a reconciler reads other `K`s. Call it after [`shard`](Self::shard).
     pub fn primary_informer(&self) -> SharedIndexInformer<K> {
-        self.factory().informer::<K>(&self.scope)
+        self.factory()
+            .informer_for::<K>(&self.dynamic, &self.scope, |builder| builder)
     }
 
     /// Reconciles the `C`s in `scope` whose controller ownerReference points at a `K` (same kind
@@ -322,46 +352,79 @@ impl<K: Object + k8s_openapi::Resource> Controller<K> {
     /// [`filter_for::<C>`](Self::filter_for), else by the default for a kind that is not the
     /// primary (see [`filter`](super::filter#which-filters-a-source-gets)).
     ///
-    /// When the controller is sharded (`shard`, feature `shard`), the owned `C`s are narrowed to this member's
-    /// label too, and move with their owner.
-    pub fn owns<C: Object + k8s_openapi::Resource>(self, scope: Scope) -> Self
-    where
-        K::Scope: 'static,
-    {
-        let map =
-            source::mapped(|child: &C| source::controller_key::<K, C>(child).into_iter().collect());
-        self.owned::<C>(scope, map)
+    /// When the controller is sharded (`shard`, feature `shard`), the owned `C`s are narrowed to
+    /// this member's label too, and move with their owner.
+    pub fn owns<C: Kind<DynamicType = ()>>(self, scope: Scope) -> Self {
+        self.owns_dynamic::<C>((), scope)
     }
 
     /// [`owns`](Self::owns) with a handler of your own (as [`watches_with`](Self::watches_with)):
     /// for a controller that keeps books on its children (expectations) or adopts orphans. The
     /// `C`s are its dependents: narrowed to this member's label and moved with their owner when
     /// sharded.
-    pub fn owns_with<C: Object + k8s_openapi::Resource>(
+    pub fn owns_with<C: Kind<DynamicType = ()>>(
         self,
         scope: Scope,
         handle: impl Fn(&Enqueue, &ObjectEvent<'_, C>) + Send + Sync + 'static,
-    ) -> Self
-    where
-        K::Scope: 'static,
-    {
-        self.owned::<C>(scope, Box::new(handle))
+    ) -> Self {
+        self.owned::<C>((), scope, Box::new(handle))
     }
 
-    fn owned<C: Object + k8s_openapi::Resource>(
+    /// Reconciles the keys `map` returns for each changed `O` in `scope` (zero or more; both the
+    /// old and the new state of an update are mapped). Filtered as [`owns`](Self::owns) is.
+    pub fn watches<O: Kind<DynamicType = ()>>(
+        self,
+        scope: Scope,
+        map: impl Fn(&O) -> Vec<ObjectKey> + Send + Sync + 'static,
+    ) -> Self {
+        self.watches_dynamic::<O>((), scope, map)
+    }
+
+    /// The most general informer source: `handle` gets every event of the `O`s in `scope` that
+    /// passed `O`'s filters, and adds keys itself (at the event's priority) through the
+    /// [`Enqueue`]. For sources that must also keep books, like expectations.
+    ///
+    /// Every source's handler (this one, `watches`' map and `owns`) is called by the informer's
+    /// processor itself ([`Delivery::Inline`](ferrokube_informer::Delivery::Inline)): it must be
+    /// quick and never block, since the informer applies no other change while it runs.
+    pub fn watches_with<O: Kind<DynamicType = ()>>(
+        self,
+        scope: Scope,
+        handle: impl Fn(&Enqueue, &ObjectEvent<'_, O>) + Send + Sync + 'static,
+    ) -> Self {
+        self.watched::<O>((), scope, Box::new(handle))
+    }
+
+    /// Adds a filter every event of kind `O` must pass, whichever sources hear `O`s (all of its
+    /// filters must). Replaces `O`'s default filter; see
+    /// [`filter`](super::filter#which-filters-a-source-gets). `run` refuses a filter for a kind
+    /// the controller has no source of, and one that cannot work for `O`.
+    pub fn filter_for<O: Kind<DynamicType = ()>>(self, filter: Filter) -> Self {
+        self.filter_for_dynamic::<O>(&(), filter)
+    }
+
+    /// [`owns`](Controller::owns) for children of the kind `dynamic` names (`DynamicObject`s of
+    /// a custom resource: its [`ApiResource`]).
+    pub fn owns_dynamic<C: Kind>(self, dynamic: C::DynamicType, scope: Scope) -> Self {
+        let owner = self.resource.clone();
+        let map = source::mapped(move |child: &C| {
+            source::controller_key(&owner, child).into_iter().collect()
+        });
+        self.owned::<C>(dynamic, scope, map)
+    }
+
+    fn owned<C: Kind>(
         mut self,
+        dynamic: C::DynamicType,
         scope: Scope,
         map: Box<MapEvent<C>>,
-    ) -> Self
-    where
-        K::Scope: 'static,
-    {
+    ) -> Self {
         #[cfg(feature = "shard")]
-        self.record_dependent::<C>(scope.clone());
+        self.record_dependent::<C>(dynamic.clone(), scope.clone());
         self.sources.push(InformerSource {
-            kind: TypeId::of::<C>(),
+            kind: SourceKind::of::<C>(&dynamic),
             attach: Box::new(move |wiring: &Wiring<'_>| {
-                wiring::attach::<C>(wiring, &wiring.owned_scope(&scope), map, None)
+                wiring::attach::<C>(wiring, &dynamic, &wiring.owned_scope(&scope), map, None)
             }),
         });
         self
@@ -370,17 +433,23 @@ impl<K: Object + k8s_openapi::Resource> Controller<K> {
     /// Remembers how to find the `C`s in `scope` that a `K` controls, for the shard gate (used
     /// only if the controller is sharded, whatever the order of `owns` and `shard`).
     #[cfg(feature = "shard")]
-    fn record_dependent<C: Object + k8s_openapi::Resource>(&mut self, scope: Scope) {
+    fn record_dependent<C: Kind>(&mut self, dynamic: C::DynamicType, scope: Scope) {
+        let owner = self.resource.clone();
         self.dependents.push(Box::new(move |factory, member| {
-            let informer = factory.informer::<C>(&member.scope(scope));
-            Dependents::kind(informer, |child: &C| {
-                super::owner::controller_of(child.meta())
-                    .filter(|owner| {
-                        owner.kind == K::KIND
-                            && super::owner::group_of(&owner.api_version) == K::GROUP
-                    })
-                    .map(|owner| owner.uid.clone())
-            })
+            let informer =
+                factory.informer_for::<C>(&dynamic, &member.scope(scope), |builder| builder);
+            Dependents::kind(
+                informer,
+                dynamic,
+                Box::new(move |child: &C| {
+                    super::owner::controller_of(child.meta())
+                        .filter(|reference| {
+                            reference.kind == owner.kind
+                                && super::owner::group_of(&reference.api_version) == owner.group
+                        })
+                        .map(|reference| reference.uid.clone())
+                }),
+            )
         }));
     }
 
@@ -402,33 +471,26 @@ impl<K: Object + k8s_openapi::Resource> Controller<K> {
         self
     }
 
-    /// Reconciles the keys `map` returns for each changed `O` in `scope` (zero or more; both the
-    /// old and the new state of an update are mapped). Filtered as [`owns`](Self::owns) is.
-    pub fn watches<O: Object + k8s_openapi::Resource>(
+    /// [`watches`](Controller::watches) for objects of the kind `dynamic` names.
+    pub fn watches_dynamic<O: Kind>(
         self,
+        dynamic: O::DynamicType,
         scope: Scope,
         map: impl Fn(&O) -> Vec<ObjectKey> + Send + Sync + 'static,
     ) -> Self {
-        self.watches_with::<O>(scope, source::mapped(map))
+        self.watched::<O>(dynamic, scope, source::mapped(map))
     }
 
-    /// The most general informer source: `handle` gets every event of the `O`s in `scope` that
-    /// passed `O`'s filters, and adds keys itself (at the event's priority) through the
-    /// [`Enqueue`]. For sources that must also keep books, like expectations.
-    ///
-    /// Every source's handler (this one, `watches`' map and `owns`) is called by the informer's
-    /// processor itself ([`Delivery::Inline`](ferrokube_informer::Delivery::Inline)): it must be
-    /// quick and never block, since the informer applies no other change while it runs.
-    pub fn watches_with<O: Object + k8s_openapi::Resource>(
+    fn watched<O: Kind>(
         mut self,
+        dynamic: O::DynamicType,
         scope: Scope,
-        handle: impl Fn(&Enqueue, &ObjectEvent<'_, O>) + Send + Sync + 'static,
+        map: Box<MapEvent<O>>,
     ) -> Self {
-        let map: Box<MapEvent<O>> = Box::new(handle);
         self.sources.push(InformerSource {
-            kind: TypeId::of::<O>(),
+            kind: SourceKind::of::<O>(&dynamic),
             attach: Box::new(move |wiring: &Wiring<'_>| {
-                wiring::attach::<O>(wiring, &scope, map, None)
+                wiring::attach::<O>(wiring, &dynamic, &scope, map, None)
             }),
         });
         self
@@ -444,19 +506,18 @@ impl<K: Object + k8s_openapi::Resource> Controller<K> {
 
     /// Adds a filter the primary kind's events must pass (all of its filters must). Default:
     /// none; see [`filter`](super::filter#which-filters-a-source-gets).
-    pub fn filter(self, filter: Filter) -> Self {
-        self.filter_for::<K>(filter)
+    pub fn filter(mut self, filter: Filter) -> Self {
+        self.filters.push(KindFilter {
+            kind: SourceKind::of::<K>(&self.dynamic),
+            filter,
+        });
+        self
     }
 
-    /// Adds a filter every event of kind `O` must pass, whichever sources hear `O`s (all of its
-    /// filters must). Replaces `O`'s default filter; see
-    /// [`filter`](super::filter#which-filters-a-source-gets). `run` refuses a filter for a kind
-    /// the controller has no source of, and one that cannot work for `O`.
-    pub fn filter_for<O: k8s_openapi::Resource + 'static>(mut self, filter: Filter) -> Self {
+    /// [`filter_for`](Controller::filter_for) for objects of the kind `dynamic` names.
+    pub fn filter_for_dynamic<O: Kind>(mut self, dynamic: &O::DynamicType, filter: Filter) -> Self {
         self.filters.push(KindFilter {
-            kind: TypeId::of::<O>(),
-            group: O::GROUP,
-            name: O::KIND,
+            kind: SourceKind::of::<O>(dynamic),
             filter,
         });
         self
@@ -496,17 +557,17 @@ impl<K: Object + k8s_openapi::Resource> Controller<K> {
     /// work.
     pub(super) fn problems(&self) -> Vec<String> {
         let mut problems = self.late_calls.clone();
-        let primary = TypeId::of::<K>();
+        let primary = SourceKind::of::<K>(&self.dynamic);
         for recorded in &self.filters {
-            let heard =
-                recorded.kind == primary || self.sources.iter().any(|s| s.kind == recorded.kind);
+            let kind = &recorded.kind;
+            let heard = *kind == primary || self.sources.iter().any(|s| s.kind == *kind);
             if !heard {
                 problems.push(format!(
                     "a filter for {} was given, but the controller has no source of {}s",
-                    recorded.name, recorded.name
+                    kind.kind, kind.kind
                 ));
             }
-            if let Some(why) = recorded.filter.refusal(recorded.group, recorded.name) {
+            if let Some(why) = recorded.filter.refusal(&kind.group, &kind.kind) {
                 problems.push(why);
             }
         }

@@ -85,7 +85,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use parking_lot::{Mutex, RwLock};
 
 use ferrokube_client::Client;
-use ferrokube_client::api::{Api, ApiResource, Object};
+use ferrokube_client::api::{Api, ApiResource, Kind, Object};
 use ferrokube_client::write_observer::{DeleteNote, DeleteOutcome, WriteObserver};
 
 /// How long a skipped key waits before it is tried again, unless an event brings it sooner
@@ -148,7 +148,7 @@ impl Watched {
 
 /// The API group and kind of a resource: how writes find the informers caching them.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-struct Kind {
+struct GroupKind {
     group: String,
     kind: String,
 }
@@ -223,7 +223,7 @@ struct Inner {
     enabled: AtomicBool,
     /// A resourceVersion was not an integer: the protection is off for good.
     unusable: AtomicBool,
-    informers: RwLock<HashMap<Kind, Vec<Arc<Watched>>>>,
+    informers: RwLock<HashMap<GroupKind, Vec<Arc<Watched>>>>,
     pending: Mutex<Pending>,
     /// `pending.waits.len()`, readable without the lock: the check's fast path.
     keys: AtomicUsize,
@@ -292,14 +292,25 @@ impl ConsistencyStore {
 
     /// Makes writes of `informer`'s kind count against it (`scope`: the objects it caches). An
     /// informer already tracked with the same scope is not added twice.
-    pub fn track<K: Object + k8s_openapi::Resource>(
+    pub fn track<K: Kind<DynamicType = ()>>(
         &self,
         informer: &SharedIndexInformer<K>,
         scope: &Scope,
     ) {
-        let kind = Kind {
-            group: K::GROUP.to_string(),
-            kind: K::KIND.to_string(),
+        self.track_kind(informer, &K::api_resource(&()), scope);
+    }
+
+    /// [`track`](Self::track) for an informer of any kind, named by `resource` (a controller's
+    /// `DynamicObject` informers).
+    pub(crate) fn track_kind<K: Object>(
+        &self,
+        informer: &SharedIndexInformer<K>,
+        resource: &ApiResource,
+        scope: &Scope,
+    ) {
+        let kind = GroupKind {
+            group: resource.group.clone(),
+            kind: resource.kind.clone(),
         };
         let mut informers = self.inner.informers.write();
         let list = informers.entry(kind).or_default();
@@ -393,7 +404,7 @@ impl ConsistencyStore {
     }
 
     fn informers_of(&self, resource: &ApiResource) -> Vec<Arc<Watched>> {
-        let kind = Kind {
+        let kind = GroupKind {
             group: resource.group.clone(),
             kind: resource.kind.clone(),
         };

@@ -45,6 +45,7 @@ use std::any::TypeId;
 use std::fmt;
 use std::sync::Arc;
 
+use ferrokube_client::api::Kind;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 /// One informer event, as a filter sees it: the metadata involved.
@@ -183,12 +184,30 @@ impl std::ops::Not for Filter {
     }
 }
 
+/// Which kind a source hears: the Rust type, and the API group and kind (which tell apart two
+/// sources of `DynamicObject`s, judge a filter ([`Filter::refusal`]) and name it in errors).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct SourceKind {
+    type_id: TypeId,
+    pub(crate) group: String,
+    pub(crate) kind: String,
+}
+
+impl SourceKind {
+    /// The kind `dynamic` names for `K`s (`&()` for a typed kind).
+    pub(crate) fn of<K: Kind>(dynamic: &K::DynamicType) -> SourceKind {
+        let resource = K::api_resource(dynamic);
+        SourceKind {
+            type_id: TypeId::of::<K>(),
+            group: resource.group,
+            kind: resource.kind,
+        }
+    }
+}
+
 /// A filter recorded for one kind.
 pub(crate) struct KindFilter {
-    pub(crate) kind: TypeId,
-    /// API group and kind, to judge the filter ([`Filter::refusal`]) and name it in errors.
-    pub(crate) group: &'static str,
-    pub(crate) name: &'static str,
+    pub(crate) kind: SourceKind,
     pub(crate) filter: Filter,
 }
 

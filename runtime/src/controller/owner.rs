@@ -35,7 +35,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 
 use ferrokube_client::api::{Api, PostParams};
 use ferrokube_client::error::Error;
-use ferrokube_informer::Object;
+use ferrokube_informer::{Kind, Object};
 
 /// Why [`set_controller_reference`] refused to set a reference.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -67,27 +67,27 @@ pub enum OwnerError {
         "a cluster-scoped object must not have a namespaced owner (owner in namespace {owner_namespace:?})"
     )]
     ClusterScopedChild { owner_namespace: String },
-    /// The owner has no `metadata.name` or `metadata.uid`: it was not read from the server (an
-    /// object you built yourself has no uid until it is created).
-    #[error("the owner has no metadata.{missing}; use the object as the server returned it")]
+    /// The owner has no `metadata.name` or `metadata.uid` (or, a `DynamicObject`, no `kind`):
+    /// it was not read from the server (an object you built yourself has no uid until it is
+    /// created).
+    #[error("the owner has no {missing}; use the object as the server returned it")]
     IncompleteOwner {
-        /// `"name"` or `"uid"`.
+        /// `"metadata.name"`, `"metadata.uid"` or `"kind"`.
         missing: &'static str,
     },
 }
 
 /// The owner reference that makes `owner` a child's controller: apiVersion and kind from the
-/// type's k8s-openapi constants, name and uid from its metadata (empty strings if it has none; use
-/// [`set_controller_reference`], which refuses such an owner), `controller: true` and
-/// `blockOwnerDeletion: true` (so a foreground deletion of the owner waits for the child).
-pub fn controller_reference<O>(owner: &O) -> OwnerReference
-where
-    O: k8s_openapi::Resource + Object,
-{
+/// type's k8s-openapi constants (a `DynamicObject`'s own fields), name and uid from its metadata
+/// (empty strings if it has none; use [`set_controller_reference`], which refuses such an owner),
+/// `controller: true` and `blockOwnerDeletion: true` (so a foreground deletion of the owner waits
+/// for the child).
+pub fn controller_reference<O: Kind>(owner: &O) -> OwnerReference {
     let meta = owner.meta();
+    let (api_version, kind) = owner.api_version_and_kind();
     OwnerReference {
-        api_version: O::API_VERSION.to_string(),
-        kind: O::KIND.to_string(),
+        api_version: api_version.to_string(),
+        kind: kind.to_string(),
         name: meta.name.clone().unwrap_or_default(),
         uid: meta.uid.clone().unwrap_or_default(),
         controller: Some(true),
@@ -108,16 +108,23 @@ where
 ///    by the new reference; otherwise the reference is appended. Other references are kept.
 ///
 /// Only `child_meta` is changed, and only when `Ok` is returned; nothing is written to the server.
-pub fn set_controller_reference<O>(owner: &O, child_meta: &mut ObjectMeta) -> Result<(), OwnerError>
-where
-    O: k8s_openapi::Resource + Object,
-{
+pub fn set_controller_reference<O: Kind>(
+    owner: &O,
+    child_meta: &mut ObjectMeta,
+) -> Result<(), OwnerError> {
     let meta = owner.meta();
+    if owner.api_version_and_kind().1.is_empty() {
+        return Err(OwnerError::IncompleteOwner { missing: "kind" });
+    }
     if meta.name.as_deref().is_none_or(str::is_empty) {
-        return Err(OwnerError::IncompleteOwner { missing: "name" });
+        return Err(OwnerError::IncompleteOwner {
+            missing: "metadata.name",
+        });
     }
     if meta.uid.as_deref().is_none_or(str::is_empty) {
-        return Err(OwnerError::IncompleteOwner { missing: "uid" });
+        return Err(OwnerError::IncompleteOwner {
+            missing: "metadata.uid",
+        });
     }
     check_namespaces(meta.namespace.as_deref(), child_meta.namespace.as_deref())?;
     let reference = controller_reference(owner);
@@ -473,12 +480,16 @@ mod tests {
         no_uid.metadata.uid = None;
         assert_eq!(
             set_controller_reference(&no_uid, &mut child(Some("default"))),
-            Err(OwnerError::IncompleteOwner { missing: "uid" })
+            Err(OwnerError::IncompleteOwner {
+                missing: "metadata.uid"
+            })
         );
         let no_name = owned_by_rs("", "u1", "default");
         assert_eq!(
             set_controller_reference(&no_name, &mut child(Some("default"))),
-            Err(OwnerError::IncompleteOwner { missing: "name" })
+            Err(OwnerError::IncompleteOwner {
+                missing: "metadata.name"
+            })
         );
     }
 

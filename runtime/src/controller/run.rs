@@ -16,7 +16,6 @@
 //! The [builder](super::builder) only records; everything live is made here, from what it
 //! recorded.
 
-use std::any::TypeId;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -29,13 +28,14 @@ use tokio::task::JoinSet;
 
 use super::builder::{Controller, ControllerError, FactorySource};
 use super::context::{MarkChild, Shared as ContextShared};
+use super::filter::SourceKind;
 use super::reconciler::Reconciler;
 use super::source::{self, Enqueue, Tombstones};
 use super::wiring::{Attached, KeyStream, Wiring, attach};
 use super::worker::Workers;
 #[cfg(feature = "shard")]
 use crate::shard::{DependentKind, ShardGate};
-use ferrokube_client::api::Object;
+use ferrokube_client::api::{Kind, Object};
 use ferrokube_client::client::Client;
 
 /// Every handler a running controller put on an informer. Dropped however `run` ends: takes
@@ -57,7 +57,7 @@ impl Drop for Attachments {
     }
 }
 
-impl<K: Object + k8s_openapi::Resource> Controller<K> {
+impl<K: Kind> Controller<K> {
     /// Runs the controller until `shutdown` resolves; see the [builder's docs](super::builder)
     /// for the order of things. Returns an error only if it could not start.
     pub async fn run<R: Reconciler<K>>(
@@ -76,7 +76,7 @@ async fn run<K, R>(
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), ControllerError>
 where
-    K: Object + k8s_openapi::Resource,
+    K: Kind,
     R: Reconciler<K>,
 {
     check(&mut controller)?;
@@ -119,7 +119,9 @@ where
     let workers = Arc::new(Workers {
         name: controller.name.clone(),
         queue: queue.clone(),
-        cache: factory.informer::<K>(&controller.scope).lister(),
+        cache: factory
+            .informer_for::<K>(&controller.dynamic, &controller.scope, |builder| builder)
+            .lister(),
         tombstones,
         reconciler,
         metrics: controller
@@ -154,7 +156,10 @@ where
     }
     #[cfg(feature = "shard")]
     if let Some(gate) = &shard_gate {
-        let store = factory.informer::<K>(&controller.scope).store().clone();
+        let store = factory
+            .informer_for::<K>(&controller.dynamic, &controller.scope, |builder| builder)
+            .store()
+            .clone();
         report_share(gate, store, stopping.subscribe(), &mut tasks);
     }
     // Sharded: this replica stands for the ring's assigner until shutdown.
@@ -168,6 +173,7 @@ where
                 let mut stop = stopping.subscribe();
                 tokio::spawn(crate::shard::assigner::run_candidacy::<K>(
                     member.clone(),
+                    controller.dynamic.clone(),
                     base.clone(),
                     gate.dependents().to_vec(),
                     async move {
@@ -204,9 +210,7 @@ where
 }
 
 /// Refuses what cannot work as recorded; applies the recorded settings to the consistency store.
-fn check<K: Object + k8s_openapi::Resource>(
-    controller: &mut Controller<K>,
-) -> Result<(), ControllerError> {
+fn check<K: Kind>(controller: &mut Controller<K>) -> Result<(), ControllerError> {
     let problems = controller.problems();
     if !problems.is_empty() {
         return Err(ControllerError::Misconfigured {
@@ -228,7 +232,7 @@ fn check<K: Object + k8s_openapi::Resource>(
 
 /// Puts one handler per source on its informer: the primary's first, then the others. On an
 /// error, those already on come off again (the guard is dropped).
-fn attach_all<K: Object + k8s_openapi::Resource>(
+fn attach_all<K: Kind>(
     controller: &mut Controller<K>,
     enqueue: &Enqueue,
     tombstones: Arc<Tombstones<K>>,
@@ -242,11 +246,12 @@ fn attach_all<K: Object + k8s_openapi::Resource>(
     };
     let sources = std::mem::take(&mut controller.sources);
     let factory = controller.factory().clone();
+    let primary_kind = SourceKind::of::<K>(&controller.dynamic);
     let wiring = Wiring {
         factory: &factory,
         enqueue,
         filters: &controller.filters,
-        primary: TypeId::of::<K>(),
+        primary: &primary_kind,
         name: &controller.name,
         consistency: &controller.consistency,
         #[cfg(feature = "shard")]
@@ -255,6 +260,7 @@ fn attach_all<K: Object + k8s_openapi::Resource>(
     let primary = source::primary(tombstones);
     attachments.handlers.push(attach::<K>(
         &wiring,
+        &controller.dynamic,
         &controller.scope,
         primary,
         controller.resync,
@@ -308,9 +314,7 @@ async fn drain(name: &str, timeout: Duration, tasks: &mut JoinSet<()>) {
 
 /// Sharded: the gate the workers ask before each reconcile.
 #[cfg(feature = "shard")]
-fn shard_gate<K: Object + k8s_openapi::Resource>(
-    controller: &mut Controller<K>,
-) -> Option<Arc<ShardGate>> {
+fn shard_gate<K: Kind>(controller: &mut Controller<K>) -> Option<Arc<ShardGate>> {
     let factory = controller.factory().clone();
     let makers = std::mem::take(&mut controller.dependents);
     controller.shard.as_ref().map(|(member, _)| {
@@ -320,7 +324,7 @@ fn shard_gate<K: Object + k8s_openapi::Resource>(
             .collect();
         Arc::new(ShardGate::new(
             member.clone(),
-            ferrokube_client::ApiResource::of::<K>(),
+            controller.resource.clone(),
             dependents,
         ))
     })
@@ -350,7 +354,7 @@ fn report_share<K: Object>(
 }
 
 /// Labels a new child for the member, when the controller is sharded.
-fn mark_child<K>(controller: &Controller<K>) -> Option<MarkChild> {
+fn mark_child<K: Kind>(controller: &Controller<K>) -> Option<MarkChild> {
     #[cfg(feature = "shard")]
     if let Some((member, _)) = &controller.shard {
         let member = member.clone();

@@ -25,18 +25,16 @@
 //! Handlers run on the informer's handler thread for this controller: they only compute keys and
 //! add them to the queue, which never blocks.
 
-use std::any::TypeId;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use ferrokube_informer::{DeletedObject, EventHandler, ObjectKey};
 use ferrokube_workqueue::{AddOptions, WorkQueue};
-use k8s_openapi::NamespaceResourceScope;
 use parking_lot::Mutex;
 
 use super::filter::{Change, Filters};
-use ferrokube_client::api::Object;
+use ferrokube_client::api::{ApiResource, Object};
 use ferrokube_core::{pipeline_enabled, pipeline_event};
 
 /// The priority of keys that come from an informer's first list or a resync
@@ -259,26 +257,17 @@ pub(crate) fn primary<K: Object>(tombstones: Arc<Tombstones<K>>) -> Box<MapEvent
     })
 }
 
-/// Whether `K` is a namespaced kind.
-pub(crate) fn is_namespaced<K: k8s_openapi::Resource>() -> bool
-where
-    K::Scope: 'static,
-{
-    TypeId::of::<K::Scope>() == TypeId::of::<NamespaceResourceScope>()
-}
-
-/// The key of the `K` that controls `child`, from its controller ownerReference, if it is of kind
-/// `K` (same kind and group; any version).
-pub(crate) fn controller_key<K: k8s_openapi::Resource, C: Object>(child: &C) -> Option<ObjectKey>
-where
-    K::Scope: 'static,
-{
+/// The key of the object of kind `owner_kind` that controls `child`, from its controller
+/// ownerReference, if it is of that kind (same kind and group; any version).
+pub(crate) fn controller_key<C: Object>(owner_kind: &ApiResource, child: &C) -> Option<ObjectKey> {
     let owner = super::owner::controller_of(child.meta())?;
-    if owner.kind != K::KIND || super::owner::group_of(&owner.api_version) != K::GROUP {
+    if owner.kind != owner_kind.kind
+        || super::owner::group_of(&owner.api_version) != owner_kind.group
+    {
         return None;
     }
     // An owner is in its child's namespace, or cluster-scoped.
-    let namespace = if is_namespaced::<K>() {
+    let namespace = if owner_kind.namespaced {
         child.meta().namespace.as_deref()
     } else {
         None
@@ -339,21 +328,29 @@ mod tests {
     fn controller_owner_keys_need_the_right_kind_and_group() {
         let owned = pod(Some(("apps/v1", "ReplicaSet", "web")));
         assert_eq!(
-            controller_key::<ReplicaSet, _>(&owned).as_deref(),
+            controller_key(&ApiResource::of::<ReplicaSet>(), &owned).as_deref(),
             Some("ns/web")
         );
         let other_group = pod(Some(("example.com/v1", "ReplicaSet", "web")));
-        assert_eq!(controller_key::<ReplicaSet, _>(&other_group), None);
+        assert_eq!(
+            controller_key(&ApiResource::of::<ReplicaSet>(), &other_group),
+            None
+        );
         let other_kind = pod(Some(("apps/v1", "StatefulSet", "web")));
-        assert_eq!(controller_key::<ReplicaSet, _>(&other_kind), None);
-        assert_eq!(controller_key::<ReplicaSet, _>(&pod(None)), None);
+        assert_eq!(
+            controller_key(&ApiResource::of::<ReplicaSet>(), &other_kind),
+            None
+        );
+        assert_eq!(
+            controller_key(&ApiResource::of::<ReplicaSet>(), &pod(None)),
+            None
+        );
         // A cluster-scoped owner's key has no namespace.
         let by_namespace = pod(Some(("v1", "Namespace", "team")));
         assert_eq!(
-            controller_key::<Namespace, _>(&by_namespace).as_deref(),
+            controller_key(&ApiResource::of::<Namespace>(), &by_namespace).as_deref(),
             Some("team")
         );
-        assert!(is_namespaced::<Pod>() && !is_namespaced::<Namespace>());
     }
 
     #[test]

@@ -3,13 +3,12 @@
 //! calls those closures) need, kept apart from both so that neither imports the other.
 //!
 //! ```text
-//!  builder: .owns::<C>(scope) ─ records ─▶ Attach = |wiring| attach::<C>(wiring, scope, map)
+//!  builder: .owns::<C>(scope) ─ records ─▶ Attach = |wiring| attach::<C>(wiring, &(), scope, map)
 //!  run:     Wiring { factory, enqueue, filters per kind, consistency, .. } ─▶ each Attach
 //!              ─▶ the factory's informer of C: handler (C's filters ─▶ map ─▶ queue); tracked by
 //!                 the consistency store
 //! ```
 
-use std::any::TypeId;
 use std::pin::Pin;
 use std::time::Duration;
 
@@ -20,11 +19,11 @@ use ferrokube_informer::{
 use futures_util::Stream;
 
 use super::consistency::ConsistencyStore;
-use super::filter::{Filter, Filters, KindFilter};
+use super::filter::{Filter, Filters, KindFilter, SourceKind};
 use super::source::{Enqueue, MapEvent, SourceHandler};
 #[cfg(feature = "shard")]
 use crate::shard::ShardMember;
-use ferrokube_client::api::Object;
+use ferrokube_client::api::{Kind, Object};
 use ferrokube_client::client::Client;
 
 pub(super) type KeyStream = Pin<Box<dyn Stream<Item = ObjectKey> + Send>>;
@@ -55,7 +54,7 @@ pub(super) struct Wiring<'a> {
     pub(super) factory: &'a SharedInformerFactory<Client>,
     pub(super) enqueue: &'a Enqueue,
     pub(super) filters: &'a [KindFilter],
-    pub(super) primary: TypeId,
+    pub(super) primary: &'a SourceKind,
     pub(super) name: &'a str,
     pub(super) consistency: &'a ConsistencyStore,
     /// Set when the controller is sharded: owned types are narrowed to the member's label.
@@ -73,14 +72,13 @@ impl Wiring<'_> {
         scope.clone()
     }
 
-    /// The filters of kind `O`: those recorded for it, else its default (none for the primary,
+    /// The filters of `kind`: those recorded for it, else its default (none for the primary,
     /// [`Filter::resource_version_changed`] for any other kind).
-    fn filters_for<O: 'static>(&self) -> Filters {
-        let kind = TypeId::of::<O>();
+    fn filters_for(&self, kind: &SourceKind) -> Filters {
         let recorded: Vec<Filter> = self
             .filters
             .iter()
-            .filter(|f| f.kind == kind)
+            .filter(|f| f.kind == *kind)
             .map(|f| f.filter.clone())
             .collect();
         match (recorded.is_empty(), kind == self.primary) {
@@ -91,17 +89,22 @@ impl Wiring<'_> {
     }
 }
 
-/// Attaches `map` to the factory's informer of `O` over `scope`.
-pub(super) fn attach<O: Object + k8s_openapi::Resource>(
+/// Attaches `map` to the factory's informer of the `O`s of the kind `dynamic` names over `scope`.
+pub(super) fn attach<O: Kind>(
     wiring: &Wiring<'_>,
+    dynamic: &O::DynamicType,
     scope: &Scope,
     map: Box<MapEvent<O>>,
     resync: Option<Duration>,
 ) -> Result<Box<dyn Attached>, StartError> {
-    let informer = wiring.factory.informer::<O>(scope);
-    wiring.consistency.track(&informer, scope);
+    let informer = wiring
+        .factory
+        .informer_for::<O>(dynamic, scope, |builder| builder);
+    wiring
+        .consistency
+        .track_kind(&informer, &O::api_resource(dynamic), scope);
     let handler = SourceHandler {
-        filters: wiring.filters_for::<O>(),
+        filters: wiring.filters_for(&SourceKind::of::<O>(dynamic)),
         enqueue: wiring.enqueue.clone(),
         map,
     };

@@ -117,7 +117,7 @@ pub use endpoints::{
     DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, EndpointOptions,
 };
 use endpoints::{Endpoints, Health};
-use ferrokube_client::Client;
+use ferrokube_client::{Client, Kind};
 pub use signal::shutdown_signal;
 
 /// controller-runtime's default for the whole graceful shutdown: 30 s.
@@ -468,11 +468,18 @@ impl Manager {
 
     /// A controller for the `K`s in `scope`, on the manager's factory and metrics: the one way to
     /// start a controller that [`add_controller`](Self::add_controller) will run.
-    pub fn controller<K: ferrokube_client::Object + k8s_openapi::Resource>(
+    pub fn controller<K: Kind<DynamicType = ()>>(&self, scope: Scope) -> Controller<K> {
+        self.controller_dynamic((), scope)
+    }
+
+    /// [`controller`](Self::controller) for the `K`s of the kind `dynamic` names (a
+    /// `DynamicObject` controller: the custom resource's `ApiResource`).
+    pub fn controller_dynamic<K: Kind>(
         &self,
+        dynamic: K::DynamicType,
         scope: Scope,
     ) -> Controller<K> {
-        Controller::with_factory(self.factory.clone(), scope)
+        Controller::with_factory_dynamic(self.factory.clone(), dynamic, scope)
             .metrics(&self.metrics)
             .client(self.gated.clone())
     }
@@ -481,7 +488,7 @@ impl Manager {
     /// start only when this replica is elected.
     pub fn add_controller<K, R>(&mut self, controller: Controller<K>, reconciler: R)
     where
-        K: ferrokube_client::Object + k8s_openapi::Resource,
+        K: Kind,
         R: Reconciler<K>,
     {
         let name = format!("controller {}", controller.controller_name());

@@ -63,7 +63,7 @@ use super::ring::HashRing;
 use crate::leader::{LeaderElector, Leadership, RunOutcome};
 use ferrokube_client::api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use ferrokube_client::list_watch::ListWatch;
-use ferrokube_client::{Api, ApiResource, Client, DynamicObject, Object};
+use ferrokube_client::{Api, ApiResource, Client, DynamicObject, Kind, Object};
 use ferrokube_core::pipeline_event;
 use ferrokube_informer::{HandlerFns, LabelSelector, ObjectKey, Scope, SharedIndexInformer};
 use ferrokube_workqueue::WorkQueue;
@@ -76,8 +76,9 @@ const WORKERS: usize = 4;
 
 /// Runs this replica's candidacy for the assigner's Lease until `shutdown`, assigning objects of
 /// `K` in `scope` while elected. A lost election is campaigned for again.
-pub(crate) async fn run_candidacy<K: Object + k8s_openapi::Resource>(
+pub(crate) async fn run_candidacy<K: Kind>(
     member: ShardMember,
+    dynamic: K::DynamicType,
     scope: Scope,
     dependents: Vec<Arc<dyn DependentKind>>,
     shutdown: impl Future<Output = ()> + Send,
@@ -99,7 +100,8 @@ pub(crate) async fn run_candidacy<K: Object + k8s_openapi::Resource>(
                 tokio::time::sleep(member.timings().retry_period).await;
                 continue;
             }
-            let assigner = Assigner::<K>::new(&member, &scope, dependents.clone(), &leadership);
+            let assigner =
+                Assigner::<K>::new(&member, &dynamic, &scope, dependents.clone(), &leadership);
             let lost = leadership.lost();
             tokio::select! {
                 () = lost => {}
@@ -259,21 +261,22 @@ struct Sweep {
     by_owner: HashMap<String, Vec<(usize, ChildRef)>>,
 }
 
-impl<K: Object + k8s_openapi::Resource> Assigner<K> {
+impl<K: Kind> Assigner<K> {
     fn new(
         member: &ShardMember,
+        dynamic: &K::DynamicType,
         scope: &Scope,
         dependents: Vec<Arc<dyn DependentKind>>,
         leadership: &Leadership,
     ) -> Assigner<K> {
         let base = member.base_client();
-        let list_watch = ListWatch::<K>::scoped(base.clone(), scope);
+        let list_watch = ListWatch::<K>::scoped(base.clone(), dynamic, scope);
         let leases = ListWatch::new(Api::<Lease>::namespaced(base.clone(), member.namespace()))
             .labels(&format!("{RING_LABEL}={}", member.marks().ring()));
         Assigner {
             member: member.clone(),
             client: base.with_write_gate(leadership.clone()),
-            resource: ApiResource::of::<K>(),
+            resource: K::api_resource(dynamic),
             primaries: SharedIndexInformer::builder(list_watch).build(),
             leases: SharedIndexInformer::builder(leases).build(),
             dependents,

@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use super::ShardError;
 use super::marks::{Marks, format_handover};
 use ferrokube_client::api::{ListParams, Patch, PatchParams};
-use ferrokube_client::{Api, ApiResource, Client, Error, Object};
+use ferrokube_client::{Api, ApiResource, Client, Error, Kind, Object};
 use ferrokube_informer::SharedIndexInformer;
 use ferrokube_informer::{ObjectKey, StoreRevision};
 
@@ -133,27 +133,34 @@ pub(crate) async fn relabel(
 
 /// The dependents of kind `C`, cached by the member's `informer`; `owner_uid` reads a child's
 /// controller owner of the sharded kind.
-pub struct Dependents<C> {
+pub struct Dependents<C: Kind> {
+    dynamic: C::DynamicType,
     resource: ApiResource,
     informer: SharedIndexInformer<C>,
-    owner_uid: fn(&C) -> Option<String>,
+    owner_uid: OwnerUid<C>,
 }
 
-impl<C: Object + k8s_openapi::Resource> Dependents<C> {
-    /// The dependents cached by `informer`, as sharding uses them.
+/// Reads a child's controller owner's uid, if that owner is of the sharded kind.
+pub type OwnerUid<C> = Box<dyn Fn(&C) -> Option<String> + Send + Sync>;
+
+impl<C: Kind> Dependents<C> {
+    /// The dependents of the kind `dynamic` names (`()` for a typed kind) cached by `informer`,
+    /// as sharding uses them.
     pub fn kind(
         informer: SharedIndexInformer<C>,
-        owner_uid: fn(&C) -> Option<String>,
+        dynamic: C::DynamicType,
+        owner_uid: OwnerUid<C>,
     ) -> Arc<dyn DependentKind> {
         Arc::new(Dependents {
-            resource: ApiResource::of::<C>(),
+            resource: C::api_resource(&dynamic),
+            dynamic,
             informer,
             owner_uid,
         })
     }
 }
 
-impl<C: Object + k8s_openapi::Resource> DependentKind for Dependents<C> {
+impl<C: Kind> DependentKind for Dependents<C> {
     fn resource(&self) -> &ApiResource {
         &self.resource
     }
@@ -184,7 +191,7 @@ impl<C: Object + k8s_openapi::Resource> DependentKind for Dependents<C> {
         namespace: Option<&'a str>,
     ) -> BoxFuture<'a, Result<(u64, Vec<ChildRef>), Error>> {
         Box::pin(async move {
-            let mut api: Api<C> = Api::all(client.clone());
+            let mut api = Api::<C>::all_with(client.clone(), &self.dynamic);
             if let Some(namespace) = namespace {
                 api = api.in_namespace(namespace);
             }

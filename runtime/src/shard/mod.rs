@@ -111,7 +111,7 @@ pub mod member;
 pub mod metrics;
 pub mod ring;
 
-pub use dependents::{ChildRef, DependentKind, Dependents};
+pub use dependents::{ChildRef, DependentKind, Dependents, OwnerUid};
 pub use gate::{ShardGate, Turn};
 pub use marks::Marks;
 pub use member::{ShardMember, ShardMemberBuilder};

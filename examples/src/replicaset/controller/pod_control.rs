@@ -40,13 +40,13 @@ impl PodControl {
                 tracing::debug!(rs = ?rs.metadata.name, pod = name, "created pod");
                 let message = format!("Created pod: {name}");
                 self.events
-                    .record(rs, EventType::Normal, "SuccessfulCreate", message);
+                    .record(ctx, rs, EventType::Normal, "SuccessfulCreate", message);
                 Ok(())
             }
             Err(error) => {
                 let message = format!("Error creating: {error}");
                 self.events
-                    .record(rs, EventType::Warning, "FailedCreate", message);
+                    .record(ctx, rs, EventType::Warning, "FailedCreate", message);
                 Err(error.into())
             }
         }
@@ -62,14 +62,14 @@ impl PodControl {
             Ok(_) => {
                 let message = format!("Deleted pod: {name}");
                 self.events
-                    .record(rs, EventType::Normal, "SuccessfulDelete", message);
+                    .record(ctx, rs, EventType::Normal, "SuccessfulDelete", message);
                 Ok(())
             }
             Err(error) if error.is_not_found() => Err(error),
             Err(error) => {
                 let message = format!("Error deleting: {error}");
                 self.events
-                    .record(rs, EventType::Warning, "FailedDelete", message);
+                    .record(ctx, rs, EventType::Warning, "FailedDelete", message);
                 Err(error)
             }
         }

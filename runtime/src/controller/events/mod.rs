@@ -29,6 +29,14 @@
 //!
 //! Where the events go is an [`EventSink`]: the client (`Api<Event>` in the object's namespace), or
 //! your own in tests.
+//!
+//! **Recorded for the reconcile's key.** [`EventRecorder::record`] takes the reconcile's
+//! [`Context`]: once the posting task has written the event, the write is recorded in the
+//! controller's consistency store for that key, like every other write of the reconcile (it
+//! holds the key back only if the controller caches Events). The post happens after the
+//! reconcile returned, so the record comes when the write does, not before the call returns.
+//! Recording an event from outside a reconcile is the deliberate
+//! [`record_outside_reconcile`](EventRecorder::record_outside_reconcile).
 
 pub mod correlator;
 
@@ -42,10 +50,13 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use parking_lot::Mutex;
 use tokio::sync::mpsc;
 
+use super::consistency::Writes;
+use super::context::Context;
 use correlator::{Delivery, EventCorrelator};
-use ferrokube_client::api::{Api, Object, Patch, PatchParams, PostParams};
+use ferrokube_client::api::{Api, ApiResource, Kind, Patch, PatchParams, PostParams};
 use ferrokube_client::client::{Client, Priority};
 use ferrokube_client::error::Error;
+use ferrokube_client::write_observer::WriteObserver;
 
 /// Events one object may emit at once (client-go's spam filter burst).
 const SPAM_BURST: f64 = 25.0;
@@ -103,10 +114,17 @@ impl EventSink for Client {
 /// Queues events; cheap to clone. See the [module docs](self).
 #[derive(Clone)]
 pub struct EventRecorder {
-    queue: mpsc::Sender<Event>,
+    queue: mpsc::Sender<Queued>,
     budget: Arc<SpamFilter>,
     /// The `source.component` of every event, e.g. `replicaset-controller`.
     component: Arc<str>,
+}
+
+/// An event waiting to be posted, and the reconcile key its write is recorded for (none: recorded
+/// outside a reconcile).
+struct Queued {
+    event: Event,
+    writes: Option<Writes>,
 }
 
 /// Per involved object uid: tokens left and when they were counted.
@@ -139,16 +157,42 @@ impl EventRecorder {
         (recorder, post_all(sink, posts, budget))
     }
 
-    /// Queues an event about `object`; never waits (a full queue drops it, with a log line).
-    pub fn record<O: Object + k8s_openapi::Resource>(
+    /// Queues an event about `object` from the reconcile of `ctx`; never waits (a full queue
+    /// drops it, with a log line). Once posted, the write is recorded for `ctx`'s key (see the
+    /// [module docs](self)).
+    pub fn record<O: Kind>(
+        &self,
+        ctx: &Context,
+        object: &O,
+        kind: EventType,
+        reason: &str,
+        message: String,
+    ) {
+        self.queue(object, Some(ctx.writes()), kind, reason, message);
+    }
+
+    /// [`record`](Self::record) from outside any reconcile (a startup or shutdown note): the
+    /// write is recorded for no key.
+    pub fn record_outside_reconcile<O: Kind>(
         &self,
         object: &O,
         kind: EventType,
         reason: &str,
         message: String,
     ) {
+        self.queue(object, None, kind, reason, message);
+    }
+
+    fn queue<O: Kind>(
+        &self,
+        object: &O,
+        writes: Option<Writes>,
+        kind: EventType,
+        reason: &str,
+        message: String,
+    ) {
         let event = event_about(object, &self.component, kind, reason, message);
-        if self.queue.try_send(event).is_err() {
+        if self.queue.try_send(Queued { event, writes }).is_err() {
             tracing::warn!(reason, "event queue full; event dropped");
         }
     }
@@ -184,7 +228,7 @@ impl SpamFilter {
     }
 }
 
-fn event_about<O: Object + k8s_openapi::Resource>(
+fn event_about<O: Kind>(
     object: &O,
     component: &str,
     kind: EventType,
@@ -193,6 +237,7 @@ fn event_about<O: Object + k8s_openapi::Resource>(
 ) -> Event {
     let now = super::now();
     let meta = object.meta();
+    let (api_version, involved_kind) = object.api_version_and_kind();
     let name = meta.name.clone().unwrap_or_default();
     // A cluster-scoped object's events go to `default`, as client-go's do.
     let namespace = meta.namespace.clone().filter(|ns| !ns.is_empty());
@@ -204,8 +249,8 @@ fn event_about<O: Object + k8s_openapi::Resource>(
             ..ObjectMeta::default()
         },
         involved_object: ObjectReference {
-            api_version: Some(O::API_VERSION.into()),
-            kind: Some(O::KIND.into()),
+            api_version: Some(api_version.into()),
+            kind: Some(involved_kind.into()),
             name: Some(name),
             namespace,
             uid: meta.uid.clone(),
@@ -235,11 +280,12 @@ fn event_about<O: Object + k8s_openapi::Resource>(
 /// The posting task: each queued event is correlated (combined, counted), spam-filtered and sent.
 async fn post_all<S: EventSink>(
     sink: S,
-    mut posts: mpsc::Receiver<Event>,
+    mut posts: mpsc::Receiver<Queued>,
     budget: Arc<SpamFilter>,
 ) {
+    let events = ApiResource::of::<Event>();
     let mut correlator = EventCorrelator::default();
-    while let Some(event) = posts.recv().await {
+    while let Some(Queued { event, writes }) = posts.recv().await {
         let now = Instant::now();
         let (delivery, key) = correlator.correlate(event, now);
         let event = delivery.event();
@@ -249,6 +295,9 @@ async fn post_all<S: EventSink>(
             continue;
         }
         if let Some(stored) = send_with_retries(&sink, delivery, RETRY_WAIT).await {
+            if let Some(writes) = &writes {
+                writes.committed(&events, &stored.metadata);
+            }
             correlator.sent(key, &stored, Instant::now());
         }
     }
