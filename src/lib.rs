@@ -78,7 +78,7 @@ pub use ferrokube_apiserver as apiserver;
 #[cfg(feature = "apiserver")]
 pub mod testing;
 pub use ferrokube_client::{
-    Api, ApiResource, Client, Config, DynamicObject, Error, ListWatch, Object,
+    Api, ApiResource, Client, Config, DynamicObject, Error, Kind, ListWatch, Object,
 };
 /// The object model (crate `ferrokube-core`): objects and keys, scopes, label and field selectors,
 /// the clock, uids, backoff, and the `pipeline_event!` macro every layer emits through.

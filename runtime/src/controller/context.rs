@@ -8,7 +8,9 @@
 //! ([`finalize`](super::finalizer::finalize), [`update_status`](super::conditions::update_status),
 //! [`create_or_update`](super::owner::create_or_update), the [`Claimer`](super::claim::Claimer)),
 //! is recorded in the controller's [consistency store](super::consistency) for this key before
-//! the write's `await` returns:
+//! the write's `await` returns. The [event recorder](super::events::EventRecorder) takes the
+//! context too (`record(&ctx, ..)`) and records each event for the key when its posting task has
+//! written it:
 //!
 //! ```text
 //!  worker takes key ─▶ Context { key, retries, client: controller's client + Writes(key) }
