@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use ferrokube::api::{DeleteParams, PostParams};
 use ferrokube::apiserver::{ApiServer, RunningServer};
 use ferrokube::controller::claim::{ClaimError, Claimer, PatchStyle};
-use ferrokube::controller::conditions::update_status;
+use ferrokube::controller::conditions::{update_status, update_status_from};
 use ferrokube::controller::finalizer::{
     Finalized, FinalizerError, add_finalizer, finalize, has_finalizer, remove_finalizer,
 };
@@ -673,5 +673,77 @@ async fn controller_toolkit_claim_rechecks_the_owner_before_adopting() {
     assert_eq!(
         controller_of(&pods.get("orphan").await.expect("get").metadata).map(|r| r.uid.clone()),
         fresh.metadata.uid
+    );
+}
+
+/// `update_status_from` sends nothing when the cached object's status is already what the
+/// reconcile wants, one PUT when the cache is current, and reads afresh after a conflict (the
+/// cached copy was behind): the status lands on the current version, other writers' changes
+/// survive.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn controller_toolkit_update_status_from_the_cached_object() {
+    let (server, client) = server().await;
+    let api: Api<ReplicaSet> = Api::namespaced(client, NS);
+    let cached = api
+        .create(&PostParams::default(), &common::replica_set("web", 2, 0))
+        .await
+        .expect("create");
+    let set_replicas = |n: i32| {
+        move |rs: &mut ReplicaSet| {
+            let status = rs.status.get_or_insert_default();
+            let changed = status.replicas != n;
+            status.replicas = n;
+            changed
+        }
+    };
+
+    // Unchanged: no request at all, even to a server that fails every write.
+    server.faults().fail_writes(
+        1.0,
+        ferrokube::apiserver::faults::WriteFailure::InternalError,
+    );
+    let mut already = cached.clone();
+    already.status.get_or_insert_default().replicas = 2;
+    let none = update_status_from(&api, &already, set_replicas(2))
+        .await
+        .expect("nothing sent");
+    assert!(none.is_none());
+    server.faults().fail_writes(
+        0.0,
+        ferrokube::apiserver::faults::WriteFailure::InternalError,
+    );
+
+    // Current cache: one write, at the cached version.
+    let written = update_status_from(&api, &cached, set_replicas(2))
+        .await
+        .expect("written")
+        .expect("changed");
+    assert_eq!(written.status.as_ref().map(|s| s.replicas), Some(2));
+
+    // A cache that is behind (still `cached`): the write conflicts, and the fallback reads afresh.
+    let mut touched = api.get("web").await.expect("get");
+    touched
+        .metadata
+        .labels
+        .get_or_insert_default()
+        .insert("touched".into(), "yes".into());
+    api.replace("web", &PostParams::default(), &touched)
+        .await
+        .expect("another writer");
+    let again = update_status_from(&api, &cached, set_replicas(3))
+        .await
+        .expect("written after a fresh read")
+        .expect("changed");
+    assert_eq!(again.status.as_ref().map(|s| s.replicas), Some(3));
+    let stored = api.get("web").await.expect("get");
+    assert_eq!(stored.status.as_ref().map(|s| s.replicas), Some(3));
+    assert_eq!(
+        stored
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get("touched"))
+            .map(String::as_str),
+        Some("yes")
     );
 }

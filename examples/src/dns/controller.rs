@@ -15,15 +15,15 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use ferrokube::Api;
-use ferrokube::controller::conditions::{ConditionBuilder, set_condition, update_status};
+use ferrokube::controller::conditions::{ConditionBuilder, set_condition, update_status_from};
 use ferrokube::controller::finalizer::{FinalizerError, finalize};
 use ferrokube::controller::owner::{self, CreateOrUpdateError, OwnerError};
 use ferrokube::controller::{Action, Context, Reconciler};
+use ferrokube::informer::ObjectKey;
 use k8s_openapi::api::core::v1::ConfigMap;
 
 use super::provider::{Entry, Provider};
-use super::record::{DnsRecord, DnsRecordStatus, FINALIZER, READY};
+use super::record::{DnsRecord, FINALIZER, READY};
 
 /// Why a reconcile failed; the key is retried with backoff.
 #[derive(Debug, thiserror::Error)]
@@ -56,7 +56,7 @@ impl Reconciler<DnsRecord> for DnsController {
             api,
             FINALIZER,
             record,
-            |record| async move { self.apply(ctx, api, record).await.map_err(Box::new) },
+            |record| async move { self.apply(ctx, record).await.map_err(Box::new) },
             |record| async move { self.cleanup(record).map_err(Box::new) },
         )
         .await?;
@@ -65,12 +65,7 @@ impl Reconciler<DnsRecord> for DnsController {
 }
 
 impl DnsController {
-    async fn apply(
-        &self,
-        ctx: &Context,
-        api: &Api<DnsRecord>,
-        record: Arc<DnsRecord>,
-    ) -> Result<Action, DnsError> {
+    async fn apply(&self, ctx: &Context, record: Arc<DnsRecord>) -> Result<Action, DnsError> {
         let uid = record.metadata.uid.clone().ok_or(DnsError::Incomplete)?;
         let spec = &record.spec;
         let wanted = Entry {
@@ -78,7 +73,7 @@ impl DnsController {
             value: spec.value.clone(),
             ttl: spec.ttl.unwrap_or(300),
             owner_uid: uid.clone(),
-            owner_key: ferrokube::informer::ObjectKey::of(record.as_ref()),
+            owner_key: ObjectKey::of(record.as_ref()),
         };
         // 1. The provider: write only what differs; give back a name this object no longer wants.
         let ready = if self.provider.get(&spec.fqdn).as_ref() == Some(&wanted) {
@@ -88,22 +83,18 @@ impl DnsController {
         };
         self.provider.delete_owned(&uid, Some(&spec.fqdn));
 
-        // 2. The owned ConfigMap: what the provider holds, for `kubectl get cm` (and garbage
-        //    collected with the record).
-        let name = record.metadata.name.clone().unwrap_or_default();
+        // 2. The owned ConfigMap: what the provider holds, for `kubectl get cm` (GC'd with it).
         owner::create_or_update(
             &ctx.api_here::<ConfigMap>(),
-            &format!("{name}-dns"),
+            &format!("{}-dns", ObjectKey::of(record.as_ref()).name()),
             |cm: &mut ConfigMap| {
                 owner::set_controller_reference(record.as_ref(), &mut cm.metadata)?;
-                cm.data = Some(
-                    [
-                        ("fqdn".to_string(), spec.fqdn.clone()),
-                        ("type".to_string(), spec.type_.clone()),
-                        ("value".to_string(), spec.value.clone()),
-                    ]
-                    .into(),
-                );
+                let data = [
+                    ("fqdn", &spec.fqdn),
+                    ("type", &spec.type_),
+                    ("value", &spec.value),
+                ];
+                cm.data = Some(data.map(|(k, v)| (k.to_string(), v.clone())).into());
                 Ok(())
             },
         )
@@ -121,21 +112,19 @@ impl DnsController {
         }
         .observed_generation(generation);
         let wanted_fqdn = ready.as_ref().ok().map(|()| spec.fqdn.clone());
-        let status_of = |status: &mut DnsRecordStatus| {
-            let mut changed = set_condition(&mut status.conditions, condition.clone().build());
-            changed |= status.observed_generation != generation;
-            changed |= status.fqdn != wanted_fqdn;
-            status.observed_generation = generation;
-            status.fqdn = wanted_fqdn.clone();
-            changed
-        };
-        let mut cached = record.status.clone().unwrap_or_default();
-        if status_of(&mut cached) {
-            update_status(api, &name, |fresh: &mut DnsRecord| {
-                status_of(fresh.status.get_or_insert_default())
-            })
-            .await?;
-        }
+        update_status_from(
+            &ctx.api_for(record.as_ref()),
+            record.as_ref(),
+            |record: &mut DnsRecord| {
+                let status = record.status.get_or_insert_default();
+                let mut changed = set_condition(&mut status.conditions, condition.clone().build());
+                changed |= status.observed_generation != generation || status.fqdn != wanted_fqdn;
+                status.observed_generation = generation;
+                status.fqdn = wanted_fqdn.clone();
+                changed
+            },
+        )
+        .await?;
         Ok(Action::requeue(self.poll))
     }
 

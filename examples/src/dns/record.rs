@@ -40,8 +40,6 @@ pub const READY: &str = "Ready";
     namespaced,
     status = "DnsRecordStatus",
     shortname = "dnsr",
-    derive = "PartialEq",
-    derive = "Default",
     printcolumn(name = "FQDN", type = "string", json_path = ".spec.fqdn"),
     printcolumn(name = "Type", type = "string", json_path = ".spec.type"),
     printcolumn(name = "Value", type = "string", json_path = ".spec.value"),

@@ -22,7 +22,16 @@
 //! condition types, e.g. `ReplicaSetCondition`; [`update_status`] works for any kind.)
 //!
 //! [`update_status`] is the read-modify-write of the status subresource, retried on conflict like
-//! client-go's `retry.RetryOnConflict(retry.DefaultRetry, …)`.
+//! client-go's `retry.RetryOnConflict(retry.DefaultRetry, …)`. [`update_status_from`] starts from
+//! the object the reconcile was given instead of a GET: no request at all when nothing changed,
+//! one PUT when the cache was current, and `update_status` only after a 409:
+//!
+//! ```text
+//!  update_status_from(api, &cached, mutate) ─▶ mutate(copy of cached) ─ false ─▶ Ok(None), no request
+//!                                                  │ true
+//!                                                  ▼
+//!                             PUT …/status at cached's resourceVersion ─ 409 ─▶ update_status(..)
+//! ```
 //!
 //! A `lastTransitionTime` at or before 1970-01-01T00:00:00Z counts as *unset* (the Go zero time
 //! has no counterpart in k8s-openapi's required `Time`); [`ConditionBuilder`] leaves it unset so
@@ -251,6 +260,46 @@ where
             }
             Err(error) => return Err(error),
         }
+    }
+}
+
+/// [`update_status`] starting from the object as the reconcile got it (`cached`), which saves the
+/// GET in the common case:
+///
+/// 1. call `mutate` on a copy of `cached`; `false`: nothing is sent at all, `Ok(None)`;
+/// 2. PUT it to the `status` subresource with `cached`'s resourceVersion, so it lands only if the
+///    object has not changed since the cache saw it;
+/// 3. on 409 Conflict (the cache was behind, or someone wrote in between), fall back to
+///    [`update_status`]: read afresh, `mutate` again, write, retried on conflict as it is.
+///
+/// The status written is always computed from the version it lands on. As with `update_status`,
+/// `mutate` must compute the status from what it is given; `api` must be in the object's
+/// namespace for a namespaced kind.
+pub async fn update_status_from<K, F>(
+    api: &Api<K>,
+    cached: &K,
+    mut mutate: F,
+) -> Result<Option<K>, Error>
+where
+    K: Object,
+    F: FnMut(&mut K) -> bool,
+{
+    let mut object = cached.clone();
+    if !mutate(&mut object) {
+        return Ok(None);
+    }
+    object.meta_mut().resource_version = cached.meta().resource_version.clone();
+    let name = cached.meta().name.clone().unwrap_or_default();
+    match api
+        .replace_status(&name, &PostParams::default(), &object)
+        .await
+    {
+        Ok(written) => Ok(Some(written)),
+        Err(error) if error.is_conflict() => {
+            tracing::debug!(name, %error, "status write from the cached object conflicted; reading afresh");
+            update_status(api, &name, mutate).await
+        }
+        Err(error) => Err(error),
     }
 }
 
