@@ -35,7 +35,9 @@ use super::wiring::{Attached, KeyStream, Wiring, attach};
 use super::worker::Workers;
 #[cfg(feature = "shard")]
 use crate::shard::{DependentKind, ShardGate};
-use ferrokube_client::api::{Kind, Object};
+use ferrokube_client::api::Kind;
+#[cfg(feature = "shard")]
+use ferrokube_client::api::Object;
 use ferrokube_client::client::Client;
 
 /// Every handler a running controller put on an informer. Dropped however `run` ends: takes
