@@ -163,6 +163,7 @@
 pub mod api;
 pub mod apply;
 pub mod audit;
+pub mod cel;
 pub mod crd;
 pub mod faults;
 pub mod gc;

@@ -153,6 +153,18 @@ pub struct Schema {
     max_length: Option<u64>,
     /// `default`: the value a missing field of this schema gets (see [`Schema::default_object`]).
     default: Option<Value>,
+    /// `maxItems`: only used to bound the cost of CEL rules ([`crate::cel`]).
+    pub(crate) max_items: Option<u64>,
+    /// `maxProperties`: only used to bound the cost of CEL rules.
+    pub(crate) max_properties: Option<u64>,
+    /// `x-kubernetes-list-type` (`atomic`, `set`, `map`).
+    pub(crate) list_type: Option<String>,
+    /// `x-kubernetes-list-map-keys`: what identifies an item of a `map` list.
+    pub(crate) list_map_keys: Vec<String>,
+    /// `x-kubernetes-map-type` (`granular`, `atomic`).
+    pub(crate) map_type: Option<String>,
+    /// `x-kubernetes-validations`: CEL rules, compiled by [`Schema::root`] (see [`crate::cel`]).
+    pub(crate) rules: Vec<crate::cel::Rule>,
 }
 
 /// The fields of an ObjectMeta: everything else under a custom object's `metadata` is pruned.
@@ -193,14 +205,95 @@ fn shown(value: &Value) -> String {
 }
 
 impl Schema {
+    /// `type`, as its name (`object`, `string`, ...), or `""` when the schema names none.
+    pub(crate) fn type_name(&self) -> &'static str {
+        self.kind.map(JsonType::name).unwrap_or("")
+    }
+
+    /// True for `type: object` (or no type with declared properties).
+    pub(crate) fn is_object(&self) -> bool {
+        self.kind == Some(JsonType::Object)
+    }
+
+    /// True for `type: array`.
+    pub(crate) fn is_array(&self) -> bool {
+        self.kind == Some(JsonType::Array)
+    }
+
+    /// True for `type: integer`.
+    pub(crate) fn is_integer(&self) -> bool {
+        self.kind == Some(JsonType::Integer)
+    }
+
+    /// True for `type: number`.
+    pub(crate) fn is_number(&self) -> bool {
+        self.kind == Some(JsonType::Number)
+    }
+
+    /// True for `type: string`.
+    pub(crate) fn is_string(&self) -> bool {
+        self.kind == Some(JsonType::String)
+    }
+
+    /// True for `type: boolean`.
+    pub(crate) fn is_boolean(&self) -> bool {
+        self.kind == Some(JsonType::Boolean)
+    }
+
+    /// `x-kubernetes-int-or-string`.
+    pub(crate) fn int_or_string(&self) -> bool {
+        self.int_or_string
+    }
+
+    /// `x-kubernetes-preserve-unknown-fields`.
+    pub(crate) fn preserves_unknown(&self) -> bool {
+        self.preserve_unknown
+    }
+
+    /// `properties`.
+    pub(crate) fn properties(&self) -> &BTreeMap<String, Schema> {
+        &self.properties
+    }
+
+    /// `properties`, to change (the CEL compiler stores its programs in them).
+    pub(crate) fn properties_mut(&mut self) -> &mut BTreeMap<String, Schema> {
+        &mut self.properties
+    }
+
+    /// `additionalProperties` as a schema.
+    pub(crate) fn additional(&self) -> Option<&Schema> {
+        self.additional.as_deref()
+    }
+
+    /// `additionalProperties`, to change.
+    pub(crate) fn additional_mut(&mut self) -> Option<&mut Schema> {
+        self.additional.as_deref_mut()
+    }
+
+    /// `items`.
+    pub(crate) fn items(&self) -> Option<&Schema> {
+        self.items.as_deref()
+    }
+
+    /// `items`, to change.
+    pub(crate) fn items_mut(&mut self) -> Option<&mut Schema> {
+        self.items.as_deref_mut()
+    }
+
+    /// `maxLength`.
+    pub(crate) fn max_length(&self) -> Option<u64> {
+        self.max_length
+    }
+
     /// Reads the root `openAPIV3Schema` (which must be `type: object`); `path` names it in errors.
     pub fn root(value: &Value, path: &str) -> Result<Schema, SchemaError> {
-        let schema = Schema::parse(value, path)?;
+        let mut schema = Schema::parse(value, path)?;
         if schema.kind != Some(JsonType::Object) {
             return Err(SchemaError::RootNotObject {
                 path: path.to_string(),
             });
         }
+        crate::cel::compile_schema(&mut schema);
         Ok(schema)
     }
 
@@ -304,6 +397,31 @@ impl Schema {
         schema.default = map.get("default").cloned();
         schema.min_length = count("minLength")?;
         schema.max_length = count("maxLength")?;
+        schema.max_items = count("maxItems")?;
+        schema.max_properties = count("maxProperties")?;
+        let word = |name: &str| map.get(name).and_then(Value::as_str).map(str::to_string);
+        schema.list_type = word("x-kubernetes-list-type");
+        schema.map_type = word("x-kubernetes-map-type");
+        schema.list_map_keys = map
+            .get("x-kubernetes-list-map-keys")
+            .and_then(Value::as_array)
+            .map(|keys| {
+                keys.iter()
+                    .filter_map(|k| k.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default();
+        if let Some(rules) = map.get("x-kubernetes-validations") {
+            schema.rules = rules
+                .as_array()
+                .and_then(|rules| {
+                    rules
+                        .iter()
+                        .map(crate::cel::Rule::parse)
+                        .collect::<Option<Vec<_>>>()
+                })
+                .ok_or_else(|| malformed("x-kubernetes-validations", "a list of rules"))?;
+        }
         Ok(schema)
     }
 
