@@ -258,6 +258,11 @@ impl Rule {
     }
 }
 
+/// A string as Go's `%q` prints it (field errors quote string values so).
+fn go_q(text: &str) -> String {
+    format!("{text:?}")
+}
+
 /// A string as Go's `encoding/json` writes it (HTML characters escaped).
 fn go_quote(text: &str) -> String {
     let json = Value::String(text.to_string()).to_string();
@@ -438,7 +443,7 @@ fn compile_rule(rule: &mut Rule, node: &Schema, root: bool, cardinality: f64) {
                 reason: "FieldValueInvalid",
                 message: format!(
                     "Invalid value: {}: must be non-empty if specified",
-                    go_quote(message)
+                    go_q(message)
                 ),
             });
         } else if message.contains('\n') {
@@ -447,7 +452,7 @@ fn compile_rule(rule: &mut Rule, node: &Schema, root: bool, cardinality: f64) {
                 reason: "FieldValueInvalid",
                 message: format!(
                     "Invalid value: {}: must not contain line breaks",
-                    go_quote(message)
+                    go_q(message)
                 ),
             });
         }
@@ -477,8 +482,8 @@ fn compile_rule(rule: &mut Rule, node: &Schema, root: bool, cardinality: f64) {
                 reason: "FieldValueNotSupported",
                 message: format!(
                     "Unsupported value: {}: supported values: {}",
-                    go_quote(reason),
-                    REASONS.map(go_quote).join(", ")
+                    go_q(reason),
+                    REASONS.map(go_q).join(", ")
                 ),
             });
         }
@@ -488,7 +493,7 @@ fn compile_rule(rule: &mut Rule, node: &Schema, root: bool, cardinality: f64) {
         let bad = |why: &str| Problem {
             field: "fieldPath",
             reason: "FieldValueInvalid",
-            message: format!("Invalid value: {}: {why}", go_quote(path)),
+            message: format!("Invalid value: {}: {why}", go_q(path)),
         };
         if path.trim().is_empty() {
             rule.problems.push(bad("must be non-empty if specified"));
@@ -1024,6 +1029,8 @@ enum Bounds<'s> {
     Node(&'s Schema),
     /// The root's `metadata`, `apiVersion` and `kind`: strings of at most 253 characters.
     Meta,
+    /// A value of known size whose parts are not followed (a literal, an accumulator).
+    Sized(f64),
     Unknown,
 }
 
@@ -1051,6 +1058,7 @@ impl<'s> Bounds<'s> {
                 bound.map(|b| (b as f64).min(unbounded)).unwrap_or(unbounded)
             }
             Bounds::Meta => 253.0,
+            Bounds::Sized(size) => *size,
             Bounds::Unknown => sizes.unbounded_items().max(sizes.unbounded_chars()),
         }
     }
@@ -1073,7 +1081,7 @@ impl<'s> Bounds<'s> {
                 }
             }
             Bounds::Meta => Bounds::Meta,
-            Bounds::Unknown => Bounds::Unknown,
+            Bounds::Sized(_) | Bounds::Unknown => Bounds::Unknown,
         }
     }
 
@@ -1105,7 +1113,14 @@ fn cost_of<'s>(
     scopes: &mut Vec<(String, Bounds<'s>)>,
 ) -> (f64, Bounds<'s>) {
     match &expr.expr {
-        Expr::Literal(_) => (0.0, Bounds::Meta),
+        Expr::Literal(literal) => {
+            let size = match literal {
+                LiteralValue::String(s) => s.len() as f64,
+                LiteralValue::Bytes(b) => b.len() as f64,
+                _ => 1.0,
+            };
+            (0.0, Bounds::Sized(size))
+        }
         Expr::Ident(name) => {
             let bounds = scopes
                 .iter()
@@ -1158,7 +1173,7 @@ fn cost_of<'s>(
                 .iter()
                 .map(|e| cost_of(e, self_bounds, sizes, scopes).0)
                 .sum::<f64>();
-            (cost + 1.0, Bounds::Unknown)
+            (cost + 1.0, Bounds::Sized(list.elements.len() as f64))
         }
         Expr::Map(map) => {
             let mut cost = 1.0;
@@ -1168,7 +1183,7 @@ fn cost_of<'s>(
                     cost += cost_of(&e.value, self_bounds, sizes, scopes).0;
                 }
             }
-            (cost, Bounds::Unknown)
+            (cost, Bounds::Sized(map.entries.len() as f64))
         }
         Expr::Comprehension(c) => {
             let (range_cost, range) = cost_of(&c.iter_range, self_bounds, sizes, scopes);
@@ -1179,7 +1194,8 @@ fn cost_of<'s>(
             if let Some(second) = &c.iter_var2 {
                 scopes.push((second.clone(), range.element()));
             }
-            scopes.push((c.accu_var.clone(), Bounds::Unknown));
+            // The accumulator: a boolean, a count, or a list growing to the range's size.
+            scopes.push((c.accu_var.clone(), Bounds::Sized(items)));
             let body = cost_of(&c.loop_cond, self_bounds, sizes, scopes).0
                 + cost_of(&c.loop_step, self_bounds, sizes, scopes).0
                 + 1.0;
@@ -1266,7 +1282,7 @@ fn check_node(
                 message: problem.message.clone(),
             });
         }
-        if rule.problems.is_empty() && rule.cost > 0.0 {
+        if rule.cost > 0.0 {
             costs.push((at("rule"), rule.cost));
         }
         if let (Some(compiled), Some(within)) = (&rule.compiled, uncorrelatable) {
@@ -1276,7 +1292,7 @@ fn check_node(
                     field: at("rule"),
                     message: format!(
                         "Invalid value: {}: oldSelf cannot be used on the uncorrelatable portion of the schema within {within}",
-                        go_quote(&rule.spec.rule)
+                        go_q(&rule.spec.rule)
                     ),
                 });
             }
@@ -1517,7 +1533,7 @@ impl Walk {
         let invalid_here = |detail: String| Cause {
             reason: "FieldValueInvalid",
             field: here.clone(),
-            message: format!("Invalid value: {}: {detail}", go_quote(type_name)),
+            message: format!("Invalid value: {}: {detail}", go_q(type_name)),
         };
         let this = to_cel(value, Some(schema));
         let old_cel = old.map(|o| to_cel(o, Some(schema)));
@@ -1658,7 +1674,7 @@ fn rule_text(spec: &RuleSpec) -> String {
 /// A scalar as Go's field errors print it: strings quoted, numbers and booleans bare.
 fn go_value(value: &Value) -> String {
     match value {
-        Value::String(s) => go_quote(s),
+        Value::String(s) => go_q(s),
         Value::Number(n) => match n.as_i64() {
             Some(i) => i.to_string(),
             None => n.to_string(),
@@ -1721,6 +1737,26 @@ mod tests {
             "x-kubernetes-validations": [{"rule": "self.l.all(x, self.l.all(y, x == y))"}]}));
         let causes = check_schema(&s, "s");
         assert!(causes[0].message.contains("more than 100x"), "{causes:?}");
+    }
+
+    #[test]
+    fn evaluation_is_bounded_by_the_cost_of_the_actual_object() {
+        // Quadratic but bounded: accepted when the CRD is written (800 items at most)...
+        let s = schema(json!({"type": "object", "properties": {"l": {"type": "array",
+            "maxItems": 800, "items": {"type": "integer"}}},
+            "x-kubernetes-validations": [{"rule": "self.l.all(x, self.l.all(y, x <= y || x > y))"}]}));
+        assert!(check_schema(&s, "s").is_empty());
+        // ...cheap on a small object...
+        assert!(validate(&s, &json!({"l": [1, 2, 3]}), None).is_empty());
+        // ...and refused, not run, when the object makes it expensive.
+        let big: Vec<i64> = (0..800).collect();
+        let causes = validate(&s, &json!({"l": big}), None);
+        assert_eq!(causes.len(), 1, "{causes:?}");
+        assert!(
+            causes[0].message.contains("call cost exceeds limit"),
+            "{}",
+            causes[0].message
+        );
     }
 
     #[test]

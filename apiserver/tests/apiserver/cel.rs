@@ -18,8 +18,9 @@
 //!   refuse, which is what the suite asserts there.
 //!
 //! With `FERROKUBE_CEL_RECORD=1`, `cel_corpus_e2e` writes the outcomes it saw into the fixture
-//! instead of comparing (run it against 1.37.2 only). With `FERROKUBE_CEL_RESULTS=<file>`, each
-//! test writes one JSON line per case (name, server, outcome, match) to that file.
+//! instead of comparing (run it against 1.37.2 only). With `FERROKUBE_CEL_RESULTS=<folder>`, each
+//! test writes one JSON line per case (name, server, outcome, match) to `<folder>/cel-<server>.jsonl`
+//! (benches/conformance/ keeps one run of each).
 //!
 //! The real server evaluates sibling fields in a random order (Go maps), so outcomes are compared
 //! with their causes sorted (and the message rebuilt from them, once it is checked to be built from
@@ -100,6 +101,7 @@ impl Target {
     }
 
     /// The server's `major.minor`, from /version.
+    #[cfg(feature = "e2e")]
     async fn version(&self) -> (u64, u64) {
         let (code, body) = self.json(Method::GET, "/version", None).await;
         assert_eq!(code, 200, "{}: /version: {body}", self.name);
@@ -306,11 +308,12 @@ fn compared(seen: &Value) -> Value {
     Value::Object(out)
 }
 
-/// Appends one line per case to `FERROKUBE_CEL_RESULTS`, if set.
+/// Writes one line per case to `cel-<server>.jsonl` in the folder `FERROKUBE_CEL_RESULTS`, if set.
 fn write_results(server: &str, corpus: &Value, seen: &[Value], matches: &[bool]) {
-    let Ok(path) = std::env::var("FERROKUBE_CEL_RESULTS") else {
+    let Ok(folder) = std::env::var("FERROKUBE_CEL_RESULTS") else {
         return;
     };
+    let path = std::path::Path::new(&folder).join(format!("cel-{server}.jsonl"));
     let mut lines = String::new();
     for ((case, outcome), matched) in cases(corpus).iter().zip(seen).zip(matches) {
         let line = json!({"case": case["name"], "server": server, "outcome": outcome,
@@ -371,10 +374,10 @@ async fn cel_corpus_e2e() {
     };
     let (major, minor) = target.version().await;
     let seen = run_all(&target, &corpus).await;
-    let server = format!("kube-apiserver-{major}.{minor}");
+    let (_, version) = target.json(Method::GET, "/version", None).await;
+    let server = format!("kube-apiserver-{}", version["gitVersion"].as_str().unwrap_or("unknown"));
     if std::env::var("FERROKUBE_CEL_RECORD").is_ok_and(|v| v == "1") {
         assert!((major, minor) >= (1, 37), "record from kube-apiserver 1.37 only");
-        let (_, version) = target.json(Method::GET, "/version", None).await;
         corpus["recorded_from"] = version["gitVersion"].clone();
         let cases = corpus["cases"].as_array_mut().expect("cases");
         for (case, outcome) in cases.iter_mut().zip(&seen) {
