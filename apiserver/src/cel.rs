@@ -379,7 +379,11 @@ fn parse(source: &str) -> Result<Program, CompileError> {
             .map(|e| {
                 // The crate's positions are (line, column), 1-based; make a byte offset.
                 let (line, column) = (e.pos.0.max(1) as usize, e.pos.1.max(1) as usize);
-                let start: usize = owned.split_inclusive('\n').take(line - 1).map(str::len).sum();
+                let start: usize = owned
+                    .split_inclusive('\n')
+                    .take(line - 1)
+                    .map(str::len)
+                    .sum();
                 let offset = owned[start..]
                     .char_indices()
                     .nth(column - 1)
@@ -516,8 +520,7 @@ fn compile_rule(rule: &mut Rule, node: &Schema, root: bool, cardinality: f64) {
     };
     if spec.optional_old_self.is_some() {
         let detail = "optionalOldSelf is not supported by this server";
-        rule.problems
-            .push(invalid(rule, "optionalOldSelf", detail));
+        rule.problems.push(invalid(rule, "optionalOldSelf", detail));
         return;
     }
     let self_type = Ty::of_schema(node, root);
@@ -628,12 +631,8 @@ fn compile_expression(
     }
     let uses_old_self = checker.uses_old_self;
     let sizes = Sizes::Static;
-    let cost = estimate(program.expression(), &Bounds::of(node, root_bounds(self_type)), &sizes);
+    let cost = estimate(program.expression(), &Bounds::Node(node), &sizes);
     Ok((program, uses_old_self, cost))
-}
-
-fn root_bounds(self_type: &Ty<'_>) -> bool {
-    matches!(self_type, Ty::Object(_, true))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -705,8 +704,25 @@ impl<'s> Ty<'s> {
 /// cannot be named.
 pub(crate) fn escape(name: &str) -> Option<String> {
     const RESERVED: [&str; 19] = [
-        "true", "false", "null", "in", "as", "break", "const", "continue", "else", "for",
-        "function", "if", "import", "let", "loop", "package", "namespace", "return", "var",
+        "true",
+        "false",
+        "null",
+        "in",
+        "as",
+        "break",
+        "const",
+        "continue",
+        "else",
+        "for",
+        "function",
+        "if",
+        "import",
+        "let",
+        "loop",
+        "package",
+        "namespace",
+        "return",
+        "var",
     ];
     if RESERVED.contains(&name) {
         return Some(format!("__{name}__"));
@@ -725,10 +741,42 @@ pub(crate) fn escape(name: &str) -> Option<String> {
 
 /// The standard functions the checker lets through (the crate implements them).
 const FUNCTIONS: [&str; 36] = [
-    "_==_", "_!=_", "_<_", "_<=_", "_>_", "_>=_", "_&&_", "_||_", "!_", "-_", "_+_", "_-_",
-    "_*_", "_/_", "_%_", "_?_:_", "_[_]", "@in", "@not_strictly_false", "size", "contains",
-    "startsWith", "endsWith", "matches", "string", "int", "uint", "double", "bytes", "bool",
-    "type", "dyn", "has", "max", "min", "exists",
+    "_==_",
+    "_!=_",
+    "_<_",
+    "_<=_",
+    "_>_",
+    "_>=_",
+    "_&&_",
+    "_||_",
+    "!_",
+    "-_",
+    "_+_",
+    "_-_",
+    "_*_",
+    "_/_",
+    "_%_",
+    "_?_:_",
+    "_[_]",
+    "@in",
+    "@not_strictly_false",
+    "size",
+    "contains",
+    "startsWith",
+    "endsWith",
+    "matches",
+    "string",
+    "int",
+    "uint",
+    "double",
+    "bytes",
+    "bool",
+    "type",
+    "dyn",
+    "has",
+    "max",
+    "min",
+    "exists",
 ];
 
 struct Checker<'a, 's> {
@@ -887,7 +935,8 @@ impl<'a, 's> Checker<'a, 's> {
         self.scopes.push((c.accu_var.clone(), accu));
         self.check(&c.loop_cond);
         let step = self.check(&c.loop_step);
-        self.scopes.truncate(depth + 1 + usize::from(c.iter_var2.is_some()));
+        self.scopes
+            .truncate(depth + 1 + usize::from(c.iter_var2.is_some()));
         self.scopes.push((c.accu_var.clone(), step));
         let result = self.check(&c.result);
         self.scopes.truncate(depth);
@@ -899,9 +948,24 @@ impl<'a, 's> Checker<'a, 's> {
 fn call_type<'s>(name: &str, target: Option<&Ty<'s>>, args: &[Ty<'s>]) -> Ty<'s> {
     let first = target.or(args.first()).cloned().unwrap_or(Ty::Dyn);
     match name {
-        "_==_" | "_!=_" | "_<_" | "_<=_" | "_>_" | "_>=_" | "_&&_" | "_||_" | "!_" | "@in"
-        | "@not_strictly_false" | "contains" | "startsWith" | "endsWith" | "matches" | "bool"
-        | "has" | "exists" => Ty::Bool,
+        "_==_"
+        | "_!=_"
+        | "_<_"
+        | "_<=_"
+        | "_>_"
+        | "_>=_"
+        | "_&&_"
+        | "_||_"
+        | "!_"
+        | "@in"
+        | "@not_strictly_false"
+        | "contains"
+        | "startsWith"
+        | "endsWith"
+        | "matches"
+        | "bool"
+        | "has"
+        | "exists" => Ty::Bool,
         "size" | "int" => Ty::Int,
         "uint" => Ty::Uint,
         "double" => Ty::Double,
@@ -927,9 +991,9 @@ fn normalize_field_path(path: &str, node: &Schema) -> Option<String> {
     let mut out = String::new();
     let mut rest = path;
     while !rest.is_empty() {
-        let (name, named_hint, after) = if let Some(r) = rest.strip_prefix('.') {
+        let (name, after) = if let Some(r) = rest.strip_prefix('.') {
             let end = r.find(['.', '[']).unwrap_or(r.len());
-            (r[..end].to_string(), true, &r[end..])
+            (r[..end].to_string(), &r[end..])
         } else if let Some(r) = rest.strip_prefix("['") {
             let mut name = String::new();
             let mut chars = r.char_indices();
@@ -955,11 +1019,10 @@ fn normalize_field_path(path: &str, node: &Schema) -> Option<String> {
             }
             let end = end?;
             let after = r[end + 1..].strip_prefix(']')?;
-            (name, false, after)
+            (name, after)
         } else {
             return None;
         };
-        let _ = named_hint;
         if name.is_empty() {
             return None;
         }
@@ -1035,10 +1098,6 @@ enum Bounds<'s> {
 }
 
 impl<'s> Bounds<'s> {
-    fn of(node: &'s Schema, _root: bool) -> Bounds<'s> {
-        Bounds::Node(node)
-    }
-
     /// How many items (or characters) a value here has at most.
     fn size(&self, sizes: &Sizes) -> f64 {
         match self {
@@ -1055,7 +1114,9 @@ impl<'s> Bounds<'s> {
                 } else {
                     sizes.unbounded_items()
                 };
-                bound.map(|b| (b as f64).min(unbounded)).unwrap_or(unbounded)
+                bound
+                    .map(|b| (b as f64).min(unbounded))
+                    .unwrap_or(unbounded)
             }
             Bounds::Meta => 253.0,
             Bounds::Sized(size) => *size,
@@ -1362,8 +1423,9 @@ fn eval_error(error: &ExecutionError) -> EvalError {
         ExecutionError::RemainderByZero(_) => EvalError::Cel("modulus by zero".into()),
         ExecutionError::Overflow(..) => EvalError::Cel("integer overflow".into()),
         ExecutionError::NoSuchOverload(_) => EvalError::NoSuchOverload,
-        ExecutionError::UnsupportedBinaryOperator(..)
-        | ExecutionError::ValuesNotComparable(..) => EvalError::NoSuchOverload,
+        ExecutionError::UnsupportedBinaryOperator(..) | ExecutionError::ValuesNotComparable(..) => {
+            EvalError::NoSuchOverload
+        }
         ExecutionError::IndexOutOfBounds(index) => {
             EvalError::Cel(format!("index out of range: {index:?}"))
         }
@@ -1537,10 +1599,11 @@ impl Walk {
         };
         let this = to_cel(value, Some(schema));
         let old_cel = old.map(|o| to_cel(o, Some(schema)));
-        let bounds = Bounds::of(schema, root);
+        let bounds = Bounds::Node(schema);
         for rule in &schema.rules {
             let Some(compiled) = rule.compiled.as_deref() else {
-                let problems: Vec<String> = rule.problems.iter().map(|p| p.message.clone()).collect();
+                let problems: Vec<String> =
+                    rule.problems.iter().map(|p| p.message.clone()).collect();
                 self.causes.push(invalid_here(format!(
                     "rule compile error: {}",
                     problems.join("; ")
@@ -1598,7 +1661,9 @@ impl Walk {
                 continue;
             }
             let at = match &compiled.field_path {
-                Some(extra) if extra.starts_with('[') => format!("{}{extra}", path.unwrap_or("<nil>")),
+                Some(extra) if extra.starts_with('[') => {
+                    format!("{}{extra}", path.unwrap_or("<nil>"))
+                }
                 Some(extra) => child(path, extra),
                 None => here.clone(),
             };
@@ -1694,10 +1759,12 @@ mod tests {
 
     #[test]
     fn the_standard_functions_and_macros_run() {
-        let s = schema(json!({"type": "object", "properties": {"spec": {"type": "object",
+        let s = schema(
+            json!({"type": "object", "properties": {"spec": {"type": "object",
             "x-kubernetes-validations": [{"rule": "self.a.startsWith('a') && self.a.endsWith('c') && self.a.contains('b') && self.a.matches('^a.c$') && size(self.a) == 3 && self.l.all(x, x > 0) && self.l.exists(x, x == 2) && self.l.exists_one(x, x == 3) && self.l.map(x, x * 2).filter(x, x > 2).size() == 2 && has(self.a) && !has(self.b)"}],
             "properties": {"a": {"type": "string", "maxLength": 10}, "b": {"type": "string"},
-                "l": {"type": "array", "maxItems": 10, "items": {"type": "integer"}}}}}}));
+                "l": {"type": "array", "maxItems": 10, "items": {"type": "integer"}}}}}}),
+        );
         let causes = check_schema(&s, "s");
         assert!(causes.is_empty(), "{causes:?}");
         let ok = json!({"spec": {"a": "abc", "l": [1, 2, 3]}});
@@ -1708,15 +1775,28 @@ mod tests {
 
     #[test]
     fn undefined_fields_and_names_are_refused_like_cel_go() {
-        let s = schema(json!({"type": "object", "properties": {"spec": {"type": "object",
+        let s = schema(
+            json!({"type": "object", "properties": {"spec": {"type": "object",
             "x-kubernetes-validations": [{"rule": "self.foo > 1"}, {"rule": "bar == 1"},
                 {"rule": "self.a >"}, {"rule": "self.a"}],
-            "properties": {"a": {"type": "string"}}}}}));
-        let messages: Vec<String> = check_schema(&s, "s").into_iter().map(|c| c.message).collect();
+            "properties": {"a": {"type": "string"}}}}}),
+        );
+        let messages: Vec<String> = check_schema(&s, "s")
+            .into_iter()
+            .map(|c| c.message)
+            .collect();
         assert!(messages[0].ends_with("compilation failed: ERROR: <input>:1:5: undefined field 'foo'\n | self.foo > 1\n | ....^"), "{}", messages[0]);
         assert!(messages[1].ends_with("ERROR: <input>:1:1: undeclared reference to 'bar' (in container '')\n | bar == 1\n | ^"), "{}", messages[1]);
-        assert!(messages[2].contains("Syntax error: mismatched input '<EOF>'"), "{}", messages[2]);
-        assert!(messages[3].ends_with("cel expression must evaluate to a bool"), "{}", messages[3]);
+        assert!(
+            messages[2].contains("Syntax error: mismatched input '<EOF>'"),
+            "{}",
+            messages[2]
+        );
+        assert!(
+            messages[3].ends_with("cel expression must evaluate to a bool"),
+            "{}",
+            messages[3]
+        );
     }
 
     #[test]
@@ -1729,12 +1809,18 @@ mod tests {
             let s = schema(json!({"type": "object", "x-kubernetes-validations": [{"rule": rule}]}));
             let causes = check_schema(&s, "s");
             assert_eq!(causes.len(), 1, "{causes:?}");
-            assert!(causes[0].message.contains("this server's limit"), "{}", causes[0].message);
+            assert!(
+                causes[0].message.contains("this server's limit"),
+                "{}",
+                causes[0].message
+            );
         }
         // Quadratic over unbounded lists: refused by the cost estimate.
-        let s = schema(json!({"type": "object", "properties": {"l": {"type": "array",
+        let s = schema(
+            json!({"type": "object", "properties": {"l": {"type": "array",
             "items": {"type": "string"}}},
-            "x-kubernetes-validations": [{"rule": "self.l.all(x, self.l.all(y, x == y))"}]}));
+            "x-kubernetes-validations": [{"rule": "self.l.all(x, self.l.all(y, x == y))"}]}),
+        );
         let causes = check_schema(&s, "s");
         assert!(causes[0].message.contains("more than 100x"), "{causes:?}");
     }
@@ -1742,9 +1828,11 @@ mod tests {
     #[test]
     fn evaluation_is_bounded_by_the_cost_of_the_actual_object() {
         // Quadratic but bounded: accepted when the CRD is written (800 items at most)...
-        let s = schema(json!({"type": "object", "properties": {"l": {"type": "array",
+        let s = schema(
+            json!({"type": "object", "properties": {"l": {"type": "array",
             "maxItems": 800, "items": {"type": "integer"}}},
-            "x-kubernetes-validations": [{"rule": "self.l.all(x, self.l.all(y, x <= y || x > y))"}]}));
+            "x-kubernetes-validations": [{"rule": "self.l.all(x, self.l.all(y, x <= y || x > y))"}]}),
+        );
         assert!(check_schema(&s, "s").is_empty());
         // ...cheap on a small object...
         assert!(validate(&s, &json!({"l": [1, 2, 3]}), None).is_empty());
@@ -1761,9 +1849,11 @@ mod tests {
 
     #[test]
     fn transition_rules_run_only_with_an_old_value() {
-        let s = schema(json!({"type": "object", "properties": {"spec": {"type": "object",
+        let s = schema(
+            json!({"type": "object", "properties": {"spec": {"type": "object",
             "x-kubernetes-validations": [{"rule": "self.n == oldSelf.n", "message": "immutable"}],
-            "properties": {"n": {"type": "integer"}}}}}));
+            "properties": {"n": {"type": "integer"}}}}}),
+        );
         let new = json!({"spec": {"n": 2}});
         assert!(validate(&s, &new, None).is_empty());
         assert!(validate(&s, &new, Some(&json!({"spec": {"n": 2}}))).is_empty());

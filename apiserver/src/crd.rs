@@ -183,10 +183,10 @@ pub fn validate(crd: &Value) -> Vec<Cause> {
     }
     // kube-apiserver reports a schema shared by every version at `spec.validation` (its internal
     // form keeps one copy); the CEL rules' causes use that path too.
-    let shared_schema = all.len() > 0
-        && all
-            .iter()
-            .all(|v| v.pointer("/schema/openAPIV3Schema") == all[0].pointer("/schema/openAPIV3Schema"));
+    let shared_schema = !all.is_empty()
+        && all.iter().all(|v| {
+            v.pointer("/schema/openAPIV3Schema") == all[0].pointer("/schema/openAPIV3Schema")
+        });
     for (i, version) in all.iter().enumerate() {
         let at = format!("spec.versions[{i}]");
         if text(version, "/name").is_empty() {

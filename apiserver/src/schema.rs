@@ -30,8 +30,12 @@
 //! items are reported at the array's path (`spec.tags`, not `spec.tags[0]`). Properties are checked
 //! in alphabetical order; kube-apiserver checks them in an order that varies from request to request.
 //!
+//! `x-kubernetes-validations` (CEL rules) are read here and compiled when the root is read
+//! ([`Schema::root`]); [`crate::cel`] explains and runs them.
+//!
 //! Not supported (accepted and ignored): `pattern`, `format`, `multipleOf`, `minItems`/`maxItems`,
-//! `uniqueItems`, `minProperties`/`maxProperties`, `allOf`/`anyOf`/`oneOf`/`not`,
+//! `uniqueItems`, `minProperties`/`maxProperties` (`maxItems`, `maxProperties` and `maxLength` also bound the
+//! cost of CEL rules), `allOf`/`anyOf`/`oneOf`/`not`,
 //! `x-kubernetes-embedded-resource`, list and map types.
 
 use std::collections::BTreeMap;

@@ -48,7 +48,11 @@ pub fn check_type(resource: &ResourceType, object: &mut Value) -> Result<(), Sta
     // A custom object must name its kind and apiVersion (kube-apiserver has no default for them;
     // the HTTP layer refuses a missing kind first, quoting the body as sent).
     if resource.is_custom() {
-        if map.get("kind").and_then(Value::as_str).is_none_or(str::is_empty) {
+        if map
+            .get("kind")
+            .and_then(Value::as_str)
+            .is_none_or(str::is_empty)
+        {
             let body = Value::Object(map.clone()).to_string();
             return Err(missing_kind(&resource.kind, body.as_bytes()));
         }
@@ -101,7 +105,11 @@ pub fn missing_kind(kind: &str, body: &[u8]) -> StatusError {
         _ => {
             let shown = &body[..body.len().min(30)];
             let hex: String = shown.iter().map(|b| format!("{b:02x}")).collect();
-            if body.len() > 30 { format!("{hex} ...") } else { hex }
+            if body.len() > 30 {
+                format!("{hex} ...")
+            } else {
+                hex
+            }
         }
     };
     StatusError::bad_request(format!(

@@ -19,8 +19,8 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use super::body::{
-    Body, bytes_response, json_response, read_body, read_custom_object, read_json, read_json_or_empty, read_object,
-    stored_response,
+    Body, bytes_response, json_response, read_body, read_custom_object, read_json,
+    read_json_or_empty, read_object, stored_response,
 };
 use super::handlers::{Reply, Shared};
 use super::request::{

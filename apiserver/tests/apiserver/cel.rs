@@ -38,7 +38,10 @@ use serde_json::{Value, json};
 
 use crate::common;
 
-const CORPUS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/cel_corpus.json");
+const CORPUS: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/fixtures/cel_corpus.json"
+);
 const NAMESPACE: &str = "cel-corpus";
 
 /// A server under test.
@@ -49,7 +52,13 @@ struct Target {
 }
 
 impl Target {
-    async fn send(&self, method: Method, path: &str, content_type: &str, body: Option<Vec<u8>>) -> (u16, Value) {
+    async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        content_type: &str,
+        body: Option<Vec<u8>>,
+    ) -> (u16, Value) {
         let request = Request::builder()
             .method(method)
             .uri(path)
@@ -194,7 +203,11 @@ async fn run_case(target: &Target, case: &Value) -> Value {
                           "schema": {"openAPIV3Schema": schema}}]}});
     let mut seen = serde_json::Map::new();
     let (code, body) = target
-        .json(Method::POST, "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", Some(&crd))
+        .json(
+            Method::POST,
+            "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+            Some(&crd),
+        )
         .await;
     seen.insert("crd".into(), outcome(code, &body));
     if code != 201 {
@@ -204,7 +217,9 @@ async fn run_case(target: &Target, case: &Value) -> Value {
     wait_for(target, &collection, 200).await;
     let object = match &case["raw_object"] {
         Value::Object(_) => {
-            let text = case["raw_object"].to_string().replace("@api", &format!("{group}/v1"));
+            let text = case["raw_object"]
+                .to_string()
+                .replace("@api", &format!("{group}/v1"));
             serde_json::from_str(&text).expect("raw object")
         }
         _ => with_type(&case["object"], &group, None),
@@ -214,13 +229,17 @@ async fn run_case(target: &Target, case: &Value) -> Value {
     let item = format!("{collection}/sample");
     if code == 201 {
         if case["update"].is_object() {
-            let version = created["metadata"]["resourceVersion"].as_str().map(str::to_string);
+            let version = created["metadata"]["resourceVersion"]
+                .as_str()
+                .map(str::to_string);
             let update = with_type(&case["update"], &group, version);
             let (code, body) = target.json(Method::PUT, &item, Some(&update)).await;
             seen.insert("update".into(), outcome(code, &body));
         }
         if case["patch"].is_object() {
-            let (code, body) = target.json(Method::PATCH, &item, Some(&case["patch"])).await;
+            let (code, body) = target
+                .json(Method::PATCH, &item, Some(&case["patch"]))
+                .await;
             seen.insert("patch".into(), outcome(code, &body));
         }
     }
@@ -286,9 +305,17 @@ fn cases(corpus: &Value) -> &Vec<Value> {
 /// Runs every case against `target` (a few at a time), in corpus order.
 async fn run_all(target: &Target, corpus: &Value) -> Vec<Value> {
     let (code, body) = target
-        .json(Method::POST, "/api/v1/namespaces", Some(&json!({"metadata": {"name": NAMESPACE}})))
+        .json(
+            Method::POST,
+            "/api/v1/namespaces",
+            Some(&json!({"metadata": {"name": NAMESPACE}})),
+        )
         .await;
-    assert!(code == 201 || code == 409, "{}: namespace: {body}", target.name);
+    assert!(
+        code == 201 || code == 409,
+        "{}: namespace: {body}",
+        target.name
+    );
     let mut seen = Vec::new();
     for chunk in cases(corpus).chunks(8) {
         let runs = chunk.iter().map(|case| run_case(target, case));
@@ -327,7 +354,10 @@ fn write_results(server: &str, corpus: &Value, seen: &[Value], matches: &[bool])
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cel_corpus_embedded() {
     let corpus = corpus();
-    let server = ApiServer::new().start().await.expect("embedded server starts");
+    let server = ApiServer::new()
+        .start()
+        .await
+        .expect("embedded server starts");
     let target = Target {
         name: "embedded".into(),
         client: common::embedded_client(&server, false),
@@ -358,9 +388,15 @@ async fn cel_corpus_embedded() {
     }
     write_results("embedded", &corpus, &seen, &matches);
     let matched = matches.iter().filter(|m| **m).count();
-    eprintln!("cel corpus: {matched} of {} cases match kube-apiserver 1.37.2", matches.len());
+    eprintln!(
+        "cel corpus: {matched} of {} cases match kube-apiserver 1.37.2",
+        matches.len()
+    );
     assert!(failures.is_empty(), "{}", failures.join("\n"));
-    assert!(cases(&corpus).len() >= 30, "the corpus has at least 30 cases");
+    assert!(
+        cases(&corpus).len() >= 30,
+        "the corpus has at least 30 cases"
+    );
 }
 
 #[cfg(feature = "e2e")]
@@ -375,9 +411,15 @@ async fn cel_corpus_e2e() {
     let (major, minor) = target.version().await;
     let seen = run_all(&target, &corpus).await;
     let (_, version) = target.json(Method::GET, "/version", None).await;
-    let server = format!("kube-apiserver-{}", version["gitVersion"].as_str().unwrap_or("unknown"));
+    let server = format!(
+        "kube-apiserver-{}",
+        version["gitVersion"].as_str().unwrap_or("unknown")
+    );
     if std::env::var("FERROKUBE_CEL_RECORD").is_ok_and(|v| v == "1") {
-        assert!((major, minor) >= (1, 37), "record from kube-apiserver 1.37 only");
+        assert!(
+            (major, minor) >= (1, 37),
+            "record from kube-apiserver 1.37 only"
+        );
         corpus["recorded_from"] = version["gitVersion"].clone();
         let cases = corpus["cases"].as_array_mut().expect("cases");
         for (case, outcome) in cases.iter_mut().zip(&seen) {
@@ -411,7 +453,10 @@ async fn cel_corpus_e2e() {
         // Before 1.25 (the documented 1.20 behaviour): no CEL. Every CRD is accepted, stored
         // without its rules, and its objects are judged by the structural schema alone.
         if outcome["crd"]["code"] != 201 {
-            failures.push(format!("{name}: {server} refused the CRD: {}", outcome["crd"]));
+            failures.push(format!(
+                "{name}: {server} refused the CRD: {}",
+                outcome["crd"]
+            ));
             continue;
         }
         if outcome["stored_schema_has_rules"] != false {
@@ -424,7 +469,10 @@ async fn cel_corpus_e2e() {
             _ => 201,
         };
         if outcome["create"]["code"] != wanted {
-            failures.push(format!("{name}: {server} create: {} (want {wanted})", outcome["create"]));
+            failures.push(format!(
+                "{name}: {server} create: {} (want {wanted})",
+                outcome["create"]
+            ));
         }
         for step in ["update", "patch"] {
             if let Some(o) = outcome.get(step) {
