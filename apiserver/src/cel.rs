@@ -93,7 +93,7 @@ use cel::objects::{Key, Map as CelMap};
 use cel::{Context, Env, ExecutionError, Program};
 use serde_json::Value;
 
-use crate::schema::Schema;
+use crate::schema::{Compiled, Problem, Rule, RuleSpec, Schema};
 use crate::status::Cause;
 
 /// The longest rule or messageExpression accepted, in bytes (kube-apiserver has no fixed limit;
@@ -125,71 +125,6 @@ const REASONS: [&str; 4] = [
     "FieldValueRequired",
 ];
 
-/// One entry of `x-kubernetes-validations`, as written.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct RuleSpec {
-    /// `rule`: the CEL expression, true when the value is valid.
-    pub rule: String,
-    /// `message`: what a failure says instead of `failed rule: <rule>`.
-    pub message: Option<String>,
-    /// `messageExpression`: a CEL expression giving the message (a string).
-    pub message_expression: Option<String>,
-    /// `reason`: the cause's reason (`FieldValueInvalid` when unset).
-    pub reason: Option<String>,
-    /// `fieldPath`: where below the node a failure is reported (`.spec.replicas`, `['a.b']`).
-    pub field_path: Option<String>,
-    /// `optionalOldSelf` (not supported: refused when the CRD is written).
-    pub optional_old_self: Option<bool>,
-}
-
-/// A rule and what compiling it gave.
-#[derive(Debug, Clone)]
-pub struct Rule {
-    /// The rule as written.
-    pub spec: RuleSpec,
-    /// The programs, once compiled without problems.
-    compiled: Option<Arc<Compiled>>,
-    /// Why the rule cannot be used (empty once compiled).
-    problems: Vec<Problem>,
-    /// The estimated worst-case cost (rule and messageExpression), for the CRD's total.
-    cost: f64,
-}
-
-impl PartialEq for Rule {
-    fn eq(&self, other: &Self) -> bool {
-        self.spec == other.spec
-    }
-}
-
-/// A compiled rule.
-struct Compiled {
-    program: Program,
-    message: Option<Program>,
-    uses_old_self: bool,
-    /// `fieldPath`, normalized (`spec.replicas`, `[a.b]`), appended to the node's path.
-    field_path: Option<String>,
-}
-
-impl std::fmt::Debug for Compiled {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Compiled")
-            .field("uses_old_self", &self.uses_old_self)
-            .field("field_path", &self.field_path)
-            .finish_non_exhaustive()
-    }
-}
-
-/// Why a rule cannot be used, as one cause of the CRD's 422 (see [`Rule`]).
-#[derive(Debug, Clone, PartialEq)]
-struct Problem {
-    /// The field of the rule it is about: `rule`, `message`, `messageExpression`, `reason`,
-    /// `fieldPath`.
-    field: &'static str,
-    reason: &'static str,
-    /// The message of the cause (after `Invalid value: …: ` and the like).
-    message: String,
-}
-
 /// A rule (or messageExpression) that cannot be compiled.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum CompileError {
@@ -218,44 +153,22 @@ pub enum EvalError {
     Internal(String),
 }
 
-impl Rule {
-    /// Reads one entry of `x-kubernetes-validations`; `None` if it is not an object.
-    pub fn parse(value: &Value) -> Option<Rule> {
-        let map = value.as_object()?;
-        let text = |name: &str| map.get(name).and_then(Value::as_str).map(str::to_string);
-        let spec = RuleSpec {
-            rule: text("rule").unwrap_or_default(),
-            message: text("message"),
-            message_expression: text("messageExpression"),
-            reason: text("reason"),
-            field_path: text("fieldPath"),
-            optional_old_self: map.get("optionalOldSelf").and_then(Value::as_bool),
-        };
-        Some(Rule {
-            spec,
-            compiled: None,
-            problems: Vec::new(),
-            cost: 0.0,
-        })
-    }
-
-    /// The rule as kube-apiserver prints it in a compile error: its Go struct as JSON, with
-    /// `<`, `>` and `&` escaped as Go's encoder does.
-    fn go_json(&self) -> String {
-        let s = &self.spec;
-        let quoted = |t: &str| go_quote(t);
-        let reason = s.reason.as_deref().map(quoted);
-        let old = s.optional_old_self.map(|b| b.to_string());
-        format!(
-            "{{\"Rule\":{},\"Message\":{},\"MessageExpression\":{},\"Reason\":{},\"FieldPath\":{},\"OptionalOldSelf\":{}}}",
-            quoted(&s.rule),
-            quoted(s.message.as_deref().unwrap_or("")),
-            quoted(s.message_expression.as_deref().unwrap_or("")),
-            reason.as_deref().unwrap_or("null"),
-            quoted(s.field_path.as_deref().unwrap_or("")),
-            old.as_deref().unwrap_or("null"),
-        )
-    }
+/// The rule as kube-apiserver prints it in a compile error: its Go struct as JSON, with `<`, `>`
+/// and `&` escaped as Go's encoder does.
+fn go_json(rule: &Rule) -> String {
+    let s = &rule.spec;
+    let quoted = |t: &str| go_quote(t);
+    let reason = s.reason.as_deref().map(quoted);
+    let old = s.optional_old_self.map(|b| b.to_string());
+    format!(
+        "{{\"Rule\":{},\"Message\":{},\"MessageExpression\":{},\"Reason\":{},\"FieldPath\":{},\"OptionalOldSelf\":{}}}",
+        quoted(&s.rule),
+        quoted(s.message.as_deref().unwrap_or("")),
+        quoted(s.message_expression.as_deref().unwrap_or("")),
+        reason.as_deref().unwrap_or("null"),
+        quoted(s.field_path.as_deref().unwrap_or("")),
+        old.as_deref().unwrap_or("null"),
+    )
 }
 
 /// A string as Go's `%q` prints it (field errors quote string values so).
@@ -402,8 +315,14 @@ fn parse(source: &str) -> Result<Program, CompileError> {
 }
 
 /// Compiles every rule of `schema` and below; the results stay in the rules.
-pub(crate) fn compile_schema(schema: &mut Schema) {
+pub fn compile_schema(schema: &mut Schema) {
     compile_node(schema, true, 1.0);
+}
+
+/// `schema` (a root, from [`Schema::root`]) with its rules compiled.
+pub fn compiled(mut schema: Schema) -> Schema {
+    compile_schema(&mut schema);
+    schema
 }
 
 fn compile_node(schema: &mut Schema, root: bool, cardinality: f64) {
@@ -516,7 +435,7 @@ fn compile_rule(rule: &mut Rule, node: &Schema, root: bool, cardinality: f64) {
     let invalid = |rule: &Rule, field: &'static str, detail: &str| Problem {
         field,
         reason: "FieldValueInvalid",
-        message: format!("Invalid value: {}: {detail}", rule.go_json()),
+        message: format!("Invalid value: {}: {detail}", go_json(rule)),
     };
     if spec.optional_old_self.is_some() {
         let detail = "optionalOldSelf is not supported by this server";
@@ -1754,7 +1673,7 @@ mod tests {
     use serde_json::json;
 
     fn schema(raw: Value) -> Schema {
-        Schema::root(&raw, "s").unwrap_or_else(|e| panic!("{e}"))
+        compiled(Schema::root(&raw, "s").unwrap_or_else(|e| panic!("{e}")))
     }
 
     #[test]

@@ -199,7 +199,7 @@ pub fn validate(crd: &Value) -> Vec<Cause> {
                 field: schema_at,
                 message: "Required value: schemas are required".into(),
             }),
-            Some(raw) => match Schema::root(raw, &schema_at) {
+            Some(raw) => match Schema::root(raw, &schema_at).map(crate::cel::compiled) {
                 Err(e) => causes.push(Cause {
                     reason: "FieldValueInvalid",
                     field: schema_at,
@@ -241,7 +241,7 @@ pub fn served_types(crd: &Value, terminating: bool) -> Vec<ResourceType> {
         }
         let version_name = text(version, "/name");
         let schema = match version.pointer("/schema/openAPIV3Schema") {
-            Some(raw) => match Schema::root(raw, "openAPIV3Schema") {
+            Some(raw) => match Schema::root(raw, "openAPIV3Schema").map(crate::cel::compiled) {
                 Ok(schema) => schema,
                 Err(e) => {
                     tracing::warn!(crd = name, version = version_name, error = %e, "not serving a version with an unusable schema");

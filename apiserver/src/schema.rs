@@ -30,8 +30,8 @@
 //! items are reported at the array's path (`spec.tags`, not `spec.tags[0]`). Properties are checked
 //! in alphabetical order; kube-apiserver checks them in an order that varies from request to request.
 //!
-//! `x-kubernetes-validations` (CEL rules) are read here and compiled when the root is read
-//! ([`Schema::root`]); [`crate::cel`] explains and runs them.
+//! `x-kubernetes-validations` (CEL rules) are read here; [`crate::cel`] compiles, explains and runs
+//! them.
 //!
 //! Not supported (accepted and ignored): `pattern`, `format`, `multipleOf`, `minItems`/`maxItems`,
 //! `uniqueItems`, `minProperties`/`maxProperties` (`maxItems`, `maxProperties` and `maxLength` also bound the
@@ -43,6 +43,96 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value};
 
 use crate::status::Cause;
+
+// The rules of `x-kubernetes-validations`, as read and as compiled by [`crate::cel`] (which
+// compiles and runs them; they live here so that a schema can hold them).
+
+/// One entry of `x-kubernetes-validations`, as written.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct RuleSpec {
+    /// `rule`: the CEL expression, true when the value is valid.
+    pub rule: String,
+    /// `message`: what a failure says instead of `failed rule: <rule>`.
+    pub message: Option<String>,
+    /// `messageExpression`: a CEL expression giving the message (a string).
+    pub message_expression: Option<String>,
+    /// `reason`: the cause's reason (`FieldValueInvalid` when unset).
+    pub reason: Option<String>,
+    /// `fieldPath`: where below the node a failure is reported (`.spec.replicas`, `['a.b']`).
+    pub field_path: Option<String>,
+    /// `optionalOldSelf` (not supported: refused when the CRD is written).
+    pub optional_old_self: Option<bool>,
+}
+
+/// A rule and what compiling it gave.
+#[derive(Debug, Clone)]
+pub struct Rule {
+    /// The rule as written.
+    pub spec: RuleSpec,
+    /// The programs, once compiled without problems.
+    pub(crate) compiled: Option<std::sync::Arc<Compiled>>,
+    /// Why the rule cannot be used (empty once compiled).
+    pub(crate) problems: Vec<Problem>,
+    /// The estimated worst-case cost (rule and messageExpression), for the CRD's total.
+    pub(crate) cost: f64,
+}
+
+impl Rule {
+    /// Reads one entry of `x-kubernetes-validations`; `None` if it is not an object.
+    pub fn parse(value: &Value) -> Option<Rule> {
+        let map = value.as_object()?;
+        let text = |name: &str| map.get(name).and_then(Value::as_str).map(str::to_string);
+        let spec = RuleSpec {
+            rule: text("rule").unwrap_or_default(),
+            message: text("message"),
+            message_expression: text("messageExpression"),
+            reason: text("reason"),
+            field_path: text("fieldPath"),
+            optional_old_self: map.get("optionalOldSelf").and_then(Value::as_bool),
+        };
+        Some(Rule {
+            spec,
+            compiled: None,
+            problems: Vec::new(),
+            cost: 0.0,
+        })
+    }
+}
+
+impl PartialEq for Rule {
+    fn eq(&self, other: &Self) -> bool {
+        self.spec == other.spec
+    }
+}
+
+/// A compiled rule.
+pub(crate) struct Compiled {
+    pub(crate) program: cel::Program,
+    pub(crate) message: Option<cel::Program>,
+    pub(crate) uses_old_self: bool,
+    /// `fieldPath`, normalized (`spec.replicas`, `[a.b]`), appended to the node's path.
+    pub(crate) field_path: Option<String>,
+}
+
+impl std::fmt::Debug for Compiled {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Compiled")
+            .field("uses_old_self", &self.uses_old_self)
+            .field("field_path", &self.field_path)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why a rule cannot be used, as one cause of the CRD's 422 (see [`Rule`]).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Problem {
+    /// The field of the rule it is about: `rule`, `message`, `messageExpression`, `reason`,
+    /// `fieldPath`.
+    pub(crate) field: &'static str,
+    pub(crate) reason: &'static str,
+    /// The message of the cause (after `Invalid value: …: ` and the like).
+    pub(crate) message: String,
+}
 
 /// The JSON types a schema's `type` can name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -167,8 +257,8 @@ pub struct Schema {
     pub(crate) list_map_keys: Vec<String>,
     /// `x-kubernetes-map-type` (`granular`, `atomic`).
     pub(crate) map_type: Option<String>,
-    /// `x-kubernetes-validations`: CEL rules, compiled by [`Schema::root`] (see [`crate::cel`]).
-    pub(crate) rules: Vec<crate::cel::Rule>,
+    /// `x-kubernetes-validations`: CEL rules, compiled by [`crate::cel::compile_schema`].
+    pub(crate) rules: Vec<Rule>,
 }
 
 /// The fields of an ObjectMeta: everything else under a custom object's `metadata` is pruned.
@@ -291,13 +381,12 @@ impl Schema {
 
     /// Reads the root `openAPIV3Schema` (which must be `type: object`); `path` names it in errors.
     pub fn root(value: &Value, path: &str) -> Result<Schema, SchemaError> {
-        let mut schema = Schema::parse(value, path)?;
+        let schema = Schema::parse(value, path)?;
         if schema.kind != Some(JsonType::Object) {
             return Err(SchemaError::RootNotObject {
                 path: path.to_string(),
             });
         }
-        crate::cel::compile_schema(&mut schema);
         Ok(schema)
     }
 
@@ -418,12 +507,7 @@ impl Schema {
         if let Some(rules) = map.get("x-kubernetes-validations") {
             schema.rules = rules
                 .as_array()
-                .and_then(|rules| {
-                    rules
-                        .iter()
-                        .map(crate::cel::Rule::parse)
-                        .collect::<Option<Vec<_>>>()
-                })
+                .and_then(|rules| rules.iter().map(Rule::parse).collect::<Option<Vec<_>>>())
                 .ok_or_else(|| malformed("x-kubernetes-validations", "a list of rules"))?;
         }
         Ok(schema)
