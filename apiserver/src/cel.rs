@@ -26,18 +26,19 @@
 //! # How data flows through it
 //!
 //! ```text
-//!  CRD written ──► Schema::root ──► compile_schema: for each node, each rule:
+//!  CRD written ──► Schema::root, then compile_schema: for each node, each rule:
 //!                                     guard (length, nesting)   ─┐
 //!                                     parse (the `cel` crate)    ├─► Rule.compiled, or Rule.problems
 //!                                     check (types of self…)     │   (crd::validate turns problems
 //!                                     estimate cost              ─┘    into the 422 of the CRD)
 //!
 //!  object written ──► strategy (pruned, defaulted, schema-checked) ──► validate(schema, new, old):
-//!       walk the object and the schema together, with the old object at the same place:
+//!       walk the object and the schema together (on a thread with a big stack), with the old
+//!       object at the same place:
 //!         at each node with rules: self = the value here (oldSelf = the old one, on update)
 //!           rule uses oldSelf but no old value here?  skip it (transition rules)
 //!           charge its cost to the request's budget  → over budget: one cause, stop
-//!           run it (on a thread with a big stack)    → error: cause "… evaluating rule: …"
+//!           run it                                   → error: cause "… evaluating rule: …"
 //!           false → cause at path(+fieldPath), reason, message / messageExpression / "failed rule"
 //!       every cause joins the object's 422 Invalid, after the schema's own causes.
 //! ```
@@ -60,8 +61,9 @@
 //! - **Size.** A rule (or messageExpression) longer than [`MAX_RULE_BYTES`], nested deeper than
 //!   [`MAX_NESTING`] brackets or with more than [`MAX_OPERATORS`] operators is refused when the CRD
 //!   is written: the parser and the evaluator recurse on the expression's depth.
-//! - **Stack.** Parsing and evaluation run on a thread of their own with a [`STACK_BYTES`] stack;
-//!   a panic inside the crate becomes an error of the rule, not of the server.
+//! - **Stack.** Parsing a rule, and each write's walk through the rules, run on a thread of their
+//!   own with a [`STACK_BYTES`] stack (only what is touched is committed); a panic inside the crate
+//!   becomes an error of the rule, not of the server.
 //! - **Cost.** Like kube-apiserver, a rule's worst-case cost is estimated when the CRD is written,
 //!   from the schema's `maxItems`, `maxProperties` and `maxLength` (unbounded lists and strings are
 //!   assumed to fill a 3 MiB request), and a rule over [`STATIC_COST_LIMIT`] (or a CRD over
@@ -1352,23 +1354,24 @@ fn eval_error(error: &ExecutionError) -> EvalError {
     }
 }
 
-/// Runs `program` with `self` (and `oldSelf`) bound.
+/// Runs `program` with `self` (and `oldSelf`) bound. Call it on a big stack ([`validate`] runs
+/// its whole walk on one); a panic of the crate becomes an error of the rule.
 fn run(
     program: &Program,
     this: &cel::Value,
     old: Option<&cel::Value>,
 ) -> Result<cel::Value, EvalError> {
-    let outcome = on_big_stack(|| {
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         let mut context = Context::with_env(env());
         context.add_variable_from_value("self", this.clone());
         if let Some(old) = old {
             context.add_variable_from_value("oldSelf", old.clone());
         }
         program.execute(&context).map_err(|e| eval_error(&e))
-    });
+    }));
     match outcome {
         Ok(result) => result,
-        Err(e) => Err(EvalError::Internal(e)),
+        Err(_) => Err(EvalError::Internal("the CEL library panicked".into())),
     }
 }
 
@@ -1417,8 +1420,19 @@ pub fn validate(schema: &Schema, new: &Value, old: Option<&Value>) -> Vec<Cause>
         causes: Vec::new(),
         sizes: Sizes::Actual { values, bytes },
     };
-    let _ = walk.node(schema, new, old, None, true);
-    walk.causes
+    // One thread with a big stack for the whole walk (the crate's evaluator recurses).
+    let walked = on_big_stack(|| {
+        let _ = walk.node(schema, new, old, None, true);
+        walk.causes
+    });
+    walked.unwrap_or_else(|e| {
+        tracing::warn!(error = %e, "CEL rules could not be run");
+        vec![Cause {
+            reason: "FieldValueInternal",
+            field: "<nil>".into(),
+            message: format!("Internal error: {e}"),
+        }]
+    })
 }
 
 /// The path of a child field: `spec`, `spec.size`.
