@@ -27,7 +27,9 @@ status=0
 #   e2e (tests/e2e/)                 the client, kubeconfigs, the informer, network faults, the
 #                                    CustomResource derive (its CRD, objects, kubectl, validation)
 #   apiserver (apiserver/tests/)     the embedded server's conformance and Table suites compared with
-#                                    the real one (its other suites need no cluster: `cargo test`)
+#                                    the real one (its other suites need no cluster: `cargo test`);
+#                                    cel: the CRD validation rules corpus against the real server
+#                                    (from 1.25 its recorded 1.37.2 answers; before, no rules at all)
 #   replicaset, drills (examples/tests/)  the sample's parity with kube-controller-manager, the
 #                                    stale-cache churn, the leader and shard drills as processes
 suites=(
@@ -37,6 +39,7 @@ suites=(
   "ferrokube e2e network_faults::"
   "ferrokube e2e derive::"
   "ferrokube-apiserver apiserver conformance::"
+  "ferrokube-apiserver apiserver cel::"
   "ferrokube-apiserver apiserver tables::"
   "ferrokube-examples replicaset parity_e2e::"
   "ferrokube-examples replicaset stale_e2e::"

@@ -181,6 +181,12 @@ pub fn validate(crd: &Value) -> Vec<Cause> {
             message: "Invalid value: []apiextensions.CustomResourceDefinitionVersion{...}: must have exactly one version marked as storage version".into(),
         });
     }
+    // kube-apiserver reports a schema shared by every version at `spec.validation` (its internal
+    // form keeps one copy); the CEL rules' causes use that path too.
+    let shared_schema = !all.is_empty()
+        && all.iter().all(|v| {
+            v.pointer("/schema/openAPIV3Schema") == all[0].pointer("/schema/openAPIV3Schema")
+        });
     for (i, version) in all.iter().enumerate() {
         let at = format!("spec.versions[{i}]");
         if text(version, "/name").is_empty() {
@@ -193,15 +199,23 @@ pub fn validate(crd: &Value) -> Vec<Cause> {
                 field: schema_at,
                 message: "Required value: schemas are required".into(),
             }),
-            Some(raw) => {
-                if let Err(e) = Schema::root(raw, &schema_at) {
-                    causes.push(Cause {
-                        reason: "FieldValueInvalid",
-                        field: schema_at,
-                        message: e.to_string(),
-                    });
+            Some(raw) => match Schema::root(raw, &schema_at).map(crate::cel::compiled) {
+                Err(e) => causes.push(Cause {
+                    reason: "FieldValueInvalid",
+                    field: schema_at,
+                    message: e.to_string(),
+                }),
+                // The rules: a shared schema's once (at the first version), as kube-apiserver does.
+                Ok(schema) if shared_schema => {
+                    if i == 0 {
+                        causes.extend(crate::cel::check_schema(
+                            &schema,
+                            "spec.validation.openAPIV3Schema",
+                        ));
+                    }
                 }
-            }
+                Ok(schema) => causes.extend(crate::cel::check_schema(&schema, &schema_at)),
+            },
         }
     }
     causes
@@ -227,7 +241,7 @@ pub fn served_types(crd: &Value, terminating: bool) -> Vec<ResourceType> {
         }
         let version_name = text(version, "/name");
         let schema = match version.pointer("/schema/openAPIV3Schema") {
-            Some(raw) => match Schema::root(raw, "openAPIV3Schema") {
+            Some(raw) => match Schema::root(raw, "openAPIV3Schema").map(crate::cel::compiled) {
                 Ok(schema) => schema,
                 Err(e) => {
                     tracing::warn!(crd = name, version = version_name, error = %e, "not serving a version with an unusable schema");

@@ -30,8 +30,12 @@
 //! items are reported at the array's path (`spec.tags`, not `spec.tags[0]`). Properties are checked
 //! in alphabetical order; kube-apiserver checks them in an order that varies from request to request.
 //!
+//! `x-kubernetes-validations` (CEL rules) are read here; [`crate::cel`] compiles, explains and runs
+//! them.
+//!
 //! Not supported (accepted and ignored): `pattern`, `format`, `multipleOf`, `minItems`/`maxItems`,
-//! `uniqueItems`, `minProperties`/`maxProperties`, `allOf`/`anyOf`/`oneOf`/`not`,
+//! `uniqueItems`, `minProperties`/`maxProperties` (`maxItems`, `maxProperties` and `maxLength` also bound the
+//! cost of CEL rules), `allOf`/`anyOf`/`oneOf`/`not`,
 //! `x-kubernetes-embedded-resource`, list and map types.
 
 use std::collections::BTreeMap;
@@ -39,6 +43,96 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value};
 
 use crate::status::Cause;
+
+// The rules of `x-kubernetes-validations`, as read and as compiled by [`crate::cel`] (which
+// compiles and runs them; they live here so that a schema can hold them).
+
+/// One entry of `x-kubernetes-validations`, as written.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct RuleSpec {
+    /// `rule`: the CEL expression, true when the value is valid.
+    pub rule: String,
+    /// `message`: what a failure says instead of `failed rule: <rule>`.
+    pub message: Option<String>,
+    /// `messageExpression`: a CEL expression giving the message (a string).
+    pub message_expression: Option<String>,
+    /// `reason`: the cause's reason (`FieldValueInvalid` when unset).
+    pub reason: Option<String>,
+    /// `fieldPath`: where below the node a failure is reported (`.spec.replicas`, `['a.b']`).
+    pub field_path: Option<String>,
+    /// `optionalOldSelf` (not supported: refused when the CRD is written).
+    pub optional_old_self: Option<bool>,
+}
+
+/// A rule and what compiling it gave.
+#[derive(Debug, Clone)]
+pub struct Rule {
+    /// The rule as written.
+    pub spec: RuleSpec,
+    /// The programs, once compiled without problems.
+    pub(crate) compiled: Option<std::sync::Arc<Compiled>>,
+    /// Why the rule cannot be used (empty once compiled).
+    pub(crate) problems: Vec<Problem>,
+    /// The estimated worst-case cost (rule and messageExpression), for the CRD's total.
+    pub(crate) cost: f64,
+}
+
+impl Rule {
+    /// Reads one entry of `x-kubernetes-validations`; `None` if it is not an object.
+    pub fn parse(value: &Value) -> Option<Rule> {
+        let map = value.as_object()?;
+        let text = |name: &str| map.get(name).and_then(Value::as_str).map(str::to_string);
+        let spec = RuleSpec {
+            rule: text("rule").unwrap_or_default(),
+            message: text("message"),
+            message_expression: text("messageExpression"),
+            reason: text("reason"),
+            field_path: text("fieldPath"),
+            optional_old_self: map.get("optionalOldSelf").and_then(Value::as_bool),
+        };
+        Some(Rule {
+            spec,
+            compiled: None,
+            problems: Vec::new(),
+            cost: 0.0,
+        })
+    }
+}
+
+impl PartialEq for Rule {
+    fn eq(&self, other: &Self) -> bool {
+        self.spec == other.spec
+    }
+}
+
+/// A compiled rule.
+pub(crate) struct Compiled {
+    pub(crate) program: cel::Program,
+    pub(crate) message: Option<cel::Program>,
+    pub(crate) uses_old_self: bool,
+    /// `fieldPath`, normalized (`spec.replicas`, `[a.b]`), appended to the node's path.
+    pub(crate) field_path: Option<String>,
+}
+
+impl std::fmt::Debug for Compiled {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Compiled")
+            .field("uses_old_self", &self.uses_old_self)
+            .field("field_path", &self.field_path)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why a rule cannot be used, as one cause of the CRD's 422 (see [`Rule`]).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Problem {
+    /// The field of the rule it is about: `rule`, `message`, `messageExpression`, `reason`,
+    /// `fieldPath`.
+    pub(crate) field: &'static str,
+    pub(crate) reason: &'static str,
+    /// The message of the cause (after `Invalid value: …: ` and the like).
+    pub(crate) message: String,
+}
 
 /// The JSON types a schema's `type` can name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -153,6 +247,18 @@ pub struct Schema {
     max_length: Option<u64>,
     /// `default`: the value a missing field of this schema gets (see [`Schema::default_object`]).
     default: Option<Value>,
+    /// `maxItems`: only used to bound the cost of CEL rules ([`crate::cel`]).
+    pub(crate) max_items: Option<u64>,
+    /// `maxProperties`: only used to bound the cost of CEL rules.
+    pub(crate) max_properties: Option<u64>,
+    /// `x-kubernetes-list-type` (`atomic`, `set`, `map`).
+    pub(crate) list_type: Option<String>,
+    /// `x-kubernetes-list-map-keys`: what identifies an item of a `map` list.
+    pub(crate) list_map_keys: Vec<String>,
+    /// `x-kubernetes-map-type` (`granular`, `atomic`).
+    pub(crate) map_type: Option<String>,
+    /// `x-kubernetes-validations`: CEL rules, compiled by [`crate::cel::compile_schema`].
+    pub(crate) rules: Vec<Rule>,
 }
 
 /// The fields of an ObjectMeta: everything else under a custom object's `metadata` is pruned.
@@ -193,6 +299,86 @@ fn shown(value: &Value) -> String {
 }
 
 impl Schema {
+    /// `type`, as its name (`object`, `string`, ...), or `""` when the schema names none.
+    pub(crate) fn type_name(&self) -> &'static str {
+        self.kind.map(JsonType::name).unwrap_or("")
+    }
+
+    /// True for `type: object` (or no type with declared properties).
+    pub(crate) fn is_object(&self) -> bool {
+        self.kind == Some(JsonType::Object)
+    }
+
+    /// True for `type: array`.
+    pub(crate) fn is_array(&self) -> bool {
+        self.kind == Some(JsonType::Array)
+    }
+
+    /// True for `type: integer`.
+    pub(crate) fn is_integer(&self) -> bool {
+        self.kind == Some(JsonType::Integer)
+    }
+
+    /// True for `type: number`.
+    pub(crate) fn is_number(&self) -> bool {
+        self.kind == Some(JsonType::Number)
+    }
+
+    /// True for `type: string`.
+    pub(crate) fn is_string(&self) -> bool {
+        self.kind == Some(JsonType::String)
+    }
+
+    /// True for `type: boolean`.
+    pub(crate) fn is_boolean(&self) -> bool {
+        self.kind == Some(JsonType::Boolean)
+    }
+
+    /// `x-kubernetes-int-or-string`.
+    pub(crate) fn int_or_string(&self) -> bool {
+        self.int_or_string
+    }
+
+    /// `x-kubernetes-preserve-unknown-fields`.
+    pub(crate) fn preserves_unknown(&self) -> bool {
+        self.preserve_unknown
+    }
+
+    /// `properties`.
+    pub(crate) fn properties(&self) -> &BTreeMap<String, Schema> {
+        &self.properties
+    }
+
+    /// `properties`, to change (the CEL compiler stores its programs in them).
+    pub(crate) fn properties_mut(&mut self) -> &mut BTreeMap<String, Schema> {
+        &mut self.properties
+    }
+
+    /// `additionalProperties` as a schema.
+    pub(crate) fn additional(&self) -> Option<&Schema> {
+        self.additional.as_deref()
+    }
+
+    /// `additionalProperties`, to change.
+    pub(crate) fn additional_mut(&mut self) -> Option<&mut Schema> {
+        self.additional.as_deref_mut()
+    }
+
+    /// `items`.
+    pub(crate) fn items(&self) -> Option<&Schema> {
+        self.items.as_deref()
+    }
+
+    /// `items`, to change.
+    pub(crate) fn items_mut(&mut self) -> Option<&mut Schema> {
+        self.items.as_deref_mut()
+    }
+
+    /// `maxLength`.
+    pub(crate) fn max_length(&self) -> Option<u64> {
+        self.max_length
+    }
+
     /// Reads the root `openAPIV3Schema` (which must be `type: object`); `path` names it in errors.
     pub fn root(value: &Value, path: &str) -> Result<Schema, SchemaError> {
         let schema = Schema::parse(value, path)?;
@@ -304,6 +490,26 @@ impl Schema {
         schema.default = map.get("default").cloned();
         schema.min_length = count("minLength")?;
         schema.max_length = count("maxLength")?;
+        schema.max_items = count("maxItems")?;
+        schema.max_properties = count("maxProperties")?;
+        let word = |name: &str| map.get(name).and_then(Value::as_str).map(str::to_string);
+        schema.list_type = word("x-kubernetes-list-type");
+        schema.map_type = word("x-kubernetes-map-type");
+        schema.list_map_keys = map
+            .get("x-kubernetes-list-map-keys")
+            .and_then(Value::as_array)
+            .map(|keys| {
+                keys.iter()
+                    .filter_map(|k| k.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default();
+        if let Some(rules) = map.get("x-kubernetes-validations") {
+            schema.rules = rules
+                .as_array()
+                .and_then(|rules| rules.iter().map(Rule::parse).collect::<Option<Vec<_>>>())
+                .ok_or_else(|| malformed("x-kubernetes-validations", "a list of rules"))?;
+        }
         Ok(schema)
     }
 

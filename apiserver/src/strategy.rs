@@ -45,6 +45,27 @@ pub fn check_type(resource: &ResourceType, object: &mut Value) -> Result<(), Sta
         )));
     };
     let api_version = resource.api_version();
+    // A custom object must name its kind and apiVersion (kube-apiserver has no default for them;
+    // the HTTP layer refuses a missing kind first, quoting the body as sent).
+    if resource.is_custom() {
+        if map
+            .get("kind")
+            .and_then(Value::as_str)
+            .is_none_or(str::is_empty)
+        {
+            let body = Value::Object(map.clone()).to_string();
+            return Err(missing_kind(&resource.kind, body.as_bytes()));
+        }
+        if map
+            .get("apiVersion")
+            .and_then(Value::as_str)
+            .is_none_or(str::is_empty)
+        {
+            return Err(StatusError::bad_request(format!(
+                "the API version in the data () does not match the expected API version ({api_version})"
+            )));
+        }
+    }
     match map.get("kind").and_then(Value::as_str) {
         None | Some("") => {
             map.insert("kind".into(), resource.kind.clone().into());
@@ -71,6 +92,29 @@ pub fn check_type(resource: &ResourceType, object: &mut Value) -> Result<(), Sta
         }
     }
     Ok(())
+}
+
+/// 400 for a custom object without `kind`, in kube-apiserver's words (the body quoted whole, then
+/// its first 30 bytes).
+pub fn missing_kind(kind: &str, body: &[u8]) -> StatusError {
+    let text = String::from_utf8_lossy(body);
+    let summary = match body {
+        [] => "<empty>".to_string(),
+        [b'{', ..] if body.len() > 30 => format!("{} ...", String::from_utf8_lossy(&body[..30])),
+        [b'{', ..] => text.to_string(),
+        _ => {
+            let shown = &body[..body.len().min(30)];
+            let hex: String = shown.iter().map(|b| format!("{b:02x}")).collect();
+            if body.len() > 30 {
+                format!("{hex} ...")
+            } else {
+                hex
+            }
+        }
+    };
+    StatusError::bad_request(format!(
+        "the object provided is unrecognized (must be of type {kind}): Object 'Kind' is missing in '{text}' ({summary})"
+    ))
 }
 
 /// Checks the object's namespace against the URL's, filling it in when missing.
@@ -146,7 +190,7 @@ pub fn prepare_create(resource: &ResourceType, object: &mut Value) -> Result<Str
         reset_status(resource, object);
     }
     prune(resource, object);
-    validate(resource, &name, object)?;
+    validate(resource, &name, object, None)?;
     Ok(name)
 }
 
@@ -192,7 +236,8 @@ pub fn prepare_update(
         if let Some(schema) = &resource.schema {
             schema.prune_object(new);
             schema.default_object(new);
-            let causes = schema.validate_object(new);
+            let mut causes = schema.validate_object(new);
+            causes.extend(rule_causes(schema, &causes, new, Some(old)));
             if !causes.is_empty() {
                 return Err(StatusError::invalid(resource, &name, causes));
             }
@@ -237,7 +282,7 @@ pub fn prepare_update(
     if resource.kind == "Pod" && resource.group.is_empty() {
         check_pod_update(resource, &name, old, new)?;
     }
-    validate(resource, &name, new)
+    validate(resource, &name, new, Some(old))
 }
 
 /// Drops the fields a custom kind's schema does not declare, then fills in its defaults (see
@@ -272,17 +317,55 @@ pub fn read_defaults(resource: &ResourceType, stored: Stored) -> Stored {
     }
 }
 
-fn validate(resource: &ResourceType, name: &str, object: &Value) -> Result<(), StatusError> {
+fn validate(
+    resource: &ResourceType,
+    name: &str,
+    object: &Value,
+    old: Option<&Value>,
+) -> Result<(), StatusError> {
     let mut causes = validation::name(resource.names, "metadata.name", name);
     causes.extend(validation::object(resource, object));
     if let Some(schema) = &resource.schema {
         causes.extend(schema.validate_object(object));
+        causes.extend(rule_causes(schema, &causes, object, old));
     }
     if causes.is_empty() {
         Ok(())
     } else {
         Err(StatusError::invalid(resource, name, causes))
     }
+}
+
+/// The causes of a custom object's CEL rules ([`crate::cel`]), after the schema's `causes`: as in
+/// kube-apiserver, the rules are not run on an object that already has a blocking problem (a
+/// missing, unsupported, too long or mistyped value), which gets one cause saying so instead.
+fn rule_causes(
+    schema: &crate::schema::Schema,
+    causes: &[Cause],
+    object: &Value,
+    old: Option<&Value>,
+) -> Vec<Cause> {
+    if !crate::cel::has_rules(schema) {
+        return Vec::new();
+    }
+    let blocking = causes.iter().any(|c| {
+        matches!(
+            c.reason,
+            "FieldValueNotSupported"
+                | "FieldValueRequired"
+                | "FieldValueTooLong"
+                | "FieldValueTooMany"
+                | "FieldValueTypeInvalid"
+        )
+    });
+    if blocking {
+        return vec![Cause {
+            reason: "FieldValueInvalid",
+            field: "<nil>".into(),
+            message: "Invalid value: null: some validation rules were not checked because the object was invalid; correct the existing errors to complete validation".into(),
+        }];
+    }
+    crate::cel::validate(schema, object, old)
 }
 
 /// What `generation` tracks: everything but `metadata` (and `status`, for kinds with a status

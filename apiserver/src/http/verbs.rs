@@ -19,8 +19,8 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use super::body::{
-    Body, bytes_response, json_response, read_body, read_json, read_json_or_empty, read_object,
-    stored_response,
+    Body, bytes_response, json_response, read_body, read_custom_object, read_json,
+    read_json_or_empty, read_object, stored_response,
 };
 use super::handlers::{Reply, Shared};
 use super::request::{
@@ -181,7 +181,11 @@ impl Call<'_> {
     /// POST: 201 with the created object.
     async fn create(&self, options: &WriteQuery, format: BodyFormat, body: Incoming) -> Reply {
         self.write_fault()?;
-        let object = read_object(body, format).await?;
+        let object = if self.resource.is_custom() {
+            read_custom_object(body, format, &self.resource.kind).await?
+        } else {
+            read_object(body, format).await?
+        };
         let options = WriteOptions {
             dry_run: options.dry_run,
             manager: &options.field_manager,
@@ -203,7 +207,11 @@ impl Call<'_> {
     ) -> Reply {
         self.write_fault()?;
         self.update_fault(&target.name)?;
-        let object = read_object(body, format).await?;
+        let object = if self.resource.is_custom() && !target.is_scale() {
+            read_custom_object(body, format, &self.resource.kind).await?
+        } else {
+            read_object(body, format).await?
+        };
         let api = &self.shared.api;
         let (resource, ns, name) = (self.resource, self.namespace, target.name.as_str());
         let updated = if target.is_scale() {

@@ -1,0 +1,1797 @@
+//! CRD validation rules: the CEL expressions of `x-kubernetes-validations`, compiled when a CRD is
+//! written and evaluated on every write of its custom objects.
+//!
+//! # Why
+//!
+//! A structural schema says what shape a custom object has (types, required fields, ranges); it
+//! cannot say that `minReplicas <= maxReplicas`, that a field may not change once set, or that every
+//! port in a list is unique. Since 1.25 kube-apiserver lets a CRD say such things itself, as rules
+//! in the Common Expression Language (CEL) attached to any node of the schema:
+//!
+//! ```yaml
+//! spec:
+//!   type: object
+//!   x-kubernetes-validations:
+//!   - rule: "self.minReplicas <= self.maxReplicas"
+//!     message: "minReplicas must not exceed maxReplicas"
+//!   - rule: "self.region == oldSelf.region"        # a transition rule: only on update
+//!     reason: FieldValueForbidden
+//!     fieldPath: ".region"
+//! ```
+//!
+//! Controllers' CRDs use them more and more, so a test server that ignored them would accept what
+//! a real cluster refuses. This module makes the embedded server refuse the same objects, with the
+//! same words.
+//!
+//! # How data flows through it
+//!
+//! ```text
+//!  CRD written ──► Schema::root, then compile_schema: for each node, each rule:
+//!                                     guard (length, nesting)   ─┐
+//!                                     parse (the `cel` crate)    ├─► Rule.compiled, or Rule.problems
+//!                                     check (types of self…)     │   (crd::validate turns problems
+//!                                     estimate cost              ─┘    into the 422 of the CRD)
+//!
+//!  object written ──► strategy (pruned, defaulted, schema-checked) ──► validate(schema, new, old):
+//!       walk the object and the schema together (on a thread with a big stack), with the old
+//!       object at the same place:
+//!         at each node with rules: self = the value here (oldSelf = the old one, on update)
+//!           rule uses oldSelf but no old value here?  skip it (transition rules)
+//!           charge its cost to the request's budget  → over budget: one cause, stop
+//!           run it                                   → error: cause "… evaluating rule: …"
+//!           false → cause at path(+fieldPath), reason, message / messageExpression / "failed rule"
+//!       every cause joins the object's 422 Invalid, after the schema's own causes.
+//! ```
+//!
+//! # Which CEL crate, and why
+//!
+//! [`cel`](https://crates.io/crates/cel) (cel-rust, formerly published as `cel-interpreter`, whose
+//! last release, 0.10, is the same code under its old name). It is the maintained one: regular
+//! releases, a parser generated from CEL's own ANTLR grammar (so syntax errors read like cel-go's,
+//! which kube-apiserver prints), macro expansion of `has`, `all`, `exists`, `exists_one`, `map` and
+//! `filter`, and the standard functions (`size`, `startsWith`, `endsWith`, `contains`, `matches`,
+//! conversions). What it lacks, we add here: cel-go's *type checker* (the crate is dynamically
+//! typed, so this module checks the references to `self` against the schema itself, as far as
+//! kube-apiserver's common errors go), and a *cost model* (the crate counts nothing).
+//!
+//! # Bounds on hostile rules
+//!
+//! A rule comes from whoever can write a CRD; it must not crash or stall the server.
+//!
+//! - **Size.** A rule (or messageExpression) longer than [`MAX_RULE_BYTES`], nested deeper than
+//!   [`MAX_NESTING`] brackets or with more than [`MAX_OPERATORS`] operators is refused when the CRD
+//!   is written: the parser and the evaluator recurse on the expression's depth.
+//! - **Stack.** Parsing a rule, and each write's walk through the rules, run on a thread of their
+//!   own with a [`STACK_BYTES`] stack (only what is touched is committed); a panic inside the crate
+//!   becomes an error of the rule, not of the server.
+//! - **Cost.** Like kube-apiserver, a rule's worst-case cost is estimated when the CRD is written,
+//!   from the schema's `maxItems`, `maxProperties` and `maxLength` (unbounded lists and strings are
+//!   assumed to fill a 3 MiB request), and a rule over [`STATIC_COST_LIMIT`] (or a CRD over
+//!   [`STATIC_CRD_COST_LIMIT`] in total) is refused, with kube-apiserver's message. At run time
+//!   every evaluation is charged the same estimate, recomputed with the actual sizes of the object,
+//!   against a budget of [`RUNTIME_COST_BUDGET`] per write (and [`PER_CALL_LIMIT`] per rule). The
+//!   estimate is an upper bound of the work the crate can do (each comprehension iterates at most
+//!   over the values of the object), so a rule that passes the check cannot run away; unlike
+//!   kube-apiserver, which meters the work actually done, it may refuse a write that the real server
+//!   would have finished under budget. The numbers are not cel-go's: only what exceeds "more than
+//!   100x" reads exactly the same.
+//!
+//! # Known differences with kube-apiserver 1.37
+//!
+//! - The type checker knows field names, list and map element types and scalar types; it reports
+//!   undefined fields, undeclared names and functions, and rules that are not boolean. Overloads
+//!   (e.g. `self.name + 1`) are caught only when evaluated ("no such overload").
+//! - Kubernetes' CEL libraries (`isSorted`, `quantity`, `url`, `format`, `ip`, `cidr`, …), optional
+//!   types, `duration`/`timestamp` and `optionalOldSelf` are not supported: a rule using them is
+//!   refused when the CRD is written, as "undeclared reference" (kube-apiserver accepts it).
+//! - Ratcheting is applied to rules without `oldSelf` (an unchanged value is not refused again)
+//!   but produces no Warning header.
+
+use std::collections::HashMap;
+use std::sync::{Arc, OnceLock};
+
+use cel::common::ast::{ComprehensionExpr, Expr, IdedExpr, LiteralValue};
+use cel::objects::{Key, Map as CelMap};
+use cel::{Context, Env, ExecutionError, Program};
+use serde_json::Value;
+
+use crate::schema::{Compiled, Problem, Rule, RuleSpec, Schema};
+use crate::status::Cause;
+
+/// The longest rule or messageExpression accepted, in bytes (kube-apiserver has no fixed limit;
+/// its cost estimate refuses long rules sooner or later).
+pub const MAX_RULE_BYTES: usize = 16 * 1024;
+/// The deepest nesting of brackets (`(`, `[`, `{`) in a rule.
+pub const MAX_NESTING: usize = 32;
+/// The most operators (`+`, `.`, `&&`, …, counted by character) in a rule.
+pub const MAX_OPERATORS: usize = 1000;
+/// The stack of the thread that parses and evaluates rules: the `cel` crate's parser and evaluator
+/// recurse once or more per level of the expression.
+pub const STACK_BYTES: usize = 64 * 1024 * 1024;
+/// kube-apiserver's largest estimated cost of one rule (`StaticEstimatedCostLimit`).
+pub const STATIC_COST_LIMIT: f64 = 10_000_000.0;
+/// kube-apiserver's largest estimated cost of all the rules of a CRD (`StaticEstimatedCRDCostLimit`).
+pub const STATIC_CRD_COST_LIMIT: f64 = 100_000_000.0;
+/// kube-apiserver's cost budget of all the rules run for one write (`RuntimeCELCostBudget`).
+pub const RUNTIME_COST_BUDGET: f64 = 10_000_000.0;
+/// kube-apiserver's cost limit of one evaluation (`PerCallLimit`).
+pub const PER_CALL_LIMIT: f64 = 1_000_000.0;
+/// The request size kube-apiserver assumes for unbounded lists, maps and strings (3 MiB).
+const MAX_REQUEST_BYTES: f64 = 3.0 * 1024.0 * 1024.0;
+
+/// The reasons a rule may give its failures.
+const REASONS: [&str; 4] = [
+    "FieldValueDuplicate",
+    "FieldValueForbidden",
+    "FieldValueInvalid",
+    "FieldValueRequired",
+];
+
+/// A rule (or messageExpression) that cannot be compiled.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum CompileError {
+    /// Too long, too deep or too many operators for this server (see the module docs).
+    #[error("{0}")]
+    TooBig(String),
+    /// Syntax and type errors, in cel-go's words (`ERROR: <input>:1:5: …`).
+    #[error("{0}")]
+    Issues(String),
+    /// The crate panicked or the thread could not start.
+    #[error("unexpected compilation error: {0}")]
+    Internal(String),
+}
+
+/// A rule that could not be evaluated.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum EvalError {
+    /// An error of CEL (no such key, division by zero, …), in cel-go's words.
+    #[error("{0}")]
+    Cel(String),
+    /// A call that matched no overload.
+    #[error("no such overload")]
+    NoSuchOverload,
+    /// The crate panicked or the thread could not start.
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+/// The rule as kube-apiserver prints it in a compile error: its Go struct as JSON, with `<`, `>`
+/// and `&` escaped as Go's encoder does.
+fn go_json(rule: &Rule) -> String {
+    let s = &rule.spec;
+    let quoted = |t: &str| go_quote(t);
+    let reason = s.reason.as_deref().map(quoted);
+    let old = s.optional_old_self.map(|b| b.to_string());
+    format!(
+        "{{\"Rule\":{},\"Message\":{},\"MessageExpression\":{},\"Reason\":{},\"FieldPath\":{},\"OptionalOldSelf\":{}}}",
+        quoted(&s.rule),
+        quoted(s.message.as_deref().unwrap_or("")),
+        quoted(s.message_expression.as_deref().unwrap_or("")),
+        reason.as_deref().unwrap_or("null"),
+        quoted(s.field_path.as_deref().unwrap_or("")),
+        old.as_deref().unwrap_or("null"),
+    )
+}
+
+/// A string as Go's `%q` prints it (field errors quote string values so).
+fn go_q(text: &str) -> String {
+    format!("{text:?}")
+}
+
+/// A string as Go's `encoding/json` writes it (HTML characters escaped).
+fn go_quote(text: &str) -> String {
+    let json = Value::String(text.to_string()).to_string();
+    json.replace('<', "\\u003c")
+        .replace('>', "\\u003e")
+        .replace('&', "\\u0026")
+}
+
+// ---------------------------------------------------------------------------------------------
+// Compiling
+// ---------------------------------------------------------------------------------------------
+
+/// The standard environment, built once.
+fn env() -> Arc<Env> {
+    static ENV: OnceLock<Arc<Env>> = OnceLock::new();
+    ENV.get_or_init(|| Arc::new(Env::stdlib())).clone()
+}
+
+/// Runs `work` on a thread with a [`STACK_BYTES`] stack; a panic becomes `Err`.
+fn on_big_stack<T: Send>(work: impl FnOnce() -> T + Send) -> Result<T, String> {
+    std::thread::scope(|scope| {
+        let handle = std::thread::Builder::new()
+            .name("cel".into())
+            .stack_size(STACK_BYTES)
+            .spawn_scoped(scope, work)
+            .map_err(|e| format!("cannot start the CEL thread: {e}"))?;
+        handle
+            .join()
+            .map_err(|_| "the CEL library panicked".to_string())
+    })
+}
+
+/// Refuses sources the parser should not see (see the module docs).
+fn guard(source: &str) -> Result<(), CompileError> {
+    if source.len() > MAX_RULE_BYTES {
+        return Err(CompileError::TooBig(format!(
+            "expression is {} bytes long, more than this server's limit of {MAX_RULE_BYTES}",
+            source.len()
+        )));
+    }
+    let (mut depth, mut deepest, mut operators) = (0usize, 0usize, 0usize);
+    let mut quote: Option<char> = None;
+    let mut escaped = false;
+    for c in source.chars() {
+        if let Some(q) = quote {
+            if escaped {
+                escaped = false;
+            } else if c == '\\' {
+                escaped = true;
+            } else if c == q {
+                quote = None;
+            }
+            continue;
+        }
+        match c {
+            '\'' | '"' => quote = Some(c),
+            '(' | '[' | '{' => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            ')' | ']' | '}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        if "+-*/%<>=!&|?.,:([{".contains(c) {
+            operators += 1;
+        }
+    }
+    if deepest > MAX_NESTING {
+        return Err(CompileError::TooBig(format!(
+            "expression nests {deepest} brackets deep, more than this server's limit of {MAX_NESTING}"
+        )));
+    }
+    if operators > MAX_OPERATORS {
+        return Err(CompileError::TooBig(format!(
+            "expression has {operators} operators, more than this server's limit of {MAX_OPERATORS}"
+        )));
+    }
+    Ok(())
+}
+
+/// cel-go's rendering of one issue: `ERROR: <input>:L:C: msg` and the line with a caret.
+fn issue(source: &str, offset: usize, message: &str) -> String {
+    let mut line_no = 1;
+    let mut line_start = 0;
+    for (i, c) in source.char_indices() {
+        if i >= offset {
+            break;
+        }
+        if c == '\n' {
+            line_no += 1;
+            line_start = i + 1;
+        }
+    }
+    let line = source[line_start..].split('\n').next().unwrap_or("");
+    let column = source
+        .get(line_start..offset.max(line_start))
+        .map(|s| s.chars().count())
+        .unwrap_or(0);
+    format!(
+        "ERROR: <input>:{line_no}:{}: {message}\n | {line}\n | {}^",
+        column + 1,
+        ".".repeat(column)
+    )
+}
+
+/// Parses `source` (already guarded) into a program, or cel-go's syntax error text.
+fn parse(source: &str) -> Result<Program, CompileError> {
+    let owned = source.to_string();
+    let parsed = on_big_stack(move || match env().compile(&owned) {
+        Ok(program) => Ok(program),
+        Err(errors) => Err(errors
+            .errors
+            .iter()
+            .map(|e| {
+                // The crate's positions are (line, column), 1-based; make a byte offset.
+                let (line, column) = (e.pos.0.max(1) as usize, e.pos.1.max(1) as usize);
+                let start: usize = owned
+                    .split_inclusive('\n')
+                    .take(line - 1)
+                    .map(str::len)
+                    .sum();
+                let offset = owned[start..]
+                    .char_indices()
+                    .nth(column - 1)
+                    .map(|(i, _)| start + i)
+                    .unwrap_or(owned.len());
+                issue(&owned, offset, &e.msg)
+            })
+            .collect::<Vec<_>>()
+            .join("\n")),
+    });
+    match parsed {
+        Ok(Ok(program)) => Ok(program),
+        Ok(Err(issues)) => Err(CompileError::Issues(issues)),
+        Err(e) => Err(CompileError::Internal(e)),
+    }
+}
+
+/// Compiles every rule of `schema` and below; the results stay in the rules.
+pub fn compile_schema(schema: &mut Schema) {
+    compile_node(schema, true, 1.0);
+}
+
+/// `schema` (a root, from [`Schema::root`]) with its rules compiled.
+pub fn compiled(mut schema: Schema) -> Schema {
+    compile_schema(&mut schema);
+    schema
+}
+
+fn compile_node(schema: &mut Schema, root: bool, cardinality: f64) {
+    for child in schema.properties_mut().values_mut() {
+        compile_node(child, false, cardinality);
+    }
+    let fan_out = |bound: Option<u64>| bound.map(|b| b as f64).unwrap_or(MAX_REQUEST_BYTES / 2.0);
+    let properties_bound = fan_out(schema.max_properties);
+    let items_bound = fan_out(schema.max_items);
+    if let Some(additional) = schema.additional_mut() {
+        compile_node(additional, false, cardinality * properties_bound);
+    }
+    if let Some(items) = schema.items_mut() {
+        compile_node(items, false, cardinality * items_bound);
+    }
+    if schema.rules.is_empty() {
+        return;
+    }
+    let node = schema.clone();
+    for rule in &mut schema.rules {
+        compile_rule(rule, &node, root, cardinality);
+    }
+}
+
+fn compile_rule(rule: &mut Rule, node: &Schema, root: bool, cardinality: f64) {
+    rule.problems.clear();
+    rule.compiled = None;
+    let spec = rule.spec.clone();
+    // The checks of the rule's own fields come first; compiling happens only without them.
+    if spec.rule.trim().is_empty() {
+        rule.problems.push(Problem {
+            field: "rule",
+            reason: "FieldValueRequired",
+            message: "Required value: rule is not specified".into(),
+        });
+    }
+    if let Some(message) = &spec.message {
+        if message.trim().is_empty() {
+            rule.problems.push(Problem {
+                field: "message",
+                reason: "FieldValueInvalid",
+                message: format!(
+                    "Invalid value: {}: must be non-empty if specified",
+                    go_q(message)
+                ),
+            });
+        } else if message.contains('\n') {
+            rule.problems.push(Problem {
+                field: "message",
+                reason: "FieldValueInvalid",
+                message: format!(
+                    "Invalid value: {}: must not contain line breaks",
+                    go_q(message)
+                ),
+            });
+        }
+    } else if spec.rule.contains('\n') {
+        rule.problems.push(Problem {
+            field: "message",
+            reason: "FieldValueRequired",
+            message: "Required value: message must be specified if rule contains line breaks"
+                .into(),
+        });
+    }
+    if spec
+        .message_expression
+        .as_deref()
+        .is_some_and(|m| m.trim().is_empty())
+    {
+        rule.problems.push(Problem {
+            field: "messageExpression",
+            reason: "FieldValueRequired",
+            message: "Required value: messageExpression must be non-empty if specified".into(),
+        });
+    }
+    if let Some(reason) = spec.reason.as_deref() {
+        if !REASONS.contains(&reason) {
+            rule.problems.push(Problem {
+                field: "reason",
+                reason: "FieldValueNotSupported",
+                message: format!(
+                    "Unsupported value: {}: supported values: {}",
+                    go_q(reason),
+                    REASONS.map(go_q).join(", ")
+                ),
+            });
+        }
+    }
+    let mut field_path = None;
+    if let Some(path) = spec.field_path.as_deref() {
+        let bad = |why: &str| Problem {
+            field: "fieldPath",
+            reason: "FieldValueInvalid",
+            message: format!("Invalid value: {}: {why}", go_q(path)),
+        };
+        if path.trim().is_empty() {
+            rule.problems.push(bad("must be non-empty if specified"));
+        } else if path.contains('\n') {
+            rule.problems.push(bad("must not contain line breaks"));
+        } else {
+            match normalize_field_path(path, node) {
+                Some(normalized) => field_path = Some(normalized),
+                None => rule.problems.push(bad("must be a valid path")),
+            }
+        }
+    }
+    if !rule.problems.is_empty() {
+        return;
+    }
+    let invalid = |rule: &Rule, field: &'static str, detail: &str| Problem {
+        field,
+        reason: "FieldValueInvalid",
+        message: format!("Invalid value: {}: {detail}", go_json(rule)),
+    };
+    if spec.optional_old_self.is_some() {
+        let detail = "optionalOldSelf is not supported by this server";
+        rule.problems.push(invalid(rule, "optionalOldSelf", detail));
+        return;
+    }
+    let self_type = Ty::of_schema(node, root);
+    let checked = compile_expression(&spec.rule, &self_type, node, Want::Bool);
+    let (program, uses_old_self, rule_cost) = match checked {
+        Ok(ok) => ok,
+        Err(e) => {
+            let detail = match &e {
+                CompileError::Issues(issues) => format!("compilation failed: {issues}"),
+                CompileError::TooBig(why) => format!("compilation failed: {why}"),
+                other => other.to_string(),
+            };
+            let detail = if detail == "compilation failed: must evaluate to a bool" {
+                "cel expression must evaluate to a bool".to_string()
+            } else {
+                detail
+            };
+            rule.problems.push(invalid(rule, "rule", &detail));
+            return;
+        }
+    };
+    let mut cost = rule_cost;
+    if rule_cost > STATIC_COST_LIMIT {
+        rule.problems.push(Problem {
+            field: "rule",
+            reason: "FieldValueForbidden",
+            message: format!(
+                "Forbidden: {}",
+                cost_message("estimated rule cost", rule_cost, STATIC_COST_LIMIT)
+            ),
+        });
+    }
+    let mut message = None;
+    if let Some(source) = spec.message_expression.as_deref() {
+        match compile_expression(source, &self_type, node, Want::String) {
+            Ok((program, _, message_cost)) => {
+                cost += message_cost;
+                message = Some(program);
+            }
+            Err(e) => {
+                let detail = match &e {
+                    CompileError::Issues(i) if i == "must evaluate to a string" => {
+                        "messageExpression must evaluate to a string".to_string()
+                    }
+                    CompileError::Issues(i) | CompileError::TooBig(i) => {
+                        format!("messageExpression compilation failed: {i}")
+                    }
+                    other => other.to_string(),
+                };
+                rule.problems
+                    .push(invalid(rule, "messageExpression", &detail));
+            }
+        }
+    }
+    rule.cost = cost * cardinality;
+    if rule.problems.is_empty() {
+        rule.compiled = Some(Arc::new(Compiled {
+            program,
+            message,
+            uses_old_self,
+            field_path,
+        }));
+    }
+}
+
+/// What an expression must evaluate to.
+#[derive(Clone, Copy, PartialEq)]
+enum Want {
+    Bool,
+    String,
+}
+
+/// Guards, parses, checks and estimates one expression: the program, whether it uses `oldSelf`,
+/// and its estimated cost.
+fn compile_expression(
+    source: &str,
+    self_type: &Ty<'_>,
+    node: &Schema,
+    want: Want,
+) -> Result<(Program, bool, f64), CompileError> {
+    guard(source)?;
+    let program = parse(source)?;
+    let mut checker = Checker {
+        source,
+        program: &program,
+        scopes: Vec::new(),
+        self_type: self_type.clone(),
+        issues: Vec::new(),
+        uses_old_self: false,
+    };
+    let result = checker.check(program.expression());
+    if !checker.issues.is_empty() {
+        checker.issues.sort_by_key(|(offset, _)| *offset);
+        let text: Vec<String> = checker
+            .issues
+            .iter()
+            .map(|(offset, message)| issue(source, *offset, message))
+            .collect();
+        return Err(CompileError::Issues(text.join("\n")));
+    }
+    let wrong = match want {
+        Want::Bool => !matches!(result, Ty::Bool | Ty::Dyn),
+        Want::String => !matches!(result, Ty::String | Ty::Dyn),
+    };
+    if wrong {
+        let what = if want == Want::Bool { "bool" } else { "string" };
+        return Err(CompileError::Issues(format!("must evaluate to a {what}")));
+    }
+    let uses_old_self = checker.uses_old_self;
+    let sizes = Sizes::Static;
+    let cost = estimate(program.expression(), &Bounds::Node(node), &sizes);
+    Ok((program, uses_old_self, cost))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Type checking (the part of cel-go's checker that kube-apiserver users meet)
+// ---------------------------------------------------------------------------------------------
+
+/// A CEL type, as far as the checker follows it.
+#[derive(Debug, Clone)]
+enum Ty<'s> {
+    Dyn,
+    Bool,
+    Int,
+    Uint,
+    Double,
+    String,
+    Bytes,
+    Null,
+    List(Box<Ty<'s>>),
+    Map(Box<Ty<'s>>),
+    /// An object with declared properties; `true` at the root of a resource (which also has
+    /// `apiVersion`, `kind` and `metadata`).
+    Object(&'s Schema, bool),
+    /// The `metadata` of a resource's root: `name` and `generateName` only.
+    Meta,
+}
+
+impl<'s> Ty<'s> {
+    fn of_schema(schema: &'s Schema, root: bool) -> Ty<'s> {
+        if schema.int_or_string() {
+            return Ty::Dyn;
+        }
+        if schema.is_object() || (root && schema.type_name().is_empty()) {
+            if let Some(additional) = schema.additional() {
+                if schema.properties().is_empty() {
+                    return Ty::Map(Box::new(Ty::of_schema(additional, false)));
+                }
+            }
+            if schema.preserves_unknown() && schema.properties().is_empty() && !root {
+                return Ty::Dyn;
+            }
+            return Ty::Object(schema, root);
+        }
+        if schema.is_array() {
+            let items = schema.items().map(|i| Ty::of_schema(i, false));
+            return Ty::List(Box::new(items.unwrap_or(Ty::Dyn)));
+        }
+        if schema.is_string() {
+            Ty::String
+        } else if schema.is_integer() {
+            Ty::Int
+        } else if schema.is_number() {
+            Ty::Double
+        } else if schema.is_boolean() {
+            Ty::Bool
+        } else {
+            Ty::Dyn
+        }
+    }
+
+    fn element(&self) -> Ty<'s> {
+        match self {
+            Ty::List(t) | Ty::Map(t) => (**t).clone(),
+            _ => Ty::Dyn,
+        }
+    }
+}
+
+/// Names a property has in CEL (kube-apiserver escapes what is not an identifier); `None` if it
+/// cannot be named.
+pub(crate) fn escape(name: &str) -> Option<String> {
+    const RESERVED: [&str; 19] = [
+        "true",
+        "false",
+        "null",
+        "in",
+        "as",
+        "break",
+        "const",
+        "continue",
+        "else",
+        "for",
+        "function",
+        "if",
+        "import",
+        "let",
+        "loop",
+        "package",
+        "namespace",
+        "return",
+        "var",
+    ];
+    if RESERVED.contains(&name) {
+        return Some(format!("__{name}__"));
+    }
+    let escaped = name
+        .replace("__", "__underscores__")
+        .replace('.', "__dot__")
+        .replace('-', "__dash__")
+        .replace('/', "__slash__");
+    let mut chars = escaped.chars();
+    let first_ok = chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
+    (first_ok && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')).then_some(escaped)
+}
+
+/// The standard functions the checker lets through (the crate implements them).
+const FUNCTIONS: [&str; 36] = [
+    "_==_",
+    "_!=_",
+    "_<_",
+    "_<=_",
+    "_>_",
+    "_>=_",
+    "_&&_",
+    "_||_",
+    "!_",
+    "-_",
+    "_+_",
+    "_-_",
+    "_*_",
+    "_/_",
+    "_%_",
+    "_?_:_",
+    "_[_]",
+    "@in",
+    "@not_strictly_false",
+    "size",
+    "contains",
+    "startsWith",
+    "endsWith",
+    "matches",
+    "string",
+    "int",
+    "uint",
+    "double",
+    "bytes",
+    "bool",
+    "type",
+    "dyn",
+    "has",
+    "max",
+    "min",
+    "exists",
+];
+
+struct Checker<'a, 's> {
+    source: &'a str,
+    program: &'a Program,
+    scopes: Vec<(String, Ty<'s>)>,
+    self_type: Ty<'s>,
+    issues: Vec<(usize, String)>,
+    uses_old_self: bool,
+}
+
+impl<'a, 's> Checker<'a, 's> {
+    /// The byte offset of an expression in the source (cel-go's "location").
+    fn offset(&self, expr: &IdedExpr) -> usize {
+        let offset = self
+            .program
+            .source_info()
+            .offset_for(expr.id)
+            .map(|(start, _)| start as usize)
+            .unwrap_or(0);
+        // The crate counts characters; the issue printer wants bytes.
+        self.source
+            .char_indices()
+            .nth(offset)
+            .map(|(i, _)| i)
+            .unwrap_or(self.source.len())
+    }
+
+    fn report(&mut self, expr: &IdedExpr, message: String) {
+        let offset = self.offset(expr);
+        self.issues.push((offset, message));
+    }
+
+    fn check(&mut self, expr: &IdedExpr) -> Ty<'s> {
+        match &expr.expr {
+            Expr::Literal(literal) => match literal {
+                LiteralValue::Boolean(_) => Ty::Bool,
+                LiteralValue::Int(_) => Ty::Int,
+                LiteralValue::UInt(_) => Ty::Uint,
+                LiteralValue::Double(_) => Ty::Double,
+                LiteralValue::String(_) => Ty::String,
+                LiteralValue::Bytes(_) => Ty::Bytes,
+                LiteralValue::Null => Ty::Null,
+            },
+            Expr::Ident(name) => self.ident(expr, name),
+            Expr::Select(select) => {
+                let operand = self.check(&select.operand);
+                let found = self.field(expr, &operand, &select.field);
+                if select.test { Ty::Bool } else { found }
+            }
+            Expr::Call(call) => {
+                let target = call.target.as_deref().map(|t| self.check(t));
+                let args: Vec<Ty<'s>> = call.args.iter().map(|a| self.check(a)).collect();
+                if !FUNCTIONS.contains(&call.func_name.as_str()) {
+                    self.report(
+                        expr,
+                        format!(
+                            "undeclared reference to '{}' (in container '')",
+                            call.func_name
+                        ),
+                    );
+                    return Ty::Dyn;
+                }
+                call_type(&call.func_name, target.as_ref(), &args)
+            }
+            Expr::List(list) => {
+                let mut element = None;
+                for item in &list.elements {
+                    element = Some(self.check(item));
+                }
+                Ty::List(Box::new(element.unwrap_or(Ty::Dyn)))
+            }
+            Expr::Map(map) => {
+                let mut value = None;
+                for entry in &map.entries {
+                    if let cel::common::ast::EntryExpr::MapEntry(e) = &entry.expr {
+                        self.check(&e.key);
+                        value = Some(self.check(&e.value));
+                    }
+                }
+                Ty::Map(Box::new(value.unwrap_or(Ty::Dyn)))
+            }
+            Expr::Comprehension(c) => self.comprehension(c),
+            Expr::Struct(_) | Expr::Unspecified => Ty::Dyn,
+        }
+    }
+
+    fn ident(&mut self, expr: &IdedExpr, name: &str) -> Ty<'s> {
+        if let Some((_, t)) = self.scopes.iter().rev().find(|(n, _)| n == name) {
+            return t.clone();
+        }
+        match name {
+            "self" => self.self_type.clone(),
+            "oldSelf" => {
+                self.uses_old_self = true;
+                self.self_type.clone()
+            }
+            "int" | "uint" | "double" | "string" | "bool" | "bytes" | "list" | "map"
+            | "null_type" | "type" => Ty::Dyn,
+            _ => {
+                self.report(
+                    expr,
+                    format!("undeclared reference to '{name}' (in container '')"),
+                );
+                Ty::Dyn
+            }
+        }
+    }
+
+    fn field(&mut self, expr: &IdedExpr, operand: &Ty<'s>, name: &str) -> Ty<'s> {
+        match operand {
+            Ty::Object(schema, root) => {
+                if *root {
+                    match name {
+                        "apiVersion" | "kind" => return Ty::String,
+                        "metadata" => return Ty::Meta,
+                        _ => {}
+                    }
+                }
+                let found = schema
+                    .properties()
+                    .iter()
+                    .find(|(property, _)| escape(property).as_deref() == Some(name));
+                match found {
+                    Some((_, child)) => Ty::of_schema(child, false),
+                    None => {
+                        self.report(expr, format!("undefined field '{name}'"));
+                        Ty::Dyn
+                    }
+                }
+            }
+            Ty::Meta => match name {
+                "name" | "generateName" => Ty::String,
+                _ => {
+                    self.report(expr, format!("undefined field '{name}'"));
+                    Ty::Dyn
+                }
+            },
+            Ty::Map(value) => (**value).clone(),
+            _ => Ty::Dyn,
+        }
+    }
+
+    fn comprehension(&mut self, c: &ComprehensionExpr) -> Ty<'s> {
+        let range = self.check(&c.iter_range);
+        let element = match &range {
+            Ty::Map(_) | Ty::Object(..) | Ty::Meta => Ty::String,
+            other => other.element(),
+        };
+        let accu = self.check(&c.accu_init);
+        let depth = self.scopes.len();
+        self.scopes.push((c.iter_var.clone(), element.clone()));
+        if let Some(second) = &c.iter_var2 {
+            self.scopes.push((second.clone(), range.element()));
+        }
+        self.scopes.push((c.accu_var.clone(), accu));
+        self.check(&c.loop_cond);
+        let step = self.check(&c.loop_step);
+        self.scopes
+            .truncate(depth + 1 + usize::from(c.iter_var2.is_some()));
+        self.scopes.push((c.accu_var.clone(), step));
+        let result = self.check(&c.result);
+        self.scopes.truncate(depth);
+        result
+    }
+}
+
+/// The result type of a standard function (or `Dyn` when it depends on more than we follow).
+fn call_type<'s>(name: &str, target: Option<&Ty<'s>>, args: &[Ty<'s>]) -> Ty<'s> {
+    let first = target.or(args.first()).cloned().unwrap_or(Ty::Dyn);
+    match name {
+        "_==_"
+        | "_!=_"
+        | "_<_"
+        | "_<=_"
+        | "_>_"
+        | "_>=_"
+        | "_&&_"
+        | "_||_"
+        | "!_"
+        | "@in"
+        | "@not_strictly_false"
+        | "contains"
+        | "startsWith"
+        | "endsWith"
+        | "matches"
+        | "bool"
+        | "has"
+        | "exists" => Ty::Bool,
+        "size" | "int" => Ty::Int,
+        "uint" => Ty::Uint,
+        "double" => Ty::Double,
+        "string" => Ty::String,
+        "bytes" => Ty::Bytes,
+        "_[_]" => match args.first() {
+            Some(Ty::List(t)) | Some(Ty::Map(t)) => (**t).clone(),
+            _ => Ty::Dyn,
+        },
+        "_?_:_" => args.get(1).cloned().unwrap_or(Ty::Dyn),
+        "_+_" | "_-_" | "_*_" | "_/_" | "_%_" | "-_" => match first {
+            Ty::Int | Ty::Uint | Ty::Double | Ty::String | Ty::Bytes | Ty::List(_) => first,
+            _ => Ty::Dyn,
+        },
+        _ => Ty::Dyn,
+    }
+}
+
+/// The normalized form of a `fieldPath` (`.a.b`, `.a['x.y']`, `['a']`) if every step names a
+/// declared property (or a key of a map); `None` otherwise.
+fn normalize_field_path(path: &str, node: &Schema) -> Option<String> {
+    let mut schema = node;
+    let mut out = String::new();
+    let mut rest = path;
+    while !rest.is_empty() {
+        let (name, after) = if let Some(r) = rest.strip_prefix('.') {
+            let end = r.find(['.', '[']).unwrap_or(r.len());
+            (r[..end].to_string(), &r[end..])
+        } else if let Some(r) = rest.strip_prefix("['") {
+            let mut name = String::new();
+            let mut chars = r.char_indices();
+            let mut end = None;
+            while let Some((i, c)) = chars.next() {
+                match c {
+                    '\\' => {
+                        let (_, next) = chars.next()?;
+                        name.push(match next {
+                            'n' => '\n',
+                            't' => '\t',
+                            '\'' => '\'',
+                            '\\' => '\\',
+                            _ => return None,
+                        });
+                    }
+                    '\'' => {
+                        end = Some(i);
+                        break;
+                    }
+                    other => name.push(other),
+                }
+            }
+            let end = end?;
+            let after = r[end + 1..].strip_prefix(']')?;
+            (name, after)
+        } else {
+            return None;
+        };
+        if name.is_empty() {
+            return None;
+        }
+        if !schema.properties().is_empty() {
+            schema = schema.properties().get(&name)?;
+            if !out.is_empty() {
+                out.push('.');
+            }
+            out.push_str(&name);
+        } else if let Some(additional) = schema.additional() {
+            schema = additional;
+            out.push_str(&format!("[{name}]"));
+        } else {
+            return None;
+        }
+        rest = after;
+    }
+    (!out.is_empty()).then_some(out)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Cost
+// ---------------------------------------------------------------------------------------------
+
+/// kube-apiserver's words for an estimated cost over its limit.
+fn cost_message(what: &str, cost: f64, limit: f64) -> String {
+    let factor = cost / limit;
+    let factor = if factor > 100.0 {
+        "more than 100x".to_string()
+    } else if factor < 1.5 {
+        format!("{factor:.6}x")
+    } else {
+        format!("{factor:.1}x")
+    };
+    format!(
+        "{what} exceeds budget by factor of {factor} (try simplifying the rule, or adding maxItems, maxProperties, and maxLength where arrays, maps, and strings are declared)"
+    )
+}
+
+/// What sizes the estimate assumes for what the schema leaves unbounded.
+enum Sizes {
+    /// When the CRD is written: a full request.
+    Static,
+    /// When an object is written: the number of values (and bytes) in it.
+    Actual { values: f64, bytes: f64 },
+}
+
+impl Sizes {
+    fn unbounded_items(&self) -> f64 {
+        match self {
+            Sizes::Static => MAX_REQUEST_BYTES / 2.0,
+            Sizes::Actual { values, .. } => *values,
+        }
+    }
+    fn unbounded_chars(&self) -> f64 {
+        match self {
+            Sizes::Static => MAX_REQUEST_BYTES,
+            Sizes::Actual { bytes, .. } => *bytes,
+        }
+    }
+}
+
+/// The size bounds of the values a rule sees: `self`, what is below it, and comprehension
+/// variables.
+#[derive(Clone)]
+enum Bounds<'s> {
+    Node(&'s Schema),
+    /// The root's `metadata`, `apiVersion` and `kind`: strings of at most 253 characters.
+    Meta,
+    /// A value of known size whose parts are not followed (a literal, an accumulator).
+    Sized(f64),
+    Unknown,
+}
+
+impl<'s> Bounds<'s> {
+    /// How many items (or characters) a value here has at most.
+    fn size(&self, sizes: &Sizes) -> f64 {
+        match self {
+            Bounds::Node(s) => {
+                let bound = if s.is_string() {
+                    s.max_length()
+                } else if s.is_array() {
+                    s.max_items
+                } else {
+                    s.max_properties
+                };
+                let unbounded = if s.is_string() {
+                    sizes.unbounded_chars()
+                } else {
+                    sizes.unbounded_items()
+                };
+                bound
+                    .map(|b| (b as f64).min(unbounded))
+                    .unwrap_or(unbounded)
+            }
+            Bounds::Meta => 253.0,
+            Bounds::Sized(size) => *size,
+            Bounds::Unknown => sizes.unbounded_items().max(sizes.unbounded_chars()),
+        }
+    }
+
+    fn select(&self, name: &str) -> Bounds<'s> {
+        match self {
+            Bounds::Node(s) => {
+                if let Some((_, child)) = s
+                    .properties()
+                    .iter()
+                    .find(|(p, _)| escape(p).as_deref() == Some(name))
+                {
+                    Bounds::Node(child)
+                } else if matches!(name, "metadata" | "apiVersion" | "kind" | "name") {
+                    Bounds::Meta
+                } else if let Some(a) = s.additional() {
+                    Bounds::Node(a)
+                } else {
+                    Bounds::Unknown
+                }
+            }
+            Bounds::Meta => Bounds::Meta,
+            Bounds::Sized(_) | Bounds::Unknown => Bounds::Unknown,
+        }
+    }
+
+    fn element(&self) -> Bounds<'s> {
+        match self {
+            Bounds::Node(s) => match (s.items(), s.additional()) {
+                (Some(i), _) => Bounds::Node(i),
+                (None, Some(a)) => Bounds::Node(a),
+                _ => Bounds::Unknown,
+            },
+            other => other.clone(),
+        }
+    }
+}
+
+/// The estimated worst-case cost of `expr` (see the module docs): each node costs 1, string
+/// functions cost a tenth of the characters they read, and a comprehension costs its body times
+/// the most items its range can have.
+fn estimate(expr: &IdedExpr, self_bounds: &Bounds<'_>, sizes: &Sizes) -> f64 {
+    let mut scopes: Vec<(String, Bounds<'_>)> = Vec::new();
+    cost_of(expr, self_bounds, sizes, &mut scopes).0
+}
+
+/// Cost, and the bounds of the value.
+fn cost_of<'s>(
+    expr: &IdedExpr,
+    self_bounds: &Bounds<'s>,
+    sizes: &Sizes,
+    scopes: &mut Vec<(String, Bounds<'s>)>,
+) -> (f64, Bounds<'s>) {
+    match &expr.expr {
+        Expr::Literal(literal) => {
+            let size = match literal {
+                LiteralValue::String(s) => s.len() as f64,
+                LiteralValue::Bytes(b) => b.len() as f64,
+                _ => 1.0,
+            };
+            (0.0, Bounds::Sized(size))
+        }
+        Expr::Ident(name) => {
+            let bounds = scopes
+                .iter()
+                .rev()
+                .find(|(n, _)| n == name)
+                .map(|(_, b)| b.clone())
+                .unwrap_or_else(|| {
+                    if name == "self" || name == "oldSelf" {
+                        self_bounds.clone()
+                    } else {
+                        Bounds::Unknown
+                    }
+                });
+            (1.0, bounds)
+        }
+        Expr::Select(select) => {
+            let (cost, bounds) = cost_of(&select.operand, self_bounds, sizes, scopes);
+            (cost + 1.0, bounds.select(&select.field))
+        }
+        Expr::Call(call) => {
+            let mut cost = 1.0;
+            let mut first = None;
+            if let Some(target) = call.target.as_deref() {
+                let (c, b) = cost_of(target, self_bounds, sizes, scopes);
+                cost += c;
+                first = Some(b);
+            }
+            let mut arg_bounds = Vec::new();
+            for arg in &call.args {
+                let (c, b) = cost_of(arg, self_bounds, sizes, scopes);
+                cost += c;
+                arg_bounds.push(b);
+            }
+            let first = first.or_else(|| arg_bounds.first().cloned());
+            let read = first.as_ref().map(|b| b.size(sizes)).unwrap_or(1.0);
+            match call.func_name.as_str() {
+                "contains" | "startsWith" | "endsWith" | "matches" | "_+_" | "string" | "_==_"
+                | "_!=_" | "@in" => cost += read / 10.0,
+                _ => {}
+            }
+            let bounds = match call.func_name.as_str() {
+                "_[_]" => first.map(|b| b.element()).unwrap_or(Bounds::Unknown),
+                _ => first.unwrap_or(Bounds::Unknown),
+            };
+            (cost, bounds)
+        }
+        Expr::List(list) => {
+            let cost = list
+                .elements
+                .iter()
+                .map(|e| cost_of(e, self_bounds, sizes, scopes).0)
+                .sum::<f64>();
+            (cost + 1.0, Bounds::Sized(list.elements.len() as f64))
+        }
+        Expr::Map(map) => {
+            let mut cost = 1.0;
+            for entry in &map.entries {
+                if let cel::common::ast::EntryExpr::MapEntry(e) = &entry.expr {
+                    cost += cost_of(&e.key, self_bounds, sizes, scopes).0;
+                    cost += cost_of(&e.value, self_bounds, sizes, scopes).0;
+                }
+            }
+            (cost, Bounds::Sized(map.entries.len() as f64))
+        }
+        Expr::Comprehension(c) => {
+            let (range_cost, range) = cost_of(&c.iter_range, self_bounds, sizes, scopes);
+            let items = range.size(sizes);
+            let (init_cost, _) = cost_of(&c.accu_init, self_bounds, sizes, scopes);
+            let depth = scopes.len();
+            scopes.push((c.iter_var.clone(), range.element()));
+            if let Some(second) = &c.iter_var2 {
+                scopes.push((second.clone(), range.element()));
+            }
+            // The accumulator: a boolean, a count, or a list growing to the range's size.
+            scopes.push((c.accu_var.clone(), Bounds::Sized(items)));
+            let body = cost_of(&c.loop_cond, self_bounds, sizes, scopes).0
+                + cost_of(&c.loop_step, self_bounds, sizes, scopes).0
+                + 1.0;
+            let result = cost_of(&c.result, self_bounds, sizes, scopes).0;
+            scopes.truncate(depth);
+            // `map` and `filter` give at most as many items as their range has.
+            (range_cost + init_cost + items * body + result, range)
+        }
+        Expr::Struct(_) | Expr::Unspecified => (1.0, Bounds::Unknown),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The CRD's checks
+// ---------------------------------------------------------------------------------------------
+
+/// The causes of a CRD's 422 for the rules of `schema` (read from `openAPIV3Schema` at `path`,
+/// e.g. `spec.validation.openAPIV3Schema`): each rule's problems, rules with `oldSelf` below a list
+/// that is not a `map` list, and the CRD's total estimated cost.
+pub fn check_schema(schema: &Schema, path: &str) -> Vec<Cause> {
+    let mut causes = Vec::new();
+    let mut costs: Vec<(String, f64)> = Vec::new();
+    check_node(schema, path, None, &mut causes, &mut costs);
+    let total: f64 = costs.iter().map(|(_, c)| *c).sum();
+    if total > STATIC_CRD_COST_LIMIT {
+        let mut expensive: Vec<&(String, f64)> = costs
+            .iter()
+            .filter(|(_, c)| *c >= STATIC_CRD_COST_LIMIT / 100.0)
+            .collect();
+        expensive.sort_by(|a, b| b.1.total_cmp(&a.1));
+        for (at, _) in expensive.into_iter().take(4) {
+            causes.push(Cause {
+                reason: "FieldValueForbidden",
+                field: at.clone(),
+                message: "Forbidden: contributed to estimated rule cost total exceeding cost limit for entire OpenAPIv3 schema".into(),
+            });
+        }
+        causes.push(Cause {
+            reason: "FieldValueForbidden",
+            field: path.to_string(),
+            message: format!(
+                "Forbidden: {}",
+                cost_message(
+                    "x-kubernetes-validations estimated rule cost total for entire OpenAPIv3 schema",
+                    total,
+                    STATIC_CRD_COST_LIMIT
+                )
+            ),
+        });
+    }
+    causes
+}
+
+fn check_node(
+    schema: &Schema,
+    path: &str,
+    uncorrelatable: Option<&str>,
+    causes: &mut Vec<Cause>,
+    costs: &mut Vec<(String, f64)>,
+) {
+    if let Some(additional) = schema.additional() {
+        let at = format!("{path}.additionalProperties");
+        check_node(additional, &at, uncorrelatable, causes, costs);
+    }
+    for (name, child) in schema.properties() {
+        let at = format!("{path}.properties[{name}]");
+        check_node(child, &at, uncorrelatable, causes, costs);
+    }
+    if let Some(items) = schema.items() {
+        let at = format!("{path}.items");
+        let below = if uncorrelatable.is_some() || schema.list_type.as_deref() == Some("map") {
+            uncorrelatable.map(str::to_string)
+        } else {
+            Some(path.to_string())
+        };
+        check_node(items, &at, below.as_deref(), causes, costs);
+    }
+    for (i, rule) in schema.rules.iter().enumerate() {
+        let at = |field: &str| format!("{path}.x-kubernetes-validations[{i}].{field}");
+        for problem in &rule.problems {
+            causes.push(Cause {
+                reason: problem.reason,
+                field: at(problem.field),
+                message: problem.message.clone(),
+            });
+        }
+        if rule.cost > 0.0 {
+            costs.push((at("rule"), rule.cost));
+        }
+        if let (Some(compiled), Some(within)) = (&rule.compiled, uncorrelatable) {
+            if compiled.uses_old_self {
+                causes.push(Cause {
+                    reason: "FieldValueInvalid",
+                    field: at("rule"),
+                    message: format!(
+                        "Invalid value: {}: oldSelf cannot be used on the uncorrelatable portion of the schema within {within}",
+                        go_q(&rule.spec.rule)
+                    ),
+                });
+            }
+        }
+    }
+}
+
+/// True if `schema` or a node below has rules.
+pub fn has_rules(schema: &Schema) -> bool {
+    !schema.rules.is_empty()
+        || schema.properties().values().any(has_rules)
+        || schema.additional().is_some_and(has_rules)
+        || schema.items().is_some_and(has_rules)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Evaluation
+// ---------------------------------------------------------------------------------------------
+
+/// A JSON value as CEL sees it at a node of `schema`: numbers of `type: number` are doubles,
+/// properties of objects go by their escaped names.
+fn to_cel(value: &Value, schema: Option<&Schema>) -> cel::Value {
+    match value {
+        Value::Null => cel::Value::Null,
+        Value::Bool(b) => cel::Value::Bool(*b),
+        Value::Number(n) => {
+            let double = schema.is_some_and(Schema::is_number);
+            match (n.as_i64(), n.as_u64()) {
+                (Some(i), _) if !double => cel::Value::Int(i),
+                (None, Some(u)) if !double => cel::Value::UInt(u),
+                _ => cel::Value::Float(n.as_f64().unwrap_or(f64::NAN)),
+            }
+        }
+        Value::String(s) => cel::Value::String(Arc::new(s.clone())),
+        Value::Array(items) => {
+            let item_schema = schema.and_then(Schema::items);
+            cel::Value::List(Arc::new(
+                items.iter().map(|i| to_cel(i, item_schema)).collect(),
+            ))
+        }
+        Value::Object(map) => {
+            let mut out: HashMap<Key, cel::Value> = HashMap::with_capacity(map.len());
+            for (key, child) in map {
+                let (name, child_schema) = match schema {
+                    Some(s) if !s.properties().is_empty() => match s.properties().get(key) {
+                        Some(child_schema) => match escape(key) {
+                            Some(escaped) => (escaped, Some(child_schema)),
+                            None => continue,
+                        },
+                        None => (key.clone(), None),
+                    },
+                    Some(s) => (key.clone(), s.additional()),
+                    None => (key.clone(), None),
+                };
+                out.insert(Key::String(Arc::new(name)), to_cel(child, child_schema));
+            }
+            cel::Value::Map(CelMap { map: Arc::new(out) })
+        }
+    }
+}
+
+/// cel-go's words for an evaluation error.
+fn eval_error(error: &ExecutionError) -> EvalError {
+    match error {
+        ExecutionError::NoSuchKey(key) => EvalError::Cel(format!("no such key: {key}")),
+        ExecutionError::DivisionByZero(_) => EvalError::Cel("division by zero".into()),
+        ExecutionError::RemainderByZero(_) => EvalError::Cel("modulus by zero".into()),
+        ExecutionError::Overflow(..) => EvalError::Cel("integer overflow".into()),
+        ExecutionError::NoSuchOverload(_) => EvalError::NoSuchOverload,
+        ExecutionError::UnsupportedBinaryOperator(..) | ExecutionError::ValuesNotComparable(..) => {
+            EvalError::NoSuchOverload
+        }
+        ExecutionError::IndexOutOfBounds(index) => {
+            EvalError::Cel(format!("index out of range: {index:?}"))
+        }
+        other => EvalError::Cel(other.to_string()),
+    }
+}
+
+/// Runs `program` with `self` (and `oldSelf`) bound. Call it on a big stack ([`validate`] runs
+/// its whole walk on one); a panic of the crate becomes an error of the rule.
+fn run(
+    program: &Program,
+    this: &cel::Value,
+    old: Option<&cel::Value>,
+) -> Result<cel::Value, EvalError> {
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let mut context = Context::with_env(env());
+        context.add_variable_from_value("self", this.clone());
+        if let Some(old) = old {
+            context.add_variable_from_value("oldSelf", old.clone());
+        }
+        program.execute(&context).map_err(|e| eval_error(&e))
+    }));
+    match outcome {
+        Ok(result) => result,
+        Err(_) => Err(EvalError::Internal("the CEL library panicked".into())),
+    }
+}
+
+/// How many values (scalars, items, properties) and bytes a JSON value holds, for the runtime
+/// cost estimate.
+fn measure(value: &Value) -> (f64, f64) {
+    match value {
+        Value::Array(items) => items.iter().fold((1.0, 2.0), |(n, b), i| {
+            let (n2, b2) = measure(i);
+            (n + n2, b + b2 + 1.0)
+        }),
+        Value::Object(map) => map.iter().fold((1.0, 2.0), |(n, b), (k, v)| {
+            let (n2, b2) = measure(v);
+            (n + n2, b + b2 + k.len() as f64 + 4.0)
+        }),
+        Value::String(s) => (1.0, s.len() as f64 + 2.0),
+        other => (1.0, other.to_string().len() as f64),
+    }
+}
+
+/// The walk of one write (see the module docs).
+struct Walk {
+    budget: f64,
+    causes: Vec<Cause>,
+    /// Sizes of the whole object (and the old one), for the runtime estimate.
+    sizes: Sizes,
+}
+
+/// Why a walk stopped early: the budget ran out.
+struct OutOfBudget;
+
+/// Evaluates the rules of `schema` on a (pruned, defaulted, schema-valid) custom object; `old` is
+/// the stored object on an update. Returns the causes of the 422, in kube-apiserver's words.
+pub fn validate(schema: &Schema, new: &Value, old: Option<&Value>) -> Vec<Cause> {
+    if !has_rules(schema) {
+        return Vec::new();
+    }
+    let (mut values, mut bytes) = measure(new);
+    if let Some(old) = old {
+        let (v, b) = measure(old);
+        values += v;
+        bytes += b;
+    }
+    let mut walk = Walk {
+        budget: RUNTIME_COST_BUDGET,
+        causes: Vec::new(),
+        sizes: Sizes::Actual { values, bytes },
+    };
+    // One thread with a big stack for the whole walk (the crate's evaluator recurses).
+    let walked = on_big_stack(|| {
+        let _ = walk.node(schema, new, old, None, true);
+        walk.causes
+    });
+    walked.unwrap_or_else(|e| {
+        tracing::warn!(error = %e, "CEL rules could not be run");
+        vec![Cause {
+            reason: "FieldValueInternal",
+            field: "<nil>".into(),
+            message: format!("Internal error: {e}"),
+        }]
+    })
+}
+
+/// The path of a child field: `spec`, `spec.size`.
+fn child(path: Option<&str>, name: &str) -> String {
+    match path {
+        None | Some("") => name.to_string(),
+        Some(p) => format!("{p}.{name}"),
+    }
+}
+
+/// The path of a list item or map entry: `spec.ports[0]`, `spec.labels[a]`.
+fn index(path: Option<&str>, key: &str) -> String {
+    format!("{}[{key}]", path.unwrap_or("<nil>"))
+}
+
+impl Walk {
+    fn node(
+        &mut self,
+        schema: &Schema,
+        value: &Value,
+        old: Option<&Value>,
+        path: Option<&str>,
+        root: bool,
+    ) -> Result<(), OutOfBudget> {
+        if value.is_null() {
+            return Ok(());
+        }
+        let old = old.filter(|o| !o.is_null());
+        if !schema.rules.is_empty() {
+            self.rules(schema, value, old, path, root)?;
+        }
+        match value {
+            Value::Object(map) => {
+                let correlatable = matches!(
+                    schema.map_type.as_deref(),
+                    None | Some("granular") | Some("atomic")
+                );
+                let mut keys: Vec<&String> = map.keys().collect();
+                keys.sort();
+                for key in keys {
+                    let Some(child_value) = map.get(key) else {
+                        continue;
+                    };
+                    let old_child = old
+                        .filter(|_| correlatable)
+                        .and_then(|o| o.get(key.as_str()));
+                    if let Some(additional) = schema.additional() {
+                        let at = index(path, key);
+                        self.node(additional, child_value, old_child, Some(&at), false)?;
+                    } else if let Some(property) = schema.properties().get(key) {
+                        if root && matches!(key.as_str(), "apiVersion" | "kind" | "metadata") {
+                            continue;
+                        }
+                        let at = child(path, key);
+                        self.node(property, child_value, old_child, Some(&at), false)?;
+                    }
+                }
+            }
+            Value::Array(items) => {
+                if let Some(item_schema) = schema.items() {
+                    let keys = &schema.list_map_keys;
+                    let map_list = schema.list_type.as_deref() == Some("map") && !keys.is_empty();
+                    let old_items = old.and_then(Value::as_array);
+                    for (i, item) in items.iter().enumerate() {
+                        let old_item = if map_list {
+                            old_items.and_then(|olds| {
+                                olds.iter()
+                                    .find(|o| keys.iter().all(|k| o.get(k) == item.get(k)))
+                            })
+                        } else {
+                            None
+                        };
+                        let at = index(path, &i.to_string());
+                        self.node(item_schema, item, old_item, Some(&at), false)?;
+                    }
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn rules(
+        &mut self,
+        schema: &Schema,
+        value: &Value,
+        old: Option<&Value>,
+        path: Option<&str>,
+        root: bool,
+    ) -> Result<(), OutOfBudget> {
+        let here = path.unwrap_or("<nil>").to_string();
+        let type_name = if root { "object" } else { schema.type_name() };
+        let invalid_here = |detail: String| Cause {
+            reason: "FieldValueInvalid",
+            field: here.clone(),
+            message: format!("Invalid value: {}: {detail}", go_q(type_name)),
+        };
+        let this = to_cel(value, Some(schema));
+        let old_cel = old.map(|o| to_cel(o, Some(schema)));
+        let bounds = Bounds::Node(schema);
+        for rule in &schema.rules {
+            let Some(compiled) = rule.compiled.as_deref() else {
+                let problems: Vec<String> =
+                    rule.problems.iter().map(|p| p.message.clone()).collect();
+                self.causes.push(invalid_here(format!(
+                    "rule compile error: {}",
+                    problems.join("; ")
+                )));
+                continue;
+            };
+            if compiled.uses_old_self && old.is_none() {
+                continue;
+            }
+            if self.budget <= 0.0 {
+                self.causes.push(invalid_here(
+                    "validation failed due to running out of cost budget, no further validation rules will be run".into(),
+                ));
+                return Err(OutOfBudget);
+            }
+            let cost = estimate(compiled.program.expression(), &bounds, &self.sizes);
+            let shown_rule = rule_text(&rule.spec);
+            if cost > PER_CALL_LIMIT {
+                self.causes.push(invalid_here(format!(
+                    "'operation cancelled: actual cost limit exceeded': no further validation rules will be run due to call cost exceeds limit for rule: {shown_rule}"
+                )));
+                return Err(OutOfBudget);
+            }
+            if cost > self.budget {
+                self.causes.push(invalid_here(
+                    "validation failed due to running out of cost budget, no further validation rules will be run".into(),
+                ));
+                return Err(OutOfBudget);
+            }
+            self.budget -= cost;
+            let old_for_rule = if compiled.uses_old_self {
+                old_cel.as_ref()
+            } else {
+                None
+            };
+            match run(&compiled.program, &this, old_for_rule) {
+                Ok(cel::Value::Bool(true)) => continue,
+                Ok(_) => {}
+                Err(EvalError::NoSuchOverload) => {
+                    self.causes.push(invalid_here(format!(
+                        "'no such overload': call arguments did not match a supported operator, function or macro signature for rule: {shown_rule}"
+                    )));
+                    continue;
+                }
+                Err(e) => {
+                    tracing::debug!(rule = %rule.spec.rule, error = %e, "CEL rule failed to evaluate");
+                    self.causes
+                        .push(invalid_here(format!("{e} evaluating rule: {shown_rule}")));
+                    continue;
+                }
+            }
+            // Ratcheting: an unchanged value is not refused again by a rule without oldSelf.
+            if !compiled.uses_old_self && old == Some(value) {
+                tracing::debug!(rule = %rule.spec.rule, "unchanged value fails a rule; ratcheted");
+                continue;
+            }
+            let at = match &compiled.field_path {
+                Some(extra) if extra.starts_with('[') => {
+                    format!("{}{extra}", path.unwrap_or("<nil>"))
+                }
+                Some(extra) => child(path, extra),
+                None => here.clone(),
+            };
+            let mut detail = None;
+            if let Some(message) = &compiled.message {
+                let message_cost = estimate(message.expression(), &bounds, &self.sizes);
+                if message_cost <= self.budget {
+                    self.budget -= message_cost;
+                    match run(message, &this, None) {
+                        Ok(cel::Value::String(text)) => {
+                            let text = text.trim();
+                            if !text.is_empty() && !text.contains('\n') && text.len() <= 5 * 1024 {
+                                detail = Some(text.to_string());
+                            }
+                        }
+                        Ok(_) | Err(_) => {
+                            tracing::debug!(rule = %rule.spec.rule, "messageExpression gave no message");
+                        }
+                    }
+                }
+            }
+            let detail = detail.unwrap_or_else(|| match rule.spec.message.as_deref() {
+                Some(m) if !m.trim().is_empty() => m.trim().to_string(),
+                _ => format!("failed rule: {shown_rule}"),
+            });
+            let shown_value = if root || schema.is_object() || schema.is_array() {
+                None
+            } else {
+                Some(go_value(value))
+            };
+            let cause = match rule.spec.reason.as_deref() {
+                Some("FieldValueForbidden") => Cause {
+                    reason: "FieldValueForbidden",
+                    field: at,
+                    message: format!("Forbidden: {detail}"),
+                },
+                Some("FieldValueRequired") => Cause {
+                    reason: "FieldValueRequired",
+                    field: at,
+                    message: format!("Required value: {detail}"),
+                },
+                Some("FieldValueDuplicate") => Cause {
+                    reason: "FieldValueDuplicate",
+                    field: at,
+                    message: match shown_value {
+                        Some(v) => format!("Duplicate value: {v}"),
+                        None => "Duplicate value".into(),
+                    },
+                },
+                _ => Cause {
+                    reason: "FieldValueInvalid",
+                    field: at,
+                    message: match shown_value {
+                        Some(v) => format!("Invalid value: {v}: {detail}"),
+                        None => format!("Invalid value: {detail}"),
+                    },
+                },
+            };
+            self.causes.push(cause);
+        }
+        Ok(())
+    }
+}
+
+/// The rule as failures quote it: its message if it has one, else its expression (trimmed).
+fn rule_text(spec: &RuleSpec) -> String {
+    match spec.message.as_deref() {
+        Some(m) if !m.trim().is_empty() => m.trim().to_string(),
+        _ => spec.rule.trim().to_string(),
+    }
+}
+
+/// A scalar as Go's field errors print it: strings quoted, numbers and booleans bare.
+fn go_value(value: &Value) -> String {
+    match value {
+        Value::String(s) => go_q(s),
+        Value::Number(n) => match n.as_i64() {
+            Some(i) => i.to_string(),
+            None => n.to_string(),
+        },
+        other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn schema(raw: Value) -> Schema {
+        compiled(Schema::root(&raw, "s").unwrap_or_else(|e| panic!("{e}")))
+    }
+
+    #[test]
+    fn the_standard_functions_and_macros_run() {
+        let s = schema(
+            json!({"type": "object", "properties": {"spec": {"type": "object",
+            "x-kubernetes-validations": [{"rule": "self.a.startsWith('a') && self.a.endsWith('c') && self.a.contains('b') && self.a.matches('^a.c$') && size(self.a) == 3 && self.l.all(x, x > 0) && self.l.exists(x, x == 2) && self.l.exists_one(x, x == 3) && self.l.map(x, x * 2).filter(x, x > 2).size() == 2 && has(self.a) && !has(self.b)"}],
+            "properties": {"a": {"type": "string", "maxLength": 10}, "b": {"type": "string"},
+                "l": {"type": "array", "maxItems": 10, "items": {"type": "integer"}}}}}}),
+        );
+        let causes = check_schema(&s, "s");
+        assert!(causes.is_empty(), "{causes:?}");
+        let ok = json!({"spec": {"a": "abc", "l": [1, 2, 3]}});
+        assert_eq!(validate(&s, &ok, None), vec![]);
+        let bad = json!({"spec": {"a": "abd", "l": [1, 2, 3]}});
+        assert_eq!(validate(&s, &bad, None).len(), 1);
+    }
+
+    #[test]
+    fn undefined_fields_and_names_are_refused_like_cel_go() {
+        let s = schema(
+            json!({"type": "object", "properties": {"spec": {"type": "object",
+            "x-kubernetes-validations": [{"rule": "self.foo > 1"}, {"rule": "bar == 1"},
+                {"rule": "self.a >"}, {"rule": "self.a"}],
+            "properties": {"a": {"type": "string"}}}}}),
+        );
+        let messages: Vec<String> = check_schema(&s, "s")
+            .into_iter()
+            .map(|c| c.message)
+            .collect();
+        assert!(messages[0].ends_with("compilation failed: ERROR: <input>:1:5: undefined field 'foo'\n | self.foo > 1\n | ....^"), "{}", messages[0]);
+        assert!(messages[1].ends_with("ERROR: <input>:1:1: undeclared reference to 'bar' (in container '')\n | bar == 1\n | ^"), "{}", messages[1]);
+        assert!(
+            messages[2].contains("Syntax error: mismatched input '<EOF>'"),
+            "{}",
+            messages[2]
+        );
+        assert!(
+            messages[3].ends_with("cel expression must evaluate to a bool"),
+            "{}",
+            messages[3]
+        );
+    }
+
+    #[test]
+    fn hostile_rules_are_refused_not_run() {
+        for rule in [
+            format!("{}1{} == 1", "(".repeat(200), ")".repeat(200)),
+            vec!["1"; 5000].join(" + ") + " > 0",
+            "x".repeat(MAX_RULE_BYTES + 1),
+        ] {
+            let s = schema(json!({"type": "object", "x-kubernetes-validations": [{"rule": rule}]}));
+            let causes = check_schema(&s, "s");
+            assert_eq!(causes.len(), 1, "{causes:?}");
+            assert!(
+                causes[0].message.contains("this server's limit"),
+                "{}",
+                causes[0].message
+            );
+        }
+        // Quadratic over unbounded lists: refused by the cost estimate.
+        let s = schema(
+            json!({"type": "object", "properties": {"l": {"type": "array",
+            "items": {"type": "string"}}},
+            "x-kubernetes-validations": [{"rule": "self.l.all(x, self.l.all(y, x == y))"}]}),
+        );
+        let causes = check_schema(&s, "s");
+        assert!(causes[0].message.contains("more than 100x"), "{causes:?}");
+    }
+
+    #[test]
+    fn evaluation_is_bounded_by_the_cost_of_the_actual_object() {
+        // Quadratic but bounded: accepted when the CRD is written (800 items at most)...
+        let s = schema(
+            json!({"type": "object", "properties": {"l": {"type": "array",
+            "maxItems": 800, "items": {"type": "integer"}}},
+            "x-kubernetes-validations": [{"rule": "self.l.all(x, self.l.all(y, x <= y || x > y))"}]}),
+        );
+        assert!(check_schema(&s, "s").is_empty());
+        // ...cheap on a small object...
+        assert!(validate(&s, &json!({"l": [1, 2, 3]}), None).is_empty());
+        // ...and refused, not run, when the object makes it expensive.
+        let big: Vec<i64> = (0..800).collect();
+        let causes = validate(&s, &json!({"l": big}), None);
+        assert_eq!(causes.len(), 1, "{causes:?}");
+        assert!(
+            causes[0].message.contains("call cost exceeds limit"),
+            "{}",
+            causes[0].message
+        );
+    }
+
+    #[test]
+    fn transition_rules_run_only_with_an_old_value() {
+        let s = schema(
+            json!({"type": "object", "properties": {"spec": {"type": "object",
+            "x-kubernetes-validations": [{"rule": "self.n == oldSelf.n", "message": "immutable"}],
+            "properties": {"n": {"type": "integer"}}}}}),
+        );
+        let new = json!({"spec": {"n": 2}});
+        assert!(validate(&s, &new, None).is_empty());
+        assert!(validate(&s, &new, Some(&json!({"spec": {"n": 2}}))).is_empty());
+        let causes = validate(&s, &new, Some(&json!({"spec": {"n": 1}})));
+        assert_eq!(causes[0].message, "Invalid value: immutable");
+        assert_eq!(causes[0].field, "spec");
+    }
+}
