@@ -13,7 +13,6 @@
 
 use std::time::Duration;
 
-use rand::Rng;
 
 use crate::Error;
 
@@ -64,7 +63,7 @@ impl RetryPolicy {
         let half = full / 2;
         half + full
             .saturating_sub(half)
-            .mul_f64(rand::rng().random::<f64>())
+            .mul_f64(ferrokube_core::random::unit_f64())
     }
 }
 
