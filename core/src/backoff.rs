@@ -8,7 +8,6 @@
 
 use std::time::{Duration, Instant};
 
-
 /// See the [module docs](self).
 #[derive(Debug, Clone)]
 pub struct Backoff {

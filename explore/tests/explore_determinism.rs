@@ -26,7 +26,10 @@ const FINALIZER: &str = "explore.ferrokube.dev/mirror";
 struct Mirror;
 
 fn mirror_name(source: &ConfigMap) -> String {
-    format!("{}-mirror", source.metadata.name.as_deref().unwrap_or_default())
+    format!(
+        "{}-mirror",
+        source.metadata.name.as_deref().unwrap_or_default()
+    )
 }
 
 /// Creates the mirror of `source`, or puts its data back if it differs.
@@ -59,7 +62,10 @@ async fn ensure_mirror(api: &Api<ConfigMap>, source: &ConfigMap) -> Result<(), B
 
 /// Deletes the mirror of `source`, if it is there.
 async fn delete_mirror(api: &Api<ConfigMap>, source: &ConfigMap) -> Result<(), BoxError> {
-    match api.delete(&mirror_name(source), &DeleteParams::default()).await {
+    match api
+        .delete(&mirror_name(source), &DeleteParams::default())
+        .await
+    {
         Ok(_) => Ok(()),
         Err(error) if error.is_not_found() => Ok(()),
         Err(error) => Err(error.into()),
@@ -180,10 +186,22 @@ fn explore_the_mirror_controller_does_its_job_in_a_run() {
     println!("{trace}");
     // The controller created both mirrors, repaired the tampered one, and deleted both.
     assert!(has(&trace, "controller", "POST", "/configmaps"), "{trace}");
-    assert!(has(&trace, "intruder", "PUT", "/configmaps/a-mirror"), "{trace}");
-    assert!(has(&trace, "controller", "PUT", "/configmaps/a-mirror"), "{trace}");
-    assert!(has(&trace, "controller", "DELETE", "/configmaps/a-mirror"), "{trace}");
-    assert!(has(&trace, "controller", "DELETE", "/configmaps/b-mirror"), "{trace}");
+    assert!(
+        has(&trace, "intruder", "PUT", "/configmaps/a-mirror"),
+        "{trace}"
+    );
+    assert!(
+        has(&trace, "controller", "PUT", "/configmaps/a-mirror"),
+        "{trace}"
+    );
+    assert!(
+        has(&trace, "controller", "DELETE", "/configmaps/a-mirror"),
+        "{trace}"
+    );
+    assert!(
+        has(&trace, "controller", "DELETE", "/configmaps/b-mirror"),
+        "{trace}"
+    );
     assert!(trace.events() > 0, "no watch event recorded:\n{trace}");
 }
 
@@ -231,7 +249,10 @@ fn explore_a_different_seed_gives_a_different_trace() {
     let one = run(42, true);
     let other = run(43, true);
     let difference = one.first_difference(&other);
-    assert!(difference.is_some(), "seeds 42 and 43 gave the same trace:\n{one}");
+    assert!(
+        difference.is_some(),
+        "seeds 42 and 43 gave the same trace:\n{one}"
+    );
     println!("seeds 42 and 43 part at {difference:?}");
 }
 

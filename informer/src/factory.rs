@@ -178,9 +178,7 @@ impl<S: ListerWatcherSource> SharedInformerFactory<S> {
         made.push(Made {
             dynamic: Box::new(dynamic.clone()),
             informer: Arc::new(informer.clone()),
-            order: self
-                .made
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            order: self.made.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         });
         informer
     }

@@ -208,7 +208,9 @@ mod tests {
         assert!(format!("{config:?}").contains("Dial(..)"));
         let client = Client::new(config).unwrap();
         let call = crate::client::Call {
-            request: http::Request::get("/version").body(bytes::Bytes::new()).unwrap(),
+            request: http::Request::get("/version")
+                .body(bytes::Bytes::new())
+                .unwrap(),
             idempotent: true,
             streaming: false,
         };
@@ -233,14 +235,13 @@ mod tests {
         config.retry.max_retries = 0;
         let client = Client::new(config).unwrap();
         let call = crate::client::Call {
-            request: http::Request::get("/version").body(bytes::Bytes::new()).unwrap(),
+            request: http::Request::get("/version")
+                .body(bytes::Bytes::new())
+                .unwrap(),
             idempotent: true,
             streaming: false,
         };
         let error = client.request_bytes(call).await.unwrap_err();
-        assert!(
-            matches!(error, crate::Error::Transport { .. }),
-            "{error:?}"
-        );
+        assert!(matches!(error, crate::Error::Transport { .. }), "{error:?}");
     }
 }

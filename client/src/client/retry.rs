@@ -13,7 +13,6 @@
 
 use std::time::Duration;
 
-
 use crate::Error;
 
 /// Retry settings, part of [`Config`](crate::Config).
