@@ -88,6 +88,19 @@
 //! println!("{trace}");
 //! # Ok(()) }
 //! ```
+//!
+//! A step may also act on the server itself rather than through its API
+//! ([`Step::on_server`]: close every watch, compact the history, switch a fault on), and
+//! [`Explorer::server`] shapes the embedded server of every run before it starts. A step done
+//! "behind the controller's back" is an ordinary step of another actor ([`Step::by`]).
+//!
+//! ## Reading a trace
+//!
+//! One line per entry (see [`trace`]): the scenario's `step`s, each `request` with its actor
+//! (the client's `User-Agent`: `controller`, `scenario`, or the actor a step names), method,
+//! path and query, status, and the `rv` and `name` of the answer's object or list; each watch
+//! `event` with the watch's number (given by the order the watches opened), type, kind, key and
+//! `rv`. Requests enter when their answer has passed the tap, events when the client reads them.
 
 mod run;
 mod tap;

@@ -19,7 +19,18 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 /// A boxed future, as a [`Step`]'s action returns.
 pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 
-type Action = Box<dyn FnOnce(Client) -> BoxFuture<Result<(), BoxError>> + Send>;
+/// A step's requests, made through a client of the step's actor.
+type ClientAction = Box<dyn FnOnce(Client) -> BoxFuture<Result<(), BoxError>> + Send>;
+/// A step's action on the server itself.
+type ServerAction = Box<dyn FnOnce(&RunningServer) -> Result<(), BoxError> + Send>;
+
+/// What a step does.
+enum Action {
+    /// Requests through a client of the step's actor.
+    Client(ClientAction),
+    /// Something done to the server itself (close watches, compact, set a fault).
+    Server(ServerAction),
+}
 
 /// One step of a scenario: a description and what it does with its client.
 pub struct Step {
@@ -39,7 +50,22 @@ impl Step {
         Step {
             name: name.into(),
             actor: "scenario".into(),
-            action: Box::new(move |client| Box::pin(action(client))),
+            action: Action::Client(Box::new(move |client| Box::pin(action(client)))),
+        }
+    }
+
+    /// A step done to the embedded server itself rather than through its API: end every watch
+    /// ([`RunningServer::close_watches`]), drop the watch history ([`RunningServer::compact`]),
+    /// switch a fault on ([`RunningServer::faults`]). Its actor is `server`; it sends no request,
+    /// so only what the clients do about it shows in the trace.
+    pub fn on_server<F>(name: impl Into<String>, action: F) -> Step
+    where
+        F: FnOnce(&RunningServer) -> Result<(), BoxError> + Send + 'static,
+    {
+        Step {
+            name: name.into(),
+            actor: "server".into(),
+            action: Action::Server(Box::new(action)),
         }
     }
 
@@ -88,13 +114,29 @@ pub struct ControllerStart {
     pub shutdown: BoxFuture<()>,
 }
 
+/// Shapes the embedded server of each run before it starts (see [`Explorer::server`]).
+type ConfigureServer = Arc<dyn Fn(ApiServer) -> ApiServer + Send + Sync>;
+
 /// Runs a controller and a scenario deterministically. See the [crate docs](crate).
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Explorer {
     seed: u64,
     settle: Duration,
     start_grace: Duration,
     stop_grace: Duration,
+    configure: Option<ConfigureServer>,
+}
+
+impl std::fmt::Debug for Explorer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Explorer")
+            .field("seed", &self.seed)
+            .field("settle", &self.settle)
+            .field("start_grace", &self.start_grace)
+            .field("stop_grace", &self.stop_grace)
+            .field("configured_server", &self.configure.is_some())
+            .finish()
+    }
 }
 
 impl Explorer {
@@ -105,7 +147,20 @@ impl Explorer {
             settle: Duration::from_secs(5),
             start_grace: Duration::from_secs(2),
             stop_grace: Duration::from_secs(5),
+            configure: None,
         }
+    }
+
+    /// Shapes the embedded server of every run before it starts (e.g. `|server|
+    /// server.bookmark_interval(Duration::from_secs(5))`). The same function for every run, so
+    /// that runs stay comparable. Faults that need the running server are steps
+    /// ([`Step::on_server`]).
+    pub fn server(
+        mut self,
+        configure: impl Fn(ApiServer) -> ApiServer + Send + Sync + 'static,
+    ) -> Explorer {
+        self.configure = Some(Arc::new(configure));
+        self
     }
 
     /// How long (virtual time) the runner waits after the controller starts and after each
@@ -163,7 +218,7 @@ impl Explorer {
         let _clock = ferrokube_core::time::set_thread_clock(move || {
             VIRTUAL_EPOCH.saturating_add(started.elapsed())
         });
-        let server = start_server(self.seed).await?;
+        let server = start_server(self.seed, self.configure.as_deref()).await?;
         let recorder = Arc::new(Recorder::default());
         let tap = Tap::new(server.clone(), recorder.clone());
         let (stop, stopped) = watch::channel(false);
@@ -183,14 +238,15 @@ impl Explorer {
                 index,
                 name: step.name.clone(),
             });
-            let client = tap.client(&step.actor)?;
-            (step.action)(client)
-                .await
-                .map_err(|source| ExploreError::Step {
-                    index,
-                    name: step.name.clone(),
-                    source,
-                })?;
+            let done = match step.action {
+                Action::Client(action) => action(tap.client(&step.actor)?).await,
+                Action::Server(action) => action(&server),
+            };
+            done.map_err(|source| ExploreError::Step {
+                index,
+                name: step.name.clone(),
+                source,
+            })?;
             tokio::time::sleep(self.settle).await;
         }
         stop.send_replace(true);
@@ -210,8 +266,15 @@ impl Explorer {
 const VIRTUAL_EPOCH: Duration = Duration::from_secs(1_767_225_600);
 
 /// The embedded server of a run: its random choices (faults) seeded with `seed`.
-async fn start_server(seed: u64) -> Result<Arc<RunningServer>, ExploreError> {
-    let server = ApiServer::new()
+async fn start_server(
+    seed: u64,
+    configure: Option<&(dyn Fn(ApiServer) -> ApiServer + Send + Sync)>,
+) -> Result<Arc<RunningServer>, ExploreError> {
+    let server = match configure {
+        Some(configure) => configure(ApiServer::new()),
+        None => ApiServer::new(),
+    };
+    let server = server
         .start()
         .await
         .map_err(|error| ExploreError::Setup(format!("the embedded server: {error}")))?;

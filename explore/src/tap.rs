@@ -295,8 +295,10 @@ fn record_event(recorder: &Recorder, watch: u64, line: &[u8]) {
     let object = &event["object"];
     let metadata = &object["metadata"];
     let name = text(&metadata["name"]);
-    let key = match metadata["namespace"].as_str() {
-        Some(namespace) if !namespace.is_empty() => format!("{namespace}/{name}"),
+    let key = match (object["kind"].as_str(), metadata["namespace"].as_str()) {
+        // An ERROR event carries a Status, named by its code (410: the history is gone).
+        (Some("Status"), _) => format!("code={}", object["code"]),
+        (_, Some(namespace)) if !namespace.is_empty() => format!("{namespace}/{name}"),
         _ => name,
     };
     recorder.push(TraceEntry::Event {

@@ -49,7 +49,8 @@ pub enum TraceEntry {
         kind_of_event: String,
         /// The object's kind.
         kind: String,
-        /// `namespace/name`, or `name` for a cluster-scoped object (empty for a bookmark).
+        /// `namespace/name`, or `name` for a cluster-scoped object (empty for a bookmark;
+        /// `code=410` and the like for the `Status` of an `ERROR` event).
         key: String,
         /// The object's resourceVersion.
         resource_version: String,

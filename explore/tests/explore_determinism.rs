@@ -273,3 +273,50 @@ fn explore_an_in_memory_client_needs_no_socket() {
         assert_eq!(got.metadata.name.as_deref(), Some("direct"));
     });
 }
+
+/// The scenario with the server's watches ended and its history compacted midway: the informers
+/// resume (and, finding their resourceVersion gone, relist).
+fn scenario_with_lost_watches() -> Scenario {
+    Scenario::new()
+        .step(create("a", "1"))
+        .step(Step::on_server("compact and close every watch", |server| {
+            server.compact();
+            server.close_watches();
+            Ok(())
+        }))
+        .step(create("b", "1"))
+        .step(delete("a"))
+}
+
+#[test]
+fn explore_lost_watches_and_compaction_replay_identically() {
+    const RUNS: usize = 20;
+    let explorer = Explorer::new(7);
+    let first = match explorer.run(scenario_with_lost_watches(), run_controller) {
+        Ok(trace) => trace,
+        Err(error) => panic!("{error}"),
+    };
+    // The informers opened new watches after the server closed theirs.
+    let watches = first
+        .entries
+        .iter()
+        .filter(|entry| matches!(entry, TraceEntry::Request { watch: Some(_), .. }))
+        .count();
+    assert!(watches > 2, "no watch was reopened:\n{first}");
+    assert!(
+        has(&first, "controller", "DELETE", "/configmaps/a-mirror"),
+        "{first}"
+    );
+    for attempt in 1..RUNS {
+        let again = match explorer.run(scenario_with_lost_watches(), run_controller) {
+            Ok(trace) => trace,
+            Err(error) => panic!("{error}"),
+        };
+        if let Some(difference) = first.first_difference(&again) {
+            panic!(
+                "run {attempt} differs from run 0 at {difference}\n\nrun 0:\n{first}\nrun {attempt}:\n{again}"
+            );
+        }
+    }
+    println!("{first}");
+}
