@@ -62,6 +62,13 @@ impl Drop for ThreadClock {
     }
 }
 
+/// Whether this thread reads a clock of [`set_thread_clock`]'s: then its time is a run's
+/// virtual time, and the layers that wait (the workqueue's delays) wait on the tokio runtime's
+/// clock instead of real time.
+pub fn thread_clock_is_set() -> bool {
+    CLOCK.with(|slot| slot.borrow().is_some())
+}
+
 fn since_epoch() -> Result<Duration, Duration> {
     // Cloned out first: the clock may read other thread-locals, never this one borrowed.
     if let Some(clock) = CLOCK.with(|slot| slot.borrow().clone()) {

@@ -46,6 +46,7 @@
 //! |---|---|
 //! | the scheduler | a **current-thread** runtime: one thread polls every task (server, tap, controller, scenario), in an order that depends only on which tasks were woken and when |
 //! | timers, timeouts, backoff waits, settle times | the runtime's clock **starts paused** (`start_paused`): virtual time advances only when every task is idle, straight to the next timer. A 5-minute wait costs nothing, and no timer fires "a bit early" because the machine was busy |
+//! | requeues and retries of keys (`Action::requeue`, rate-limited requeues after an error) | the workqueue normally waits for them on an OS thread in real time; a controller built on a thread with a virtual wall clock builds its queue with `WorkQueueBuilder::virtual_time`, and the delays wait in a task on the runtime's clock |
 //! | the wall clock (`creationTimestamp`, conditions, leases, events) | [`ferrokube_core::time::set_thread_clock`]: on the run's thread every layer reads 2026-01-01T00:00:00Z plus the virtual time elapsed |
 //! | random numbers (uids, backoff and retry jitter, a watch's `timeoutSeconds`, the server's fault choices) | [`ferrokube_core::random::seed_thread`] with the run's seed: every layer draws through `ferrokube_core::random` on the run's thread; the server's fault generator gets the seed too (`Faults::seed`) |
 //! | the network | none: **in-memory pipes** (no sockets, no kernel buffers, no Nagle, no ports) between clients, the tap and the server |
@@ -59,9 +60,11 @@
 //!   check 100 of 100 runs identical, and a difference, if one ever shows, is printed with its
 //!   first differing entry.
 //! - **`std::time::Instant`** (real, not virtual, time) is still read in a few places: the
-//!   reflector's and the backoff's "healthy for how long", the workqueue's token bucket and
-//!   delay clock, the event correlator. A run is fast in real time, so these see "no time passed"
-//!   consistently; moving them to `tokio::time::Instant` is listed for the next piece of work.
+//!   backoff's "healthy for how long" (`ferrokube_core::backoff`), the informer's resync
+//!   bookkeeping, the workqueue's overall token bucket (10 per second, burst 100, in the default
+//!   controller rate limiter) and metrics clock, the event correlator. A run is fast in real
+//!   time, so these see "almost no time passed" consistently; a run with more than 100 failures
+//!   would meet the token bucket. Moving them to the runtime's clock is the next piece of work.
 //! - **Uids and timestamps** are seeded and virtual, but the trace does not record them at all:
 //!   it records names and resourceVersions, which the server hands out in order. So a trace is
 //!   readable, and stays comparable if a layer draws one more random number.
