@@ -75,21 +75,13 @@ pub fn is_seeded() -> bool {
 }
 
 /// Calls `draw` with this thread's seeded generator if [`seed_thread`] is in force, else with the
-/// thread's random generator.
+/// thread's random generator. `draw` must only draw: it runs while the generator is borrowed, so
+/// it must not call this module again.
 pub fn with_rng<T>(draw: impl FnOnce(&mut dyn RngCore) -> T) -> T {
-    let mut draw = Some(draw);
-    let seeded = SEEDED.with(|slot| {
-        let mut slot = slot.borrow_mut();
-        let rng = slot.as_mut()?;
-        let draw = draw.take()?;
-        Some(draw(rng))
-    });
-    match (seeded, draw) {
-        (Some(value), _) => value,
-        (None, Some(draw)) => draw(&mut rand::rng()),
-        // `draw` was taken only if a seeded generator was there, and then `seeded` is `Some`.
-        (None, None) => unreachable!("with_rng: the draw ran but returned nothing"),
-    }
+    SEEDED.with(|slot| match slot.borrow_mut().as_mut() {
+        Some(seeded) => draw(seeded),
+        None => draw(&mut rand::rng()),
+    })
 }
 
 /// A number in `[0, 1)`.
