@@ -46,6 +46,7 @@ readonly LAYERS=(
     "ferrokube-client"                        # the HTTP client of the API server
     "ferrokube-runtime"                       # controllers, leader election, the manager
     "ferrokube-view ferrokube-apiserver"      # the live view; the embedded API server
+    "ferrokube-explore"                       # deterministic runs: embedded server + clients in memory, one thread
     "ferrokube"                               # the front crate that re-exports it all
     "ferrokube-testkit ferrokube-examples ferrokube-fuzzing"  # tests' helpers, samples, harnesses
 )

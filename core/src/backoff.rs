@@ -8,8 +8,6 @@
 
 use std::time::{Duration, Instant};
 
-use rand::Rng;
-
 /// See the [module docs](self).
 #[derive(Debug, Clone)]
 pub struct Backoff {
@@ -57,7 +55,7 @@ impl Backoff {
         self.last_failure = Some(now);
         let base = self.current;
         self.current = self.current.saturating_mul(2).min(self.max);
-        base + base.mul_f64(rand::rng().random::<f64>())
+        base + base.mul_f64(crate::random::unit_f64())
     }
 
     /// Forgets past failures (after a success the caller considers proof of health).

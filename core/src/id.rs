@@ -1,12 +1,11 @@
 //! Identifiers: random version-4 UUIDs, as the API server gives `metadata.uid` and as a leader
-//! election candidate names itself.
-
-use rand::Rng;
+//! election candidate names itself. Drawn through [`crate::random`], so a seeded thread repeats them.
 
 /// A random version-4 UUID in its usual text form: 36 characters, lowercase hex, dashes after
 /// the 8th, 12th, 16th and 20th digit (`1b4e28ba-2fa1-41d2-883f-0016d3cca427`).
 pub fn uuid_v4() -> String {
-    let mut bytes: [u8; 16] = rand::rng().random();
+    let mut bytes = [0u8; 16];
+    crate::random::fill(&mut bytes);
     bytes[6] = (bytes[6] & 0x0f) | 0x40; // version 4
     bytes[8] = (bytes[8] & 0x3f) | 0x80; // RFC 4122 variant
     let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();

@@ -14,13 +14,14 @@
 //! | [`time`] | the wall clock read in one place ([`time::now`]), RFC 3339 as the API writes it | `metav1.Now`, `time.RFC3339` |
 //! | [`backoff`] | [`Backoff`]: exponential backoff with jitter, reset after a healthy stretch (the reflector's and the watcher's reconnect waits) | `wait.Backoff`, the reflector's `BackoffManager` |
 //! | [`id`] | random version-4 UUIDs ([`id::uuid_v4`]): `metadata.uid`, a candidate's identity | `uuid.NewUUID` |
+//! | [`random`] | every random choice of every layer ([`random::with_rng`]), seedable per thread for repeatable runs ([`random::seed_thread`]) | |
 //! | [`pipeline`] | [`pipeline_event!`]: the one macro every layer emits its `tracing` events through, and [`pipeline_enabled!`]: whether anyone records them (from `ferrokube-pipeline`, re-exported) | |
 //!
 //! ## Why there is no I/O here
 //!
 //! Everything in this crate is a value or a function of its arguments; the only things it reads
 //! from the world are the system clock ([`time`], [`backoff`]) and the thread's random numbers
-//! ([`id`], [`backoff`]'s jitter). It
+//! ([`random`]: [`id`], [`backoff`]'s jitter), which a test may seed. It
 //! opens no socket, spawns no task and needs no tokio runtime. That buys three things:
 //!
 //! - **One grammar, by construction.** The server parses `?labelSelector=` with the same
@@ -63,6 +64,7 @@ pub mod kind;
 pub mod labels;
 pub mod object;
 pub mod pipeline;
+pub mod random;
 pub mod scope;
 pub mod time;
 

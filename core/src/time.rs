@@ -2,13 +2,78 @@
 //!
 //! Reading the clock is the one impure thing in this crate; everything else here is a function of
 //! its arguments ([`rfc3339`]), so it is tested with fixed instants.
+//!
+//! A deterministic run (`ferrokube-explore`) replaces the clock for its thread with
+//! [`set_thread_clock`]: every timestamp the layers write on that thread (`creationTimestamp`, a
+//! condition's `lastTransitionTime`, a lease's renew time) then comes from the run's virtual time.
 
+use std::cell::RefCell;
+use std::marker::PhantomData;
+use std::rc::Rc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use k8s_openapi::jiff::Timestamp;
 
 /// The system clock as a distance from the Unix epoch: `Ok` after it, `Err` before it.
+/// A clock that replaces the system's: the time since the Unix epoch.
+type Clock = Rc<dyn Fn() -> Duration>;
+
+thread_local! {
+    /// This thread's clock, while a [`ThreadClock`] guard lives.
+    static CLOCK: RefCell<Option<Clock>> = const { RefCell::new(None) };
+}
+
+/// While it lives, [`now`] and its siblings read the clock given to [`set_thread_clock`] on this
+/// thread. Dropping it restores the previous clock. Not `Send`: it belongs to its thread.
+#[must_use = "the clock holds only while the guard lives"]
+pub struct ThreadClock {
+    previous: Option<Clock>,
+    _not_send: PhantomData<*const ()>,
+}
+
+impl std::fmt::Debug for ThreadClock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ThreadClock")
+    }
+}
+
+/// Until the guard is dropped, this thread reads the time from `since_epoch` (the time since
+/// the Unix epoch) instead of the system clock.
+///
+/// ```
+/// use std::time::Duration;
+/// use ferrokube_core::time;
+///
+/// let _clock = time::set_thread_clock(|| Duration::from_secs(951_782_400));
+/// assert_eq!(time::now_rfc3339(), "2000-02-29T00:00:00Z");
+/// ```
+pub fn set_thread_clock(since_epoch: impl Fn() -> Duration + 'static) -> ThreadClock {
+    let previous = CLOCK.with(|slot| slot.replace(Some(Rc::new(since_epoch))));
+    ThreadClock {
+        previous,
+        _not_send: PhantomData,
+    }
+}
+
+impl Drop for ThreadClock {
+    fn drop(&mut self) {
+        let previous = self.previous.take();
+        CLOCK.with(|slot| *slot.borrow_mut() = previous);
+    }
+}
+
+/// Whether this thread reads a clock of [`set_thread_clock`]'s: then its time is a run's
+/// virtual time, and the layers that wait (the workqueue's delays) wait on the tokio runtime's
+/// clock instead of real time.
+pub fn thread_clock_is_set() -> bool {
+    CLOCK.with(|slot| slot.borrow().is_some())
+}
+
 fn since_epoch() -> Result<Duration, Duration> {
+    // Cloned out first: the clock may read other thread-locals, never this one borrowed.
+    if let Some(clock) = CLOCK.with(|slot| slot.borrow().clone()) {
+        return Ok(clock());
+    }
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_err(|before| before.duration())

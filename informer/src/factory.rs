@@ -73,6 +73,8 @@ type MetricsFor = Arc<dyn Fn(&str) -> Arc<dyn InformerMetrics> + Send + Sync>;
 struct Made {
     dynamic: Box<dyn Any + Send + Sync>,
     informer: Arc<dyn Control>,
+    /// Its place in the order the factory made its informers (from 0).
+    order: usize,
 }
 
 /// See the [module docs](self).
@@ -82,6 +84,8 @@ pub struct SharedInformerFactory<S> {
     /// its kind is `()`). A lookup compares the kinds by `==` after a downcast, so it allocates
     /// nothing.
     informers: Mutex<HashMap<(TypeId, Scope), Vec<Made>>>,
+    /// How many informers the factory has made (the next one's [`Made::order`]).
+    made: std::sync::atomic::AtomicUsize,
     metrics: Option<MetricsFor>,
 }
 
@@ -90,6 +94,7 @@ impl<S: ListerWatcherSource> SharedInformerFactory<S> {
         SharedInformerFactory {
             source,
             informers: Mutex::new(HashMap::new()),
+            made: std::sync::atomic::AtomicUsize::new(0),
             metrics: None,
         }
     }
@@ -173,14 +178,25 @@ impl<S: ListerWatcherSource> SharedInformerFactory<S> {
         made.push(Made {
             dynamic: Box::new(dynamic.clone()),
             informer: Arc::new(informer.clone()),
+            order: self.made.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         });
         informer
     }
 
+    /// Every informer made, in the order they were made: starting, waiting and stopping go in
+    /// that order, not in the map's (random) one, so that a run on one thread is repeatable
+    /// (`ferrokube-explore`).
+    fn in_order(&self) -> Vec<Arc<dyn Control>> {
+        let informers = self.informers.lock();
+        let mut all: Vec<&Made> = informers.values().flatten().collect();
+        all.sort_by_key(|made| made.order);
+        all.into_iter().map(|made| made.informer.clone()).collect()
+    }
+
     /// Starts every informer not yet started.
     pub fn start(&self) -> Result<(), StartError> {
-        for made in self.informers.lock().values().flatten() {
-            made.informer.start()?;
+        for informer in self.in_order() {
+            informer.start()?;
         }
         Ok(())
     }
@@ -188,11 +204,9 @@ impl<S: ListerWatcherSource> SharedInformerFactory<S> {
     /// Waits until every informer has synced; false if one stopped first.
     pub async fn wait_for_cache_sync(&self) -> bool {
         let waits: Vec<SyncFuture> = self
-            .informers
-            .lock()
-            .values()
-            .flatten()
-            .map(|made| made.informer.wait_for_cache_sync())
+            .in_order()
+            .iter()
+            .map(|informer| informer.wait_for_cache_sync())
             .collect();
         let mut all = true;
         for wait in waits {
@@ -203,8 +217,8 @@ impl<S: ListerWatcherSource> SharedInformerFactory<S> {
 
     /// Stops every informer.
     pub fn shutdown(&self) {
-        for made in self.informers.lock().values().flatten() {
-            made.informer.stop();
+        for informer in self.in_order() {
+            informer.stop();
         }
     }
 }

@@ -42,7 +42,6 @@ use std::time::{Duration, Instant};
 use ferrokube_core::pipeline_event;
 use futures_util::StreamExt;
 use parking_lot::Mutex;
-use rand::Rng;
 use tokio::sync::watch;
 
 use crate::delta_fifo::DeltaFifo;
@@ -375,7 +374,7 @@ impl<K: Object, L: ListerWatcher<K>> Reflector<K, L> {
 
     fn watch_request(&self, send_initial_events: bool) -> WatchRequest {
         let min = self.options.min_watch_timeout.as_secs().max(1);
-        let timeout = rand::rng().random_range(min..2 * min);
+        let timeout = ferrokube_core::random::range_u64(min, 2 * min);
         WatchRequest {
             resource_version: self.status.last_sync_resource_version(),
             timeout_seconds: Some(u32::try_from(timeout).unwrap_or(u32::MAX)),

@@ -17,6 +17,11 @@
 //! of microseconds; tokio's timer wheel has millisecond granularity, which would add up to a millisecond
 //! of lateness to every delayed key. The thread holds only a weak reference to the queue, and exits when
 //! the queue shuts down or is dropped, after which nothing it held is left.
+//!
+//! **Virtual time** (`WorkQueueBuilder::virtual_time`): for a run on a paused tokio clock
+//! (`ferrokube-explore`), due times are counted on tokio's clock and the timer is a task on the
+//! runtime instead of an OS thread, so a delayed key comes back when the runtime's virtual time
+//! reaches it, in step with every other timer of the run.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -99,13 +104,32 @@ struct State<K> {
     timer: Timer,
 }
 
+/// The clock due times are counted on: real time (the default), or the tokio runtime's clock
+/// (virtual when the runtime's clock is paused).
+#[derive(Debug, Clone, Copy)]
+enum Epoch {
+    Real(Instant),
+    Tokio(tokio::time::Instant),
+}
+
+impl Epoch {
+    fn elapsed(&self) -> Duration {
+        match self {
+            Epoch::Real(epoch) => epoch.elapsed(),
+            Epoch::Tokio(epoch) => epoch.elapsed(),
+        }
+    }
+}
+
 pub(crate) struct DelayedKeys<K> {
     state: Mutex<State<K>>,
     timer_wake: Condvar,
+    /// Wakes the timer task in virtual time (the thread waits on `timer_wake`).
+    task_wake: tokio::sync::Notify,
     /// Earliest due time in the heap (`NOTHING_DUE` if empty), readable without the lock so that a
     /// getter can tell in one load that there is nothing to promote.
     next_due: AtomicU64,
-    epoch: Instant,
+    epoch: Epoch,
     hasher: foldhash::fast::RandomState,
     /// If set, the timer thread also wakes this often to call [`Deliver::tick`].
     tick: Option<Duration>,
@@ -122,7 +146,7 @@ pub(crate) struct DelayedKeys<K> {
 }
 
 impl<K: Hash + Eq + Clone + Send + Sync + 'static> DelayedKeys<K> {
-    pub(crate) fn new(thread_name: String, tick: Option<Duration>) -> Self {
+    pub(crate) fn new(thread_name: String, tick: Option<Duration>, virtual_time: bool) -> Self {
         DelayedKeys {
             state: Mutex::new(State {
                 heap: BinaryHeap::new(),
@@ -131,9 +155,14 @@ impl<K: Hash + Eq + Clone + Send + Sync + 'static> DelayedKeys<K> {
                 timer: Timer::NotStarted,
             }),
             timer_wake: Condvar::new(),
+            task_wake: tokio::sync::Notify::new(),
             in_transit: AtomicUsize::new(0),
             next_due: AtomicU64::new(NOTHING_DUE),
-            epoch: Instant::now(),
+            epoch: if virtual_time {
+                Epoch::Tokio(tokio::time::Instant::now())
+            } else {
+                Epoch::Real(Instant::now())
+            },
             hasher: foldhash::fast::RandomState::default(),
             tick,
             thread_name,
@@ -207,6 +236,7 @@ impl<K: Hash + Eq + Clone + Send + Sync + 'static> DelayedKeys<K> {
                 if due < *wakes_at {
                     *wakes_at = 0;
                     self.timer_wake.notify_one();
+                    self.task_wake.notify_one();
                 }
             }
             Timer::NotStarted => self.start_timer(state, target),
@@ -217,6 +247,23 @@ impl<K: Hash + Eq + Clone + Send + Sync + 'static> DelayedKeys<K> {
     fn start_timer<D: Deliver<K>>(self: &Arc<Self>, state: &mut State<K>, target: &Weak<D>) {
         let me = Arc::clone(self);
         let target = target.clone();
+        if let Epoch::Tokio(epoch) = self.epoch {
+            match tokio::runtime::Handle::try_current() {
+                Ok(runtime) => {
+                    runtime.spawn(me.run_timer_task(epoch, target));
+                    state.timer = Timer::Running {
+                        wakes_at: 0,
+                        thread: None,
+                    };
+                }
+                // Idle getters still promote due keys.
+                Err(error) => tracing::error!(
+                    %error,
+                    "workqueue: virtual time, but no tokio runtime to run the delay timer on"
+                ),
+            }
+            return;
+        }
         let spawned = std::thread::Builder::new()
             .name(self.thread_name.clone())
             .spawn(move || me.run_timer(&target));
@@ -305,6 +352,7 @@ impl<K: Hash + Eq + Clone + Send + Sync + 'static> DelayedKeys<K> {
             }
         };
         self.timer_wake.notify_all();
+        self.task_wake.notify_one();
         if let Some(thread) = thread {
             if thread.thread().id() != std::thread::current().id() && thread.join().is_err() {
                 tracing::error!("workqueue: the delay timer thread panicked");
@@ -341,11 +389,14 @@ impl<K: Hash + Eq + Clone + Send + Sync + 'static> DelayedKeys<K> {
                     }
                     let next = self.next_due.load(Ordering::Acquire);
                     set_wakes_at(&mut state, next);
-                    let deadline = (next != NOTHING_DUE)
-                        .then(|| self.epoch + Duration::from_nanos(next))
-                        .into_iter()
-                        .chain(next_tick)
-                        .min();
+                    // The thread runs only in real time (`start_timer`).
+                    let due_at = match self.epoch {
+                        Epoch::Real(epoch) => {
+                            (next != NOTHING_DUE).then(|| epoch + Duration::from_nanos(next))
+                        }
+                        Epoch::Tokio(_) => None,
+                    };
+                    let deadline = due_at.into_iter().chain(next_tick).min();
                     match deadline {
                         Some(deadline) => {
                             self.timer_wake.wait_until(&mut state, deadline);
@@ -365,6 +416,70 @@ impl<K: Hash + Eq + Clone + Send + Sync + 'static> DelayedKeys<K> {
             if tick_now {
                 target.tick();
                 next_tick = self.tick.map(|t| Instant::now() + t);
+            }
+        }
+    }
+}
+
+impl<K: Hash + Eq + Clone + Send + Sync + 'static> DelayedKeys<K> {
+    /// The timer in virtual time: [`run_timer`](Self::run_timer) as a task on the runtime,
+    /// sleeping on tokio's clock (counted from `epoch`) instead of a condition variable.
+    async fn run_timer_task<D: Deliver<K>>(
+        self: Arc<Self>,
+        epoch: tokio::time::Instant,
+        target: Weak<D>,
+    ) {
+        let mut due = Vec::new();
+        let mut next_tick = self.tick.map(|t| tokio::time::Instant::now() + t);
+        loop {
+            // `None`: work to do now; `Some(deadline)`: sleep until then (`None` inside: until woken).
+            let (tick_now, sleep) = {
+                let mut state = self.state.lock();
+                if matches!(state.timer, Timer::Stopped) {
+                    return;
+                }
+                let now = self.now();
+                self.take_due_locked(&mut state, now, &mut due);
+                let tick_now = next_tick.is_some_and(|t| tokio::time::Instant::now() >= t);
+                if !due.is_empty() || tick_now {
+                    set_wakes_at(&mut state, 0);
+                    (tick_now, None)
+                } else {
+                    let next = self.next_due.load(Ordering::Acquire);
+                    set_wakes_at(&mut state, next);
+                    let deadline = (next != NOTHING_DUE)
+                        .then(|| epoch + Duration::from_nanos(next))
+                        .into_iter()
+                        .chain(next_tick)
+                        .min();
+                    (false, Some(deadline))
+                }
+            };
+            if let Some(deadline) = sleep {
+                let woken = self.task_wake.notified();
+                match deadline {
+                    Some(deadline) => {
+                        tokio::select! {
+                            biased;
+                            () = woken => {}
+                            () = tokio::time::sleep_until(deadline) => {}
+                        }
+                    }
+                    None => woken.await,
+                }
+                set_wakes_at(&mut self.state.lock(), 0);
+                continue;
+            }
+            let Some(target) = target.upgrade() else {
+                self.delivered(due.len());
+                return;
+            };
+            let taken = due.len();
+            target.deliver(&mut due);
+            self.delivered(taken);
+            if tick_now {
+                target.tick();
+                next_tick = self.tick.map(|t| tokio::time::Instant::now() + t);
             }
         }
     }

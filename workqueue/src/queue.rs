@@ -126,6 +126,7 @@ struct Inner<K: QueueKey> {
 /// Builds a [`WorkQueue`]. Every option has a default; `WorkQueue::new()` is `builder().build()`.
 pub struct WorkQueueBuilder<K: QueueKey> {
     name: String,
+    virtual_time: bool,
     limiter: Option<Box<dyn RateLimiter<K>>>,
     metrics: Option<Arc<dyn QueueMetrics>>,
 }
@@ -142,6 +143,16 @@ impl<K: QueueKey> WorkQueueBuilder<K> {
     /// Default: [`default_controller_rate_limiter`] (as client-go's controllers use).
     pub fn rate_limiter(mut self, limiter: impl RateLimiter<K> + 'static) -> Self {
         self.limiter = Some(Box::new(limiter));
+        self
+    }
+
+    /// Count delays on the tokio runtime's clock and wait for them in a task on the runtime,
+    /// instead of in real time on an OS thread (the default, precise to microseconds). For runs on
+    /// a paused clock (`tokio::time::pause`, `ferrokube-explore`), where virtual time runs ahead
+    /// of real time: a delayed key then comes back when the runtime's clock reaches its due time.
+    /// Build the queue, and delay the first key, inside the runtime. Default `false`.
+    pub fn virtual_time(mut self, on: bool) -> Self {
+        self.virtual_time = on;
         self
     }
 
@@ -168,7 +179,7 @@ impl<K: QueueKey> WorkQueueBuilder<K> {
             ready: Mutex::new(ReadyQueue::new()),
             ready_signal: Notify::new(),
             sleepers: AtomicUsize::new(0),
-            delayed: Arc::new(DelayedKeys::new(thread_name, tick)),
+            delayed: Arc::new(DelayedKeys::new(thread_name, tick, self.virtual_time)),
             shutting_down: AtomicBool::new(false),
             draining: AtomicBool::new(false),
             drained: Notify::new(),
@@ -199,6 +210,7 @@ impl<K: QueueKey> WorkQueue<K> {
     pub fn builder() -> WorkQueueBuilder<K> {
         WorkQueueBuilder {
             name: String::new(),
+            virtual_time: false,
             limiter: None,
             metrics: None,
         }
@@ -602,6 +614,38 @@ mod tests {
             std::thread::sleep(Duration::from_millis(5));
         }
         false
+    }
+
+    #[test]
+    fn in_virtual_time_a_delayed_key_comes_back_on_the_runtimes_clock() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .unwrap();
+        let real = std::time::Instant::now();
+        let (key, waited) = runtime.block_on(async {
+            let q: WorkQueue<u32> = WorkQueue::builder().virtual_time(true).build();
+            let start = tokio::time::Instant::now();
+            q.add_after(2, Duration::from_secs(3600));
+            q.add_after(1, Duration::from_secs(60));
+            let first = q.get().await;
+            (first, start.elapsed())
+        });
+        assert_eq!(key, Some(1), "the earlier due time first");
+        assert!(
+            waited >= Duration::from_secs(60),
+            "{waited:?} of virtual time"
+        );
+        assert!(
+            waited < Duration::from_secs(3600),
+            "{waited:?} of virtual time"
+        );
+        assert!(
+            real.elapsed() < Duration::from_secs(5),
+            "a virtual minute took {:?}",
+            real.elapsed()
+        );
     }
 
     #[test]

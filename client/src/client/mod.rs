@@ -76,6 +76,7 @@
 //! reported to the gate ([`WritePermit::on_abandon`]): it may still land, and the elector then
 //! lets its lease run out instead of handing it over early.
 
+pub mod dial;
 mod proxy;
 mod rate_limit;
 mod retry;
@@ -97,6 +98,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use serde::de::DeserializeOwned;
 
+pub use dial::{Dial, DialFuture, DialIo, DialedStream};
 pub use rate_limit::Priority;
 pub use retry::RetryPolicy;
 
@@ -207,7 +209,11 @@ impl Client {
             }
             None => builder,
         };
-        let dialer = Dialer::new(http, config.proxy_url.as_ref())?;
+        // A dial of the caller's replaces TCP and the proxy (see `dial`).
+        let dialer = match &config.dial {
+            Some(dial) => Dialer::Custom(dial.clone()),
+            None => Dialer::new(http, config.proxy_url.as_ref())?,
+        };
         let connector = if config.http2 {
             builder.enable_all_versions().wrap_connector(dialer)
         } else {

@@ -9,6 +9,7 @@
 //!      Direct      ──▶ TCP to the API server
 //!      HttpConnect ──▶ TCP to the proxy ──▶ "CONNECT host:port" ──▶ 200 ──▶ the same socket, now a tunnel
 //!      Socks5      ──▶ TCP to the proxy ──▶ SOCKS5 handshake (user/password if the URL has them) ──▶ tunnel
+//!      Custom      ──▶ the caller's `Dial` (`Config::dial`, e.g. an in-memory pipe); no proxy
 //!  then TLS (hyper-rustls) and HTTP on top, exactly as without a proxy
 //! ```
 //!
@@ -25,19 +26,21 @@ use http::{HeaderValue, Uri};
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::connect::proxy::{SocksV5, Tunnel};
 use hyper_util::rt::TokioIo;
-use tokio::net::TcpStream;
 use tower_service::Service;
 
+use super::dial::{Conn, Dial};
 use crate::config::ConfigError;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
-/// How the client opens a TCP connection to the API server: directly, or through a proxy.
+/// How the client opens a connection to the API server: TCP directly, or through a proxy, or a
+/// [`Dial`] of the caller's (see `dial`).
 #[derive(Clone)]
 pub(crate) enum Dialer {
     Direct(HttpConnector),
     HttpConnect(Tunnel<HttpConnector>),
     Socks5(SocksV5<HttpConnector>),
+    Custom(Dial),
 }
 
 impl Dialer {
@@ -126,10 +129,10 @@ pub(crate) fn without_password(proxy: &Uri) -> String {
     crate::config::redact_url_password(&proxy.to_string())
 }
 
-type Connecting = Pin<Box<dyn Future<Output = Result<TokioIo<TcpStream>, BoxError>> + Send>>;
+type Connecting = Pin<Box<dyn Future<Output = Result<Conn, BoxError>> + Send>>;
 
 impl Service<Uri> for Dialer {
-    type Response = TokioIo<TcpStream>;
+    type Response = Conn;
     type Error = BoxError;
     type Future = Connecting;
 
@@ -138,6 +141,7 @@ impl Service<Uri> for Dialer {
             Dialer::Direct(tcp) => tcp.poll_ready(cx).map_err(Into::into),
             Dialer::HttpConnect(tunnel) => tunnel.poll_ready(cx).map_err(Into::into),
             Dialer::Socks5(socks) => socks.poll_ready(cx).map_err(Into::into),
+            Dialer::Custom(_) => Poll::Ready(Ok(())),
         }
     }
 
@@ -145,15 +149,19 @@ impl Service<Uri> for Dialer {
         match self {
             Dialer::Direct(tcp) => {
                 let connecting = tcp.call(destination);
-                Box::pin(async move { connecting.await.map_err(Into::into) })
+                Box::pin(async move { Ok(Conn::Tcp(connecting.await?)) })
             }
             Dialer::HttpConnect(tunnel) => {
                 let connecting = tunnel.call(destination);
-                Box::pin(async move { connecting.await.map_err(Into::into) })
+                Box::pin(async move { Ok(Conn::Tcp(connecting.await?)) })
             }
             Dialer::Socks5(socks) => {
                 let connecting = socks.call(destination);
-                Box::pin(async move { connecting.await.map_err(Into::into) })
+                Box::pin(async move { Ok(Conn::Tcp(connecting.await?)) })
+            }
+            Dialer::Custom(dial) => {
+                let connecting = dial.open(&destination);
+                Box::pin(async move { Ok(Conn::Dialed(TokioIo::new(connecting.await?))) })
             }
         }
     }

@@ -13,8 +13,6 @@
 
 use std::time::Duration;
 
-use rand::Rng;
-
 use crate::Error;
 
 /// Retry settings, part of [`Config`](crate::Config).
@@ -64,7 +62,7 @@ impl RetryPolicy {
         let half = full / 2;
         half + full
             .saturating_sub(half)
-            .mul_f64(rand::rng().random::<f64>())
+            .mul_f64(ferrokube_core::random::unit_f64())
     }
 }
 

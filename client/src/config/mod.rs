@@ -227,6 +227,12 @@ pub struct Config {
     /// client-go keeps); `None`: until the server closes it. Set it with
     /// [`Config::with_idle_conn_timeout`].
     pub idle_conn_timeout: Option<Duration>,
+    /// How connections are opened. Default `None`: TCP to the host and port of
+    /// [`cluster_url`](Config::cluster_url) (through [`proxy_url`](Config::proxy_url) if set).
+    /// `Some`: the caller's function makes each connection, e.g. an in-memory pipe to an
+    /// embedded API server; the proxy is then not used. Set it with [`Config::with_dial`]; see
+    /// [`client::dial`](crate::client::dial).
+    pub dial: Option<crate::client::Dial>,
 }
 
 impl fmt::Debug for Config {
@@ -253,6 +259,7 @@ impl fmt::Debug for Config {
             user_agent,
             max_idle_conns_per_host,
             idle_conn_timeout,
+            dial,
         } = self;
         f.debug_struct("Config")
             .field(
@@ -282,6 +289,7 @@ impl fmt::Debug for Config {
             .field("user_agent", user_agent)
             .field("max_idle_conns_per_host", max_idle_conns_per_host)
             .field("idle_conn_timeout", idle_conn_timeout)
+            .field("dial", dial)
             .finish()
     }
 }
@@ -327,7 +335,15 @@ impl Config {
             user_agent: None,
             max_idle_conns_per_host: DEFAULT_MAX_IDLE_CONNS_PER_HOST,
             idle_conn_timeout: Some(DEFAULT_IDLE_CONN_TIMEOUT),
+            dial: None,
         }
+    }
+
+    /// This config with its connections opened by `dial` instead of TCP (see [`Config::dial`]
+    /// and [`client::dial`](crate::client::dial)).
+    pub fn with_dial(mut self, dial: crate::client::Dial) -> Config {
+        self.dial = Some(dial);
+        self
     }
 
     /// This config with at most `max` idle pooled connections (see

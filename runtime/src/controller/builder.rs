@@ -279,9 +279,12 @@ impl<K: Kind> Controller<K> {
     pub fn queue_handle(&self) -> WorkQueue<ObjectKey> {
         self.queue
             .get_or_init(|| {
+                // A run on virtual time (`ferrokube_core::time::set_thread_clock`, as
+                // ferrokube-explore sets it) waits for requeues on the runtime's clock too.
                 let mut queue = WorkQueue::builder()
                     .name(&self.name)
-                    .rate_limiter(default_controller_rate_limiter());
+                    .rate_limiter(default_controller_rate_limiter())
+                    .virtual_time(ferrokube_core::time::thread_clock_is_set());
                 if let Some(metrics) = &self.metrics {
                     queue = queue.metrics(metrics.queue(&self.name));
                 }

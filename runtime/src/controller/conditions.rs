@@ -254,8 +254,8 @@ where
             Err(error) if error.is_conflict() && attempt < UPDATE_STATUS_ATTEMPTS => {
                 tracing::debug!(name, attempt, %error, "status write conflicted; retrying");
                 attempt += 1;
-                let jitter =
-                    UPDATE_STATUS_INTERVAL.mul_f64(UPDATE_STATUS_JITTER * rand::random::<f64>());
+                let jitter = UPDATE_STATUS_INTERVAL
+                    .mul_f64(UPDATE_STATUS_JITTER * ferrokube_core::random::unit_f64());
                 tokio::time::sleep(UPDATE_STATUS_INTERVAL + jitter).await;
             }
             Err(error) => return Err(error),

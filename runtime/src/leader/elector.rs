@@ -28,7 +28,6 @@ use std::time::Duration;
 
 use futures_util::FutureExt;
 use k8s_openapi::api::coordination::v1::Lease;
-use rand::Rng;
 use tokio::time::{Instant, sleep_until, timeout_at};
 use tracing::Instrument;
 
@@ -679,7 +678,7 @@ fn later(at: Instant, wait: Duration) -> Instant {
 
 /// client-go's `wait.Jitter(period, 1.2)`: uniformly in `[period, period × 2.2)`.
 fn jittered(period: Duration) -> Duration {
-    let extra = rand::rng().random::<f64>() * JITTER_FACTOR;
+    let extra = ferrokube_core::random::unit_f64() * JITTER_FACTOR;
     period.saturating_add(period.mul_f64(extra))
 }
 

@@ -17,7 +17,6 @@
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
-use rand::Rng;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
@@ -39,7 +38,7 @@ impl LeaseWatch {
         let (tx, readings) = mpsc::channel(8);
         // Like the reflector's: the server ends the watch after 5 to 10 minutes, so a connection
         // that died silently is replaced.
-        let timeout = rand::rng().random_range(300..600);
+        let timeout = u32::try_from(ferrokube_core::random::range_u64(300, 600)).unwrap_or(600);
         let params = WatchParams::default()
             .fields(&format!("metadata.name={name}"))
             .timeout(timeout);

@@ -228,6 +228,6 @@ fn default_identity() -> String {
     if cleaned.is_empty() {
         cleaned = "replica".to_string();
     }
-    let suffix: u32 = rand::random::<u32>() & 0x00ff_ffff;
+    let suffix = ferrokube_core::random::range_u64(0, 1 << 24);
     format!("{cleaned}-{suffix:06x}")
 }

@@ -325,7 +325,7 @@ async fn send_with_retries<S: EventSink>(
             Err(error) => {
                 tracing::debug!(%error, ?reason, attempt, "could not post event; will retry");
                 let pause = if attempt == 1 {
-                    wait.mul_f64(rand::random::<f64>())
+                    wait.mul_f64(ferrokube_core::random::unit_f64())
                 } else {
                     wait
                 };

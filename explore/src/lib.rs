@@ -1,0 +1,138 @@
+//! # Deterministic runs of a controller (the fault explorer's foundation)
+//!
+//! A controller bug that shows up once in a thousand CI runs is usually an interleaving: a watch
+//! event that arrived a moment later, a list served from a lagging cache, a crash between two
+//! writes. To search for such bugs on purpose (issue 29: inject faults, shrink a failing run to
+//! a minimal plan, replay it), a run must first be *repeatable*: the same inputs must give the
+//! same run, every time. This crate provides that:
+//!
+//! > a run is a function of (controller, scenario, seed): the same three give the identical
+//! > trace of requests and watch events.
+//!
+//! It is the layer above both the embedded API server (`ferrokube-apiserver`) and the client
+//! (`ferrokube-client`), the only one that knows both: it connects them in memory and records
+//! what passes between them. Neither of them depends on it. (The front crate's
+//! `ferrokube::testing` also knows both, but the front crate only re-exports layers; a runner with
+//! its own runtime, transport and trace is a layer of its own.)
+//!
+//! ## How data flows
+//!
+//! ```text
+//!   Explorer::run(scenario, controller)          one current-thread tokio runtime, clock paused
+//!   │
+//!   ├── RunningServer (embedded, fresh per run; fault RNG seeded with the seed)
+//!   │        ▲ serve_connection(duplex)
+//!   │        │
+//!   │   ┌────┴──────────────── tap (one per run) ────────────────┐
+//!   │   │ HTTP/1.1 server ◀─ duplex ─┐   records, in order:      │
+//!   │   │ forwards each request ─────┼─▶ Request (actor, method, │──▶ Trace
+//!   │   │ reads each watch line ─────┘   path, status, rv, name) │
+//!   │   │                                Event (watch, type,     │
+//!   │   │                                kind, key, rv)          │
+//!   │   └────▲──────────────────▲────────────────────────────────┘
+//!   │        │ Dial (in-memory)  │ Dial (in-memory)
+//!   ├── controller task          └── scenario steps, one by one, each followed by a settle
+//!   │   (client "controller")        (client "scenario", or `Step::by(actor)`)
+//! ```
+//!
+//! The clients reach the tap through the client's dial seam
+//! ([`ferrokube_client::client::Dial`]): each connection the client's pool opens is a
+//! [`tokio::io::duplex`] pipe, never a socket. [`in_memory_client`] gives the same transport
+//! without the tap, for any test that wants a socket-free client of an embedded server.
+//!
+//! ## What is deterministic, and how
+//!
+//! | source of chance | how it is tamed |
+//! |---|---|
+//! | the scheduler | a **current-thread** runtime: one thread polls every task (server, tap, controller, scenario), in an order that depends only on which tasks were woken and when |
+//! | timers, timeouts, backoff waits, settle times | the runtime's clock **starts paused** (`start_paused`): virtual time advances only when every task is idle, straight to the next timer. A 5-minute wait costs nothing, and no timer fires "a bit early" because the machine was busy |
+//! | requeues and retries of keys (`Action::requeue`, rate-limited requeues after an error) | the workqueue normally waits for them on an OS thread in real time; a controller built on a thread with a virtual wall clock builds its queue with `WorkQueueBuilder::virtual_time`, and the delays wait in a task on the runtime's clock |
+//! | the wall clock (`creationTimestamp`, conditions, leases, events) | [`ferrokube_core::time::set_thread_clock`]: on the run's thread every layer reads 2026-01-01T00:00:00Z plus the virtual time elapsed |
+//! | random numbers (uids, backoff and retry jitter, a watch's `timeoutSeconds`, the server's fault choices) | [`ferrokube_core::random::seed_thread`] with the run's seed: every layer draws through `ferrokube_core::random` on the run's thread; the server's fault generator gets the seed too (`Faults::seed`) |
+//! | the network | none: **in-memory pipes** (no sockets, no kernel buffers, no Nagle, no ports) between clients, the tap and the server |
+//! | the order of the trace | entries are appended by the single thread as requests finish and events are read |
+//!
+//! ## What is not (yet) deterministic, and how the trace copes
+//!
+//! - **`tokio::select!` without `biased;`** picks among ready branches at random, from an RNG
+//!   tokio seeds itself (its `rng_seed` needs `--cfg tokio_unstable`, which this workspace does
+//!   not build with). On one thread two branches are rarely ready in the same poll; the tests
+//!   check 100 of 100 runs identical, and a difference, if one ever shows, is printed with its
+//!   first differing entry.
+//! - **`std::time::Instant`** (real, not virtual, time) is still read in a few places: the
+//!   backoff's "healthy for how long" (`ferrokube_core::backoff`), the informer's resync
+//!   bookkeeping, the workqueue's overall token bucket (10 per second, burst 100, in the default
+//!   controller rate limiter) and metrics clock, the event correlator. A run is fast in real
+//!   time, so these see "almost no time passed" consistently; a run with more than 100 failures
+//!   would meet the token bucket. Moving them to the runtime's clock is the next piece of work.
+//! - **Uids and timestamps** are seeded and virtual, but the trace does not record them at all:
+//!   it records names and resourceVersions, which the server hands out in order. So a trace is
+//!   readable, and stays comparable if a layer draws one more random number.
+//! - **HashMap order** (random per map) matters only where a controller's behaviour depends on
+//!   iterating a map; the runtime's queues are FIFO.
+//! - A draw made **on another thread** (a `spawn_blocking` task) is not seeded; no layer does one
+//!   in a run today.
+//!
+//! ## Use
+//!
+//! ```no_run
+//! use ferrokube_explore::{Explorer, Scenario, Step};
+//!
+//! # fn demo() -> Result<(), ferrokube_explore::ExploreError> {
+//! let scenario = Scenario::new().step(Step::new("create a", |client| async move {
+//!     // ... client.request(...) or Api::<ConfigMap>::namespaced(client, "default").create(...)
+//!     # let _ = client;
+//!     Ok(())
+//! }));
+//! let trace = Explorer::new(7).run(scenario, |start| async move {
+//!     // Controller::<ConfigMap>::new(start.client, ...).run(reconciler, start.shutdown).await
+//!     start.shutdown.await;
+//! })?;
+//! println!("{trace}");
+//! # Ok(()) }
+//! ```
+//!
+//! A step may also act on the server itself rather than through its API
+//! ([`Step::on_server`]: close every watch, compact the history, switch a fault on), and
+//! [`Explorer::server`] shapes the embedded server of every run before it starts. A step done
+//! "behind the controller's back" is an ordinary step of another actor ([`Step::by`]).
+//!
+//! ## Reading a trace
+//!
+//! One line per entry (see [`trace`]): the scenario's `step`s, each `request` with its actor
+//! (the client's `User-Agent`: `controller`, `scenario`, or the actor a step names), method,
+//! path and query, status, and the `rv` and `name` of the answer's object or list; each watch
+//! `event` with the watch's number (given by the order the watches opened), type, kind, key and
+//! `rv`. Requests enter when their answer has passed the tap, events when the client reads them.
+
+mod run;
+mod tap;
+pub mod trace;
+
+pub use run::{BoxError, BoxFuture, ControllerStart, Explorer, Scenario, Step};
+pub use tap::in_memory_client;
+pub use trace::{Difference, Trace, TraceEntry};
+
+/// Why a run could not be made or did not finish.
+#[derive(Debug, thiserror::Error)]
+pub enum ExploreError {
+    /// The runtime, the server or a client could not be set up.
+    #[error("setting up the run: {0}")]
+    Setup(String),
+    /// A client could not be built.
+    #[error("building a client: {0}")]
+    Client(#[from] ferrokube_client::Error),
+    /// A step of the scenario failed.
+    #[error("step {index} ({name}) failed: {source}")]
+    Step {
+        /// The step's position, from 0.
+        index: usize,
+        /// The step's description.
+        name: String,
+        /// What it returned.
+        source: BoxError,
+    },
+    /// The controller's task panicked.
+    #[error("the controller's task failed: {0}")]
+    Controller(String),
+}
