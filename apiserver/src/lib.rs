@@ -128,7 +128,6 @@
 //! - A watch from a compacted resourceVersion ends with `too old resource version: R (C)`, the watch
 //!   cache's wording; kube-apiserver says `The resourceVersion for the provided watch is too old.` for
 //!   kinds it serves without a watch cache. Code (410) and reason (`Expired`) are the same.
-//! - kube-apiserver reports a negative `spec.replicas` twice in the causes; so do we, deliberately.
 //! - CustomResourceDefinitions are established inside the request that writes them (kube-apiserver's
 //!   controllers take a moment): the kind is served, and `NamesAccepted`/`Established` are True, by
 //!   the time the create returns. Deletion likewise runs at once, up to finalizers on custom objects.
@@ -155,8 +154,11 @@
 //! - Services get cluster IPs from `10.96.0.0/12` and node ports from 30000-32767 in order, lowest
 //!   free first, where kube-apiserver picks at random from its configured ranges; IPv4 single-stack
 //!   only, no load-balancer health-check node port, and no
-//!   Endpoints or EndpointSlices (see [`services`]). A dry-run create allocates nothing; 1.20 leaves
-//!   the cluster IP out too, but answers a node port outside the range.
+//!   Endpoints or EndpointSlices (see [`services`]). A dry-run create answers the addresses a create
+//!   would get, as 1.37 does (1.20 left the cluster IP out and answered a node port outside the
+//!   range).
+//! - The release imitated is the current one, 1.37 (`/version` says so); the conformance suite
+//!   documents, case by case, where 1.20 answered differently.
 //! - Several schema violations in one object are reported in alphabetical field order; kube-apiserver
 //!   reports them in an order that varies between requests (Go map iteration).
 

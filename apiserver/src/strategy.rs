@@ -188,11 +188,12 @@ pub fn prepare_update(
                 None => map.remove("status"),
             };
         }
-        // Built-in kinds' status is not validated here; a custom kind's is, against its schema.
+        // Built-in kinds' status is not validated here; a custom kind's is, against the schema of
+        // its status.
         if let Some(schema) = &resource.schema {
             schema.prune_object(new);
             schema.default_object(new);
-            let causes = schema.validate_object(new);
+            let causes = schema.validate_status(new);
             if !causes.is_empty() {
                 return Err(StatusError::invalid(resource, &name, causes));
             }
