@@ -101,6 +101,7 @@ impl Target {
     }
 
     /// The minor version the server reports on `/version`.
+    #[cfg(feature = "e2e")]
     async fn server_minor(&self) -> u32 {
         let seen = self.call(Method::GET, "/version", None).await;
         seen.body["minor"]
