@@ -422,7 +422,9 @@ impl Schema {
             schema.validate(status, "", &mut causes);
         }
         for cause in &mut causes {
-            cause.field = join("status", &cause.field).trim_end_matches('.').to_string();
+            cause.field = join("status", &cause.field)
+                .trim_end_matches('.')
+                .to_string();
         }
         causes
     }

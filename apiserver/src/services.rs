@@ -567,7 +567,8 @@ mod tests {
         assert_eq!(unset["spec"]["clusterIP"], "10.96.0.7");
         assert_eq!(unset["spec"]["clusterIPs"], json!(["10.96.0.7"]));
         assert!(unset["spec"]["ports"][0].get("nodePort").is_none());
-        let mut renamed = json!({"spec": {"type": "NodePort", "ports": [{"name": "b", "port": 9}]}});
+        let mut renamed =
+            json!({"spec": {"type": "NodePort", "ports": [{"name": "b", "port": 9}]}});
         check_update(&resource, "a", &old, &mut renamed).expect("kept");
         assert_eq!(renamed["spec"]["ports"][0]["nodePort"], 30002);
         let mut changed = json!({"spec": {"clusterIP": "10.96.0.8"}});

@@ -393,12 +393,12 @@ fn remove_at(
                         // An emptied map or list is dropped, as Go's `omitempty` drops it.
                         let emptied = drop_emptied
                             && match inner {
-                            Value::Object(m) => {
-                                m.is_empty() && inner_shape.map_kind() == MapKind::Map
-                            }
-                            Value::Array(items) => items.is_empty(),
-                            _ => false,
-                        };
+                                Value::Object(m) => {
+                                    m.is_empty() && inner_shape.map_kind() == MapKind::Map
+                                }
+                                Value::Array(items) => items.is_empty(),
+                                _ => false,
+                            };
                         if emptied {
                             map.remove(&name);
                         }

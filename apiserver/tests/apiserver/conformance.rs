@@ -376,12 +376,18 @@ fn schema_error_of_1_20(seen: &Value) -> Option<Value> {
     }
     let (reason, converted) = if message.contains(" in body must be of type ") {
         let relative = field.strip_prefix("status.").unwrap_or(field);
-        let message = message.replace(&format!(": {field} in body"), &format!(": {relative} in body"));
+        let message = message.replace(
+            &format!(": {field} in body"),
+            &format!(": {relative} in body"),
+        );
         ("FieldValueTypeInvalid", message)
     } else if let Some(rest) = message.split(" in body should be at most ").nth(1) {
         let max: u64 = rest.strip_suffix(" chars long")?.parse().ok()?;
         let unit = if max == 1 { "byte" } else { "bytes" };
-        ("FieldValueTooLong", format!("Too long: may not be more than {max} {unit}"))
+        (
+            "FieldValueTooLong",
+            format!("Too long: may not be more than {max} {unit}"),
+        )
     } else {
         return None;
     };
@@ -1252,7 +1258,7 @@ async fn service_allocation(t: &Target, ns: &str) -> Value {
             Some(json!({"spec": {"clusterIP": "10.96.0.250", "clusterIPs": ["10.96.0.250"]}})),
         )
         .await;
-    json!({
+    let observed = json!({
         "plain": service_spec(&plain),
         "nodePort": service_spec(&node_port),
         "headless": service_spec(&headless),
@@ -1271,7 +1277,61 @@ async fn service_allocation(t: &Target, ns: &str) -> Value {
         "unset": [unset.code, unset.reason(), unset.status()["details"]["causes"]],
         "kept": [kept.code, same_ip, service_spec(&kept)],
         "moved": [moved.code, moved.reason()],
-    })
+    });
+    documented_with(t, 20, observed, services_of_1_20)
+}
+
+/// The Service allocation case as 1.20 answered it, converted to 1.37's answers (`None` when it is
+/// not 1.20's documented answer); the embedded server's `services` module docs say the same:
+/// - no `internalTrafficPolicy`, `ipFamilies`, `ipFamilyPolicy` (dual stack was alpha): 1.37 defaults
+///   them to `Cluster`, `[IPv4]`, `SingleStack` on every Service but an ExternalName one;
+/// - a dry-run create allocated no cluster IP; 1.37 answers one (and holds none);
+/// - a node port asked twice in one Service: 1.20's validation said `Duplicate value: 30555`
+///   (FieldValueDuplicate), 1.37's allocator says the port is already allocated (FieldValueInvalid);
+/// - an update leaving out the cluster IP was refused (422, "primary clusterIP can not be unset");
+///   1.37 keeps the old one (and the old node ports), so the update is a no-op, 200.
+fn services_of_1_20(seen: &Value) -> Option<Value> {
+    let mut current = seen.clone();
+    // Every Service spec of the case but the ExternalName one.
+    for pointer in [
+        "/plain/1",
+        "/nodePort/1",
+        "/headless/1",
+        "/turned/1",
+        "/kept/2/1",
+    ] {
+        let spec = current.pointer_mut(pointer)?.as_object_mut()?;
+        for (field, value) in [
+            ("internalTrafficPolicy", json!("Cluster")),
+            ("ipFamilies", json!(["IPv4"])),
+            ("ipFamilyPolicy", json!("SingleStack")),
+        ] {
+            if spec.insert(field.to_string(), value).is_some() {
+                return None;
+            }
+        }
+    }
+    if current["dryRun"] != json!([201, true]) {
+        return None;
+    }
+    current["dryRun"] = json!([201, false]);
+    let twice = current.pointer_mut("/twice/1/0")?;
+    if twice["reason"] != "FieldValueDuplicate" {
+        return None;
+    }
+    let port = twice["message"]
+        .as_str()?
+        .strip_prefix("Duplicate value: ")?
+        .to_string();
+    *twice = json!({"field": twice["field"], "reason": "FieldValueInvalid",
+                    "message": format!("Invalid value: {port}: provided port is already allocated")});
+    let unset = &current["unset"];
+    let unset_cause = unset[2][0]["message"].as_str().unwrap_or("");
+    if unset[0] != 422 || !unset_cause.ends_with("primary clusterIP can not be unset") {
+        return None;
+    }
+    current["unset"] = json!([200, "", null]);
+    Some(current)
 }
 conformance!(service_addresses_are_allocated_and_kept, service_allocation);
 

@@ -1443,10 +1443,19 @@ fn documented_1_20(target: &Target, seen: &mut [(String, Value)]) {
     for (what, value) in seen.iter_mut() {
         let columns: Vec<String> = value["columnDefinitions"]
             .as_array()
-            .map(|c| c.iter().map(|c| c["name"].as_str().unwrap_or("").to_string()).collect())
+            .map(|c| {
+                c.iter()
+                    .map(|c| c["name"].as_str().unwrap_or("").to_string())
+                    .collect()
+            })
             .unwrap_or_default();
         if what.contains("/customresourcedefinitions") {
-            assert_eq!(columns, ["Name", "Created At"], "{} (1.20): {what}", target.name);
+            assert_eq!(
+                columns,
+                ["Name", "Created At"],
+                "{} (1.20): {what}",
+                target.name
+            );
             *value = accepted_as_1_20("no CRD convertor: the default columns");
         } else if what.ends_with("/events") {
             let rows = value["rows"].as_array().cloned().unwrap_or_default();

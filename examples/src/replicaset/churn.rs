@@ -244,7 +244,16 @@ pub async fn run(
     script: &Script,
     audit: impl Fn() -> Vec<AuditEntry>,
 ) -> Result<Outcome, BoxError> {
-    run_with(config, namespace, Some(protection), script, audit, CONTROLLER_AGENT, "ferrokube").await
+    run_with(
+        config,
+        namespace,
+        Some(protection),
+        script,
+        audit,
+        CONTROLLER_AGENT,
+        "ferrokube",
+    )
+    .await
 }
 
 /// Runs the script once in namespace `namespace` (created here) while a controller that is already
@@ -259,7 +268,16 @@ pub async fn run_external(
     user_agent_prefix: &str,
     controller: &str,
 ) -> Result<Outcome, BoxError> {
-    run_with(config, namespace, None, script, audit, user_agent_prefix, controller).await
+    run_with(
+        config,
+        namespace,
+        None,
+        script,
+        audit,
+        user_agent_prefix,
+        controller,
+    )
+    .await
 }
 
 /// [`run`] (`protection` is `Some`: our controller starts here, with [`CONTROLLER_AGENT`]) or

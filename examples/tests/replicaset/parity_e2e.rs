@@ -109,7 +109,10 @@ async fn snapshot(client: &Client, namespace: &str) -> Snapshot {
         .iter()
         .map(|rs| {
             let name = rs.metadata.name.clone().unwrap_or_default();
-            (name, rs.status.as_ref().and_then(|s| s.terminating_replicas))
+            (
+                name,
+                rs.status.as_ref().and_then(|s| s.terminating_replicas),
+            )
         })
         .collect();
     let replicasets = replicasets
