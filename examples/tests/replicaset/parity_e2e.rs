@@ -24,7 +24,8 @@
 //!   `replicaset_controller_stale_sync_skips_total`, printed at the end): the recorded outcomes stay the
 //!   same, which is what this test checks.
 //! - the events and their reasons (SuccessfulCreate, SuccessfulDelete, FailedCreate) and the
-//!   ReplicaFailure condition are the same on both.//!
+//!   ReplicaFailure condition are the same on both.
+//!
 //! Steps: create `a` (3) · scale `a` to 5 · scale `a` to 2 · delete one of `a`'s pods · an orphan pod
 //! labelled `app=b`, then create `b` (2): adopted, plus one created · relabel one of `b`'s pods: released,
 //! and replaced · `c` (2) with minReadySeconds 10: ready but not yet available, then available · (events
