@@ -119,7 +119,11 @@
 //!   written as JSON only: a YAML Table clause (`application/yaml;as=Table`) is skipped, where
 //!   kube-apiserver writes the Table as YAML. CRD printer columns support the JSONPath that columns
 //!   use (fields, `['key']`, indexes, slices, `*`, `..`, filters with comparisons); a column with a
-//!   union or a regular expression is left out here, kube-apiserver evaluates it.
+//!   union or a regular expression is left out here, kube-apiserver evaluates it. Column
+//!   descriptions keep 1.20's wording of Kubernetes' API documentation (1.37 reworded several); the
+//!   Table suite compares only that they are there. A Pod's RESTARTS follows 1.37 (text, with
+//!   `(… ago)` after the last restart) but not its counting of restartable init containers
+//!   (sidecars) as containers.
 //! - `Accept: ...;as=PartialObjectMetadata` (metadata-only clients) is answered with the whole
 //!   object: the same metadata, but the object's kind and apiVersion.
 //! - Deleting a pod when no kubelet runs (no graceful deletion) answers with the pod as it was;
