@@ -34,10 +34,14 @@
 # manifests and Kubernetes' conformance specs: they test our own code against what any release does
 # alike (or, for the manifests and the specs, the current release is the one that matters).
 #
-# Timings (2 cores, 2026-11-26, servers already built; see the report in the commit log): 1.37.2 about
-# 26 min (suites ~9 min, scripts/conformance.sh real + embedded ~16 min); 1.20.2 subset ~4 min.
-# Building from empty caches adds ~37 min (1.37.2: kube-apiserver, kube-controller-manager, etcd) and
-# ~12 min (1.20.2), plus e2e.test of 1.37.2 (see scripts/conformance.sh).
+# Timings (2 cores shared with other builds, 2026-11-26, every server and e2e.test already built):
+#   1.37.2  the suites ~10 min (6 of them tests, the rest compiling test binaries), conformance.sh real
+#           13 min (5 of them the spec that waits for a pod to run), embedded 3.6 min plus the release
+#           build of ferrokube-apiserver (8.6 min from an empty target/release): ~28-36 min
+#   1.20.2  the subset ~6.7 min (2.5 of them tests)
+# Building from empty caches adds, niced on busy cores: 1.37.2's servers ~37 min
+# (scripts/kube-apiserver.sh) and its e2e.test ~41 min (scripts/conformance.sh; with the servers'
+# Go caches warm); 1.20.2's servers ~12 min.
 #
 # To run the same tests against your own cluster instead, skip this script:
 #   KUBECONFIG=~/.kube/config cargo test --features e2e --test e2e -- client::
