@@ -1,9 +1,19 @@
 #!/usr/bin/env bash
-# Kubernetes' own conformance end-to-end specs (test/e2e of Kubernetes 1.20.2, built from Debian's
-# `kubernetes` source package) as a yardstick: the same focused set of [Conformance] specs run against
-# the real kube-apiserver and against ferrokube's embedded API server.
+# Kubernetes' own conformance end-to-end specs (test/e2e of the release K8S_VERSION) as a yardstick:
+# the same focused set of [Conformance] specs run against the real kube-apiserver and against
+# ferrokube's embedded API server. The release's e2e.test comes from where its servers come from
+# (scripts/kube-apiserver.sh):
 #
-#   scripts/conformance.sh build      # build ~/.cache/ferrokube/bin/e2e.test (cached; long the first time)
+#   1.37.2 (default), any release on the Go module proxy: `go test -c k8s.io/kubernetes/test/e2e` in a
+#                     module generated with the same go.mod recipe as the servers' (see
+#                     build_module_e2e); ~/.cache/ferrokube/k8s-v<version>/bin/e2e.test
+#   1.20.2            Debian's `kubernetes` source package (GOPATH mode); ~/.cache/ferrokube/bin/e2e.test
+#
+# K8S_VERSION defaults to the release of the server that is up (its STATE says), else 1.37.2, the
+# release the embedded server imitates. (1.20's e2e.test waits for the service-account token Secrets
+# that kube-controller-manager stopped making in 1.24, so it is no yardstick for a current server.)
+#
+#   scripts/conformance.sh build      # build e2e.test of K8S_VERSION (cached; long the first time)
 #   scripts/conformance.sh real       # run the specs against the real kube-apiserver (+ kube-controller-manager)
 #   scripts/conformance.sh embedded   # run the specs against the embedded server (ferrokube-apiserver)
 #   scripts/conformance.sh compare    # print where the two servers' last results differ
@@ -14,20 +24,23 @@
 # nodelifecycle, creates one Ready, untainted Node (nothing runs containers there: no scheduler, no
 # kubelet), runs e2e.test, then stops what it started. `embedded` builds and starts ferrokube-apiserver
 # (`--kubelet`, so pods run), runs kube-controller-manager against it restricted to the workload
-# controllers (the garbage collector specs use ReplicationControllers, ReplicaSets and Deployments), and
+# controllers (the garbage collector specs use ReplicationControllers, ReplicaSets and Deployments) and
+# the root-ca-cert-publisher (each namespace's kube-root-ca.crt, which e2e.test waits for), and
 # runs the same specs; e2e.test and kube-controller-manager send it JSON bodies when it refuses the
 # protobuf body of a probe (kubectl create quota), as it did on 2026-11-24 for ResourceQuota,
 # ReplicationController, Event and DeleteOptions.
 #
-# Timings on 2 cores (2026-11-24): e2e.test builds in ~2 min when kube-apiserver.sh has built its
-# servers with the same Go cache, ~5.5 min from an empty Go cache; `real` takes ~10 min (5 of them the one spec that waits for a pod
-# to run, which nothing runs there), `embedded` ~5 min plus its release build.
+# Timings on 2 cores: 1.20.2 (2026-11-24): e2e.test builds in ~2 min when kube-apiserver.sh has built
+# its servers with the same Go cache, ~5.5 min from an empty Go cache; `real` takes ~10 min (5 of them
+# the one spec that waits for a pod to run, which nothing runs there), `embedded` ~5 min plus its
+# release build. 1.37.2 (2026-11-26): see build_module_e2e for the build; the runs below.
 #
 # Results: one JSON line per spec,
 # {"server","spec","status":"passed|failed|skipped|not-run","seconds","error"},
 # in $CONFORMANCE_OUT (default target/conformance/<server>.jsonl), a table on stderr, and the e2e
 # output, JUnit XML and controller-manager log next to it. Exit status 1 when a spec listed for that
-# server in tests/conformance/k8s-expected.txt did not pass (a list of specs seen to pass there).
+# server in the release's list did not pass (tests/conformance/k8s-expected.txt for 1.20.2,
+# k8s-expected-<version>.txt for the others: the specs seen to pass there).
 #
 # Settings (environment): CONFORMANCE_OUT, CONFORMANCE_FOCUS (ginkgo focus regex, default the set
 # below), EMBEDDED_PORT (default 16480), and scripts/kube-apiserver.sh's STATE / APISERVER_PORT.
@@ -37,7 +50,26 @@ log() { echo "[conformance] $*" >&2; }
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cache=${XDG_CACHE_HOME:-$HOME/.cache}/ferrokube
-bin=$cache/bin
+STATE=${STATE:-/tmp/ferrokube-apiserver}
+# The release whose e2e.test runs: K8S_VERSION, else the one of the server that is up, else 1.20.2.
+if [ -z "${K8S_VERSION:-}" ] && [ -f "$STATE/k8s-version" ]; then
+  K8S_VERSION=$(cat "$STATE/k8s-version")
+fi
+K8S_VERSION=${K8S_VERSION:-1.37.2}
+K8S_VERSION=${K8S_VERSION#v}
+export K8S_VERSION
+# The specs expected to pass on each server, per release: 1.20.2's list is k8s-expected.txt (the
+# first one), every other release's k8s-expected-<version>.txt next to it.
+case $K8S_VERSION in
+  1.20.2)
+    bin=$cache/bin
+    expected_list=$repo/tests/conformance/k8s-expected.txt
+    ;;
+  *)
+    bin=$cache/k8s-v$K8S_VERSION/bin
+    expected_list=$repo/tests/conformance/k8s-expected-$K8S_VERSION.txt
+    ;;
+esac
 
 source_version() {
   local tree=$1 version
@@ -68,6 +100,10 @@ generate_bindata() {
 }
 
 build() {
+  if [ "$K8S_VERSION" != 1.20.2 ]; then
+    build_module_e2e
+    return
+  fi
   # Packages, the source tree, Debian's reflect2 (see kube-apiserver.sh) and the two server binaries.
   "$repo/scripts/kube-apiserver.sh" build
   mkdir -p "$bin"
@@ -100,9 +136,63 @@ build() {
   log "built $bin/e2e.test in $((SECONDS - start)) s"
 }
 
+# ---- e2e.test of a release on the Go module proxy (K8S_VERSION=1.37.2, ...) ----
+#
+# The same recipe as scripts/kube-apiserver.sh's build_modules (read it first): a module of our own
+# that requires k8s.io/kubernetes v$K8S_VERSION and replaces every staging module k8s.io/<name> with
+# its published v0.<minor>.<patch>. Its go.mod starts as the servers' generated go.mod.in (same
+# requires, replaces, go and godebug lines) without their `tool` block; `go test -c` of a package of a
+# dependency needs the modules its _test.go files import too, which `go mod tidy` does not record (it
+# follows only the main module's own tests), so `go list -test -deps` with -mod=mod resolves them once
+# and the build itself then runs -mod=readonly. The module zip carries test/e2e's embedded manifests
+# and test data, so nothing is generated. Layout: $cache/k8s-v<version>/e2e/ (go.mod, go.sum),
+# bin/e2e.test with a .sha256 stamp of what built it (a build whose stamp matches is skipped).
+build_module_e2e() {
+  command -v go >/dev/null 2>&1 || { log "no go on PATH (Go 1.26 or newer is needed)"; exit 1; }
+  local top=$cache/k8s-v$K8S_VERSION
+  # The servers' build writes the generated go.mod.in this module starts from (a no-op when built).
+  "$repo/scripts/kube-apiserver.sh" build
+  local dir=$top/e2e
+  mkdir -p "$dir"
+  # go.mod.in without its tool block.
+  sed '/^tool (/,/^)/d' "$top/build/go.mod.in" >"$dir/go.mod.new"
+  if ! cmp -s "$dir/go.mod.new" "$dir/go.mod.in" || [ ! -s "$dir/go.sum" ]; then
+    cp "$dir/go.mod.new" "$dir/go.mod"
+    cp "$top/build/go.sum" "$dir/go.sum"
+    log "resolving the modules k8s.io/kubernetes/test/e2e imports (v$K8S_VERSION)"
+    (cd "$dir" && GOFLAGS=-mod=mod go list -test -deps k8s.io/kubernetes/test/e2e >/dev/null)
+    mv "$dir/go.mod.new" "$dir/go.mod.in"
+  else
+    rm -f "$dir/go.mod.new"
+  fi
+  local major=${K8S_VERSION%%.*} minor=${K8S_VERSION#*.}
+  minor=${minor%%.*}
+  local ldflags="-s -w" pkg want
+  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    ldflags+=" -X $pkg.gitVersion=v$K8S_VERSION -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor"
+    ldflags+=" -X $pkg.gitTreeState=clean"
+  done
+  want=$( { go version; cat "$dir/go.mod" "$dir/go.sum"; echo "$ldflags"; } | sha256sum | cut -d' ' -f1)
+  if [ -x "$bin/e2e.test" ] && [ "$(cat "$bin/e2e.test.sha256" 2>/dev/null)" = "$want" ]; then
+    return 0
+  fi
+  log "building e2e.test (go test -c k8s.io/kubernetes/test/e2e v$K8S_VERSION; long the first time)"
+  local start=$SECONDS
+  (cd "$dir" && CGO_ENABLED=0 GOFLAGS=-mod=readonly \
+    go test -c -trimpath -ldflags "$ldflags" -o "$bin/e2e.test.tmp" k8s.io/kubernetes/test/e2e >&2)
+  mv "$bin/e2e.test.tmp" "$bin/e2e.test"
+  echo "$want" >"$bin/e2e.test.sha256"
+  log "built $bin/e2e.test in $((SECONDS - start)) s"
+}
+
 # The [sig-api-machinery] [Conformance] specs of 1.20.2 that need no container runtime beyond what the
 # servers offer: 37 specs.
-FOCUS_DEFAULT='\[sig-api-machinery\] (Watchers|CustomResourceDefinition resources|Namespaces \[Serial\]|ResourceQuota|Garbage collector|Servers with support for Table|Discovery|Events|ConfigMap|server version|ResourceVersion|Secrets should (patch|fail)).*\[Conformance\]'
+FOCUS_1_20='\[sig-api-machinery\] (Watchers|CustomResourceDefinition resources|Namespaces \[Serial\]|ResourceQuota|Garbage collector|Servers with support for Table|Discovery|Events|ConfigMap|server version|ResourceVersion|Secrets should (patch|fail)).*\[Conformance\]'
+# The same families in later releases, where the names changed: labels follow the text
+# (`… [Conformance] [Serial]`), and Events, ConfigMap and Secrets left [sig-api-machinery] for
+# [sig-instrumentation] and [sig-node] (out of this focus). 1.37.2: 39 specs.
+FOCUS_CURRENT='\[sig-api-machinery\] (Watchers|CustomResourceDefinition resources|Namespaces|ResourceQuota|Garbage collector|Servers with support for Table|Discovery|server version|ResourceVersion).*\[Conformance\]'
+if [ "$K8S_VERSION" = 1.20.2 ]; then FOCUS_DEFAULT=$FOCUS_1_20; else FOCUS_DEFAULT=$FOCUS_CURRENT; fi
 FOCUS=${CONFORMANCE_FOCUS:-$FOCUS_DEFAULT}
 out_dir=$repo/target/conformance
 NODE=ferrokube-conformance-node
@@ -131,8 +221,13 @@ need_python() {
 start_kcm() {
   local logfile=$1; shift
   local kcm=${FERROKUBE_KCM:-$bin/kube-controller-manager}
-  log "starting kube-controller-manager $*"
-  "$kcm" --kubeconfig "$KUBECONFIG" --leader-elect=false --port=0 --secure-port=0 \
+  # The insecure port (--port) exists before 1.24 only (1.37 refuses the flag): off where it exists.
+  local insecure=()
+  local minor=${K8S_VERSION#*.}
+  minor=${minor%%.*}
+  [ "$minor" -lt 24 ] && insecure=(--port=0)
+  log "starting kube-controller-manager ${insecure[*]} $*"
+  "$kcm" --kubeconfig "$KUBECONFIG" --leader-elect=false "${insecure[@]}" --secure-port=0 \
     --kube-api-qps=50 --kube-api-burst=100 "$@" >"$logfile" 2>&1 &
   started_pids+=($!)
   local pid=$!
@@ -207,7 +302,7 @@ summarize() {
   local jsonl=${CONFORMANCE_OUT:-$out_dir/$server.jsonl}
   mkdir -p "$(dirname "$jsonl")"
   need_python
-  python3 - "$server" "$report" "$jsonl" "$repo/tests/conformance/k8s-expected.txt" "$FOCUS" "$seconds" <<'PY'
+  python3 - "$server" "$report" "$jsonl" "$expected_list" "$FOCUS" "$seconds" <<'PY'
 import glob, json, re, sys, xml.etree.ElementTree as ET
 server, report, jsonl, expected_path, focus, seconds = sys.argv[1:]
 focus_re = re.compile(focus)
@@ -217,12 +312,18 @@ def cases(pattern):
         for tc in ET.parse(path).getroot().iter("testcase"):
             yield tc
 
-selected = [tc.get("name") for tc in cases(report + "/dry/junit_*.xml")
+selected = [re.sub(r"^\[It\] ", "", tc.get("name")) for tc in cases(report + "/dry/junit_*.xml")
             if tc.find("skipped") is None and focus_re.search(tc.get("name"))]
 rows, seen = [], set()
+def spec_name(tc):
+    # Ginkgo 2 (1.2x+) prefixes a spec's name with its node type: `[It] [sig-api-machinery] …`.
+    return re.sub(r"^\[It\] ", "", tc.get("name"))
+
 for tc in cases(report + "/junit_*.xml"):
-    name = tc.get("name")
+    name = spec_name(tc)
     failure = tc.find("failure")
+    if failure is None and not focus_re.search(name):
+        continue  # suite-level nodes ([SynchronizedBeforeSuite], [ReportAfterSuite], …) that passed
     if failure is not None:
         status = "failed"
         lines = (failure.get("message") or failure.text or "").strip().split("\n")
@@ -339,8 +440,17 @@ embedded() {
     content_type=(--kube-api-content-type=application/json)
   fi
   kubectl delete quota ferrokube-protobuf-probe -n default --ignore-not-found >/dev/null 2>&1 || true
-  start_kcm "$out_dir/embedded-kcm.log" --controllers=replicationcontroller,replicaset,deployment \
-    --kube-api-content-type=application/json || log "continuing without kube-controller-manager"
+  # e2e.test waits in each spec's namespace for the ConfigMap kube-root-ca.crt (1.2x+; a 2 min
+  # timeout per spec without it), which kube-controller-manager's root-ca-cert-publisher writes from
+  # --root-ca-file. The embedded server serves plain HTTP, so a self-signed certificate made here
+  # stands in for its CA.
+  local ca=$out_dir/embedded-ca.crt
+  [ -s "$ca" ] || openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=ferrokube-embedded-ca" \
+    -keyout "$out_dir/embedded-ca.key" -out "$ca" 2>/dev/null
+  start_kcm "$out_dir/embedded-kcm.log" \
+    --controllers=replicationcontroller,replicaset,deployment,root-ca-cert-publisher \
+    --root-ca-file "$ca" --kube-api-content-type=application/json ||
+    log "continuing without kube-controller-manager"
   # The stand-in kubelet registers Ready nodes of its own; make one only if there is none.
   if [ -z "$(kubectl get nodes -o name 2>/dev/null)" ]; then
     make_node || log "could not make a Ready node on the embedded server"

@@ -25,7 +25,7 @@
 //!                                                     real server's controllers do)
 //!  DELETE the CRD
 //!    │  deletion adds the finalizer customresourcecleanup.apiextensions.k8s.io and a Terminating
-//!    ▼  condition: the CRD stays, its kind is still served, but creates are refused (405)
+//!    ▼  condition: the CRD stays, its kind is still served, but creates are refused (403)
 //!  reconcile(name): delete every custom object (finalizers on them are respected); when none is
 //!    left, remove the finalizer → the CRD is deleted → stop serving the kind.
 //! ```
@@ -358,15 +358,16 @@ pub fn set_terminating(crd: &mut Value, reason: &str, message: &str) {
 }
 
 /// 422 for an update of a custom object without a resourceVersion: custom resources, unlike most
-/// built-in kinds, allow no unconditional update.
+/// built-in kinds, allow no unconditional update. The value is printed as the number 0, as 1.37 does
+/// (1.20 printed Go's `%#v` of an unsigned integer, `0x0`).
 pub fn unconditional_update(resource: &ResourceType, name: &str) -> StatusError {
     let cause = json!({"reason": "FieldValueInvalid", "field": "metadata.resourceVersion",
-                       "message": "Invalid value: 0x0: must be specified for an update"});
+                       "message": "Invalid value: 0: must be specified for an update"});
     StatusError {
         code: 422,
         reason: "Invalid",
         message: format!(
-            "{} {name:?} is invalid: metadata.resourceVersion: Invalid value: 0x0: must be specified for an update",
+            "{} {name:?} is invalid: metadata.resourceVersion: Invalid value: 0: must be specified for an update",
             resource.qualified()
         ),
         details: Some(
@@ -376,13 +377,17 @@ pub fn unconditional_update(resource: &ResourceType, name: &str) -> StatusError 
     }
 }
 
-/// 405 for a create of a custom object while its CRD is being deleted.
-pub fn create_while_terminating(resource: &ResourceType) -> StatusError {
+/// 403 Forbidden for a create of a custom object `name` while its CRD is being deleted, as 1.37
+/// answers (1.20 answered 405 MethodNotAllowed, with the bare message and no name).
+pub fn create_while_terminating(resource: &ResourceType, name: &str) -> StatusError {
     StatusError {
-        code: 405,
-        reason: "MethodNotAllowed",
-        message: "create not allowed while custom resource definition is terminating".into(),
-        details: Some(json!({"group": resource.group, "kind": resource.plural})),
+        code: 403,
+        reason: "Forbidden",
+        message: format!(
+            "{} {name:?} is forbidden: create not allowed while custom resource definition is terminating",
+            resource.qualified()
+        ),
+        details: Some(json!({"name": name, "group": resource.group, "kind": resource.plural})),
     }
 }
 

@@ -29,9 +29,9 @@ use serde_json::{Map, Value, json};
 use crate::schema::Schema;
 use crate::status::{Cause, StatusError};
 
-/// The Kubernetes version the server reports on `/version` (its API follows 1.32's, including
-/// streaming lists), and its stand-in kubelet on its Node objects.
-pub const VERSION: (&str, &str) = ("1", "32");
+/// The Kubernetes version the server reports on `/version`: the release it imitates (1.37, streaming
+/// lists included; the crate docs list what differs), and its stand-in kubelet on its Node objects.
+pub const VERSION: (&str, &str) = ("1", "37");
 
 /// The API group of CustomResourceDefinitions (see [`crate::crd`]).
 pub const CRD_GROUP: &str = "apiextensions.k8s.io";

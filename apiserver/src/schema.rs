@@ -22,8 +22,13 @@
 //! spec.size: Required value
 //! spec.color: Unsupported value: "green": supported values: "red", "blue"
 //! spec.size: Invalid value: 11: spec.size in body should be less than or equal to 10
-//! spec.name: Invalid value: "ABCD": spec.name in body should be at most 3 chars long
+//! spec.name: Too long: may not be more than 3 bytes
 //! ```
+//!
+//! (1.37's words, and its reasons: a wrong type is `FieldValueTypeInvalid`, a string over
+//! `maxLength` `FieldValueTooLong`; 1.20 said `FieldValueInvalid` for both, and worded the second
+//! `Invalid value: "ABCD": spec.name in body should be at most 3 chars long`.) A write to `/status`
+//! checks the status alone, and its messages name the path from `status` ([`Schema::validate_status`]).
 //!
 //! Quirks of kube-apiserver 1.20 kept on purpose, since clients see them: an empty string where a
 //! non-nullable value is expected is reported as being of type `"null"`; problems inside an array's
@@ -613,6 +618,23 @@ impl Schema {
         causes
     }
 
+    /// Checks the `status` of a custom object on a write to its `/status` subresource, as 1.37 does:
+    /// against the schema of `status` alone, so a message names the path from there (`ready in
+    /// body must be …`) while the cause's field is the whole path (`status.ready`).
+    pub fn validate_status(&self, object: &Value) -> Vec<Cause> {
+        let mut causes = Vec::new();
+        if let (Some(schema), Some(status)) = (self.properties.get("status"), object.get("status"))
+        {
+            schema.validate(status, "", &mut causes);
+        }
+        for cause in &mut causes {
+            cause.field = join("status", &cause.field)
+                .trim_end_matches('.')
+                .to_string();
+        }
+        causes
+    }
+
     /// Checks one value at `path`, appending a cause per problem.
     fn validate(&self, value: &Value, path: &str, causes: &mut Vec<Cause>) {
         self.check_type(value, path, causes);
@@ -666,21 +688,31 @@ impl Schema {
         let Some(kind) = self.kind.filter(|_| !ok) else {
             return;
         };
-        causes.push(Cause::invalid(
-            path,
-            actual,
-            &format!(
-                "{path} in body must be of type {}: \"{actual}\"",
-                kind.name()
-            ),
-        ));
+        // A wrong type has a reason of its own since 1.2x (1.20: FieldValueInvalid).
+        causes.push(Cause {
+            reason: "FieldValueTypeInvalid",
+            ..Cause::invalid(
+                path,
+                actual,
+                &format!(
+                    "{path} in body must be of type {}: \"{actual}\"",
+                    kind.name()
+                ),
+            )
+        });
     }
 
     fn check_length(&self, s: &str, path: &str, causes: &mut Vec<Cause>) {
         let length = s.chars().count() as u64;
         if let Some(max) = self.max_length.filter(|max| length > *max) {
-            let detail = format!("{path} in body should be at most {max} chars long");
-            causes.push(Cause::invalid(path, s, &detail));
+            // 1.37 words it as field.TooLong does, in bytes, without the value (1.20: "Invalid
+            // value: \"ABCD\": spec.name in body should be at most 3 chars long").
+            let unit = if max == 1 { "byte" } else { "bytes" };
+            causes.push(Cause {
+                reason: "FieldValueTooLong",
+                field: path.to_string(),
+                message: format!("Too long: may not be more than {max} {unit}"),
+            });
         }
         if let Some(min) = self.min_length.filter(|min| length < *min) {
             let detail = format!("{path} in body should be at least {min} chars long");
@@ -812,7 +844,7 @@ mod tests {
             messages(&json!({"spec": {"size": 11, "color": "green", "name": "ABCD"}})),
             [
                 "spec.color: Unsupported value: \"green\": supported values: \"red\", \"blue\"",
-                "spec.name: Invalid value: \"ABCD\": spec.name in body should be at most 3 chars long",
+                "spec.name: Too long: may not be more than 3 bytes",
                 "spec.size: Invalid value: 11: spec.size in body should be less than or equal to 10",
             ]
         );

@@ -3,29 +3,36 @@
 //! A Service created on kube-apiserver comes back with fields nobody sent: a cluster IP from the
 //! service range (`spec.clusterIP`, `spec.clusterIPs`) and, for `NodePort` and `LoadBalancer`
 //! Services, a node port for each port. Controllers that manage Services read these back, so the
-//! embedded server allocates them as kube-apiserver 1.20 (our yardstick) does:
+//! embedded server allocates them as kube-apiserver 1.37 (our yardstick) does:
 //!
 //! ```text
 //!  create ─▶ strategy (defaults: type, sessionAffinity, externalTrafficPolicy, each port's
-//!            protocol and targetPort)
-//!         ─▶ allocate, under the allocator's lock until the object is stored (not for a dry run):
+//!            protocol and targetPort; unless ExternalName, internalTrafficPolicy Cluster and
+//!            the IPv4 single stack: ipFamilies [IPv4], ipFamilyPolicy SingleStack)
+//!         ─▶ allocate, under the allocator's lock until the object is stored (a dry run gets
+//!            the addresses a real create would, and holds none of them):
 //!              clusterIP  the one asked for, if in the range and free (else 422), or the lowest
 //!                         free address of SERVICE_RANGE (.1 is the `kubernetes` Service's);
 //!                         "None" (headless) allocates nothing
-//!              nodePort   the one asked for, if free (else 422), or the one another entry of the
-//!                         same port number has (TCP and UDP 53 share one), or the lowest free
-//!                         of NODE_PORTS; a ClusterIP Service asking for one is refused, one
-//!                         that was NodePort lets its node ports go
-//!  update ─▶ a cluster IP left out or changed is refused (422: it can be neither unset nor
-//!            changed); a port sent without its node port gets a new one, as on 1.20 (later
-//!            versions keep the old one)
+//!              nodePort   the one asked for, if free (else 422, also when another entry of
+//!                         the same protocol asks for it), or the one another entry of the same
+//!                         port number has (TCP and UDP 53 share one), or the lowest free of
+//!                         NODE_PORTS; a ClusterIP Service asking for one is refused, one that
+//!                         was NodePort lets its node ports go
+//!  update ─▶ what the client left out is kept (keep_allocated): a cluster IP left out is the old
+//!            one, a port without a node port gets the one the old port of that name had; a
+//!            cluster IP changed is refused (422: immutable)
 //! ```
+//!
+//! 1.20 differed: no `internalTrafficPolicy` or `ipFamilies` fields (dual stack was alpha), nothing
+//! allocated for a dry run, a node port asked twice in one Service reported as `Duplicate value`,
+//! and an update kept nothing (a cluster IP left out was refused: "primary clusterIP can not be
+//! unset"; ports left without node ports got new ones). The conformance case documents each.
 //!
 //! An address or port is free when no stored Service holds it: allocation scans the stored
 //! Services, so a deleted Service's address is free again at once. Unlike kube-apiserver, which
 //! picks at random, addresses and ports are handed out in order, which makes tests repeatable; no
-//! client may rely on either order. Only IPv4 single-stack is served, as on a default 1.20 cluster
-//! (no `ipFamilies` fields).
+//! client may rely on either order. Only IPv4 single-stack is served.
 
 use std::collections::HashSet;
 use std::net::Ipv4Addr;
@@ -81,6 +88,13 @@ pub(crate) fn apply_defaults(object: &mut Value) {
         spec.entry("externalTrafficPolicy")
             .or_insert_with(|| "Cluster".into());
     }
+    if kind != "ExternalName" {
+        spec.entry("internalTrafficPolicy")
+            .or_insert_with(|| "Cluster".into());
+        spec.entry("ipFamilies").or_insert_with(|| json!(["IPv4"]));
+        spec.entry("ipFamilyPolicy")
+            .or_insert_with(|| "SingleStack".into());
+    }
     if let Some(ports) = spec.get_mut("ports").and_then(Value::as_array_mut) {
         for port in ports.iter_mut().filter_map(Value::as_object_mut) {
             port.entry("protocol").or_insert_with(|| "TCP".into());
@@ -91,17 +105,20 @@ pub(crate) fn apply_defaults(object: &mut Value) {
     }
 }
 
-/// Refuses an update that unsets or changes the cluster IP `old` has (kube-apiserver 1.20 keeps
-/// nothing a client leaves out). Called before [`allocate`] on an update.
+/// On an update, keeps what `old` had allocated and the client left out of `new` (1.37's
+/// `patchAllocatedValues`): a missing cluster IP (and clusterIPs) is the old one, and a port without
+/// a node port gets the one the old port of the same name had, unless another port of `new` asks
+/// for it. Then refuses a changed cluster IP (422, immutable). Called before [`allocate`].
 pub(crate) fn check_update(
     resource: &ResourceType,
     name: &str,
     old: &Value,
-    new: &Value,
+    new: &mut Value,
 ) -> Result<(), StatusError> {
     if new.pointer("/spec/type").and_then(Value::as_str) == Some("ExternalName") {
         return Ok(());
     }
+    keep_allocated(old, new);
     let Some(old_ip) = old
         .pointer("/spec/clusterIP")
         .and_then(Value::as_str)
@@ -123,6 +140,80 @@ pub(crate) fn check_update(
         "spec.clusterIPs[0]",
         message,
     ))
+}
+
+/// The allocated values of `old` that `new` leaves out, copied in (see [`check_update`]); `new` is
+/// not an ExternalName Service.
+fn keep_allocated(old: &Value, new: &mut Value) {
+    let (Some(old_spec), Some(spec)) = (
+        old.get("spec").and_then(Value::as_object),
+        new.get_mut("spec").and_then(Value::as_object_mut),
+    ) else {
+        return;
+    };
+    if kind_of(old_spec) == "ExternalName" {
+        return;
+    }
+    if spec
+        .get("clusterIP")
+        .and_then(Value::as_str)
+        .is_none_or(str::is_empty)
+    {
+        if let Some(ip) = old_spec.get("clusterIP").filter(|ip| ip.is_string()) {
+            spec.insert("clusterIP".into(), ip.clone());
+        }
+    }
+    let no_ips = spec
+        .get("clusterIPs")
+        .and_then(Value::as_array)
+        .is_none_or(Vec::is_empty);
+    if no_ips {
+        if let Some(ips) = old_spec
+            .get("clusterIPs")
+            .filter(|ips| ips.as_array().is_some_and(|a| !a.is_empty()))
+        {
+            spec.insert("clusterIPs".into(), ips.clone());
+        }
+    }
+    if !(takes_node_ports(kind_of(old_spec)) && takes_node_ports(kind_of(spec))) {
+        return;
+    }
+    let ports_of = |spec: &Map<String, Value>| -> Vec<Value> {
+        spec.get("ports")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default()
+    };
+    let used_by = |ports: &[Value]| -> HashSet<u64> {
+        ports
+            .iter()
+            .filter_map(node_port_of)
+            .filter(|p| *p != 0)
+            .collect()
+    };
+    let old_ports = ports_of(old_spec);
+    let old_used = used_by(&old_ports);
+    let new_used = used_by(&ports_of(spec));
+    // A node port both the old and the new ports name is the new ports' to keep.
+    let used: HashSet<u64> = old_used.intersection(&new_used).copied().collect();
+    let Some(ports) = spec.get_mut("ports").and_then(Value::as_array_mut) else {
+        return;
+    };
+    let name_of = |p: &Value| p.get("name").cloned().unwrap_or(Value::Null);
+    for port in ports.iter_mut() {
+        if node_port_of(port).is_some_and(|p| p != 0) {
+            continue;
+        }
+        let name = name_of(port);
+        let old_value = old_ports
+            .iter()
+            .find(|p| name_of(p) == name)
+            .and_then(node_port_of)
+            .filter(|p| *p != 0 && !used.contains(p));
+        if let (Some(node_port), Some(port)) = (old_value, port.as_object_mut()) {
+            port.insert("nodePort".into(), node_port.into());
+        }
+    }
 }
 
 /// The Services stored now, taken with the allocator held and before the write's transaction
@@ -286,12 +377,11 @@ pub(crate) fn allocate(
             .iter()
             .any(|(p, proto)| *p == fits && *proto == protocol)
         {
-            return Err(cause(
-                resource,
-                name,
-                "FieldValueDuplicate",
+            // 1.37 allocates the entries in turn, so the second finds the port taken (1.20's
+            // validation caught it first: "Duplicate value", FieldValueDuplicate).
+            return Err(invalid(
                 &field,
-                format!("Duplicate value: {number}"),
+                format!("Invalid value: {number}: provided port is already allocated"),
             ));
         }
         asked.push((fits, protocol));
@@ -462,18 +552,28 @@ mod tests {
     }
 
     #[test]
-    fn services_may_neither_unset_nor_change_their_address() {
+    fn services_keep_what_an_update_leaves_out_and_may_not_change_their_address() {
         let resource = services();
-        let old = json!({"spec": {"clusterIP": "10.96.0.7", "clusterIPs": ["10.96.0.7"]}});
-        let same = json!({"spec": {"clusterIP": "10.96.0.7"}});
-        assert!(check_update(&resource, "a", &old, &same).is_ok());
-        for new in [
-            json!({"spec": {}}),
-            json!({"spec": {"clusterIP": "10.96.0.8"}}),
-        ] {
-            let refused = check_update(&resource, "a", &old, &new);
-            assert_eq!(refused.map_err(|e| e.code), Err(422), "{new}");
-        }
+        let old = json!({"spec": {"type": "NodePort", "clusterIP": "10.96.0.7",
+            "clusterIPs": ["10.96.0.7"],
+            "ports": [{"name": "a", "port": 80, "nodePort": 30001},
+                      {"name": "b", "port": 81, "nodePort": 30002}]}});
+        let mut same = json!({"spec": {"clusterIP": "10.96.0.7"}});
+        assert!(check_update(&resource, "a", &old, &mut same).is_ok());
+        // Left out: kept. Port b asks for a's old node port, so a does not get it back.
+        let mut unset = json!({"spec": {"type": "NodePort", "ports": [
+            {"name": "a", "port": 80}, {"name": "b", "port": 81, "nodePort": 30001}]}});
+        check_update(&resource, "a", &old, &mut unset).expect("kept");
+        assert_eq!(unset["spec"]["clusterIP"], "10.96.0.7");
+        assert_eq!(unset["spec"]["clusterIPs"], json!(["10.96.0.7"]));
+        assert!(unset["spec"]["ports"][0].get("nodePort").is_none());
+        let mut renamed =
+            json!({"spec": {"type": "NodePort", "ports": [{"name": "b", "port": 9}]}});
+        check_update(&resource, "a", &old, &mut renamed).expect("kept");
+        assert_eq!(renamed["spec"]["ports"][0]["nodePort"], 30002);
+        let mut changed = json!({"spec": {"clusterIP": "10.96.0.8"}});
+        let refused = check_update(&resource, "a", &old, &mut changed);
+        assert_eq!(refused.map_err(|e| e.code), Err(422));
     }
 
     #[test]

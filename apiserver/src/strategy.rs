@@ -232,11 +232,12 @@ pub fn prepare_update(
                 None => map.remove("status"),
             };
         }
-        // Built-in kinds' status is not validated here; a custom kind's is, against its schema.
+        // Built-in kinds' status is not validated here; a custom kind's is, against the schema of
+        // its status.
         if let Some(schema) = &resource.schema {
             schema.prune_object(new);
             schema.default_object(new);
-            let mut causes = schema.validate_object(new);
+            let mut causes = schema.validate_status(new);
             causes.extend(rule_causes(schema, &causes, new, Some(old)));
             if !causes.is_empty() {
                 return Err(StatusError::invalid(resource, &name, causes));

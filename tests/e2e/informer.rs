@@ -178,8 +178,74 @@ async fn a_compacted_gap_relists_into_tombstones_and_adds() {
     informer.stop();
 }
 
+/// Counts what a reflector asks of the server: LIST requests, and watches that asked for a
+/// streaming list (`sendInitialEvents=true`), split into the ones the server opened and refused.
+#[derive(Clone, Default)]
+struct Requests {
+    lists: Arc<Mutex<u64>>,
+    streaming_opened: Arc<Mutex<u64>>,
+    streaming_refused: Arc<Mutex<u64>>,
+}
+
+#[derive(Clone)]
+struct Counting<L> {
+    inner: L,
+    requests: Requests,
+}
+
+impl<K: Object, L: ListerWatcher<K>> ListerWatcher<K> for Counting<L> {
+    async fn list(&self, request: ListRequest) -> Result<ListPage<K>, ListWatchError> {
+        *self.requests.lists.lock() += 1;
+        self.inner.list(request).await
+    }
+    async fn watch(&self, request: WatchRequest) -> Result<EventStream<K>, ListWatchError> {
+        let streaming = request.send_initial_events;
+        let result = self.inner.watch(request).await;
+        if streaming {
+            match &result {
+                Ok(_) => *self.requests.streaming_opened.lock() += 1,
+                Err(_) => *self.requests.streaming_refused.lock() += 1,
+            }
+        }
+        result
+    }
+}
+
+/// What a server of this minor release does with a streaming list (a watch with
+/// `sendInitialEvents=true`, `resourceVersionMatch=NotOlderThan`), with its default feature gates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum StreamingExpected {
+    /// Before 1.27 there is no WatchList feature: the server refuses the watch with 400
+    /// ("resourceVersionMatch is forbidden for watch" on 1.20), and the reflector falls back to
+    /// one LIST and a watch.
+    Refused,
+    /// 1.34 and later (and 1.32) serve it by default (feature gate WatchList, beta and on): the
+    /// initial objects arrive as ADDED events and a BOOKMARK annotated
+    /// `k8s.io/initial-events-end: "true"` ends them; no LIST is sent.
+    Streamed,
+    /// 1.27–1.31 and 1.33: the gate exists but is off by default (alpha until 1.32; 1.33 turned the
+    /// beta off again), so it depends on how the server was started: either outcome, but a
+    /// consistent one.
+    EitherByGate,
+}
+
+fn streaming_expected(minor: u32) -> StreamingExpected {
+    match minor {
+        0..=26 => StreamingExpected::Refused,
+        32 | 34.. => StreamingExpected::Streamed,
+        _ => StreamingExpected::EitherByGate,
+    }
+}
+
+#[test]
+fn streaming_expectations_by_release() {
+    assert_eq!(streaming_expected(20), StreamingExpected::Refused);
+    assert_eq!(streaming_expected(33), StreamingExpected::EitherByGate);
+    assert_eq!(streaming_expected(37), StreamingExpected::Streamed);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn streaming_lists_fall_back_to_list_and_watch_on_this_server() {
+async fn streaming_lists_stream_where_the_server_can_and_fall_back_where_it_cannot() {
     let client = client(None);
     let ns = namespace(&client, "informer-stream").await;
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
@@ -190,7 +256,12 @@ async fn streaming_lists_fall_back_to_list_and_watch_on_this_server() {
     }
     let errors = Arc::new(Mutex::new(Vec::new()));
     let seen = errors.clone();
-    let informer = SharedIndexInformer::builder(ListWatch::new(api.clone()))
+    let requests = Requests::default();
+    let lister_watcher = Counting {
+        inner: ListWatch::new(api.clone()),
+        requests: requests.clone(),
+    };
+    let informer = SharedIndexInformer::builder(lister_watcher)
         .reflector(ReflectorOptions {
             list_mode: ListMode::Streaming,
             error_handler: Some(Arc::new(move |error: &ListWatchError| {
@@ -206,9 +277,8 @@ async fn streaming_lists_fall_back_to_list_and_watch_on_this_server() {
         .await
         .expect("synced in time");
     assert!(synced);
+    assert_eq!(informer.store().len(), 10, "the initial state, complete");
     let status = informer.reflector_status();
-    // Servers with the WatchList feature (1.27+ with the gate, 1.32+ by default) stream;
-    // older ones (the 1.20 built by scripts/kube-apiserver.sh) refuse and we list instead.
     let version: serde_json::Value = client
         .request(Call {
             request: http::Request::get("/version")
@@ -223,16 +293,46 @@ async fn streaming_lists_fall_back_to_list_and_watch_on_this_server() {
         .as_str()
         .and_then(|m| m.trim_end_matches('+').parse().ok())
         .expect("a minor version");
-    if minor < 27 {
+    let lists = *requests.lists.lock();
+    let opened = *requests.streaming_opened.lock();
+    let refused = *requests.streaming_refused.lock();
+    let expected = streaming_expected(minor);
+    println!(
+        "1.{minor} ({}): expected {expected:?}; LIST requests {lists}, streaming watches opened \
+         {opened}, refused {refused}; reflector lists() {}, streaming_unsupported {}",
+        version["gitVersion"],
+        status.lists(),
+        status.streaming_unsupported()
+    );
+    // Either way the reflector has exactly one complete initial state: `lists()` counts a streamed
+    // one like a listed one.
+    assert_eq!(status.lists(), 1, "one initial state");
+    let streamed = match expected {
+        StreamingExpected::Refused => false,
+        StreamingExpected::Streamed => true,
+        StreamingExpected::EitherByGate => !status.streaming_unsupported(),
+    };
+    if streamed {
+        assert!(
+            !status.streaming_unsupported(),
+            "1.{minor} streams lists: {:?}",
+            errors.lock()
+        );
+        assert_eq!(
+            (opened, refused, lists),
+            (1, 0, 0),
+            "one streaming watch, no LIST"
+        );
+    } else {
         assert!(
             status.streaming_unsupported(),
-            "1.{minor} cannot stream lists"
+            "1.{minor} refuses streaming lists"
         );
-    }
-    if status.streaming_unsupported() {
-        assert_eq!(status.lists(), 1, "fell back to one list");
-    } else {
-        assert_eq!(status.lists(), 0, "streamed the initial state");
+        assert_eq!(
+            (opened, refused, lists),
+            (0, 1, 1),
+            "one refused streaming watch, then one LIST"
+        );
     }
     assert_converges(&api, &informer, &replay).await;
     informer.stop();

@@ -288,7 +288,8 @@ impl Api {
         dry_run: bool,
     ) -> Result<Value, StatusError> {
         if resource.terminating {
-            return Err(crd::create_while_terminating(resource));
+            let name = meta::name(&object).unwrap_or("");
+            return Err(crd::create_while_terminating(resource, name));
         }
         strategy::check_type(resource, &mut object)?;
         strategy::check_namespace(resource, &mut object, namespace)?;
@@ -299,16 +300,16 @@ impl Api {
         if let Some(ns) = namespace.filter(|_| resource.namespaced) {
             quota::admit(&self.store, resource, ns, &name, &object)?;
         }
-        if dry_run {
-            // kube-apiserver 1.20 allocates no addresses for a dry run either.
-            return Ok(object);
-        }
-        // Held until the Service is stored: no other Service gets its address meanwhile.
+        // Held until the Service is stored: no other Service gets its address meanwhile. A dry
+        // run gets the addresses a create would (as on 1.37; 1.20 allocated none) and holds none.
         let is_service = services::is_services(resource);
         let _allocator = is_service.then(|| self.services.hold());
         if is_service {
             let stored = services::stored(&self.store, resource);
             services::allocate(&stored, resource, namespace, &name, &mut object)?;
+        }
+        if dry_run {
+            return Ok(object);
         }
         let key = resource.key(namespace, &name);
         let (_, stored) = self

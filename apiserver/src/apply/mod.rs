@@ -296,9 +296,9 @@ pub fn apply(
             given_up.insert(&path);
         }
     }
-    walk::remove(&mut result, &given_up, shape)?;
-
+    walk::remove_keeping_emptied(&mut result, &given_up, shape)?;
     let comparison = walk::compare(&live, &result, shape)?;
+    walk::remove(&mut result, &given_up, shape)?;
     let changed = comparison.changed();
     let mut conflicts = Vec::new();
     for entry in &managed.entries {

@@ -7,7 +7,15 @@
 //! where no list type is given). Here the built-in kinds are described by field name (the same
 //! fields the strategic merge patch knows), and a CRD by its `openAPIV3Schema`, whose list and map
 //! types are read as the real server reads them: a list without `x-kubernetes-list-type` is atomic,
-//! and the values of `x-kubernetes-preserve-unknown-fields` objects are atomic.
+//! and the undeclared values of `x-kubernetes-preserve-unknown-fields` objects are of the *deduced*
+//! type ([`Shape::Deduced`]).
+//!
+//! The deduced type is structured-merge-diff's type for values it has no schema for: it is a
+//! scalar, an atomic list and a map with free keys all at once, whichever the value turns out to be.
+//! So an object there is owned itself (as a scalar would be: `".": {}`) *and* key by key, and a list
+//! there is owned whole. 1.37 applies this to a preserved object's undeclared fields:
+//! `extra: {free: {form: [1, 2]}}` is owned as `f:extra: {f:free: {".": {}, f:form: {}}}`. (1.20
+//! owned such a value whole: `f:free: {}`.)
 
 use serde_json::Value;
 
@@ -51,6 +59,9 @@ pub enum Shape<'s> {
     Schema(&'s Value),
     /// A value of unknown type: owned whole.
     Atomic,
+    /// An undeclared value inside an object that preserves unknown fields (see the
+    /// [module docs](self)).
+    Deduced,
 }
 
 /// Map fields of the built-in kinds (string to string, or to quantities).
@@ -106,10 +117,12 @@ impl<'s> Shape<'s> {
                 }
                 match schema.get("additionalProperties") {
                     Some(additional) if additional.is_object() => Shape::Schema(additional),
+                    _ if preserves_unknown(schema) => Shape::Deduced,
                     _ => Shape::Atomic,
                 }
             }
             Shape::Atomic => Shape::Atomic,
+            Shape::Deduced => Shape::Deduced,
         }
     }
 
@@ -125,7 +138,7 @@ impl<'s> Shape<'s> {
                 Some(items) if items.is_object() => Shape::Schema(items),
                 _ => Shape::Atomic,
             },
-            Shape::Atomic => Shape::Atomic,
+            Shape::Atomic | Shape::Deduced => Shape::Atomic,
         }
     }
 
@@ -158,6 +171,7 @@ impl<'s> Shape<'s> {
                 }
             }
             Shape::Atomic => MapKind::Atomic,
+            Shape::Deduced => MapKind::Map,
         }
     }
 
@@ -183,9 +197,17 @@ impl<'s> Shape<'s> {
                     _ => ListKind::Atomic,
                 }
             }
-            Shape::CustomRoot(_) | Shape::Atomic => ListKind::Atomic,
+            Shape::CustomRoot(_) | Shape::Atomic | Shape::Deduced => ListKind::Atomic,
         }
     }
+}
+
+/// Whether a schema node keeps undeclared fields (`x-kubernetes-preserve-unknown-fields: true`).
+fn preserves_unknown(schema: &Value) -> bool {
+    schema
+        .get("x-kubernetes-preserve-unknown-fields")
+        .and_then(Value::as_bool)
+        == Some(true)
 }
 
 /// The list fields of the built-in kinds that are not atomic, by name (and, for `ports`, by where
@@ -266,7 +288,9 @@ mod tests {
         );
         assert_eq!(spec.field("notes").list_kind(), ListKind::Atomic);
         assert_eq!(spec.field("free").map_kind(), MapKind::Map);
-        assert_eq!(spec.field("free").field("x").map_kind(), MapKind::Atomic);
+        // Inside a preserved object: the deduced type, a map with free keys whose lists are atomic.
+        assert_eq!(spec.field("free").field("x").map_kind(), MapKind::Map);
+        assert_eq!(spec.field("free").field("x").list_kind(), ListKind::Atomic);
         assert_eq!(
             Shape::custom(&schema)
                 .field("metadata")

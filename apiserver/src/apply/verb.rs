@@ -237,22 +237,20 @@ fn version_schema(crd: &Stored, version: &str) -> Option<Value> {
 
 /// The checks of an applied configuration before anything is read: its apiVersion and kind are
 /// the URL's, it names the URL's object, and it carries no managedFields.
+///
+/// The group, version and kind are compared at once, and a mismatch is named as Go prints a
+/// `GroupVersionKind` (`group/version, Kind=kind`, the group empty for the core group): 1.37's
+/// wording. (1.20 checked the apiVersion, then the kind, each with a message of its own.)
 fn check_config(resource: &ResourceType, name: &str, config: &Value) -> Result<(), StatusError> {
-    let expected = resource.api_version();
     let version = config
         .get("apiVersion")
         .and_then(Value::as_str)
         .unwrap_or("");
-    if version != expected {
-        return Err(StatusError::bad_request(format!(
-            "Incorrect version specified in apply patch. Specified patch version: {version}, expected: {expected}"
-        )));
-    }
     let kind = config.get("kind").and_then(Value::as_str).unwrap_or("");
-    if kind != resource.kind {
+    if version != resource.api_version() || kind != resource.kind {
+        let (group, version) = version.rsplit_once('/').unwrap_or(("", version));
         return Err(StatusError::bad_request(format!(
-            "Incorrect kind specified in apply patch. Specified patch kind: {kind}, expected: {}",
-            resource.kind
+            "invalid object type: {group}/{version}, Kind={kind}"
         )));
     }
     if config

@@ -127,6 +127,10 @@ fn collect_fields(
     path: &[Element],
     set: &mut FieldSet,
 ) -> Result<(), ItemError> {
+    if matches!(shape, Shape::Deduced) {
+        // A value of deduced type is a scalar too: owned itself, besides its keys if an object.
+        set.insert(path);
+    }
     match value {
         Value::Object(map) => {
             let kind = shape.map_kind();
@@ -137,9 +141,8 @@ fn collect_fields(
             for (name, inner) in map {
                 let here = child(path, fieldset::field(name));
                 let inner_shape = shape.field(name);
-                if is_omitted(inner, &inner_shape) {
-                    continue;
-                }
+                // An empty map is owned as a field of its own even where the typed object leaves
+                // it out (`labels: {}`), as 1.37 records it (1.20 recorded nothing for it).
                 collect_fields(inner, &inner_shape, &here, set)?;
                 let empty = inner.is_null() || inner.as_object().is_some_and(Map::is_empty);
                 if empty || kind == MapKind::Map {
@@ -351,9 +354,22 @@ fn compare_at(
     Ok(())
 }
 
-/// `value` without the paths of `set` (removing a map key or a list item takes what is in it).
+/// `value` without the paths of `set` (removing a map key or a list item takes what is in it); a
+/// map or list that this empties is dropped too, as Go's `omitempty` drops it from a stored object.
 pub fn remove(value: &mut Value, set: &FieldSet, shape: &Shape<'_>) -> Result<(), ItemError> {
-    remove_at(value, set, shape, &[])
+    remove_at(value, set, shape, &[], true)
+}
+
+/// [`remove`], but a map or list it empties stays, empty: the merged object as structured-merge-diff
+/// compares it with the live one. A map emptied by a removal is still there for it, so its owners
+/// keep owning it (`f:labels: {}`) though the stored object will not show it. Calling [`remove`]
+/// with the same set afterwards drops the emptied ones.
+pub fn remove_keeping_emptied(
+    value: &mut Value,
+    set: &FieldSet,
+    shape: &Shape<'_>,
+) -> Result<(), ItemError> {
+    remove_at(value, set, shape, &[], false)
 }
 
 fn remove_at(
@@ -361,6 +377,7 @@ fn remove_at(
     set: &FieldSet,
     shape: &Shape<'_>,
     path: &[Element],
+    drop_emptied: bool,
 ) -> Result<(), ItemError> {
     match value {
         Value::Object(map) => {
@@ -372,15 +389,16 @@ fn remove_at(
                 } else if set.has_at_or_below(&here) {
                     let inner_shape = shape.field(&name);
                     if let Some(inner) = map.get_mut(&name) {
-                        remove_at(inner, set, &inner_shape, &here)?;
+                        remove_at(inner, set, &inner_shape, &here, drop_emptied)?;
                         // An emptied map or list is dropped, as Go's `omitempty` drops it.
-                        let emptied = match inner {
-                            Value::Object(m) => {
-                                m.is_empty() && inner_shape.map_kind() == MapKind::Map
-                            }
-                            Value::Array(items) => items.is_empty(),
-                            _ => false,
-                        };
+                        let emptied = drop_emptied
+                            && match inner {
+                                Value::Object(m) => {
+                                    m.is_empty() && inner_shape.map_kind() == MapKind::Map
+                                }
+                                Value::Array(items) => items.is_empty(),
+                                _ => false,
+                            };
                         if emptied {
                             map.remove(&name);
                         }
@@ -405,7 +423,7 @@ fn remove_at(
                     continue;
                 }
                 if set.has_at_or_below(&here) {
-                    remove_at(&mut item, set, &item_shape, &here)?;
+                    remove_at(&mut item, set, &item_shape, &here, drop_emptied)?;
                 }
                 kept.push(item);
             }

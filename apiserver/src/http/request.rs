@@ -411,8 +411,10 @@ fn one_object(
     if !served {
         return Err(StatusError::no_such_resource());
     }
-    // Subresources have no table convertor: only a non-Table Accept clause will do for them.
-    let tables = subresource.is_none();
+    // `/status` converts to a Table as its object does (1.37: the status storage shares the
+    // object's convertor; 1.20 had none there). `/scale` has none: only a non-Table Accept clause
+    // will do for it.
+    let tables = subresource != Some(Subresource::Scale);
     let target = ObjectTarget { name, subresource };
     match *method {
         Method::GET => {

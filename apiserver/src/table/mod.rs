@@ -14,9 +14,11 @@
 //! ```text
 //!  GET .../pods  Accept: ...;as=Table;v=v1;g=meta.k8s.io   ?includeObject=Object
 //!    │
-//!    ├─ negotiate: the first Accept clause this endpoint can serve → Wanted::Table(V1)   (none: 406)
+//!    ├─ negotiate: the first Accept clause this endpoint can serve → Wanted::Table(V1)   (none: 406;
+//!    │     an object's `/status` converts as the object does, `/scale` not at all)
 //!    ├─ Convertor::for_resource: which rows this type has
-//!    │     a built-in kind ............ printers: Pod, ReplicaSet, Event, ... (Kubernetes' printers)
+//!    │     a built-in kind ............ printers: Pod, ReplicaSet, Event, ... (Kubernetes' printers;
+//!    │                                  CustomResourceDefinition: apiextensions' own convertor)
 //!    │     a custom resource .......... custom: its CRD's additionalPrinterColumns for this version
 //!    │     anything else .............. Name + Created At (kube-apiserver's default convertor)
 //!    ├─ list, get or watch as usual (selectors, pages, resourceVersions: nothing changes)
@@ -38,8 +40,9 @@
 //! `tests/apiserver/tables.rs` runs kubectl 1.32 (`get` and `get -o wide` for every kind above, a
 //! custom resource's columns, `get all`, `-A`, `--show-labels`, `--sort-by`, `-w`) and raw Table
 //! requests (column definitions with their descriptions, typed cells, row objects, pages, 406s,
-//! watches, writes) against this server and, with `--features e2e`, against kube-apiserver 1.20,
-//! and requires the same output from both. What remains different is listed in the crate docs.
+//! watches, writes) against this server and, with `--features e2e`, against kube-apiserver (1.37,
+//! the release imitated, or 1.20, whose documented differences it accepts), and requires the same
+//! output from both. What remains different is listed in the crate docs.
 //!
 //! # Invariants
 //!
@@ -191,10 +194,17 @@ impl TableWriter {
     /// A Table of a list page.
     pub fn list<'a>(&self, objects: impl IntoIterator<Item = &'a Value>, meta: &ListMeta) -> Value {
         let rows: Vec<Value> = objects.into_iter().map(|o| self.row(o)).collect();
-        // kube-apiserver's default convertor leaves an empty list's rows unset (`null`).
-        let rows = match (&self.convertor, rows.is_empty()) {
-            (Convertor::Default, true) => Value::Null,
-            _ => Value::Array(rows),
+        // kube-apiserver's default convertor, and apiextensions' for CRDs, leave an empty list's
+        // rows unset (`null`); the built-in printers write `[]`.
+        let unset_when_empty = match &self.convertor {
+            Convertor::Default => true,
+            Convertor::Printer(printer) => printer.kind == "CustomResourceDefinition",
+            Convertor::Custom(_) => false,
+        };
+        let rows = if rows.is_empty() && unset_when_empty {
+            Value::Null
+        } else {
+            Value::Array(rows)
         };
         self.table(meta.to_json(), rows, true)
     }

@@ -66,7 +66,7 @@ pub enum Wanted {
 /// What an endpoint can produce besides the object itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Endpoint {
-    /// Has a table convertor: a resource's main endpoint (not a subresource).
+    /// Has a table convertor: a resource's main endpoint or its `/status` (not `/scale`).
     pub tables: bool,
 }
 

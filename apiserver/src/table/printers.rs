@@ -135,9 +135,11 @@ static PRINTERS: &[Printer] = &[
                 "string",
                 "The aggregate status of the containers in this pod.",
             ),
+            // Text since 1.2x: the count and, once a container has restarted, how long ago the
+            // last one did (`5 (3d ago)`); 1.20 had an integer.
             Column::new(
                 "Restarts",
-                "integer",
+                "string",
                 "The number of times the containers in this pod have been restarted.",
             ),
             Column::age(),
@@ -293,6 +295,22 @@ static PRINTERS: &[Printer] = &[
         ],
         row: node,
     },
+    // 1.37's own convertor for CRDs (1.20 had none: the default Name and Created At).
+    Printer {
+        group: "apiextensions.k8s.io",
+        kind: "CustomResourceDefinition",
+        columns: &[
+            Column::name(),
+            Column::new("Scope", "string", "Cluster/Namespaced"),
+            Column::new("Versions", "string", "Served versions"),
+            Column::new("Created At", "date", doc::CREATION_TIMESTAMP),
+            Column::wide("Group", "string", "API group"),
+            Column::wide("Kind", "string", "CustomResource kind"),
+            Column::wide("ShortNames", "string", "Short names"),
+            Column::wide("Established", "boolean", "Established status"),
+        ],
+        row: custom_resource_definition,
+    },
     Printer {
         group: "",
         kind: "PodTemplate",
@@ -395,6 +413,9 @@ fn pod(pod: &Value, now: Instant) -> Row {
     };
 
     let mut restarts = 0;
+    // The latest `lastState.terminated.finishedAt` of the containers counted (RFC 3339 in UTC, so
+    // the greatest string is the latest time).
+    let mut last_restart: Option<&str> = None;
     let mut ready = 0;
     let mut initializing = false;
     for (i, status) in list(pod, "/status/initContainerStatuses")
@@ -402,6 +423,7 @@ fn pod(pod: &Value, now: Instant) -> Row {
         .enumerate()
     {
         restarts += int(status, "/restartCount");
+        note_restart(status, &mut last_restart);
         let terminated = set(status, "/state/terminated");
         let waiting_reason = text(status, "/state/waiting/reason");
         match terminated {
@@ -426,9 +448,11 @@ fn pod(pod: &Value, now: Instant) -> Row {
     }
     if !initializing {
         restarts = 0;
+        last_restart = None;
         let mut running = false;
         for status in list(pod, "/status/containerStatuses").iter().rev() {
             restarts += int(status, "/restartCount");
+            note_restart(status, &mut last_restart);
             let waiting_reason = text(status, "/state/waiting/reason");
             let terminated = set(status, "/state/terminated");
             if !waiting_reason.is_empty() {
@@ -480,6 +504,12 @@ fn pod(pod: &Value, now: Instant) -> Row {
             .count();
         format!("{passed}/{}", gates.len())
     };
+    let restarts = match last_restart {
+        Some(when) if restarts != 0 => {
+            format!("{restarts} ({} ago)", format::age(Some(&when.into()), now))
+        }
+        _ => restarts.to_string(),
+    };
     Row {
         cells: vec![
             name(pod),
@@ -493,6 +523,18 @@ fn pod(pod: &Value, now: Instant) -> Row {
             readiness_gates.into(),
         ],
         conditions,
+    }
+}
+
+/// Keeps in `last` the later of it and a container status' `lastState.terminated.finishedAt`.
+fn note_restart<'a>(status: &'a Value, last: &mut Option<&'a str>) {
+    let finished = status
+        .pointer("/lastState/terminated/finishedAt")
+        .and_then(Value::as_str);
+    if let Some(finished) = finished {
+        if last.is_none_or(|seen| finished > seen) {
+            *last = Some(finished);
+        }
     }
 }
 
@@ -567,8 +609,9 @@ fn secret(secret: &Value, now: Instant) -> Row {
 }
 
 /// An event's times: first seen from `firstTimestamp` (else `eventTime`), last seen from
-/// `lastTimestamp` (else first seen; a series' last observation wins), and the count (a series
-/// counts its first, singleton event too; a count of 0 is the new API's singleton, 1).
+/// `lastTimestamp` (else first seen; a series' last observation wins), and the count (a series'
+/// own count, as 1.37 prints it, where 1.20 added one for the series' first, singleton event; a count
+/// of 0 is the new API's singleton, 1).
 fn event(event: &Value, now: Instant) -> Row {
     let first_seen = match set(event, "/firstTimestamp") {
         Some(first) => format::age(Some(first), now),
@@ -581,7 +624,7 @@ fn event(event: &Value, now: Instant) -> Row {
     let mut count = int(event, "/count");
     if let Some(series) = set(event, "/series") {
         last_seen = format::age(series.get("lastObservedTime"), now);
-        count = int(series, "/count") + 1;
+        count = int(series, "/count");
     } else if count == 0 {
         count = 1;
     }
@@ -614,6 +657,42 @@ fn event(event: &Value, now: Instant) -> Row {
         first_seen.into(),
         count.into(),
         name(event),
+    ])
+}
+
+/// A CRD: its scope, its served versions (`name`, `(storage)` after the stored one) sorted and
+/// joined by commas, its creation time as written (RFC 3339), and, wide, its group, kind, short
+/// names and whether it is Established.
+fn custom_resource_definition(crd: &Value, _now: Instant) -> Row {
+    let mut versions: Vec<String> = list(crd, "/spec/versions")
+        .iter()
+        .filter(|v| v.get("served").and_then(Value::as_bool) == Some(true))
+        .map(|v| {
+            let name = text(v, "/name");
+            if v.get("storage").and_then(Value::as_bool) == Some(true) {
+                format!("{name}(storage)")
+            } else {
+                name.to_string()
+            }
+        })
+        .collect();
+    versions.sort();
+    let short_names: Vec<&str> = list(crd, "/spec/names/shortNames")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    let established = list(crd, "/status/conditions")
+        .iter()
+        .any(|c| text(c, "/type") == "Established" && text(c, "/status") == "True");
+    Row::of(vec![
+        name(crd),
+        text(crd, "/spec/scope").into(),
+        versions.join(",").into(),
+        text(crd, "/metadata/creationTimestamp").into(),
+        text(crd, "/spec/group").into(),
+        text(crd, "/spec/names/kind").into(),
+        short_names.join(",").into(),
+        established.into(),
     ])
 }
 
@@ -809,8 +888,19 @@ mod tests {
         (
             c[2].as_str().unwrap_or("").to_string(),
             c[1].as_str().unwrap_or("").to_string(),
-            c[3].as_i64().unwrap_or(-1),
+            // The restarts, a number as text (without an "(… ago)" here).
+            c[3].as_str().and_then(|r| r.parse().ok()).unwrap_or(-1),
         )
+    }
+
+    #[test]
+    fn restarts_say_when_the_last_one_was() {
+        let restarted = pod_with(json!({"phase": "Running", "containerStatuses": [
+            {"name": "a", "restartCount": 2, "state": {"running": {}},
+             "lastState": {"terminated": {"exitCode": 1, "finishedAt": ago(7200)}}},
+            {"name": "b", "restartCount": 1, "state": {"running": {}},
+             "lastState": {"terminated": {"exitCode": 1, "finishedAt": ago(300)}}}]}));
+        assert_eq!(cells("", "Pod", restarted)[3], json!("3 (5m ago)"));
     }
 
     #[test]
@@ -904,7 +994,7 @@ mod tests {
                 json!("p"),
                 json!("0/1"),
                 json!("Running"),
-                json!(0),
+                json!("0"),
                 json!("5m3s"),
                 json!("10.0.0.7"),
                 json!("n1"),
@@ -970,7 +1060,7 @@ mod tests {
                 &json!("node"),
                 &json!("ctl"),
                 &json!("10s"),
-                &json!(3)
+                &json!(2)
             )
         );
         let bare = cells("", "Event", json!({"metadata": {"name": "e.3"}}));

@@ -23,6 +23,11 @@
 //! Run by `examples/tests/replicaset/stale.rs` (asserts the protection's zeros on the embedded
 //! server), `examples/tests/replicaset/stale_e2e.rs` (the real kube-apiserver) and
 //! `examples/src/bin/bench_stale.rs` (the table).
+//!
+//! [`run_external`] drives the same script while a controller running elsewhere reconciles (the
+//! upstream kube-controller-manager, on a real server): its writes are told apart by their
+//! User-Agent, and the caller fills in what that controller says about its own skips (for
+//! kube-controller-manager 1.36 and later, its `replicaset_controller_stale_sync_skips_total`).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -84,6 +89,8 @@ const KILL_ROUNDS: usize = 2;
 /// What one run counted.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Outcome {
+    /// Who reconciled: `ferrokube` for the sample, else what [`run_external`] was told.
+    pub controller: String,
     pub protection: bool,
     /// The controller's writes refused with 409 Conflict.
     pub conflicts: u64,
@@ -100,7 +107,8 @@ pub struct Outcome {
     /// The most live pods any ReplicaSet had above its `spec.replicas` when one of its pods
     /// appeared (a pod created when enough already existed).
     pub worst_excess: i32,
-    /// Reconciles the protection skipped (`stale_sync_skips_total`).
+    /// Reconciles the protection skipped (`stale_sync_skips_total`); for [`run_external`], 0 until
+    /// the caller fills in what the controller itself reports.
     pub stale_skips: u64,
     /// From the first create to the last convergence.
     pub millis: u128,
@@ -111,6 +119,7 @@ impl Outcome {
     pub fn json(&self, server: &str, delay: Duration) -> String {
         json!({
             "server": server,
+            "controller": self.controller,
             "watch_delay_ms": delay.as_millis() as u64,
             "protection": self.protection,
             "conflicts_409": self.conflicts,
@@ -235,6 +244,53 @@ pub async fn run(
     script: &Script,
     audit: impl Fn() -> Vec<AuditEntry>,
 ) -> Result<Outcome, BoxError> {
+    run_with(
+        config,
+        namespace,
+        Some(protection),
+        script,
+        audit,
+        CONTROLLER_AGENT,
+        "ferrokube",
+    )
+    .await
+}
+
+/// Runs the script once in namespace `namespace` (created here) while a controller that is already
+/// running elsewhere reconciles: its writes are the audited ones whose User-Agent starts with
+/// `user_agent_prefix`, and `controller` names it in the outcome. The outcome's `protection` is false
+/// and its `stale_skips` 0: the caller knows better (and sets them).
+pub async fn run_external(
+    config: Config,
+    namespace: &str,
+    script: &Script,
+    audit: impl Fn() -> Vec<AuditEntry>,
+    user_agent_prefix: &str,
+    controller: &str,
+) -> Result<Outcome, BoxError> {
+    run_with(
+        config,
+        namespace,
+        None,
+        script,
+        audit,
+        user_agent_prefix,
+        controller,
+    )
+    .await
+}
+
+/// [`run`] (`protection` is `Some`: our controller starts here, with [`CONTROLLER_AGENT`]) or
+/// [`run_external`] (`None`).
+async fn run_with(
+    config: Config,
+    namespace: &str,
+    protection: Option<bool>,
+    script: &Script,
+    audit: impl Fn() -> Vec<AuditEntry>,
+    agent: &str,
+    controller: &str,
+) -> Result<Outcome, BoxError> {
     // The script's own requests are not rate-limited; the controller gets kube-controller-manager's
     // client limits (QPS 20, burst 30).
     let driver = Client::new(Config {
@@ -247,15 +303,20 @@ pub async fn run(
     namespaces.create(&PostParams::default(), &ns).await?;
     let audited_before = audit().len();
 
-    let mut controller_config = config;
-    controller_config.user_agent = Some(CONTROLLER_AGENT.to_string());
-    controller_config.qps = Some(20.0);
-    controller_config.burst = 30;
-    let options = ControllerOptions {
-        stale_protection: protection,
-        ..ControllerOptions::default()
+    let running = match protection {
+        Some(protection) => {
+            let mut controller_config = config;
+            controller_config.user_agent = Some(CONTROLLER_AGENT.to_string());
+            controller_config.qps = Some(20.0);
+            controller_config.burst = 30;
+            let options = ControllerOptions {
+                stale_protection: protection,
+                ..ControllerOptions::default()
+            };
+            Some(Running::start(controller_config, options).await?)
+        }
+        None => None,
     };
-    let running = Running::start(controller_config, options).await?;
 
     let witness_state = Arc::new(Mutex::new(Witness::default()));
     let replicasets: Api<ReplicaSet> = Api::namespaced(driver.clone(), namespace);
@@ -276,8 +337,10 @@ pub async fn run(
     let started = Instant::now();
     let result = drive(&driver, namespace, script).await;
     let millis = started.elapsed().as_millis();
-    let stale_skips = running.controller.stale_skips();
-    running.stop().await?;
+    let stale_skips = running.as_ref().map_or(0, |r| r.controller.stale_skips());
+    if let Some(running) = running {
+        running.stop().await?;
+    }
     for watcher in watchers {
         watcher.abort();
     }
@@ -286,7 +349,7 @@ pub async fn run(
     let writes: Vec<AuditEntry> = audit()
         .into_iter()
         .skip(audited_before)
-        .filter(|e| e.user_agent.starts_with(CONTROLLER_AGENT))
+        .filter(|e| e.user_agent.starts_with(agent))
         .filter(|e| e.path.contains(&format!("/namespaces/{namespace}/")))
         .collect();
     let count = |method: &str, suffix: &str, ok: bool| {
@@ -301,7 +364,8 @@ pub async fn run(
     let needed_deletes = n * i64::from(UP - DOWN);
     let witness_state = witness_state.lock();
     Ok(Outcome {
-        protection,
+        controller: controller.to_string(),
+        protection: protection.unwrap_or(false),
         conflicts: writes.iter().filter(|e| e.code == 409).count() as u64,
         writes: writes.len() as u64,
         status_writes: count("PUT", "/status", true) as u64,

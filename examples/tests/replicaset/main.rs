@@ -8,6 +8,8 @@ mod faults;
 mod stale;
 
 #[cfg(feature = "e2e")]
+mod kcm;
+#[cfg(feature = "e2e")]
 mod parity_e2e;
 #[cfg(feature = "e2e")]
 mod stale_e2e;

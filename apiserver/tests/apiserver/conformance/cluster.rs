@@ -208,6 +208,7 @@ async fn cluster() -> Target {
         .expect("embedded server starts");
     Target {
         name: "embedded",
+        minor: CURRENT_MINOR,
         client: common::embedded_client(&server, false),
         embedded: Some(server),
     }
