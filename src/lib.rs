@@ -77,6 +77,10 @@ pub use ferrokube_view as view;
 pub use ferrokube_apiserver as apiserver;
 #[cfg(feature = "apiserver")]
 pub mod testing;
+/// Deterministic runs of a controller on the embedded server, the fault explorer's foundation
+/// (crate `ferrokube-explore`); needs the `explore` feature.
+#[cfg(feature = "explore")]
+pub use ferrokube_explore as explore;
 pub use ferrokube_client::{
     Api, ApiResource, Client, Config, DynamicObject, Error, Kind, ListWatch, Object,
 };
