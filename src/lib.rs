@@ -77,16 +77,16 @@ pub use ferrokube_view as view;
 pub use ferrokube_apiserver as apiserver;
 #[cfg(feature = "apiserver")]
 pub mod testing;
-/// Deterministic runs of a controller on the embedded server, the fault explorer's foundation
-/// (crate `ferrokube-explore`); needs the `explore` feature.
-#[cfg(feature = "explore")]
-pub use ferrokube_explore as explore;
 pub use ferrokube_client::{
     Api, ApiResource, Client, Config, DynamicObject, Error, Kind, ListWatch, Object,
 };
 /// The object model (crate `ferrokube-core`): objects and keys, scopes, label and field selectors,
 /// the clock, uids, backoff, and the `pipeline_event!` macro every layer emits through.
 pub use ferrokube_core as core;
+/// Deterministic runs of a controller on the embedded server, the fault explorer's foundation
+/// (crate `ferrokube-explore`); needs the `explore` feature.
+#[cfg(feature = "explore")]
+pub use ferrokube_explore as explore;
 pub use ferrokube_informer as informer;
 pub use ferrokube_informer::backoff;
 pub use ferrokube_workqueue as workqueue;
