@@ -59,6 +59,10 @@ case $K8S_VERSION in
   *) log "K8S_VERSION=$K8S_VERSION: expected 1.20.2 or a release such as 1.37.2"; exit 2 ;;
 esac
 debian_build() { [ "$K8S_VERSION" = 1.20.2 ]; }
+# `env` without ETCD_PORT names the etcd of the server that is up (its port is kept in $STATE).
+if [ -z "${ETCD_PORT:-}" ] && [ "${1:-}" = env ] && [ -f "$STATE/etcd-port" ]; then
+  ETCD_PORT=$(cat "$STATE/etcd-port")
+fi
 APISERVER_PORT=${APISERVER_PORT:-16443}
 ETCD_PORT=${ETCD_PORT:-12379}
 WATCH_CACHE_SIZE=${WATCH_CACHE_SIZE:-100}
@@ -471,6 +475,7 @@ up() {
   build
   mkdir -p "$STATE"
   echo "$K8S_VERSION" >"$STATE/k8s-version"
+  echo "$ETCD_PORT" >"$STATE/etcd-port"
   make_certs
   make_v1_certs
   write_kubeconfig
