@@ -14,7 +14,6 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use k8s_openapi::jiff::Timestamp;
 
-/// The system clock as a distance from the Unix epoch: `Ok` after it, `Err` before it.
 /// A clock that replaces the system's: the time since the Unix epoch.
 type Clock = Rc<dyn Fn() -> Duration>;
 
@@ -69,6 +68,8 @@ pub fn thread_clock_is_set() -> bool {
     CLOCK.with(|slot| slot.borrow().is_some())
 }
 
+/// The clock (this thread's, else the system's) as a distance from the Unix epoch: `Ok` after
+/// it, `Err` before it.
 fn since_epoch() -> Result<Duration, Duration> {
     // Cloned out first: the clock may read other thread-locals, never this one borrowed.
     if let Some(clock) = CLOCK.with(|slot| slot.borrow().clone()) {
@@ -80,7 +81,8 @@ fn since_epoch() -> Result<Duration, Duration> {
 }
 
 /// The current time as the API's timestamps count it (events, conditions, a Lease's renewals, a
-/// pod's readiness), from the system clock. A clock before 1970 reads as the epoch.
+/// pod's readiness), from the system clock (or this thread's, see [`set_thread_clock`]). A clock
+/// before 1970 reads as the epoch.
 pub fn now() -> Timestamp {
     let since_epoch = since_epoch().unwrap_or_default();
     Timestamp::new(
