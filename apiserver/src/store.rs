@@ -384,6 +384,30 @@ impl Store {
         rx
     }
 
+    /// Every current object (table, key, object) and, from that same moment, every change after
+    /// it, unbounded: a view of the whole store that misses nothing and counts nothing twice (the
+    /// fault explorer's oracles watch the server's state through it).
+    pub fn subscribe_with_state(
+        &self,
+    ) -> (
+        Vec<(Arc<str>, String, Stored)>,
+        mpsc::UnboundedReceiver<Arc<Change>>,
+    ) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let mut state = self.state.lock();
+        let objects = state
+            .tables
+            .iter()
+            .flat_map(|(table, objects)| {
+                objects
+                    .iter()
+                    .map(|(key, stored)| (table.clone(), key.clone(), stored.clone()))
+            })
+            .collect();
+        state.subscribers.push(tx);
+        (objects, rx)
+    }
+
     /// Sends a BOOKMARK at the current revision to every watcher that asked for bookmarks. It goes
     /// through the same channel as events, so it never overtakes one.
     pub fn send_bookmarks(&self) {

@@ -105,13 +105,26 @@
 //! `event` with the watch's number (given by the order the watches opened), type, kind, key and
 //! `rv`. Requests enter when their answer has passed the tap, events when the client reads them.
 
+pub mod fault;
+pub mod oracle;
+mod outside;
 mod run;
+pub mod search;
 mod tap;
 pub mod trace;
+pub mod world;
 
-pub use run::{BoxError, BoxFuture, ControllerStart, Explorer, Scenario, Step};
+pub use fault::{Failure, Fault, FaultPlan, Point};
+pub use oracle::{Invariant, Violation};
+pub use outside::{OutsideClient, OutsideError};
+pub use run::{
+    BoxError, BoxFuture, ControllerStart, Explorer, PointSeen, RESTART_DELAY, RunOutcome, Scenario,
+    Step,
+};
+pub use search::{Budget, Exploration, Found, Report, Searched};
 pub use tap::in_memory_client;
 pub use trace::{Difference, Trace, TraceEntry};
+pub use world::{NormalWorld, Normalizer, World};
 
 /// Why a run could not be made or did not finish.
 #[derive(Debug, thiserror::Error)]

@@ -1,17 +1,40 @@
-//! The deterministic runner: one seed, one controller, one scenario, one trace.
+//! One run: a seed, a fault plan, a controller and a scenario in, a [`RunOutcome`] out.
+//!
+//! ```text
+//!  Explorer::run_plan(plan, scenario, controller)
+//!   │ current-thread runtime, paused clock, seeded randomness, virtual wall clock
+//!   ├─ embedded server ──change feed──▶ observer: World + invariants after every change
+//!   ├─ supervisor: starts incarnation 1 of the controller; on each crash (decided in the tap,
+//!   │  per the plan) aborts the dead incarnation and, RESTART_DELAY later, starts the next one
+//!   │  with fresh caches (and, for restart-lagging, a lagging replica)
+//!   ├─ scenario: each step, then a settle
+//!   ├─ finish: time for the faults to pass and the controller to converge
+//!   └─ quiet window: the controller must not write; then stop, and judge the end
+//! ```
+//!
+//! [`RunShared`] is what the tap, the outside system and the runner share within a run: the
+//! plan, the point counters, the incarnations, the world and what the oracles found.
 
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use ferrokube_apiserver::store::EventType;
 use ferrokube_apiserver::{ApiServer, RunningServer};
 use ferrokube_client::Client;
-use tokio::sync::watch;
+use parking_lot::Mutex;
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
 
 use crate::ExploreError;
+use crate::fault::{Fault, FaultPlan, LAG_CATCH_UP, Point};
+use crate::oracle::{Invariant, Violation};
+use crate::outside::{OutsideClient, OutsideError, Records};
 use crate::tap::{Recorder, Tap};
 use crate::trace::{Trace, TraceEntry};
+use crate::world::{Normalizer, World};
 
 /// The error a step or a controller may return.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -23,6 +46,12 @@ pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 type ClientAction = Box<dyn FnOnce(Client) -> BoxFuture<Result<(), BoxError>> + Send>;
 /// A step's action on the server itself.
 type ServerAction = Box<dyn FnOnce(&RunningServer) -> Result<(), BoxError> + Send>;
+
+/// The controller of a run, as the runner keeps it: called once per incarnation.
+pub(crate) type ControllerFn = Arc<dyn Fn(ControllerStart) -> BoxFuture<()> + Send + Sync>;
+
+/// How long a crashed controller stays down before its next incarnation starts (virtual time).
+pub const RESTART_DELAY: Duration = Duration::from_secs(1);
 
 /// What a step does.
 enum Action {
@@ -106,25 +135,294 @@ impl Scenario {
     }
 }
 
-/// What the controller of a run gets: its client (actor `controller`) and the signal to stop.
+/// What each incarnation of the controller gets.
 pub struct ControllerStart {
-    /// The controller's client: every request it sends is recorded.
+    /// The controller's client: every request it sends is recorded, and passes the fault plan.
     pub client: Client,
-    /// Completes when the run is over; pass it as the controller's shutdown signal.
+    /// Completes when the run is over (or this incarnation has crashed); pass it as the
+    /// controller's shutdown signal.
     pub shutdown: BoxFuture<()>,
+    /// This incarnation's handle on the outside system.
+    pub outside: OutsideClient,
+    /// Which incarnation this is: 1, then 2 after the first crash, ...
+    pub incarnation: u32,
+}
+
+/// One incarnation of the controller: alive until the plan crashes it.
+pub(crate) struct Incarnation {
+    pub(crate) number: u32,
+    /// False from the moment it crashes: its requests and outside calls are refused, its watches
+    /// end.
+    alive: AtomicBool,
+    /// While its replica lags: lists are served at this revision and watch lines after it are
+    /// held until the replica catches up.
+    pub(crate) lag: Option<Lag>,
+    stop: watch::Sender<bool>,
+}
+
+impl Incarnation {
+    pub(crate) fn alive(&self) -> bool {
+        self.alive.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn actor(&self) -> String {
+        format!("controller#{}", self.number)
+    }
+}
+
+/// A lagging replica: where it is, and when it has caught up.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Lag {
+    pub(crate) revision: u64,
+    pub(crate) until: tokio::time::Instant,
+}
+
+/// A point the run passed, with what happened there (`GET /api/v1/...`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PointSeen {
+    /// The point.
+    pub point: Point,
+    /// What the controller did there.
+    pub what: String,
+    /// The incarnation that did it.
+    pub incarnation: u32,
+    /// Its position in the trace.
+    pub at: usize,
+}
+
+#[derive(Default)]
+struct Counts {
+    requests: u64,
+    events: u64,
+    outside: u64,
+}
+
+/// A restart the supervisor owes.
+struct RestartOrder {
+    lag_behind: Option<u64>,
+}
+
+/// What the tap, the outside system and the runner share within a run.
+pub(crate) struct RunShared {
+    plan: FaultPlan,
+    pub(crate) recorder: Arc<Recorder>,
+    pub(crate) server: Arc<RunningServer>,
+    counts: Mutex<Counts>,
+    points: Mutex<Vec<PointSeen>>,
+    restarts: mpsc::UnboundedSender<RestartOrder>,
+    world: Mutex<World>,
+    invariants: Vec<Invariant>,
+    /// Invariants already broken (each is reported once, at the first change that broke it).
+    violations: Mutex<Vec<Violation>>,
+    /// Every write of the controller: when, and what.
+    writes: Mutex<Vec<(tokio::time::Instant, String)>>,
+    /// Every object the controller created: (resource, key).
+    created: Mutex<Vec<(String, String)>>,
+}
+
+impl RunShared {
+    pub(crate) fn plan(&self) -> &FaultPlan {
+        &self.plan
+    }
+
+    /// The next point of `kind` (a `Point` with any number), noted as passed.
+    pub(crate) fn pass(&self, kind: Point, what: String, incarnation: u32) -> Point {
+        let point = {
+            let mut counts = self.counts.lock();
+            match kind {
+                Point::Request(_) => {
+                    counts.requests += 1;
+                    Point::Request(counts.requests)
+                }
+                Point::Event(_) => {
+                    counts.events += 1;
+                    Point::Event(counts.events)
+                }
+                Point::Outside(_) => {
+                    counts.outside += 1;
+                    Point::Outside(counts.outside)
+                }
+            }
+        };
+        self.points.lock().push(PointSeen {
+            point,
+            what,
+            incarnation,
+            at: self.recorder.len(),
+        });
+        // The faults that act on the whole server act first, whatever else happens here.
+        for fault in self.plan.at(point) {
+            match fault {
+                Fault::Compact(_) => {
+                    self.server.store().advance_revision();
+                    let revision = self.server.compact();
+                    self.server.close_watches();
+                    self.note(
+                        fault,
+                        format!("history compacted at rv={revision}, every watch ended"),
+                    );
+                }
+                Fault::DropWatches(_) => {
+                    let ended = self.server.close_watches();
+                    self.note(fault, format!("{ended} watches ended"));
+                }
+                _ => {}
+            }
+        }
+        point
+    }
+
+    /// Records in the trace that `fault` took effect.
+    pub(crate) fn note(&self, fault: &Fault, detail: String) {
+        self.recorder.push(TraceEntry::Fault {
+            fault: fault.to_string(),
+            detail,
+        });
+    }
+
+    /// Crashes `incarnation` (once): from now on it can do nothing; the supervisor restarts the
+    /// controller.
+    pub(crate) fn crash(&self, incarnation: &Incarnation, fault: &Fault, detail: &str) {
+        if !incarnation.alive.swap(false, Ordering::AcqRel) {
+            return;
+        }
+        self.note(fault, format!("{} crashed: {detail}", incarnation.actor()));
+        incarnation.stop.send_replace(true);
+        let lag_behind = match fault {
+            Fault::RestartLagging { behind, .. } => Some(*behind),
+            _ => None,
+        };
+        // The supervisor outlives every incarnation; if it is gone the run is ending anyway.
+        let _ = self.restarts.send(RestartOrder { lag_behind });
+    }
+
+    /// A call to the outside system by `incarnation`: whether it may happen, and the fault that
+    /// crashes the controller right after it, if any.
+    pub(crate) fn outside_call(
+        &self,
+        incarnation: &Incarnation,
+        what: &str,
+    ) -> Result<Option<Fault>, OutsideError> {
+        if !incarnation.alive() {
+            return Err(OutsideError::Down);
+        }
+        let point = self.pass(
+            Point::Outside(0),
+            format!("outside {what}"),
+            incarnation.number,
+        );
+        let mut after = None;
+        for fault in self.plan.at(point) {
+            match fault {
+                Fault::CrashBefore(_) | Fault::RestartLagging { .. } => {
+                    self.crash(incarnation, fault, &format!("before outside {what}"));
+                    return Err(OutsideError::Down);
+                }
+                Fault::CrashAfter(_) => after = Some(*fault),
+                _ => {}
+            }
+        }
+        self.recorder.push(TraceEntry::Outside {
+            actor: incarnation.actor(),
+            call: what.to_string(),
+        });
+        Ok(after)
+    }
+
+    /// The outside system's records changed: update the world and check the invariants.
+    pub(crate) fn outside_changed(&self, records: &Records, what: &str) {
+        let mut world = self.world.lock();
+        world.outside = records.snapshot();
+        self.check_invariants(&world, &format!("outside {what}"));
+    }
+
+    /// A write of the controller (for the fixed-point oracle) and, for a create, what it made.
+    pub(crate) fn controller_wrote(&self, what: String, created: Option<(String, String)>) {
+        self.writes.lock().push((tokio::time::Instant::now(), what));
+        if let Some(created) = created {
+            self.created.lock().push(created);
+        }
+    }
+
+    fn check_invariants(&self, world: &World, after: &str) {
+        if self.invariants.is_empty() {
+            return;
+        }
+        let mut violations = self.violations.lock();
+        for invariant in &self.invariants {
+            let already = violations
+                .iter()
+                .any(|v| matches!(v, Violation::Invariant { name, .. } if *name == invariant.name));
+            if already {
+                continue;
+            }
+            if let Err(why) = (invariant.check)(world) {
+                violations.push(Violation::Invariant {
+                    name: invariant.name.clone(),
+                    why,
+                    after: after.to_string(),
+                    at: self.recorder.len(),
+                });
+            }
+        }
+    }
+
+    /// Applies the server's changes to the world, checking the invariants after each.
+    async fn observe(
+        self: Arc<RunShared>,
+        mut changes: mpsc::UnboundedReceiver<Arc<ferrokube_apiserver::store::Change>>,
+    ) {
+        while let Some(change) = changes.recv().await {
+            let mut world = self.world.lock();
+            match change.event {
+                EventType::Deleted => world.remove(&change.table, &change.key),
+                EventType::Added | EventType::Modified => {
+                    world.put(&change.table, &change.key, change.object.object.clone());
+                }
+            }
+            let after = format!(
+                "{} {} {} rv={}",
+                change.event.as_str(),
+                change.table,
+                change.key,
+                change.revision
+            );
+            self.check_invariants(&world, &after);
+        }
+    }
+}
+
+/// What a run gives back.
+#[derive(Debug, Clone)]
+pub struct RunOutcome {
+    /// Every request, event, fault and step, in order.
+    pub trace: Trace,
+    /// Every point the run passed, in order.
+    pub points: Vec<PointSeen>,
+    /// The world at the end.
+    pub world: World,
+    /// What the oracles found (the end-state comparison is the search's, see
+    /// [`crate::Exploration`]).
+    pub violations: Vec<Violation>,
 }
 
 /// Shapes the embedded server of each run before it starts (see [`Explorer::server`]).
 type ConfigureServer = Arc<dyn Fn(ApiServer) -> ApiServer + Send + Sync>;
 
-/// Runs a controller and a scenario deterministically. See the [crate docs](crate).
+/// Runs a controller and a scenario deterministically, with or without faults. See the
+/// [crate docs](crate).
 #[derive(Clone)]
 pub struct Explorer {
     seed: u64,
     settle: Duration,
     start_grace: Duration,
+    finish: Duration,
+    quiet: Duration,
     stop_grace: Duration,
     configure: Option<ConfigureServer>,
+    pub(crate) invariants: Vec<Invariant>,
+    pub(crate) normalizer: Normalizer,
+    pub(crate) leaves_nothing_behind: bool,
 }
 
 impl std::fmt::Debug for Explorer {
@@ -132,22 +430,30 @@ impl std::fmt::Debug for Explorer {
         f.debug_struct("Explorer")
             .field("seed", &self.seed)
             .field("settle", &self.settle)
-            .field("start_grace", &self.start_grace)
-            .field("stop_grace", &self.stop_grace)
+            .field("finish", &self.finish)
+            .field("quiet", &self.quiet)
             .field("configured_server", &self.configure.is_some())
+            .field("invariants", &self.invariants)
+            .field("leaves_nothing_behind", &self.leaves_nothing_behind)
             .finish()
     }
 }
 
 impl Explorer {
-    /// A runner for `seed`, with a settle time of 5 s of virtual time after each step.
+    /// A runner for `seed`: a settle of 5 s after each step, 60 s to finish after the last, a
+    /// quiet window of 30 s (all virtual time).
     pub fn new(seed: u64) -> Explorer {
         Explorer {
             seed,
             settle: Duration::from_secs(5),
             start_grace: Duration::from_secs(2),
+            finish: Duration::from_secs(60),
+            quiet: Duration::from_secs(30),
             stop_grace: Duration::from_secs(5),
             configure: None,
+            invariants: Vec::new(),
+            normalizer: Normalizer::default(),
+            leaves_nothing_behind: false,
         }
     }
 
@@ -171,23 +477,102 @@ impl Explorer {
         self
     }
 
+    /// How long after the last step the controller has to converge (the fixed-point oracle's
+    /// bound), before the quiet window begins. Default 60 s of virtual time.
+    pub fn finish(mut self, finish: Duration) -> Explorer {
+        self.finish = finish;
+        self
+    }
+
+    /// How long the quiet window lasts: after `finish`, a controller that writes anything in it
+    /// never settles. Default 30 s of virtual time.
+    pub fn quiet(mut self, quiet: Duration) -> Explorer {
+        self.quiet = quiet;
+        self
+    }
+
+    /// Adds a safety invariant, checked after every change (see [`Invariant`]).
+    pub fn invariant(mut self, invariant: Invariant) -> Explorer {
+        self.invariants.push(invariant);
+        self
+    }
+
+    /// Sets how end states are compared (see [`Normalizer`]).
+    pub fn normalizer(mut self, normalizer: Normalizer) -> Explorer {
+        self.normalizer = normalizer;
+        self
+    }
+
+    /// Declares that the scenario ends by deleting every primary object: then at the end of every
+    /// run nothing the controller created may remain, no object may be stuck with a finalizer,
+    /// and the outside system must be empty.
+    pub fn leaves_nothing_behind(mut self) -> Explorer {
+        self.leaves_nothing_behind = true;
+        self
+    }
+
     /// The seed of this runner.
     pub fn seed(&self) -> u64 {
         self.seed
     }
 
-    /// Runs `controller` and `scenario` on a fresh embedded server, on a single-threaded tokio
-    /// runtime whose clock starts paused, and returns the trace.
+    pub(crate) fn set_seed(&mut self, seed: u64) {
+        self.seed = seed;
+    }
+
+    /// Runs `controller` and `scenario` without faults and returns the trace. A step that fails
+    /// ends the run with [`ExploreError::Step`].
     ///
-    /// `controller` is called once with a [`ControllerStart`] and its future is spawned; it
-    /// should run the controller until `shutdown` completes. Then each step of `scenario` runs
-    /// in turn, each followed by a settle; then the controller is told to stop and given a grace
-    /// period of virtual time. A step that fails ends the run with [`ExploreError::Step`].
+    /// `controller` is called with a [`ControllerStart`] for each incarnation (one, without
+    /// faults) and its future is spawned; it should run the controller until `shutdown`
+    /// completes.
     pub fn run<C, Fut>(&self, scenario: Scenario, controller: C) -> Result<Trace, ExploreError>
     where
-        C: FnOnce(ControllerStart) -> Fut,
+        C: Fn(ControllerStart) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = ()> + Send + 'static,
     {
+        let outcome = self.run_plan(&FaultPlan::none(), scenario, controller)?;
+        for violation in &outcome.violations {
+            match violation {
+                Violation::Step { index, name, error } => {
+                    return Err(ExploreError::Step {
+                        index: *index,
+                        name: name.clone(),
+                        source: error.clone().into(),
+                    });
+                }
+                Violation::Panicked { message } => {
+                    return Err(ExploreError::Controller(message.clone()));
+                }
+                _ => {}
+            }
+        }
+        Ok(outcome.trace)
+    }
+
+    /// Runs `controller` and `scenario` with the faults of `plan`, on a fresh embedded server, on
+    /// a single-threaded tokio runtime whose clock starts paused, and judges the run (all
+    /// oracles but the end-state comparison, which needs a reference run).
+    pub fn run_plan<C, Fut>(
+        &self,
+        plan: &FaultPlan,
+        scenario: Scenario,
+        controller: C,
+    ) -> Result<RunOutcome, ExploreError>
+    where
+        C: Fn(ControllerStart) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        let controller: ControllerFn = Arc::new(move |start| Box::pin(controller(start)));
+        self.run_boxed(plan, scenario, &controller)
+    }
+
+    pub(crate) fn run_boxed(
+        &self,
+        plan: &FaultPlan,
+        scenario: Scenario,
+        controller: &ControllerFn,
+    ) -> Result<RunOutcome, ExploreError> {
         // Every random choice of every layer on this thread (uids, jitter, watch timeouts) comes
         // from the seed until the guard goes, after the runtime and everything it ran.
         let seeded = ferrokube_core::random::seed_thread(self.seed);
@@ -196,22 +581,19 @@ impl Explorer {
             .start_paused(true)
             .build()
             .map_err(|error| ExploreError::Setup(format!("no tokio runtime: {error}")))?;
-        let trace = runtime.block_on(self.run_inside(scenario, controller));
+        let outcome = runtime.block_on(self.run_inside(plan, scenario, controller.clone()));
         // The server's tasks and any the controller left behind go with the runtime.
         drop(runtime);
         drop(seeded);
-        trace
+        outcome
     }
 
-    async fn run_inside<C, Fut>(
+    async fn run_inside(
         &self,
+        plan: &FaultPlan,
         scenario: Scenario,
-        controller: C,
-    ) -> Result<Trace, ExploreError>
-    where
-        C: FnOnce(ControllerStart) -> Fut,
-        Fut: Future<Output = ()> + Send + 'static,
-    {
+        controller: ControllerFn,
+    ) -> Result<RunOutcome, ExploreError> {
         // The wall clock of every layer on this thread, for the length of the run: virtual time
         // since the start, from a fixed epoch.
         let started = tokio::time::Instant::now();
@@ -219,18 +601,41 @@ impl Explorer {
             VIRTUAL_EPOCH.saturating_add(started.elapsed())
         });
         let server = start_server(self.seed, self.configure.as_deref()).await?;
-        let recorder = Arc::new(Recorder::default());
-        let tap = Tap::new(server.clone(), recorder.clone());
-        let (stop, stopped) = watch::channel(false);
-        let shutdown: BoxFuture<()> = Box::pin(async move {
-            let mut stopped = stopped;
-            // An error means the sender is gone: the run is over either way.
-            let _ = stopped.wait_for(|stop| *stop).await;
+        let recorder = Arc::new(Recorder::new(started));
+        let (restarts, orders) = mpsc::unbounded_channel();
+        let (objects, changes) = server.store().subscribe_with_state();
+        let mut world = World::default();
+        for (table, key, stored) in objects {
+            world.put(&table, &key, stored.object);
+        }
+        let shared = Arc::new(RunShared {
+            plan: plan.clone(),
+            recorder: recorder.clone(),
+            server: server.clone(),
+            counts: Mutex::new(Counts::default()),
+            points: Mutex::new(Vec::new()),
+            restarts,
+            world: Mutex::new(world),
+            invariants: self.invariants.clone(),
+            violations: Mutex::new(Vec::new()),
+            writes: Mutex::new(Vec::new()),
+            created: Mutex::new(Vec::new()),
         });
-        let running = tokio::spawn(controller(ControllerStart {
-            client: tap.client("controller")?,
-            shutdown,
-        }));
+        let observer = tokio::spawn(shared.clone().observe(changes));
+        let tap = Tap::new(shared.clone());
+        let records = Records::default();
+        let supervisor = Supervisor {
+            shared: shared.clone(),
+            tap: tap.clone(),
+            records: records.clone(),
+            controller,
+            running: Arc::new(Mutex::new(Vec::new())),
+        };
+        let running = supervisor.running.clone();
+        supervisor.start(1, None)?;
+        let supervising = tokio::spawn(supervisor.clone().supervise(orders));
+
+        let mut violations = Vec::new();
         tokio::time::sleep(self.start_grace).await;
         for (index, step) in scenario.steps.into_iter().enumerate() {
             tracing::debug!(seed = self.seed, index, step = %step.name, "explore: step");
@@ -242,23 +647,173 @@ impl Explorer {
                 Action::Client(action) => action(tap.client(&step.actor)?).await,
                 Action::Server(action) => action(&server),
             };
-            done.map_err(|source| ExploreError::Step {
-                index,
-                name: step.name.clone(),
-                source,
-            })?;
+            if let Err(error) = done {
+                violations.push(Violation::Step {
+                    index,
+                    name: step.name.clone(),
+                    error: error.to_string(),
+                });
+                break;
+            }
             tokio::time::sleep(self.settle).await;
         }
-        stop.send_replace(true);
-        match tokio::time::timeout(self.stop_grace, running).await {
-            Ok(Ok(())) => {}
-            Ok(Err(error)) => return Err(ExploreError::Controller(error.to_string())),
-            Err(_) => tracing::debug!(
-                seed = self.seed,
-                "explore: the controller did not stop within its grace period"
-            ),
+        tokio::time::sleep(self.finish).await;
+        let quiet_from = tokio::time::Instant::now();
+        tokio::time::sleep(self.quiet).await;
+        let late_writes: Vec<String> = shared
+            .writes
+            .lock()
+            .iter()
+            .filter(|(when, _)| *when >= quiet_from)
+            .map(|(_, what)| what.clone())
+            .collect();
+        supervising.abort();
+        // Stop the live incarnation gracefully and every one before it for good.
+        let incarnations: Vec<(Arc<Incarnation>, JoinHandle<()>)> =
+            std::mem::take(&mut *running.lock());
+        for (incarnation, _) in &incarnations {
+            incarnation.stop.send_replace(true);
         }
-        Ok(recorder.trace())
+        for (incarnation, handle) in incarnations {
+            if !incarnation.alive() {
+                handle.abort();
+                continue;
+            }
+            match tokio::time::timeout(self.stop_grace, handle).await {
+                Ok(Err(error)) if error.is_panic() => violations.push(Violation::Panicked {
+                    message: error.to_string(),
+                }),
+                Ok(_) => {}
+                Err(_) => tracing::debug!(
+                    seed = self.seed,
+                    "explore: the controller did not stop within its grace period"
+                ),
+            }
+        }
+        observer.abort();
+        let world = shared.world.lock().clone();
+        let mut found = std::mem::take(&mut *shared.violations.lock());
+        found.append(&mut violations);
+        if !late_writes.is_empty() {
+            found.push(Violation::NeverSettles {
+                writes: late_writes,
+            });
+        }
+        if self.leaves_nothing_behind {
+            let left = left_behind(&world, &shared.created.lock(), &self.normalizer);
+            if !left.is_empty() {
+                found.push(Violation::LeftBehind { what: left });
+            }
+        }
+        let points = shared.points.lock().clone();
+        Ok(RunOutcome {
+            trace: recorder.trace(),
+            points,
+            world,
+            violations: found,
+        })
+    }
+}
+
+/// What remains that should not: objects the controller created, objects stuck terminating,
+/// outside records.
+fn left_behind(
+    world: &World,
+    created: &[(String, String)],
+    normalizer: &Normalizer,
+) -> Vec<String> {
+    let mut left = Vec::new();
+    for (resource, key) in created {
+        if !normalizer.ignores(resource) && world.get(resource, key).is_some() {
+            left.push(format!(
+                "{resource} {key}: created by the controller, still there"
+            ));
+        }
+    }
+    for (resource, objects) in &world.objects {
+        for (key, object) in objects {
+            let metadata = &object["metadata"];
+            if metadata.get("deletionTimestamp").is_some() {
+                left.push(format!(
+                    "{resource} {key}: stuck terminating, finalizers {}",
+                    metadata["finalizers"]
+                ));
+            }
+        }
+    }
+    for (name, value) in &world.outside {
+        left.push(format!("outside record {name}={value}"));
+    }
+    left.sort();
+    left.dedup();
+    left
+}
+
+/// Starts incarnations: the first, and one after each crash.
+#[derive(Clone)]
+struct Supervisor {
+    shared: Arc<RunShared>,
+    tap: Tap,
+    records: Records,
+    controller: ControllerFn,
+    /// Every incarnation started, with its task.
+    running: Arc<Mutex<Vec<(Arc<Incarnation>, JoinHandle<()>)>>>,
+}
+
+impl Supervisor {
+    fn start(&self, number: u32, lag: Option<Lag>) -> Result<(), ExploreError> {
+        let (stop, stopped) = watch::channel(false);
+        let incarnation = Arc::new(Incarnation {
+            number,
+            alive: AtomicBool::new(true),
+            lag,
+            stop,
+        });
+        let shutdown: BoxFuture<()> = Box::pin(async move {
+            let mut stopped = stopped;
+            // An error means the sender is gone: the run is over either way.
+            let _ = stopped.wait_for(|stop| *stop).await;
+        });
+        let start = ControllerStart {
+            client: self.tap.controller_client(incarnation.clone())?,
+            shutdown,
+            outside: OutsideClient::new(
+                self.records.clone(),
+                incarnation.clone(),
+                self.shared.clone(),
+            ),
+            incarnation: number,
+        };
+        let handle = tokio::spawn((self.controller)(start));
+        self.running.lock().push((incarnation, handle));
+        Ok(())
+    }
+
+    async fn supervise(self, mut orders: mpsc::UnboundedReceiver<RestartOrder>) {
+        let mut number = 1;
+        while let Some(order) = orders.recv().await {
+            // The dead incarnation's task goes now; whatever it spawned can no longer reach
+            // the server or the outside system, and has been told to stop.
+            for (incarnation, handle) in self.running.lock().iter() {
+                if !incarnation.alive() {
+                    handle.abort();
+                }
+            }
+            tokio::time::sleep(RESTART_DELAY).await;
+            number += 1;
+            let lag = order.lag_behind.map(|behind| Lag {
+                revision: self.shared.server.store().revision().saturating_sub(behind),
+                until: tokio::time::Instant::now() + LAG_CATCH_UP,
+            });
+            self.shared.recorder.push(TraceEntry::Restart {
+                incarnation: number,
+                lagging_at: lag.map(|lag| lag.revision),
+            });
+            if let Err(error) = self.start(number, lag) {
+                tracing::warn!(%error, "explore: the controller could not be restarted");
+                return;
+            }
+        }
     }
 }
 

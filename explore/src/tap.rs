@@ -17,6 +17,8 @@
 //! [`in_memory_client`] is the same transport without the tap: a client of an embedded server
 //! with no socket, for any test.
 
+use std::collections::VecDeque;
+use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -29,10 +31,13 @@ use http::{Request, Response};
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
+use hyper::client::conn::http1::SendRequest;
 use hyper_util::rt::TokioIo;
 use parking_lot::Mutex;
 
 use crate::ExploreError;
+use crate::fault::{COALESCE_WINDOW, Failure, Fault, Point};
+use crate::run::{Incarnation, RunShared};
 use crate::trace::{Trace, TraceEntry};
 
 /// The capacity of each in-memory pipe, in bytes (a writer waits when it is full).
@@ -69,15 +74,32 @@ fn client_with(dial: Dial, actor: &str) -> Result<Client, ExploreError> {
 }
 
 /// What the tap has recorded so far; shared by every connection of a run.
-#[derive(Default)]
 pub(crate) struct Recorder {
-    entries: Mutex<Vec<TraceEntry>>,
+    started: tokio::time::Instant,
+    entries: Mutex<(Vec<TraceEntry>, Vec<u64>)>,
     watches: Mutex<u64>,
 }
 
 impl Recorder {
+    /// An empty recorder whose times count from `started`.
+    pub(crate) fn new(started: tokio::time::Instant) -> Recorder {
+        Recorder {
+            started,
+            entries: Mutex::new((Vec::new(), Vec::new())),
+            watches: Mutex::new(0),
+        }
+    }
+
     pub(crate) fn push(&self, entry: TraceEntry) {
-        self.entries.lock().push(entry);
+        let ms = u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let mut entries = self.entries.lock();
+        entries.0.push(entry);
+        entries.1.push(ms);
+    }
+
+    /// How many entries there are (the position of the next one).
+    pub(crate) fn len(&self) -> usize {
+        self.entries.lock().0.len()
     }
 
     fn next_watch(&self) -> u64 {
@@ -87,40 +109,74 @@ impl Recorder {
     }
 
     pub(crate) fn trace(&self) -> Trace {
+        let entries = self.entries.lock();
         Trace {
-            entries: self.entries.lock().clone(),
+            entries: entries.0.clone(),
+            times: entries.1.clone(),
         }
     }
+}
+
+/// Who is on the other end of a connection to the tap.
+#[derive(Clone)]
+enum Caller {
+    /// A scenario's actor: no faults.
+    Actor(String),
+    /// An incarnation of the controller under test: its requests and events are points, and
+    /// pass the fault plan.
+    Controller(Arc<Incarnation>),
+}
+
+/// Why the tap ends a connection instead of answering.
+#[derive(Debug, thiserror::Error)]
+enum TapError {
+    /// The incarnation on the other end has crashed: a dead process gets no answers.
+    #[error("{0} has crashed")]
+    Crashed(String),
+    /// The server's side of the connection failed.
+    #[error(transparent)]
+    Http(#[from] hyper::Error),
 }
 
 /// The tap of one run: hands out clients whose every connection passes through it.
 #[derive(Clone)]
 pub(crate) struct Tap {
-    server: Arc<RunningServer>,
-    recorder: Arc<Recorder>,
+    shared: Arc<RunShared>,
 }
 
 impl Tap {
-    pub(crate) fn new(server: Arc<RunningServer>, recorder: Arc<Recorder>) -> Tap {
-        Tap { server, recorder }
+    pub(crate) fn new(shared: Arc<RunShared>) -> Tap {
+        Tap { shared }
     }
 
-    /// A client whose requests are recorded under `actor`.
+    /// A client whose requests are recorded under `actor`, with no faults.
     pub(crate) fn client(&self, actor: &str) -> Result<Client, ExploreError> {
+        self.client_for(Caller::Actor(actor.to_string()), actor)
+    }
+
+    /// The client of one incarnation of the controller.
+    pub(crate) fn controller_client(
+        &self,
+        incarnation: Arc<Incarnation>,
+    ) -> Result<Client, ExploreError> {
+        self.client_for(Caller::Controller(incarnation), "controller")
+    }
+
+    fn client_for(&self, caller: Caller, agent: &str) -> Result<Client, ExploreError> {
         let tap = self.clone();
         let dial = Dial::new(move |_uri| {
             let (ours, theirs) = tokio::io::duplex(PIPE_CAPACITY);
-            tokio::spawn(tap.clone().serve(theirs));
+            tokio::spawn(tap.clone().serve(theirs, caller.clone()));
             Box::pin(async move { Ok(Box::new(ours) as DialedStream) })
         });
-        client_with(dial, actor)
+        client_with(dial, agent)
     }
 
     /// Serves one client connection: each request is forwarded to the server over a connection
     /// of its own (opened when the client's connection is) and recorded.
-    async fn serve(self, client_side: tokio::io::DuplexStream) {
+    async fn serve(self, client_side: tokio::io::DuplexStream, caller: Caller) {
         let (ours, theirs) = tokio::io::duplex(PIPE_CAPACITY);
-        self.server.serve_connection(theirs);
+        self.shared.server.serve_connection(theirs);
         let (sender, connection) =
             match hyper::client::conn::http1::handshake::<_, Full<Bytes>>(TokioIo::new(ours)).await
             {
@@ -137,8 +193,8 @@ impl Tap {
         });
         let sender = Arc::new(tokio::sync::Mutex::new(sender));
         let service = hyper::service::service_fn(move |request: Request<Incoming>| {
-            let (tap, sender) = (self.clone(), sender.clone());
-            async move { tap.forward(request, &sender).await }
+            let (tap, sender, caller) = (self.clone(), sender.clone(), caller.clone());
+            async move { tap.forward(request, &sender, &caller).await }
         });
         if let Err(error) = hyper::server::conn::http1::Builder::new()
             .serve_connection(TokioIo::new(client_side), service)
@@ -148,58 +204,140 @@ impl Tap {
         }
     }
 
-    /// Forwards `request`, records it with its answer, and returns the answer.
+    /// Forwards `request` (through the fault plan, for the controller), records it with its
+    /// answer, and returns the answer.
     async fn forward(
         &self,
         request: Request<Incoming>,
-        sender: &tokio::sync::Mutex<hyper::client::conn::http1::SendRequest<Full<Bytes>>>,
-    ) -> Result<Response<TapBody>, hyper::Error> {
-        let actor = request
-            .headers()
-            .get(http::header::USER_AGENT)
-            .and_then(|agent| agent.to_str().ok())
-            .unwrap_or_default()
-            .to_string();
-        let method = request.method().to_string();
+        sender: &tokio::sync::Mutex<SendRequest<Full<Bytes>>>,
+        caller: &Caller,
+    ) -> Result<Response<TapBody>, TapError> {
+        if let Caller::Controller(incarnation) = caller {
+            if !incarnation.alive() {
+                return Err(TapError::Crashed(incarnation.actor()));
+            }
+        }
+        let actor = match caller {
+            Caller::Actor(actor) => actor.clone(),
+            Caller::Controller(incarnation) => incarnation.actor(),
+        };
+        let method = request.method().clone();
         let path = request
             .uri()
             .path_and_query()
             .map_or_else(|| "/".to_string(), |path| path.as_str().to_string());
-        let is_watch = path.split_once('?').is_some_and(|(_, query)| {
-            query
-                .split('&')
-                .any(|p| p == "watch=true" || p == "watch=1")
-        });
+        let is_watch = query_has(&path, |p| p == "watch=true" || p == "watch=1");
         let (parts, body) = request.into_parts();
         let body = body.collect().await?.to_bytes();
-        let request = Request::from_parts(parts, Full::new(body));
-        let response = {
-            let mut sender = sender.lock().await;
-            sender.ready().await?;
-            sender.send_request(request).await?
+
+        // The controller's request is a point: the plan may crash it, fail it, or let it by.
+        let mut crash_after = None;
+        let mut timeout = None;
+        if let Caller::Controller(incarnation) = caller {
+            let point = self.shared.pass(
+                Point::Request(0),
+                format!("{method} {path}"),
+                incarnation.number,
+            );
+            for fault in self.shared.plan().at(point) {
+                match *fault {
+                    Fault::CrashBefore(_) | Fault::RestartLagging { .. } => {
+                        self.shared.crash(
+                            incarnation,
+                            fault,
+                            &format!("before {method} {path} was sent"),
+                        );
+                        return Err(TapError::Crashed(incarnation.actor()));
+                    }
+                    Fault::CrashAfter(_) => crash_after = Some(*fault),
+                    Fault::Fail {
+                        failure: Failure::Timeout,
+                        ..
+                    } => timeout = Some(*fault),
+                    Fault::Fail { failure, .. } => {
+                        self.shared.note(
+                            fault,
+                            format!("{method} {path} answered {}", failure.status()),
+                        );
+                        self.shared.recorder.push(TraceEntry::Request {
+                            actor,
+                            method: method.to_string(),
+                            path,
+                            status: failure.status(),
+                            resource_version: None,
+                            name: None,
+                            watch: None,
+                        });
+                        return Ok(status_response(failure, &fault.to_string()));
+                    }
+                    _ => {}
+                }
+            }
+        }
+
+        let lag = match caller {
+            Caller::Controller(incarnation) => incarnation
+                .lag
+                .filter(|lag| tokio::time::Instant::now() < lag.until),
+            Caller::Actor(_) => None,
         };
+        let again =
+            (method == http::Method::GET && lag.is_some() && !is_watch).then(|| RequestCopy {
+                method: parts.method.clone(),
+                uri: parts.uri.clone(),
+                headers: parts.headers.clone(),
+                body: body.clone(),
+            });
+        let request = Request::from_parts(parts, Full::new(body));
+        let response = send(sender, request).await?;
         let status = response.status().as_u16();
         let (parts, body) = response.into_parts();
         if is_watch && status == 200 {
-            let watch = self.recorder.next_watch();
-            self.recorder.push(TraceEntry::Request {
+            let watch = self.shared.recorder.next_watch();
+            self.shared.recorder.push(TraceEntry::Request {
                 actor,
-                method,
+                method: method.to_string(),
                 path,
                 status,
                 resource_version: None,
                 name: None,
                 watch: Some(watch),
             });
-            let body = TapBody::Watch {
+            let body = TapBody::Watch(Box::new(WatchBody {
                 inner: body,
-                line: Vec::new(),
+                partial: Vec::new(),
+                lines: VecDeque::new(),
+                front_counted: false,
+                mode: WatchMode::Passing,
                 watch,
-                recorder: self.recorder.clone(),
-            };
+                shared: self.shared.clone(),
+                controller: match caller {
+                    Caller::Controller(incarnation) => Some(incarnation.clone()),
+                    Caller::Actor(_) => None,
+                },
+            }));
             return Ok(Response::from_parts(parts, body));
         }
-        let bytes = body.collect().await?.to_bytes();
+        let mut bytes = body.collect().await?.to_bytes();
+        let mut parts = parts;
+        let mut status = status;
+        // A lagging replica answers a list as it was `behind` revisions ago.
+        if let (Some(lag), Some(again)) = (lag, again) {
+            if status == 200
+                && is_a_fresh_list(&bytes, lag.revision)
+                && !query_has(&path, |p| p.starts_with("continue="))
+            {
+                if let Ok(request) = again.at_revision(lag.revision) {
+                    let response = send(sender, request).await?;
+                    if response.status().is_success() {
+                        let (stale_parts, stale_body) = response.into_parts();
+                        bytes = stale_body.collect().await?.to_bytes();
+                        parts = stale_parts;
+                        status = parts.status.as_u16();
+                    }
+                }
+            }
+        }
         let metadata = serde_json::from_slice::<serde_json::Value>(&bytes)
             .ok()
             .map(|value| value["metadata"].clone());
@@ -209,30 +347,446 @@ impl Tap {
                 .and_then(|metadata| metadata[name].as_str())
                 .map(str::to_string)
         };
-        self.recorder.push(TraceEntry::Request {
+        let name = field("name");
+        self.shared.recorder.push(TraceEntry::Request {
             actor,
-            method,
+            method: method.to_string(),
             path: path.clone(),
             status,
             resource_version: field("resourceVersion"),
-            name: field("name"),
+            name: name.clone(),
             watch: None,
         });
+        if let Caller::Controller(incarnation) = caller {
+            if method != http::Method::GET {
+                let created = (method == http::Method::POST && status == 201)
+                    .then(|| {
+                        let (resource, namespace) = resource_of(&path)?;
+                        let name = name.clone()?;
+                        Some((
+                            resource,
+                            match namespace {
+                                Some(namespace) => format!("{namespace}/{name}"),
+                                None => name,
+                            },
+                        ))
+                    })
+                    .flatten();
+                self.shared
+                    .controller_wrote(format!("{method} {path} -> {status}"), created);
+            }
+            if let Some(fault) = timeout {
+                self.shared.note(
+                    &fault,
+                    format!("{method} {path} took effect ({status}); the answer is 504 Timeout"),
+                );
+                return Ok(status_response(Failure::Timeout, &fault.to_string()));
+            }
+            if let Some(fault) = crash_after {
+                self.shared.crash(
+                    incarnation,
+                    &fault,
+                    &format!("{method} {path} took effect ({status}); its answer was lost"),
+                );
+                return Err(TapError::Crashed(incarnation.actor()));
+            }
+        }
         Ok(Response::from_parts(parts, TapBody::Whole(Some(bytes))))
     }
 }
 
-/// The body of an answer the tap passes on: read whole already, or a watch's stream whose lines
-/// are recorded as they go by.
+/// Sends one request on the tap's connection to the server.
+async fn send(
+    sender: &tokio::sync::Mutex<SendRequest<Full<Bytes>>>,
+    request: Request<Full<Bytes>>,
+) -> Result<Response<Incoming>, hyper::Error> {
+    let mut sender = sender.lock().await;
+    sender.ready().await?;
+    sender.send_request(request).await
+}
+
+/// A request kept to be sent again (a lagging replica's list).
+struct RequestCopy {
+    method: http::Method,
+    uri: http::Uri,
+    headers: http::HeaderMap,
+    body: Bytes,
+}
+
+impl RequestCopy {
+    /// The same list, read at `revision` exactly.
+    fn at_revision(self, revision: u64) -> Result<Request<Full<Bytes>>, http::Error> {
+        let path = self.uri.path();
+        let mut query: Vec<String> = self
+            .uri
+            .query()
+            .unwrap_or_default()
+            .split('&')
+            .filter(|p| {
+                !p.is_empty()
+                    && !p.starts_with("resourceVersion=")
+                    && !p.starts_with("resourceVersionMatch=")
+            })
+            .map(str::to_string)
+            .collect();
+        query.push(format!("resourceVersion={revision}"));
+        query.push("resourceVersionMatch=Exact".into());
+        let mut request = Request::builder()
+            .method(self.method)
+            .uri(format!("{path}?{}", query.join("&")))
+            .body(Full::new(self.body))?;
+        *request.headers_mut() = self.headers;
+        Ok(request)
+    }
+}
+
+/// Whether `bytes` is a list (it has `items`) read after `revision`.
+fn is_a_fresh_list(bytes: &[u8], revision: u64) -> bool {
+    let Ok(value) = serde_json::from_slice::<serde_json::Value>(bytes) else {
+        return false;
+    };
+    value.get("items").is_some()
+        && value["metadata"]["resourceVersion"]
+            .as_str()
+            .and_then(|rv| rv.parse::<u64>().ok())
+            .is_some_and(|rv| rv > revision)
+}
+
+/// Whether a query parameter of `path` satisfies `test`.
+fn query_has(path: &str, test: impl Fn(&str) -> bool) -> bool {
+    path.split_once('?')
+        .is_some_and(|(_, query)| query.split('&').any(test))
+}
+
+/// The resource (`configmaps`, `replicasets.apps`) and namespace a collection path names:
+/// `/api/v1[/namespaces/NS]/PLURAL` or `/apis/GROUP/VERSION[/namespaces/NS]/PLURAL`.
+pub(crate) fn resource_of(path: &str) -> Option<(String, Option<String>)> {
+    let path = path.split('?').next()?;
+    let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    let (group, rest) = match segments.first()? {
+        &"api" => ("", segments.get(2..)?),
+        &"apis" => (*segments.get(1)?, segments.get(3..)?),
+        _ => return None,
+    };
+    let (namespace, plural) = match rest {
+        ["namespaces", namespace, plural, ..] => (Some(namespace.to_string()), *plural),
+        [plural, ..] => (None, *plural),
+        [] => return None,
+    };
+    let resource = if group.is_empty() {
+        plural.to_string()
+    } else {
+        format!("{plural}.{group}")
+    };
+    Some((resource, namespace))
+}
+
+/// A Status answer for `failure`, as kube-apiserver writes one.
+fn status_response(failure: Failure, fault: &str) -> Response<TapBody> {
+    let body = serde_json::json!({
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": format!("injected by the explorer ({fault})"),
+        "reason": failure.reason(),
+        "code": failure.status(),
+    });
+    let mut response = Response::new(TapBody::Whole(Some(Bytes::from(body.to_string()))));
+    *response.status_mut() = http::StatusCode::from_u16(failure.status())
+        .unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR);
+    response.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    if failure == Failure::TooManyRequests {
+        response.headers_mut().insert(
+            http::header::RETRY_AFTER,
+            http::HeaderValue::from_static("1"),
+        );
+    }
+    response
+}
+
+/// The body of an answer the tap passes on: read whole already, or a watch's stream.
 enum TapBody {
     Whole(Option<Bytes>),
-    Watch {
-        inner: Incoming,
-        /// The part of the current line read so far.
-        line: Vec<u8>,
-        watch: u64,
-        recorder: Arc<Recorder>,
+    Watch(Box<WatchBody>),
+}
+
+/// A watch's stream as the tap passes it on: line by line, each line an event the plan may
+/// hide, hold back or crash the controller at. Lines are never reordered.
+struct WatchBody {
+    inner: Incoming,
+    /// The part of the current line read so far.
+    partial: Vec<u8>,
+    /// Complete lines (without their newline) not yet passed on, oldest first.
+    lines: VecDeque<Bytes>,
+    /// Whether `lines.front()` has been counted as a point (and its faults applied).
+    front_counted: bool,
+    mode: WatchMode,
+    watch: u64,
+    shared: Arc<RunShared>,
+    /// The incarnation reading this watch, when it is the controller's.
+    controller: Option<Arc<Incarnation>>,
+}
+
+/// What a watch's stream is doing.
+enum WatchMode {
+    /// Passing lines on as they come.
+    Passing,
+    /// Holding the front line until the timer ends (a delay, a lagging replica).
+    Holding(Pin<Box<tokio::time::Sleep>>),
+    /// Hiding every line (a coalesce) until `key`'s object changes again or the window ends;
+    /// then the watch ends with 410.
+    Hiding {
+        key: String,
+        window: Pin<Box<tokio::time::Sleep>>,
+        fault: String,
     },
+    /// Passing these last bytes on, then ending.
+    Ending(Option<Bytes>),
+}
+
+/// The parts of one watch line the tap needs.
+struct EventLine {
+    kind_of_event: String,
+    kind: String,
+    key: String,
+    resource_version: String,
+}
+
+impl EventLine {
+    fn parse(line: &[u8]) -> Option<EventLine> {
+        let event = serde_json::from_slice::<serde_json::Value>(line).ok()?;
+        let text = |value: &serde_json::Value| value.as_str().unwrap_or_default().to_string();
+        let object = &event["object"];
+        let metadata = &object["metadata"];
+        let name = text(&metadata["name"]);
+        let key = match (object["kind"].as_str(), metadata["namespace"].as_str()) {
+            // An ERROR event carries a Status, named by its code (410: the history is gone).
+            (Some("Status"), _) => format!("code={}", object["code"]),
+            (_, Some(namespace)) if !namespace.is_empty() => format!("{namespace}/{name}"),
+            _ => name,
+        };
+        Some(EventLine {
+            kind_of_event: text(&event["type"]),
+            kind: text(&object["kind"]),
+            key,
+            resource_version: text(&metadata["resourceVersion"]),
+        })
+    }
+
+    /// An `ADDED`, `MODIFIED` or `DELETED` event: a point.
+    fn is_object_event(&self) -> bool {
+        matches!(
+            self.kind_of_event.as_str(),
+            "ADDED" | "MODIFIED" | "DELETED"
+        )
+    }
+
+    fn revision(&self) -> u64 {
+        self.resource_version.parse().unwrap_or(0)
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "{} {} {} rv={}",
+            self.kind_of_event, self.kind, self.key, self.resource_version
+        )
+    }
+}
+
+/// The line a coalescing watch ends with: 410 Gone, so the informer relists.
+fn gone_line(fault: &str) -> Bytes {
+    let line = serde_json::json!({
+        "type": "ERROR",
+        "object": {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": format!("too old resource version (the explorer coalesced this watch: {fault})"),
+            "reason": "Expired",
+            "code": 410,
+        }
+    });
+    Bytes::from(format!("{line}\n"))
+}
+
+impl WatchBody {
+    /// Splits a frame's bytes into lines.
+    fn take(&mut self, data: &[u8]) {
+        for &byte in data {
+            if byte == b'\n' {
+                let line = std::mem::take(&mut self.partial);
+                if !line.is_empty() {
+                    self.lines.push_back(Bytes::from(line));
+                }
+            } else {
+                self.partial.push(byte);
+            }
+        }
+    }
+
+    /// Reads more of the server's stream into `lines`: `Ready(true)` when there is more,
+    /// `Ready(false)` at its end.
+    fn fill(&mut self, cx: &mut Context<'_>) -> Poll<Result<bool, hyper::Error>> {
+        match Pin::new(&mut self.inner).poll_frame(cx) {
+            Poll::Ready(Some(Ok(frame))) => {
+                if let Some(data) = frame.data_ref() {
+                    let data = data.clone();
+                    self.take(&data);
+                }
+                Poll::Ready(Ok(true))
+            }
+            Poll::Ready(Some(Err(error))) => Poll::Ready(Err(error)),
+            Poll::Ready(None) => Poll::Ready(Ok(false)),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    fn poll_line(
+        &mut self,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+        loop {
+            if let Some(incarnation) = &self.controller {
+                if !incarnation.alive() {
+                    return Poll::Ready(None);
+                }
+            }
+            match &mut self.mode {
+                WatchMode::Ending(last) => {
+                    return Poll::Ready(last.take().map(|bytes| Ok(Frame::data(bytes))));
+                }
+                WatchMode::Holding(timer) => {
+                    if timer.as_mut().poll(cx).is_pending() {
+                        return Poll::Pending;
+                    }
+                    self.mode = WatchMode::Passing;
+                }
+                WatchMode::Hiding { key, window, fault } => {
+                    let (key, fault) = (key.clone(), fault.clone());
+                    let mut changed = false;
+                    while let Some(line) = self.lines.pop_front() {
+                        if EventLine::parse(&line)
+                            .is_some_and(|event| event.is_object_event() && event.key == key)
+                        {
+                            changed = true;
+                            break;
+                        }
+                    }
+                    if changed || window.as_mut().poll(cx).is_ready() {
+                        self.lines.clear();
+                        self.mode = WatchMode::Ending(Some(gone_line(&fault)));
+                        continue;
+                    }
+                    match self.fill(cx) {
+                        Poll::Ready(Ok(true)) => {}
+                        Poll::Ready(Ok(false)) | Poll::Ready(Err(_)) => {
+                            self.mode = WatchMode::Ending(Some(gone_line(&fault)));
+                        }
+                        Poll::Pending => return Poll::Pending,
+                    }
+                }
+                WatchMode::Passing => {
+                    let Some(line) = self.lines.front().cloned() else {
+                        match self.fill(cx) {
+                            Poll::Ready(Ok(true)) => continue,
+                            Poll::Ready(Ok(false)) => return Poll::Ready(None),
+                            Poll::Ready(Err(error)) => return Poll::Ready(Some(Err(error))),
+                            Poll::Pending => return Poll::Pending,
+                        }
+                    };
+                    let event = EventLine::parse(&line);
+                    if let (Some(incarnation), Some(event)) = (&self.controller, &event) {
+                        // A lagging replica has not seen this line's revision yet.
+                        if let Some(lag) = incarnation.lag {
+                            let behind =
+                                event.is_object_event() || event.kind_of_event == "BOOKMARK";
+                            if behind
+                                && event.revision() > lag.revision
+                                && tokio::time::Instant::now() < lag.until
+                            {
+                                self.mode = WatchMode::Holding(Box::pin(tokio::time::sleep_until(
+                                    lag.until,
+                                )));
+                                continue;
+                            }
+                        }
+                        if event.is_object_event() && !self.front_counted {
+                            self.front_counted = true;
+                            let incarnation = incarnation.clone();
+                            if let Some(next) = self.apply_event_faults(&incarnation, event) {
+                                self.mode = next;
+                                continue;
+                            }
+                            if !incarnation.alive() {
+                                return Poll::Ready(None);
+                            }
+                        }
+                    }
+                    self.lines.pop_front();
+                    self.front_counted = false;
+                    if let Some(event) = event {
+                        self.shared.recorder.push(TraceEntry::Event {
+                            watch: self.watch,
+                            kind_of_event: event.kind_of_event,
+                            kind: event.kind,
+                            key: event.key,
+                            resource_version: event.resource_version,
+                        });
+                    }
+                    let mut bytes = Vec::with_capacity(line.len() + 1);
+                    bytes.extend_from_slice(&line);
+                    bytes.push(b'\n');
+                    return Poll::Ready(Some(Ok(Frame::data(Bytes::from(bytes)))));
+                }
+            }
+        }
+    }
+
+    /// Counts the front line as a point and applies the plan's faults there: the mode to go
+    /// to, if it changes (the incarnation may also have crashed).
+    fn apply_event_faults(
+        &mut self,
+        incarnation: &Arc<Incarnation>,
+        event: &EventLine,
+    ) -> Option<WatchMode> {
+        let what = event.describe();
+        let point = self
+            .shared
+            .pass(Point::Event(0), format!("event {what}"), incarnation.number);
+        for fault in self.shared.plan().at(point) {
+            match *fault {
+                Fault::CrashBefore(_) | Fault::CrashAfter(_) | Fault::RestartLagging { .. } => {
+                    self.shared
+                        .crash(incarnation, fault, &format!("before it read {what}"));
+                    return None;
+                }
+                Fault::Coalesce(_) => {
+                    self.shared.note(fault, format!("hid {what}"));
+                    self.lines.pop_front();
+                    self.front_counted = false;
+                    return Some(WatchMode::Hiding {
+                        key: event.key.clone(),
+                        window: Box::pin(tokio::time::sleep(COALESCE_WINDOW)),
+                        fault: fault.to_string(),
+                    });
+                }
+                Fault::Delay { by, .. } => {
+                    self.shared.note(
+                        fault,
+                        format!("held {what} and the rest of its watch back {by:?}"),
+                    );
+                    return Some(WatchMode::Holding(Box::pin(tokio::time::sleep(by))));
+                }
+                _ => {}
+            }
+        }
+        None
+    }
 }
 
 impl Body for TapBody {
@@ -245,34 +799,14 @@ impl Body for TapBody {
     ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
         match self.get_mut() {
             TapBody::Whole(bytes) => Poll::Ready(bytes.take().map(|bytes| Ok(Frame::data(bytes)))),
-            TapBody::Watch {
-                inner,
-                line,
-                watch,
-                recorder,
-            } => {
-                let polled = Pin::new(inner).poll_frame(cx);
-                if let Poll::Ready(Some(Ok(frame))) = &polled {
-                    if let Some(data) = frame.data_ref() {
-                        for &byte in data.iter() {
-                            if byte == b'\n' {
-                                record_event(recorder, *watch, line);
-                                line.clear();
-                            } else {
-                                line.push(byte);
-                            }
-                        }
-                    }
-                }
-                polled
-            }
+            TapBody::Watch(watch) => watch.poll_line(cx),
         }
     }
 
     fn is_end_stream(&self) -> bool {
         match self {
             TapBody::Whole(bytes) => bytes.is_none(),
-            TapBody::Watch { inner, .. } => inner.is_end_stream(),
+            TapBody::Watch(_) => false,
         }
     }
 
@@ -281,31 +815,30 @@ impl Body for TapBody {
             TapBody::Whole(bytes) => {
                 SizeHint::with_exact(bytes.as_ref().map_or(0, |bytes| bytes.len() as u64))
             }
-            TapBody::Watch { inner, .. } => inner.size_hint(),
+            TapBody::Watch(_) => SizeHint::default(),
         }
     }
 }
 
-/// Records one line of a watch (a JSON `{"type": …, "object": …}`); other lines are skipped.
-fn record_event(recorder: &Recorder, watch: u64, line: &[u8]) {
-    let Ok(event) = serde_json::from_slice::<serde_json::Value>(line) else {
-        return;
-    };
-    let text = |value: &serde_json::Value| value.as_str().unwrap_or_default().to_string();
-    let object = &event["object"];
-    let metadata = &object["metadata"];
-    let name = text(&metadata["name"]);
-    let key = match (object["kind"].as_str(), metadata["namespace"].as_str()) {
-        // An ERROR event carries a Status, named by its code (410: the history is gone).
-        (Some("Status"), _) => format!("code={}", object["code"]),
-        (_, Some(namespace)) if !namespace.is_empty() => format!("{namespace}/{name}"),
-        _ => name,
-    };
-    recorder.push(TraceEntry::Event {
-        watch,
-        kind_of_event: text(&event["type"]),
-        kind: text(&object["kind"]),
-        key,
-        resource_version: text(&metadata["resourceVersion"]),
-    });
+#[cfg(test)]
+mod tests {
+    use super::resource_of;
+
+    #[test]
+    fn a_collection_path_names_its_resource() {
+        assert_eq!(
+            resource_of("/api/v1/namespaces/default/configmaps?limit=5"),
+            Some(("configmaps".into(), Some("default".into())))
+        );
+        assert_eq!(
+            resource_of("/apis/apps/v1/namespaces/x/replicasets"),
+            Some(("replicasets.apps".into(), Some("x".into())))
+        );
+        assert_eq!(resource_of("/api/v1/nodes"), Some(("nodes".into(), None)));
+        assert_eq!(
+            resource_of("/apis/example.com/v1/widgets"),
+            Some(("widgets.example.com".into(), None))
+        );
+        assert_eq!(resource_of("/version"), None);
+    }
 }

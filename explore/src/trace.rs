@@ -41,6 +41,27 @@ pub enum TraceEntry {
         /// For a watch, its number in the run (from 1, by order of opening).
         watch: Option<u64>,
     },
+    /// A fault of the run's plan took effect (see [`crate::fault`]).
+    Fault {
+        /// The fault, as the plan writes it (`crash-after@request:12`).
+        fault: String,
+        /// What it did (`hid MODIFIED ConfigMap default/a rv=12`, `the answer was lost`).
+        detail: String,
+    },
+    /// A new incarnation of the controller started after a crash.
+    Restart {
+        /// Its number (the first incarnation is 1).
+        incarnation: u32,
+        /// The revision its lists come from while its replica lags, if it does.
+        lagging_at: Option<u64>,
+    },
+    /// A call to the outside system ([`crate::OutsideClient`]).
+    Outside {
+        /// Who called: `controller#N`.
+        actor: String,
+        /// The call (`put a=1`, `delete a`).
+        call: String,
+    },
     /// One event of a watch, recorded when the client read it from the tap.
     Event {
         /// The watch's number (see [`TraceEntry::Request::watch`]).
@@ -82,6 +103,18 @@ impl fmt::Display for TraceEntry {
                 }
                 Ok(())
             }
+            TraceEntry::Fault { fault, detail } => write!(f, "fault {fault}: {detail}"),
+            TraceEntry::Restart {
+                incarnation,
+                lagging_at,
+            } => {
+                write!(f, "restart controller#{incarnation}")?;
+                if let Some(revision) = lagging_at {
+                    write!(f, " (lists and watches lag at rv={revision})")?;
+                }
+                Ok(())
+            }
+            TraceEntry::Outside { actor, call } => write!(f, "outside {actor} {call}"),
             TraceEntry::Event {
                 watch,
                 kind_of_event,
@@ -101,6 +134,9 @@ impl fmt::Display for TraceEntry {
 pub struct Trace {
     /// The entries, in the order they passed the tap.
     pub entries: Vec<TraceEntry>,
+    /// When each entry happened: virtual milliseconds since the run began (`times[i]` is
+    /// `entries[i]`'s; empty for a trace built by hand).
+    pub times: Vec<u64>,
 }
 
 /// Where two traces part: the first position at which they differ and what each has there
@@ -178,6 +214,122 @@ impl Trace {
     }
 }
 
+impl Trace {
+    /// The entries from `from` to `to` (exclusive), one per line, each with its virtual time.
+    pub fn excerpt(&self, from: usize, to: usize) -> String {
+        let to = to.min(self.entries.len());
+        let mut text = String::new();
+        for at in from.min(to)..to {
+            let ms = self.times.get(at).copied().unwrap_or_default();
+            text.push_str(&format!(
+                "  [{at:>4}] {:>4}.{:03}s  {}\n",
+                ms / 1000,
+                ms % 1000,
+                self.entries[at]
+            ));
+        }
+        text
+    }
+
+    /// The trace as JSON lines in the live view's journal format (`ferrokube-view`'s `Record`:
+    /// `seq`, `at_ms`, `stage`, `op`, `instance`, `key`, `state`, `cause`, `fields`), so a failing
+    /// run can be read with the same tools as a live controller's journal. Requests are stage
+    /// `client` (op: the method), watch events stage `watch` (op: the event type), faults stage
+    /// `fault`, restarts stage `controller`, outside calls stage `outside`.
+    pub fn journal_lines(&self) -> String {
+        use serde_json::{Value, json};
+        let mut lines = String::new();
+        for (at, entry) in self.entries.iter().enumerate() {
+            let (stage, op, instance, key, fields): (
+                &str,
+                String,
+                Option<String>,
+                Option<String>,
+                Value,
+            ) = match entry {
+                TraceEntry::Step { index, name } => (
+                    "scenario",
+                    "step".into(),
+                    None,
+                    None,
+                    json!({ "index": index, "name": name }),
+                ),
+                TraceEntry::Request {
+                    actor,
+                    method,
+                    path,
+                    status,
+                    resource_version,
+                    name,
+                    watch,
+                } => (
+                    "client",
+                    method.clone(),
+                    Some(actor.clone()),
+                    name.clone(),
+                    json!({
+                        "path": path,
+                        "status": status,
+                        "resource_version": resource_version,
+                        "watch": watch,
+                    }),
+                ),
+                TraceEntry::Event {
+                    watch,
+                    kind_of_event,
+                    kind,
+                    key,
+                    resource_version,
+                } => (
+                    "watch",
+                    kind_of_event.clone(),
+                    Some(format!("watch={watch}")),
+                    Some(key.clone()),
+                    json!({ "kind": kind, "resource_version": resource_version }),
+                ),
+                TraceEntry::Fault { fault, detail } => (
+                    "fault",
+                    fault.clone(),
+                    None,
+                    None,
+                    json!({ "detail": detail }),
+                ),
+                TraceEntry::Restart {
+                    incarnation,
+                    lagging_at,
+                } => (
+                    "controller",
+                    "restart".into(),
+                    Some(format!("controller#{incarnation}")),
+                    None,
+                    json!({ "lagging_at": lagging_at }),
+                ),
+                TraceEntry::Outside { actor, call } => (
+                    "outside",
+                    "call".into(),
+                    Some(actor.clone()),
+                    None,
+                    json!({ "call": call }),
+                ),
+            };
+            let record = json!({
+                "seq": at + 1,
+                "at_ms": self.times.get(at).copied().unwrap_or_default(),
+                "stage": stage,
+                "op": op,
+                "instance": instance,
+                "key": key,
+                "state": Value::Null,
+                "cause": Value::Null,
+                "fields": fields,
+            });
+            lines.push_str(&record.to_string());
+            lines.push('\n');
+        }
+        lines
+    }
+}
+
 impl fmt::Display for Trace {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for entry in &self.entries {
@@ -202,12 +354,15 @@ mod tests {
     fn the_first_difference_and_the_fingerprint() {
         let a = Trace {
             entries: vec![step(0), step(1)],
+            times: vec![0, 5],
         };
         let b = Trace {
             entries: vec![step(0), step(2)],
+            times: vec![0, 5],
         };
         let short = Trace {
             entries: vec![step(0)],
+            times: vec![0],
         };
         assert_eq!(a.first_difference(&a.clone()), None);
         assert_eq!(a.fingerprint(), a.clone().fingerprint());
@@ -216,5 +371,30 @@ mod tests {
         assert_eq!(difference.as_ref().map(|d| d.at), Some(1));
         let ended = a.first_difference(&short);
         assert_eq!(ended.and_then(|d| d.right), None);
+    }
+
+    #[test]
+    fn the_journal_lines_are_the_views_records() {
+        let trace = Trace {
+            entries: vec![
+                step(0),
+                TraceEntry::Fault {
+                    fault: "crash-after@request:3".into(),
+                    detail: "the answer was lost".into(),
+                },
+            ],
+            times: vec![0, 1500],
+        };
+        let lines: Vec<serde_json::Value> = trace
+            .journal_lines()
+            .lines()
+            .map(|line| serde_json::from_str(line).unwrap_or_default())
+            .collect();
+        assert_eq!(lines.len(), 2);
+        assert_eq!(lines[1]["seq"], 2);
+        assert_eq!(lines[1]["at_ms"], 1500);
+        assert_eq!(lines[1]["stage"], "fault");
+        assert_eq!(lines[1]["op"], "crash-after@request:3");
+        assert_eq!(lines[1]["fields"]["detail"], "the answer was lost");
     }
 }

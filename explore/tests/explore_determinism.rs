@@ -98,7 +98,9 @@ impl Reconciler<ConfigMap> for Mirror {
 
 /// Runs the mirror controller until the run is over.
 async fn run_controller(start: ControllerStart) {
-    let ControllerStart { client, shutdown } = start;
+    let ControllerStart {
+        client, shutdown, ..
+    } = start;
     let sources = Scope::namespace(NAMESPACE).labels("role=source");
     let mirrors = Scope::namespace(NAMESPACE).labels("role=mirror");
     let ran = Controller::<ConfigMap>::new(client, sources)
@@ -176,7 +178,7 @@ fn run(seed: u64, tamper: bool) -> Trace {
 fn has(trace: &Trace, actor: &str, method: &str, path_end: &str) -> bool {
     trace.entries.iter().any(|entry| {
         matches!(entry, TraceEntry::Request { actor: a, method: m, path, status, .. }
-            if a == actor && m == method && path.ends_with(path_end) && *status < 300)
+            if a.starts_with(actor) && m == method && path.ends_with(path_end) && *status < 300)
     })
 }
 

@@ -1,0 +1,465 @@
+//! Faults and fault plans: what the explorer does to a run, and where.
+//!
+//! A run's **points** are the moments at which the controller under test touches the world, in
+//! the order they happen, counted over every incarnation of the controller (a restart goes on
+//! counting):
+//!
+//! - `request:N`: the controller's N-th request to the API server (reads, writes and watches);
+//! - `event:N`: the N-th watch event (`ADDED`, `MODIFIED`, `DELETED`; not bookmarks) delivered
+//!   to the controller;
+//! - `outside:N`: the controller's N-th call to the outside system ([`crate::Outside`]).
+//!
+//! A fault-free run lists every point it passed ([`crate::RunOutcome::points`]). Because a run
+//! is a function of its inputs, a run with a plan is the same as the fault-free run up to its
+//! first fault, so `request:12` names the same request in both.
+//!
+//! A [`Fault`] is a class of fault placed at a point; a [`FaultPlan`] is a list of them. Both
+//! print in a short text form that parses back ([`FaultPlan::from_str`]), so a failure found by
+//! the search is printed as a plan a test can replay:
+//!
+//! ```text
+//! crash-after@request:12; delay(3s)@event:4
+//! ```
+//!
+//! | text | the fault | the research's name |
+//! |---|---|---|
+//! | `crash-before@P` | the controller crashes just before P (a request is not sent, an event not delivered, an outside call not made) and restarts with empty caches | intermediate state |
+//! | `crash-after@P` | the request or outside call at P takes effect, the answer is lost, the controller crashes and restarts | intermediate state |
+//! | `restart-lagging(K)@P` | `crash-before@P`, and the new incarnation's lists and watches come from an API server replica K revisions behind, which catches up [`LAG_CATCH_UP`] later | stale state ("time travel") |
+//! | `coalesce@event:N` | event N is never delivered: the watch hides it, then ends with 410 Gone once its object changes again (or the watch idles [`COALESCE_WINDOW`]), so the informer relists past it | unobserved state |
+//! | `delay(D)@event:N` | event N and everything after it on the same watch arrive D late: one informer lags another | stale state |
+//! | `fail(409)@request:N`, `fail(500)`, `fail(429)` | the request is answered with that error and never reaches the server (429 carries `Retry-After: 1`) | |
+//! | `fail(timeout)@request:N` | the request takes effect, and the answer is a 504 Timeout: the caller cannot tell whether it did | |
+//! | `compact@P` | before P, the server compacts its history and ends every watch: each informer gets 410 and relists | |
+//! | `drop-watches@P` | before P, the server ends every watch: each informer resumes from its last resourceVersion | |
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+/// How long after a lagging restart the lagging replica catches up (virtual time).
+pub const LAG_CATCH_UP: Duration = Duration::from_secs(10);
+
+/// How long a watch that hides an event waits for its object to change again before it gives up
+/// and ends with 410 (virtual time).
+pub const COALESCE_WINDOW: Duration = Duration::from_secs(5);
+
+/// A moment at which the controller touches the world. See the [module docs](self).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Point {
+    /// The controller's N-th request (from 1).
+    Request(u64),
+    /// The N-th watch event delivered to the controller (from 1).
+    Event(u64),
+    /// The controller's N-th call to the outside system (from 1).
+    Outside(u64),
+}
+
+impl fmt::Display for Point {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Point::Request(n) => write!(f, "request:{n}"),
+            Point::Event(n) => write!(f, "event:{n}"),
+            Point::Outside(n) => write!(f, "outside:{n}"),
+        }
+    }
+}
+
+/// The error a [`Fault::Fail`] answers with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Failure {
+    /// 409 Conflict, as for a stale resourceVersion. Not sent to the server.
+    Conflict,
+    /// 500 Internal Server Error. Not sent to the server.
+    Internal,
+    /// 429 Too Many Requests with `Retry-After: 1`. Not sent to the server.
+    TooManyRequests,
+    /// 504 Timeout *after* the server applied the request: the ambiguous outcome.
+    Timeout,
+}
+
+impl Failure {
+    /// Every failure, in the order the search tries them.
+    pub const ALL: [Failure; 4] = [
+        Failure::Conflict,
+        Failure::Timeout,
+        Failure::Internal,
+        Failure::TooManyRequests,
+    ];
+
+    /// The HTTP status the controller sees.
+    pub fn status(self) -> u16 {
+        match self {
+            Failure::Conflict => 409,
+            Failure::Internal => 500,
+            Failure::TooManyRequests => 429,
+            Failure::Timeout => 504,
+        }
+    }
+
+    /// The `reason` of the Status body.
+    pub(crate) fn reason(self) -> &'static str {
+        match self {
+            Failure::Conflict => "Conflict",
+            Failure::Internal => "InternalError",
+            Failure::TooManyRequests => "TooManyRequests",
+            Failure::Timeout => "Timeout",
+        }
+    }
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Failure::Timeout => f.write_str("timeout"),
+            other => write!(f, "{}", other.status()),
+        }
+    }
+}
+
+/// One fault at one point. See the [module docs](self) for each class.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Fault {
+    /// Crash just before the point; restart with empty caches.
+    CrashBefore(Point),
+    /// The request or outside call at the point takes effect; its answer is lost; crash and
+    /// restart. (At an event: the same as [`Fault::CrashBefore`].)
+    CrashAfter(Point),
+    /// Crash before the point; the restart lists and watches from a replica `behind` revisions
+    /// behind.
+    RestartLagging {
+        /// Where the crash happens.
+        at: Point,
+        /// How many revisions behind the replica is.
+        behind: u64,
+    },
+    /// Hide the event at the point and make the watch relist past it (events only).
+    Coalesce(Point),
+    /// Deliver the event at the point, and the rest of its watch, `by` late (events only).
+    Delay {
+        /// The first event held back.
+        at: Point,
+        /// How late.
+        by: Duration,
+    },
+    /// Answer the request at the point with `failure` (requests only).
+    Fail {
+        /// The request.
+        at: Point,
+        /// The answer.
+        failure: Failure,
+    },
+    /// Compact the history and end every watch, before the point.
+    Compact(Point),
+    /// End every watch, before the point.
+    DropWatches(Point),
+}
+
+impl Fault {
+    /// Where the fault happens.
+    pub fn point(&self) -> Point {
+        match *self {
+            Fault::CrashBefore(at)
+            | Fault::CrashAfter(at)
+            | Fault::RestartLagging { at, .. }
+            | Fault::Coalesce(at)
+            | Fault::Delay { at, .. }
+            | Fault::Fail { at, .. }
+            | Fault::Compact(at)
+            | Fault::DropWatches(at) => at,
+        }
+    }
+
+    /// Whether the fault makes the controller restart.
+    pub fn restarts(&self) -> bool {
+        matches!(
+            self,
+            Fault::CrashBefore(_) | Fault::CrashAfter(_) | Fault::RestartLagging { .. }
+        )
+    }
+
+    /// Smaller versions of this fault, for shrinking (a shorter lag, a shorter delay, a plain
+    /// crash for a lagging one), simplest first.
+    pub(crate) fn simpler(&self) -> Vec<Fault> {
+        match *self {
+            Fault::RestartLagging { at, behind } => {
+                let mut simpler = vec![Fault::CrashBefore(at)];
+                let mut k = 1;
+                while k < behind {
+                    simpler.push(Fault::RestartLagging { at, behind: k });
+                    k *= 2;
+                }
+                simpler
+            }
+            Fault::Delay { at, by } => {
+                let mut simpler = Vec::new();
+                let mut d = Duration::from_secs(1);
+                while d < by {
+                    simpler.push(Fault::Delay { at, by: d });
+                    d *= 2;
+                }
+                simpler
+            }
+            Fault::Compact(at) => vec![Fault::DropWatches(at)],
+            _ => Vec::new(),
+        }
+    }
+}
+
+impl fmt::Display for Fault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Fault::CrashBefore(at) => write!(f, "crash-before@{at}"),
+            Fault::CrashAfter(at) => write!(f, "crash-after@{at}"),
+            Fault::RestartLagging { at, behind } => write!(f, "restart-lagging({behind})@{at}"),
+            Fault::Coalesce(at) => write!(f, "coalesce@{at}"),
+            Fault::Delay { at, by } => write!(f, "delay({}ms)@{at}", by.as_millis()),
+            Fault::Fail { at, failure } => write!(f, "fail({failure})@{at}"),
+            Fault::Compact(at) => write!(f, "compact@{at}"),
+            Fault::DropWatches(at) => write!(f, "drop-watches@{at}"),
+        }
+    }
+}
+
+/// A plan's text that does not parse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("not a fault plan: {text:?}: {why}")]
+pub struct PlanParseError {
+    /// The part that did not parse.
+    pub text: String,
+    /// What was expected.
+    pub why: &'static str,
+}
+
+impl FromStr for Point {
+    type Err = PlanParseError;
+
+    fn from_str(text: &str) -> Result<Point, PlanParseError> {
+        let error = |why| PlanParseError {
+            text: text.to_string(),
+            why,
+        };
+        let (kind, n) = text
+            .trim()
+            .split_once(':')
+            .ok_or_else(|| error("a point is request:N, event:N or outside:N"))?;
+        let n: u64 = n
+            .parse()
+            .map_err(|_| error("a point's number is a whole number"))?;
+        if n == 0 {
+            return Err(error("points count from 1"));
+        }
+        match kind {
+            "request" => Ok(Point::Request(n)),
+            "event" => Ok(Point::Event(n)),
+            "outside" => Ok(Point::Outside(n)),
+            _ => Err(error("a point is request:N, event:N or outside:N")),
+        }
+    }
+}
+
+/// A duration as a plan writes it: `250ms` or `3s`.
+fn parse_duration(text: &str) -> Option<Duration> {
+    if let Some(ms) = text.strip_suffix("ms") {
+        ms.parse().ok().map(Duration::from_millis)
+    } else {
+        text.strip_suffix('s')?
+            .parse()
+            .ok()
+            .map(Duration::from_secs)
+    }
+}
+
+impl FromStr for Fault {
+    type Err = PlanParseError;
+
+    fn from_str(text: &str) -> Result<Fault, PlanParseError> {
+        let text = text.trim();
+        let error = |why| PlanParseError {
+            text: text.to_string(),
+            why,
+        };
+        let (class, at) = text
+            .split_once('@')
+            .ok_or_else(|| error("a fault is CLASS@POINT"))?;
+        let at: Point = at.parse()?;
+        let (name, argument) = match class.split_once('(') {
+            Some((name, rest)) => (
+                name,
+                Some(
+                    rest.strip_suffix(')')
+                        .ok_or_else(|| error("an argument ends with ')'"))?,
+                ),
+            ),
+            None => (class, None),
+        };
+        let fault = match (name, argument) {
+            ("crash-before", None) => Fault::CrashBefore(at),
+            ("crash-after", None) => Fault::CrashAfter(at),
+            ("restart-lagging", Some(behind)) => Fault::RestartLagging {
+                at,
+                behind: behind
+                    .parse()
+                    .map_err(|_| error("restart-lagging(K): K is a number of revisions"))?,
+            },
+            ("coalesce", None) => Fault::Coalesce(at),
+            ("delay", Some(by)) => Fault::Delay {
+                at,
+                by: parse_duration(by).ok_or_else(|| error("delay(D): D is like 250ms or 3s"))?,
+            },
+            ("fail", Some(failure)) => Fault::Fail {
+                at,
+                failure: match failure {
+                    "409" => Failure::Conflict,
+                    "500" => Failure::Internal,
+                    "429" => Failure::TooManyRequests,
+                    "timeout" => Failure::Timeout,
+                    _ => return Err(error("fail(F): F is 409, 500, 429 or timeout")),
+                },
+            },
+            ("compact", None) => Fault::Compact(at),
+            ("drop-watches", None) => Fault::DropWatches(at),
+            _ => return Err(error("unknown fault class")),
+        };
+        let fits = match fault {
+            Fault::Coalesce(_) | Fault::Delay { .. } => matches!(at, Point::Event(_)),
+            Fault::Fail { .. } => matches!(at, Point::Request(_)),
+            _ => true,
+        };
+        if !fits {
+            return Err(error(
+                "coalesce and delay take an event point, fail a request point",
+            ));
+        }
+        Ok(fault)
+    }
+}
+
+/// The faults of one run, in any order (each acts at its own point). Prints as
+/// `fault; fault; …` (`no faults` when empty) and parses back.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct FaultPlan {
+    /// The faults.
+    pub faults: Vec<Fault>,
+}
+
+impl FaultPlan {
+    /// The plan with no faults: the reference run.
+    pub fn none() -> FaultPlan {
+        FaultPlan::default()
+    }
+
+    /// A plan of one fault.
+    pub fn one(fault: Fault) -> FaultPlan {
+        FaultPlan {
+            faults: vec![fault],
+        }
+    }
+
+    /// The plan with `fault` added.
+    pub fn with(mut self, fault: Fault) -> FaultPlan {
+        self.faults.push(fault);
+        self
+    }
+
+    /// Whether the plan has no fault.
+    pub fn is_empty(&self) -> bool {
+        self.faults.is_empty()
+    }
+
+    /// The faults placed at `point`, in plan order.
+    pub(crate) fn at(&self, point: Point) -> impl Iterator<Item = &Fault> {
+        self.faults
+            .iter()
+            .filter(move |fault| fault.point() == point)
+    }
+}
+
+impl fmt::Display for FaultPlan {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.faults.is_empty() {
+            return f.write_str("no faults");
+        }
+        for (i, fault) in self.faults.iter().enumerate() {
+            if i > 0 {
+                f.write_str("; ")?;
+            }
+            write!(f, "{fault}")?;
+        }
+        Ok(())
+    }
+}
+
+impl FromStr for FaultPlan {
+    type Err = PlanParseError;
+
+    fn from_str(text: &str) -> Result<FaultPlan, PlanParseError> {
+        let text = text.trim();
+        if text.is_empty() || text == "no faults" {
+            return Ok(FaultPlan::none());
+        }
+        let faults = text
+            .split(';')
+            .filter(|part| !part.trim().is_empty())
+            .map(str::parse)
+            .collect::<Result<_, _>>()?;
+        Ok(FaultPlan { faults })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_plan_prints_and_parses_back() {
+        let plan = FaultPlan::none()
+            .with(Fault::CrashAfter(Point::Request(12)))
+            .with(Fault::RestartLagging {
+                at: Point::Outside(2),
+                behind: 5,
+            })
+            .with(Fault::Delay {
+                at: Point::Event(4),
+                by: Duration::from_millis(2500),
+            })
+            .with(Fault::Fail {
+                at: Point::Request(3),
+                failure: Failure::Timeout,
+            })
+            .with(Fault::Fail {
+                at: Point::Request(3),
+                failure: Failure::Conflict,
+            })
+            .with(Fault::Coalesce(Point::Event(1)))
+            .with(Fault::Compact(Point::Event(9)))
+            .with(Fault::DropWatches(Point::Request(1)))
+            .with(Fault::CrashBefore(Point::Event(7)));
+        let text = plan.to_string();
+        assert_eq!(text.parse::<FaultPlan>(), Ok(plan));
+        assert_eq!("no faults".parse::<FaultPlan>(), Ok(FaultPlan::none()));
+        assert_eq!(
+            "delay(3s)@event:2".parse::<Fault>(),
+            Ok(Fault::Delay {
+                at: Point::Event(2),
+                by: Duration::from_secs(3)
+            })
+        );
+    }
+
+    #[test]
+    fn a_bad_plan_is_a_typed_error() {
+        for bad in [
+            "crash@request:1",
+            "crash-before@request",
+            "crash-before@request:0",
+            "fail(418)@request:1",
+            "coalesce@request:3",
+            "fail(409)@event:3",
+            "delay(soon)@event:1",
+            "restart-lagging(x)@request:1",
+        ] {
+            assert!(bad.parse::<FaultPlan>().is_err(), "{bad} parsed");
+        }
+    }
+}

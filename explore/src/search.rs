@@ -1,0 +1,481 @@
+//! The search: from one fault-free run to a minimal failing plan, within a budget.
+//!
+//! ```text
+//!  reference run (no faults) ── judged by the oracles; records every point it passed
+//!        │                      and the normalised end state
+//!        ▼
+//!  systematic: each fault class at each point it fits, one fault per run, in class order
+//!        ▼                      (crashes around writes first: they find the most)
+//!  random: plans of 1–3 faults drawn from the same candidates with the seed
+//!        ▼  first run an oracle rejects
+//!  shrink: drop each fault while the run still fails the same way; then try each fault's
+//!        │  simpler forms (a shorter lag, a shorter delay, a plain crash)
+//!        ▼
+//!  Found: seed, minimal plan, the violation, the trace around the first fault
+//! ```
+//!
+//! Every run is a function of (controller, scenario, seed, plan), so a found plan replays
+//! exactly ([`Exploration::replay`]), and so does the whole search.
+
+use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::ExploreError;
+use crate::fault::{Failure, Fault, FaultPlan, Point};
+use crate::oracle::{Invariant, Violation};
+use crate::run::{ControllerFn, ControllerStart, Explorer, PointSeen, RunOutcome, Scenario};
+use crate::world::{NormalWorld, Normalizer};
+
+/// How much searching one exploration may do: it stops at whichever limit comes first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Budget {
+    /// At most this many runs (the reference run included).
+    pub runs: usize,
+    /// At most this much wall-clock time (a run under way is finished).
+    pub time: Duration,
+}
+
+impl Default for Budget {
+    /// 2,000 runs or 60 seconds.
+    fn default() -> Budget {
+        Budget {
+            runs: 2_000,
+            time: Duration::from_secs(60),
+        }
+    }
+}
+
+/// Builds the scenario of each run (a scenario's steps run once, so each run needs its own).
+type ScenarioFn = Arc<dyn Fn() -> Scenario + Send + Sync>;
+
+/// A fault search over one controller and one scenario. See the [module docs](self) and the
+/// [crate docs](crate) for an example.
+#[derive(Clone)]
+pub struct Exploration {
+    explorer: Explorer,
+    controller: ControllerFn,
+    scenario: ScenarioFn,
+    budget: Budget,
+    max_random_faults: usize,
+}
+
+impl fmt::Debug for Exploration {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Exploration")
+            .field("explorer", &self.explorer)
+            .field("budget", &self.budget)
+            .field("max_random_faults", &self.max_random_faults)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Exploration {
+    /// A search over `controller` (called once per incarnation, as [`Explorer::run`] does) and
+    /// the scenario `scenario` builds, with seed 1, the default [`Budget`] and the default
+    /// [`Explorer`] timings.
+    pub fn new<C, Fut, S>(controller: C, scenario: S) -> Exploration
+    where
+        C: Fn(ControllerStart) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+        S: Fn() -> Scenario + Send + Sync + 'static,
+    {
+        Exploration {
+            explorer: Explorer::new(1),
+            controller: Arc::new(move |start| Box::pin(controller(start))),
+            scenario: Arc::new(scenario),
+            budget: Budget::default(),
+            max_random_faults: 3,
+        }
+    }
+
+    /// The seed of every run (and of the random part of the search).
+    pub fn seed(mut self, seed: u64) -> Exploration {
+        self.explorer.set_seed(seed);
+        self
+    }
+
+    /// Replaces the runner's settings (timings, server shape, invariants, normalizer) with
+    /// `explorer`'s, keeping its seed.
+    pub fn explorer(mut self, explorer: Explorer) -> Exploration {
+        self.explorer = explorer;
+        self
+    }
+
+    /// Adds a safety invariant (see [`Invariant`]).
+    pub fn invariant(
+        mut self,
+        name: impl Into<String>,
+        check: impl Fn(&crate::World) -> Result<(), String> + Send + Sync + 'static,
+    ) -> Exploration {
+        self.explorer = self.explorer.invariant(Invariant::new(name, check));
+        self
+    }
+
+    /// Sets how end states are compared (see [`Normalizer`]).
+    pub fn normalizer(mut self, normalizer: Normalizer) -> Exploration {
+        self.explorer = self.explorer.normalizer(normalizer);
+        self
+    }
+
+    /// Declares that the scenario ends by deleting every primary (see
+    /// [`Explorer::leaves_nothing_behind`]).
+    pub fn leaves_nothing_behind(mut self) -> Exploration {
+        self.explorer = self.explorer.leaves_nothing_behind();
+        self
+    }
+
+    /// How much to search (default: 2,000 runs or 60 s).
+    pub fn budget(mut self, budget: Budget) -> Exploration {
+        self.budget = budget;
+        self
+    }
+
+    /// Runs the search; panics with the [`Found`] report (the minimal plan, how to replay it,
+    /// the trace around it) if an oracle rejected a run. For a test.
+    pub fn check(&self) -> Report {
+        match self.explore() {
+            Ok(report) => report,
+            Err(Searched::Found(found)) => panic!("{found}"),
+            Err(Searched::Error(error)) => panic!("the exploration could not run: {error}"),
+        }
+    }
+
+    /// Runs the search: a [`Report`] when no run failed within the budget, else what was found.
+    pub fn explore(&self) -> Result<Report, Searched> {
+        let began = Instant::now();
+        let mut runs = 0;
+        let reference = self.run(&FaultPlan::none())?;
+        runs += 1;
+        if let Some(violation) = reference.violations.first().cloned() {
+            return Err(Searched::Found(Box::new(Found {
+                seed: self.explorer.seed(),
+                plan: FaultPlan::none(),
+                violation,
+                outcome: reference,
+                runs,
+                elapsed: began.elapsed(),
+            })));
+        }
+        let normal = self.explorer.normalizer.normalize(&reference.world);
+        let candidates = candidates(&reference.points);
+        let mut random = SplitMix(self.explorer.seed() ^ 0x5eed_f00d_cafe_d00d);
+        let mut systematic = candidates.iter();
+        let within = |runs: usize| runs < self.budget.runs && began.elapsed() < self.budget.time;
+        while within(runs) {
+            let plan = match systematic.next() {
+                Some(fault) => FaultPlan::one(*fault),
+                None if candidates.is_empty() => break,
+                None => random_plan(&candidates, &mut random, self.max_random_faults),
+            };
+            let (outcome, violation) = self.judge(&plan, &normal)?;
+            runs += 1;
+            if let Some(violation) = violation {
+                let (plan, violation, outcome, shrinking) =
+                    self.shrink(plan, violation, outcome, &normal)?;
+                return Err(Searched::Found(Box::new(Found {
+                    seed: self.explorer.seed(),
+                    plan,
+                    violation,
+                    outcome,
+                    runs: runs + shrinking,
+                    elapsed: began.elapsed(),
+                })));
+            }
+        }
+        Ok(Report {
+            seed: self.explorer.seed(),
+            runs,
+            points: reference.points.len(),
+            candidates: candidates.len(),
+            elapsed: began.elapsed(),
+        })
+    }
+
+    /// Runs `plan` once (text as [`FaultPlan`] prints it) and judges it, end state included: the
+    /// violation, if any, and the run. For replaying a [`Found`] plan in a test or a debugger.
+    pub fn replay(&self, plan: &str) -> Result<(Option<Violation>, RunOutcome), Searched> {
+        let plan: FaultPlan = plan
+            .parse()
+            .map_err(|error: crate::fault::PlanParseError| {
+                Searched::Error(ExploreError::Setup(error.to_string()))
+            })?;
+        let reference = self.run(&FaultPlan::none())?;
+        let normal = self.explorer.normalizer.normalize(&reference.world);
+        let (outcome, violation) = self.judge(&plan, &normal)?;
+        Ok((violation, outcome))
+    }
+
+    fn run(&self, plan: &FaultPlan) -> Result<RunOutcome, Searched> {
+        self.explorer
+            .run_boxed(plan, (self.scenario)(), &self.controller)
+            .map_err(Searched::Error)
+    }
+
+    /// Runs `plan` and applies every oracle: the first violation, if any.
+    fn judge(
+        &self,
+        plan: &FaultPlan,
+        reference: &NormalWorld,
+    ) -> Result<(RunOutcome, Option<Violation>), Searched> {
+        let outcome = self.run(plan)?;
+        if let Some(violation) = outcome.violations.first().cloned() {
+            return Ok((outcome, Some(violation)));
+        }
+        let differences = self
+            .explorer
+            .normalizer
+            .normalize(&outcome.world)
+            .differences(reference);
+        let violation = (!differences.is_empty()).then_some(Violation::EndState { differences });
+        Ok((outcome, violation))
+    }
+
+    /// The smallest plan found that fails with the same class of violation as `plan` does.
+    fn shrink(
+        &self,
+        mut plan: FaultPlan,
+        mut violation: Violation,
+        mut outcome: RunOutcome,
+        reference: &NormalWorld,
+    ) -> Result<(FaultPlan, Violation, RunOutcome, usize), Searched> {
+        let class = violation.class();
+        let mut runs = 0;
+        let mut smaller = true;
+        while smaller {
+            smaller = false;
+            // Drop faults, one at a time.
+            for i in 0..plan.faults.len() {
+                if plan.faults.len() == 1 {
+                    break;
+                }
+                let mut fewer = plan.clone();
+                fewer.faults.remove(i);
+                runs += 1;
+                if let (run, Some(found)) = self.judge(&fewer, reference)? {
+                    if found.class() == class {
+                        (plan, violation, outcome, smaller) = (fewer, found, run, true);
+                        break;
+                    }
+                }
+            }
+            if smaller {
+                continue;
+            }
+            // Simplify each fault.
+            'faults: for i in 0..plan.faults.len() {
+                for simpler in plan.faults[i].simpler() {
+                    let mut plainer = plan.clone();
+                    plainer.faults[i] = simpler;
+                    runs += 1;
+                    if let (run, Some(found)) = self.judge(&plainer, reference)? {
+                        if found.class() == class {
+                            (plan, violation, outcome, smaller) = (plainer, found, run, true);
+                            break 'faults;
+                        }
+                    }
+                }
+            }
+        }
+        Ok((plan, violation, outcome, runs))
+    }
+}
+
+/// Every single fault the systematic phase tries, in order: by class, then by point.
+fn candidates(points: &[PointSeen]) -> Vec<Fault> {
+    let writes: Vec<Point> = points
+        .iter()
+        .filter(|seen| match seen.point {
+            Point::Request(_) => !seen.what.starts_with("GET "),
+            Point::Outside(_) => {
+                seen.what.starts_with("outside put") || seen.what.starts_with("outside delete")
+            }
+            Point::Event(_) => false,
+        })
+        .map(|seen| seen.point)
+        .collect();
+    let requests: Vec<Point> = points
+        .iter()
+        .filter(|seen| matches!(seen.point, Point::Request(_)))
+        .map(|seen| seen.point)
+        .collect();
+    let api_writes: Vec<Point> = writes
+        .iter()
+        .copied()
+        .filter(|point| matches!(point, Point::Request(_)))
+        .collect();
+    let events: Vec<Point> = points
+        .iter()
+        .filter(|seen| matches!(seen.point, Point::Event(_)))
+        .map(|seen| seen.point)
+        .collect();
+    let mut faults = Vec::new();
+    faults.extend(writes.iter().map(|&at| Fault::CrashAfter(at)));
+    faults.extend(writes.iter().map(|&at| Fault::CrashBefore(at)));
+    faults.extend(api_writes.iter().map(|&at| Fault::Fail {
+        at,
+        failure: Failure::Conflict,
+    }));
+    faults.extend(api_writes.iter().map(|&at| Fault::Fail {
+        at,
+        failure: Failure::Timeout,
+    }));
+    faults.extend(events.iter().map(|&at| Fault::Coalesce(at)));
+    faults.extend(events.iter().map(|&at| Fault::Delay {
+        at,
+        by: Duration::from_secs(4),
+    }));
+    faults.extend(
+        writes
+            .iter()
+            .map(|&at| Fault::RestartLagging { at, behind: 8 }),
+    );
+    faults.extend(events.iter().map(|&at| Fault::CrashBefore(at)));
+    faults.extend(requests.iter().map(|&at| Fault::Fail {
+        at,
+        failure: Failure::Internal,
+    }));
+    faults.extend(requests.iter().map(|&at| Fault::Fail {
+        at,
+        failure: Failure::TooManyRequests,
+    }));
+    faults.extend(events.iter().map(|&at| Fault::Compact(at)));
+    faults.extend(events.iter().map(|&at| Fault::DropWatches(at)));
+    faults
+}
+
+/// A plan of 1 to `max` faults drawn from `candidates`, ordered by point.
+fn random_plan(candidates: &[Fault], random: &mut SplitMix, max: usize) -> FaultPlan {
+    let count = 1 + random.below(max.max(1) as u64) as usize;
+    let mut faults: Vec<Fault> = (0..count)
+        .map(|_| candidates[random.below(candidates.len() as u64) as usize])
+        .collect();
+    faults.sort_by_key(Fault::point);
+    faults.dedup();
+    FaultPlan { faults }
+}
+
+/// The search's own random numbers (SplitMix64): independent of the runs' generator, which each
+/// run reseeds.
+struct SplitMix(u64);
+
+impl SplitMix {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// A number in `0..bound` (`bound` > 0).
+    fn below(&mut self, bound: u64) -> u64 {
+        self.next() % bound.max(1)
+    }
+}
+
+/// How a search ended when it did not pass.
+#[derive(Debug)]
+pub enum Searched {
+    /// A run failed: what, and how to replay it.
+    Found(Box<Found>),
+    /// A run could not be made at all.
+    Error(ExploreError),
+}
+
+impl fmt::Display for Searched {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Searched::Found(found) => found.fmt(f),
+            Searched::Error(error) => write!(f, "the exploration could not run: {error}"),
+        }
+    }
+}
+
+/// A search that found nothing: how much it looked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Report {
+    /// The seed.
+    pub seed: u64,
+    /// Runs made, the reference run included.
+    pub runs: usize,
+    /// Points the reference run passed.
+    pub points: usize,
+    /// Single faults the systematic phase had to try.
+    pub candidates: usize,
+    /// Wall-clock time.
+    pub elapsed: Duration,
+}
+
+impl Report {
+    /// Runs per second of wall-clock time.
+    pub fn runs_per_second(&self) -> f64 {
+        self.runs as f64 / self.elapsed.as_secs_f64().max(1e-9)
+    }
+}
+
+/// A failing run, shrunk: see the [module docs](self).
+#[derive(Debug, Clone)]
+pub struct Found {
+    /// The seed of every run of the search.
+    pub seed: u64,
+    /// The minimal plan (empty: the bug needs no fault).
+    pub plan: FaultPlan,
+    /// What the oracle said about the minimal plan's run.
+    pub violation: Violation,
+    /// The minimal plan's run.
+    pub outcome: RunOutcome,
+    /// Runs made until the plan was minimal (search and shrinking).
+    pub runs: usize,
+    /// Wall-clock time until then.
+    pub elapsed: Duration,
+}
+
+impl Found {
+    /// Runs per second of wall-clock time.
+    pub fn runs_per_second(&self) -> f64 {
+        self.runs as f64 / self.elapsed.as_secs_f64().max(1e-9)
+    }
+
+    /// The trace around the first fault (or around the violation, or the whole trace's start).
+    pub fn excerpt(&self) -> String {
+        let trace = &self.outcome.trace;
+        let first_fault = trace
+            .entries
+            .iter()
+            .position(|entry| matches!(entry, crate::TraceEntry::Fault { .. }));
+        let center = match (&self.violation, first_fault) {
+            (_, Some(at)) => at,
+            (Violation::Invariant { at, .. }, None) => *at,
+            _ => 0,
+        };
+        trace.excerpt(center.saturating_sub(12), center + 24)
+    }
+}
+
+impl fmt::Display for Found {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "the explorer found a bug (seed {}, {} runs, {:.1} s, {:.1} runs/s)",
+            self.seed,
+            self.runs,
+            self.elapsed.as_secs_f64(),
+            self.runs_per_second()
+        )?;
+        writeln!(f, "  {}", self.violation)?;
+        if self.plan.is_empty() {
+            writeln!(f, "  it needs no fault: the fault-free run fails")?;
+        } else {
+            writeln!(f, "  minimal plan: {}", self.plan)?;
+        }
+        writeln!(
+            f,
+            "  replay: exploration.seed({}).replay(\"{}\")",
+            self.seed, self.plan
+        )?;
+        writeln!(f, "  the trace around it:")?;
+        write!(f, "{}", self.excerpt())
+    }
+}

@@ -1,0 +1,369 @@
+//! The world a run acts on: every object on the embedded server and every record of the outside
+//! system, as one value an oracle can read.
+//!
+//! The run keeps one [`World`] up to date from the server's change feed
+//! (`Store::subscribe_with_state`: the objects at the start, then every change, none missed) and
+//! from the outside system's calls, and checks the author's invariants after **each** change.
+//! At the end of a run the world is **normalised** ([`Normalizer`]) and compared with the
+//! fault-free run's: two runs that did the same thing by different paths differ in uids,
+//! resourceVersions, timestamps and generated names, and in nothing else a user cares about.
+//!
+//! ```text
+//!  server change feed ──▶ World.objects[resource][key] ──▶ invariants (every change)
+//!  outside calls ───────▶ World.outside[name]          ──▶ invariants (every call)
+//!  end of run ──▶ Normalizer ──▶ NormalWorld ══ compared with the fault-free run's
+//! ```
+//!
+//! Resources are named as the server's tables are: the plural, then `.group` for a named group
+//! (`configmaps`, `pods`, `replicasets.apps`, `widgets.example.com`).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::sync::Arc;
+
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+/// Every object on the server and every outside record, at one moment. See the
+/// [module docs](self).
+#[derive(Debug, Clone, Default)]
+pub struct World {
+    /// resource → key (`namespace/name` or `name`) → object.
+    pub(crate) objects: BTreeMap<String, BTreeMap<String, Arc<Value>>>,
+    /// The outside system's records.
+    pub(crate) outside: BTreeMap<String, String>,
+}
+
+impl World {
+    /// The objects of `resource` (`configmaps`, `replicasets.apps`), in key order.
+    pub fn objects(&self, resource: &str) -> impl Iterator<Item = (&str, &Value)> {
+        self.objects
+            .get(resource)
+            .into_iter()
+            .flat_map(|objects| objects.iter())
+            .map(|(key, object)| (key.as_str(), object.as_ref()))
+    }
+
+    /// The object of `resource` at `key` (`namespace/name`, or `name` when cluster-scoped).
+    pub fn get(&self, resource: &str, key: &str) -> Option<&Value> {
+        self.objects.get(resource)?.get(key).map(Arc::as_ref)
+    }
+
+    /// The objects of `resource` decoded as `K` (those that do not decode are skipped).
+    pub fn typed<K: DeserializeOwned>(&self, resource: &str) -> Vec<K> {
+        self.objects(resource)
+            .filter_map(|(_, object)| K::deserialize(object).ok())
+            .collect()
+    }
+
+    /// How many objects of `resource` there are.
+    pub fn count(&self, resource: &str) -> usize {
+        self.objects.get(resource).map_or(0, BTreeMap::len)
+    }
+
+    /// The outside system's records (name → value).
+    pub fn outside(&self) -> &BTreeMap<String, String> {
+        &self.outside
+    }
+
+    pub(crate) fn put(&mut self, resource: &str, key: &str, object: Arc<Value>) {
+        self.objects
+            .entry(resource.to_string())
+            .or_default()
+            .insert(key.to_string(), object);
+    }
+
+    pub(crate) fn remove(&mut self, resource: &str, key: &str) {
+        if let Some(objects) = self.objects.get_mut(resource) {
+            objects.remove(key);
+        }
+    }
+}
+
+/// A rule that rewrites an object before end states are compared (see [`Normalizer::rule`]).
+pub type NormalizeRule = Arc<dyn Fn(&str, &mut Value) + Send + Sync>;
+
+/// How end states are made comparable. See the [module docs](self).
+///
+/// By default it:
+/// - leaves out the resources whose objects are records of what happened rather than state:
+///   `events`, `events.events.k8s.io`, `leases.coordination.k8s.io`;
+/// - removes from every object `metadata.uid`, `resourceVersion`, `creationTimestamp`,
+///   `generation`, `managedFields`, `selfLink`, and each owner reference's `uid`;
+/// - writes every string that starts like an RFC 3339 time (`2026-01-01T00:00:…`) as `<time>`;
+/// - names an object made with `metadata.generateName` by that prefix and `<generated>`, so two
+///   runs whose children got different random suffixes compare equal (their number still
+///   counts: the objects of a resource are compared as a multiset).
+///
+/// [`Normalizer::rule`] adds the author's own rules (run after these), [`Normalizer::ignore`]
+/// leaves out more resources.
+#[derive(Clone)]
+pub struct Normalizer {
+    ignored: BTreeSet<String>,
+    rules: Vec<NormalizeRule>,
+}
+
+impl fmt::Debug for Normalizer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Normalizer")
+            .field("ignored", &self.ignored)
+            .field("rules", &self.rules.len())
+            .finish()
+    }
+}
+
+impl Default for Normalizer {
+    fn default() -> Normalizer {
+        Normalizer {
+            ignored: [
+                "events",
+                "events.events.k8s.io",
+                "leases.coordination.k8s.io",
+            ]
+            .into_iter()
+            .map(String::from)
+            .collect(),
+            rules: Vec::new(),
+        }
+    }
+}
+
+impl Normalizer {
+    /// Leaves `resource` out of the comparison.
+    pub fn ignore(mut self, resource: &str) -> Normalizer {
+        self.ignored.insert(resource.to_string());
+        self
+    }
+
+    /// Adds a rule run on every object (with its resource) after the default ones: remove or
+    /// blank what legitimately differs between two good runs of your controller (e.g. a random
+    /// token it generates).
+    pub fn rule(mut self, rule: impl Fn(&str, &mut Value) + Send + Sync + 'static) -> Normalizer {
+        self.rules.push(Arc::new(rule));
+        self
+    }
+
+    /// Whether `resource` is left out.
+    pub(crate) fn ignores(&self, resource: &str) -> bool {
+        self.ignored.contains(resource)
+    }
+
+    /// The normal form of `world`.
+    pub fn normalize(&self, world: &World) -> NormalWorld {
+        let mut resources = BTreeMap::new();
+        for (resource, objects) in &world.objects {
+            if self.ignores(resource) {
+                continue;
+            }
+            let mut normal: Vec<String> = objects
+                .values()
+                .map(|object| {
+                    let mut object = object.as_ref().clone();
+                    normalize_object(&mut object);
+                    for rule in &self.rules {
+                        rule(resource, &mut object);
+                    }
+                    object.to_string()
+                })
+                .collect();
+            normal.sort();
+            if !normal.is_empty() {
+                resources.insert(resource.clone(), normal);
+            }
+        }
+        NormalWorld {
+            resources,
+            outside: world.outside.clone(),
+        }
+    }
+}
+
+/// The default rules (see [`Normalizer`]).
+fn normalize_object(object: &mut Value) {
+    if let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+        for volatile in [
+            "uid",
+            "resourceVersion",
+            "creationTimestamp",
+            "generation",
+            "managedFields",
+            "selfLink",
+        ] {
+            metadata.remove(volatile);
+        }
+        if let Some(prefix) = metadata
+            .get("generateName")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+        {
+            metadata.insert("name".into(), Value::String(format!("{prefix}<generated>")));
+        }
+        if let Some(owners) = metadata
+            .get_mut("ownerReferences")
+            .and_then(Value::as_array_mut)
+        {
+            for owner in owners.iter_mut().filter_map(Value::as_object_mut) {
+                owner.remove("uid");
+            }
+        }
+    }
+    blank_times(object);
+}
+
+/// Writes every RFC 3339 time in `value` as `<time>`.
+fn blank_times(value: &mut Value) {
+    match value {
+        Value::String(text) if looks_like_a_time(text) => *text = "<time>".into(),
+        Value::Array(items) => items.iter_mut().for_each(blank_times),
+        Value::Object(fields) => fields.values_mut().for_each(blank_times),
+        _ => {}
+    }
+}
+
+/// `YYYY-MM-DDTHH:MM` at the start.
+fn looks_like_a_time(text: &str) -> bool {
+    let bytes = text.as_bytes();
+    bytes.len() >= 16
+        && bytes[..4].iter().all(u8::is_ascii_digit)
+        && bytes[4] == b'-'
+        && bytes[7] == b'-'
+        && bytes[10] == b'T'
+        && bytes[13] == b':'
+}
+
+/// A world in normal form: per resource, the sorted normalised objects; the outside records.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NormalWorld {
+    /// resource → the normalised objects, as JSON text, sorted.
+    pub resources: BTreeMap<String, Vec<String>>,
+    /// The outside system's records.
+    pub outside: BTreeMap<String, String>,
+}
+
+impl NormalWorld {
+    /// What `self` (a faulty run's end) has that `reference` does not, and the other way round,
+    /// as readable lines; empty when they are equal.
+    pub fn differences(&self, reference: &NormalWorld) -> Vec<String> {
+        let mut lines = Vec::new();
+        let names: BTreeSet<&String> = self
+            .resources
+            .keys()
+            .chain(reference.resources.keys())
+            .collect();
+        for resource in names {
+            let empty = Vec::new();
+            let ours = self.resources.get(resource).unwrap_or(&empty);
+            let theirs = reference.resources.get(resource).unwrap_or(&empty);
+            for extra in multiset_minus(ours, theirs) {
+                lines.push(format!("{resource}: only in this run: {}", shorten(extra)));
+            }
+            for missing in multiset_minus(theirs, ours) {
+                lines.push(format!(
+                    "{resource}: only in the fault-free run: {}",
+                    shorten(missing)
+                ));
+            }
+        }
+        let keys: BTreeSet<&String> = self
+            .outside
+            .keys()
+            .chain(reference.outside.keys())
+            .collect();
+        for key in keys {
+            let (ours, theirs) = (self.outside.get(key), reference.outside.get(key));
+            if ours != theirs {
+                lines.push(format!(
+                    "outside record {key}: this run {ours:?}, the fault-free run {theirs:?}"
+                ));
+            }
+        }
+        lines
+    }
+}
+
+/// The items of sorted `a` that are not matched by one in sorted `b` (multiset difference).
+fn multiset_minus<'a>(a: &'a [String], b: &[String]) -> Vec<&'a String> {
+    let mut left = Vec::new();
+    let mut j = 0;
+    for item in a {
+        while j < b.len() && b[j] < *item {
+            j += 1;
+        }
+        if j < b.len() && b[j] == *item {
+            j += 1;
+        } else {
+            left.push(item);
+        }
+    }
+    left
+}
+
+/// At most 400 characters of `text`.
+fn shorten(text: &str) -> String {
+    match text.char_indices().nth(400) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn world(objects: &[(&str, &str, Value)]) -> World {
+        let mut world = World::default();
+        for (resource, key, object) in objects {
+            world.put(resource, key, Arc::new(object.clone()));
+        }
+        world
+    }
+
+    #[test]
+    fn runs_that_differ_only_in_volatile_fields_compare_equal() {
+        let a = world(&[(
+            "configmaps",
+            "default/x-abcde",
+            json!({"metadata": {"name": "x-abcde", "generateName": "x-", "uid": "1",
+                "resourceVersion": "7", "creationTimestamp": "2026-01-01T00:00:01Z",
+                "ownerReferences": [{"name": "p", "uid": "9"}]},
+                "data": {"at": "2026-01-01T00:00:05Z"}}),
+        )]);
+        let b = world(&[(
+            "configmaps",
+            "default/x-fghij",
+            json!({"metadata": {"name": "x-fghij", "generateName": "x-", "uid": "2",
+                "resourceVersion": "9", "creationTimestamp": "2026-01-01T00:00:02Z",
+                "ownerReferences": [{"name": "p", "uid": "3"}]},
+                "data": {"at": "2026-01-01T00:01:05Z"}}),
+        )]);
+        let normalizer = Normalizer::default();
+        assert_eq!(normalizer.normalize(&a), normalizer.normalize(&b));
+    }
+
+    #[test]
+    fn an_extra_child_and_an_outside_record_are_differences() {
+        let child = json!({"metadata": {"name": "c-1", "generateName": "c-"}});
+        let one = world(&[("pods", "default/c-1", child.clone())]);
+        let mut two = world(&[
+            ("pods", "default/c-1", child.clone()),
+            ("pods", "default/c-2", child),
+        ]);
+        two.outside.insert("a".into(), "1".into());
+        let normalizer = Normalizer::default();
+        let differences = normalizer
+            .normalize(&two)
+            .differences(&normalizer.normalize(&one));
+        assert_eq!(differences.len(), 2, "{differences:?}");
+        assert!(differences[0].starts_with("pods: only in this run"));
+        assert!(differences[1].starts_with("outside record a"));
+        let ignored = normalizer.clone().ignore("pods").rule(|_, _| {});
+        assert_eq!(
+            ignored
+                .normalize(&two)
+                .differences(&ignored.normalize(&one))
+                .len(),
+            1
+        );
+    }
+}
