@@ -91,6 +91,8 @@ pub type NormalizeRule = Arc<dyn Fn(&str, &mut Value) + Send + Sync>;
 /// - removes from every object `metadata.uid`, `resourceVersion`, `creationTimestamp`,
 ///   `generation`, `managedFields`, `selfLink`, and each owner reference's `uid`;
 /// - writes every string that starts like an RFC 3339 time (`2026-01-01T00:00:…`) as `<time>`;
+/// - blanks the server's own random bookkeeping: the name suffix and token of each
+///   ServiceAccount's token Secret, and the Secret names a ServiceAccount lists;
 /// - names an object made with `metadata.generateName` by that prefix and `<generated>`, so two
 ///   runs whose children got different random suffixes compare equal (their number still
 ///   counts: the objects of a resource are compared as a multiset).
@@ -207,7 +209,36 @@ fn normalize_object(object: &mut Value) {
             }
         }
     }
+    blank_server_credentials(object);
     blank_times(object);
+}
+
+/// The embedded server makes a token Secret for each ServiceAccount (as the token controller
+/// of Kubernetes before 1.24 did), with a random name suffix and token drawn when its task gets
+/// to it: bookkeeping of the server's, not the controller's work, whose random draws move when
+/// a fault moves other draws. Blanked: the Secret's name suffix and token, and the names a
+/// ServiceAccount lists.
+fn blank_server_credentials(object: &mut Value) {
+    let is_token = object["type"].as_str() == Some("kubernetes.io/service-account-token");
+    if is_token {
+        if let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+            if let Some(name) = metadata.get("name").and_then(Value::as_str) {
+                let prefix = name.rsplit_once('-').map_or(name, |(prefix, _)| prefix);
+                let blanked = format!("{prefix}-<generated>");
+                metadata.insert("name".into(), Value::String(blanked));
+            }
+        }
+        if let Some(data) = object.get_mut("data").and_then(Value::as_object_mut) {
+            data.insert("token".into(), Value::String("<token>".into()));
+        }
+    }
+    if object["kind"].as_str() == Some("ServiceAccount") {
+        if let Some(secrets) = object.get_mut("secrets").and_then(Value::as_array_mut) {
+            for secret in secrets.iter_mut().filter_map(Value::as_object_mut) {
+                secret.insert("name".into(), Value::String("<generated>".into()));
+            }
+        }
+    }
 }
 
 /// Writes every RFC 3339 time in `value` as `<time>`.
