@@ -37,6 +37,26 @@ pub struct Budget {
     pub time: Duration,
 }
 
+impl Budget {
+    /// At most `runs` runs, however long they take: the budget for a test, whose outcome must
+    /// not depend on the machine's speed.
+    pub fn runs(runs: usize) -> Budget {
+        Budget {
+            runs,
+            time: Duration::MAX,
+        }
+    }
+
+    /// As many runs as fit in `time` of wall-clock time: for exploring by hand or in a
+    /// benchmark (a test with it would pass or fail with the machine's speed).
+    pub fn time(time: Duration) -> Budget {
+        Budget {
+            runs: usize::MAX,
+            time,
+        }
+    }
+}
+
 impl Default for Budget {
     /// 2,000 runs or 60 seconds.
     fn default() -> Budget {

@@ -8,7 +8,6 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 use ferrokube_client::api::{DeleteParams, PostParams};
 use ferrokube_client::{Api, Client};
@@ -151,10 +150,7 @@ fn exploration(finalizer_first: bool) -> Exploration {
     )
     .seed(29)
     .leaves_nothing_behind()
-    .budget(Budget {
-        runs: 400,
-        time: Duration::from_secs(120),
-    })
+    .budget(Budget::runs(400))
 }
 
 /// The safety invariant of this controller: an outside record exists only while its source
