@@ -85,6 +85,9 @@ pub struct Change {
     pub previous: Option<Stored>,
 }
 
+/// An object with where it is stored: its table and its key.
+pub type StoredAt = (Arc<str>, String, Stored);
+
 /// What a watcher receives.
 #[derive(Debug, Clone)]
 pub enum WatchItem {
@@ -387,12 +390,7 @@ impl Store {
     /// Every current object (table, key, object) and, from that same moment, every change after
     /// it, unbounded: a view of the whole store that misses nothing and counts nothing twice (the
     /// fault explorer's oracles watch the server's state through it).
-    pub fn subscribe_with_state(
-        &self,
-    ) -> (
-        Vec<(Arc<str>, String, Stored)>,
-        mpsc::UnboundedReceiver<Arc<Change>>,
-    ) {
+    pub fn subscribe_with_state(&self) -> (Vec<StoredAt>, mpsc::UnboundedReceiver<Arc<Change>>) {
         let (tx, rx) = mpsc::unbounded_channel();
         let mut state = self.state.lock();
         let objects = state

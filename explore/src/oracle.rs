@@ -15,11 +15,14 @@ use std::sync::Arc;
 
 use crate::world::World;
 
+/// An invariant's predicate: `Err(why)` when the world breaks it.
+type Check = Arc<dyn Fn(&World) -> Result<(), String> + Send + Sync>;
+
 /// A safety invariant: a name and a predicate over the world. See the [module docs](self).
 #[derive(Clone)]
 pub struct Invariant {
     pub(crate) name: String,
-    pub(crate) check: Arc<dyn Fn(&World) -> Result<(), String> + Send + Sync>,
+    pub(crate) check: Check,
 }
 
 impl Invariant {

@@ -669,8 +669,7 @@ impl Explorer {
             .collect();
         supervising.abort();
         // Stop the live incarnation gracefully and every one before it for good.
-        let incarnations: Vec<(Arc<Incarnation>, JoinHandle<()>)> =
-            std::mem::take(&mut *running.lock());
+        let incarnations: Vec<Started> = std::mem::take(&mut *running.lock());
         for (incarnation, _) in &incarnations {
             incarnation.stop.send_replace(true);
         }
@@ -749,6 +748,9 @@ fn left_behind(
     left
 }
 
+/// An incarnation and its task.
+type Started = (Arc<Incarnation>, JoinHandle<()>);
+
 /// Starts incarnations: the first, and one after each crash.
 #[derive(Clone)]
 struct Supervisor {
@@ -757,7 +759,7 @@ struct Supervisor {
     records: Records,
     controller: ControllerFn,
     /// Every incarnation started, with its task.
-    running: Arc<Mutex<Vec<(Arc<Incarnation>, JoinHandle<()>)>>>,
+    running: Arc<Mutex<Vec<Started>>>,
 }
 
 impl Supervisor {

@@ -346,11 +346,16 @@ fn candidates(points: &[PointSeen]) -> Vec<Fault> {
         at,
         by: Duration::from_secs(4),
     }));
-    faults.extend(
-        writes
-            .iter()
-            .map(|&at| Fault::RestartLagging { at, behind: 8 }),
-    );
+    // A restart from a lagging replica, at each write, 2, 4, 8 and 16 revisions behind: how far
+    // back the stale view must go for a bug to show depends on the scenario (a deletion two
+    // writes ago, a spec three edits ago).
+    for behind in [2, 4, 8, 16] {
+        faults.extend(
+            writes
+                .iter()
+                .map(|&at| Fault::RestartLagging { at, behind }),
+        );
+    }
     faults.extend(events.iter().map(|&at| Fault::CrashBefore(at)));
     faults.extend(requests.iter().map(|&at| Fault::Fail {
         at,

@@ -463,9 +463,9 @@ fn query_has(path: &str, test: impl Fn(&str) -> bool) -> bool {
 pub(crate) fn resource_of(path: &str) -> Option<(String, Option<String>)> {
     let path = path.split('?').next()?;
     let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
-    let (group, rest) = match segments.first()? {
-        &"api" => ("", segments.get(2..)?),
-        &"apis" => (*segments.get(1)?, segments.get(3..)?),
+    let (group, rest) = match *segments.first()? {
+        "api" => ("", segments.get(2..)?),
+        "apis" => (*segments.get(1)?, segments.get(3..)?),
         _ => return None,
     };
     let (namespace, plural) = match rest {

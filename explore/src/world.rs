@@ -90,7 +90,8 @@ pub type NormalizeRule = Arc<dyn Fn(&str, &mut Value) + Send + Sync>;
 ///   `events`, `events.events.k8s.io`, `leases.coordination.k8s.io`;
 /// - removes from every object `metadata.uid`, `resourceVersion`, `creationTimestamp`,
 ///   `generation`, `managedFields`, `selfLink`, and each owner reference's `uid`;
-/// - writes every string that starts like an RFC 3339 time (`2026-01-01T00:00:…`) as `<time>`;
+/// - writes every string that starts like an RFC 3339 time (`2026-01-01T00:00:…`) as `<time>`,
+///   and every string that is a uid (a UUID, wherever it was copied to) as `<uid>`;
 /// - blanks the server's own random bookkeeping: the name suffix and token of each
 ///   ServiceAccount's token Secret, and the Secret names a ServiceAccount lists;
 /// - names an object made with `metadata.generateName` by that prefix and `<generated>`, so two
@@ -241,14 +242,26 @@ fn blank_server_credentials(object: &mut Value) {
     }
 }
 
-/// Writes every RFC 3339 time in `value` as `<time>`.
+/// Writes every RFC 3339 time in `value` as `<time>` and every uid (a UUID: an object's own, or
+/// one copied into a label, an annotation, a reference or data) as `<uid>`.
 fn blank_times(value: &mut Value) {
     match value {
         Value::String(text) if looks_like_a_time(text) => *text = "<time>".into(),
+        Value::String(text) if looks_like_a_uid(text) => *text = "<uid>".into(),
         Value::Array(items) => items.iter_mut().for_each(blank_times),
         Value::Object(fields) => fields.values_mut().for_each(blank_times),
         _ => {}
     }
+}
+
+/// `xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`, hexadecimal.
+fn looks_like_a_uid(text: &str) -> bool {
+    let bytes = text.as_bytes();
+    bytes.len() == 36
+        && bytes.iter().enumerate().all(|(at, byte)| match at {
+            8 | 13 | 18 | 23 => *byte == b'-',
+            _ => byte.is_ascii_hexdigit(),
+        })
 }
 
 /// `YYYY-MM-DDTHH:MM` at the start.
@@ -358,7 +371,8 @@ mod tests {
             json!({"metadata": {"name": "x-abcde", "generateName": "x-", "uid": "1",
                 "resourceVersion": "7", "creationTimestamp": "2026-01-01T00:00:01Z",
                 "ownerReferences": [{"name": "p", "uid": "9"}]},
-                "data": {"at": "2026-01-01T00:00:05Z"}}),
+                "data": {"at": "2026-01-01T00:00:05Z",
+                    "parent": "0f8fad5b-d9cb-469f-a165-70867728950e"}}),
         )]);
         let b = world(&[(
             "configmaps",
@@ -366,7 +380,8 @@ mod tests {
             json!({"metadata": {"name": "x-fghij", "generateName": "x-", "uid": "2",
                 "resourceVersion": "9", "creationTimestamp": "2026-01-01T00:00:02Z",
                 "ownerReferences": [{"name": "p", "uid": "3"}]},
-                "data": {"at": "2026-01-01T00:01:05Z"}}),
+                "data": {"at": "2026-01-01T00:01:05Z",
+                    "parent": "7c9e6679-7425-40de-944b-e07fc1f90ae7"}}),
         )]);
         let normalizer = Normalizer::default();
         assert_eq!(normalizer.normalize(&a), normalizer.normalize(&b));
