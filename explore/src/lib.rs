@@ -1,13 +1,27 @@
-//! # Deterministic runs of a controller (the fault explorer's foundation)
+//! # The fault explorer: find a controller's bugs before its users do
 //!
 //! A controller bug that shows up once in a thousand CI runs is usually an interleaving: a watch
 //! event that arrived a moment later, a list served from a lagging cache, a crash between two
-//! writes. To search for such bugs on purpose (issue 29: inject faults, shrink a failing run to
-//! a minimal plan, replay it), a run must first be *repeatable*: the same inputs must give the
-//! same run, every time. This crate provides that:
+//! writes. Sieve (OSDI 2022) and Acto (SOSP 2023) showed how to find them on purpose: perturb
+//! the controller's view and its life at chosen points, and compare the outcome with an
+//! unperturbed run. This crate does that inside `cargo test`:
 //!
-//! > a run is a function of (controller, scenario, seed): the same three give the identical
-//! > trace of requests and watch events.
+//! 1. **Deterministic runs** ([`Explorer`]): the controller, the embedded API server and a
+//!    [`Scenario`] run on one thread with a virtual clock, seeded randomness and in-memory
+//!    connections, so that
+//!    > a run is a function of (controller, scenario, seed, fault plan): the same four give the
+//!    > identical trace of requests and watch events.
+//! 2. **Faults** ([`fault`]) placed at **points** (the controller's N-th request, N-th watch event
+//!    read, N-th outside call): crashes and restarts with fresh caches, restarts from a lagging
+//!    replica, coalesced events, a delayed informer, 409/500/429/timeouts, compaction, dropped
+//!    watches. They act in the tap between the clients and the server and in the outside system
+//!    ([`OutsideClient`]), so the controller under test is the one its author runs.
+//! 3. **Oracles** ([`oracle`]): invariants over the [`World`] after every change, the end state
+//!    against the fault-free run's ([`Normalizer`]), a fixed point after the faults, nothing left
+//!    behind after the primaries go.
+//! 4. **Search and shrinking** ([`search`], [`Exploration`]): every fault class at every point of
+//!    the fault-free run, then random plans, within a [`Budget`]; a failure comes back as a
+//!    minimal [`FaultPlan`], a replay line and the trace around it ([`Found`]).
 //!
 //! It is the layer above both the embedded API server (`ferrokube-apiserver`) and the client
 //! (`ferrokube-client`), the only one that knows both: it connects them in memory and records
@@ -97,13 +111,38 @@
 //! [`Explorer::server`] shapes the embedded server of every run before it starts. A step done
 //! "behind the controller's back" is an ordinary step of another actor ([`Step::by`]).
 //!
+//! A search wraps the same two things, the scenario as a function (each run needs its own):
+//!
+//! ```no_run
+//! use ferrokube_explore::{Budget, Exploration, Scenario};
+//!
+//! let report = Exploration::new(
+//!     |start| async move {
+//!         // the controller as its author runs it, on start.client, with start.outside,
+//!         // until start.shutdown
+//!         start.shutdown.await;
+//!     },
+//!     || Scenario::new(), // creates, edits, edits behind the controller's back, deletes
+//! )
+//! .invariant("never two leaders", |_world| Ok(()))
+//! .leaves_nothing_behind()
+//! .budget(Budget::runs(300))
+//! .check(); // panics with the minimal plan, how to replay it, and the trace around it
+//! println!("{} runs", report.runs);
+//! ```
+//!
+//! Write steps that wait for what they need (an object the controller makes may come later
+//! under a fault): a step that fails ends its run as a failure ([`Violation::Step`]).
+//!
 //! ## Reading a trace
 //!
 //! One line per entry (see [`trace`]): the scenario's `step`s, each `request` with its actor
-//! (the client's `User-Agent`: `controller`, `scenario`, or the actor a step names), method,
+//! (`controller#N` for the controller's N-th incarnation, `scenario`, or the actor a step
+//! names), method,
 //! path and query, status, and the `rv` and `name` of the answer's object or list; each watch
 //! `event` with the watch's number (given by the order the watches opened), type, kind, key and
-//! `rv`. Requests enter when their answer has passed the tap, events when the client reads them.
+//! `rv`; each `fault` as it takes effect, each `restart`, each `outside` call. Requests enter when
+//! their answer has passed the tap, events when the client reads them.
 
 pub mod fault;
 pub mod oracle;
