@@ -25,7 +25,7 @@
 //! |---|---|---|
 //! | `crash-before@P` | the controller crashes just before P (a request is not sent, an event not delivered, an outside call not made) and restarts with empty caches | intermediate state |
 //! | `crash-after@P` | the request or outside call at P takes effect, the answer is lost, the controller crashes and restarts | intermediate state |
-//! | `restart-lagging(K)@P` | `crash-before@P`, and the new incarnation's lists and watches come from an API server replica K revisions behind, which catches up [`LAG_CATCH_UP`] later | stale state ("time travel") |
+//! | `restart-lagging(K)@P` | `crash-before@P`, and the new incarnation talks to an API server replica K revisions behind, which catches up [`LAG_CATCH_UP`] later: its lists that allow a cache (`resourceVersion=0`, or not older than a version it has) show the past, its watches hold back what the replica has not reached; consistent lists and GETs read the present, as kube-apiserver's do | stale state ("time travel") |
 //! | `coalesce@event:N` | event N is never delivered: the watch hides it, then ends with 410 Gone once its object changes again (or the watch idles [`COALESCE_WINDOW`]), so the informer relists past it | unobserved state |
 //! | `delay(D)@event:N` | event N and everything after it on the same watch arrive D late: one informer lags another | stale state |
 //! | `fail(409)@request:N`, `fail(500)`, `fail(429)` | the request is answered with that error and never reaches the server (429 carries `Retry-After: 1`) | |

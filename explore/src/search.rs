@@ -79,6 +79,8 @@ pub struct Exploration {
     scenario: ScenarioFn,
     budget: Budget,
     max_random_faults: usize,
+    /// How many runs go at once, each on a thread of its own.
+    threads: usize,
 }
 
 impl fmt::Debug for Exploration {
@@ -87,6 +89,7 @@ impl fmt::Debug for Exploration {
             .field("explorer", &self.explorer)
             .field("budget", &self.budget)
             .field("max_random_faults", &self.max_random_faults)
+            .field("threads", &self.threads)
             .finish_non_exhaustive()
     }
 }
@@ -107,6 +110,7 @@ impl Exploration {
             scenario: Arc::new(scenario),
             budget: Budget::default(),
             max_random_faults: 3,
+            threads: std::thread::available_parallelism().map_or(1, usize::from),
         }
     }
 
@@ -143,6 +147,14 @@ impl Exploration {
     /// [`Explorer::leaves_nothing_behind`]).
     pub fn leaves_nothing_behind(mut self) -> Exploration {
         self.explorer = self.explorer.leaves_nothing_behind();
+        self
+    }
+
+    /// How many runs go at once, each on a thread of its own (default: the machine's
+    /// parallelism). The plan a search finds is the same for any number: the first failing plan
+    /// in search order; only the count of runs made before it can differ by a batch.
+    pub fn threads(mut self, threads: usize) -> Exploration {
+        self.threads = threads.max(1);
         self
     }
 
@@ -184,14 +196,35 @@ impl Exploration {
         let mut systematic = candidates.iter();
         let within = |runs: usize| runs < self.budget.runs && began.elapsed() < self.budget.time;
         while within(runs) {
-            let plan = match systematic.next() {
-                Some(fault) => FaultPlan::one(*fault),
-                None if candidates.is_empty() => break,
-                None => random_plan(&candidates, &mut random, self.max_random_faults),
-            };
-            let (outcome, violation) = self.judge(&plan, &normal)?;
-            runs += 1;
-            if let Some(violation) = violation {
+            // One batch of plans, one per thread, in search order; the first that fails (in
+            // that order, not in the order the threads finish) is the one reported, so the plan
+            // found does not depend on the number of threads.
+            let room = self
+                .budget
+                .runs
+                .saturating_sub(runs)
+                .min(self.threads.max(1));
+            let batch: Vec<FaultPlan> = (0..room)
+                .map_while(|_| match systematic.next() {
+                    Some(fault) => Some(FaultPlan::one(*fault)),
+                    None if candidates.is_empty() => None,
+                    None => Some(random_plan(
+                        &candidates,
+                        &mut random,
+                        self.max_random_faults,
+                    )),
+                })
+                .collect();
+            if batch.is_empty() {
+                break;
+            }
+            let judged = self.judge_all(&batch, &normal)?;
+            runs += batch.len();
+            let failed = batch
+                .into_iter()
+                .zip(judged)
+                .find_map(|(plan, (outcome, violation))| Some((plan, violation?, outcome)));
+            if let Some((plan, violation, outcome)) = failed {
                 let (plan, violation, outcome, shrinking) =
                     self.shrink(plan, violation, outcome, &normal)?;
                 return Err(Searched::Found(Box::new(Found {
@@ -231,6 +264,34 @@ impl Exploration {
         self.explorer
             .run_boxed(plan, (self.scenario)(), &self.controller)
             .map_err(Searched::Error)
+    }
+
+    /// Judges each plan of `plans`, each on a thread of its own (each run has its own runtime,
+    /// server and seeded thread, so runs in parallel are the runs they would be one by one).
+    fn judge_all(
+        &self,
+        plans: &[FaultPlan],
+        reference: &NormalWorld,
+    ) -> Result<Vec<(RunOutcome, Option<Violation>)>, Searched> {
+        if plans.len() == 1 {
+            return Ok(vec![self.judge(&plans[0], reference)?]);
+        }
+        std::thread::scope(|scope| {
+            let running: Vec<_> = plans
+                .iter()
+                .map(|plan| scope.spawn(move || self.judge(plan, reference)))
+                .collect();
+            running
+                .into_iter()
+                .map(|run| {
+                    run.join().unwrap_or_else(|_| {
+                        Err(Searched::Error(ExploreError::Setup(
+                            "a run's thread panicked (an invariant or a normalizer rule?)".into(),
+                        )))
+                    })
+                })
+                .collect()
+        })
     }
 
     /// Runs `plan` and applies every oracle: the first violation, if any.

@@ -281,13 +281,13 @@ impl Tap {
                 .filter(|lag| tokio::time::Instant::now() < lag.until),
             Caller::Actor(_) => None,
         };
-        let again =
-            (method == http::Method::GET && lag.is_some() && !is_watch).then(|| RequestCopy {
-                method: parts.method.clone(),
-                uri: parts.uri.clone(),
-                headers: parts.headers.clone(),
-                body: body.clone(),
-            });
+        let from_cache = lag.is_some_and(|lag| may_be_served_stale(&path, lag.revision));
+        let again = (method == http::Method::GET && from_cache && !is_watch).then(|| RequestCopy {
+            method: parts.method.clone(),
+            uri: parts.uri.clone(),
+            headers: parts.headers.clone(),
+            body: body.clone(),
+        });
         let request = Request::from_parts(parts, Full::new(body));
         let response = send(sender, request).await?;
         let status = response.status().as_u16();
@@ -437,6 +437,28 @@ impl RequestCopy {
             .body(Full::new(self.body))?;
         *request.headers_mut() = self.headers;
         Ok(request)
+    }
+}
+
+/// Whether a list with this path and query may be answered from a watch cache that is at
+/// `revision`: one that asks for "any version" (`resourceVersion=0`) or for "not older than" a
+/// version the cache has reached. A list with no `resourceVersion` is a consistent read, which
+/// kube-apiserver never answers from a cache behind etcd (it reads etcd, or, with consistent
+/// reads from the cache, waits for the cache to catch up), so a lagging replica serves it
+/// fresh; so is an exact or paginated list (its revision is named).
+fn may_be_served_stale(path: &str, revision: u64) -> bool {
+    let query = path.split_once('?').map_or("", |(_, query)| query);
+    let param = |name: &str| {
+        query
+            .split('&')
+            .find_map(|p| p.strip_prefix(name)?.strip_prefix('='))
+    };
+    match (param("resourceVersion"), param("resourceVersionMatch")) {
+        (Some("0"), _) => true,
+        (Some(version), None | Some("NotOlderThan")) => version
+            .parse::<u64>()
+            .is_ok_and(|version| version <= revision),
+        _ => false,
     }
 }
 
@@ -823,6 +845,26 @@ impl Body for TapBody {
 #[cfg(test)]
 mod tests {
     use super::resource_of;
+
+    #[test]
+    fn only_lists_that_allow_a_cache_are_served_stale() {
+        use super::may_be_served_stale;
+        assert!(may_be_served_stale(
+            "/api/v1/pods?limit=500&resourceVersion=0",
+            20
+        ));
+        assert!(may_be_served_stale("/api/v1/pods?resourceVersion=15", 20));
+        assert!(may_be_served_stale(
+            "/api/v1/pods?resourceVersion=15&resourceVersionMatch=NotOlderThan",
+            20
+        ));
+        assert!(!may_be_served_stale("/api/v1/pods?resourceVersion=25", 20));
+        assert!(!may_be_served_stale("/api/v1/pods?limit=500", 20));
+        assert!(!may_be_served_stale(
+            "/api/v1/pods?resourceVersion=15&resourceVersionMatch=Exact",
+            20
+        ));
+    }
 
     #[test]
     fn a_collection_path_names_its_resource() {

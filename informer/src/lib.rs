@@ -122,7 +122,7 @@ pub use lister_watcher::{
 pub use metrics::{InformerMetrics, PrometheusInformerMetrics};
 pub use object::{Object, ObjectKey, drop_managed_fields};
 pub use reflector::{
-    DEFAULT_WATCH_IDLE_TIMEOUT, ListMode, Reflector, ReflectorOptions, ReflectorStatus,
+    DEFAULT_WATCH_IDLE_TIMEOUT, FirstList, ListMode, Reflector, ReflectorOptions, ReflectorStatus,
     WatchErrorHandler,
 };
 pub use shared_informer::{InformerBuilder, SharedIndexInformer, StartError};

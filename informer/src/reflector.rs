@@ -8,9 +8,9 @@
 //!     └──── error ──────┴──────────────────┴──▶ Backoff(800 ms … 30 s) ──▶ Watch, or List
 //! ```
 //!
-//! - **List** pages through the collection (500 per page). The first list asks for
-//!   `resourceVersion=0`, which the API server answers from its watch cache without touching etcd;
-//!   later lists ask for at least the last version seen. If a page's continue token has expired
+//! - **List** pages through the collection (500 per page). The first list is a consistent read
+//!   (no `resourceVersion`: the server's current state; see [`FirstList`] for why not client-go's
+//!   `resourceVersion=0`); later lists ask for at least the last version seen. If a page's continue token has expired
 //!   (410), the reflector lists everything again in one consistent read.
 //! - **Watch** opens from the list's resourceVersion, with bookmarks and a random timeout of 5 to 10
 //!   minutes (so that many clients do not reconnect together). Each event moves the last seen
@@ -69,7 +69,30 @@ pub enum ListMode {
     Streaming,
 }
 
-/// Reflector settings. The defaults are client-go's.
+/// What the reflector's first list asks for.
+///
+/// client-go's reflector lists first with `resourceVersion=0`: "any version", which an API
+/// server answers from its watch cache without touching etcd. After a restart against an API
+/// server whose cache lags (a partitioned replica of an HA control plane), that list is the
+/// past: the controller acts again on objects long changed or deleted. Sieve (OSDI 2022) found
+/// this "time travel" in many operators (pravega/zookeeper-operator#312, datastax/cass-operator#412,
+/// rabbitmq/cluster-operator#653), and ferrokube's fault explorer finds it in a plain finalizer
+/// controller (`restart-lagging` faults, `explore/tests/explore_search.rs`). A consistent list
+/// cannot go back in time: kube-apiserver serves it from etcd, or (1.31+, consistent reads from
+/// the watch cache, GA in 1.34) from a cache it first brings up to etcd's revision, so on a
+/// current server it costs about what `resourceVersion=0` does. client-go 1.35+ reaches the same
+/// by default another way: its streaming list is consistent too.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FirstList {
+    /// No `resourceVersion`: the server's current state. Default.
+    #[default]
+    Consistent,
+    /// `resourceVersion=0`, as client-go's reflector before streaming lists: cheaper on old
+    /// servers with huge collections, and exposed to time travel after a restart.
+    FromCache,
+}
+
+/// Reflector settings. The defaults are client-go's, but for [`FirstList`].
 #[derive(Clone)]
 pub struct ReflectorOptions {
     /// Objects per list page. Default 500.
@@ -81,6 +104,8 @@ pub struct ReflectorOptions {
     pub backoff: Backoff,
     /// Default [`ListMode::ListWatch`].
     pub list_mode: ListMode,
+    /// What the first list asks for. Default [`FirstList::Consistent`].
+    pub first_list: FirstList,
     /// Default: none (errors are logged with `tracing`).
     pub error_handler: Option<WatchErrorHandler>,
     /// A watch that brings nothing at all for this long is dropped and resumed from the last
@@ -105,6 +130,7 @@ impl Default for ReflectorOptions {
             min_watch_timeout: Duration::from_secs(300),
             backoff: Backoff::default(),
             list_mode: ListMode::ListWatch,
+            first_list: FirstList::Consistent,
             error_handler: None,
             watch_idle_timeout: Some(DEFAULT_WATCH_IDLE_TIMEOUT),
         }
@@ -254,11 +280,14 @@ impl<K: Object, L: ListerWatcher<K>> Reflector<K, L> {
         }
     }
 
-    /// `"0"` before the first list (the watch cache will do), then "at least what we saw".
+    /// Before the first list, what [`FirstList`] says; then "at least what we saw".
     fn relist_version(&self) -> ListVersion {
         let last = self.status.last_sync_resource_version();
         if last.is_empty() {
-            ListVersion::Any
+            match self.options.first_list {
+                FirstList::Consistent => ListVersion::Latest,
+                FirstList::FromCache => ListVersion::Any,
+            }
         } else {
             ListVersion::NotOlderThan(last)
         }

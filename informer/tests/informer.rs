@@ -245,8 +245,8 @@ async fn a_410_relists_and_turns_the_gap_into_tombstones_and_adds() {
     assert_eq!(lists.len(), 2);
     assert_eq!(
         lists[0].version,
-        ListVersion::Any,
-        "first list from the watch cache"
+        ListVersion::Latest,
+        "the first list is consistent (FirstList::Consistent)"
     );
     assert_eq!(
         lists[1].version,
