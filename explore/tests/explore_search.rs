@@ -222,7 +222,13 @@ fn explore_finds_the_finalizer_removed_before_the_outside_cleanup() {
     // The plan replays: the same violation, from the text the report printed.
     let replayed = exploration(true).replay(&found.plan.to_string());
     match replayed {
-        Ok((Some(violation), _)) => assert_eq!(violation, found.violation),
+        Ok((Some(violation), outcome)) => {
+            assert_eq!(violation, found.violation);
+            // A run with faults repeats exactly too: the same trace, entry for entry.
+            if let Some(difference) = outcome.trace.first_difference(&found.outcome.trace) {
+                panic!("the replay differs from the found run at {difference}");
+            }
+        }
         Ok((None, outcome)) => panic!("the replay passed:\n{}", outcome.trace),
         Err(error) => panic!("{error}"),
     }
