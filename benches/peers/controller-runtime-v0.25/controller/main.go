@@ -232,7 +232,7 @@ func (r *recorder) summary() map[string]any {
 	return map[string]any{
 		"phase": p.id, "reconciled": p.distinct, "lags": len(lags),
 		"lag_p50_ms": percentileMs(lags, 50), "lag_p99_ms": percentileMs(lags, 99),
-		"lag_max_ms": percentileMs(lags, 100),
+		"lag_max_ms":       percentileMs(lags, 100),
 		"event_lags":       len(eventLags),
 		"event_lag_p50_ms": percentileMs(eventLags, 50),
 		"event_lag_p99_ms": percentileMs(eventLags, 99),
@@ -347,7 +347,7 @@ func main() {
 	complete := rec.waitComplete(300 * time.Second)
 	say(map[string]any{"event": "initial", "impl": impl, "complete": complete,
 		"initial_ms": float64(time.Since(started).Nanoseconds()) / 1e6,
-		"rss_kib": statusKiB("VmRSS:"), "hwm_kib": statusKiB("VmHWM:"),
+		"rss_kib":    statusKiB("VmRSS:"), "hwm_kib": statusKiB("VmHWM:"),
 		"total_reconciles": rec.total.Load()})
 
 	for line := range commands {
