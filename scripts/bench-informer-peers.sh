@@ -1,9 +1,21 @@
 #!/usr/bin/env bash
 # Side-by-side informer benchmark on a real kube-apiserver (scripts/kube-apiserver.sh): ferrokube's
-# SharedIndexInformer (examples/src/bin/bench_informer.rs; caching `Pod`, and again caching `Compact<Pod>`),
-# client-go 1.20.2's SharedIndexInformer
-# (benches/peers/client-go/informer) and kube-rs 5.0's watcher + reflector
+# SharedIndexInformer (examples/src/bin/bench_informer.rs; caching `Pod` with list + watch, again with
+# a streaming list, and caching `Compact<Pod>`), client-go v0.37.2's SharedIndexInformer
+# (benches/peers/client-go-v0.37/informer; with its default WatchListClient on, i.e. a streaming
+# list, and again with KUBE_FEATURE_WatchListClient=false), client-go 1.20.2's (benches/peers/client-go/
+# informer, kept as history) and kube-rs 5.0's watcher + reflector
 # (benches/peers/kube-runtime/src/bin/informer.rs), all following benches/peers/INFORMER.md.
+#
+# Streaming lists need a server that serves them: run it on the current release,
+#
+#   K8S_VERSION=1.37.2 scripts/bench-informer-peers.sh
+#
+# (on 1.20.2 both streaming variants fall back to list + watch by themselves; their lines say so:
+# ferrokube "streaming_refused": true, client-go "lists" > 0). IMPLS (names from the list below,
+# space- or comma-separated; default all) picks the implementations, and only those are built:
+#
+#   IMPLS="ferrokube ferrokube-streaming client-go-v0.37.2 client-go-v0.37.2-list" scripts/bench-informer-peers.sh
 #
 # For each collection size (COUNTS, default "10000 50000"), the Pods are seeded once (realistic specs,
 # concurrent creates); then, REPS times (default 3), each implementation runs once without and once
@@ -43,20 +55,44 @@ scripts/kube-apiserver.sh up >&2
 eval "$(scripts/kube-apiserver.sh env)"
 export KUBECONFIG
 
+ALL_IMPLS="ferrokube ferrokube-streaming ferrokube-compact client-go-v0.37.2 client-go-v0.37.2-list client-go-v1.20.2 kube-rs-5.0"
+IMPLS=${IMPLS:-$ALL_IMPLS}
+IMPLS=${IMPLS//,/ }
+for name in $IMPLS; do
+  case " $ALL_IMPLS " in *" $name "*) ;; *) log "unknown implementation $name (known: $ALL_IMPLS)"; exit 2 ;; esac
+done
+wanted() { case " $IMPLS " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
+
 log "building ferrokube's tool"
 cargo build --release -q -p ferrokube-examples --bin bench_informer >&2
-ours=target/release/bench_informer
-log "building the client-go peer"
-client_go=$(benches/peers/client-go/build.sh informer | tail -n 1)
-log "building the kube-rs peer"
-kube_rs=$(benches/peers/kube-runtime/build.sh informer | tail -n 1)
+ours=${CARGO_TARGET_DIR:-target}/release/bench_informer
+client_go_37= client_go= kube_rs=
+if wanted client-go-v0.37.2 || wanted client-go-v0.37.2-list; then
+  log "building the client-go v0.37 peer"
+  client_go_37=$(benches/peers/client-go-v0.37/build.sh informer | tail -n 1)
+fi
+if wanted client-go-v1.20.2; then
+  log "building the client-go 1.20 peer"
+  client_go=$(benches/peers/client-go/build.sh informer | tail -n 1)
+fi
+if wanted kube-rs-5.0; then
+  log "building the kube-rs peer"
+  kube_rs=$(benches/peers/kube-runtime/build.sh informer | tail -n 1)
+fi
 
-impls=(
+every_impl=(
   "ferrokube|$ours run"
+  "ferrokube-streaming|$ours run --streaming"
   "ferrokube-compact|$ours run --compact"
+  "client-go-v0.37.2|$client_go_37 --watch-list true"
+  "client-go-v0.37.2-list|$client_go_37 --watch-list false"
   "client-go-v1.20.2|$client_go"
   "kube-rs-5.0|$kube_rs"
 )
+impls=()
+for entry in "${every_impl[@]}"; do
+  if wanted "${entry%%|*}"; then impls+=("$entry"); fi
+done
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -98,7 +134,20 @@ rec = result[0]
 rec.update(bench_impl=name, seeded=int(count), mode=mode, round=int(round_))
 print(json.dumps(rec))
 PY
-  log "$(tail -n 1 "$OUT" | python3 -c 'import json,sys; r=json.load(sys.stdin); print(r["mode"], r["bench_impl"], r["seeded"], "strip" if r["strip"] else "full", "sync", round(r["sync_ms"]), "ms rss", r["rss_kib"]//1024, "MiB p99", round(r["lag_p99_ms"],1), "ms seen", r["updates_seen"])')"
+  log "$(tail -n 1 "$OUT" | python3 -c '
+import json, sys
+r = json.load(sys.stdin)
+# How the cache was filled, where the implementation says: client-go v0.37 counts its requests,
+# ferrokube names its list mode.
+if "streamed" in r:
+    fill = "lists %s streamed %s" % (r["lists"], r["streamed"])
+elif "list_mode" in r:
+    fill = r["list_mode"] + (" (refused)" if r.get("streaming_refused") else "")
+else:
+    fill = ""
+p99 = r["lag_p99_ms"]
+print(r["mode"], r["bench_impl"], r["seeded"], "strip" if r["strip"] else "full", fill, "sync", round(r["sync_ms"]),
+      "ms rss", r["rss_kib"]//1024, "MiB p99", round(p99, 1) if p99 is not None else None, "ms seen", r["updates_seen"])')"
 }
 
 # Runs every implementation at once on one round: waits until all have synced, sends the stamped
@@ -176,13 +225,15 @@ for (seeded, strip, impl), rs in sorted(runs.items()):
           f"{cell([r['lag_p99_ms'] for r in rs], '{:.1f}')} | {cell([r['updates_per_sec'] for r in rs], '{:.0f}')} | "
           f"{min(r['updates_seen'] for r in rs)} |")
 if paired:
-    # The same round's client-go p99, to pair each implementation's p99 with.
+    # The same round's p99 of the newest client-go that ran, to pair each implementation's p99 with.
+    names = {impl for (_, _, impl) in paired}
+    base = next((n for n in ["client-go-v0.37.2", "client-go-v0.37.2-list", "client-go-v1.20.2"] if n in names), None)
     reference = {r["round"]: r["lag_p99_ms"] for (_, _, impl), rs in paired.items()
-                 if impl.startswith("client-go") for r in rs}
+                 if impl == base for r in rs}
     print()
     print("Paired runs (all implementations at once, the same updates):")
     print()
-    print("| pods | transform | implementation | runs | update lag p50 (ms) | p99 (ms) | p99 ÷ client-go's p99, same run |")
+    print(f"| pods | transform | implementation | runs | update lag p50 (ms) | p99 (ms) | p99 ÷ {base}'s p99, same run |")
     print("|---|---|---|---|---|---|---|")
     for (seeded, strip, impl), rs in sorted(paired.items()):
         ratios = [r["lag_p99_ms"] / reference[r["round"]] for r in rs if r["round"] in reference]

@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
-# The leader-election benchmark: client-go v1.20's tools/leaderelection against ferrokube::leader,
+# The leader-election benchmark: client-go v0.37's tools/leaderelection against ferrokube::leader,
 # interleaved, on the real kube-apiserver (scripts/kube-apiserver.sh). Protocol: benches/peers/LEADER.md.
 #
-#   scripts/bench-leader.sh                                   # 10 reps, 3 idle windows of 60 s
+#   K8S_VERSION=1.37.2 scripts/bench-leader.sh                # 10 reps, 3 idle windows of 60 s
 #   scripts/bench-leader.sh --reps 1 --idle-reps 1 --idle-secs 10 --out /tmp/smoke.jsonl   # smoke
+#   scripts/bench-leader.sh --impls client-go,client-go-v0.37,ferrokube   # with v1.20's candidate too
 #
+# The client-go v0.37 candidate is built every time (benches/peers/client-go-v0.37/build.sh leader,
+# cached); v1.20's (scripts/build-client-go-leader.sh, which needs the 1.20.2 tree) only when an
+# argument names the implementation `client-go`.
 # Arguments go to the driver (examples/src/bin/bench_leader.rs). Raw lines:
 # benches/leader/results-<date>.jsonl unless --out says otherwise; candidates' stderr:
 # target/bench-leader/logs/.
@@ -14,6 +18,9 @@ cd "$(dirname "$0")/.."
 scripts/kube-apiserver.sh up
 eval "$(scripts/kube-apiserver.sh env)"
 export KUBECONFIG
-scripts/build-client-go-leader.sh >/dev/null
+benches/peers/client-go-v0.37/build.sh leader >/dev/null
+case " $* " in
+  *client-go,* | *,client-go\ * | *" client-go "*) scripts/build-client-go-leader.sh >/dev/null ;;
+esac
 nice -n 15 cargo build --release -q -p ferrokube-examples --bin leader_candidate --bin bench_leader
-exec target/release/bench_leader "$@"
+exec "${CARGO_TARGET_DIR:-target}"/release/bench_leader "$@"

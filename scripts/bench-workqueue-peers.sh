@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Side-by-side workqueue benchmark: the five workloads of benches/WORKLOADS.md on ferrokube, client-go
-# v1.20.2 (benches/peers/client-go) and kube-runtime's scheduler (benches/peers/kube-runtime), plus the
+# v0.37.2 (benches/peers/client-go-v0.37/workqueue: its Typed queues keyed by string, the comparison;
+# and the same queues holding `any`, the untyped API), client-go v1.20.2 (benches/peers/client-go,
+# kept as history) and kube-runtime's scheduler (benches/peers/kube-runtime), plus the
 # single-threaded floors. Each (implementation, workload) runs REPS times (default 5), every run in a
 # fresh process, implementations interleaved within each repetition; peak RSS from /usr/bin/time -v.
 # Prints a markdown table of medians (min–max) on stdout; raw JSON lines go to $OUT (default
@@ -8,6 +10,11 @@
 #
 #   scripts/bench-workqueue-peers.sh              # full run (about 10 minutes, plus first-time builds)
 #   REPS=1 SCALE=0.1 scripts/bench-workqueue-peers.sh   # smoke run
+#   IMPLS="ferrokube client-go-v0.37.2" REPS=1 SCALE=0.01 scripts/bench-workqueue-peers.sh
+#
+# IMPLS (space- or comma-separated names from the list below; default all) picks the
+# implementations; only the peers picked are built. The ratio line compares ferrokube with
+# client-go v0.37.2 (and with v1.20.2 when it ran).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPS=${REPS:-5}
@@ -23,21 +30,44 @@ if [ ! -x /usr/bin/time ]; then
   apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq time >&2
 fi
 
+ALL_IMPLS="ferrokube client-go-v0.37.2 client-go-v0.37.2-any client-go-v1.20.2 kube-runtime-5.0-scheduler floor-siphash floor-foldhash"
+IMPLS=${IMPLS:-$ALL_IMPLS}
+IMPLS=${IMPLS//,/ }
+for name in $IMPLS; do
+  case " $ALL_IMPLS " in *" $name "*) ;; *) log "unknown implementation $name (known: $ALL_IMPLS)"; exit 2 ;; esac
+done
+wanted() { case " $IMPLS " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
+
 log "building ferrokube's runner"
 cargo build --release -q -p ferrokube-workqueue --example bench_workloads >&2
-ours=target/release/examples/bench_workloads
-log "building the client-go peer"
-client_go=$(benches/peers/client-go/build.sh | tail -n 1)
-log "building the kube-runtime peer"
-kube_runtime=$(benches/peers/kube-runtime/build.sh | tail -n 1)
+ours=${CARGO_TARGET_DIR:-target}/release/examples/bench_workloads
+client_go_37= client_go= kube_runtime=
+if wanted client-go-v0.37.2 || wanted client-go-v0.37.2-any; then
+  log "building the client-go v0.37 peer"
+  client_go_37=$(benches/peers/client-go-v0.37/build.sh workqueue | tail -n 1)
+fi
+if wanted client-go-v1.20.2; then
+  log "building the client-go 1.20 peer"
+  client_go=$(benches/peers/client-go/build.sh | tail -n 1)
+fi
+if wanted kube-runtime-5.0-scheduler; then
+  log "building the kube-runtime peer"
+  kube_runtime=$(benches/peers/kube-runtime/build.sh | tail -n 1)
+fi
 
-impls=(
+every_impl=(
   "ferrokube|$ours --impl ferrokube"
+  "client-go-v0.37.2|$client_go_37 --items string"
+  "client-go-v0.37.2-any|$client_go_37 --items any"
   "client-go-v1.20.2|$client_go"
   "kube-runtime-5.0-scheduler|$kube_runtime"
   "floor-siphash|$ours --impl floor-siphash"
   "floor-foldhash|$ours --impl floor-foldhash"
 )
+impls=()
+for entry in "${every_impl[@]}"; do
+  if wanted "${entry%%|*}"; then impls+=("$entry"); fi
+done
 scale_args=()
 [ -n "$SCALE" ] && scale_args=(--scale "$SCALE")
 
@@ -121,16 +151,18 @@ for impl in impls:
 def med(impl, w, key):
     v = col(impl, w, key)
     return statistics.median(v) if v else None
-base, ours = "client-go-v1.20.2", "ferrokube"
-ratios = []
-for w, key in [("W1", "per_sec"), ("W2", "adds_per_sec"), ("W3", "per_sec"), ("W5", "per_sec")]:
-    a, b = med(ours, w, key), med(base, w, key)
-    if a and b:
-        ratios.append(f"{w} {a/b:.2f}×")
+ours = "ferrokube"
+print()
+for base in ["client-go-v0.37.2", "client-go-v1.20.2"]:
+    ratios = []
+    for w, key in [("W1", "per_sec"), ("W2", "adds_per_sec"), ("W3", "per_sec"), ("W5", "per_sec")]:
+        a, b = med(ours, w, key), med(base, w, key)
+        if a and b:
+            ratios.append(f"{w} {a/b:.2f}×")
+    if ratios:
+        print(f"ferrokube / {base} (medians): " + ", ".join(ratios))
 floor = med("floor-foldhash", "W1", "per_sec")
 w1 = med(ours, "W1", "per_sec")
-print()
-print("ferrokube / client-go (medians): " + ", ".join(ratios))
 if floor and w1:
     print(f"floor-foldhash / ferrokube on W1: {floor/w1:.2f}× (target: within 3×)")
 PY

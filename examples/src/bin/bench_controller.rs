@@ -1,12 +1,15 @@
-//! Controller benchmark: ferrokube's `Controller` against kube-runtime 5.0's `Controller`, on the
-//! same embedded API server, in the same run (protocol and results: benches/peers/CONTROLLER.md).
+//! Controller benchmark: ferrokube's `Controller` against kube-runtime 5.0's `Controller` and
+//! controller-runtime v0.25's, on the same embedded API server, in the same run (protocol and
+//! results: benches/peers/CONTROLLER.md).
 //!
 //! ```text
 //! (cd benches/peers/kube-runtime && CARGO_TARGET_DIR=~/.cache/ferrokube/peer-target \
 //!     cargo build --release --bin kube-rs-controller-peer)
+//! benches/peers/controller-runtime-v0.25/build.sh controller
 //! cargo run --release -p ferrokube-examples --bin bench_controller -- --reps 3
 //!     [--objects 10000] [--workers 16] [--rate 1000] [--writers 32]
-//!     [--impls ferrokube,ferrokube-compact,kube-rs,ferrokube-baseline] [--peer PATH]
+//!     [--impls ferrokube,ferrokube-compact,kube-rs,controller-runtime,ferrokube-baseline]
+//!     [--peer PATH] [--controller-runtime PATH]
 //!     [--baseline PATH-OF-AN-OLDER-BUILD] [--out FILE.jsonl]
 //! ```
 //!
@@ -14,8 +17,9 @@
 //! namespace `bench`, writes a kubeconfig, then runs each implementation once per repetition, each
 //! in a process of its own (so that its peak RSS is its own), the order rotated from one repetition
 //! to the next. ferrokube's side is this binary again with `--role ferrokube [--compact]`; the
-//! kube-rs side is `benches/peers/kube-runtime/src/bin/controller.rs`. Both take the same commands
-//! on stdin and answer with the same JSON lines on stdout:
+//! kube-rs side is `benches/peers/kube-runtime/src/bin/controller.rs`, the controller-runtime side
+//! `benches/peers/controller-runtime-v0.25/controller/main.go`. All take the same commands on stdin
+//! and answer with the same JSON lines on stdout:
 //!
 //! ```text
 //!  (start)                       → {"event":"initial", initial_ms, ...}  every object reconciled once
@@ -104,8 +108,8 @@ fn percentile_ms(sorted: &[u64], p: f64) -> f64 {
 #[derive(Parser, Debug)]
 #[command(
     name = "bench_controller",
-    about = "Controller benchmark: ferrokube's Controller against kube-runtime's, on the same embedded \
-             API server (benches/peers/CONTROLLER.md).",
+    about = "Controller benchmark: ferrokube's Controller against kube-runtime's and \
+             controller-runtime's, on the same embedded API server (benches/peers/CONTROLLER.md).",
     args_override_self = true
 )]
 struct Args {
@@ -121,7 +125,7 @@ struct Args {
     /// Pods seeded and watched.
     #[arg(long, value_name = "N", default_value_t = 10_000)]
     objects: u64,
-    /// Reconcile workers (kube-rs: concurrency).
+    /// Reconcile workers (kube-rs: concurrency; controller-runtime: MaxConcurrentReconciles).
     #[arg(long, value_name = "N", default_value_t = 16)]
     workers: u64,
     /// Concurrent writers of the `burst` phase and of `spin`.
@@ -137,13 +141,17 @@ struct Args {
     #[arg(
         long,
         value_name = "LIST",
-        default_value = "ferrokube,ferrokube-compact,kube-rs"
+        default_value = "ferrokube,ferrokube-compact,kube-rs,controller-runtime"
     )]
     impls: String,
     /// The kube-rs peer's binary [default:
     /// $XDG_CACHE_HOME/ferrokube/peer-target/release/kube-rs-controller-peer, ~/.cache without it]
     #[arg(long, value_name = "PATH")]
     peer: Option<PathBuf>,
+    /// The controller-runtime peer's binary [default:
+    /// $XDG_CACHE_HOME/ferrokube/bin/controller-runtime-v0.25-controller, ~/.cache without it]
+    #[arg(long, value_name = "PATH")]
+    controller_runtime: Option<PathBuf>,
     /// Another build of this benchmark (an older commit's), run as implementation
     /// `ferrokube-baseline` with `--role ferrokube`: before/after comparisons in one run.
     #[arg(long, value_name = "PATH")]
@@ -644,14 +652,19 @@ async fn drive(args: &Args) {
     let workers = args.workers;
     let root = args::repository_root();
     let out = args::results_file(args.out.as_deref(), "controller");
-    let peer = args.peer.clone().unwrap_or_else(|| {
-        std::env::var("XDG_CACHE_HOME")
-            .map(PathBuf::from)
-            .unwrap_or_else(|_| {
-                PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".cache")
-            })
-            .join("ferrokube/peer-target/release/kube-rs-controller-peer")
-    });
+    let cache = std::env::var("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| {
+            PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".cache")
+        });
+    let peer = args
+        .peer
+        .clone()
+        .unwrap_or_else(|| cache.join("ferrokube/peer-target/release/kube-rs-controller-peer"));
+    let controller_runtime = args
+        .controller_runtime
+        .clone()
+        .unwrap_or_else(|| cache.join("ferrokube/bin/controller-runtime-v0.25-controller"));
     let mut impls: Vec<String> = args.impls.split(',').map(str::to_string).collect();
     if impls.iter().any(|i| i == "kube-rs") && !peer.exists() {
         eprintln!(
@@ -661,6 +674,14 @@ async fn drive(args: &Args) {
             peer.display()
         );
         impls.retain(|i| i != "kube-rs");
+    }
+    if impls.iter().any(|i| i == "controller-runtime") && !controller_runtime.exists() {
+        eprintln!(
+            "[driver] no controller-runtime peer at {} (build it: \
+             benches/peers/controller-runtime-v0.25/build.sh controller); running without it",
+            controller_runtime.display()
+        );
+        impls.retain(|i| i != "controller-runtime");
     }
     let baseline = args
         .baseline
@@ -695,11 +716,12 @@ async fn drive(args: &Args) {
                 "ferrokube".into(),
             ],
             "kube-rs" => vec![peer.to_string_lossy().to_string()],
+            "controller-runtime" => vec![controller_runtime.to_string_lossy().to_string()],
             other => panic!("unknown implementation {other}"),
         };
         command.extend(common.iter().cloned());
         command.push(
-            if name == "kube-rs" {
+            if name == "kube-rs" || name == "controller-runtime" {
                 "--concurrency"
             } else {
                 "--workers"

@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! bench_informer seed   --namespace bench --count 10000        # make realistic Pods (idempotent)
-//! bench_informer run    --namespace bench --round 3 --updates 2000 [--strip] [--compact]  # measured
+//! bench_informer run    --namespace bench --round 3 --updates 2000 [--strip] [--compact] [--streaming]
 //! bench_informer update --namespace bench --round 3 --count 2000               # the load
 //! ```
 //!
@@ -13,7 +13,11 @@
 //! stamped by `update` right before each PATCH) from that stamp to the handler, and print one
 //! `result` JSON line. `--strip` adds a transform that drops `managedFields` and the
 //! last-applied-configuration annotation before the object is stored. `--compact` caches
-//! `Compact<Pod>` (typed metadata, the rest as JSON bytes) instead of `Pod`.
+//! `Compact<Pod>` (typed metadata, the rest as JSON bytes) instead of `Pod`. `--streaming` fills the
+//! cache with a streaming list (`ListMode::Streaming`: one watch with `sendInitialEvents=true`,
+//! falling back to list + watch if the server refuses it) instead of the default paginated list;
+//! the lines then say `"list_mode": "streaming"` and whether the server refused it
+//! (`"streaming_refused"`), to be compared with client-go v0.37's WatchListClient.
 //!
 //! All three use the kubeconfig (`KUBECONFIG`); `run` uses client QPS/burst from `--qps`/`--burst`
 //! (default 50/100, the same the peers get). `bench_informer <tool> --help` lists a tool's options.
@@ -26,7 +30,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use clap::{Args, Parser, Subcommand};
 use ferrokube::api::{ListParams, Patch, PatchParams, PostParams};
-use ferrokube::informer::{Compact, EventHandler, SharedIndexInformer, drop_managed_fields};
+use ferrokube::informer::{
+    Compact, EventHandler, ListMode, ReflectorOptions, SharedIndexInformer, drop_managed_fields,
+};
 use ferrokube::{Api, Client, Config, ListWatch, Object};
 use futures_util::StreamExt;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
@@ -110,6 +116,9 @@ struct RunArgs {
     /// Cache `Compact<Pod>` (typed metadata, the rest as JSON bytes) instead of `Pod`.
     #[arg(long)]
     compact: bool,
+    /// Fill the cache with a streaming list (`sendInitialEvents`) instead of list + watch.
+    #[arg(long)]
+    streaming: bool,
     /// Client requests per second.
     #[arg(long, value_name = "Q", default_value_t = 50.0)]
     qps: f32,
@@ -286,6 +295,15 @@ where
     if strip_fields {
         builder = builder.transform(drop_managed_fields);
     }
+    let list_mode = if args.streaming {
+        builder = builder.reflector(ReflectorOptions {
+            list_mode: ListMode::Streaming,
+            ..ReflectorOptions::default()
+        });
+        "streaming"
+    } else {
+        "list-watch"
+    };
     let informer = builder.build();
     let recorder = LagRecorder {
         round: round.to_string(),
@@ -300,10 +318,12 @@ where
     let rss_kib = proc_status_kib("VmRSS:");
     let hwm_kib = proc_status_kib("VmHWM:");
     let cached = informer.store().len();
+    let streaming_refused = informer.reflector_status().streaming_unsupported();
     println!(
         "{}",
         json!({"event": "synced", "impl": name, "pods": cached, "sync_ms": sync_ms,
-               "baseline_rss_kib": baseline_kib, "rss_kib": rss_kib, "hwm_kib": hwm_kib})
+               "baseline_rss_kib": baseline_kib, "rss_kib": rss_kib, "hwm_kib": hwm_kib,
+               "list_mode": list_mode, "streaming_refused": streaming_refused})
     );
 
     let deadline = Instant::now() + Duration::from_secs(180);
@@ -326,6 +346,8 @@ where
         ("baseline_rss_kib", json!(baseline_kib)),
         ("rss_kib", json!(rss_kib)),
         ("hwm_kib", json!(hwm_kib)),
+        ("list_mode", json!(list_mode)),
+        ("streaming_refused", json!(streaming_refused)),
         ("updates_seen", json!(sorted.len())),
         ("lag_p50_ms", json!(percentile(&sorted, 50.0))),
         ("lag_p99_ms", json!(percentile(&sorted, 99.0))),

@@ -1,27 +1,31 @@
-//! Leader-election benchmark: client-go v1.20's `tools/leaderelection` against `ferrokube::leader`,
-//! on the real kube-apiserver, in the same run, with the same settings (protocol and results:
-//! benches/peers/LEADER.md).
+//! Leader-election benchmark: client-go v0.37's `tools/leaderelection` (and, as history, v1.20's)
+//! against `ferrokube::leader`, on the real kube-apiserver, in the same run, with the same settings
+//! (protocol and results: benches/peers/LEADER.md).
 //!
 //! ```text
 //! scripts/bench-leader.sh [--reps 10] [--idle-reps 3] [--idle-secs 60]   # does all of the below
 //!
 //! scripts/kube-apiserver.sh up && eval "$(scripts/kube-apiserver.sh env)"
-//! scripts/build-client-go-leader.sh                                      # the Go candidate
+//! benches/peers/client-go-v0.37/build.sh leader                          # the Go candidate
+//! scripts/build-client-go-leader.sh                                      # v1.20's (--impls client-go)
 //! cargo build --release -p ferrokube-examples --bin leader_candidate --bin bench_leader
 //! target/release/bench_leader [--reps 10] [--idle-reps 3] [--idle-secs 60]
-//!     [--impls client-go,ferrokube] [--lease-duration 15s] [--renew-deadline 10s]
+//!     [--impls client-go-v0.37,ferrokube] [--lease-duration 15s] [--renew-deadline 10s]
 //!     [--retry-period 2s] [--settle-ms 3000] [--namespace leader-bench]
-//!     [--client-go PATH] [--ferrokube PATH] [--kubeconfig FILE] [--out FILE.jsonl]
+//!     [--client-go-v037 PATH] [--client-go PATH] [--ferrokube PATH] [--kubeconfig FILE]
+//!     [--out FILE.jsonl]
 //! ```
 //!
-//! Every candidate is a process of its own (client-go: `benches/peers/client-go-leader/main.go`;
+//! Implementations: `client-go-v0.37` (`benches/peers/client-go-v0.37/leader/main.go`), `client-go`
+//! (v1.20, `benches/peers/client-go-leader/main.go`, the earlier runs' peer) and `ferrokube`.
+//! Every candidate is a process of its own (client-go v0.37: `benches/peers/client-go-v0.37/leader/main.go`;
 //! ferrokube: `examples/src/bin/leader_candidate.rs`), started with the same flags, and prints one JSON line
 //! per event on stdout (`started_leading`, `stopped_leading`, `new_leader`) stamped with its wall
 //! clock in unix nanoseconds. All run on this machine, so those stamps and the driver's own are on
 //! one clock.
 //!
-//! 1. **Drills**, `--reps` repetitions, the two implementations alternating (odd reps client-go
-//!    first, even reps ferrokube first). Each repetition of an implementation starts 3 candidates on
+//! 1. **Drills**, `--reps` repetitions, the implementations alternating (odd reps in `--impls`
+//!    order, even reps in reverse order). Each repetition of an implementation starts 3 candidates on
 //!    a fresh Lease, waits until one leads and the others have reported it as the leader, lets them
 //!    run `--settle-ms` plus a random part of a retry period (so that the signal falls at a random
 //!    point of the renewal cycle), then (a) SIGKILLs the leader and measures from just before the
@@ -97,6 +101,7 @@ fn duration_seconds(text: &str) -> f64 {
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Impl {
     ClientGo,
+    ClientGoV037,
     Ferrokube,
 }
 
@@ -104,6 +109,7 @@ impl Impl {
     fn name(self) -> &'static str {
         match self {
             Impl::ClientGo => "client-go",
+            Impl::ClientGoV037 => "client-go-v0.37",
             Impl::Ferrokube => "ferrokube",
         }
     }
@@ -121,6 +127,7 @@ struct Settings {
     settle: Duration,
     logs: PathBuf,
     client_go: PathBuf,
+    client_go_v037: PathBuf,
     ferrokube: PathBuf,
     /// Distinguishes this run's Lease names from earlier runs' on the same server.
     run_id: String,
@@ -130,6 +137,7 @@ impl Settings {
     fn binary(&self, imp: Impl) -> &PathBuf {
         match imp {
             Impl::ClientGo => &self.client_go,
+            Impl::ClientGoV037 => &self.client_go_v037,
             Impl::Ferrokube => &self.ferrokube,
         }
     }
@@ -575,7 +583,7 @@ async fn idle(
     }))
 }
 
-/// Odd repetitions run client-go first, even ones ferrokube first.
+/// Odd repetitions run the implementations in `--impls` order, even ones in reverse order.
 fn order(impls: &[Impl], rep: u64) -> Vec<Impl> {
     let mut order = impls.to_vec();
     if rep % 2 == 0 {
@@ -608,7 +616,7 @@ struct Args {
     #[arg(long, value_name = "S", default_value_t = 60)]
     idle_secs: u64,
     /// Which implementations to run, comma-separated.
-    #[arg(long, value_name = "LIST", default_value = "client-go,ferrokube")]
+    #[arg(long, value_name = "LIST", default_value = "client-go-v0.37,ferrokube")]
     impls: String,
     /// The candidates' --lease-duration.
     #[arg(long, value_name = "DURATION", default_value = "15s")]
@@ -625,7 +633,11 @@ struct Args {
     /// The Leases' namespace.
     #[arg(long, value_name = "NS", default_value = "leader-bench")]
     namespace: String,
-    /// The client-go candidate [default: $XDG_CACHE_HOME/ferrokube/bin/client-go-leader, ~/.cache
+    /// The client-go v0.37 candidate [default:
+    /// $XDG_CACHE_HOME/ferrokube/bin/client-go-v0.37-leader, ~/.cache without it]
+    #[arg(long, value_name = "PATH")]
+    client_go_v037: Option<PathBuf>,
+    /// The client-go v1.20 candidate [default: $XDG_CACHE_HOME/ferrokube/bin/client-go-leader, ~/.cache
     /// without it]
     #[arg(long, value_name = "PATH")]
     client_go: Option<PathBuf>,
@@ -688,6 +700,10 @@ async fn main() -> Result<(), BoxError> {
             .client_go
             .clone()
             .unwrap_or_else(|| cache.join("ferrokube/bin/client-go-leader")),
+        client_go_v037: args
+            .client_go_v037
+            .clone()
+            .unwrap_or_else(|| cache.join("ferrokube/bin/client-go-v0.37-leader")),
         ferrokube: args
             .ferrokube
             .clone()
@@ -698,6 +714,7 @@ async fn main() -> Result<(), BoxError> {
     for name in args.impls.split(',') {
         let imp = match name {
             "client-go" => Impl::ClientGo,
+            "client-go-v0.37" => Impl::ClientGoV037,
             "ferrokube" => Impl::Ferrokube,
             other => return Err(format!("unknown implementation {other}").into()),
         };
@@ -710,6 +727,7 @@ async fn main() -> Result<(), BoxError> {
                 settings.binary(imp).display(),
                 match imp {
                     Impl::ClientGo => "build it: scripts/build-client-go-leader.sh",
+                    Impl::ClientGoV037 => "build it: benches/peers/client-go-v0.37/build.sh leader",
                     Impl::Ferrokube => {
                         "build it: cargo build --release -p ferrokube-examples --bin leader_candidate"
                     }
@@ -757,6 +775,7 @@ async fn main() -> Result<(), BoxError> {
         "retry_period": settings.retry_period,
         "candidates": 3,
         "client_go": settings.client_go,
+        "client_go_v037": settings.client_go_v037,
         "ferrokube": settings.ferrokube,
         "server_version": client.request_bytes(Call {
             request: http::Request::get("/version").body(Bytes::new())?,
@@ -915,20 +934,27 @@ fn print_table(
     );
     let mut header = format!("{:<44}", "figure");
     for imp in impls {
-        header.push_str(&format!("{:>14}", imp.name()));
+        header.push_str(&format!("{:>17}", imp.name()));
     }
-    let both = impls.len() == 2;
-    if both {
-        header.push_str(&format!("{:>10}  goal", "fk/cg"));
+    // The ratio column: ferrokube over the first other implementation of --impls (client-go
+    // v0.37 by default), when both ran.
+    let ours = impls.iter().position(|&i| i == Impl::Ferrokube);
+    let reference = impls.iter().position(|&i| i != Impl::Ferrokube);
+    let ratio_of = ours.zip(reference);
+    if let Some((_, r)) = ratio_of {
+        header.push_str(&format!(
+            "{:>28}  goal",
+            format!("ferrokube/{}", impls[r].name())
+        ));
     }
     println!("{header}");
     let row = |label: &str, values: Vec<f64>, goal: &str| {
         let mut line = format!("{label:<44}");
         for v in &values {
-            line.push_str(&format!("{v:>14.1}"));
+            line.push_str(&format!("{v:>17.1}"));
         }
-        if both {
-            let ratio = values[1] / values[0];
+        if let Some((o, r)) = ratio_of {
+            let ratio = values[o] / values[r];
             let verdict = match goal {
                 "le" if ratio <= 1.0 => "never slower: yes",
                 "le" => "never slower: NO",
@@ -938,7 +964,7 @@ fn print_table(
                 "fewer" => "no more requests: NO",
                 _ => "",
             };
-            line.push_str(&format!("{ratio:>10.2}  {verdict}"));
+            line.push_str(&format!("{ratio:>28.2}  {verdict}"));
         }
         println!("{line}");
     };
