@@ -138,9 +138,8 @@
 //!
 //! ## Choosing `max_wait`
 //!
-//! Default [`DEFAULT_MAX_WAIT`], 3 s. client-go and controller-runtime have no such setting
-//! (neither has a client that waits: client-go 1.36's consistency store never waits, it skips the
-//! reconcile and requeues). 3 s is what kube-apiserver's watch cache itself waits for a
+//! Default [`DEFAULT_MAX_WAIT`], 3 s. client-go has no such setting (it has no client that
+//! waits: client-go 1.36's consistency store never waits, it skips the reconcile and requeues). 3 s is what kube-apiserver's watch cache itself waits for a
 //! resourceVersion it has not reached yet before giving up: a watch further behind than that is
 //! not merely slow but broken (reconnecting, relisting, backing off), and a worker blocked longer
 //! holds its key while nothing improves; the error lets the caller requeue instead. It is far
@@ -153,9 +152,9 @@
 //!   is skipped and requeued. That is ferrokube's [`consistency`](super::consistency) store. This
 //!   client is **per client** instead and guards each read, wherever it happens (a reconcile, a
 //!   webhook, a script), by waiting, bounded, for the cache.
-//! - **controller-runtime** has no built-in answer: its default client reads the cache with no
-//!   freshness promise (a FAQ entry explains the stale cache and suggests requeueing or reading
-//!   the server); a read-your-own-writes client has been proposed as a design (2026).
+//! - **controller-runtime** v0.25 (September 2026) ships one, opt-in
+//!   (`client.CacheOptions.EnableReadYourWritesConsistency`); its default client still reads the
+//!   cache with no freshness promise. `benches/peers/READ_YOUR_WRITES.md` compares the two.
 //! - **kube-rs** has neither.
 
 use std::collections::{HashMap, HashSet, VecDeque};
