@@ -36,7 +36,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use ferrokube_core::{pipeline_enabled, pipeline_event};
 use parking_lot::Mutex;
@@ -521,7 +521,8 @@ impl<K: Object> Inner<K> {
             if !*self.synced.borrow() {
                 continue;
             }
-            let now = Instant::now();
+            // The clock the sleep above counts on, and `next_resync` with it.
+            let now = tokio::time::Instant::now();
             let mut any_due = false;
             for listener in &self.handlers.lock().listeners {
                 let due = match (listener.resync_period, &mut *listener.next_resync.lock()) {
