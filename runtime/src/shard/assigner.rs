@@ -47,13 +47,14 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use parking_lot::Mutex;
 use serde_json::{Value, json};
 use tokio::sync::watch;
+use tokio::time::Instant;
 
 use super::ShardError;
 use super::dependents::{ChildRef, DependentKind, MovedChildren};
@@ -137,7 +138,10 @@ pub(crate) async fn run_candidacy<K: Kind>(
 /// (see [`Liveness::Fenced`]). Not a valid member name, so no member can mistake it for itself.
 const FENCE_HOLDER: &str = "ferrokube.dev/fenced-by-assigner";
 
-/// What the assigner knows of one member, on its own monotonic clock.
+/// What the assigner knows of one member, on its own monotonic clock: the tokio runtime's
+/// (`tokio::time::Instant`), which its tick and every elector's renewals count on too. Real time
+/// in production (so liveness is judged as before); in a run on a paused runtime, virtual time,
+/// in step with the members' electors.
 struct Seen {
     /// Its Lease's resourceVersion (`None`: no Lease).
     resource_version: Option<String>,
@@ -218,7 +222,9 @@ struct Assigner<K> {
     /// Which members are live, and the ring over them.
     ring: watch::Sender<Members>,
     /// When each object still without a member was first seen (for `shard_assignment_seconds`).
-    unassigned_since: Arc<Mutex<HashMap<ObjectKey, Instant>>>,
+    /// Real time: the first sighting is stamped by an informer handler on its own thread, outside
+    /// the runtime, so the runtime's clock cannot be read there; only a metric depends on it.
+    unassigned_since: Arc<Mutex<HashMap<ObjectKey, std::time::Instant>>>,
     /// Children of fenced members, from one LIST each: what is still to relabel, by owner uid.
     sweeps: tokio::sync::Mutex<HashMap<String, Sweep>>,
     /// Moves begun and not finished: the children relabelled so far.
@@ -317,7 +323,7 @@ impl<K: Kind> Assigner<K> {
                 unassigned
                     .lock()
                     .entry(key.clone())
-                    .or_insert_with(Instant::now);
+                    .or_insert_with(std::time::Instant::now);
             }
             queue.add(key);
         });
