@@ -462,7 +462,7 @@ async fn stream_watch(
             if !delay.is_zero() {
                 // The delay is at most an hour (see `crate::faults`); an overflow delivers at once.
                 if let Some(due) = stored.written.checked_add(delay) {
-                    tokio::time::sleep_until(tokio::time::Instant::from_std(due)).await;
+                    tokio::time::sleep_until(due).await;
                 }
             }
         }
