@@ -251,6 +251,7 @@ impl<K: Object, L: ListerWatcher<K>> Reflector<K, L> {
         let mut phase = self.first_phase();
         loop {
             phase = tokio::select! {
+                // Stop first: once asked to stop, no further phase runs, however busy the watch.
                 biased;
                 _ = stop.wait_for(|stopped| *stopped) => return,
                 next = self.step(phase) => next,

@@ -302,8 +302,11 @@ impl<K: Object> SharedIndexInformer<K> {
         let mut synced = self.inner.synced.subscribe();
         let mut stop = self.inner.stop.subscribe();
         tokio::select! {
-            result = synced.wait_for(|s| *s) => result.is_ok(),
+            // Stopped first: a stopped informer's cache no longer follows the server, so "not
+            // synced" is the answer even if it had synced too.
+            biased;
             _ = stop.wait_for(|s| *s) => false,
+            result = synced.wait_for(|s| *s) => result.is_ok(),
         }
     }
 
@@ -377,6 +380,8 @@ impl<K: Object> Inner<K> {
     async fn mark_synced_when_fifo_is(&self) {
         let mut stop = self.stop.subscribe();
         tokio::select! {
+            // Stop first: a stopped informer is not announced synced.
+            biased;
             _ = stop.wait_for(|s| *s) => return,
             _ = self.fifo.wait_for_sync() => {}
         }
@@ -515,6 +520,8 @@ impl<K: Object> Inner<K> {
         let mut stop = self.stop.subscribe();
         loop {
             tokio::select! {
+                // Stop first: no resync round starts once the informer stops.
+                biased;
                 _ = stop.wait_for(|s| *s) => return,
                 _ = tokio::time::sleep(self.resync_check_period()) => {}
             }

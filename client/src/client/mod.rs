@@ -884,6 +884,7 @@ impl GatedWrite {
         };
         tokio::pin!(sent);
         tokio::select! {
+            // An answer that is there wins over a limit that passed in the same poll.
             biased;
             response = &mut sent => return response.map_err(SendError::Hyper),
             () = tokio::time::sleep_until(until) => {}
