@@ -110,6 +110,7 @@ impl<K: Object, R: Reconciler<K>> Workers<K, R> {
         let shared = Arc::new(ContextShared::clone(&self.context));
         loop {
             let key = tokio::select! {
+                // Stop first: a busy queue cannot keep a stopping worker taking keys.
                 biased;
                 _ = stop.wait_for(|stopping| *stopping) => return,
                 key = self.queue.get() => key,

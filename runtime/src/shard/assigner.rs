@@ -105,6 +105,8 @@ pub(crate) async fn run_candidacy<K: Kind>(
                 Assigner::<K>::new(&member, &dynamic, &scope, dependents.clone(), &leadership);
             let lost = leadership.lost();
             tokio::select! {
+                // The loss first: a former assigner must not assign on.
+                biased;
                 () = lost => {}
                 () = assigner.run() => {}
             }
@@ -128,6 +130,9 @@ pub(crate) async fn run_candidacy<K: Kind>(
         }
     };
     tokio::select! {
+        // The campaigns first: they carry the outcome (a shutdown, an error); `assigning` never
+        // ends by itself.
+        biased;
         ended = campaigns => ended?,
         () = assigning => {}
     }
@@ -346,6 +351,9 @@ impl<K: Kind> Assigner<K> {
         }
         let workers = futures_util::future::join_all((0..WORKERS).map(|_| self.work()));
         tokio::select! {
+            // Neither ends while the term lasts (the members loop never does; the workers when
+            // the queue shuts down): a fixed order for repeatable runs.
+            biased;
             () = self.watch_members() => {}
             _ = workers => {}
         }
