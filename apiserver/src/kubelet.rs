@@ -113,12 +113,16 @@ impl Kubelet {
         kill.tick().await;
         loop {
             tokio::select! {
+                // Fair by construction: a kill is ready at most once a period and a timer at most
+                // once per change observed, so both go before the changes, which a flood of writes
+                // could keep ready and would otherwise starve them.
+                biased;
+                _ = kill.tick(), if kill_every.is_some() => self.kill_one(&mut rng),
+                Some(action) = timers.recv() => self.act(action),
                 change = changes.recv() => match change {
                     Some(change) => self.observe(&change, &timer_tx),
                     None => return,
                 },
-                Some(action) = timers.recv() => self.act(action),
-                _ = kill.tick(), if kill_every.is_some() => self.kill_one(&mut rng),
             }
         }
     }

@@ -26,12 +26,12 @@
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
-use std::time::Instant;
 
 use bytes::Bytes;
 use parking_lot::Mutex;
 use serde_json::Value;
 use tokio::sync::mpsc;
+use tokio::time::Instant;
 
 use crate::meta;
 use crate::selection::Selection;
@@ -46,7 +46,9 @@ pub struct Stored {
     pub json: Bytes,
     /// The revision that wrote this object.
     pub revision: u64,
-    /// When it was written (a delivery-delay fault counts from here).
+    /// When it was written (a delivery-delay fault counts from here), on the tokio runtime's clock:
+    /// the delayed delivery sleeps on that clock, which on a paused runtime (a deterministic run)
+    /// is virtual time. A write made off any runtime reads real time (tokio's fallback).
     pub written: Instant,
 }
 

@@ -143,7 +143,8 @@ impl<K: Object> ResumingWatcher<K> {
     }
 
     async fn retry_later(&mut self, error: Error) -> WatchError {
-        let wait = self.backoff.failure();
+        // On the runtime's clock, the one the wait below sleeps on (virtual on a paused runtime).
+        let wait = self.backoff.failure(tokio::time::Instant::now().into_std());
         tracing::warn!(%error, ?wait, "watch failed; reconnecting after backoff");
         tokio::time::sleep(wait).await;
         WatchError::Retrying(error)

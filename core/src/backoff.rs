@@ -5,6 +5,13 @@
 //! the base plus a random fraction of it (jitter 1.0: somewhere in `[base, 2·base)`), so that many
 //! clients that lost the same server do not come back in lock step. If no failure happened for
 //! `reset_after` (2 minutes), the next failure starts again from the initial wait.
+//!
+//! **Whose clock.** "No failure for 2 minutes" is a reading of a clock, and this crate reads none
+//! (see [`crate::time`]): the caller passes `now` to [`Backoff::failure`]. It should be the clock
+//! the caller waits on. Code on a tokio runtime sleeps on the runtime's clock, so it passes
+//! `tokio::time::Instant::now().into_std()`: on a paused runtime (a deterministic run,
+//! `ferrokube-explore`) that is virtual time, and the reset then follows the same clock as the
+//! waits, not the machine's speed. Code off any runtime passes `Instant::now()`.
 
 use std::time::{Duration, Instant};
 
@@ -43,9 +50,9 @@ impl Backoff {
         }
     }
 
-    /// Records a failure; returns how long to wait before trying again.
-    pub fn failure(&mut self) -> Duration {
-        let now = Instant::now();
+    /// Records a failure at `now` (the caller's clock: see the [module docs](self)); returns how
+    /// long to wait before trying again.
+    pub fn failure(&mut self, now: Instant) -> Duration {
         if self
             .last_failure
             .is_some_and(|last| now.duration_since(last) >= self.reset_after)
@@ -74,27 +81,28 @@ mod tests {
         let mut backoff = Backoff::default();
         let mut base = Duration::from_millis(800);
         for _ in 0..10 {
-            let wait = backoff.failure();
+            let wait = backoff.failure(Instant::now());
             assert!(
                 wait >= base && wait < base * 2,
                 "{wait:?} for base {base:?}"
             );
             base = (base * 2).min(Duration::from_secs(30));
         }
-        assert!(backoff.failure() >= Duration::from_secs(30));
+        assert!(backoff.failure(Instant::now()) >= Duration::from_secs(30));
         backoff.reset();
-        assert!(backoff.failure() < Duration::from_millis(1600));
+        assert!(backoff.failure(Instant::now()) < Duration::from_millis(1600));
 
         let mut quick = Backoff::new(
             Duration::from_millis(1),
             Duration::from_secs(1),
             Duration::from_millis(20),
         );
-        quick.failure();
-        quick.failure();
-        std::thread::sleep(Duration::from_millis(30));
+        let t0 = Instant::now();
+        quick.failure(t0);
+        assert!(quick.failure(t0) >= Duration::from_millis(2), "doubled");
+        // The caller's clock says 30 ms passed (none did in real time): that is a quiet stretch.
         assert!(
-            quick.failure() < Duration::from_millis(2),
+            quick.failure(t0 + Duration::from_millis(30)) < Duration::from_millis(2),
             "reset after a quiet stretch"
         );
     }

@@ -60,7 +60,9 @@
 //! |---|---|
 //! | the scheduler | a **current-thread** runtime: one thread polls every task (server, tap, controller, scenario), in an order that depends only on which tasks were woken and when |
 //! | timers, timeouts, backoff waits, settle times | the runtime's clock **starts paused** (`start_paused`): virtual time advances only when every task is idle, straight to the next timer. A 5-minute wait costs nothing, and no timer fires "a bit early" because the machine was busy |
-//! | requeues and retries of keys (`Action::requeue`, rate-limited requeues after an error) | the workqueue normally waits for them on an OS thread in real time; a controller built on a thread with a virtual wall clock builds its queue with `WorkQueueBuilder::virtual_time`, and the delays wait in a task on the runtime's clock |
+//! | requeues and retries of keys (`Action::requeue`, rate-limited requeues after an error) | the workqueue normally waits for them on an OS thread in real time; a controller built on a thread with a virtual wall clock builds its queue with `WorkQueueBuilder::virtual_time`: the queue then reads one clock, the runtime's, for everything (delays wait in a task on it, the rate limiter's overall token bucket is handed its `now` and refills as virtual time passes, the queue's metrics measure it) |
+//! | durations the layers measure (how long a watch lived, "healthy for 2 minutes" before a reconnect backoff starts over, when a handler's resync is due, an expectation's timeout, the event correlator's 10-minute windows and spam filter's refill, a reconcile's duration, the delay of the server's watch-delay fault, the shard assigner's view of member liveness) | read on the runtime's clock (`tokio::time::Instant`), which on the paused runtime is virtual time; [`ferrokube_core::backoff::Backoff`] reads no clock and is handed the runtime's `now` by its callers |
+//! | which of several ready branches a `tokio::select!` takes | every `select!` in the layers a run goes through (core, client, workqueue, informer, runtime, pipeline, the embedded server) is `biased;`: branches are tried in a fixed order, chosen per site (shutdown and cancellation first, then the work; where a branch could be ready without end, as a flood of watch events, it comes after the ones it could starve) |
 //! | the wall clock (`creationTimestamp`, conditions, leases, events) | [`ferrokube_core::time::set_thread_clock`]: on the run's thread every layer reads 2026-01-01T00:00:00Z plus the virtual time elapsed |
 //! | random numbers (uids, backoff and retry jitter, a watch's `timeoutSeconds`, the server's fault choices) | [`ferrokube_core::random::seed_thread`] with the run's seed: every layer draws through `ferrokube_core::random` on the run's thread; the server's fault generator gets the seed too (`Faults::seed`) |
 //! | the network | none: **in-memory pipes** (no sockets, no kernel buffers, no Nagle, no ports) between clients, the tap and the server |
@@ -68,24 +70,31 @@
 //!
 //! ## What is not (yet) deterministic, and how the trace copes
 //!
-//! - **`tokio::select!` without `biased;`** picks among ready branches at random, from an RNG
-//!   tokio seeds itself (its `rng_seed` needs `--cfg tokio_unstable`, which this workspace does
-//!   not build with). On one thread two branches are rarely ready in the same poll; the tests
-//!   check 100 of 100 runs identical, and a difference, if one ever shows, is printed with its
-//!   first differing entry.
-//! - **`std::time::Instant`** (real, not virtual, time) is still read in a few places: the
-//!   backoff's "healthy for how long" (`ferrokube_core::backoff`), the informer's resync
-//!   bookkeeping, the workqueue's overall token bucket (10 per second, burst 100, in the default
-//!   controller rate limiter) and metrics clock, the event correlator. A run is fast in real
-//!   time, so these see "almost no time passed" consistently; a run with more than 100 failures
-//!   would meet the token bucket. Moving them to the runtime's clock is the next piece of work.
+//! - **Real time is still read in a few places, none that decides what a run does**: the
+//!   client's token-file re-read throttle (an explored client has no token), the
+//!   client-side request rate limiter (its own clock; the explorer's clients have none),
+//!   `BucketRateLimiter::when` (real time by contract; a queue asks `when_at` with its own
+//!   clock), and the shard assigner's `shard_assignment_seconds` metric (stamped on an informer
+//!   handler's own thread). A virtual-time queue touched from a thread outside the runtime reads
+//!   real time there (tokio's fallback); a run does everything on its one thread.
+//! - **The live view** (`ferrokube-view`) and test helpers were not audited: their `select!`s
+//!   still pick at random. A run does not start the view.
+//! - **The audit log's** `requestReceivedTimestamp` reads the system clock, not the thread's
+//!   virtual one; the trace does not record it.
 //! - **Uids and timestamps** are seeded and virtual, but the trace does not record them at all:
 //!   it records names and resourceVersions, which the server hands out in order. So a trace is
 //!   readable, and stays comparable if a layer draws one more random number.
 //! - **HashMap order** (random per map) matters only where a controller's behaviour depends on
 //!   iterating a map; the runtime's queues are FIFO.
-//! - A draw made **on another thread** (a `spawn_blocking` task) is not seeded; no layer does one
-//!   in a run today.
+//! - A draw made **on another thread** (a `spawn_blocking` task, an informer handler with its
+//!   own thread) is not seeded, and such a thread runs when the OS schedules it. A controller's
+//!   sources are inline handlers, so an unsharded controller's run has none; the shard assigner's
+//!   handlers do have threads of their own.
+//!
+//! The tests check 100 of 100 runs identical (`explore_determinism`), and that the retry bucket
+//! and the server's watch-delay fault follow virtual time (`explore_virtual_clock`: outcomes that
+//! would differ, run to run, on real time). A difference, if one ever shows, is printed with its
+//! first differing entry.
 //!
 //! ## Use
 //!

@@ -16,7 +16,7 @@ use std::collections::VecDeque;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use ferrokube_core::pipeline_event;
 use parking_lot::{Condvar, Mutex};
@@ -204,8 +204,11 @@ pub(crate) struct Listener<K> {
     /// Initial-list adds pushed but not yet handled. Synced = upstream_synced && this is 0.
     initial_pending: AtomicUsize,
     pub(crate) resync_period: Option<Duration>,
-    /// When this handler is next due for a resync.
-    pub(crate) next_resync: Mutex<Option<Instant>>,
+    /// When this handler is next due for a resync, on the tokio runtime's clock: the resync loop
+    /// that reads it sleeps on that clock (virtual on a paused runtime, as in a deterministic run).
+    /// A handler added from a thread in no runtime starts its count on real time (tokio's
+    /// fallback), which is the same clock unless the runtime's clock is paused.
+    pub(crate) next_resync: Mutex<Option<tokio::time::Instant>>,
     /// Whether Sync deltas of the current resync round go to this handler.
     pub(crate) resyncing: AtomicBool,
     metrics: Option<Arc<dyn HandlerQueueMetrics>>,
@@ -233,7 +236,7 @@ impl<K: Object> Listener<K> {
             upstream_synced: AtomicBool::new(false),
             initial_pending: AtomicUsize::new(0),
             resync_period: resync_period.filter(|p| !p.is_zero()),
-            next_resync: Mutex::new(resync_period.map(|p| Instant::now() + p)),
+            next_resync: Mutex::new(resync_period.map(|p| tokio::time::Instant::now() + p)),
             resyncing: AtomicBool::new(false),
             metrics,
         })

@@ -37,12 +37,15 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use ferrokube_core::pipeline_event;
 use futures_util::StreamExt;
 use parking_lot::Mutex;
 use tokio::sync::watch;
+// The runtime's clock: a watch's age is measured on the clock its idle timeout and the backoff
+// sleep on (virtual on a paused runtime, real otherwise).
+use tokio::time::Instant;
 
 use crate::delta_fifo::DeltaFifo;
 use crate::lister_watcher::{
@@ -248,6 +251,7 @@ impl<K: Object, L: ListerWatcher<K>> Reflector<K, L> {
         let mut phase = self.first_phase();
         loop {
             phase = tokio::select! {
+                // Stop first: once asked to stop, no further phase runs, however busy the watch.
                 biased;
                 _ = stop.wait_for(|stopped| *stopped) => return,
                 next = self.step(phase) => next,
@@ -311,7 +315,11 @@ impl<K: Object, L: ListerWatcher<K>> Reflector<K, L> {
     fn failed(&mut self, error: &ListWatchError, then: Phase<K>) -> Phase<K> {
         self.report(error);
         Phase::Backoff {
-            wait: self.options.backoff.failure(),
+            // On the runtime's clock, the one the backoff phase sleeps on.
+            wait: self
+                .options
+                .backoff
+                .failure(tokio::time::Instant::now().into_std()),
             then: Box::new(then),
         }
     }

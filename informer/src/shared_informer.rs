@@ -36,7 +36,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use ferrokube_core::{pipeline_enabled, pipeline_event};
 use parking_lot::Mutex;
@@ -302,8 +302,11 @@ impl<K: Object> SharedIndexInformer<K> {
         let mut synced = self.inner.synced.subscribe();
         let mut stop = self.inner.stop.subscribe();
         tokio::select! {
-            result = synced.wait_for(|s| *s) => result.is_ok(),
+            // Stopped first: a stopped informer's cache no longer follows the server, so "not
+            // synced" is the answer even if it had synced too.
+            biased;
             _ = stop.wait_for(|s| *s) => false,
+            result = synced.wait_for(|s| *s) => result.is_ok(),
         }
     }
 
@@ -377,6 +380,8 @@ impl<K: Object> Inner<K> {
     async fn mark_synced_when_fifo_is(&self) {
         let mut stop = self.stop.subscribe();
         tokio::select! {
+            // Stop first: a stopped informer is not announced synced.
+            biased;
             _ = stop.wait_for(|s| *s) => return,
             _ = self.fifo.wait_for_sync() => {}
         }
@@ -515,13 +520,16 @@ impl<K: Object> Inner<K> {
         let mut stop = self.stop.subscribe();
         loop {
             tokio::select! {
+                // Stop first: no resync round starts once the informer stops.
+                biased;
                 _ = stop.wait_for(|s| *s) => return,
                 _ = tokio::time::sleep(self.resync_check_period()) => {}
             }
             if !*self.synced.borrow() {
                 continue;
             }
-            let now = Instant::now();
+            // The clock the sleep above counts on, and `next_resync` with it.
+            let now = tokio::time::Instant::now();
             let mut any_due = false;
             for listener in &self.handlers.lock().listeners {
                 let due = match (listener.resync_period, &mut *listener.next_resync.lock()) {

@@ -18,10 +18,13 @@
 //! of lateness to every delayed key. The thread holds only a weak reference to the queue, and exits when
 //! the queue shuts down or is dropped, after which nothing it held is left.
 //!
+//! Due times, deadlines and the periodic tick are all counted on the queue's clock
+//! (`crate::clock::QueueClock`), in nanoseconds since the queue was built.
+//!
 //! **Virtual time** (`WorkQueueBuilder::virtual_time`): for a run on a paused tokio clock
-//! (`ferrokube-explore`), due times are counted on tokio's clock and the timer is a task on the
-//! runtime instead of an OS thread, so a delayed key comes back when the runtime's virtual time
-//! reaches it, in step with every other timer of the run.
+//! (`ferrokube-explore`), the queue's clock is the runtime's and the timer is a task on the
+//! runtime instead of an OS thread, so a delayed key (and a metrics tick) comes back when the
+//! runtime's virtual time reaches it, in step with every other timer of the run.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -29,13 +32,14 @@ use std::hash::{BuildHasher, Hash};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use parking_lot::{Condvar, Mutex};
 
+use crate::clock::QueueClock;
 use crate::probe_table::{Probe, ProbeTable};
 
-/// Nanoseconds since [`DelayedKeys::epoch`].
+/// Nanoseconds since the queue's epoch, on its clock ([`DelayedKeys::clock`]).
 type Nanos = u64;
 
 /// `next_due` when nothing is waiting.
@@ -104,23 +108,6 @@ struct State<K> {
     timer: Timer,
 }
 
-/// The clock due times are counted on: real time (the default), or the tokio runtime's clock
-/// (virtual when the runtime's clock is paused).
-#[derive(Debug, Clone, Copy)]
-enum Epoch {
-    Real(Instant),
-    Tokio(tokio::time::Instant),
-}
-
-impl Epoch {
-    fn elapsed(&self) -> Duration {
-        match self {
-            Epoch::Real(epoch) => epoch.elapsed(),
-            Epoch::Tokio(epoch) => epoch.elapsed(),
-        }
-    }
-}
-
 pub(crate) struct DelayedKeys<K> {
     state: Mutex<State<K>>,
     timer_wake: Condvar,
@@ -129,7 +116,8 @@ pub(crate) struct DelayedKeys<K> {
     /// Earliest due time in the heap (`NOTHING_DUE` if empty), readable without the lock so that a
     /// getter can tell in one load that there is nothing to promote.
     next_due: AtomicU64,
-    epoch: Epoch,
+    /// The queue's clock: real time, or the tokio runtime's (then the timer is a task).
+    clock: QueueClock,
     hasher: foldhash::fast::RandomState,
     /// If set, the timer thread also wakes this often to call [`Deliver::tick`].
     tick: Option<Duration>,
@@ -146,7 +134,7 @@ pub(crate) struct DelayedKeys<K> {
 }
 
 impl<K: Hash + Eq + Clone + Send + Sync + 'static> DelayedKeys<K> {
-    pub(crate) fn new(thread_name: String, tick: Option<Duration>, virtual_time: bool) -> Self {
+    pub(crate) fn new(thread_name: String, tick: Option<Duration>, clock: QueueClock) -> Self {
         DelayedKeys {
             state: Mutex::new(State {
                 heap: BinaryHeap::new(),
@@ -158,11 +146,7 @@ impl<K: Hash + Eq + Clone + Send + Sync + 'static> DelayedKeys<K> {
             task_wake: tokio::sync::Notify::new(),
             in_transit: AtomicUsize::new(0),
             next_due: AtomicU64::new(NOTHING_DUE),
-            epoch: if virtual_time {
-                Epoch::Tokio(tokio::time::Instant::now())
-            } else {
-                Epoch::Real(Instant::now())
-            },
+            clock,
             hasher: foldhash::fast::RandomState::default(),
             tick,
             thread_name,
@@ -170,7 +154,23 @@ impl<K: Hash + Eq + Clone + Send + Sync + 'static> DelayedKeys<K> {
     }
 
     fn now(&self) -> Nanos {
-        Nanos::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(NOTHING_DUE - 1)
+        Nanos::try_from(self.clock.since_epoch().as_nanos()).unwrap_or(NOTHING_DUE - 1)
+    }
+
+    /// When the timer must next look: the earlier of the next due time and the next tick
+    /// (`None`: only when woken).
+    fn deadline(next_due: Nanos, next_tick: Option<Nanos>) -> Option<Nanos> {
+        (next_due != NOTHING_DUE)
+            .then_some(next_due)
+            .into_iter()
+            .chain(next_tick)
+            .min()
+    }
+
+    /// The next tick after `now`, if ticking was asked for.
+    fn next_tick(&self, now: Nanos) -> Option<Nanos> {
+        self.tick
+            .map(|tick| now.saturating_add(Nanos::try_from(tick.as_nanos()).unwrap_or(NOTHING_DUE)))
     }
 
     /// Parks `key` until `delay` has passed. If it is already waiting, it keeps the earlier due time and
@@ -247,10 +247,10 @@ impl<K: Hash + Eq + Clone + Send + Sync + 'static> DelayedKeys<K> {
     fn start_timer<D: Deliver<K>>(self: &Arc<Self>, state: &mut State<K>, target: &Weak<D>) {
         let me = Arc::clone(self);
         let target = target.clone();
-        if let Epoch::Tokio(epoch) = self.epoch {
+        if self.clock.is_runtime() {
             match tokio::runtime::Handle::try_current() {
                 Ok(runtime) => {
-                    runtime.spawn(me.run_timer_task(epoch, target));
+                    runtime.spawn(me.run_timer_task(target));
                     state.timer = Timer::Running {
                         wakes_at: 0,
                         thread: None,
@@ -370,9 +370,11 @@ impl<K: Hash + Eq + Clone + Send + Sync + 'static> DelayedKeys<K> {
     }
 
     /// The timer thread's body: sleep until something is due (or a tick), deliver, repeat.
+    /// Runs only on real time ([`start_timer`](Self::start_timer)), so the queue's clock and the
+    /// condition variable's deadline are the same clock.
     fn run_timer<D: Deliver<K>>(&self, target: &Weak<D>) {
         let mut due = Vec::new();
-        let mut next_tick = self.tick.map(|t| Instant::now() + t);
+        let mut next_tick = self.next_tick(self.now());
         loop {
             let tick_now = {
                 let mut state = self.state.lock();
@@ -382,23 +384,16 @@ impl<K: Hash + Eq + Clone + Send + Sync + 'static> DelayedKeys<K> {
                     }
                     let now = self.now();
                     self.take_due_locked(&mut state, now, &mut due);
-                    let tick_now = next_tick.is_some_and(|t| Instant::now() >= t);
+                    let tick_now = next_tick.is_some_and(|t| now >= t);
                     if !due.is_empty() || tick_now {
                         set_wakes_at(&mut state, 0);
                         break tick_now;
                     }
                     let next = self.next_due.load(Ordering::Acquire);
                     set_wakes_at(&mut state, next);
-                    // The thread runs only in real time (`start_timer`).
-                    let due_at = match self.epoch {
-                        Epoch::Real(epoch) => {
-                            (next != NOTHING_DUE).then(|| epoch + Duration::from_nanos(next))
-                        }
-                        Epoch::Tokio(_) => None,
-                    };
-                    let deadline = due_at.into_iter().chain(next_tick).min();
-                    match deadline {
+                    match Self::deadline(next, next_tick) {
                         Some(deadline) => {
+                            let deadline = self.clock.at(Duration::from_nanos(deadline));
                             self.timer_wake.wait_until(&mut state, deadline);
                         }
                         None => self.timer_wake.wait(&mut state),
@@ -415,7 +410,7 @@ impl<K: Hash + Eq + Clone + Send + Sync + 'static> DelayedKeys<K> {
             self.delivered(taken);
             if tick_now {
                 target.tick();
-                next_tick = self.tick.map(|t| Instant::now() + t);
+                next_tick = self.next_tick(self.now());
             }
         }
     }
@@ -423,14 +418,11 @@ impl<K: Hash + Eq + Clone + Send + Sync + 'static> DelayedKeys<K> {
 
 impl<K: Hash + Eq + Clone + Send + Sync + 'static> DelayedKeys<K> {
     /// The timer in virtual time: [`run_timer`](Self::run_timer) as a task on the runtime,
-    /// sleeping on tokio's clock (counted from `epoch`) instead of a condition variable.
-    async fn run_timer_task<D: Deliver<K>>(
-        self: Arc<Self>,
-        epoch: tokio::time::Instant,
-        target: Weak<D>,
-    ) {
+    /// sleeping on tokio's clock (the queue's clock, see [`QueueClock`]) instead of a condition
+    /// variable.
+    async fn run_timer_task<D: Deliver<K>>(self: Arc<Self>, target: Weak<D>) {
         let mut due = Vec::new();
-        let mut next_tick = self.tick.map(|t| tokio::time::Instant::now() + t);
+        let mut next_tick = self.next_tick(self.now());
         loop {
             // `None`: work to do now; `Some(deadline)`: sleep until then (`None` inside: until woken).
             let (tick_now, sleep) = {
@@ -440,29 +432,27 @@ impl<K: Hash + Eq + Clone + Send + Sync + 'static> DelayedKeys<K> {
                 }
                 let now = self.now();
                 self.take_due_locked(&mut state, now, &mut due);
-                let tick_now = next_tick.is_some_and(|t| tokio::time::Instant::now() >= t);
+                let tick_now = next_tick.is_some_and(|t| now >= t);
                 if !due.is_empty() || tick_now {
                     set_wakes_at(&mut state, 0);
                     (tick_now, None)
                 } else {
                     let next = self.next_due.load(Ordering::Acquire);
                     set_wakes_at(&mut state, next);
-                    let deadline = (next != NOTHING_DUE)
-                        .then(|| epoch + Duration::from_nanos(next))
-                        .into_iter()
-                        .chain(next_tick)
-                        .min();
-                    (false, Some(deadline))
+                    (false, Some(Self::deadline(next, next_tick)))
                 }
             };
             if let Some(deadline) = sleep {
                 let woken = self.task_wake.notified();
                 match deadline {
                     Some(deadline) => {
+                        let deadline = self.clock.at(Duration::from_nanos(deadline));
                         tokio::select! {
+                            // Either way the loop looks at the heap again; a wake-up first, so
+                            // that a key added due earlier is not held to the old deadline's poll.
                             biased;
                             () = woken => {}
-                            () = tokio::time::sleep_until(deadline) => {}
+                            () = tokio::time::sleep_until(tokio::time::Instant::from_std(deadline)) => {}
                         }
                     }
                     None => woken.await,
@@ -479,7 +469,7 @@ impl<K: Hash + Eq + Clone + Send + Sync + 'static> DelayedKeys<K> {
             self.delivered(taken);
             if tick_now {
                 target.tick();
-                next_tick = self.tick.map(|t| tokio::time::Instant::now() + t);
+                next_tick = self.next_tick(self.now());
             }
         }
     }

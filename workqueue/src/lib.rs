@@ -67,6 +67,7 @@
 //! | `key_table` | each key's state (queued / processing / processing+dirty), in 64 locked shards |
 //! | `ready_queue` | the keys ready to hand out, by priority then FIFO |
 //! | `delay` | keys added with a delay, and the timer thread that adds them when due |
+//! | `clock` | the queue's one clock (real time, or the tokio runtime's: [`WorkQueueBuilder::virtual_time`]) and the metrics' timestamps |
 //! | [`rate_limiter`] | how long a failing key waits |
 //! | [`metrics`] | what the queue reports, and a Prometheus implementation |
 //! | `worker` | [`run_workers`] |

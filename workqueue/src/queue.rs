@@ -7,7 +7,7 @@
 //!  get()  ─▶ ready_queue.pop ─▶ key_table: Queued → Processing ─▶ worker
 //!  done(k)─▶ key_table: Processing → absent, or ProcessingDirty → Queued ─▶ ready_queue.push
 //!  add_after(k, d) ─▶ delay: waits d ─▶ add(k)
-//!  add_rate_limited(k) ─▶ rate_limiter.when(k) = d ─▶ add_after(k, d)
+//!  add_rate_limited(k) ─▶ rate_limiter.when_at(k, clock.now()) = d ─▶ add_after(k, d)
 //! ```
 //!
 //! Locks: each key-table shard, the ready queue and the delay heap each have their own lock, and no code
@@ -25,7 +25,7 @@ use parking_lot::Mutex;
 use tokio::sync::Notify;
 
 use crate::block_on::block_on;
-use crate::clock::MetricsClock;
+use crate::clock::{MetricsClock, QueueClock};
 use crate::delay::{DelayedKeys, Deliver};
 use crate::key_table::{AddOutcome, DoneOutcome, KeyState, KeyTable};
 use crate::metrics::{QueueMetrics, UNFINISHED_WORK_UPDATE_PERIOD};
@@ -118,7 +118,11 @@ struct Inner<K: QueueKey> {
     dropped_adds: AtomicU64,
     limiter: Box<dyn RateLimiter<K>>,
     metrics: Option<Arc<dyn QueueMetrics>>,
-    clock: MetricsClock,
+    /// The queue's clock (real, or the runtime's: see `WorkQueueBuilder::virtual_time`): the
+    /// delayed keys count on a copy of it, and the rate limiter is given its `now`.
+    clock: QueueClock,
+    /// Metrics' timestamps, from `clock`; free when the queue has no metrics.
+    stamps: MetricsClock,
     /// The `Arc` this lives in, for the timer thread (which must not keep the queue alive).
     this: Weak<Inner<K>>,
 }
@@ -146,11 +150,15 @@ impl<K: QueueKey> WorkQueueBuilder<K> {
         self
     }
 
-    /// Count delays on the tokio runtime's clock and wait for them in a task on the runtime,
-    /// instead of in real time on an OS thread (the default, precise to microseconds). For runs on
-    /// a paused clock (`tokio::time::pause`, `ferrokube-explore`), where virtual time runs ahead
-    /// of real time: a delayed key then comes back when the runtime's clock reaches its due time.
-    /// Build the queue, and delay the first key, inside the runtime. Default `false`.
+    /// Read every time the queue needs from the tokio runtime's clock, instead of real time (the
+    /// default): delays are counted on it and waited for in a task on the runtime, instead of on
+    /// an OS thread (precise to microseconds); the rate limiter is given its `now`
+    /// ([`RateLimiter::when_at`]), so the overall token bucket refills as that clock moves; and the
+    /// metrics measure it. For runs on a paused clock (`tokio::time::pause`,
+    /// `ferrokube-explore`), where virtual time runs ahead of real time: a delayed key then comes
+    /// back when the runtime's clock reaches its due time, and a retry waits what the run's clock
+    /// says, not what the machine's speed made of it. Build the queue, and use it, inside the
+    /// runtime: a thread outside any runtime reads real time (tokio's fallback). Default `false`.
     pub fn virtual_time(mut self, on: bool) -> Self {
         self.virtual_time = on;
         self
@@ -172,14 +180,16 @@ impl<K: QueueKey> WorkQueueBuilder<K> {
         } else {
             format!("workqueue-timer-{}", self.name)
         };
+        let clock = QueueClock::new(self.virtual_time);
         let inner = Arc::new_cyclic(|this| Inner {
-            clock: MetricsClock::new(self.metrics.is_some()),
+            clock,
+            stamps: MetricsClock::new(clock, self.metrics.is_some()),
             name: self.name,
             keys: KeyTable::new(self.metrics.is_some()),
             ready: Mutex::new(ReadyQueue::new()),
             ready_signal: Notify::new(),
             sleepers: AtomicUsize::new(0),
-            delayed: Arc::new(DelayedKeys::new(thread_name, tick, self.virtual_time)),
+            delayed: Arc::new(DelayedKeys::new(thread_name, tick, clock)),
             shutting_down: AtomicBool::new(false),
             draining: AtomicBool::new(false),
             drained: Notify::new(),
@@ -262,7 +272,8 @@ impl<K: QueueKey> WorkQueue<K> {
         }
         let mut delay = options.after.unwrap_or_default();
         if options.rate_limited {
-            let backoff = inner.limiter.when(&key);
+            // On the queue's clock, so that a bucket refills as the queue's time passes.
+            let backoff = inner.limiter.when_at(&key, inner.clock.now());
             pipeline_event!(
                 stage = "limiter",
                 op = "failure",
@@ -379,7 +390,7 @@ impl<K: QueueKey> WorkQueue<K> {
             }
         };
         inner.with_metrics(|m| {
-            let worked = inner.clock.between(started_at, inner.clock.now());
+            let worked = inner.stamps.between(started_at, inner.stamps.now());
             m.done(worked.unwrap_or_default());
         });
         if inner.draining.load(Ordering::SeqCst) && inner.keys.processing_count() == 0 {
@@ -493,7 +504,7 @@ impl<K: QueueKey> Inner<K> {
     /// The add rule itself (see [`WorkQueue::add`]).
     fn enqueue(&self, key: K, priority: i32) {
         let hash = self.keys.hash(&key);
-        match self.keys.add(&key, hash, priority, self.clock.now()) {
+        match self.keys.add(&key, hash, priority, self.stamps.now()) {
             AddOutcome::Enqueue { ticket, raised } => {
                 pipeline_event!(stage = "queue", op = "add", instance = %self.name, key = ?key, state = "queued", priority = priority as i64, depth = self.ready.lock().len() as u64 + u64::from(!raised));
                 let entry = Entry { key, ticket };
@@ -526,13 +537,13 @@ impl<K: QueueKey> Inner<K> {
                 }
                 ready.pop()
             }?;
-            let now = self.clock.now();
+            let now = self.stamps.now();
             let hash = self.keys.hash(&entry.key);
             match self.keys.claim(&entry.key, hash, entry.ticket, now) {
                 Some(queued_at) => {
                     pipeline_event!(stage = "queue", op = "get", instance = %self.name, key = ?entry.key, state = "processing", depth = self.ready.lock().len() as u64);
                     self.with_metrics(|m| {
-                        m.taken(self.clock.between(queued_at, now).unwrap_or_default())
+                        m.taken(self.stamps.between(queued_at, now).unwrap_or_default())
                     });
                     return Some(entry.key);
                 }
@@ -568,10 +579,10 @@ impl<K: QueueKey> Deliver<K> for Inner<K> {
         let Some(metrics) = &self.metrics else {
             return;
         };
-        let now = self.clock.now();
+        let now = self.stamps.now();
         let (mut total, mut longest) = (Duration::ZERO, Duration::ZERO);
         self.keys.for_each_processing(|started_at| {
-            let running = self.clock.between(started_at, now).unwrap_or_default();
+            let running = self.stamps.between(started_at, now).unwrap_or_default();
             total += running;
             longest = longest.max(running);
         });
@@ -645,6 +656,41 @@ mod tests {
             real.elapsed() < Duration::from_secs(5),
             "a virtual minute took {:?}",
             real.elapsed()
+        );
+    }
+
+    #[test]
+    fn in_virtual_time_the_rate_limiters_bucket_refills_on_the_runtimes_clock() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .unwrap();
+        // How many of `keys` come back within 10 ms of virtual time after a rate-limited add.
+        async fn quick_retries(q: &WorkQueue<u32>, keys: std::ops::Range<u32>) -> usize {
+            let count = keys.len();
+            let start = tokio::time::Instant::now();
+            for key in keys {
+                q.add_rate_limited(key);
+            }
+            let mut quick = 0;
+            for _ in 0..count {
+                q.get().await.unwrap();
+                quick += usize::from(start.elapsed() <= Duration::from_millis(10));
+            }
+            quick
+        }
+        let (first, after_an_hour) = runtime.block_on(async {
+            let q: WorkQueue<u32> = WorkQueue::builder().virtual_time(true).build();
+            // The default limiter: 5 ms per key at first, and a bucket of 100 at 10 a second.
+            let first = quick_retries(&q, 0..150).await;
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+            (first, quick_retries(&q, 1000..1150).await)
+        });
+        assert_eq!(first, 100, "the bucket's burst");
+        assert_eq!(
+            after_an_hour, 100,
+            "a virtual hour refilled the bucket (on real time, it would still be owed 5 s)"
         );
     }
 

@@ -383,8 +383,10 @@ async fn accept_loop(
             match tls {
                 Some(acceptor) => {
                     let accepted = tokio::select! {
-                        accepted = acceptor.accept(stream) => accepted,
+                        // Stopping first: no handshake is finished for a server going away.
+                        biased;
                         () = stopped(&mut stopping) => return,
+                        accepted = acceptor.accept(stream) => accepted,
                     };
                     match accepted {
                         Ok(stream) => serve(stream, peer.to_string(), shared, stopping, true).await,
@@ -417,6 +419,9 @@ async fn serve<I>(
     let connection = builder.serve_connection(TokioIo::new(io), service);
     tokio::pin!(connection);
     let served = tokio::select! {
+        // A connection that ended is reported as such; only a live one is shut down gracefully.
+        // The connection is ready once (when it ends), so it cannot starve the stop.
+        biased;
         served = connection.as_mut() => served,
         () = stopped(&mut stopping) => {
             connection.as_mut().graceful_shutdown();

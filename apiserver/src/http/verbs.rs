@@ -449,12 +449,15 @@ async fn stream_watch(
         let item = match feed.backlog.pop_front() {
             Some(item) => item,
             None => tokio::select! {
+                // The ends first (the client gone, the watch's timeout), then the next event: a
+                // flood of writes cannot keep a watch open past its end.
+                biased;
+                _ = tx.closed() => return,
+                () = &mut expired => return,
                 item = feed.live.recv() => match item {
                     Some(item) => item,
                     None => return,
                 },
-                _ = tx.closed() => return,
-                () = &mut expired => return,
             },
         };
         if let WatchItem::Event(_, stored) = &item {
@@ -462,7 +465,7 @@ async fn stream_watch(
             if !delay.is_zero() {
                 // The delay is at most an hour (see `crate::faults`); an overflow delivers at once.
                 if let Some(due) = stored.written.checked_add(delay) {
-                    tokio::time::sleep_until(tokio::time::Instant::from_std(due)).await;
+                    tokio::time::sleep_until(due).await;
                 }
             }
         }

@@ -86,7 +86,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, RETRY_AFTER, USER_AGENT};
@@ -458,7 +458,9 @@ impl Client {
     }
 
     async fn send_once(&self, call: &Call) -> Result<Response<Incoming>, Error> {
-        let asked = Instant::now();
+        // Timings for the pipeline's events, on the runtime's clock like every wait here (virtual
+        // in a deterministic run on a paused runtime).
+        let asked = tokio::time::Instant::now();
         if let Some(limiter) = &self.inner.limiter {
             limiter.acquire(self.priority).await;
         }
@@ -470,7 +472,7 @@ impl Client {
         // Held until the answer's head arrives.
         let mut write = GatedWrite::new(self.admit(request.method(), &url)?, self.gate.clone());
         let request = request.map(|body| RequestBody::new(body, write.departure.clone()));
-        let sent_at = Instant::now();
+        let sent_at = tokio::time::Instant::now();
         let http = match (&self.inner.watch_http, call.streaming) {
             (Some(watch_http), true) => watch_http,
             _ => &self.inner.http,
@@ -882,6 +884,7 @@ impl GatedWrite {
         };
         tokio::pin!(sent);
         tokio::select! {
+            // An answer that is there wins over a limit that passed in the same poll.
             biased;
             response = &mut sent => return response.map_err(SendError::Hyper),
             () = tokio::time::sleep_until(until) => {}

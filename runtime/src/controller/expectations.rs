@@ -33,9 +33,15 @@
 //!
 //! Keys are the owner's key (`namespace/name`); forget an owner's record when it is deleted
 //! ([`Reconciler::deleted`](super::Reconciler::deleted) is the place).
+//!
+//! The timeout is counted on the tokio runtime's clock (`tokio::time::Instant`), the clock the
+//! controller's requeues wait on: real time in production, virtual time in a deterministic run on
+//! a paused runtime (`ferrokube-explore`). Called from a thread in no runtime, it reads real time.
 
 use std::collections::{HashMap, HashSet};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use parking_lot::Mutex;
 

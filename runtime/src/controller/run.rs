@@ -98,24 +98,28 @@ where
         tracing::debug!(controller = %controller.name, "caches synced; workers wait for ring membership");
         let joined = gate.member().membership().acquired();
         tokio::select! {
-            joined = joined => if joined.is_err() {
-                tracing::warn!(controller = %controller.name, "membership ended before it began");
-                return Ok(());
-            },
+            // Shutdown first: no worker starts once asked to stop.
+            biased;
             () = &mut shutdown => {
                 tracing::info!(controller = %controller.name, "shut down before joining the ring");
                 return Ok(());
             }
+            joined = joined => if joined.is_err() {
+                tracing::warn!(controller = %controller.name, "membership ended before it began");
+                return Ok(());
+            },
         }
     }
     if let Some(gate) = controller.workers_after.take() {
         tracing::debug!(controller = %controller.name, "caches synced; workers wait for their gate");
         tokio::select! {
-            () = gate => {}
+            // Shutdown first: no worker starts once asked to stop.
+            biased;
             () = &mut shutdown => {
                 tracing::info!(controller = %controller.name, "shut down before the workers started");
                 return Ok(());
             }
+            () = gate => {}
         }
     }
     let workers = Arc::new(Workers {
@@ -282,16 +286,18 @@ async fn sync(
 ) -> Result<bool, ControllerError> {
     factory.start()?;
     tokio::select! {
+        // Shutdown first: a controller asked to stop starts no worker, synced or not.
+        biased;
+        () = shutdown.as_mut() => {
+            tracing::info!(controller = %name, "shut down before the caches synced");
+            Ok(false)
+        }
         synced = factory.wait_for_cache_sync() => {
             if synced {
                 Ok(true)
             } else {
                 Err(ControllerError::CacheSync(name.to_string()))
             }
-        }
-        () = shutdown.as_mut() => {
-            tracing::info!(controller = %name, "shut down before the caches synced");
-            Ok(false)
         }
     }
 }
@@ -348,6 +354,8 @@ fn report_share<K: Object>(
         let mut every = tokio::time::interval(Duration::from_secs(1));
         loop {
             tokio::select! {
+                // Stop first: no report after the controller stopped.
+                biased;
                 _ = stop.wait_for(|stopping| *stopping) => return,
                 _ = every.tick() => metrics.set_objects(member.marks().ring(), member.identity(), store.len()),
             }
@@ -390,6 +398,7 @@ async fn forward(keys: KeyStream, enqueue: Enqueue, mut stop: watch::Receiver<bo
     let mut keys = keys;
     loop {
         tokio::select! {
+            // Stop first: a stream that always has a key cannot keep a stopped controller adding.
             biased;
             _ = stop.wait_for(|stopping| *stopping) => return,
             key = keys.next() => match key {

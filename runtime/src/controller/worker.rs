@@ -29,7 +29,7 @@
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use ferrokube_informer::{Lister, ObjectKey};
 use ferrokube_workqueue::WorkQueue;
@@ -110,6 +110,7 @@ impl<K: Object, R: Reconciler<K>> Workers<K, R> {
         let shared = Arc::new(ContextShared::clone(&self.context));
         loop {
             let key = tokio::select! {
+                // Stop first: a busy queue cannot keep a stopping worker taking keys.
                 biased;
                 _ = stop.wait_for(|stopping| *stopping) => return,
                 key = self.queue.get() => key,
@@ -133,7 +134,9 @@ impl<K: Object, R: Reconciler<K>> Workers<K, R> {
         if let Some(metrics) = &self.metrics {
             metrics.active.inc();
         }
-        let started = Instant::now();
+        // The runtime's clock: a reconcile's duration (metrics, pipeline events) is virtual time
+        // in a deterministic run, like every other time it reads.
+        let started = tokio::time::Instant::now();
         let span = tracing::info_span!("reconcile", controller = %self.name, key = %key);
         pipeline_event!(stage = "reconcile", op = "start", instance = %self.name, key = %key, state = "running", worker = worker as u64);
         let result = AssertUnwindSafe(self.run_reconciler(&key, shared))

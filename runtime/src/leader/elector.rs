@@ -314,11 +314,15 @@ impl LeaderElector {
                 continue;
             }
             tokio::select! {
+                // Shutdown first; then news of the Lease (a watch reading), which may make the
+                // poll or the try moot. A reading comes only when the Lease changes, so it cannot
+                // starve the timers.
                 biased;
                 () = shutdown.as_mut() => return Phase::Stopped(RunOutcome::ShutdownWhileFollowing),
                 reading = campaign.watch.next() => self.observe(&mut campaign, reading, reports),
                 () = sleep_until(campaign.next_poll) => {
                     let read = tokio::select! {
+                        // Shutdown first: no reading is waited for once asked to stop.
                         biased;
                         () = shutdown.as_mut() => {
                             return Phase::Stopped(RunOutcome::ShutdownWhileFollowing);
@@ -442,6 +446,7 @@ impl LeaderElector {
             .started_leading(self.publisher.leadership().lost());
         loop {
             tokio::select! {
+                // Shutdown first: a leader asked to stop releases rather than renews.
                 biased;
                 () = shutdown.as_mut() => {
                     return Phase::Stopped(self.shut_down_leading(&leading).await);

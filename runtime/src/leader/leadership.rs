@@ -241,6 +241,10 @@ impl Leadership {
                     return;
                 }
                 tokio::select! {
+                    // A change first (the term may have ended). Either branch only loops back to
+                    // the check above, which reads the clock itself, so neither order can let the
+                    // deadline pass unnoticed.
+                    biased;
                     changed = state.changed() => {
                         if changed.is_err() {
                             return;
@@ -460,10 +464,13 @@ impl Publisher {
                 return true;
             }
             tokio::select! {
-                () = done => {}
+                // The deadline first: it is the bound the caller relies on, and the answer there
+                // reads the count itself, so a write that just finished still counts as finished.
+                biased;
                 () = tokio::time::sleep_until(deadline) => {
                     return self.shared.in_flight.load(Ordering::SeqCst) == 0;
                 }
+                () = done => {}
             }
         }
     }

@@ -147,6 +147,7 @@
 //! let controller = tokio::spawn(async move {
 //!     leadership.acquired().await?;                      // wait until we lead
 //!     tokio::select! {
+//!         biased;                                         // the loss first, and repeatably
 //!         () = leadership.lost() => {}                    // the gate closed: stop now
 //!         () = reconcile_forever(writes) => {}            // every write is gated anyway
 //!     }

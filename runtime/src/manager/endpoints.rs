@@ -332,6 +332,8 @@ impl<A: Acceptor> Endpoints<A> {
         let mut full = false;
         loop {
             let accepted = tokio::select! {
+                // Stop first: a flood of connections cannot keep the endpoint serving.
+                biased;
                 _ = stop.wait_for(|stop| *stop) => return,
                 accepted = acceptor.accept() => accepted,
             };
@@ -344,6 +346,8 @@ impl<A: Acceptor> Endpoints<A> {
                     let pause = backoff.next_delay();
                     tracing::warn!(%error, ?pause, "health endpoint: accept failed; retrying after a pause");
                     tokio::select! {
+                        // Stop first: no more accepting once asked to stop.
+                        biased;
                         _ = stop.wait_for(|stop| *stop) => return,
                         () = tokio::time::sleep(pause) => continue,
                     }
@@ -366,6 +370,8 @@ impl<A: Acceptor> Endpoints<A> {
                     // responses are under way, and the next permit comes back with the first.
                     connections.close_oldest_idle();
                     tokio::select! {
+                        // Stop first: no connection is admitted once asked to stop.
+                        biased;
                         _ = stop.wait_for(|stop| *stop) => return,
                         permit = connections.permits.clone().acquire_owned() => match permit {
                             Ok(permit) => permit,
@@ -495,9 +501,12 @@ async fn serve_connection<S>(
     let mut connection = pin!(builder.serve_connection(io, service));
     let mut idle = pin!(idle_for(&activity, options.idle_timeout));
     let ended = tokio::select! {
+        // A connection that ended is reported as such; of the two ways to close one, the asked-for
+        // close first, as it lets a request that just arrived finish. Each is ready once.
+        biased;
         served = connection.as_mut() => Ended::Served(served),
-        () = idle.as_mut() => Ended::Idle,
         () = handle.close.notified() => Ended::Closed,
+        () = idle.as_mut() => Ended::Idle,
     };
     match ended {
         Ended::Served(Ok(())) => {}
@@ -511,6 +520,8 @@ async fn serve_connection<S>(
             if handle.in_flight.load(Ordering::SeqCst) > 0 {
                 connection.as_mut().graceful_shutdown();
                 tokio::select! {
+                    // Both end the wait; the response that finished first, then the bound.
+                    biased;
                     _ = connection.as_mut() => {}
                     () = idle.as_mut() => {}
                 }

@@ -590,8 +590,10 @@ impl Manager {
             tasks.spawn(async move {
                 if !warm {
                     tokio::select! {
-                        () = context.elected() => {}
+                        // Stopped first: a runnable never starts once the manager is stopping.
+                        biased;
                         () = context.stopped() => return (runnable.name, Ok(())),
+                        () = context.elected() => {}
                     }
                 }
                 let result = (runnable.run)(context).await;
@@ -617,6 +619,10 @@ impl Manager {
         };
         let mut outcome: Result<(), ManagerError> = Ok(());
         tokio::select! {
+            // The asked-for shutdown first, then the loss, then a runnable's end: only a
+            // coincidence in one poll is decided by the order (each branch ends the wait, so
+            // none can starve another), and then the stop that was asked for is what happened.
+            biased;
             () = shutdown => tracing::info!("shutdown signal: stopping the controllers"),
             () = lost => {
                 tracing::error!("leader election lost: stopping the controllers");

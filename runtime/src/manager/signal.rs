@@ -26,6 +26,8 @@ pub async fn shutdown_signal() {
             }
         };
         tokio::select! {
+            // Either ends the wait; the order only picks which one the log names.
+            biased;
             () = terminate => tracing::info!("SIGTERM received"),
             () = interrupt => tracing::info!("SIGINT received"),
         }

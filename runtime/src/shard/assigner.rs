@@ -47,13 +47,14 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use parking_lot::Mutex;
 use serde_json::{Value, json};
 use tokio::sync::watch;
+use tokio::time::Instant;
 
 use super::ShardError;
 use super::dependents::{ChildRef, DependentKind, MovedChildren};
@@ -104,6 +105,8 @@ pub(crate) async fn run_candidacy<K: Kind>(
                 Assigner::<K>::new(&member, &dynamic, &scope, dependents.clone(), &leadership);
             let lost = leadership.lost();
             tokio::select! {
+                // The loss first: a former assigner must not assign on.
+                biased;
                 () = lost => {}
                 () = assigner.run() => {}
             }
@@ -127,6 +130,9 @@ pub(crate) async fn run_candidacy<K: Kind>(
         }
     };
     tokio::select! {
+        // The campaigns first: they carry the outcome (a shutdown, an error); `assigning` never
+        // ends by itself.
+        biased;
         ended = campaigns => ended?,
         () = assigning => {}
     }
@@ -137,7 +143,10 @@ pub(crate) async fn run_candidacy<K: Kind>(
 /// (see [`Liveness::Fenced`]). Not a valid member name, so no member can mistake it for itself.
 const FENCE_HOLDER: &str = "ferrokube.dev/fenced-by-assigner";
 
-/// What the assigner knows of one member, on its own monotonic clock.
+/// What the assigner knows of one member, on its own monotonic clock: the tokio runtime's
+/// (`tokio::time::Instant`), which its tick and every elector's renewals count on too. Real time
+/// in production (so liveness is judged as before); in a run on a paused runtime, virtual time,
+/// in step with the members' electors.
 struct Seen {
     /// Its Lease's resourceVersion (`None`: no Lease).
     resource_version: Option<String>,
@@ -218,7 +227,9 @@ struct Assigner<K> {
     /// Which members are live, and the ring over them.
     ring: watch::Sender<Members>,
     /// When each object still without a member was first seen (for `shard_assignment_seconds`).
-    unassigned_since: Arc<Mutex<HashMap<ObjectKey, Instant>>>,
+    /// Real time: the first sighting is stamped by an informer handler on its own thread, outside
+    /// the runtime, so the runtime's clock cannot be read there; only a metric depends on it.
+    unassigned_since: Arc<Mutex<HashMap<ObjectKey, std::time::Instant>>>,
     /// Children of fenced members, from one LIST each: what is still to relabel, by owner uid.
     sweeps: tokio::sync::Mutex<HashMap<String, Sweep>>,
     /// Moves begun and not finished: the children relabelled so far.
@@ -317,7 +328,7 @@ impl<K: Kind> Assigner<K> {
                 unassigned
                     .lock()
                     .entry(key.clone())
-                    .or_insert_with(Instant::now);
+                    .or_insert_with(std::time::Instant::now);
             }
             queue.add(key);
         });
@@ -340,6 +351,9 @@ impl<K: Kind> Assigner<K> {
         }
         let workers = futures_util::future::join_all((0..WORKERS).map(|_| self.work()));
         tokio::select! {
+            // Neither ends while the term lasts (the members loop never does; the workers when
+            // the queue shuts down): a fixed order for repeatable runs.
+            biased;
             () = self.watch_members() => {}
             _ = workers => {}
         }

@@ -17,6 +17,10 @@ use super::RateLimiter;
 /// A token bucket of `burst` tokens refilled at `qps` per second, shared by all keys. `when` always
 /// takes a token (reserving a future one if need be) and returns the wait for it; `forget` does nothing
 /// and `num_requeues` is 0, as in client-go.
+///
+/// The bucket is a clock reading (`tat`), so it must be asked on one clock: a queue asks
+/// [`when_at`](RateLimiter::when_at) with its own clock's `now` (real time, or a deterministic
+/// run's virtual time); [`when`](RateLimiter::when) reads real time.
 pub struct BucketRateLimiter {
     /// Time between tokens.
     interval: Duration,
@@ -64,6 +68,10 @@ impl Default for BucketRateLimiter {
 impl<K> RateLimiter<K> for BucketRateLimiter {
     fn when(&self, _key: &K) -> Duration {
         self.reserve(Instant::now())
+    }
+
+    fn when_at(&self, _key: &K, now: Instant) -> Duration {
+        self.reserve(now)
     }
 
     fn forget(&self, _key: &K) {}

@@ -1,6 +1,6 @@
 //! The longest delay of several limiters.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::RateLimiter;
 
@@ -22,6 +22,16 @@ impl<K> RateLimiter<K> for MaxOfRateLimiter<K> {
         self.limiters
             .iter()
             .map(|l| l.when(key))
+            .max()
+            .unwrap_or(Duration::ZERO)
+    }
+
+    fn when_at(&self, key: &K, now: Instant) -> Duration {
+        // The same, each limiter at the caller's `now` (the bucket of the default controller
+        // limiter sits in here).
+        self.limiters
+            .iter()
+            .map(|l| l.when_at(key, now))
             .max()
             .unwrap_or(Duration::ZERO)
     }

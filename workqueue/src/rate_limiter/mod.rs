@@ -14,6 +14,12 @@
 //! [`default_controller_rate_limiter`] combines the first and the third, as client-go's
 //! `DefaultControllerRateLimiter` does: per-key backoff for a key that keeps failing, and an overall
 //! bound on retries so that many failing keys cannot flood the API server.
+//!
+//! **Whose clock.** Only the bucket depends on the time (it refills as time passes). A queue asks
+//! [`RateLimiter::when_at`] with `now` read from its own clock: real time, or the tokio runtime's
+//! for a queue built with `WorkQueueBuilder::virtual_time` (a deterministic run, whose virtual
+//! time may run far ahead of real time). So the limiter never reads a clock the queue does not
+//! count on. [`RateLimiter::when`] is the same question on real time, for use outside a queue.
 
 mod bucket;
 mod exponential;
@@ -21,7 +27,7 @@ mod failure_counts;
 mod fast_slow;
 mod max_of;
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 pub use bucket::BucketRateLimiter;
 pub use exponential::ExponentialFailureRateLimiter;
@@ -30,8 +36,16 @@ pub use max_of::MaxOfRateLimiter;
 
 /// Decides how long a key waits before a retry, and remembers its failures.
 pub trait RateLimiter<K>: Send + Sync {
-    /// How long `key` must wait now. Counts one more failure of `key`.
+    /// How long `key` must wait now (real time). Counts one more failure of `key`.
     fn when(&self, key: &K) -> Duration;
+    /// [`when`](Self::when) at `now`, a reading of the asking queue's clock (see the
+    /// [module docs](self)): what the queue calls. A limiter that depends on the time counts it
+    /// from `now`, and one that wraps others passes `now` on. The default ignores `now` and asks
+    /// [`when`](Self::when), which is right for a limiter that only counts failures.
+    fn when_at(&self, key: &K, now: Instant) -> Duration {
+        let _ = now;
+        self.when(key)
+    }
     /// Clears what is remembered about `key` (call when it succeeded).
     fn forget(&self, key: &K);
     /// How many failures of `key` are remembered.
@@ -41,6 +55,9 @@ pub trait RateLimiter<K>: Send + Sync {
 impl<K, R: RateLimiter<K> + ?Sized> RateLimiter<K> for Box<R> {
     fn when(&self, key: &K) -> Duration {
         (**self).when(key)
+    }
+    fn when_at(&self, key: &K, now: Instant) -> Duration {
+        (**self).when_at(key, now)
     }
     fn forget(&self, key: &K) {
         (**self).forget(key)
@@ -90,5 +107,21 @@ mod tests {
         let delay = limiter.when(&100);
         assert!(delay > Duration::from_millis(90), "{delay:?}");
         assert!(delay <= Duration::from_millis(100), "{delay:?}");
+    }
+
+    #[test]
+    fn default_controller_limiter_reads_the_callers_clock() {
+        let limiter = default_controller_rate_limiter::<u32>();
+        let now = Instant::now();
+        for key in 0..100 {
+            assert_eq!(limiter.when_at(&key, now), Duration::from_millis(5));
+        }
+        assert_eq!(limiter.when_at(&100, now), Duration::from_millis(100));
+        // An hour later on the caller's clock (a virtual hour, say: no real time passed) the
+        // bucket is full again, and only the keys' own backoff counts.
+        let later = now + Duration::from_secs(3600);
+        for key in 200..300 {
+            assert_eq!(limiter.when_at(&key, later), Duration::from_millis(5));
+        }
     }
 }

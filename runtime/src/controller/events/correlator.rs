@@ -19,6 +19,10 @@
 //!
 //! Either way it is one request per event: this changes what the events look like, not how many
 //! requests they cost. State is kept for 4,096 keys; beyond that, keys idle for 10 minutes go.
+//!
+//! The correlator reads no clock: each call is given `now`. The posting task passes the tokio
+//! runtime's clock (`tokio::time::Instant::now().into_std()`), so a 10-minute window is 10
+//! minutes of the runtime's time, virtual in a deterministic run.
 
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};

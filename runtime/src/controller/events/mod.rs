@@ -286,7 +286,9 @@ async fn post_all<S: EventSink>(
     let events = ApiResource::of::<Event>();
     let mut correlator = EventCorrelator::default();
     while let Some(Queued { event, writes }) = posts.recv().await {
-        let now = Instant::now();
+        // The correlator's windows and the spam filter's refill count on the runtime's clock, the
+        // one the retries sleep on: virtual time on a paused runtime (a deterministic run).
+        let now = tokio::time::Instant::now().into_std();
         let (delivery, key) = correlator.correlate(event, now);
         let event = delivery.event();
         let uid = event.involved_object.uid.as_deref().unwrap_or_default();
@@ -298,7 +300,7 @@ async fn post_all<S: EventSink>(
             if let Some(writes) = &writes {
                 writes.committed(&events, &stored.metadata);
             }
-            correlator.sent(key, &stored, Instant::now());
+            correlator.sent(key, &stored, tokio::time::Instant::now().into_std());
         }
     }
 }
