@@ -20,6 +20,9 @@
 //!
 //! Every step compares before it writes, so a reconcile of an unchanged world writes nothing:
 //! that is what makes polling the store every few seconds cheap.
+//!
+//! The store is any [`BucketStore`] (the in-memory [`ObjectStore`] by default; a test's adapter
+//! over the fault explorer's outside system).
 
 use std::future::Future;
 use std::sync::Arc;
@@ -36,7 +39,7 @@ use ferrokube::core::{LabelSelector, ObjectKey, Scope};
 use ferrokube::k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 
 use super::resource::{Bucket, BucketStatus};
-use super::store::{ObjectStore, StoredBucket};
+use super::store::{BucketStore, ObjectStore, StoreError, StoredBucket};
 
 /// The finalizer that holds a Bucket until its stored bucket is gone.
 pub const FINALIZER: &str = "storage.ferrokube.dev/bucket";
@@ -56,21 +59,23 @@ pub enum BucketError {
     Cache(#[from] ReadError),
     #[error("finalizer: {0}")]
     Finalizer(#[from] Box<FinalizerError<BucketError>>),
+    #[error(transparent)]
+    Store(#[from] StoreError),
     #[error("the Bucket has no namespace, name or uid")]
     Incomplete,
 }
 
 /// The reconciler: the store it keeps in step, and how often it looks at it.
-pub struct BucketController {
-    pub store: ObjectStore,
+pub struct BucketController<S = ObjectStore> {
+    pub store: S,
     /// A change made at the store is repaired within this long.
     pub poll: Duration,
 }
 
 /// Runs the controller over every namespace until `shutdown` resolves.
-pub async fn run(
+pub async fn run<S: BucketStore>(
     client: Client,
-    reconciler: BucketController,
+    reconciler: BucketController<S>,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), ControllerError> {
     let controller = Controller::<Bucket>::new(client, Scope::all());
@@ -91,7 +96,7 @@ pub async fn run(
         .await
 }
 
-impl Reconciler<Bucket> for BucketController {
+impl<S: BucketStore> Reconciler<Bucket> for BucketController<S> {
     type Error = BucketError;
 
     async fn reconcile(&self, bucket: Arc<Bucket>, ctx: Context) -> Result<Action, BucketError> {
@@ -101,7 +106,7 @@ impl Reconciler<Bucket> for BucketController {
             FINALIZER,
             bucket,
             |bucket| self.apply(bucket, ctx),
-            |bucket| async move { self.cleanup(&bucket) },
+            |bucket| async move { self.cleanup(&bucket).await },
         )
         .await
         .map_err(Box::new)?;
@@ -109,7 +114,7 @@ impl Reconciler<Bucket> for BucketController {
     }
 }
 
-impl BucketController {
+impl<S: BucketStore> BucketController<S> {
     async fn apply(&self, bucket: Arc<Bucket>, ctx: &Context) -> Result<Action, BucketError> {
         let (namespace, name, uid) = identity(&bucket)?;
         // 1. Where it lives: the namespace's label, read from the cache the Namespace source
@@ -130,9 +135,9 @@ impl BucketController {
             owner_uid: uid.to_string(),
         };
         let stored_name = stored_name(namespace, name);
-        if self.store.get(&stored_name).as_ref() != Some(&wanted) {
+        if self.store.get(&stored_name).await?.as_ref() != Some(&wanted) {
             tracing::info!(bucket = stored_name, region, "writing the stored bucket");
-            self.store.put(&stored_name, wanted);
+            self.store.put(&stored_name, wanted).await?;
         }
 
         // 3. The child: where applications find it. Deleted or edited by hand, it comes back.
@@ -173,9 +178,12 @@ impl BucketController {
     }
 
     /// The Bucket is being deleted: remove its stored bucket (idempotent: gone already is fine).
-    fn cleanup(&self, bucket: &Bucket) -> Result<Action, BucketError> {
+    async fn cleanup(&self, bucket: &Bucket) -> Result<Action, BucketError> {
         let (namespace, name, uid) = identity(bucket)?;
-        let deleted = self.store.delete(&stored_name(namespace, name), uid);
+        let deleted = self
+            .store
+            .delete(&stored_name(namespace, name), uid)
+            .await?;
         tracing::info!(namespace, name, deleted, "stored bucket deleted");
         Ok(Action::await_change())
     }
