@@ -66,10 +66,7 @@ impl World {
             .await
             .expect("namespace");
         let store = ObjectStore::default();
-        let reconciler = BucketController {
-            store: store.clone(),
-            poll,
-        };
+        let reconciler = BucketController::new(store.clone(), poll);
         let (stop, stopped) = oneshot::channel::<()>();
         let running = tokio::spawn(controller::run(client.clone(), reconciler, async {
             let _ = stopped.await;

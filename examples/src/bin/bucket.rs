@@ -65,10 +65,7 @@ async fn story(cli: Cli) -> Result<(), BoxError> {
     let client = server.client()?;
     apply_and_wait(&client, &Bucket::crd(), Duration::from_secs(30)).await?;
     let store = ObjectStore::default();
-    let reconciler = BucketController {
-        store: store.clone(),
-        poll: Duration::from_secs(2),
-    };
+    let reconciler = BucketController::new(store.clone(), Duration::from_secs(2));
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let running = tokio::spawn(controller::run(client.clone(), reconciler, async {
         let _ = stopped.await;

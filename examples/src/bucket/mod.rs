@@ -19,9 +19,11 @@
 //! | module | what |
 //! |---|---|
 //! | [`resource`] | the custom resource: spec, status, printer columns, validation |
-//! | [`store`] | the simulated object store: buckets by name, tampering behind the controller's back |
+//! | [`store`] | the simulated object store: buckets by name, tampering behind the controller's back; the `BucketStore` seam the controller reaches it through |
 //! | [`controller`] | the controller's sources and filters, and the reconciler |
+//! | [`mutant`] | five deliberate bugs the reconciler can be built with, for the fault explorer's tests |
 
 pub mod controller;
+pub mod mutant;
 pub mod resource;
 pub mod store;
