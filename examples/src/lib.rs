@@ -9,6 +9,7 @@
 //! | [`replicaset`], `src/bin/replicaset/` | the sample ReplicaSet controller and the demo (`cargo run -p ferrokube-examples`) |
 //! | [`dns`], `src/bin/dns.rs` | the DnsRecord sample: a CustomResource kept equal to a drifting outside provider |
 //! | [`bucket`], `src/bin/bucket.rs` | the Bucket sample: a derived custom resource, an outside store, owned ConfigMaps and a namespace label, the new way |
+//! | [`mutants`] | the mutant corpus: deliberate bugs in the samples, each found by the fault explorer (`tests/explore_mutants_*.rs`) |
 //! | [`shared`] | what the programs share |
 //! | `src/bin/bench_*.rs` | the benchmark programs of README.md's tables (raw data under `benches/`) |
 //! | `src/bin/informer_deltas.rs`, `leader_candidate.rs`, `workqueue_basics.rs` | small programs, one concept each |
@@ -18,5 +19,6 @@
 
 pub mod bucket;
 pub mod dns;
+pub mod mutants;
 pub mod replicaset;
 pub mod shared;
