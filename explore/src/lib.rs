@@ -166,8 +166,8 @@ pub use fault::{Failure, Fault, FaultPlan, Point};
 pub use oracle::{Invariant, Violation};
 pub use outside::{OutsideClient, OutsideError};
 pub use run::{
-    BoxError, BoxFuture, ControllerStart, Explorer, PointSeen, RESTART_DELAY, RunOutcome, Scenario,
-    Step,
+    BoxError, BoxFuture, ControllerStart, Explorer, PointSeen, RESTART_DELAY, RUNAWAY_REQUESTS,
+    RunOutcome, Scenario, Step,
 };
 pub use search::{Budget, Exploration, Found, Report, Searched};
 pub use tap::in_memory_client;

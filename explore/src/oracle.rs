@@ -4,11 +4,13 @@
 //! |---|---|---|
 //! | safety invariants ([`Invariant`]) | after every change on the server and every outside call | the author's predicate over the [`World`] returns an error |
 //! | end state | at the end | the normalised world differs from the fault-free run's (see [`crate::world::Normalizer`]) |
-//! | fixed point | in a quiet window after the last step and every fault | the controller still writes (an object rewritten forever, a status that never settles) |
+//! | fixed point | in a quiet window after the last step and every fault; and all along, a bound on requests ([`crate::RUNAWAY_REQUESTS`]) | the controller still writes (an object rewritten forever, a status that never settles), or loops without ever letting virtual time pass ([`Violation::Runaway`]) |
 //! | nothing left behind ([`crate::Exploration::leaves_nothing_behind`]) | at the end, when the scenario deleted every primary | an object the controller created still exists, an object is stuck with a finalizer, or an outside record remains |
 //!
 //! A run passes when no oracle fails. The fault-free run is judged too (all but the end-state
-//! comparison, which it defines): a bug that needs no fault is reported with an empty plan.
+//! comparison, which it defines): a bug that needs no fault is reported with an empty plan. A run
+//! whose invariant broke, or whose controller ran away, has failed already: it ends there, without
+//! the rest of its scenario and the quiet window.
 
 use std::fmt;
 use std::sync::Arc;
@@ -70,6 +72,14 @@ pub enum Violation {
         /// The writes it made there (method and path).
         writes: Vec<String>,
     },
+    /// The controller sent so many requests at one instant of virtual time that the run was
+    /// stopped (see [`crate::RUNAWAY_REQUESTS`]): a loop that never waits, so time never moved on.
+    Runaway {
+        /// How many requests it had sent at that instant.
+        requests: u64,
+        /// Its last writes (method and path).
+        last: Vec<String>,
+    },
     /// Something remained after every primary was deleted.
     LeftBehind {
         /// What remained.
@@ -97,7 +107,7 @@ impl Violation {
         match self {
             Violation::Invariant { .. } => "invariant",
             Violation::EndState { .. } => "end state",
-            Violation::NeverSettles { .. } => "fixed point",
+            Violation::NeverSettles { .. } | Violation::Runaway { .. } => "fixed point",
             Violation::LeftBehind { .. } => "left behind",
             Violation::Step { .. } => "step",
             Violation::Panicked { .. } => "panic",
@@ -137,6 +147,14 @@ impl fmt::Display for Violation {
                     writes.len()
                 )?;
                 list(f, writes)
+            }
+            Violation::Runaway { requests, last } => {
+                write!(
+                    f,
+                    "the controller ran away: {requests} requests without letting virtual time \
+                     pass; its last writes:"
+                )?;
+                list(f, last)
             }
             Violation::LeftBehind { what } => {
                 write!(f, "left behind after every primary was deleted:")?;

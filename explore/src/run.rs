@@ -53,6 +53,13 @@ pub(crate) type ControllerFn = Arc<dyn Fn(ControllerStart) -> BoxFuture<()> + Se
 /// How long a crashed controller stays down before its next incarnation starts (virtual time).
 pub const RESTART_DELAY: Duration = Duration::from_secs(1);
 
+/// The most requests the controller may send at one instant of virtual time. A controller that
+/// loops without ever waiting on a timer (each write bringing its key back at once, a cache that
+/// never shows what it acts on) keeps the runtime busy, so virtual time never moves and the run
+/// would never end; at this many requests the run stops, failed with [`Violation::Runaway`]. A
+/// good controller sends a few, or a burst of a few hundred, before it waits for something.
+pub const RUNAWAY_REQUESTS: u64 = 2_000;
+
 /// What a step does.
 enum Action {
     /// Requests through a client of the step's actor.
@@ -195,6 +202,8 @@ struct Counts {
     requests: u64,
     events: u64,
     outside: u64,
+    /// The controller's requests at the virtual instant of its last one.
+    instant: Option<(tokio::time::Instant, u64)>,
 }
 
 /// A restart the supervisor owes.
@@ -218,6 +227,9 @@ pub(crate) struct RunShared {
     writes: Mutex<Vec<(tokio::time::Instant, String)>>,
     /// Every object the controller created: (resource, key).
     created: Mutex<Vec<(String, String)>>,
+    /// Turns true when the run has failed before its end (an invariant broke, the controller ran
+    /// away): the runner then stops waiting and ends the run there.
+    decided: watch::Sender<bool>,
 }
 
 impl RunShared {
@@ -232,6 +244,15 @@ impl RunShared {
             match kind {
                 Point::Request(_) => {
                     counts.requests += 1;
+                    let now = tokio::time::Instant::now();
+                    let at_once = match counts.instant {
+                        Some((instant, at_once)) if instant == now => at_once + 1,
+                        _ => 1,
+                    };
+                    counts.instant = Some((now, at_once));
+                    if at_once == RUNAWAY_REQUESTS {
+                        self.ran_away();
+                    }
                     Point::Request(counts.requests)
                 }
                 Point::Event(_) => {
@@ -344,6 +365,21 @@ impl RunShared {
         }
     }
 
+    /// The controller sent [`RUNAWAY_REQUESTS`] requests at one instant: the run fails, and ends.
+    fn ran_away(&self) {
+        let writes = self.writes.lock();
+        let last = writes
+            .iter()
+            .skip(writes.len().saturating_sub(12))
+            .map(|(_, what)| what.clone())
+            .collect();
+        self.violations.lock().push(Violation::Runaway {
+            requests: RUNAWAY_REQUESTS,
+            last,
+        });
+        self.decided.send_replace(true);
+    }
+
     fn check_invariants(&self, world: &World, after: &str) {
         if self.invariants.is_empty() {
             return;
@@ -363,6 +399,7 @@ impl RunShared {
                     after: after.to_string(),
                     at: self.recorder.len(),
                 });
+                self.decided.send_replace(true);
             }
         }
     }
@@ -620,7 +657,11 @@ impl Explorer {
             violations: Mutex::new(Vec::new()),
             writes: Mutex::new(Vec::new()),
             created: Mutex::new(Vec::new()),
+            decided: watch::Sender::new(false),
         });
+        // Once an invariant has broken the run has failed: it ends there rather than after the
+        // rest of its scenario, which also ends a controller that loops in zero virtual time.
+        let mut decided = shared.decided.subscribe();
         let observer = tokio::spawn(shared.clone().observe(changes));
         let tap = Tap::new(shared.clone());
         let records = Records::default();
@@ -636,8 +677,11 @@ impl Explorer {
         let supervising = tokio::spawn(supervisor.clone().supervise(orders));
 
         let mut violations = Vec::new();
-        tokio::time::sleep(self.start_grace).await;
+        let mut cut_short = wait(&mut decided, self.start_grace).await;
         for (index, step) in scenario.steps.into_iter().enumerate() {
+            if cut_short {
+                break;
+            }
             tracing::debug!(seed = self.seed, index, step = %step.name, "explore: step");
             recorder.push(TraceEntry::Step {
                 index,
@@ -655,16 +699,17 @@ impl Explorer {
                 });
                 break;
             }
-            tokio::time::sleep(self.settle).await;
+            cut_short = wait(&mut decided, self.settle).await;
         }
-        tokio::time::sleep(self.finish).await;
+        cut_short = cut_short || wait(&mut decided, self.finish).await;
         let quiet_from = tokio::time::Instant::now();
-        tokio::time::sleep(self.quiet).await;
+        cut_short = cut_short || wait(&mut decided, self.quiet).await;
+        // A run cut short had no quiet window (and did not finish its scenario).
         let late_writes: Vec<String> = shared
             .writes
             .lock()
             .iter()
-            .filter(|(when, _)| *when >= quiet_from)
+            .filter(|(when, _)| *when >= quiet_from && !cut_short)
             .map(|(_, what)| what.clone())
             .collect();
         supervising.abort();
@@ -674,7 +719,7 @@ impl Explorer {
             incarnation.stop.send_replace(true);
         }
         for (incarnation, handle) in incarnations {
-            if !incarnation.alive() {
+            if !incarnation.alive() || cut_short {
                 handle.abort();
                 continue;
             }
@@ -698,7 +743,7 @@ impl Explorer {
                 writes: late_writes,
             });
         }
-        if self.leaves_nothing_behind {
+        if self.leaves_nothing_behind && !cut_short {
             let left = left_behind(&world, &shared.created.lock(), &self.normalizer);
             if !left.is_empty() {
                 found.push(Violation::LeftBehind { what: left });
@@ -712,6 +757,17 @@ impl Explorer {
             violations: found,
         })
     }
+}
+
+/// Sleeps `duration` of virtual time, or less if the run is decided meanwhile (see
+/// [`RunShared::decided`]); whether it is.
+async fn wait(decided: &mut watch::Receiver<bool>, duration: Duration) -> bool {
+    let slept = tokio::select! {
+        biased;
+        _ = decided.wait_for(|decided| *decided) => false,
+        () = tokio::time::sleep(duration) => true,
+    };
+    !slept || *decided.borrow()
 }
 
 /// What remains that should not: objects the controller created, objects stuck terminating,

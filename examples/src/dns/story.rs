@@ -58,18 +58,21 @@ struct Running {
     task: JoinHandle<()>,
 }
 
+/// The DnsRecord controller of `namespace` as the story runs it (not yet running): the records,
+/// the ConfigMaps they own, and the provider's change feed; two workers. Run it with a
+/// [`DnsController`] of the same `provider`.
+pub fn controller(client: &Client, namespace: &str, provider: &Provider) -> Controller<DnsRecord> {
+    Controller::<DnsRecord>::new(client.clone(), Scope::namespace(namespace))
+        .name("dnsrecord")
+        .owns::<ConfigMap>(Scope::namespace(namespace))
+        .source(provider.changes())
+        .workers(2)
+}
+
 fn start_controller(client: &Client, provider: &Provider, options: &StoryOptions) -> Running {
     let (stop, stopped) = oneshot::channel::<()>();
-    let controller =
-        Controller::<DnsRecord>::new(client.clone(), Scope::namespace(&options.namespace))
-            .name("dnsrecord")
-            .owns::<ConfigMap>(Scope::namespace(&options.namespace))
-            .source(provider.changes())
-            .workers(2);
-    let reconciler = DnsController {
-        provider: provider.clone(),
-        poll: options.poll,
-    };
+    let controller = controller(client, &options.namespace, provider);
+    let reconciler = DnsController::new(provider.clone(), options.poll);
     let task = tokio::spawn(async move {
         let shutdown = async {
             let _ = stopped.await;

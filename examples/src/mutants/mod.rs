@@ -1,93 +1,74 @@
-//! # The mutant corpus: deliberate bugs in the samples, and the explorer tests that find them
+//! # The mutant corpus: deliberate bugs in our own samples (issue 29)
 //!
-//! Issue 29 asks for proof that the fault explorer (`ferrokube::explore`) finds the bugs the
-//! research on controller testing reports in real operators. The proof is a corpus of *mutants*:
-//! each sample can be built with one deliberate bug switched on, each bug an instance of a class
-//! from the literature, and for each a test (its name contains `explore`) in which the explorer
-//! finds it within a fixed run budget and a fixed seed, next to a test in which the correct
-//! sample passes the same search with nothing found.
+//! A fault explorer that reports nothing proves nothing unless it is known to find real bugs. So
+//! the samples carry *mutants*: each a small, deliberate departure from the correct controller,
+//! switched on by a knob that defaults to off, and each a bug class that the research on
+//! controller testing found in real operators:
 //!
-//! This module is the index: one [`MutantEntry`] per mutant, saying where the bug lives, what
-//! class it is, where the literature reports the class, which fault and oracle find it, and
-//! which test shows it. `cargo test -p ferrokube-examples explore` runs every such test.
+//! - **Sieve** (Sun et al., "Automatic Reliability Testing for Cluster Management Controllers",
+//!   OSDI 2022) perturbs a controller's view (restarts at chosen points, stale API servers,
+//!   unobserved intermediate states) and names three classes: *intermediate state*, *stale
+//!   state*, *unobserved state*;
+//! - **Acto** (Gu et al., "Acto: Automatic End-to-End Testing for Operation Correctness of Cloud
+//!   System Management", SOSP 2023) drives operators through sequences of desired states and
+//!   checks, among others, that they converge to a fixed point and report their state truly.
 //!
-//! The references:
+//! For each mutant a test (names containing `explore`) runs the explorer on the sample with the
+//! knob on, with a run budget and a fixed seed, and asserts that it finds the bug, with the class
+//! of violation expected and a small plan; the same search on the correct sample finds nothing.
 //!
-//! - **Sieve**: X. Sun et al., "Automatic Reliability Testing for Cluster Management
-//!   Controllers", OSDI 2022. Bug classes by what the controller sees: *intermediate state* (a
-//!   restart finds a dead incarnation's half-done work), *stale state* (a view older than the
-//!   server's), *unobserved state* (a state the controller never sees because events coalesce or
-//!   are lost).
-//! - **Acto**: J. T. Gu et al., "Acto: Automatic End-to-End Testing for Operation Correctness of
-//!   Cloud System Management", SOSP 2023. Sequences of desired states judged by automatic
-//!   oracles: the state must match what was asked, and must not depend on the path taken.
+//! [`corpus`] lists every mutant; each section comes from the branch that added it.
 
-/// One mutant of the corpus. See the [module docs](self).
+pub mod bucket;
+pub mod rs_dns;
+
+/// One mutant of the corpus: where it lives, what it breaks, who reported the class, and the test
+/// that shows the explorer finding it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct MutantEntry {
-    /// The sample (a module of this crate).
+pub struct Entry {
+    /// A short name, unique in the corpus (`rs-no-expectations`).
+    pub name: &'static str,
+    /// The sample it mutates (`replicaset`, `dns`, `bucket`).
     pub sample: &'static str,
-    /// How the bug is switched on.
-    pub mutant: &'static str,
-    /// The bug class, as issue 29 lists it.
+    /// How to switch it on.
+    pub knob: &'static str,
+    /// The bug class, in the words of issue 29's list.
     pub class: &'static str,
     /// Where the literature reports the class.
     pub reference: &'static str,
-    /// The fault that exposes it, and the oracle that judges the run.
-    pub found_by: &'static str,
-    /// The test that finds it (`file::test`).
+    /// The oracle that catches it (`invariant`, `end state`, `fixed point`, `left behind`).
+    pub oracle: &'static str,
+    /// The test that finds it: `test target::test name` (`cargo test -p ferrokube-examples
+    /// --test <target> <name>`).
     pub test: &'static str,
 }
 
-// ---- bucket sample (src/bucket/mutant.rs; tests/explore_mutants_bucket.rs) ----------------
+/// Every mutant of the corpus, section by section.
+pub fn corpus() -> Vec<&'static Entry> {
+    let mut all: Vec<&'static Entry> = Vec::new();
+    // ---- section: the ReplicaSet and DnsRecord samples (branch mutants-a) ----
+    all.extend(rs_dns::ENTRIES.iter());
+    // ---- end of section mutants-a ----
+    // ---- section: the Bucket sample (branch mutants-b) ----
+    all.extend(bucket::ENTRIES.iter());
+    // ---- end of section mutants-b ----
+    all
+}
 
-/// The Bucket sample's mutants ([`crate::bucket::mutant::Mutant`]). Their searches:
-/// `deletion` (create a Bucket, delete it: nothing may be left behind, at most one child per
-/// Bucket) and `status` (create a Bucket, another operator adds a condition, its namespace gets
-/// a region: the end state must be the fault-free run's). The correct controller passes both:
-/// `explore_bucket_correct_controller_passes_the_deletion_search` and
-/// `explore_bucket_correct_controller_passes_the_status_search`.
-pub const BUCKET: &[MutantEntry] = &[
-    MutantEntry {
-        sample: "bucket",
-        mutant: "Mutant::FinalizerRemovedBeforeCleanup",
-        class: "the finalizer removed before the outside cleanup",
-        reference: "Sieve (OSDI'22): intermediate state",
-        found_by: "a crash between the finalizer's removal and the store's delete; nothing left behind",
-        test: "explore_mutants_bucket::explore_bucket_finds_the_finalizer_removed_before_the_cleanup",
-    },
-    MutantEntry {
-        sample: "bucket",
-        mutant: "Mutant::GeneratedChildName",
-        class: "a child with a generated name created twice across a crash",
-        reference: "Sieve (OSDI'22): intermediate state",
-        found_by: "a crash after the ConfigMap's create, before its name is recorded; invariant: at most one child per Bucket",
-        test: "explore_mutants_bucket::explore_bucket_finds_a_generated_child_created_twice",
-    },
-    MutantEntry {
-        sample: "bucket",
-        mutant: "Mutant::CleanupOnDeleteEvent",
-        class: "a deletion handled only on the delete event",
-        reference: "Sieve (OSDI'22): unobserved state",
-        found_by: "a crash while the Bucket goes, so no incarnation sees its delete event; nothing left behind",
-        test: "explore_mutants_bucket::explore_bucket_finds_a_cleanup_only_on_the_delete_event",
-    },
-    MutantEntry {
-        sample: "bucket",
-        mutant: "Mutant::NoOwnerReference",
-        class: "a missing owner reference that leaks children",
-        reference: "Acto (SOSP'23): end-state oracle, a resource not cleaned up",
-        found_by: "no fault (the fault-free run); nothing left behind",
-        test: "explore_mutants_bucket::explore_bucket_finds_a_missing_owner_reference",
-    },
-    MutantEntry {
-        sample: "bucket",
-        mutant: "Mutant::StatusFromStaleRead",
-        class: "status written from a stale read",
-        reference: "Sieve (OSDI'22): stale state",
-        found_by: "the Bucket watch's event of another writer's status change hidden (or delayed) while the namespace's label makes the controller reconcile; end state",
-        test: "explore_mutants_bucket::explore_bucket_finds_a_status_written_from_a_stale_read",
-    },
-];
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-// ---- end of the bucket sample's section ---------------------------------------------------
+    #[test]
+    fn every_mutant_has_its_own_name_and_an_explore_test() {
+        let corpus = corpus();
+        let mut names: Vec<&str> = corpus.iter().map(|entry| entry.name).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), corpus.len(), "a name is used twice");
+        for entry in corpus {
+            let (_, test) = entry.test.split_once("::").unwrap_or_default();
+            assert!(test.contains("explore"), "{entry:?}");
+        }
+    }
+}

@@ -33,6 +33,7 @@
 //! ([`expectations`](ferrokube::controller::expectations)) and its event recorder
 //! ([`events`](ferrokube::controller::events)) are ferrokube's controller toolkit.
 
+pub mod mutant;
 pub mod pod;
 pub mod pod_control;
 pub mod ranking;
@@ -63,6 +64,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::registry::Registry;
 
+pub use mutant::Mutant;
 use pod_control::PodControl;
 pub use running::Running;
 
@@ -88,6 +90,9 @@ pub struct ControllerOptions {
     /// key, from when to when (Unix nanoseconds). The sharding drills read it to check that no two
     /// replicas ever synced one ReplicaSet at once. Default: none.
     pub reconcile_log: Option<ReconcileLog>,
+    /// A deliberate bug, for the fault explorer's mutant corpus (see [`Mutant`]). Default none:
+    /// the controller as described above.
+    pub mutant: Option<Mutant>,
 }
 
 /// See [`ControllerOptions::reconcile_log`].
@@ -141,6 +146,7 @@ impl Default for ControllerOptions {
             expectations_timeout: EXPECTATIONS_TIMEOUT,
             stale_protection: true,
             reconcile_log: None,
+            mutant: None,
         }
     }
 }
@@ -274,6 +280,15 @@ impl ReplicaSetController {
         let pods = factory.informer_with::<Pod>(&scope, |b| b.transform(drop_managed_fields));
         let replicasets =
             factory.informer_with::<ReplicaSet>(&scope, |b| b.transform(drop_managed_fields));
+        // Mutant::UnwatchedPodCache: the syncs count pods from an informer of their own, which
+        // neither the expectations (kept by `pods`' events) nor the consistency store follow.
+        let counted_pods = match options.mutant {
+            Some(Mutant::UnwatchedPodCache) => factory
+                .informer_with::<Pod>(&scope.clone().fields("status.phase!=Failed"), |b| {
+                    b.transform(drop_managed_fields)
+                }),
+            _ => pods.clone(),
+        };
         let (events, post_events) = EventRecorder::new(client.clone(), COMPONENT);
         let mut builder = manager
             .controller::<ReplicaSet>(Scope::all())
@@ -288,7 +303,7 @@ impl ReplicaSetController {
             consistency: builder.consistency(),
             pod_control: PodControl::new(events.clone()),
             replicasets: replicasets.lister(),
-            pods: pods.lister(),
+            pods: counted_pods.lister(),
             expectations: Expectations::new(options.expectations_timeout),
             events,
             stats,
@@ -403,7 +418,10 @@ impl Shared {
     /// the caches show them (the workers check before calling us).
     async fn sync_inner(&self, ctx: &Context, rs: Arc<ReplicaSet>) -> Result<Action, SyncError> {
         let key = ctx.key();
-        let may_manage = self.expectations.satisfied(key.as_str());
+        // Mutant::NoExpectations: manage whether or not the last sync's creates and deletes
+        // have been seen.
+        let may_manage = self.expectations.satisfied(key.as_str())
+            || self.options.mutant == Some(Mutant::NoExpectations);
         let selector = match selector_of(&rs) {
             Ok(selector) => selector,
             Err(reason) => {
@@ -448,6 +466,13 @@ impl Shared {
         let new_status = status::calculate(&rs, &claimed, failure);
         let (written, changed) = match status::update(ctx, &rs, new_status).await {
             Ok(outcome) => outcome,
+            // Mutant::ConflictAsSuccess: a refused status write counts as done.
+            Err(error)
+                if error.is_conflict()
+                    && self.options.mutant == Some(Mutant::ConflictAsSuccess) =>
+            {
+                (rs.as_ref().clone(), false)
+            }
             Err(error) => {
                 if error.is_conflict() {
                     Stats::bump(&self.stats.status_conflicts);

@@ -69,6 +69,28 @@ impl Running {
         })
     }
 
+    /// Runs the controller on `client` alone (its informers' lists and watches and its writes),
+    /// in a manager with its defaults, until `shutdown` resolves: the whole controller as one
+    /// future, as the fault explorer runs each incarnation of it (`ferrokube::explore`, and
+    /// `examples/tests/explore_mutants_rs_dns.rs`). One client rather than
+    /// [`start_with`](Self::start_with)'s two, so that every request passes the one seam the
+    /// explorer taps.
+    pub async fn run(
+        client: Client,
+        options: ControllerOptions,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> Result<(), BoxError> {
+        let mut builder = Manager::builder(client);
+        let stats = super::Stats::register(builder.registry());
+        let mut manager = builder.build()?;
+        let (controller, builder, post_events) =
+            ReplicaSetController::new(&manager, options, stats);
+        tokio::spawn(post_events);
+        manager.add_controller(builder, controller.reconciler());
+        manager.run_until(shutdown).await?;
+        Ok(())
+    }
+
     /// Waits until the manager stops: after the `shutdown` given to
     /// [`start_with`](Self::start_with), or by itself (lost leadership, a failure).
     pub async fn wait(self) -> Result<(), BoxError> {

@@ -1,0 +1,499 @@
+//! The fault explorer (`ferrokube::explore`, issue 29) finds each mutant of the ReplicaSet and
+//! DnsRecord samples, and nothing on the correct samples under the same search.
+//!
+//! Each mutant is a knob of the sample (`ControllerOptions::mutant`,
+//! `DnsController::with_mutant`), listed with its bug class in `ferrokube_examples::mutants`.
+//! Each search has a run budget and a fixed seed, never a time budget: a run is a function of
+//! (controller, scenario, seed, fault plan), so the outcome of every test here is the same on any
+//! machine; only the times printed differ.
+//!
+//! | mutant | sample | what finds it |
+//! |---|---|---|
+//! | no expectations | ReplicaSet, stale protection off | the invariant "no more live pods than `spec.replicas`", when one pod event is hidden from the pod informer |
+//! | unwatched pod cache | ReplicaSet | the same invariant, when one event is hidden from the second pod informer |
+//! | 409 as success | ReplicaSet | the end state (a status that never caught up), under one injected 409 |
+//! | status timestamp every reconcile | DnsRecord | the fixed point, with no fault at all |
+//! | waits for its own version | DnsRecord | the end state (an edit never applied), when the controller's own status write is hidden from its informer |
+//!
+//! The ReplicaSet sample has two guards against its own stale pod cache, expectations and the
+//! consistency store, and either is enough: without expectations it is still correct
+//! (`explore_rs_no_expectations_is_masked_by_the_consistency_store`), so that mutant is searched
+//! with the store off, as kube-controller-manager ran before 1.36.
+//!
+//! `cargo test --release -p ferrokube-examples --test explore_mutants_rs_dns -- --nocapture`
+//! prints, for each search, the time, the runs, runs per second and the minimal plan.
+
+use std::cell::RefCell;
+use std::time::Duration;
+
+use ferrokube::Api;
+use ferrokube::api::{Patch, PatchParams, PostParams};
+use ferrokube::apiserver::{ApiServer, KubeletSettings};
+use ferrokube::explore::{
+    Budget, ControllerStart, Exploration, Explorer, Failure, Fault, Found, Normalizer, Point,
+    Report, Scenario, Searched, Step, Violation, World,
+};
+use ferrokube_examples::dns::controller::{DnsController, Mutant as DnsMutant};
+use ferrokube_examples::dns::provider::Provider;
+use ferrokube_examples::dns::record::{DnsRecord, DnsRecordSpec};
+use ferrokube_examples::dns::story;
+use ferrokube_examples::replicaset::controller::{ControllerOptions, Mutant as RsMutant, Running};
+use ferrokube_examples::shared::replica_set::replica_set;
+use k8s_openapi::api::apps::v1::ReplicaSet;
+use serde_json::{Value, json};
+
+/// The seed of every search here.
+const SEED: u64 = 29;
+/// Where the scenarios' objects live.
+const NAMESPACE: &str = "default";
+/// Virtual time after each step. Shorter than the explorer's default (5 s) so that a watch
+/// delayed by the search's default delay (4 s) is still behind at the next step.
+const SETTLE: Duration = Duration::from_secs(2);
+
+// ---------------------------------------------------------------------------------------------
+// The ReplicaSet sample
+// ---------------------------------------------------------------------------------------------
+
+/// The run budget of each ReplicaSet search: more than the single faults the systematic phase
+/// has for this scenario (203), so that the correct sample is tried under every one of them.
+const RS_RUNS: usize = 210;
+
+/// Create `web` with 2 replicas, then scale it to 3.
+fn rs_scenario() -> Scenario {
+    Scenario::new()
+        .step(Step::new(
+            "create web with 2 replicas",
+            |client| async move {
+                let rs = replica_set("web", 2)?;
+                Api::<ReplicaSet>::namespaced(client, NAMESPACE)
+                    .create(&PostParams::default(), &rs)
+                    .await?;
+                Ok(())
+            },
+        ))
+        .step(Step::new("scale web to 3", |client| async move {
+            Api::<ReplicaSet>::namespaced(client, NAMESPACE)
+                .patch(
+                    "web",
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"spec": {"replicas": 3}})),
+                )
+                .await?;
+            Ok(())
+        }))
+}
+
+/// The sample's safety property: no ReplicaSet ever has more live pods (not terminating, not
+/// finished) controlled by it than its `spec.replicas`. (The scenario only scales up, so a
+/// controller that acts on a ReplicaSet older than the server's can only want fewer.)
+fn no_more_pods_than_replicas(world: &World) -> Result<(), String> {
+    for (key, rs) in world.objects("replicasets.apps") {
+        let uid = rs["metadata"]["uid"].as_str().unwrap_or_default();
+        let replicas = rs["spec"]["replicas"].as_i64().unwrap_or(1);
+        let live: Vec<&str> = world
+            .objects("pods")
+            .filter(|(_, pod)| controlled_by(pod, uid) && is_live(pod))
+            .map(|(key, _)| key)
+            .collect();
+        if live.len() as i64 > replicas {
+            return Err(format!(
+                "{key} wants {replicas} pods and has {}: {live:?}",
+                live.len()
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn controlled_by(pod: &Value, uid: &str) -> bool {
+    pod["metadata"]["ownerReferences"]
+        .as_array()
+        .is_some_and(|owners| {
+            owners
+                .iter()
+                .any(|o| o["controller"] == json!(true) && o["uid"] == json!(uid))
+        })
+}
+
+fn is_live(pod: &Value) -> bool {
+    let phase = pod["status"]["phase"].as_str().unwrap_or_default();
+    pod["metadata"].get("deletionTimestamp").is_none() && phase != "Succeeded" && phase != "Failed"
+}
+
+/// Where the simulated kubelet put a pod depends on how many pods it started before (it deals
+/// nodes and IPs in turn) and its container ids on the pod's uid: two good runs that created the
+/// same pods in another order differ there and nowhere else. Blanked.
+fn blank_pod_placement(resource: &str, object: &mut Value) {
+    if resource != "pods" {
+        return;
+    }
+    if let Some(spec) = object.get_mut("spec").and_then(Value::as_object_mut) {
+        spec.remove("nodeName");
+    }
+    if let Some(status) = object.get_mut("status").and_then(Value::as_object_mut) {
+        for placed in ["hostIP", "hostIPs", "podIP", "podIPs"] {
+            status.remove(placed);
+        }
+        if let Some(containers) = status
+            .get_mut("containerStatuses")
+            .and_then(Value::as_array_mut)
+        {
+            for container in containers.iter_mut().filter_map(Value::as_object_mut) {
+                container.remove("containerID");
+            }
+        }
+    }
+}
+
+/// The search over the ReplicaSet sample run with `options`, on a server with the simulated
+/// kubelet: the explorer's own oracles (end state, fixed point) and the sample's invariant.
+fn rs_search(options: ControllerOptions) -> Exploration {
+    Exploration::new(
+        move |start: ControllerStart| {
+            let options = options.clone();
+            async move {
+                if let Err(error) = Running::run(start.client, options, start.shutdown).await {
+                    tracing::warn!(%error, "the ReplicaSet controller stopped with an error");
+                }
+            }
+        },
+        rs_scenario,
+    )
+    .explorer(
+        Explorer::new(SEED)
+            .server(|server: ApiServer| server.kubelet(KubeletSettings::default()))
+            .settle(SETTLE),
+    )
+    .seed(SEED)
+    .normalizer(Normalizer::default().rule(blank_pod_placement))
+    .invariant("no more pods than replicas", no_more_pods_than_replicas)
+    .budget(Budget::runs(RS_RUNS))
+}
+
+fn rs_options(mutant: Option<RsMutant>, stale_protection: bool) -> ControllerOptions {
+    ControllerOptions {
+        stale_protection,
+        mutant,
+        ..ControllerOptions::default()
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The DnsRecord sample
+// ---------------------------------------------------------------------------------------------
+
+/// The run budget of each DnsRecord search: more than the single faults the systematic phase
+/// has for this scenario (139).
+const DNS_RUNS: usize = 140;
+/// How often the DnsRecord controller polls its provider in these runs (virtual time).
+const DNS_POLL: Duration = Duration::from_secs(10);
+
+/// Create record `r1`, then change its value.
+fn dns_scenario() -> Scenario {
+    Scenario::new()
+        .step(Step::new("create r1", |client| async move {
+            let record = DnsRecord::new(
+                "r1",
+                DnsRecordSpec {
+                    fqdn: "r1.example.test".into(),
+                    type_: "A".into(),
+                    value: "192.0.2.1".into(),
+                    ttl: Some(300),
+                },
+            );
+            Api::<DnsRecord>::namespaced(client, NAMESPACE)
+                .create(&PostParams::default(), &record)
+                .await?;
+            Ok(())
+        }))
+        .step(Step::new("change r1's value", |client| async move {
+            Api::<DnsRecord>::namespaced(client, NAMESPACE)
+                .patch(
+                    "r1",
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"spec": {"value": "198.51.100.1"}})),
+                )
+                .await?;
+            Ok(())
+        }))
+}
+
+/// The embedded server of each run, serving DnsRecords from the start (as if its
+/// CustomResourceDefinition had been applied before the controller was).
+fn with_dns_records(server: ApiServer) -> ApiServer {
+    let crd = serde_json::to_value(DnsRecord::crd()).expect("the CRD serializes");
+    ferrokube::apiserver::crd::served_types(&crd, false)
+        .into_iter()
+        .fold(server, ApiServer::register)
+}
+
+thread_local! {
+    /// The provider of the run on this thread (a run lives on one thread, and the search runs
+    /// several at once, each on its own).
+    static PROVIDER: RefCell<Provider> = RefCell::new(Provider::new(SEED));
+}
+
+/// The search over the DnsRecord sample with `mutant`. The provider is the sample's, in memory:
+/// one per run, shared by the run's incarnations of the controller (a restart finds the records
+/// where the last one left them).
+fn dns_search(mutant: Option<DnsMutant>) -> Exploration {
+    Exploration::new(
+        move |start: ControllerStart| {
+            let provider = PROVIDER.with_borrow_mut(|provider| {
+                if start.incarnation == 1 {
+                    *provider = Provider::new(SEED);
+                }
+                provider.clone()
+            });
+            let controller = story::controller(&start.client, NAMESPACE, &provider);
+            let reconciler = DnsController::new(provider, DNS_POLL).with_mutant(mutant);
+            async move {
+                if let Err(error) = controller.run(reconciler, start.shutdown).await {
+                    tracing::warn!(%error, "the DnsRecord controller stopped with an error");
+                }
+            }
+        },
+        dns_scenario,
+    )
+    .explorer(Explorer::new(SEED).server(with_dns_records).settle(SETTLE))
+    .seed(SEED)
+    .budget(Budget::runs(DNS_RUNS))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Searching and reporting
+// ---------------------------------------------------------------------------------------------
+
+/// Runs `search`, which must find a bug; prints what it found and how fast.
+fn find(what: &str, search: &Exploration) -> Box<Found> {
+    match search.explore() {
+        Err(Searched::Found(found)) => {
+            println!(
+                "{what}: found in {:.2} s, {} runs ({:.1} runs/s), {}, plan: {}\n  {}",
+                found.elapsed.as_secs_f64(),
+                found.runs,
+                found.runs_per_second(),
+                found.violation.class(),
+                found.plan,
+                found.violation
+            );
+            found
+        }
+        Err(Searched::Error(error)) => panic!("{what}: the search could not run: {error}"),
+        Ok(report) => panic!("{what}: nothing found in {report:?}"),
+    }
+}
+
+/// Runs `search`, which must find nothing; prints how much it looked.
+fn pass(what: &str, search: &Exploration) -> Report {
+    let report = search.check();
+    println!(
+        "{what}: no false alarm in {} runs ({} candidates, {} points) in {:.2} s, {:.1} runs/s",
+        report.runs,
+        report.candidates,
+        report.points,
+        report.elapsed.as_secs_f64(),
+        report.runs_per_second()
+    );
+    report
+}
+
+// ---------------------------------------------------------------------------------------------
+// The tests
+// ---------------------------------------------------------------------------------------------
+
+/// Whether `fault` is a single fault at a watch event (a coalesce or a delay: the view of one
+/// informer behind the server's).
+fn at_an_event(fault: &Fault) -> bool {
+    matches!(
+        fault,
+        Fault::Coalesce(Point::Event(_))
+            | Fault::Delay {
+                at: Point::Event(_),
+                ..
+            }
+    )
+}
+
+fn broke(found: &Found, invariant: &str) -> bool {
+    matches!(&found.violation, Violation::Invariant { name, .. } if name == invariant)
+}
+
+/// When `found`'s one fault hides a watch event, the same event merely late (the search's delay,
+/// 4 s) fails `search` the same way: the bug is the informer being behind, however it got there.
+fn also_when_late(search: &Exploration, found: &Found) {
+    let Some(&Fault::Coalesce(at)) = found.plan.faults.first() else {
+        return;
+    };
+    let late = Fault::Delay {
+        at,
+        by: Duration::from_secs(4),
+    };
+    match search.replay(&late.to_string()) {
+        Ok((Some(violation), _)) => {
+            assert_eq!(
+                violation.class(),
+                found.violation.class(),
+                "{late}: {violation}"
+            );
+            println!("  also with {late}: {}", violation.class());
+        }
+        Ok((None, outcome)) => panic!("{late} passes:\n{}", outcome.trace),
+        Err(error) => panic!("{error}"),
+    }
+}
+
+// The ReplicaSet sample as kube-controller-manager ran it before 1.36: expectations are its only
+// guard against a stale pod cache.
+
+#[test]
+fn explore_rs_no_expectations_creates_pods_twice_on_a_stale_cache() {
+    let search = rs_search(rs_options(Some(RsMutant::NoExpectations), false));
+    let found = find("rs no expectations (stale protection off)", &search);
+    assert!(broke(&found, "no more pods than replicas"), "{found}");
+    assert_eq!(found.plan.faults.len(), 1, "{found}");
+    assert!(at_an_event(&found.plan.faults[0]), "{found}");
+    also_when_late(&search, &found);
+}
+
+#[test]
+fn explore_rs_with_expectations_only_has_no_false_alarm() {
+    let report = pass(
+        "rs correct (stale protection off)",
+        &rs_search(rs_options(None, false)),
+    );
+    assert!(report.runs > report.candidates, "{report:?}");
+}
+
+// The ReplicaSet sample as it is: expectations and the consistency store.
+
+#[test]
+fn explore_rs_unwatched_pod_cache_acts_on_the_lagging_informer() {
+    let search = rs_search(rs_options(Some(RsMutant::UnwatchedPodCache), true));
+    let found = find("rs unwatched pod cache", &search);
+    assert!(broke(&found, "no more pods than replicas"), "{found}");
+    assert!(found.plan.faults.len() <= 1, "{found}");
+    assert!(found.plan.faults.iter().all(at_an_event), "{found}");
+    also_when_late(&search, &found);
+}
+
+#[test]
+fn explore_rs_conflict_as_success_leaves_the_status_stale() {
+    let found = find(
+        "rs 409 as success",
+        &rs_search(rs_options(Some(RsMutant::ConflictAsSuccess), true)),
+    );
+    let Violation::EndState { differences } = &found.violation else {
+        panic!("{found}");
+    };
+    assert!(
+        differences
+            .iter()
+            .all(|d| d.starts_with("replicasets.apps")),
+        "{found}"
+    );
+    assert_eq!(found.plan.faults.len(), 1, "{found}");
+    let Fault::Fail { at, failure } = found.plan.faults[0] else {
+        panic!("{found}");
+    };
+    assert_eq!(failure, Failure::Conflict, "{found}");
+    // The refused write was the status, and the status the run ended with says fewer ready
+    // pods than there are.
+    let refused = found.outcome.points.iter().find(|seen| seen.point == at);
+    assert!(
+        refused.is_some_and(|seen| seen.what.ends_with("/replicasets/web/status")),
+        "{found}"
+    );
+    let web = found.outcome.world.get("replicasets.apps", "default/web");
+    let status = web.map(|web| web["status"].clone()).unwrap_or_default();
+    println!("  the status it ended with: {status}");
+    assert_ne!(status["readyReplicas"], json!(3), "{found}");
+}
+
+#[test]
+fn explore_rs_correct_sample_has_no_false_alarm() {
+    let report = pass("rs correct", &rs_search(rs_options(None, true)));
+    assert!(report.runs > report.candidates, "{report:?}");
+}
+
+/// Without expectations the consistency store still makes every sync wait until the pod cache
+/// shows the pods the last one created: the same search finds nothing. (Each guard is enough on
+/// its own; the mutant shows only with both gone.)
+#[test]
+fn explore_rs_no_expectations_is_masked_by_the_consistency_store() {
+    let report = pass(
+        "rs no expectations (stale protection on)",
+        &rs_search(rs_options(Some(RsMutant::NoExpectations), true)),
+    );
+    assert!(report.runs > report.candidates, "{report:?}");
+}
+
+// The DnsRecord sample.
+
+#[test]
+fn explore_dns_status_timestamp_every_reconcile_never_settles() {
+    let found = find(
+        "dns status timestamp every reconcile",
+        &dns_search(Some(DnsMutant::StatusTimestampEveryReconcile)),
+    );
+    let Violation::NeverSettles { writes } = &found.violation else {
+        panic!("{found}");
+    };
+    assert!(found.plan.is_empty(), "{found}");
+    assert!(
+        writes.iter().all(|w| w.contains("/dnsrecords/r1/status")),
+        "{found}"
+    );
+}
+
+#[test]
+fn explore_dns_waiting_for_its_own_version_stops_reconciling() {
+    let search = dns_search(Some(DnsMutant::WaitsForItsOwnVersion));
+    let found = find("dns waits for its own version", &search);
+    // The fixed point cannot see it (a stuck controller writes nothing); the end state does:
+    // the value changed in step 1 never reached the owned ConfigMap or the status.
+    let Violation::EndState { differences } = &found.violation else {
+        panic!("{found}");
+    };
+    assert!(
+        differences
+            .iter()
+            .any(|d| d.starts_with("configmaps: only in the fault-free run")
+                && d.contains("198.51.100.1")),
+        "{found}"
+    );
+    assert_eq!(found.plan.faults.len(), 1, "{found}");
+    assert!(at_an_event(&found.plan.faults[0]), "{found}");
+    also_when_late(&search, &found);
+}
+
+#[test]
+fn explore_dns_correct_sample_has_no_false_alarm() {
+    let report = pass("dns correct", &dns_search(None));
+    assert!(report.runs > report.candidates, "{report:?}");
+}
+
+/// The correct samples under a longer search than the tests above: every single fault, then
+/// random plans of up to three faults, 1,000 runs per configuration. Ignored by default (minutes
+/// in a debug build): `cargo test --release -p ferrokube-examples --test explore_mutants_rs_dns
+/// -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn explore_the_correct_samples_pass_a_longer_search() {
+    const LONGER: usize = 1_000;
+    let searches = [
+        ("rs correct", rs_search(rs_options(None, true))),
+        (
+            "rs correct (stale protection off)",
+            rs_search(rs_options(None, false)),
+        ),
+        (
+            "rs no expectations (stale protection on)",
+            rs_search(rs_options(Some(RsMutant::NoExpectations), true)),
+        ),
+        ("dns correct", dns_search(None)),
+    ];
+    for (what, search) in searches {
+        pass(what, &search.budget(Budget::runs(LONGER)));
+    }
+}
