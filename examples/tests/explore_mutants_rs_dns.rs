@@ -472,28 +472,3 @@ fn explore_dns_correct_sample_has_no_false_alarm() {
     let report = pass("dns correct", &dns_search(None));
     assert!(report.runs > report.candidates, "{report:?}");
 }
-
-/// The correct samples under a longer search than the tests above: every single fault, then
-/// random plans of up to three faults, 1,000 runs per configuration. Ignored by default (minutes
-/// in a debug build): `cargo test --release -p ferrokube-examples --test explore_mutants_rs_dns
-/// -- --ignored --nocapture`.
-#[test]
-#[ignore]
-fn explore_the_correct_samples_pass_a_longer_search() {
-    const LONGER: usize = 1_000;
-    let searches = [
-        ("rs correct", rs_search(rs_options(None, true))),
-        (
-            "rs correct (stale protection off)",
-            rs_search(rs_options(None, false)),
-        ),
-        (
-            "rs no expectations (stale protection on)",
-            rs_search(rs_options(Some(RsMutant::NoExpectations), true)),
-        ),
-        ("dns correct", dns_search(None)),
-    ];
-    for (what, search) in searches {
-        pass(what, &search.budget(Budget::runs(LONGER)));
-    }
-}
