@@ -7,7 +7,7 @@
 //! - `request:N`: the controller's N-th request to the API server (reads, writes and watches);
 //! - `event:N`: the N-th watch event (`ADDED`, `MODIFIED`, `DELETED`; not bookmarks) delivered
 //!   to the controller;
-//! - `outside:N`: the controller's N-th call to the outside system ([`crate::Outside`]).
+//! - `outside:N`: the controller's N-th call to the outside system ([`crate::OutsideClient`]).
 //!
 //! A fault-free run lists every point it passed ([`crate::RunOutcome::points`]). Because a run
 //! is a function of its inputs, a run with a plan is the same as the fault-free run up to its

@@ -158,6 +158,7 @@ pub mod oracle;
 mod outside;
 mod run;
 pub mod search;
+mod shared;
 mod tap;
 pub mod trace;
 pub mod world;
@@ -166,10 +167,10 @@ pub use fault::{Failure, Fault, FaultPlan, Point};
 pub use oracle::{Invariant, Violation};
 pub use outside::{OutsideClient, OutsideError};
 pub use run::{
-    BoxError, BoxFuture, ControllerStart, Explorer, PointSeen, RESTART_DELAY, RUNAWAY_REQUESTS,
-    RunOutcome, Scenario, Step,
+    BoxError, BoxFuture, ControllerStart, Explorer, RESTART_DELAY, RunOutcome, Scenario, Step,
 };
 pub use search::{Budget, Exploration, Found, Report, Searched};
+pub use shared::{PointSeen, RUNAWAY_REQUESTS};
 pub use tap::in_memory_client;
 pub use trace::{Difference, Trace, TraceEntry};
 pub use world::{NormalWorld, Normalizer, World};

@@ -21,7 +21,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use crate::run::{Incarnation, RunShared};
+use crate::shared::{Incarnation, RunShared};
 
 /// A call to the outside system that did not happen.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -43,7 +43,8 @@ impl Records {
     }
 }
 
-/// One incarnation's handle on the outside system (see the [module docs](self)). Cheap to
+/// One incarnation's handle on the outside system, a store of named records shared by every
+/// incarnation of the controller of a run; a crashed incarnation's calls fail. Cheap to
 /// clone; every call is a point of the run.
 #[derive(Clone)]
 pub struct OutsideClient {
@@ -83,9 +84,12 @@ impl OutsideClient {
         // An outside system answers later than a function call does: let the rest of the run
         // move (and let a crash decided elsewhere land) before the call.
         tokio::task::yield_now().await;
-        let crash_after = self.shared.outside_call(&self.incarnation, &what)?;
+        let crash_after = self
+            .shared
+            .outside_call(&self.incarnation, &what)
+            .map_err(|_| OutsideError::Down)?;
         let answer = apply(&mut self.records.inner.lock());
-        self.shared.outside_changed(&self.records, &what);
+        self.shared.outside_changed(self.records.snapshot(), &what);
         if let Some(fault) = crash_after {
             self.shared.crash(
                 &self.incarnation,

@@ -18,10 +18,9 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
-use ferrokube_apiserver::store::EventType;
 use ferrokube_apiserver::{ApiServer, RunningServer};
 use ferrokube_client::Client;
 use parking_lot::Mutex;
@@ -29,11 +28,12 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
 use crate::ExploreError;
-use crate::fault::{Fault, FaultPlan, LAG_CATCH_UP, Point};
+use crate::fault::{FaultPlan, LAG_CATCH_UP};
 use crate::oracle::{Invariant, Violation};
-use crate::outside::{OutsideClient, OutsideError, Records};
-use crate::tap::{Recorder, Tap};
-use crate::trace::{Trace, TraceEntry};
+use crate::outside::{OutsideClient, Records};
+use crate::shared::{Counts, Incarnation, Lag, PointSeen, RestartOrder, RunShared};
+use crate::tap::Tap;
+use crate::trace::{Recorder, Trace, TraceEntry};
 use crate::world::{Normalizer, World};
 
 /// The error a step or a controller may return.
@@ -52,13 +52,6 @@ pub(crate) type ControllerFn = Arc<dyn Fn(ControllerStart) -> BoxFuture<()> + Se
 
 /// How long a crashed controller stays down before its next incarnation starts (virtual time).
 pub const RESTART_DELAY: Duration = Duration::from_secs(1);
-
-/// The most requests the controller may send at one instant of virtual time. A controller that
-/// loops without ever waiting on a timer (each write bringing its key back at once, a cache that
-/// never shows what it acts on) keeps the runtime busy, so virtual time never moves and the run
-/// would never end; at this many requests the run stops, failed with [`Violation::Runaway`]. A
-/// good controller sends a few, or a burst of a few hundred, before it waits for something.
-pub const RUNAWAY_REQUESTS: u64 = 2_000;
 
 /// What a step does.
 enum Action {
@@ -153,280 +146,6 @@ pub struct ControllerStart {
     pub outside: OutsideClient,
     /// Which incarnation this is: 1, then 2 after the first crash, ...
     pub incarnation: u32,
-}
-
-/// One incarnation of the controller: alive until the plan crashes it.
-pub(crate) struct Incarnation {
-    pub(crate) number: u32,
-    /// False from the moment it crashes: its requests and outside calls are refused, its watches
-    /// end.
-    alive: AtomicBool,
-    /// While its replica lags: lists are served at this revision and watch lines after it are
-    /// held until the replica catches up.
-    pub(crate) lag: Option<Lag>,
-    stop: watch::Sender<bool>,
-}
-
-impl Incarnation {
-    pub(crate) fn alive(&self) -> bool {
-        self.alive.load(Ordering::Acquire)
-    }
-
-    pub(crate) fn actor(&self) -> String {
-        format!("controller#{}", self.number)
-    }
-}
-
-/// A lagging replica: where it is, and when it has caught up.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Lag {
-    pub(crate) revision: u64,
-    pub(crate) until: tokio::time::Instant,
-}
-
-/// A point the run passed, with what happened there (`GET /api/v1/...`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PointSeen {
-    /// The point.
-    pub point: Point,
-    /// What the controller did there.
-    pub what: String,
-    /// The incarnation that did it.
-    pub incarnation: u32,
-    /// Its position in the trace.
-    pub at: usize,
-}
-
-#[derive(Default)]
-struct Counts {
-    requests: u64,
-    events: u64,
-    outside: u64,
-    /// The controller's requests at the virtual instant of its last one.
-    instant: Option<(tokio::time::Instant, u64)>,
-}
-
-/// A restart the supervisor owes.
-struct RestartOrder {
-    lag_behind: Option<u64>,
-}
-
-/// What the tap, the outside system and the runner share within a run.
-pub(crate) struct RunShared {
-    plan: FaultPlan,
-    pub(crate) recorder: Arc<Recorder>,
-    pub(crate) server: Arc<RunningServer>,
-    counts: Mutex<Counts>,
-    points: Mutex<Vec<PointSeen>>,
-    restarts: mpsc::UnboundedSender<RestartOrder>,
-    world: Mutex<World>,
-    invariants: Vec<Invariant>,
-    /// Invariants already broken (each is reported once, at the first change that broke it).
-    violations: Mutex<Vec<Violation>>,
-    /// Every write of the controller: when, and what.
-    writes: Mutex<Vec<(tokio::time::Instant, String)>>,
-    /// Every object the controller created: (resource, key).
-    created: Mutex<Vec<(String, String)>>,
-    /// Turns true when the run has failed before its end (an invariant broke, the controller ran
-    /// away): the runner then stops waiting and ends the run there.
-    decided: watch::Sender<bool>,
-}
-
-impl RunShared {
-    pub(crate) fn plan(&self) -> &FaultPlan {
-        &self.plan
-    }
-
-    /// The next point of `kind` (a `Point` with any number), noted as passed.
-    pub(crate) fn pass(&self, kind: Point, what: String, incarnation: u32) -> Point {
-        let point = {
-            let mut counts = self.counts.lock();
-            match kind {
-                Point::Request(_) => {
-                    counts.requests += 1;
-                    let now = tokio::time::Instant::now();
-                    let at_once = match counts.instant {
-                        Some((instant, at_once)) if instant == now => at_once + 1,
-                        _ => 1,
-                    };
-                    counts.instant = Some((now, at_once));
-                    if at_once == RUNAWAY_REQUESTS {
-                        self.ran_away();
-                    }
-                    Point::Request(counts.requests)
-                }
-                Point::Event(_) => {
-                    counts.events += 1;
-                    Point::Event(counts.events)
-                }
-                Point::Outside(_) => {
-                    counts.outside += 1;
-                    Point::Outside(counts.outside)
-                }
-            }
-        };
-        self.points.lock().push(PointSeen {
-            point,
-            what,
-            incarnation,
-            at: self.recorder.len(),
-        });
-        // The faults that act on the whole server act first, whatever else happens here.
-        for fault in self.plan.at(point) {
-            match fault {
-                Fault::Compact(_) => {
-                    self.server.store().advance_revision();
-                    let revision = self.server.compact();
-                    self.server.close_watches();
-                    self.note(
-                        fault,
-                        format!("history compacted at rv={revision}, every watch ended"),
-                    );
-                }
-                Fault::DropWatches(_) => {
-                    let ended = self.server.close_watches();
-                    self.note(fault, format!("{ended} watches ended"));
-                }
-                _ => {}
-            }
-        }
-        point
-    }
-
-    /// Records in the trace that `fault` took effect.
-    pub(crate) fn note(&self, fault: &Fault, detail: String) {
-        self.recorder.push(TraceEntry::Fault {
-            fault: fault.to_string(),
-            detail,
-        });
-    }
-
-    /// Crashes `incarnation` (once): from now on it can do nothing; the supervisor restarts the
-    /// controller.
-    pub(crate) fn crash(&self, incarnation: &Incarnation, fault: &Fault, detail: &str) {
-        if !incarnation.alive.swap(false, Ordering::AcqRel) {
-            return;
-        }
-        self.note(fault, format!("{} crashed: {detail}", incarnation.actor()));
-        incarnation.stop.send_replace(true);
-        let lag_behind = match fault {
-            Fault::RestartLagging { behind, .. } => Some(*behind),
-            _ => None,
-        };
-        // The supervisor outlives every incarnation; if it is gone the run is ending anyway.
-        let _ = self.restarts.send(RestartOrder { lag_behind });
-    }
-
-    /// A call to the outside system by `incarnation`: whether it may happen, and the fault that
-    /// crashes the controller right after it, if any.
-    pub(crate) fn outside_call(
-        &self,
-        incarnation: &Incarnation,
-        what: &str,
-    ) -> Result<Option<Fault>, OutsideError> {
-        if !incarnation.alive() {
-            return Err(OutsideError::Down);
-        }
-        let point = self.pass(
-            Point::Outside(0),
-            format!("outside {what}"),
-            incarnation.number,
-        );
-        let mut after = None;
-        for fault in self.plan.at(point) {
-            match fault {
-                Fault::CrashBefore(_) | Fault::RestartLagging { .. } => {
-                    self.crash(incarnation, fault, &format!("before outside {what}"));
-                    return Err(OutsideError::Down);
-                }
-                Fault::CrashAfter(_) => after = Some(*fault),
-                _ => {}
-            }
-        }
-        self.recorder.push(TraceEntry::Outside {
-            actor: incarnation.actor(),
-            call: what.to_string(),
-        });
-        Ok(after)
-    }
-
-    /// The outside system's records changed: update the world and check the invariants.
-    pub(crate) fn outside_changed(&self, records: &Records, what: &str) {
-        let mut world = self.world.lock();
-        world.outside = records.snapshot();
-        self.check_invariants(&world, &format!("outside {what}"));
-    }
-
-    /// A write of the controller (for the fixed-point oracle) and, for a create, what it made.
-    pub(crate) fn controller_wrote(&self, what: String, created: Option<(String, String)>) {
-        self.writes.lock().push((tokio::time::Instant::now(), what));
-        if let Some(created) = created {
-            self.created.lock().push(created);
-        }
-    }
-
-    /// The controller sent [`RUNAWAY_REQUESTS`] requests at one instant: the run fails, and ends.
-    fn ran_away(&self) {
-        let writes = self.writes.lock();
-        let last = writes
-            .iter()
-            .skip(writes.len().saturating_sub(12))
-            .map(|(_, what)| what.clone())
-            .collect();
-        self.violations.lock().push(Violation::Runaway {
-            requests: RUNAWAY_REQUESTS,
-            last,
-        });
-        self.decided.send_replace(true);
-    }
-
-    fn check_invariants(&self, world: &World, after: &str) {
-        if self.invariants.is_empty() {
-            return;
-        }
-        let mut violations = self.violations.lock();
-        for invariant in &self.invariants {
-            let already = violations
-                .iter()
-                .any(|v| matches!(v, Violation::Invariant { name, .. } if *name == invariant.name));
-            if already {
-                continue;
-            }
-            if let Err(why) = (invariant.check)(world) {
-                violations.push(Violation::Invariant {
-                    name: invariant.name.clone(),
-                    why,
-                    after: after.to_string(),
-                    at: self.recorder.len(),
-                });
-                self.decided.send_replace(true);
-            }
-        }
-    }
-
-    /// Applies the server's changes to the world, checking the invariants after each.
-    async fn observe(
-        self: Arc<RunShared>,
-        mut changes: mpsc::UnboundedReceiver<Arc<ferrokube_apiserver::store::Change>>,
-    ) {
-        while let Some(change) = changes.recv().await {
-            let mut world = self.world.lock();
-            match change.event {
-                EventType::Deleted => world.remove(&change.table, &change.key),
-                EventType::Added | EventType::Modified => {
-                    world.put(&change.table, &change.key, change.object.object.clone());
-                }
-            }
-            let after = format!(
-                "{} {} {} rv={}",
-                change.event.as_str(),
-                change.table,
-                change.key,
-                change.revision
-            );
-            self.check_invariants(&world, &after);
-        }
-    }
 }
 
 /// What a run gives back.

@@ -25,7 +25,8 @@ use std::time::{Duration, Instant};
 use crate::ExploreError;
 use crate::fault::{Failure, Fault, FaultPlan, Point};
 use crate::oracle::{Invariant, Violation};
-use crate::run::{ControllerFn, ControllerStart, Explorer, PointSeen, RunOutcome, Scenario};
+use crate::run::{ControllerFn, ControllerStart, Explorer, RunOutcome, Scenario};
+use crate::shared::PointSeen;
 use crate::world::{NormalWorld, Normalizer};
 
 /// How much searching one exploration may do: it stops at whichever limit comes first.

@@ -33,12 +33,11 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::client::conn::http1::SendRequest;
 use hyper_util::rt::TokioIo;
-use parking_lot::Mutex;
 
 use crate::ExploreError;
 use crate::fault::{COALESCE_WINDOW, Failure, Fault, Point};
-use crate::run::{Incarnation, RunShared};
-use crate::trace::{Trace, TraceEntry};
+use crate::shared::{Incarnation, RunShared};
+use crate::trace::TraceEntry;
 
 /// The capacity of each in-memory pipe, in bytes (a writer waits when it is full).
 const PIPE_CAPACITY: usize = 256 * 1024;
@@ -71,50 +70,6 @@ fn client_with(dial: Dial, actor: &str) -> Result<Client, ExploreError> {
     config.root_certs = Some(Vec::new());
     config.user_agent = Some(actor.to_string());
     Ok(Client::new(config)?)
-}
-
-/// What the tap has recorded so far; shared by every connection of a run.
-pub(crate) struct Recorder {
-    started: tokio::time::Instant,
-    entries: Mutex<(Vec<TraceEntry>, Vec<u64>)>,
-    watches: Mutex<u64>,
-}
-
-impl Recorder {
-    /// An empty recorder whose times count from `started`.
-    pub(crate) fn new(started: tokio::time::Instant) -> Recorder {
-        Recorder {
-            started,
-            entries: Mutex::new((Vec::new(), Vec::new())),
-            watches: Mutex::new(0),
-        }
-    }
-
-    pub(crate) fn push(&self, entry: TraceEntry) {
-        let ms = u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX);
-        let mut entries = self.entries.lock();
-        entries.0.push(entry);
-        entries.1.push(ms);
-    }
-
-    /// How many entries there are (the position of the next one).
-    pub(crate) fn len(&self) -> usize {
-        self.entries.lock().0.len()
-    }
-
-    fn next_watch(&self) -> u64 {
-        let mut watches = self.watches.lock();
-        *watches += 1;
-        *watches
-    }
-
-    pub(crate) fn trace(&self) -> Trace {
-        let entries = self.entries.lock();
-        Trace {
-            entries: entries.0.clone(),
-            times: entries.1.clone(),
-        }
-    }
 }
 
 /// Who is on the other end of a connection to the tap.

@@ -13,6 +13,8 @@
 
 use std::fmt;
 
+use parking_lot::Mutex;
+
 /// One thing that happened in a run. See the [module docs](self).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum TraceEntry {
@@ -336,6 +338,50 @@ impl fmt::Display for Trace {
             writeln!(f, "{entry}")?;
         }
         Ok(())
+    }
+}
+
+/// What the tap has recorded so far; shared by every connection of a run.
+pub(crate) struct Recorder {
+    started: tokio::time::Instant,
+    entries: Mutex<(Vec<TraceEntry>, Vec<u64>)>,
+    watches: Mutex<u64>,
+}
+
+impl Recorder {
+    /// An empty recorder whose times count from `started`.
+    pub(crate) fn new(started: tokio::time::Instant) -> Recorder {
+        Recorder {
+            started,
+            entries: Mutex::new((Vec::new(), Vec::new())),
+            watches: Mutex::new(0),
+        }
+    }
+
+    pub(crate) fn push(&self, entry: TraceEntry) {
+        let ms = u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let mut entries = self.entries.lock();
+        entries.0.push(entry);
+        entries.1.push(ms);
+    }
+
+    /// How many entries there are (the position of the next one).
+    pub(crate) fn len(&self) -> usize {
+        self.entries.lock().0.len()
+    }
+
+    pub(crate) fn next_watch(&self) -> u64 {
+        let mut watches = self.watches.lock();
+        *watches += 1;
+        *watches
+    }
+
+    pub(crate) fn trace(&self) -> Trace {
+        let entries = self.entries.lock();
+        Trace {
+            entries: entries.0.clone(),
+            times: entries.1.clone(),
+        }
     }
 }
 
