@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use rand::Rng;
+use ferrokube_core::random;
 use serde_json::{Map, Value};
 
 /// `object.metadata`, if it is an object.
@@ -121,11 +121,11 @@ pub use ferrokube_core::time::rfc3339;
 /// (no vowels, so no words; no look-alike digits).
 pub fn generate_name(prefix: &str) -> String {
     const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
-    let mut rng = rand::rng();
     // Names are at most 63 characters from generateName: the prefix is cut to leave room.
     let prefix: String = prefix.chars().take(58).collect();
+    // Drawn through `ferrokube_core::random`, so a seeded run (the explorer's) names alike.
     let suffix: String = (0..5)
-        .map(|_| char::from(ALPHABET[rng.random_range(0..ALPHABET.len())]))
+        .map(|_| char::from(ALPHABET[random::range_u64(0, ALPHABET.len() as u64) as usize]))
         .collect();
     format!("{prefix}{suffix}")
 }

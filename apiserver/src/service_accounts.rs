@@ -28,7 +28,7 @@ use std::sync::Arc;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
-use rand::Rng;
+use ferrokube_core::random;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
@@ -193,8 +193,8 @@ impl ServiceAccounts {
 /// 48 random characters of `[A-Za-z0-9]`: the secret's `token`.
 fn random_token() -> String {
     const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
-    let mut rng = rand::rng();
+    // Drawn through `ferrokube_core::random`, so a seeded run (the explorer's) repeats.
     (0..48)
-        .map(|_| char::from(ALPHABET[rng.random_range(0..ALPHABET.len())]))
+        .map(|_| char::from(ALPHABET[random::range_u64(0, ALPHABET.len() as u64) as usize]))
         .collect()
 }

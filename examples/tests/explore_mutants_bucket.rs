@@ -275,15 +275,13 @@ fn found(what: &str, search: Exploration) -> Box<Found> {
         found.plan
     );
     println!("{found}");
-    // The plan replays from its text, to the same class of violation: a run is a function of its
-    // inputs. (The class, not every word: the embedded server draws the suffixes of
-    // `generateName` from an unseeded generator, so a generated name may differ between two
-    // runs of the same plan.)
+    // The plan replays from its text to the same violation, word for word: a run is a function of
+    // its inputs (generated names included: the embedded server draws them from the run's seed).
     match search.replay(&found.plan.to_string()) {
         Ok((Some(again), _)) => assert_eq!(
-            again.class(),
-            found.violation.class(),
-            "{what}: the replay differs: {again}"
+            again.to_string(),
+            found.violation.to_string(),
+            "{what}: the replay differs"
         ),
         Ok((None, outcome)) => panic!("{what}: the replay passed:\n{}", outcome.trace),
         Err(error) => panic!("{what}: the replay could not run: {error}"),
