@@ -12,8 +12,18 @@
 #                                                     # ours sharded across N replicas (--shard-ring),
 #                                                     # each with QPS 20 / burst 30 of its own
 #
+#   K8S_VERSION=1.37.2 FLAP=20 REPS=2 scripts/bench-replicaset.sh
+#                                                     # on the current release (its kube-controller-
+#                                                     # manager has the staleness mitigation on), with
+#                                                     # a fourth phase: 20 ReplicaSets flapping
+#                                                     # between 0 and 10 replicas (FLIPS, FLAP_MS)
+#
 # Both get the same client limits (QPS 20, burst 30: kube-controller-manager's defaults) and 5
-# workers (its --concurrent-replicaset-syncs default). The driver
+# workers (its --concurrent-replicaset-syncs default). After each run the script reads each
+# controller's own count of syncs it skipped on a stale cache from its /metrics: ours
+# `stale_sync_skips_total` (--http-addr), upstream's `replicaset_controller_stale_sync_skips_total`
+# (1.36 and later; its secure port with /metrics allowed without authorization); the line says
+# `stale_skips=n/a` where a controller has no such count (1.20). The driver
 # (examples/src/bin/bench_replicaset.rs) runs the phases and prints, per phase, the time to converge
 # and the controller's API requests (from kube-apiserver's apiserver_request_total, minus the
 # driver's own); this script adds each controller's peak RSS (VmHWM). Results: lines starting with
@@ -33,6 +43,13 @@ WHO=${WHO:-ours upstream}
 # before the samples became a package of their own (no examples/Cargo.toml) is built as it was then,
 # as the root package's example.
 BEFORE=${BEFORE:-}
+# The flap phase (bench_replicaset --flap): how many ReplicaSets flap (0: none), how often, how long.
+K8S_VERSION=${K8S_VERSION:-1.20.2}
+FLAP=${FLAP:-0}
+FLIPS=${FLIPS:-20}
+FLAP_MS=${FLAP_MS:-300}
+OURS_METRICS=127.0.0.1:18089
+KCM_SECURE_PORT=${KCM_SECURE_PORT:-10257}
 
 scripts/kube-apiserver.sh up
 eval "$(scripts/kube-apiserver.sh env)"
@@ -104,22 +121,51 @@ run_one() {
       local binary=target/release/replicaset
       [ "$who" = before ] && binary=target/release/replicaset-before
       RUST_LOG=error "$binary" --kubeconfig "$KUBECONFIG" \
-        --qps 20 --burst 30 --workers 5 2>"$log" &
+        --qps 20 --burst 30 --workers 5 --http-addr "$OURS_METRICS" 2>"$log" &
       ;;
     upstream)
+      local ports
+      if [ "$K8S_VERSION" = 1.20.2 ]; then
+        ports=(--port=0 --secure-port=0) # 1.20 has no stale-skip count to read
+      else
+        # --port is gone since 1.24; /metrics on the secure port, open to this script.
+        ports=(--secure-port="$KCM_SECURE_PORT" --bind-address=127.0.0.1
+          --authentication-kubeconfig="$KUBECONFIG" --authorization-kubeconfig="$KUBECONFIG"
+          --authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics)
+      fi
       "$FERROKUBE_KCM" --kubeconfig "$KUBECONFIG" --controllers=replicaset --leader-elect=false \
-        --port=0 --secure-port=0 --kube-api-qps=20 --kube-api-burst=30 \
+        "${ports[@]}" --kube-api-qps=20 --kube-api-burst=30 \
         --concurrent-replicaset-syncs=5 2>"$log" &
       ;;
   esac
   pid=$!
   sleep 5 # both have synced their caches well within this
   target/release/bench_replicaset --label "$who" \
-    --replicasets "$REPLICASETS" --replicas "$REPLICAS" | tee -a "$OUT"
-  echo "RESULT $who peak_rss_mib=$(awk '/VmHWM/ {printf "%.1f", $2 / 1024}' "/proc/$pid/status")" |
+    --replicasets "$REPLICASETS" --replicas "$REPLICAS" \
+    --flap "$FLAP" --flips "$FLIPS" --flap-ms "$FLAP_MS" | tee -a "$OUT"
+  echo "RESULT $who peak_rss_mib=$(awk '/VmHWM/ {printf "%.1f", $2 / 1024}' "/proc/$pid/status") stale_skips=$(stale_skips "$who")" |
     tee -a "$OUT"
   kill "$pid"
   wait "$pid" 2>/dev/null || true
+}
+
+# The syncs a controller skipped on a stale cache, summed over its labels, from its /metrics.
+stale_skips() {
+  local text metric
+  case $1 in
+    ours | before)
+      text=$(curl -sf "http://$OURS_METRICS/metrics") || { echo n/a; return; }
+      metric=stale_sync_skips_total
+      ;;
+    upstream)
+      [ "$K8S_VERSION" = 1.20.2 ] && { echo n/a; return; }
+      text=$(curl -skf "https://127.0.0.1:$KCM_SECURE_PORT/metrics") || { echo n/a; return; }
+      metric=replicaset_controller_stale_sync_skips_total
+      ;;
+    *) echo n/a; return ;;
+  esac
+  # No line yet means the counter was never touched: 0.
+  echo "$text" | awk -v m="$metric" '$1 == m || index($1, m "{") == 1 { s += $2 } END { print s + 0 }'
 }
 
 # Odd rounds run ours first, even rounds upstream first, so neither always gets the fresher server.

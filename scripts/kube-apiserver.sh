@@ -36,7 +36,8 @@
 # Build times from empty caches: 1.20.2 ~12 min (README); 1.37.2 ~37 min niced on 2 busy cores, about
 # 22 min of CPU (see build_modules below).
 #
-# Settings (environment): K8S_VERSION (1.20.2), STATE (default /tmp/ferrokube-apiserver), APISERVER_PORT
+# Settings (environment): APISERVER_FLAGS (extra kube-apiserver flags, words; e.g. the leader
+# benchmark's --feature-gates=APIServerIdentity=false), K8S_VERSION (1.20.2), STATE (default /tmp/ferrokube-apiserver), APISERVER_PORT
 # (16443), ETCD_PORT (12379), WATCH_CACHE_SIZE (default-watch-cache-size, 100), ETCD_VERSION (module
 # builds: overrides the etcd the release names), WITH_KCM (0). Go's own GOCACHE, GOMODCACHE, GOPROXY
 # and GOTOOLCHAIN apply to the module builds.
@@ -524,7 +525,7 @@ POLICY
       --disable-admission-plugins ServiceAccount \
       --service-cluster-ip-range 10.96.0.0/24 \
       --watch-cache-sizes podtemplates#0 \
-      $(apiserver_version_flags) \
+      $(apiserver_version_flags) ${APISERVER_FLAGS:-} \
       >"$STATE/kube-apiserver.log" 2>&1 &
     echo $! >"$STATE/kube-apiserver.pid"
   fi

@@ -7,7 +7,13 @@
 //!    `status.replicas == R` for its current generation;
 //! 2. **scale down**: every ReplicaSet to R/2; done likewise;
 //! 3. **delete 20%**: a seeded random fifth of the pods; done when every ReplicaSet has R/2 live pods
-//!    again and says so in its status.
+//!    again and says so in its status;
+//! 4. **flap** (with `--flap K`, K > 0): the first K ReplicaSets' replicas flipped between 0 and R
+//!    every `--flap-ms` milliseconds, `--flips` times, then settled at R; timed from the settling
+//!    write until every ReplicaSet reports its count and the namespace holds exactly that many
+//!    live pods. Its line counts the pods the controller created (`POST pods`) and deleted
+//!    (`DELETE pods`) while the replicas flapped and settled: a controller that acts on a stale
+//!    view of its own pods creates or deletes more than the flips need.
 //!
 //! For each phase it prints the time taken and the API requests the *controller* made, from
 //! kube-apiserver's `/metrics` (`apiserver_request_total`, pods/replicasets/events only) before and
@@ -17,7 +23,7 @@
 //!
 //! ```text
 //! cargo run --release -p ferrokube-examples --bin bench_replicaset -- --label ours
-//!     [--replicasets 500] [--replicas 10]
+//!     [--replicasets 500] [--replicas 10] [--flap 20 --flips 20 --flap-ms 300]
 //! ```
 
 use std::collections::BTreeMap;
@@ -69,6 +75,18 @@ struct Driver {
     own: Arc<Own>,
     replicasets: usize,
     replicas: i32,
+    flap: Flap,
+}
+
+/// The flap phase's settings (`--flap 0`: no flap phase).
+#[derive(Debug, Clone, Copy)]
+struct Flap {
+    /// How many ReplicaSets flap (the first ones by name).
+    replicasets: usize,
+    /// How many times their replicas flip.
+    flips: usize,
+    /// The time between two flips.
+    every: Duration,
 }
 
 /// The command line.
@@ -90,6 +108,15 @@ struct Cli {
     /// Replicas of each.
     #[arg(long, value_name = "R", default_value_t = 10)]
     replicas: i32,
+    /// ReplicaSets whose replicas flap between 0 and R after the other phases (0: no flap phase).
+    #[arg(long, value_name = "K", default_value_t = 0)]
+    flap: usize,
+    /// Flips in the flap phase.
+    #[arg(long, value_name = "N", default_value_t = 20)]
+    flips: usize,
+    /// Milliseconds between two flips.
+    #[arg(long, value_name = "MS", default_value_t = 300)]
+    flap_ms: u64,
 }
 
 #[tokio::main]
@@ -98,6 +125,9 @@ async fn main() -> Result<(), BoxError> {
         label,
         replicasets,
         replicas,
+        flap,
+        flips,
+        flap_ms,
     } = <Cli as clap::Parser>::parse();
     let mut config = Config::infer()?;
     config.qps = None;
@@ -114,6 +144,11 @@ async fn main() -> Result<(), BoxError> {
         own: Arc::default(),
         replicasets,
         replicas,
+        flap: Flap {
+            replicasets: flap.min(replicasets),
+            flips,
+            every: Duration::from_millis(flap_ms),
+        },
     };
     let result = driver.phases(&label).await;
     driver.clean_up().await?;
@@ -131,24 +166,36 @@ impl Driver {
 
     async fn phases(&self, label: &str) -> Result<(), BoxError> {
         let half = self.replicas / 2;
-        let phases: [(&str, i32); 3] = [
+        let mut phases: Vec<(&str, i32)> = vec![
             ("create", self.replicas),
             ("scale-down", half),
             ("delete-20%", half),
         ];
+        if self.flap.replicasets > 0 {
+            phases.push(("flap", half));
+        }
         let mut total = (Duration::ZERO, 0.0);
         let first = self.scrape().await?;
         let mut own_all = Counts::new();
         for (phase, want) in phases {
             let before = self.scrape().await?;
             self.own.0.lock().clear();
-            let started = Instant::now();
+            let mut started = Instant::now();
             match phase {
                 "create" => self.create_all().await?,
                 "scale-down" => self.scale_all(half).await?,
+                "flap" => started = self.flap_some().await?,
                 _ => self.delete_fifth().await?,
             }
-            self.wait_converged(want, phase == "delete-20%").await?;
+            let flapped = if phase == "flap" {
+                self.flap.replicasets
+            } else {
+                0
+            };
+            // After the flap phase the flapped ReplicaSets want R and the others R/2.
+            let wants = |index: usize| if index < flapped { self.replicas } else { want };
+            self.wait_converged(&wants, matches!(phase, "delete-20%" | "flap"))
+                .await?;
             let took = started.elapsed();
             let after = self.scrape().await?;
             for (key, value) in self.own.0.lock().iter() {
@@ -244,6 +291,39 @@ impl Driver {
         Ok(())
     }
 
+    /// Flips the first `flap.replicasets` ReplicaSets between 0 and R replicas, `flap.flips` times,
+    /// `flap.every` apart, then settles them at R; returns when it settled them.
+    async fn flap_some(&self) -> Result<Instant, BoxError> {
+        let api = self.replicaset_api();
+        let patch_all = |replicas: i32| {
+            let api = api.clone();
+            async move {
+                let patch = Patch::Merge(json!({"spec": {"replicas": replicas}}));
+                let results: Vec<_> = stream::iter(0..self.flap.replicasets)
+                    .map(|i| {
+                        let (api, patch) = (api.clone(), patch.clone());
+                        async move {
+                            api.patch(&format!("rs-{i:04}"), &PatchParams::default(), &patch)
+                                .await
+                        }
+                    })
+                    .buffer_unordered(32)
+                    .collect()
+                    .await;
+                self.own.add("PATCH replicasets", results.len());
+                results.into_iter().collect::<Result<Vec<_>, _>>()
+            }
+        };
+        let mut next = tokio::time::Instant::now();
+        for flip in 0..self.flap.flips {
+            patch_all(if flip % 2 == 0 { 0 } else { self.replicas }).await?;
+            next += self.flap.every;
+            tokio::time::sleep_until(next).await;
+        }
+        patch_all(self.replicas).await?;
+        Ok(Instant::now())
+    }
+
     /// Deletes a seeded random fifth of the live pods.
     async fn delete_fifth(&self) -> Result<(), BoxError> {
         let pods = self.pod_api();
@@ -280,9 +360,22 @@ impl Driver {
         Ok(())
     }
 
-    /// Polls until every ReplicaSet reports `replicas` for its current generation (and, with
-    /// `count_pods`, the namespace holds exactly that many live pods per ReplicaSet).
-    async fn wait_converged(&self, replicas: i32, count_pods: bool) -> Result<(), BoxError> {
+    /// Polls until every ReplicaSet `rs-<i>` reports `wants(i)` replicas for its current generation
+    /// (and, with `count_pods`, the namespace holds exactly as many live pods as they want in all).
+    async fn wait_converged(
+        &self,
+        wants: &dyn Fn(usize) -> i32,
+        count_pods: bool,
+    ) -> Result<(), BoxError> {
+        let want_of = |rs: &ReplicaSet| {
+            let name = rs.metadata.name.as_deref().unwrap_or_default();
+            name.strip_prefix("rs-")
+                .and_then(|index| index.parse::<usize>().ok())
+                .map(wants)
+        };
+        let total: usize = (0..self.replicasets)
+            .map(|i| wants(i).max(0) as usize)
+            .sum();
         let deadline = Instant::now() + Duration::from_secs(3600);
         loop {
             tokio::time::sleep(Duration::from_millis(500)).await;
@@ -291,7 +384,7 @@ impl Driver {
             let done = list.items.len() == self.replicasets
                 && list.items.iter().all(|rs| {
                     let status = rs.status.clone().unwrap_or_default();
-                    status.replicas == replicas
+                    want_of(rs) == Some(status.replicas)
                         && status.observed_generation == rs.metadata.generation
                 });
             if done && count_pods {
@@ -304,7 +397,7 @@ impl Driver {
                     .iter()
                     .filter(|p| p.metadata.deletion_timestamp.is_none())
                     .count();
-                if live == self.replicasets * replicas as usize {
+                if live == total {
                     return Ok(());
                 }
             } else if done {
