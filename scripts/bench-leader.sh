@@ -18,11 +18,12 @@ cd "$(dirname "$0")/.."
 # A server of its own (state, ports), so that no other benchmark's server is reused: on releases
 # after 1.20 it runs with APIServerIdentity off, because that feature has kube-apiserver renew a
 # Lease of its own every 10 s (kube-system/apiserver-<id>), and apiserver_request_total{resource=
-# "leases"} cannot tell those writes from the candidates'. Stopped again at the end.
+# "leases"} cannot tell those writes from the candidates'. (UnknownVersionInteroperabilityProxy
+# depends on it, and 1.37 refuses to start with one off and the other on.) Stopped again at the end.
 export STATE=${STATE:-/tmp/ferrokube-apiserver-leader} APISERVER_PORT=${APISERVER_PORT:-16453} \
   ETCD_PORT=${ETCD_PORT:-12389}
 if [ "${K8S_VERSION:-1.20.2}" != 1.20.2 ]; then
-  export APISERVER_FLAGS="${APISERVER_FLAGS:-} --feature-gates=APIServerIdentity=false"
+  export APISERVER_FLAGS="${APISERVER_FLAGS:-} --feature-gates=APIServerIdentity=false,UnknownVersionInteroperabilityProxy=false"
 fi
 scripts/kube-apiserver.sh up
 trap 'scripts/kube-apiserver.sh down >/dev/null 2>&1 || true' EXIT
