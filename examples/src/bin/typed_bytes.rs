@@ -117,7 +117,11 @@ fn chunk(size: usize) -> usize {
 )]
 struct Cli {
     /// A PodList as the API server sent it.
-    #[arg(long, value_name = "FILE", default_value = "benches/informer/pods-1.37.2.json")]
+    #[arg(
+        long,
+        value_name = "FILE",
+        default_value = "benches/informer/pods-1.37.2.json"
+    )]
     pods: std::path::PathBuf,
     /// How many times each Pod of the list is decoded (all kept alive).
     #[arg(long, value_name = "N", default_value_t = 500)]
@@ -255,7 +259,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         cli.pods.display(),
         json_len
     );
-    println!("| variant | live allocations | bytes asked for | bytes malloc holds | largest sizes (bytes per object) |");
+    println!(
+        "| variant | live allocations | bytes asked for | bytes malloc holds | largest sizes (bytes per object) |"
+    );
     println!("|---|---|---|---|---|");
     for r in &results {
         let top: Vec<String> = r
