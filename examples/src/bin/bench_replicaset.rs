@@ -183,7 +183,7 @@ impl Driver {
             let mut started = Instant::now();
             match phase {
                 "create" => self.create_all().await?,
-                "scale-down" => self.scale_all(half).await?,
+                "scale-down" => self.scale_first(self.replicasets, half).await?,
                 "flap" => started = self.flap_some().await?,
                 _ => self.delete_fifth().await?,
             }
@@ -272,10 +272,11 @@ impl Driver {
         Ok(())
     }
 
-    async fn scale_all(&self, replicas: i32) -> Result<(), BoxError> {
+    /// Scales the first `count` ReplicaSets (`rs-0000` on) to `replicas`.
+    async fn scale_first(&self, count: usize, replicas: i32) -> Result<(), BoxError> {
         let api = self.replicaset_api();
         let patch = Patch::Merge(json!({"spec": {"replicas": replicas}}));
-        let results: Vec<_> = stream::iter(0..self.replicasets)
+        let results: Vec<_> = stream::iter(0..count)
             .map(|i| {
                 let (api, patch) = (api.clone(), patch.clone());
                 async move {
@@ -294,33 +295,15 @@ impl Driver {
     /// Flips the first `flap.replicasets` ReplicaSets between 0 and R replicas, `flap.flips` times,
     /// `flap.every` apart, then settles them at R; returns when it settled them.
     async fn flap_some(&self) -> Result<Instant, BoxError> {
-        let api = self.replicaset_api();
-        let patch_all = |replicas: i32| {
-            let api = api.clone();
-            async move {
-                let patch = Patch::Merge(json!({"spec": {"replicas": replicas}}));
-                let results: Vec<_> = stream::iter(0..self.flap.replicasets)
-                    .map(|i| {
-                        let (api, patch) = (api.clone(), patch.clone());
-                        async move {
-                            api.patch(&format!("rs-{i:04}"), &PatchParams::default(), &patch)
-                                .await
-                        }
-                    })
-                    .buffer_unordered(32)
-                    .collect()
-                    .await;
-                self.own.add("PATCH replicasets", results.len());
-                results.into_iter().collect::<Result<Vec<_>, _>>()
-            }
-        };
+        let count = self.flap.replicasets;
         let mut next = tokio::time::Instant::now();
         for flip in 0..self.flap.flips {
-            patch_all(if flip % 2 == 0 { 0 } else { self.replicas }).await?;
+            self.scale_first(count, if flip % 2 == 0 { 0 } else { self.replicas })
+                .await?;
             next += self.flap.every;
             tokio::time::sleep_until(next).await;
         }
-        patch_all(self.replicas).await?;
+        self.scale_first(count, self.replicas).await?;
         Ok(Instant::now())
     }
 
