@@ -30,8 +30,8 @@ use ferrokube::Api;
 use ferrokube::api::{Patch, PatchParams, PostParams};
 use ferrokube::apiserver::{ApiServer, KubeletSettings};
 use ferrokube::explore::{
-    Budget, ControllerStart, Exploration, Explorer, Failure, Fault, Found, Normalizer, Point,
-    Report, Scenario, Searched, Step, Violation, World,
+    BoxError, Budget, ControllerStart, Exploration, Explorer, Failure, Fault, Found, Normalizer,
+    Point, Report, Scenario, Searched, Step, Violation, World,
 };
 use ferrokube_examples::dns::controller::{DnsController, Mutant as DnsMutant};
 use ferrokube_examples::dns::provider::Provider;
@@ -175,6 +175,148 @@ fn rs_options(mutant: Option<RsMutant>, stale_protection: bool) -> ControllerOpt
         stale_protection,
         mutant,
         ..ControllerOptions::default()
+    }
+}
+
+/// Scale `web` to `replicas` with a merge patch.
+async fn scale_web(client: ferrokube::Client, replicas: i32) -> Result<(), BoxError> {
+    Api::<ReplicaSet>::namespaced(client, NAMESPACE)
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": replicas}})),
+        )
+        .await?;
+    Ok(())
+}
+
+/// Create `web` with 5 replicas and let it converge, flip its replicas between 0 and 10 every
+/// 300 ms (virtual) `flips` times, then settle it at 10.
+fn flap_scenario(flips: usize) -> Scenario {
+    let mut scenario = Scenario::new().step(Step::new(
+        "create web with 5 replicas, wait 5 s",
+        |client| async move {
+            let rs = replica_set("web", 5)?;
+            Api::<ReplicaSet>::namespaced(client, NAMESPACE)
+                .create(&PostParams::default(), &rs)
+                .await?;
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            Ok(())
+        },
+    ));
+    for flip in 0..flips {
+        let replicas = if flip % 2 == 0 { 0 } else { 10 };
+        scenario = scenario.step(Step::new(
+            format!("scale web to {replicas}"),
+            move |client| scale_web(client, replicas),
+        ));
+    }
+    scenario.step(Step::new("settle web at 10", |client| {
+        scale_web(client, 10)
+    }))
+}
+
+/// The pod creates and deletes the controller sent in `trace` (the first with their virtual
+/// times), and the virtual time of each step.
+struct PodWrites {
+    creates: usize,
+    delete_times: Vec<u64>,
+    step_times: Vec<u64>,
+}
+
+fn pod_writes(trace: &ferrokube::explore::Trace) -> PodWrites {
+    use ferrokube::explore::TraceEntry;
+    let mut writes = PodWrites {
+        creates: 0,
+        delete_times: Vec::new(),
+        step_times: Vec::new(),
+    };
+    for (at, entry) in trace.entries.iter().enumerate() {
+        let time = trace.times.get(at).copied().unwrap_or_default();
+        match entry {
+            TraceEntry::Step { .. } => writes.step_times.push(time),
+            TraceEntry::Request {
+                actor,
+                method,
+                path,
+                ..
+            } if actor.starts_with("controller") && path.contains("/pods") => {
+                match method.as_str() {
+                    "POST" => writes.creates += 1,
+                    "DELETE" => writes.delete_times.push(time),
+                    _ => {}
+                }
+            }
+            _ => {}
+        }
+    }
+    writes
+}
+
+/// The ReplicaSet sample with `options` through `scenario`, without faults.
+fn rs_run(options: ControllerOptions, scenario: Scenario) -> ferrokube::explore::Trace {
+    Explorer::new(SEED)
+        .server(|server: ApiServer| server.kubelet(KubeletSettings::default()))
+        .settle(Duration::from_millis(300))
+        .run(scenario, move |start: ControllerStart| {
+            let options = options.clone();
+            async move {
+                if let Err(error) = Running::run(start.client, options, start.shutdown).await {
+                    tracing::warn!(%error, "the ReplicaSet controller stopped with an error");
+                }
+            }
+        })
+        .expect("the run completes")
+}
+
+/// Scale-down stabilization (`ControllerOptions::scale_down_window`, 1 s by default): replicas
+/// flapping between 0 and 10 every 300 ms cost no deletes and no re-creates, only the 5 creates
+/// from 5 to 10. With the window off (upstream's behaviour) the same run deletes and re-creates.
+#[test]
+fn explore_rs_flapping_replicas_cost_no_deletes() {
+    let stabilized = pod_writes(&rs_run(ControllerOptions::default(), flap_scenario(10)));
+    assert_eq!(stabilized.delete_times, Vec::<u64>::new());
+    assert_eq!(stabilized.creates, 10, "5 at the start, 5 more for 10");
+    let upstream = ControllerOptions {
+        scale_down_window: Duration::ZERO,
+        ..ControllerOptions::default()
+    };
+    let following = pod_writes(&rs_run(upstream, flap_scenario(10)));
+    println!(
+        "flapping 0 <-> 10 x10: with the window {} creates, 0 deletes; without {} creates, {} deletes",
+        stabilized.creates,
+        following.creates,
+        following.delete_times.len()
+    );
+    assert!(!following.delete_times.is_empty());
+    assert!(following.creates > stabilized.creates);
+}
+
+/// A single scale-down waits one window (virtual time) after the change, then deletes.
+#[test]
+fn explore_rs_a_scale_down_deletes_after_the_window() {
+    let scenario = Scenario::new()
+        .step(Step::new(
+            "create web with 4 replicas, wait 5 s",
+            |client| async move {
+                let rs = replica_set("web", 4)?;
+                Api::<ReplicaSet>::namespaced(client, NAMESPACE)
+                    .create(&PostParams::default(), &rs)
+                    .await?;
+                tokio::time::sleep(Duration::from_secs(5)).await;
+                Ok(())
+            },
+        ))
+        .step(Step::new("scale web to 1", |client| scale_web(client, 1)));
+    let writes = pod_writes(&rs_run(ControllerOptions::default(), scenario));
+    assert_eq!(writes.delete_times.len(), 3, "4 -> 1");
+    let scaled_at = writes.step_times[1];
+    let window = ferrokube_examples::replicaset::controller::SCALE_DOWN_WINDOW.as_millis() as u64;
+    for deleted_at in &writes.delete_times {
+        assert!(
+            *deleted_at >= scaled_at + window && *deleted_at < scaled_at + window + 500,
+            "deleted at {deleted_at} ms, scaled down at {scaled_at} ms"
+        );
     }
 }
 

@@ -328,6 +328,13 @@ impl<K: Hash + Eq + Clone + Send + Sync + 'static> DelayedKeys<K> {
         self.take_due_locked(&mut state, now, out);
     }
 
+    /// How long until the earliest waiting key is due (zero if it is due already); `None` when no
+    /// key waits. One atomic load and a clock read; no lock.
+    pub(crate) fn next_due_in(&self) -> Option<Duration> {
+        let next = self.next_due.load(Ordering::Acquire);
+        (next != NOTHING_DUE).then(|| Duration::from_nanos(next.saturating_sub(self.now())))
+    }
+
     /// Number of keys waiting for their delay to pass, or due and on their way to the ready queue.
     pub(crate) fn len(&self) -> usize {
         let state = self.state.lock();

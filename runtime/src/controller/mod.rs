@@ -94,6 +94,7 @@
 //! | [`expectations`] | [`Expectations`]: creates and deletes not yet seen in the cache | `pkg/controller` `ControllerExpectations` |
 //! | [`consistency`] | [`ConsistencyStore`]: the controller's own writes per key; skip a reconcile until the caches show them | KEP-5647's consistency store (kube-controller-manager 1.36) |
 //! | [`read_your_writes`] | [`ReadYourWrites`]: a client whose cache reads wait (bounded) until they show its own completed writes | none in client-go; a controller-runtime design proposal (2026) |
+//! | [`stabilization`] | [`Stabilization`]: lower a wanted count only to the highest value wanted within a window | the HPA's scale-down stabilization window |
 //! | [`claim`] | adopting orphans and releasing children that no longer match | `ControllerRefManager` |
 //! | [`events`] | [`EventRecorder`]: events, correlated, spam-filtered, retried | `tools/record` |
 //! | [`finalizer`] | add, run cleanup on delete, remove | kube-rs `finalizer`, `controllerutil` |
@@ -116,6 +117,7 @@ pub mod read_your_writes;
 pub mod reconciler;
 mod run;
 pub mod source;
+pub mod stabilization;
 mod wiring;
 mod worker;
 
@@ -130,6 +132,7 @@ pub use metrics::Metrics;
 pub use read_your_writes::{ReadError, ReadYourWrites};
 pub use reconciler::{FnReconciler, Reconciler, from_fn};
 pub use source::{Enqueue, LOW_PRIORITY, ObjectEvent};
+pub use stabilization::Stabilization;
 
 /// The current time as the API's timestamps count it (events, conditions, a pod's readiness):
 /// the object model's one reading of the clock, here where a controller looks for it.

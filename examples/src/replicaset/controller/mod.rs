@@ -13,6 +13,7 @@
 //!  sync(key): read the ReplicaSet and its namespace's pods from the listers (never the server)
 //!     1. claim: adopt matching orphans, release owned pods that no longer match     (PATCH pods)
 //!     2. manage: if expectations are satisfied, create or delete the difference    (POST/DELETE pods)
+//!        (deletes only down to the highest replicas seen in the last second: see below)
 //!     3. status: replicas, ready, available, observedGeneration, ReplicaFailure    (PUT …/status)
 //! ```
 //!
@@ -21,6 +22,13 @@
 //! is* (the cached pods), so a missed, duplicated or reordered event cannot lead it astray; the next
 //! sync of that key repairs it. What the cache cannot know yet — the pods it just created or deleted —
 //! is covered by [`expectations`](ferrokube::controller::expectations).
+//!
+//! One deliberate difference from upstream: **scale-down stabilization**
+//! ([`ControllerOptions::scale_down_window`], default 1 s). Pods are created as soon as they are
+//! wanted, but deleted only down to the highest `spec.replicas` this controller saw within the last
+//! second ([`Stabilization`], the HPA's scale-down rule). A ReplicaSet whose replicas flap between
+//! 0 and N then keeps its pods instead of deleting and re-creating them on every flip; a single
+//! scale-down waits one second before its deletes.
 //!
 //! Errors go back to the queue: a failed sync's key is re-added with per-key exponential backoff
 //! (5 ms doubling to 1000 s, and a 10 qps/100 burst overall bucket: client-go's default controller rate
@@ -50,7 +58,7 @@ use ferrokube::controller::expectations::EXPECTATIONS_TIMEOUT;
 use ferrokube::controller::owner;
 use ferrokube::controller::{
     Action, ConsistencyStore, Context, Controller, Enqueue, EventRecorder, Expectations,
-    ObjectEvent, Reconciler,
+    ObjectEvent, Reconciler, Stabilization,
 };
 use ferrokube::informer::{
     LabelSelector, Lister, ObjectKey, Scope, SharedIndexInformer, drop_managed_fields,
@@ -71,6 +79,9 @@ pub use running::Running;
 /// The `source.component` of every event (upstream's name for this controller).
 pub const COMPONENT: &str = "replicaset-controller";
 
+/// Default [`ControllerOptions::scale_down_window`].
+pub const SCALE_DOWN_WINDOW: Duration = Duration::from_secs(1);
+
 /// The controller's settings; every field has a default equal to kube-controller-manager's.
 #[derive(Debug, Clone)]
 pub struct ControllerOptions {
@@ -86,6 +97,12 @@ pub struct ControllerOptions {
     /// Skip a sync while a cache is older than this controller's own last write for the key
     /// (kube-controller-manager 1.36's stale controller handling; default on).
     pub stale_protection: bool,
+    /// Scale-down stabilization: delete pods only down to the highest `spec.replicas` seen within
+    /// this window (see [`Stabilization`]); creating is never held back. Default 1 s, where
+    /// kube-controller-manager has none (it deletes at once): a ReplicaSet whose replicas flap
+    /// between 0 and N then costs no deletes and re-creates, and a single scale-down waits one
+    /// second. `Duration::ZERO` gives upstream's behaviour.
+    pub scale_down_window: Duration,
     /// Append one JSON line per sync to this file (`--reconcile-log`): which replica synced which
     /// key, from when to when (Unix nanoseconds). The sharding drills read it to check that no two
     /// replicas ever synced one ReplicaSet at once. Default: none.
@@ -145,6 +162,7 @@ impl Default for ControllerOptions {
             resync: Duration::from_secs(12 * 3600),
             expectations_timeout: EXPECTATIONS_TIMEOUT,
             stale_protection: true,
+            scale_down_window: SCALE_DOWN_WINDOW,
             reconcile_log: None,
             mutant: None,
         }
@@ -244,6 +262,8 @@ struct Shared {
     replicasets: Lister<ReplicaSet>,
     pods: Lister<Pod>,
     expectations: Expectations,
+    /// `spec.replicas` per key over the last scale-down window: deletes go no lower than its floor.
+    scale_down: Stabilization,
     pod_control: PodControl,
     /// The controller's own writes per key; its workers skip a key while a cache is older.
     consistency: ConsistencyStore,
@@ -305,20 +325,25 @@ impl ReplicaSetController {
             replicasets: replicasets.lister(),
             pods: counted_pods.lister(),
             expectations: Expectations::new(options.expectations_timeout),
+            scale_down: Stabilization::new(options.scale_down_window),
             events,
             stats,
             options,
         });
         let pod_events = PodEvents(shared.clone());
-        let stats = shared.stats.clone();
+        let replicaset_events = shared.clone();
         // Pods are the ReplicaSets' dependents: `owns_with` narrows them to this member's label
         // and moves them with their owner when sharded. The handler keeps the expectations.
         let builder = builder
             .owns_with::<Pod>(Scope::all(), move |enqueue, event| {
                 pod_events.handle(enqueue, event)
             })
-            // Only counted, for the live view; the primary source queues the keys.
-            .watches_with::<ReplicaSet>(scope, move |_, _| Stats::bump(&stats.replicaset_events));
+            // Counted for the live view, and every replicas value seen goes into the scale-down
+            // window (a sync busy for a while would miss the flips in between); the primary
+            // source queues the keys.
+            .watches_with::<ReplicaSet>(scope, move |_, event| {
+                replicaset_events.replicaset_event(&event)
+            });
         let controller = ReplicaSetController {
             queue: builder.queue_handle(),
             shared,
@@ -373,9 +398,9 @@ impl Reconciler<ReplicaSet> for ReplicaSetSync {
 
     async fn deleted(&self, rs: Arc<ReplicaSet>, _: Context) -> Result<(), SyncError> {
         tracing::debug!(rs = ?rs.metadata.name, "ReplicaSet has been deleted");
-        self.0
-            .expectations
-            .forget(ObjectKey::of(rs.as_ref()).as_str());
+        let key = ObjectKey::of(rs.as_ref());
+        self.0.expectations.forget(key.as_str());
+        self.0.scale_down.forget(key.as_str());
         if let Some(uid) = rs.metadata.uid.as_deref() {
             self.0.events.forget(uid);
         }
@@ -384,6 +409,17 @@ impl Reconciler<ReplicaSet> for ReplicaSetSync {
 }
 
 impl Shared {
+    /// Counts a ReplicaSet event and records the replicas it wants in the scale-down window.
+    fn replicaset_event(&self, event: &ObjectEvent<'_, ReplicaSet>) {
+        Stats::bump(&self.stats.replicaset_events);
+        if let ObjectEvent::Added { object: rs, .. } | ObjectEvent::Updated { new: rs, .. } = event
+        {
+            let key = ObjectKey::of(rs.as_ref());
+            self.scale_down
+                .observe(key.as_str(), i64::from(replicas_of(rs)));
+        }
+    }
+
     /// The ReplicaSet an owner reference points at, if it is one we know with that uid.
     fn resolve(&self, namespace: Option<&str>, owner: &OwnerReference) -> Option<Arc<ReplicaSet>> {
         if owner.kind != "ReplicaSet" {
@@ -445,7 +481,18 @@ impl Shared {
             .await?;
 
         let desired = i64::from(replicas_of(&rs));
-        let diff = claimed.len() as i64 - desired;
+        let active = claimed.len() as i64;
+        // Observed on every sync, managing or not, so the window holds each value the controller
+        // saw. A surplus is deleted only down to the highest count wanted within the window.
+        let floor = self.scale_down.observe(key.as_str(), desired);
+        let diff = match active - desired {
+            surplus if surplus > 0 => surplus.min(active - floor.floor).max(0),
+            diff => diff,
+        };
+        let held_back = floor.recheck_in.filter(|_| active - desired > diff.max(0));
+        if let Some(wait) = held_back {
+            tracing::debug!(%key, desired, floor = floor.floor, ?wait, "scale-down held back");
+        }
         let managed = if may_manage && rs.metadata.deletion_timestamp.is_none() {
             self.manage_replicas(ctx, &rs, &claimed, diff).await
         } else {
@@ -492,11 +539,13 @@ impl Shared {
             status.ready_replicas.unwrap_or(0),
             status.available_replicas.unwrap_or(0),
         );
-        if min_ready > 0 && ready == replicas_of(&rs) && available != ready {
-            let wait = Duration::from_secs(u64::try_from(min_ready).unwrap_or(0));
-            return Ok(Action::requeue(wait));
+        let availability_check = (min_ready > 0 && ready == replicas_of(&rs) && available != ready)
+            .then(|| Duration::from_secs(u64::try_from(min_ready).unwrap_or(0)));
+        // The held-back deletes are due when the window lets the floor drop.
+        match availability_check.into_iter().chain(held_back).min() {
+            Some(wait) => Ok(Action::requeue(wait)),
+            None => Ok(Action::await_change()),
         }
-        Ok(Action::await_change())
     }
 
     /// Creates or deletes pods to close the gap `diff` (= active − desired), at most the burst.
