@@ -342,7 +342,7 @@ impl ReplicaSetController {
             // window (a sync busy for a while would miss the flips in between); the primary
             // source queues the keys.
             .watches_with::<ReplicaSet>(scope, move |_, event| {
-                replicaset_events.replicaset_event(&event)
+                replicaset_events.replicaset_event(event)
             });
         let controller = ReplicaSetController {
             queue: builder.queue_handle(),
