@@ -31,7 +31,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use clap::{Args, Parser, Subcommand};
 use ferrokube::api::{ListParams, Patch, PatchParams, PostParams};
 use ferrokube::informer::{
-    Compact, EventHandler, ListMode, ReflectorOptions, SharedIndexInformer, drop_managed_fields,
+    Compact, EventHandler, FirstList, ListMode, ReflectorOptions, SharedIndexInformer,
+    drop_managed_fields,
 };
 use ferrokube::{Api, Client, Config, ListWatch, Object};
 use futures_util::StreamExt;
@@ -119,6 +120,13 @@ struct RunArgs {
     /// Fill the cache with a streaming list (`sendInitialEvents`) instead of list + watch.
     #[arg(long)]
     streaming: bool,
+    /// Objects per list page (the reflector's `page_size`; 0: one unpaginated list).
+    #[arg(long, value_name = "N", default_value_t = 500)]
+    page_size: u32,
+    /// The first list from the server's cache (`resourceVersion=0`, client-go's list) instead of
+    /// a consistent one (our default).
+    #[arg(long)]
+    from_cache: bool,
     /// Client requests per second.
     #[arg(long, value_name = "Q", default_value_t = 50.0)]
     qps: f32,
@@ -296,13 +304,27 @@ where
         builder = builder.transform(drop_managed_fields);
     }
     let list_mode = if args.streaming {
-        builder = builder.reflector(ReflectorOptions {
-            list_mode: ListMode::Streaming,
-            ..ReflectorOptions::default()
-        });
-        "streaming"
+        ListMode::Streaming
     } else {
-        "list-watch"
+        ListMode::ListWatch
+    };
+    builder = builder.reflector(ReflectorOptions {
+        list_mode,
+        page_size: if args.page_size == 0 {
+            u32::MAX
+        } else {
+            args.page_size
+        },
+        first_list: if args.from_cache {
+            FirstList::FromCache
+        } else {
+            FirstList::Consistent
+        },
+        ..ReflectorOptions::default()
+    });
+    let list_mode = match list_mode {
+        ListMode::Streaming => "streaming",
+        ListMode::ListWatch => "list-watch",
     };
     let informer = builder.build();
     let recorder = LagRecorder {
@@ -323,7 +345,8 @@ where
         "{}",
         json!({"event": "synced", "impl": name, "pods": cached, "sync_ms": sync_ms,
                "baseline_rss_kib": baseline_kib, "rss_kib": rss_kib, "hwm_kib": hwm_kib,
-               "list_mode": list_mode, "streaming_refused": streaming_refused})
+               "list_mode": list_mode, "streaming_refused": streaming_refused,
+               "page_size": args.page_size, "from_cache": args.from_cache})
     );
 
     let deadline = Instant::now() + Duration::from_secs(180);

@@ -28,7 +28,7 @@
 //! wanted, but deleted only down to the highest `spec.replicas` this controller saw within the last
 //! second ([`Stabilization`], the HPA's scale-down rule). A ReplicaSet whose replicas flap between
 //! 0 and N then keeps its pods instead of deleting and re-creating them on every flip; a single
-//! scale-down waits one second before its deletes.
+//! scale-down waits one second before its deletes (and before the status that goes with them).
 //!
 //! Errors go back to the queue: a failed sync's key is re-added with per-key exponential backoff
 //! (5 ms doubling to 1000 s, and a 10 qps/100 burst overall bucket: client-go's default controller rate
@@ -510,6 +510,11 @@ impl Shared {
             // scale instead of once).
             return Ok(Action::await_change());
         }
+        if let (Some(wait), Ok(ManageOutcome::Nothing)) = (held_back, &managed) {
+            // Deletes are held back: the status written now (the surplus pods, the new
+            // observedGeneration) would be replaced when they are made, one window from now.
+            return Ok(Action::requeue(wait));
+        }
         let new_status = status::calculate(&rs, &claimed, failure);
         let (written, changed) = match status::update(ctx, &rs, new_status).await {
             Ok(outcome) => outcome,
@@ -539,13 +544,11 @@ impl Shared {
             status.ready_replicas.unwrap_or(0),
             status.available_replicas.unwrap_or(0),
         );
-        let availability_check = (min_ready > 0 && ready == replicas_of(&rs) && available != ready)
-            .then(|| Duration::from_secs(u64::try_from(min_ready).unwrap_or(0)));
-        // The held-back deletes are due when the window lets the floor drop.
-        match availability_check.into_iter().chain(held_back).min() {
-            Some(wait) => Ok(Action::requeue(wait)),
-            None => Ok(Action::await_change()),
+        if min_ready > 0 && ready == replicas_of(&rs) && available != ready {
+            let wait = Duration::from_secs(u64::try_from(min_ready).unwrap_or(0));
+            return Ok(Action::requeue(wait));
         }
+        Ok(Action::await_change())
     }
 
     /// Creates or deletes pods to close the gap `diff` (= active − desired), at most the burst.
