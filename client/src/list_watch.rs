@@ -17,6 +17,7 @@ use ferrokube_informer::{
     ListerWatcherSource, Prepare, Scope, WatchRequest,
 };
 use futures_util::StreamExt;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ListMeta;
 use std::sync::Arc;
 
 use crate::api::{Api, Kind, ListParams, Object, VersionMatch, WatchParams};
@@ -125,6 +126,30 @@ impl<K: Object> ListerWatcher<K> for ListWatch<K> {
         })
     }
 
+    /// As `list_prepared`, telling the continue token as soon as the page's `metadata` has
+    /// arrived (before its items).
+    async fn list_prepared_early(
+        &self,
+        request: ListRequest,
+        prepare: &Prepare<K>,
+        continue_token: tokio::sync::oneshot::Sender<Option<String>>,
+    ) -> Result<ListPage<Arc<K>>, ListWatchError> {
+        let tell = |metadata: &ListMeta| {
+            // The reflector may have stopped listening; nothing to tell then.
+            let _ = continue_token.send(metadata.continue_.clone());
+        };
+        let list = self
+            .api
+            .list_mapped_with_metadata(&self.list_params(request), prepare, tell)
+            .await
+            .map_err(classify)?;
+        Ok(ListPage {
+            resource_version: list.resource_version().to_string(),
+            continue_token: list.metadata.continue_.clone(),
+            items: list.items,
+        })
+    }
+
     async fn watch(&self, request: WatchRequest) -> Result<EventStream<K>, ListWatchError> {
         let params = WatchParams {
             label_selector: self.label_selector.clone(),
@@ -167,6 +192,16 @@ impl<K: Object> ListerWatcher<K> for Api<K> {
     ) -> Result<ListPage<Arc<K>>, ListWatchError> {
         ListWatch::new(self.clone())
             .list_prepared(request, prepare)
+            .await
+    }
+    async fn list_prepared_early(
+        &self,
+        request: ListRequest,
+        prepare: &Prepare<K>,
+        continue_token: tokio::sync::oneshot::Sender<Option<String>>,
+    ) -> Result<ListPage<Arc<K>>, ListWatchError> {
+        ListWatch::new(self.clone())
+            .list_prepared_early(request, prepare, continue_token)
             .await
     }
     async fn watch(&self, request: WatchRequest) -> Result<EventStream<K>, ListWatchError> {

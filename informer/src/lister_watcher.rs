@@ -129,6 +129,26 @@ pub trait ListerWatcher<K>: Send + Sync + 'static {
         }
     }
 
+    /// [`list_prepared`](Self::list_prepared), and the page's continue token (`None` on the last
+    /// page) sent to `continue_token` as soon as it is known, so that the reflector can ask for
+    /// the next page while this one is still arriving. A list body carries its `metadata` (and
+    /// the token) before its items; an implementation that decodes the body as it streams in (the
+    /// client's `ListWatch`) sends the token from there. The default sends it once the page is
+    /// complete, which makes the pages sequential.
+    fn list_prepared_early(
+        &self,
+        request: ListRequest,
+        prepare: &Prepare<K>,
+        continue_token: tokio::sync::oneshot::Sender<Option<String>>,
+    ) -> impl Future<Output = Result<ListPage<Arc<K>>, ListWatchError>> + Send {
+        async move {
+            let page = self.list_prepared(request, prepare).await?;
+            // The reflector may have stopped listening (an error elsewhere); nothing to tell.
+            let _ = continue_token.send(page.continue_token.clone());
+            Ok(page)
+        }
+    }
+
     /// Opens a watch.
     fn watch(
         &self,

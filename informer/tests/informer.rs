@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 use ferrokube_informer::fake::FakeListerWatcher;
 use ferrokube_informer::{
     Backoff, DeletedObject, EventHandler, EventStream, HandlerFns, HandlerOptions, ListMode,
-    ListPage, ListRequest, ListVersion, ListWatchError, ListerWatcher, ObjectKey, ReflectorOptions,
-    SharedIndexInformer, WatchRequest,
+    ListPage, ListRequest, ListVersion, ListWatchError, ListerWatcher, ObjectKey, Prepare,
+    ReflectorOptions, SharedIndexInformer, WatchRequest,
 };
 use k8s_openapi::api::core::v1::ConfigMap;
 use parking_lot::Mutex;
@@ -735,6 +735,65 @@ async fn lists_are_paginated_and_an_expired_page_falls_back_to_a_full_list() {
     assert_eq!(lists[1].limit, None);
     assert_eq!(lists[1].version, ListVersion::Latest);
     expiring.stop();
+}
+
+/// A ListerWatcher that tells each page's continue token at once, then holds the page back until
+/// the reflector has asked for the next one: a reflector that waited for a page before asking for
+/// the next would never finish its list.
+struct EarlyPages {
+    inner: FakeListerWatcher<ConfigMap>,
+    /// Pages asked for so far.
+    asked: tokio::sync::watch::Sender<usize>,
+}
+
+impl ListerWatcher<ConfigMap> for EarlyPages {
+    async fn list(&self, request: ListRequest) -> Result<ListPage<ConfigMap>, ListWatchError> {
+        self.inner.list(request).await
+    }
+    async fn list_prepared_early(
+        &self,
+        request: ListRequest,
+        prepare: &Prepare<ConfigMap>,
+        continue_token: tokio::sync::oneshot::Sender<Option<String>>,
+    ) -> Result<ListPage<Arc<ConfigMap>>, ListWatchError> {
+        let mut this_page = 0;
+        self.asked.send_modify(|asked| {
+            *asked += 1;
+            this_page = *asked;
+        });
+        let page = self.inner.list_prepared(request, prepare).await?;
+        let more = page.continue_token.as_ref().is_some_and(|t| !t.is_empty());
+        let _ = continue_token.send(page.continue_token.clone());
+        if more {
+            let mut asked = self.asked.subscribe();
+            let _ = asked.wait_for(|asked| *asked > this_page).await;
+        }
+        Ok(page)
+    }
+    async fn watch(&self, request: WatchRequest) -> Result<EventStream<ConfigMap>, ListWatchError> {
+        self.inner.watch(request).await
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_next_page_is_asked_for_as_soon_as_its_token_is_known() {
+    let fake = FakeListerWatcher::new();
+    for i in 0..1200 {
+        fake.create(cm(&format!("cm-{i:04}"), "1"));
+    }
+    let (asked, _) = tokio::sync::watch::channel(0);
+    let informer = SharedIndexInformer::builder(EarlyPages {
+        inner: fake.clone(),
+        asked,
+    })
+    .build();
+    informer.start().unwrap();
+    let synced =
+        tokio::time::timeout(Duration::from_secs(20), informer.wait_for_cache_sync()).await;
+    assert_eq!(synced, Ok(true), "the pages did not overlap");
+    assert!(store_matches(&informer, &fake));
+    assert_eq!(fake.list_requests().len(), 3, "500 + 500 + 200, in order");
+    informer.stop();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

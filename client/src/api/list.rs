@@ -82,12 +82,41 @@ impl<K: DeserializeOwned, T, F: FnMut(K) -> T> ListDecoder<K, T, F> {
 
     /// Takes the next chunk of the body and decodes every item it completes.
     pub fn push(&mut self, chunk: &[u8]) -> Result<(), serde_json::Error> {
+        self.push_telling(chunk, &mut None::<fn(&ListMeta)>)
+    }
+
+    /// [`push`](Self::push), and the moment the list's `metadata` is whole (before the next item
+    /// is decoded), `tell` is taken and called with it. Leaves `tell` in place while the
+    /// metadata has not arrived.
+    pub fn push_telling(
+        &mut self,
+        chunk: &[u8],
+        tell: &mut Option<impl FnOnce(&ListMeta)>,
+    ) -> Result<(), serde_json::Error> {
         self.splitter.push(chunk);
-        while let Some(bytes) = self.splitter.next_item()? {
+        loop {
+            let next = self.splitter.next_item()?;
+            if tell.is_some() {
+                if let Some(metadata) = self.metadata() {
+                    let metadata = metadata?;
+                    if let Some(tell) = tell.take() {
+                        tell(&metadata);
+                    }
+                }
+            }
+            let Some(bytes) = next else {
+                return Ok(());
+            };
             let item: K = serde_json::from_slice(&bytes)?;
             self.items.push((self.map)(item));
         }
-        Ok(())
+    }
+
+    /// The list's `metadata` once it has arrived whole (kube-apiserver sends it before `items`,
+    /// so its continue token is known long before the page is complete); `None` until then.
+    pub fn metadata(&self) -> Option<Result<ListMeta, serde_json::Error>> {
+        let bytes = self.splitter.metadata.as_ref()?;
+        Some(serde_json::from_slice::<Option<ListMeta>>(bytes).map(Option::unwrap_or_default))
     }
 
     /// At the end of the body: the list, if the body was one whole list object.
@@ -363,6 +392,38 @@ mod tests {
         assert_eq!(list.items, [Some("a".to_string()), Some("b".to_string())]);
         assert_eq!(list.resource_version(), "42");
         assert_eq!(list.metadata.continue_.as_deref(), Some("next"));
+    }
+
+    #[test]
+    fn the_metadata_is_told_before_the_first_item_is_decoded() {
+        use std::cell::Cell;
+        let body = br#"{"kind":"ConfigMapList","metadata":{"resourceVersion":"7","continue":"c2"},"items":[{"metadata":{"name":"a"}},{"metadata":{"name":"b"}}]}"#;
+        let decoded = Cell::new(0);
+        let told_after = Cell::new(None);
+        let mut decoder = ListDecoder::new(|c: ConfigMap| {
+            decoded.set(decoded.get() + 1);
+            c
+        });
+        let mut tell = Some(|meta: &ListMeta| {
+            told_after.set(Some((decoded.get(), meta.continue_.clone())));
+        });
+        // The whole body in one chunk: the items are decodable at once, the telling comes first.
+        decoder.push_telling(body, &mut tell).unwrap();
+        assert!(tell.is_none());
+        assert_eq!(told_after.take(), Some((0, Some("c2".to_string()))));
+        let list = decoder.finish().unwrap();
+        assert_eq!(list.items.len(), 2);
+
+        // Byte by byte: told once, as soon as the metadata's closing brace has arrived.
+        let told = Cell::new(0);
+        let mut decoder = ListDecoder::new(|c: ConfigMap| c);
+        let mut tell = Some(|_: &ListMeta| told.set(told.get() + 1));
+        let end_of_metadata = body.windows(2).position(|w| w == b"},").unwrap();
+        for (at, byte) in body.iter().enumerate() {
+            decoder.push_telling(&[*byte], &mut tell).unwrap();
+            assert_eq!(tell.is_none(), at >= end_of_metadata, "at byte {at}");
+        }
+        assert_eq!(told.get(), 1);
     }
 
     #[test]

@@ -271,6 +271,19 @@ impl<K: Object> Api<K> {
         params: &ListParams,
         map: impl FnMut(K) -> T,
     ) -> Result<ObjectList<T>, Error> {
+        self.list_mapped_with_metadata(params, map, |_| {}).await
+    }
+
+    /// [`list_mapped`](Self::list_mapped), calling `on_metadata` with the list's metadata
+    /// (resourceVersion, continue token) the moment it has arrived: kube-apiserver sends it before
+    /// the items, so a caller that pages can ask for the next page while this one is still
+    /// arriving (an informer's list does). Called once, at the latest when the body ends.
+    pub async fn list_mapped_with_metadata<T>(
+        &self,
+        params: &ListParams,
+        map: impl FnMut(K) -> T,
+        on_metadata: impl FnOnce(&ListMeta),
+    ) -> Result<ObjectList<T>, Error> {
         let mut query = Query::default();
         params.write(&mut query);
         let path = self.collection_path() + &query.finish();
@@ -280,10 +293,19 @@ impl<K: Object> Api<K> {
             source,
         };
         let mut decoder = list::ListDecoder::new(map);
+        let mut on_metadata = Some(on_metadata);
         self.client
-            .request_chunks(call, |chunk| decoder.push(chunk).map_err(decode_error))
+            .request_chunks(call, |chunk| {
+                decoder
+                    .push_telling(chunk, &mut on_metadata)
+                    .map_err(decode_error)
+            })
             .await?;
-        decoder.finish().map_err(decode_error)
+        let list = decoder.finish().map_err(decode_error)?;
+        if let Some(tell) = on_metadata.take() {
+            tell(&list.metadata);
+        }
+        Ok(list)
     }
 
     /// Every page of the list, following `continue` tokens; the result carries the resourceVersion
