@@ -467,13 +467,23 @@ impl Shared {
             }
         };
         let namespace = key.namespace().unwrap_or_default();
-        let active: Vec<Arc<Pod>> = self
+        let (active, inactive): (Vec<Arc<Pod>>, Vec<Arc<Pod>>) = self
             .pods
             .namespace(namespace)
             .list(&LabelSelector::everything())
             .into_iter()
-            .filter(|p| pod::is_active(p))
-            .collect();
+            .partition(|p| pod::is_active(p));
+        // `status.terminatingReplicas` (1.33+, on by default since 1.35): its own pods, matching
+        // its selector, that are being deleted and have not finished.
+        let terminating = inactive
+            .iter()
+            .filter(|p| pod::is_terminating(p))
+            .filter(|p| {
+                owner::controller_of(&p.metadata)
+                    .is_some_and(|o| Some(o.uid.as_str()) == rs.metadata.uid.as_deref())
+            })
+            .filter(|p| selector.matches(p.metadata.labels.as_ref()))
+            .count();
         // Adopt matching orphans, release owned pods that no longer match (the ReplicaSet is
         // re-read from the server once before adopting); pods of other controllers are left alone.
         let claimed = Claimer::new(ctx.api_for(rs.as_ref()), rs.clone(), selector)?
@@ -515,7 +525,7 @@ impl Shared {
             // observedGeneration) would be replaced when they are made, one window from now.
             return Ok(Action::requeue(wait));
         }
-        let new_status = status::calculate(&rs, &claimed, failure);
+        let new_status = status::calculate(&rs, &claimed, terminating, failure);
         let (written, changed) = match status::update(ctx, &rs, new_status).await {
             Ok(outcome) => outcome,
             // Mutant::ConflictAsSuccess: a refused status write counts as done.

@@ -13,6 +13,12 @@ pub fn is_active(pod: &Pod) -> bool {
     pod.metadata.deletion_timestamp.is_none() && !matches!(phase, Some("Succeeded" | "Failed"))
 }
 
+/// Being deleted and not finished: counted in `status.terminatingReplicas`.
+pub fn is_terminating(pod: &Pod) -> bool {
+    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+    pod.metadata.deletion_timestamp.is_some() && !matches!(phase, Some("Succeeded" | "Failed"))
+}
+
 /// The `Ready` condition's transition time, if the condition is `True`.
 pub fn ready_since(pod: &Pod) -> Option<Option<&Time>> {
     let conditions = pod.status.as_ref()?.conditions.as_ref()?;

@@ -3,7 +3,9 @@
 //! Computed from the active pods the sync claimed: `replicas` counts them, `fullyLabeledReplicas` those
 //! whose labels include all of the template's labels, `readyReplicas` the ready ones, and
 //! `availableReplicas` those ready for at least `minReadySeconds`. `observedGeneration` says which spec
-//! the numbers answer. A `ReplicaFailure` condition appears when creating or deleting pods failed
+//! the numbers answer. `terminatingReplicas` counts its pods that are being deleted and have not
+//! finished (kube-controller-manager writes it since 1.33, by default since 1.35, 0 included; a
+//! 1.20 server drops the field, so there every status write sends it again). A `ReplicaFailure` condition appears when creating or deleting pods failed
 //! (reason `FailedCreate` / `FailedDelete`, the error as message) and goes away on the next sync
 //! that manages replicas without error.
 //!
@@ -33,10 +35,12 @@ pub struct ManageFailure<'a> {
     pub error: &'a super::SyncError,
 }
 
-/// The status `rs` should have, given its active claimed `pods`.
+/// The status `rs` should have, given its active claimed `pods` and how many of its pods are
+/// terminating.
 pub fn calculate(
     rs: &ReplicaSet,
     pods: &[Arc<Pod>],
+    terminating: usize,
     failure: Option<ManageFailure<'_>>,
 ) -> ReplicaSetStatus {
     let min_ready = rs.spec.min_ready_seconds.unwrap_or(0);
@@ -94,6 +98,7 @@ pub fn calculate(
     status.fully_labeled_replicas = nonzero(fully_labeled);
     status.ready_replicas = nonzero(ready);
     status.available_replicas = nonzero(available);
+    status.terminating_replicas = Some(i32::try_from(terminating).unwrap_or(i32::MAX));
     status
 }
 
