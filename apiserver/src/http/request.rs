@@ -115,7 +115,7 @@ pub enum Verb {
 pub struct ObjectTarget {
     pub name: String,
     /// A subresource the type serves: `Status` only when `resource.status`, `Scale` only when
-    /// `resource.scale` (any other is a 404 at parse).
+    /// `resource.scale`, `Finalize` only for Namespaces (any other is a 404 at parse).
     pub subresource: Option<Subresource>,
 }
 
@@ -125,6 +125,7 @@ impl ObjectTarget {
     pub fn endpoint(&self) -> Endpoint {
         match self.subresource {
             Some(Subresource::Status) => Endpoint::Status,
+            Some(Subresource::Finalize) => Endpoint::Finalize,
             Some(Subresource::Scale) | None => Endpoint::Main,
         }
     }
@@ -406,10 +407,15 @@ fn one_object(
     let served = match subresource {
         Some(Subresource::Status) => resource.status,
         Some(Subresource::Scale) => resource.scale,
+        Some(Subresource::Finalize) => crate::strategy::is_namespaces(resource),
         None => true,
     };
     if !served {
         return Err(StatusError::no_such_resource());
+    }
+    // kube-apiserver's finalize storage only updates: no get, patch or delete there.
+    if subresource == Some(Subresource::Finalize) && *method != Method::PUT {
+        return Err(StatusError::method_not_allowed(method.as_str()));
     }
     // `/status` converts to a Table as its object does (1.37: the status storage shares the
     // object's convertor; 1.20 had none there). `/scale` has none: only a non-Table Accept clause
