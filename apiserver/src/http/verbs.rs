@@ -19,8 +19,8 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use super::body::{
-    Body, bytes_response, json_response, read_body, read_custom_object, read_json,
-    read_json_or_empty, read_object, stored_response,
+    Body, bytes_response, json_response, read_body, read_custom_object, read_delete_options,
+    read_json, read_object, stored_response,
 };
 use super::handlers::{Reply, Shared};
 use super::request::{
@@ -285,7 +285,8 @@ impl Call<'_> {
     /// when its type returns deleted objects), else a `Success` Status naming it.
     async fn delete(&self, name: &str, options: DeleteQuery, body: Incoming) -> Reply {
         self.write_fault()?;
-        let (options, dry_run) = options.options(&read_json_or_empty(body).await?)?;
+        let body = read_delete_options(body, options.body).await?;
+        let (options, dry_run) = options.options(&body)?;
         let resource = self.resource;
         match self
             .shared
@@ -321,7 +322,8 @@ impl Call<'_> {
     ) -> Reply {
         self.write_fault()?;
         let selection = selection.get()?;
-        let (options, dry_run) = options.options(&read_json_or_empty(body).await?)?;
+        let body = read_delete_options(body, options.body).await?;
+        let (options, dry_run) = options.options(&body)?;
         let api = &self.shared.api;
         let resource = self.resource;
         let deleted =

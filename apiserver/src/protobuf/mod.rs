@@ -56,7 +56,10 @@
 //! apiextensions.k8s.io/v1 CustomResourceDefinition: spec (names, versions with their OpenAPI
 //! schema — every `JSONSchemaProps` field, recursive — subresources, printer columns, selectable
 //! fields, conversion with its webhook) and status (conditions, accepted names, stored versions).
-//! Other kinds (ReplicaSet, ResourceQuota, DeleteOptions...) are refused with 415 as a whole.
+//! And it covers meta.k8s.io/v1 DeleteOptions, the body of a DELETE (under any apiVersion: Go
+//! registers it in every group version), but for `ignoreStoreReadErrorWithClusterBreakingPotential`,
+//! which this server does not implement. Other kinds (ReplicaSet, ResourceQuota, Event...) are
+//! refused with 415 as a whole.
 //!
 //! A field the table does not know is never dropped silently: the request is refused with 415
 //! naming the message and field number, and asking for JSON (`kubectl create ... --dry-run=client

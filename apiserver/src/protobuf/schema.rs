@@ -120,6 +120,9 @@ pub fn top_level(api_version: &str, kind: &str) -> Option<&'static Schema> {
         ("apiextensions.k8s.io/v1", "CustomResourceDefinition") => {
             Some(&CUSTOM_RESOURCE_DEFINITION)
         }
+        // Registered in every group version (a typed client sends it under its own, e.g.
+        // apiextensions.k8s.io/v1), and in meta.k8s.io/v1.
+        (_, "DeleteOptions") => Some(&DELETE_OPTIONS),
         _ => None,
     }
 }
@@ -173,6 +176,27 @@ static OWNER_REFERENCE: Schema = Schema {
         one(5, "apiVersion", Ty::String),
         ptr(6, "controller", Ty::Bool),
         ptr(7, "blockOwnerDeletion", Ty::Bool),
+    ],
+};
+
+/// The body of a DELETE. `ignoreStoreReadErrorWithClusterBreakingPotential` (6) is left out: this
+/// server has no unsafe deletion, so a body asking for it is refused (415) rather than obeyed in part.
+pub static DELETE_OPTIONS: Schema = Schema {
+    name: "meta.v1.DeleteOptions",
+    fields: &[
+        ptr(1, "gracePeriodSeconds", Ty::Int64),
+        one(2, "preconditions", Ty::Message(&PRECONDITIONS)),
+        ptr(3, "orphanDependents", Ty::Bool),
+        ptr(4, "propagationPolicy", Ty::String),
+        many(5, "dryRun", Ty::String),
+    ],
+};
+
+static PRECONDITIONS: Schema = Schema {
+    name: "meta.v1.Preconditions",
+    fields: &[
+        ptr(1, "uid", Ty::String),
+        ptr(2, "resourceVersion", Ty::String),
     ],
 };
 

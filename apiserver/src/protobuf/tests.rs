@@ -681,3 +681,31 @@ fn managed_fields_decode_with_their_fields_v1_as_json() {
                 "fieldsV1": {"f:data": {".": {}}}}])
     );
 }
+
+#[test]
+fn delete_options_decode_under_any_group_version() {
+    let options = Msg::new()
+        .int(1, 0)
+        .msg(2, Msg::new().str(1, "uid-1").str(2, ""))
+        .str(4, "Foreground")
+        .str(5, "All");
+    let decoded =
+        decode(&body("apiextensions.k8s.io/v1", "DeleteOptions", options)).expect("decodes");
+    // A grace period of 0 and an empty resourceVersion precondition are pointers: kept.
+    assert_eq!(
+        decoded,
+        json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "DeleteOptions",
+               "gracePeriodSeconds": 0,
+               "preconditions": {"uid": "uid-1", "resourceVersion": ""},
+               "propagationPolicy": "Foreground", "dryRun": ["All"]})
+    );
+    // An unsafe deletion is not something this server does: refused, not ignored.
+    let unsafe_delete = Msg::new().int(6, 1);
+    assert_eq!(
+        decode(&body("meta.k8s.io/v1", "DeleteOptions", unsafe_delete)),
+        Err(DecodeError::UnknownField {
+            message: "meta.v1.DeleteOptions",
+            field: 6
+        })
+    );
+}
