@@ -359,7 +359,7 @@ fn decode_map_entry(
             // An empty `JSON`, or an "or" message with nothing set: Go writes `null` (an empty
             // JSONSchemaPropsOrBool is `false`).
             Ty::Json => Value::Null,
-            Ty::Fold(_, Fold::SchemaOrBool) => Value::Bool(false),
+            Ty::Fold(_, Fold::Bool) => Value::Bool(false),
             Ty::Fold(..) => Value::Null,
             _ => Value::String(String::new()),
         },
@@ -475,13 +475,13 @@ fn folded(fold: Fold, mut decoded: Map<String, Value>) -> Value {
     let non_empty =
         |list: Option<Value>| list.filter(|l| l.as_array().is_some_and(|a| !a.is_empty()));
     match fold {
-        Fold::SchemaOrArray => non_empty(decoded.remove("jSONSchemas"))
+        Fold::Array => non_empty(decoded.remove("jSONSchemas"))
             .or(schema)
             .unwrap_or(Value::Null),
-        Fold::SchemaOrBool => schema.unwrap_or_else(|| {
+        Fold::Bool => schema.unwrap_or_else(|| {
             Value::Bool(decoded.get("allows").and_then(Value::as_bool) == Some(true))
         }),
-        Fold::SchemaOrStringArray => non_empty(decoded.remove("property"))
+        Fold::StringArray => non_empty(decoded.remove("property"))
             .or(schema)
             .unwrap_or(Value::Null),
     }

@@ -40,18 +40,18 @@ pub enum Ty {
     Fold(&'static Schema, Fold),
 }
 
-/// The JSON shapes of apiextensions' "or" types, each a message in protobuf. The JSON form follows
-/// their Go `MarshalJSON` methods.
+/// The JSON shapes of apiextensions' "or" types, each a message in protobuf: a schema, or what the
+/// variant names. The JSON form follows their Go `MarshalJSON` methods.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Fold {
     /// `JSONSchemaPropsOrArray {1 schema, 2 jSONSchemas}`: the array when it is not empty, else
     /// the schema (`null` without one).
-    SchemaOrArray,
+    Array,
     /// `JSONSchemaPropsOrBool {1 allows, 2 schema}`: the schema when there is one, else `allows`.
-    SchemaOrBool,
+    Bool,
     /// `JSONSchemaPropsOrStringArray {1 schema, 2 property}`: the strings when there are any,
     /// else the schema (`null` without one).
-    SchemaOrStringArray,
+    StringArray,
 }
 
 /// One field of a message.
@@ -684,7 +684,7 @@ static JSON_SCHEMA_PROPS: Schema = Schema {
         ptr(
             24,
             "items",
-            Ty::Fold(&JSON_SCHEMA_PROPS_OR_ARRAY, Fold::SchemaOrArray),
+            Ty::Fold(&JSON_SCHEMA_PROPS_OR_ARRAY, Fold::Array),
         ),
         many(25, "allOf", Ty::Message(&JSON_SCHEMA_PROPS)),
         many(26, "oneOf", Ty::Message(&JSON_SCHEMA_PROPS)),
@@ -694,7 +694,7 @@ static JSON_SCHEMA_PROPS: Schema = Schema {
         ptr(
             30,
             "additionalProperties",
-            Ty::Fold(&JSON_SCHEMA_PROPS_OR_BOOL, Fold::SchemaOrBool),
+            Ty::Fold(&JSON_SCHEMA_PROPS_OR_BOOL, Fold::Bool),
         ),
         one(31, "patternProperties", Ty::Map(&PROPS_VALUE)),
         one(
@@ -702,13 +702,13 @@ static JSON_SCHEMA_PROPS: Schema = Schema {
             "dependencies",
             Ty::Map(&Ty::Fold(
                 &JSON_SCHEMA_PROPS_OR_STRING_ARRAY,
-                Fold::SchemaOrStringArray,
+                Fold::StringArray,
             )),
         ),
         ptr(
             33,
             "additionalItems",
-            Ty::Fold(&JSON_SCHEMA_PROPS_OR_BOOL, Fold::SchemaOrBool),
+            Ty::Fold(&JSON_SCHEMA_PROPS_OR_BOOL, Fold::Bool),
         ),
         one(34, "definitions", Ty::Map(&PROPS_VALUE)),
         one(35, "externalDocs", Ty::Message(&EXTERNAL_DOCUMENTATION)),
