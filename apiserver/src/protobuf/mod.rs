@@ -435,7 +435,8 @@ fn decode_value(
 /// A `double` as Go's JSON writes it: an integer when it has no fraction (`5`, not `5.0`), else
 /// the shortest decimal; `None` for NaN and the infinities, which JSON has no form for.
 fn double(value: f64) -> Option<Value> {
-    // 2^53: beyond it a double's integers are not all exact, and Go writes them in exponent form.
+    // 2^53: beyond it a double's integers are no longer all exact, so they stay floats (the same
+    // JSON number; Go writes them without a fraction up to 1e21, serde_json with `.0` or an exponent).
     const EXACT: f64 = 9_007_199_254_740_992.0;
     if value.fract() == 0.0 && value.abs() <= EXACT {
         return Some(Value::from(value as i64));
