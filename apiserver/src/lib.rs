@@ -64,7 +64,7 @@
 //! | [`selection`] | label and field selectors |
 //! | [`resource`] | the served types: a [`Catalog`] snapshot per request, the live [`Registry`] |
 //! | [`quota`] | ResourceQuota admission (403 when a create would exceed one) and usage status |
-//! | [`review`] | access reviews (`SelfSubjectAccessReview`): answered, never stored |
+//! | [`review`] | token, self-subject and access reviews: answered, never stored |
 //! | [`crd`] | CustomResourceDefinitions as objects: defaults, checks, status, the kinds one serves (the reconciler is the verbs', `api::establish`) |
 //! | [`schema`] | structural schemas: pruning and validating custom objects → 422 |
 //! | [`cel`] | CRD validation rules (`x-kubernetes-validations`): compiled when a CRD is written, run on every write of its objects |
@@ -110,8 +110,15 @@
 //!   collector as soon as the namespace is marked Terminating.
 //! - Protobuf request bodies (`application/vnd.kubernetes.protobuf`, what `kubectl create
 //!   deployment|configmap|secret|service|namespace` sends) are decoded for the fields those generators
-//!   write (see [`protobuf`]); a body with any other field is refused with 415 rather than stored
+//!   write, for every field of a CustomResourceDefinition and for DeleteOptions (see [`protobuf`]);
+//!   a body with any other field, or of any other kind, is refused with 415 rather than stored
 //!   without it. Answers are always JSON, never protobuf.
+//! - The stable groups beyond core, apps, coordination and apiextensions (admissionregistration,
+//!   apiregistration, autoscaling, batch, certificates, discovery, events, networking, node,
+//!   policy, scheduling, storage) are served with 1.37's resources, but as stored objects only: no
+//!   defaults, no validation, no controller acting on them, no conversion between autoscaling v1
+//!   and v2 (see `resource::stored_only`). Reviews answer for the server's one user and token
+//!   (see [`review`]).
 //! - Messages of 400s about malformed JSON come from serde, not Go's decoder: the code and reason match,
 //!   the wording does not.
 //! - Tables (`kubectl get`, see [`table`]): the built-in printers cover Pod, ReplicaSet, Deployment,

@@ -6,9 +6,11 @@
 //! tracks its spec, and which fields can be used in a field selector. Discovery (`/api/v1`, `/apis/...`)
 //! is generated from the registry, so kubectl sees exactly what the server can do.
 //!
-//! The built-in types are the ones a controller author meets first; [`Registry::register`] adds any
-//! other (untyped JSON) at any time, and every CustomResourceDefinition the server stores adds the
-//! types it defines (see [`crate::crd`]).
+//! The built-in types are the ones a controller author meets first, with their strategies; the
+//! rest of kube-apiserver 1.37's stable groups are served too, as stored objects without a strategy
+//! (so that discovery, and clients that walk it, see what they would see on 1.37).
+//! [`Registry::register`] adds any other (untyped JSON) at any time, and every
+//! CustomResourceDefinition the server stores adds the types it defines (see [`crate::crd`]).
 //!
 //! # Changing what is served while serving
 //!
@@ -265,9 +267,9 @@ pub struct Catalog {
 impl Default for Catalog {
     /// The built-in types: core/v1 namespaces, pods, configmaps, secrets, events, services, nodes,
     /// serviceaccounts, replicationcontrollers, resourcequotas; apps/v1 replicasets, deployments, daemonsets;
-    /// coordination.k8s.io/v1 leases; authorization.k8s.io/v1 selfsubjectaccessreviews (a
-    /// review, every request allowed);
-    /// apiextensions.k8s.io/v1 customresourcedefinitions. Pods, services, replication
+    /// coordination.k8s.io/v1 leases; apiextensions.k8s.io/v1 customresourcedefinitions; the
+    /// reviews of authentication.k8s.io/v1 and authorization.k8s.io/v1 ([`crate::review`]); and
+    /// the other stable groups of 1.37 as stored objects (see `stored_only`). Pods, services, replication
     /// controllers and the apps workloads are in the `all` category, as on kube-apiserver (`kubectl get all`).
     fn default() -> Catalog {
         let pod_fields = [
@@ -353,15 +355,126 @@ impl Default for Catalog {
                 .with_status()
                 .with_generation(),
             ResourceType::new("coordination.k8s.io", "v1", "Lease"),
-            ResourceType::new("authorization.k8s.io", "v1", "SelfSubjectAccessReview")
-                .cluster_scoped()
-                .as_review(),
             ResourceType::definitions(),
         ];
         Catalog {
-            types: types.into_iter().map(Arc::new).collect(),
+            types: types
+                .into_iter()
+                .chain(reviews())
+                .chain(stored_only())
+                .map(Arc::new)
+                .collect(),
         }
     }
+}
+
+/// The reviews of authentication.k8s.io/v1 and authorization.k8s.io/v1 that kube-apiserver 1.37
+/// serves, answered by [`crate::review`].
+fn reviews() -> Vec<ResourceType> {
+    let review = |group: &str, kind: &str| ResourceType::new(group, "v1", kind).as_review();
+    vec![
+        review("authentication.k8s.io", "TokenReview").cluster_scoped(),
+        review("authentication.k8s.io", "SelfSubjectReview").cluster_scoped(),
+        review("authorization.k8s.io", "SelfSubjectAccessReview").cluster_scoped(),
+        review("authorization.k8s.io", "SubjectAccessReview").cluster_scoped(),
+        review("authorization.k8s.io", "LocalSubjectAccessReview"),
+        review("authorization.k8s.io", "SelfSubjectRulesReview").cluster_scoped(),
+    ]
+}
+
+/// The other stable group versions kube-apiserver 1.37 serves by default, each with the resources
+/// it serves there (scope, `/status`, short names and categories as 1.37 lists them), stored as
+/// they are written: no defaults, no validation beyond names, no controller acting on them
+/// (`metadata.generation` is tracked for the kinds whose 1.37 strategy tracks it). A
+/// client can create, read, list, watch, update, patch and delete them, and discovery lists what
+/// 1.37 lists (e2e.test's "Discovery should locate the groupVersion and a resource within each
+/// APIGroup" reads one resource from each).
+///
+/// Not imitated: the versions of autoscaling (v1, v2) share one table, as their objects share
+/// storage in kube-apiserver, but without its conversion (an object keeps the apiVersion it was
+/// written with, as a CRD's do here); events.k8s.io/v1 Events are a table of their own, not a view
+/// of core v1 Events; APIServices are only the ones clients create (kube-apiserver lists one per
+/// served group version); CertificateSigningRequests have no `/approval`. Resources behind a
+/// feature gate that is off by default in 1.37 (ClusterTrustBundle, PodCertificateRequest) are not
+/// served.
+fn stored_only() -> Vec<ResourceType> {
+    let cluster = |group: &str, version: &str, kind: &str| {
+        ResourceType::new(group, version, kind).cluster_scoped()
+    };
+    let admission = "admissionregistration.k8s.io";
+    let networking = "networking.k8s.io";
+    let storage = "storage.k8s.io";
+    let hpa = |version: &str| {
+        ResourceType::new("autoscaling", version, "HorizontalPodAutoscaler")
+            .short_names(&["hpa"])
+            .categories(&["all"])
+            .with_status()
+            .with_generation()
+    };
+    vec![
+        cluster(admission, "v1", "MutatingWebhookConfiguration")
+            .categories(&["api-extensions"])
+            .with_generation(),
+        cluster(admission, "v1", "ValidatingWebhookConfiguration")
+            .categories(&["api-extensions"])
+            .with_generation(),
+        cluster(admission, "v1", "MutatingAdmissionPolicy")
+            .categories(&["api-extensions"])
+            .with_generation(),
+        cluster(admission, "v1", "MutatingAdmissionPolicyBinding")
+            .categories(&["api-extensions"])
+            .with_generation(),
+        cluster(admission, "v1", "ValidatingAdmissionPolicy")
+            .categories(&["api-extensions"])
+            .with_status()
+            .with_generation(),
+        cluster(admission, "v1", "ValidatingAdmissionPolicyBinding")
+            .categories(&["api-extensions"])
+            .with_generation(),
+        cluster("apiregistration.k8s.io", "v1", "APIService")
+            .categories(&["api-extensions"])
+            .with_status(),
+        hpa("v1"),
+        hpa("v2"),
+        ResourceType::new("batch", "v1", "Job")
+            .categories(&["all"])
+            .with_status()
+            .with_generation(),
+        ResourceType::new("batch", "v1", "CronJob")
+            .short_names(&["cj"])
+            .categories(&["all"])
+            .with_status()
+            .with_generation(),
+        cluster("certificates.k8s.io", "v1", "CertificateSigningRequest")
+            .short_names(&["csr"])
+            .with_status(),
+        ResourceType::new("discovery.k8s.io", "v1", "EndpointSlice").with_generation(),
+        ResourceType::new("events.k8s.io", "v1", "Event").short_names(&["ev"]),
+        ResourceType::new(networking, "v1", "Ingress")
+            .short_names(&["ing"])
+            .with_status()
+            .with_generation(),
+        cluster(networking, "v1", "IngressClass").with_generation(),
+        ResourceType::new(networking, "v1", "NetworkPolicy")
+            .short_names(&["netpol"])
+            .with_generation(),
+        cluster(networking, "v1", "IPAddress").short_names(&["ip"]),
+        cluster(networking, "v1", "ServiceCIDR").with_status(),
+        cluster("node.k8s.io", "v1", "RuntimeClass"),
+        ResourceType::new("policy", "v1", "PodDisruptionBudget")
+            .short_names(&["pdb"])
+            .with_status()
+            .with_generation(),
+        cluster("scheduling.k8s.io", "v1", "PriorityClass")
+            .short_names(&["pc"])
+            .with_generation(),
+        cluster(storage, "v1", "CSIDriver"),
+        cluster(storage, "v1", "CSINode"),
+        ResourceType::new(storage, "v1", "CSIStorageCapacity"),
+        cluster(storage, "v1", "StorageClass").short_names(&["sc"]),
+        cluster(storage, "v1", "VolumeAttachment").with_status(),
+        cluster(storage, "v1", "VolumeAttributesClass").short_names(&["vac"]),
+    ]
 }
 
 impl Catalog {
@@ -641,6 +754,70 @@ mod tests {
         assert!(registry.by_kind("v1", "Pod").is_some_and(|t| t.status));
         assert!(registry.find("", "v1", "replicasets").is_none());
         assert_eq!(registry.groups()[0].0, "apps");
+    }
+
+    /// The group versions e2e.test 1.37's "Discovery should locate the groupVersion and a resource
+    /// within each APIGroup" asks for, each with the resource it looks for.
+    #[test]
+    fn every_stable_group_of_1_37_is_served() {
+        let registry = Registry::default();
+        let wanted = [
+            ("", "v1", "namespaces"),
+            (
+                "admissionregistration.k8s.io",
+                "v1",
+                "validatingwebhookconfigurations",
+            ),
+            ("apiextensions.k8s.io", "v1", "customresourcedefinitions"),
+            ("apiregistration.k8s.io", "v1", "apiservices"),
+            ("apps", "v1", "deployments"),
+            ("authentication.k8s.io", "v1", "tokenreviews"),
+            ("authorization.k8s.io", "v1", "selfsubjectaccessreviews"),
+            ("autoscaling", "v1", "horizontalpodautoscalers"),
+            ("autoscaling", "v2", "horizontalpodautoscalers"),
+            ("batch", "v1", "jobs"),
+            ("certificates.k8s.io", "v1", "certificatesigningrequests"),
+            ("coordination.k8s.io", "v1", "leases"),
+            ("discovery.k8s.io", "v1", "endpointslices"),
+            ("events.k8s.io", "v1", "events"),
+            ("networking.k8s.io", "v1", "ingresses"),
+            ("node.k8s.io", "v1", "runtimeclasses"),
+            ("policy", "v1", "poddisruptionbudgets"),
+            ("scheduling.k8s.io", "v1", "priorityclasses"),
+            ("storage.k8s.io", "v1", "csinodes"),
+        ];
+        for (group, version, plural) in wanted {
+            assert!(
+                registry.find(group, version, plural).is_some(),
+                "{group}/{version} {plural}"
+            );
+        }
+        // autoscaling prefers v2, and both versions share one table (no conversion).
+        let groups = registry.groups();
+        let autoscaling = groups.iter().find(|(g, _)| g == "autoscaling");
+        assert_eq!(
+            autoscaling.map(|(_, v)| v.clone()),
+            Some(vec!["v2".to_string(), "v1".to_string()])
+        );
+        let v1 = registry.find("autoscaling", "v1", "horizontalpodautoscalers");
+        let v2 = registry.find("autoscaling", "v2", "horizontalpodautoscalers");
+        assert_eq!(v1.map(|t| t.qualified()), v2.map(|t| t.qualified()));
+        // Reviews are create-only; stored kinds have their 1.37 scope.
+        assert!(
+            registry
+                .find("authentication.k8s.io", "v1", "tokenreviews")
+                .is_some_and(|t| t.review && !t.namespaced)
+        );
+        assert!(
+            registry
+                .find("storage.k8s.io", "v1", "csinodes")
+                .is_some_and(|t| !t.review && !t.namespaced)
+        );
+        assert!(
+            registry
+                .find("batch", "v1", "jobs")
+                .is_some_and(|t| t.namespaced && t.status && t.generation)
+        );
     }
 
     #[test]

@@ -9,7 +9,12 @@
 //!   deletionTimestamp, and the status of kinds with a status subresource), bump `generation` when the
 //!   spec changed, check `resourceVersion` for optimistic concurrency.
 //! - **update** (`/status`): take only the status from the request, everything else from the stored
-//!   object.
+//!   object. Namespaces differ, as in kube-apiserver 1.37: their `/status` keeps only the stored
+//!   `spec` and takes metadata (labels, annotations...) from the request too, and checks the phase
+//!   against `deletionTimestamp`.
+//! - **update** (a Namespace's `/finalize`): take the spec (`spec.finalizers`) and metadata from
+//!   the request, the status from the stored object. The main endpoint of a Namespace, in turn,
+//!   keeps the stored `spec.finalizers`: only `/finalize` changes them.
 //! - **custom resources** (kinds a CRD defines, [`crate::crd`]): prune unknown fields with the
 //!   version's schema before anything compares or validates the object, then validate against it
 //!   ([`crate::schema`]); `generation` tracks every change outside `metadata` (and outside `status`
@@ -34,6 +39,8 @@ pub enum Endpoint {
     Main,
     /// `/namespaces/{ns}/{plural}/{name}/status`.
     Status,
+    /// `/api/v1/namespaces/{name}/finalize` (Namespaces only).
+    Finalize,
 }
 
 /// Checks `object.apiVersion` and `object.kind` against the URL's resource (missing ones are filled).
@@ -186,6 +193,9 @@ pub fn prepare_create(resource: &ResourceType, object: &mut Value) -> Result<Str
         metadata.remove("generation");
     }
     apply_defaults(resource, object);
+    if is_namespaces(resource) {
+        add_kubernetes_finalizer(object);
+    }
     if resource.status {
         reset_status(resource, object);
     }
@@ -223,7 +233,8 @@ pub fn prepare_update(
             ),
         ));
     }
-    if endpoint == Endpoint::Status {
+    let namespace_kind = is_namespaces(resource);
+    if endpoint == Endpoint::Status && !namespace_kind {
         let status = new.get("status").cloned();
         *new = old.clone();
         if let Some(map) = new.as_object_mut() {
@@ -259,14 +270,28 @@ pub fn prepare_update(
             None => new_meta.remove(kept),
         };
     }
-    if resource.status {
-        let old_status = old.get("status").cloned();
-        if let Some(map) = new.as_object_mut() {
-            match old_status {
-                Some(status) => map.insert("status".into(), status),
-                None => map.remove("status"),
-            };
+    if namespace_kind {
+        // kube-apiserver 1.37's namespace strategies: `/status` keeps the stored spec, the main
+        // endpoint the stored `spec.finalizers` (and status), `/finalize` the stored status.
+        match endpoint {
+            Endpoint::Status => keep_field(old, new, "spec"),
+            Endpoint::Main => {
+                let finalizers = old.pointer("/spec/finalizers").cloned();
+                let spec = new
+                    .as_object_mut()
+                    .map(|map| map.entry("spec").or_insert_with(|| json!({})));
+                if let Some(spec) = spec.and_then(Value::as_object_mut) {
+                    match finalizers {
+                        Some(finalizers) => spec.insert("finalizers".into(), finalizers),
+                        None => spec.remove("finalizers"),
+                    };
+                }
+                keep_field(old, new, "status");
+            }
+            Endpoint::Finalize => keep_field(old, new, "status"),
         }
+    } else if resource.status {
+        keep_field(old, new, "status");
     }
     if services::is_services(resource) {
         services::check_update(resource, &name, old, new)?;
@@ -283,7 +308,85 @@ pub fn prepare_update(
     if resource.kind == "Pod" && resource.group.is_empty() {
         check_pod_update(resource, &name, old, new)?;
     }
+    if namespace_kind && endpoint == Endpoint::Status {
+        check_namespace_phase(resource, &name, new)?;
+    }
     validate(resource, &name, new, Some(old))
+}
+
+/// Whether `resource` is the core group's Namespaces.
+pub fn is_namespaces(resource: &ResourceType) -> bool {
+    resource.group.is_empty() && resource.kind == "Namespace"
+}
+
+/// A new Namespace always has the `kubernetes` finalizer in `spec.finalizers`, after any the client
+/// asked for (kube-apiserver 1.37 adds it on create only, not as a default: `/finalize` may remove it).
+fn add_kubernetes_finalizer(namespace: &mut Value) {
+    let Some(map) = namespace.as_object_mut() else {
+        return;
+    };
+    let spec = map.entry("spec").or_insert_with(|| json!({}));
+    let Some(spec) = spec.as_object_mut() else {
+        return;
+    };
+    // A `finalizers` that is not a list is left for validation to refuse.
+    if let Some(list) = spec
+        .entry("finalizers")
+        .or_insert_with(|| json!([]))
+        .as_array_mut()
+    {
+        if !list.iter().any(|f| f == "kubernetes") {
+            list.push("kubernetes".into());
+        }
+    }
+}
+
+/// Sets `new[field]` to `old[field]` (removes it when `old` has none).
+fn keep_field(old: &Value, new: &mut Value, field: &str) {
+    let kept = old.get(field).cloned();
+    if let Some(map) = new.as_object_mut() {
+        match kept {
+            Some(value) => map.insert(field.into(), value),
+            None => map.remove(field),
+        };
+    }
+}
+
+/// A Namespace's status written through `/status`: its phase must be `Active` while it has no
+/// `deletionTimestamp` and `Terminating` once it has one (kube-apiserver 1.37's
+/// `ValidateNamespaceStatusUpdate`, which names the field `status.Phase`).
+fn check_namespace_phase(
+    resource: &ResourceType,
+    name: &str,
+    namespace: &Value,
+) -> Result<(), StatusError> {
+    let deleting = meta::metadata(namespace)
+        .and_then(|m| m.get("deletionTimestamp"))
+        .is_some_and(|t| !t.is_null());
+    let phase = namespace
+        .pointer("/status/phase")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let (wanted, detail) = if deleting {
+        (
+            "Terminating",
+            "may only be 'Terminating' if `deletionTimestamp` is not empty",
+        )
+    } else {
+        (
+            "Active",
+            "may only be 'Active' if `deletionTimestamp` is empty",
+        )
+    };
+    if phase == wanted {
+        Ok(())
+    } else {
+        Err(StatusError::invalid(
+            resource,
+            name,
+            vec![Cause::invalid("status.Phase", phase, detail)],
+        ))
+    }
 }
 
 /// Drops the fields a custom kind's schema does not declare, then fills in its defaults (see
@@ -565,14 +668,6 @@ fn apply_defaults(resource: &ResourceType, object: &mut Value) {
                 }
             }
         }
-        ("", "Namespace") => {
-            if let Some(map) = object.as_object_mut() {
-                let spec = map.entry("spec").or_insert_with(|| json!({}));
-                if let Some(spec) = spec.as_object_mut() {
-                    default(spec, "finalizers", json!(["kubernetes"]));
-                }
-            }
-        }
         ("", "Service") => services::apply_defaults(object),
         ("", "Secret") => {
             if let Some(map) = object.as_object_mut() {
@@ -664,6 +759,101 @@ mod tests {
             json!({"a": "Mg==", "b": "Mw==", "keep": "aw=="})
         );
         assert!(secret.get("stringData").is_none());
+    }
+
+    fn namespaces() -> std::sync::Arc<ResourceType> {
+        Registry::default()
+            .find("", "v1", "namespaces")
+            .expect("built in")
+    }
+
+    /// A stored Namespace as the server keeps it.
+    fn stored_namespace() -> Value {
+        let mut ns = json!({"apiVersion": "v1", "kind": "Namespace",
+                            "metadata": {"name": "team", "labels": {"a": "1"}}});
+        prepare_create(&namespaces(), &mut ns).expect("valid");
+        meta::metadata_mut(&mut ns).insert("resourceVersion".into(), "5".into());
+        ns
+    }
+
+    #[test]
+    fn a_new_namespace_gets_the_kubernetes_finalizer_after_its_own() {
+        assert_eq!(
+            stored_namespace()["spec"],
+            json!({"finalizers": ["kubernetes"]})
+        );
+        assert_eq!(stored_namespace()["status"], json!({"phase": "Active"}));
+        let mut ns =
+            json!({"metadata": {"name": "x"}, "spec": {"finalizers": ["e2e.example.com/f"]}});
+        prepare_create(&namespaces(), &mut ns).expect("valid");
+        assert_eq!(
+            ns["spec"]["finalizers"],
+            json!(["e2e.example.com/f", "kubernetes"])
+        );
+    }
+
+    #[test]
+    fn a_namespace_status_write_takes_metadata_and_status_but_not_spec() {
+        let old = stored_namespace();
+        let mut new = old.clone();
+        new["metadata"]["annotations"] = json!({"e2e-patched-ns-status": "team"});
+        new["spec"]["finalizers"] = json!([]);
+        new["status"]["conditions"] = json!([{"type": "StatusUpdate", "status": "True"}]);
+        prepare_update(&namespaces(), &old, &mut new, Endpoint::Status).expect("valid");
+        assert_eq!(
+            new["metadata"]["annotations"],
+            json!({"e2e-patched-ns-status": "team"})
+        );
+        assert_eq!(new["spec"], old["spec"]);
+        assert_eq!(new["status"]["conditions"][0]["type"], "StatusUpdate");
+        assert_eq!(new["metadata"]["uid"], old["metadata"]["uid"]);
+        // Other kinds' status writes still take only the status.
+        let t = rs_type();
+        let old_rs = rs(2);
+        let mut labelled = old_rs.clone();
+        labelled["metadata"]["labels"] = json!({"x": "y"});
+        prepare_update(&t, &old_rs, &mut labelled, Endpoint::Status).expect("valid");
+        assert!(labelled["metadata"].get("labels").is_none());
+    }
+
+    #[test]
+    fn a_namespace_status_phase_must_agree_with_its_deletion() {
+        let old = stored_namespace();
+        let mut terminating = old.clone();
+        terminating["status"]["phase"] = json!("Terminating");
+        let error = prepare_update(&namespaces(), &old, &mut terminating, Endpoint::Status)
+            .expect_err("not being deleted");
+        assert_eq!(error.code, 422);
+        let text = error.to_status().to_string();
+        assert!(text.contains("status.Phase"), "{text}");
+        assert!(text.contains("may only be 'Active'"), "{text}");
+    }
+
+    #[test]
+    fn only_finalize_changes_a_namespace_finalizers() {
+        let old = stored_namespace();
+        let mut new = old.clone();
+        new["spec"]["finalizers"] = json!(["kubernetes", "e2e.example.com/f"]);
+        new["status"]["phase"] = json!("Terminating");
+        new["metadata"]["labels"]["b"] = json!("2");
+        let mut main = new.clone();
+        prepare_update(&namespaces(), &old, &mut main, Endpoint::Main).expect("valid");
+        assert_eq!(main["spec"]["finalizers"], json!(["kubernetes"]));
+        assert_eq!(main["status"], old["status"]);
+        assert_eq!(main["metadata"]["labels"]["b"], "2");
+        let mut finalized = new.clone();
+        prepare_update(&namespaces(), &old, &mut finalized, Endpoint::Finalize).expect("valid");
+        assert_eq!(
+            finalized["spec"]["finalizers"],
+            json!(["kubernetes", "e2e.example.com/f"])
+        );
+        assert_eq!(finalized["status"], old["status"]);
+        assert_eq!(finalized["metadata"]["labels"]["b"], "2");
+        // Removing every finalizer through /finalize leaves none (no default puts one back).
+        let mut emptied = old.clone();
+        emptied["spec"]["finalizers"] = json!([]);
+        prepare_update(&namespaces(), &old, &mut emptied, Endpoint::Finalize).expect("valid");
+        assert_eq!(emptied["spec"]["finalizers"], json!([]));
     }
 
     fn rs(replicas: i64) -> Value {

@@ -85,7 +85,13 @@ pub async fn read_object(body: Incoming, format: BodyFormat) -> Result<Value, St
         return read_json(body).await;
     }
     let bytes = read_body(body).await?;
-    crate::protobuf::decode(&bytes).map_err(|e| {
+    decode_protobuf(&bytes)
+}
+
+/// A protobuf body in its JSON form: 415 for what the decoder does not support, 400 for what is
+/// malformed.
+fn decode_protobuf(bytes: &[u8]) -> Result<Value, StatusError> {
+    crate::protobuf::decode(bytes).map_err(|e| {
         tracing::debug!(error = %e, "protobuf body refused");
         if e.is_unsupported() {
             StatusError::unsupported_body(e.to_string())
@@ -128,6 +134,19 @@ pub async fn read_json_or_empty(body: Incoming) -> Result<Value, StatusError> {
     }
     serde_json::from_slice(&bytes)
         .map_err(|e| StatusError::bad_request(format!("json parse error: {e}")))
+}
+
+/// A delete's `DeleteOptions` body in its JSON form: `{}` when there is none, decoded by
+/// [`crate::protobuf`] when it is protobuf (client-go's typed clients send it so).
+pub async fn read_delete_options(body: Incoming, format: BodyFormat) -> Result<Value, StatusError> {
+    if format == BodyFormat::Json {
+        return read_json_or_empty(body).await;
+    }
+    let bytes = read_body(body).await?;
+    if bytes.is_empty() {
+        return Ok(json!({}));
+    }
+    decode_protobuf(&bytes)
 }
 
 pub fn bytes_response(status: StatusCode, body: Bytes) -> Response<Body> {

@@ -98,6 +98,15 @@ fn resource_entries(t: &ResourceType) -> Vec<Value> {
             "verbs": ["get", "patch", "update"],
         }));
     }
+    if crate::strategy::is_namespaces(t) {
+        entries.push(json!({
+            "name": format!("{}/finalize", t.plural),
+            "singularName": "",
+            "namespaced": t.namespaced,
+            "kind": t.kind,
+            "verbs": ["update"],
+        }));
+    }
     if t.scale {
         entries.push(json!({
             "name": format!("{}/scale", t.plural),

@@ -130,7 +130,7 @@ fn unauthorized(shared: &Shared, request: &Request<Incoming>) -> Option<StatusEr
 
 /// Whether `sent` is `secret`, in a time that does not depend on where they first differ (so the
 /// answer's timing does not leak the token a byte at a time).
-fn same_secret(sent: &[u8], secret: &[u8]) -> bool {
+pub(super) fn same_secret(sent: &[u8], secret: &[u8]) -> bool {
     sent.len() == secret.len()
         && sent
             .iter()

@@ -115,7 +115,7 @@ pub enum Verb {
 pub struct ObjectTarget {
     pub name: String,
     /// A subresource the type serves: `Status` only when `resource.status`, `Scale` only when
-    /// `resource.scale` (any other is a 404 at parse).
+    /// `resource.scale`, `Finalize` only for Namespaces (any other is a 404 at parse).
     pub subresource: Option<Subresource>,
 }
 
@@ -125,6 +125,7 @@ impl ObjectTarget {
     pub fn endpoint(&self) -> Endpoint {
         match self.subresource {
             Some(Subresource::Status) => Endpoint::Status,
+            Some(Subresource::Finalize) => Endpoint::Finalize,
             Some(Subresource::Scale) | None => Endpoint::Main,
         }
     }
@@ -135,9 +136,10 @@ impl ObjectTarget {
     }
 }
 
-/// The encoding of a create's or update's body (`Content-Type`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The encoding of a create's, update's or delete's body (`Content-Type`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum BodyFormat {
+    #[default]
     Json,
     /// Kubernetes protobuf (what kubectl's generators send), decoded by [`crate::protobuf`].
     Protobuf,
@@ -176,6 +178,9 @@ pub struct DeleteQuery {
     pub orphan_dependents: Option<bool>,
     /// `gracePeriodSeconds`; a value that is not an integer is ignored.
     pub grace_period_seconds: Option<i64>,
+    /// The encoding of the `DeleteOptions` body (`Content-Type`): client-go's typed clients send
+    /// it as protobuf when they talk protobuf.
+    pub body: BodyFormat,
 }
 
 /// A `propagationPolicy` value, from the query or a body.
@@ -212,8 +217,10 @@ impl PolicyValue {
 }
 
 impl DeleteQuery {
-    fn parse(query: &Query) -> DeleteQuery {
+    /// The query's options, and `body`, the encoding of the body that may override them.
+    fn parse(query: &Query, body: BodyFormat) -> DeleteQuery {
         DeleteQuery {
+            body,
             dry_run: query.dry_run(),
             propagation_policy: query.text("propagationPolicy").map(PolicyValue::parse),
             orphan_dependents: query.text("orphanDependents").map(|v| v == "true"),
@@ -384,7 +391,7 @@ fn collection(
         },
         Method::DELETE if resource.delete_collection => Verb::DeleteCollection {
             selection: Deferred(selection(resource, query)),
-            options: DeleteQuery::parse(query),
+            options: DeleteQuery::parse(query, headers.body_format()),
         },
         _ => return Err(StatusError::method_not_allowed(method.as_str())),
     };
@@ -406,10 +413,15 @@ fn one_object(
     let served = match subresource {
         Some(Subresource::Status) => resource.status,
         Some(Subresource::Scale) => resource.scale,
+        Some(Subresource::Finalize) => crate::strategy::is_namespaces(resource),
         None => true,
     };
     if !served {
         return Err(StatusError::no_such_resource());
+    }
+    // kube-apiserver's finalize storage only updates: no get, patch or delete there.
+    if subresource == Some(Subresource::Finalize) && *method != Method::PUT {
+        return Err(StatusError::method_not_allowed(method.as_str()));
     }
     // `/status` converts to a Table as its object does (1.37: the status storage shares the
     // object's convertor; 1.20 had none there). `/scale` has none: only a non-Table Accept clause
@@ -468,7 +480,7 @@ fn one_object(
             }
             let verb = Verb::Delete {
                 name: target.name,
-                options: DeleteQuery::parse(query),
+                options: DeleteQuery::parse(query, headers.body_format()),
             };
             Ok((verb, table))
         }

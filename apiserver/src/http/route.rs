@@ -17,6 +17,8 @@ use crate::resource::{Catalog, ResourceType};
 pub enum Subresource {
     Status,
     Scale,
+    /// A Namespace's `/finalize` (PUT only): writes `spec.finalizers`.
+    Finalize,
 }
 
 /// What a request path names.
@@ -77,6 +79,7 @@ pub fn route(registry: &Catalog, path: &str) -> Route {
             None => None,
             Some("status") => Some(Subresource::Status),
             Some("scale") => Some(Subresource::Scale),
+            Some("finalize") => Some(Subresource::Finalize),
             Some(_) => return Route::NotFound,
         };
         Route::Object {

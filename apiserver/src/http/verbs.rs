@@ -19,8 +19,8 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use super::body::{
-    Body, bytes_response, json_response, read_body, read_custom_object, read_json,
-    read_json_or_empty, read_object, stored_response,
+    Body, bytes_response, json_response, read_body, read_custom_object, read_delete_options,
+    read_json, read_object, stored_response,
 };
 use super::handlers::{Reply, Shared};
 use super::request::{
@@ -60,7 +60,7 @@ pub async fn serve(shared: &Arc<Shared>, request: ApiRequest, body: Incoming) ->
             options,
             body: format,
         } => call.create(&options, format, body).await,
-        Verb::Review { body: format } => review(format, body).await,
+        Verb::Review { body: format } => review(shared, &resource, format, body).await,
         Verb::Update {
             target,
             options,
@@ -89,10 +89,23 @@ struct Call<'a> {
     answer: &'a Answer,
 }
 
-/// POST of an access review: allowed, whatever it asks (see [`crate::review`]).
-async fn review(format: BodyFormat, body: Incoming) -> Reply {
+/// POST of a review: answered by its kind, never stored (see [`crate::review`]). A TokenReview's
+/// token is checked against the server's own bearer token, the one credential it knows.
+async fn review(
+    shared: &Shared,
+    resource: &ResourceType,
+    format: BodyFormat,
+    body: Incoming,
+) -> Reply {
     let review = read_object(body, format).await?;
-    Ok(json_response(StatusCode::CREATED, &review::allow(review)))
+    let known_token = |token: &str| {
+        shared
+            .token
+            .as_deref()
+            .is_some_and(|own| super::handlers::same_secret(token.as_bytes(), own.as_bytes()))
+    };
+    let answer = review::answer(&resource.kind, review, known_token);
+    Ok(json_response(StatusCode::CREATED, &answer))
 }
 
 impl Call<'_> {
@@ -285,7 +298,8 @@ impl Call<'_> {
     /// when its type returns deleted objects), else a `Success` Status naming it.
     async fn delete(&self, name: &str, options: DeleteQuery, body: Incoming) -> Reply {
         self.write_fault()?;
-        let (options, dry_run) = options.options(&read_json_or_empty(body).await?)?;
+        let body = read_delete_options(body, options.body).await?;
+        let (options, dry_run) = options.options(&body)?;
         let resource = self.resource;
         match self
             .shared
@@ -321,7 +335,8 @@ impl Call<'_> {
     ) -> Reply {
         self.write_fault()?;
         let selection = selection.get()?;
-        let (options, dry_run) = options.options(&read_json_or_empty(body).await?)?;
+        let body = read_delete_options(body, options.body).await?;
+        let (options, dry_run) = options.options(&body)?;
         let api = &self.shared.api;
         let resource = self.resource;
         let deleted =

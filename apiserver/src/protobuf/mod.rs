@@ -7,7 +7,8 @@
 //! `create configmap`, `run` and the other generators — as protobuf, not JSON, and does not retry
 //! with JSON when a server answers 415. Without this module those commands fail against the
 //! embedded server with `couldn't get version/kind; json parse error`. Answers stay JSON: kubectl
-//! asks for `protobuf, json` and takes either.
+//! asks for `protobuf, json` and takes either. Kubernetes' own conformance suite (e2e.test 1.37)
+//! sends CustomResourceDefinitions the same way, through the typed apiextensions client.
 //!
 //! # How data flows
 //!
@@ -36,21 +37,42 @@
 //! - `IntOrString {1 type, 2 intVal, 3 strVal}` becomes a number (type 0) or a string (type 1);
 //!   `Quantity {1 string}` its string; `Time {1 seconds, 2 nanos}` an RFC 3339 string (a zero time,
 //!   which Go writes as an empty message, is left out).
+//! - `double` (the only fixed-width type read, wire type 1) becomes a JSON number, an integer when
+//!   it has no fraction (Go writes `1`, not `1.0`); NaN and the infinities are refused.
+//! - apiextensions' `JSON {1 raw}` and meta's `FieldsV1 {1 Raw}` carry JSON text: they become the
+//!   value it holds (`default: 1`, `enum: ["a", "b"]`, a `fieldsV1` object).
+//! - The "or" messages of a CRD schema become the shape Go's `MarshalJSON` gives them:
+//!   `JSONSchemaPropsOrBool` a schema or a boolean (`additionalProperties: false`),
+//!   `JSONSchemaPropsOrArray` a schema or a list of them (`items`), `JSONSchemaPropsOrStringArray`
+//!   a schema or a list of property names (`dependencies`).
 //!
 //! # What is and is not supported
 //!
 //! The schema table (`schema.rs`) covers what kubectl's generators write for the kinds this server
-//! serves: Namespace, ConfigMap, Secret, Service, Pod and apps/v1 Deployment, with ObjectMeta,
-//! PodTemplateSpec, PodSpec, Container (ports, env, resources...), ServiceSpec, LabelSelector and
-//! DeploymentSpec — not volumes, probes, affinity, security contexts and the like. A field the
-//! table does not know is never dropped silently: the request is refused with 415 naming the message
-//! and field number, and asking for JSON (`kubectl create ... --dry-run=client -o json | kubectl
-//! create -f -` works). Malformed input (truncated varints, bad lengths, wrong wire types, bad UTF-8)
-//! is a 400; nothing input-dependent panics.
+//! serves: Namespace, ConfigMap, Secret, Service, Pod and apps/v1 Deployment, with ObjectMeta
+//! (`managedFields` included, which a client that read an object sends back), PodTemplateSpec,
+//! PodSpec, Container (ports, env, resources...), ServiceSpec, LabelSelector and DeploymentSpec —
+//! not volumes, probes, affinity, security contexts and the like. It covers the whole of
+//! apiextensions.k8s.io/v1 CustomResourceDefinition: spec (names, versions with their OpenAPI
+//! schema — every `JSONSchemaProps` field, recursive — subresources, printer columns, selectable
+//! fields, conversion with its webhook) and status (conditions, accepted names, stored versions).
+//! And it covers meta.k8s.io/v1 DeleteOptions, the body of a DELETE (under any apiVersion: Go
+//! registers it in every group version), but for `ignoreStoreReadErrorWithClusterBreakingPotential`,
+//! which this server does not implement. Other kinds (ReplicaSet, ResourceQuota, Event...) are
+//! refused with 415 as a whole.
 //!
-//! Field numbers come from Kubernetes 1.20's `generated.proto` files. kubectl 1.32's generators
-//! write no field outside them (`tests/apiserver/kubectl.rs` runs each generator); `kubectl run`
-//! sends JSON, not protobuf.
+//! A field the table does not know is never dropped silently: the request is refused with 415
+//! naming the message and field number, and asking for JSON (`kubectl create ... --dry-run=client
+//! -o json | kubectl create -f -` works). Malformed input (truncated varints and fixed fields, bad
+//! lengths, wrong wire types, bad UTF-8, JSON fields that are not JSON, non-finite doubles) is a
+//! 400, and so is a schema nested deeper than [`MAX_DEPTH`] messages; nothing input-dependent
+//! panics or recurses without bound.
+//!
+//! Field numbers come from Kubernetes 1.20's `generated.proto` files for the core and apps kinds
+//! (kubectl 1.32's generators write no field outside them: `tests/apiserver/kubectl.rs` runs each
+//! generator; `kubectl run` sends JSON, not protobuf), and from 1.37's for meta's managedFields and
+//! for apiextensions (`tests/fixtures/crd-protobuf/` holds a CRD that client-go 1.37 encoded, and
+//! the tests check it decodes to the JSON Go writes for it).
 
 mod schema;
 mod wire;
@@ -58,7 +80,7 @@ mod wire;
 use base64::Engine;
 use serde_json::{Map, Value};
 
-use schema::{Schema, Ty};
+use schema::{Fold, Schema, Ty};
 use wire::{Reader, WireType};
 
 /// The media type of Kubernetes' protobuf encoding.
@@ -66,6 +88,13 @@ pub const CONTENT_TYPE: &str = "application/vnd.kubernetes.protobuf";
 
 /// The four bytes that start every Kubernetes protobuf body.
 const MAGIC: &[u8; 4] = b"k8s\0";
+
+/// How deeply messages may nest, the top-level object being depth 1. Only `JSONSchemaProps` (a
+/// CRD's schema) recurses; a CRD's own path to its schema takes five levels, and each level of a
+/// schema one more (its JSON form two: `properties` then the property). 64 leaves room for any
+/// schema a real CRD has while the JSON form stays within serde_json's 128 levels, which the rest
+/// of the server parses it with.
+pub const MAX_DEPTH: usize = 64;
 
 /// Whether a `Content-Type` header names the protobuf encoding (parameters ignored).
 pub fn is_protobuf(content_type: &str) -> bool {
@@ -109,6 +138,19 @@ pub enum DecodeError {
         "protobuf bodies of {api_version} {kind} are not supported by this server; send JSON instead (kubectl create ... --dry-run=client -o json | kubectl create -f -)"
     )]
     UnknownKind { api_version: String, kind: String },
+    /// Messages nested deeper than [`MAX_DEPTH`].
+    #[error("protobuf messages nested deeper than {MAX_DEPTH} levels (in {message})")]
+    TooDeep { message: &'static str },
+    /// A `JSON` (or `FieldsV1`) message whose bytes are not JSON text.
+    #[error("{message} field {field} does not hold valid JSON: {reason}")]
+    Json {
+        message: &'static str,
+        field: u32,
+        reason: String,
+    },
+    /// A `double` that is NaN or infinite, which JSON cannot carry.
+    #[error("{message} field {field} is not a finite number")]
+    NotFinite { message: &'static str, field: u32 },
     /// A field number outside the schema table.
     #[error(
         "protobuf field {field} of message {message} is not supported by this server; send JSON instead (kubectl create ... --dry-run=client -o json | kubectl create -f -)"
@@ -146,7 +188,7 @@ pub fn decode(body: &[u8]) -> Result<Value, DecodeError> {
             kind: envelope.kind.clone(),
         }
     })?;
-    let mut object = decode_message(schema, envelope.raw)?;
+    let mut object = decode_message(schema, envelope.raw, 1)?;
     object.insert("apiVersion".into(), Value::String(envelope.api_version));
     object.insert("kind".into(), Value::String(envelope.kind));
     tracing::debug!(kind = %schema.name, bytes = body.len(), "decoded a protobuf body");
@@ -214,12 +256,19 @@ fn utf8(bytes: &[u8], message: &'static str, field: u32) -> Result<String, Decod
     String::from_utf8(bytes.to_vec()).map_err(|_| DecodeError::Utf8 { message, field })
 }
 
-/// Decodes one message by its schema. Schemas are not recursive, so the depth is bounded by the
-/// table, whatever the input.
+/// Decodes one message by its schema, at nesting `depth` (1 for the top-level object). One schema
+/// is recursive (`JSONSchemaProps`), so the input could nest as deep as its length allows; the
+/// depth is bounded by [`MAX_DEPTH`] instead.
 fn decode_message(
     schema: &'static Schema,
     bytes: &[u8],
+    depth: usize,
 ) -> Result<Map<String, Value>, DecodeError> {
+    if depth > MAX_DEPTH {
+        return Err(DecodeError::TooDeep {
+            message: schema.name,
+        });
+    }
     let mut object = Map::new();
     let mut reader = Reader::new(bytes, schema.name);
     while let Some((number, wire)) = reader.key()? {
@@ -235,7 +284,7 @@ fn decode_message(
         match field.ty {
             Ty::Map(value_ty) => {
                 let entry = reader.length_delimited(number, wire)?;
-                let (key, value) = decode_map_entry(schema.name, number, value_ty, entry)?;
+                let (key, value) = decode_map_entry(schema.name, number, value_ty, entry, depth)?;
                 let map = object
                     .entry(field.name)
                     .or_insert_with(|| Value::Object(Map::new()));
@@ -244,7 +293,7 @@ fn decode_message(
                 }
             }
             ty if field.repeated => {
-                let value = decode_value(schema.name, number, ty, &mut reader, wire)?;
+                let value = decode_value(schema.name, number, ty, &mut reader, wire, depth)?;
                 let list = object
                     .entry(field.name)
                     .or_insert_with(|| Value::Array(Vec::new()));
@@ -253,7 +302,7 @@ fn decode_message(
                 }
             }
             ty => {
-                let value = decode_value(schema.name, number, ty, &mut reader, wire)?;
+                let value = decode_value(schema.name, number, ty, &mut reader, wire, depth)?;
                 match value {
                     Some(value) if field.keep_zero || !is_zero(&value) => {
                         object.insert(field.name.into(), value);
@@ -286,6 +335,7 @@ fn decode_map_entry(
     field: u32,
     value_ty: &'static Ty,
     entry: &[u8],
+    depth: usize,
 ) -> Result<(String, Value), DecodeError> {
     let mut key = String::new();
     let mut value = None;
@@ -293,7 +343,7 @@ fn decode_map_entry(
     while let Some((number, wire)) = reader.key()? {
         match number {
             1 => key = utf8(reader.length_delimited(field, wire)?, message, field)?,
-            2 => value = decode_value(message, field, *value_ty, &mut reader, wire)?,
+            2 => value = decode_value(message, field, *value_ty, &mut reader, wire, depth)?,
             _ => {
                 return Err(DecodeError::UnknownField { message, field });
             }
@@ -304,20 +354,28 @@ fn decode_map_entry(
         None => match value_ty {
             Ty::Int32 | Ty::Int64 => Value::from(0),
             Ty::Bool => Value::Bool(false),
+            Ty::Double => Value::from(0),
             Ty::Message(_) => Value::Object(Map::new()),
+            // An empty `JSON`, or an "or" message with nothing set: Go writes `null` (an empty
+            // JSONSchemaPropsOrBool is `false`).
+            Ty::Json => Value::Null,
+            Ty::Fold(_, Fold::Bool) => Value::Bool(false),
+            Ty::Fold(..) => Value::Null,
             _ => Value::String(String::new()),
         },
     };
     Ok((key, value))
 }
 
-/// One value of type `ty`; `None` for a Time that is the zero time.
+/// One value of type `ty`, in a message at nesting `depth`; `None` for a Time that is the zero
+/// time.
 fn decode_value(
     message: &'static str,
     field: u32,
     ty: Ty,
     reader: &mut Reader<'_>,
     wire: WireType,
+    depth: usize,
 ) -> Result<Option<Value>, DecodeError> {
     let value = match ty {
         Ty::String => {
@@ -334,8 +392,17 @@ fn decode_value(
         Ty::Bool => Value::Bool(reader.varint_field(field, wire)? != 0),
         Ty::Message(schema) => {
             let bytes = reader.length_delimited(field, wire)?;
-            Value::Object(decode_message(schema, bytes)?)
+            Value::Object(decode_message(schema, bytes, depth + 1)?)
         }
+        Ty::Fold(schema, fold) => {
+            let bytes = reader.length_delimited(field, wire)?;
+            folded(fold, decode_message(schema, bytes, depth + 1)?)
+        }
+        Ty::Double => {
+            let value = f64::from_bits(reader.fixed64_field(field, wire)?);
+            double(value).ok_or(DecodeError::NotFinite { message, field })?
+        }
+        Ty::Json => json(message, field, reader.length_delimited(field, wire)?)?,
         Ty::IntOrString => return int_or_string(reader.length_delimited(field, wire)?).map(Some),
         Ty::Quantity => {
             let bytes = reader.length_delimited(field, wire)?;
@@ -363,6 +430,62 @@ fn decode_value(
         }
     };
     Ok(Some(value))
+}
+
+/// A `double` as Go's JSON writes it: an integer when it has no fraction (`5`, not `5.0`), else
+/// the shortest decimal; `None` for NaN and the infinities, which JSON has no form for.
+fn double(value: f64) -> Option<Value> {
+    // 2^53: beyond it a double's integers are no longer all exact, so they stay floats (the same
+    // JSON number; Go writes them without a fraction up to 1e21, serde_json with `.0` or an exponent).
+    const EXACT: f64 = 9_007_199_254_740_992.0;
+    if value.fract() == 0.0 && value.abs() <= EXACT {
+        return Some(Value::from(value as i64));
+    }
+    serde_json::Number::from_f64(value).map(Value::Number)
+}
+
+/// A `{1 bytes raw}` message whose bytes are JSON text (apiextensions `JSON`, meta `FieldsV1`):
+/// the value they hold, `null` when empty (as Go's `MarshalJSON` of an empty `JSON`).
+fn json(message: &'static str, field: u32, bytes: &[u8]) -> Result<Value, DecodeError> {
+    const NAME: &str = "apiextensions.v1.JSON";
+    let mut raw: &[u8] = &[];
+    let mut reader = Reader::new(bytes, NAME);
+    while let Some((number, wire)) = reader.key()? {
+        if number != 1 {
+            return Err(DecodeError::UnknownField {
+                message: NAME,
+                field: number,
+            });
+        }
+        raw = reader.length_delimited(number, wire)?;
+    }
+    if raw.is_empty() {
+        return Ok(Value::Null);
+    }
+    serde_json::from_slice(raw).map_err(|e| DecodeError::Json {
+        message,
+        field,
+        reason: e.to_string(),
+    })
+}
+
+/// An "or" message, decoded by its schema, in the JSON shape its Go `MarshalJSON` writes (see
+/// [`Fold`]). Zero scalars are already gone from `decoded` (an `allows: false` is absent).
+fn folded(fold: Fold, mut decoded: Map<String, Value>) -> Value {
+    let schema = decoded.remove("schema");
+    let non_empty =
+        |list: Option<Value>| list.filter(|l| l.as_array().is_some_and(|a| !a.is_empty()));
+    match fold {
+        Fold::Array => non_empty(decoded.remove("jSONSchemas"))
+            .or(schema)
+            .unwrap_or(Value::Null),
+        Fold::Bool => schema.unwrap_or_else(|| {
+            Value::Bool(decoded.get("allows").and_then(Value::as_bool) == Some(true))
+        }),
+        Fold::StringArray => non_empty(decoded.remove("property"))
+            .or(schema)
+            .unwrap_or(Value::Null),
+    }
 }
 
 /// `intstr.IntOrString {1 type, 2 intVal, 3 strVal}`: a number for type 0, a string for type 1.

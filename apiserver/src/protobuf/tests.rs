@@ -313,13 +313,13 @@ fn an_unknown_field_is_refused_naming_message_and_number() {
         "{text}"
     );
     assert!(text.contains("send JSON"), "{text}");
-    // ObjectMeta's managedFields (17) are not in the table either.
-    let ns = Msg::new().msg(1, meta("x").msg(17, Msg::new()));
+    // ObjectMeta field 16 is not used by any release.
+    let ns = Msg::new().msg(1, meta("x").msg(16, Msg::new()));
     assert_eq!(
         decode(&body("v1", "Namespace", ns)),
         Err(DecodeError::UnknownField {
             message: "meta.v1.ObjectMeta",
-            field: 17
+            field: 16
         })
     );
 }
@@ -447,4 +447,265 @@ fn random_and_mutated_bodies_never_panic() {
         }
         let _ = decode(&input);
     }
+}
+
+// ---- apiextensions.k8s.io/v1 CustomResourceDefinition ----
+
+/// A CRD as client-go 1.37 sends it, and the same object as Go's `encoding/json` writes it: made by
+/// `tests/fixtures/crd-protobuf/main.go` (k8s.io/apiextensions-apiserver v0.37.2).
+const CRD_PB: &[u8] = include_bytes!("../../tests/fixtures/crd-protobuf/crd.pb");
+const CRD_JSON: &str = include_str!("../../tests/fixtures/crd-protobuf/crd.json");
+
+#[test]
+fn a_crd_from_client_go_decodes_to_its_go_json_form() {
+    let decoded = decode(CRD_PB).expect("decodes");
+    let go: serde_json::Value = serde_json::from_str(CRD_JSON).expect("fixture is JSON");
+    assert_eq!(decoded["apiVersion"], "apiextensions.k8s.io/v1");
+    assert_eq!(decoded["kind"], "CustomResourceDefinition");
+    assert_eq!(decoded["metadata"], go["metadata"]);
+    // The whole spec, schema included, exactly as Go writes it: `served: false`, `maxLength: 0`
+    // and `optionalOldSelf: false` kept, `minimum: 1` an integer, `maximum: 10.5` not, `items` a
+    // schema, `additionalProperties` a schema and `false`, `default`, `enum` and `example` JSON.
+    assert_eq!(decoded["spec"], go["spec"]);
+    // Go writes an empty status as `{"conditions": null, "acceptedNames": {"plural": "", "kind":
+    // ""}, "storedVersions": null}`; here the zero values are absent (the module's rule).
+    assert_eq!(decoded["status"], json!({"acceptedNames": {}}));
+}
+
+#[test]
+fn every_prefix_of_the_crd_is_an_error_not_a_panic() {
+    // Cutting the body inside a field leaves a length that runs past the end: an error. Only the
+    // cuts between the envelope's fields decode: before the object (no `raw`: an empty object, as
+    // in Go) and after it (before the empty contentEncoding, before the empty contentType).
+    let whole = decode(CRD_PB).expect("decodes");
+    let empty =
+        json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition"});
+    let mut decoded = Vec::new();
+    for end in 4..CRD_PB.len() {
+        if let Ok(value) = decode(&CRD_PB[..end]) {
+            decoded.push(value);
+        }
+    }
+    assert_eq!(decoded, vec![empty, whole.clone(), whole]);
+}
+
+/// A CRD body around `spec`, a CustomResourceDefinitionSpec message.
+fn crd(spec: Msg) -> Vec<u8> {
+    body(
+        "apiextensions.k8s.io/v1",
+        "CustomResourceDefinition",
+        Msg::new().msg(1, meta("w.example.com")).msg(2, spec),
+    )
+}
+
+/// A spec with one version whose openAPIV3Schema is `props`.
+fn crd_with_schema(props: Msg) -> Vec<u8> {
+    let version = Msg::new()
+        .str(1, "v1")
+        .int(2, 1)
+        .int(3, 1)
+        .msg(4, Msg::new().msg(1, props));
+    crd(Msg::new().str(1, "example.com").msg(7, version))
+}
+
+/// A `double` field: key with wire type 1, then eight little-endian bytes.
+fn double(mut msg: Msg, field: u32, value: f64) -> Msg {
+    varint((u64::from(field) << 3) | 1, &mut msg.0);
+    msg.0.extend_from_slice(&value.to_le_bytes());
+    msg
+}
+
+fn openapi_schema(decoded: &serde_json::Value) -> &serde_json::Value {
+    &decoded["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+}
+
+#[test]
+fn schema_or_types_fold_into_their_json_shapes() {
+    let string = Msg::new().str(5, "string");
+    let props = Msg::new()
+        .str(5, "object")
+        // items: a list of schemas (jSONSchemas) wins over none.
+        .msg(24, Msg::new().msg(2, string.clone()).msg(2, string.clone()))
+        // additionalProperties {allows: true} without a schema: `true`.
+        .msg(30, Msg::new().int(1, 1))
+        // additionalItems {}: `false`.
+        .msg(33, Msg::new())
+        // dependencies: one a list of property names, one a schema.
+        .msg(
+            32,
+            Msg::new()
+                .str(1, "a")
+                .msg(2, Msg::new().str(2, "b").str(2, "c")),
+        )
+        .msg(32, Msg::new().str(1, "d").msg(2, Msg::new().msg(1, string)));
+    let decoded = decode(&crd_with_schema(props)).expect("decodes");
+    assert_eq!(
+        openapi_schema(&decoded),
+        &json!({"type": "object",
+                "items": [{"type": "string"}, {"type": "string"}],
+                "additionalProperties": true,
+                "additionalItems": false,
+                "dependencies": {"a": ["b", "c"], "d": {"type": "string"}}})
+    );
+}
+
+#[test]
+fn doubles_are_integers_when_whole_and_json_fields_hold_any_value() {
+    let props = double(double(Msg::new(), 9, -3.0), 11, 0.25);
+    let props = double(props, 19, 1e300)
+        .msg(8, Msg::new().bytes(1, br#"{"x": [true, null, "y"]}"#))
+        .msg(20, Msg::new().bytes(1, b"3"))
+        .msg(20, Msg::new());
+    let decoded = decode(&crd_with_schema(props)).expect("decodes");
+    assert_eq!(
+        openapi_schema(&decoded),
+        &json!({"maximum": -3, "minimum": 0.25, "multipleOf": 1e300,
+                "default": {"x": [true, null, "y"]}, "enum": [3, null]})
+    );
+}
+
+#[test]
+fn crd_input_that_is_malformed_is_a_400_error() {
+    // A double that is not finite.
+    let error = decode(&crd_with_schema(double(Msg::new(), 9, f64::NAN))).expect_err("NaN");
+    assert_eq!(
+        error,
+        DecodeError::NotFinite {
+            message: "apiextensions.v1.JSONSchemaProps",
+            field: 9
+        }
+    );
+    assert!(!error.is_unsupported());
+    // A double as a varint, and a double cut short.
+    assert!(matches!(
+        decode(&crd_with_schema(Msg::new().int(9, 3))),
+        Err(DecodeError::WireType {
+            field: 9,
+            found: 0,
+            expected: 1,
+            ..
+        })
+    ));
+    let mut short = Msg::new();
+    varint((9 << 3) | 1, &mut short.0);
+    short.0.extend_from_slice(&[0, 0, 0]);
+    assert!(matches!(
+        decode(&crd_with_schema(short)),
+        Err(DecodeError::Truncated { .. })
+    ));
+    // A JSON field whose bytes are not JSON.
+    let error = decode(&crd_with_schema(
+        Msg::new().msg(8, Msg::new().bytes(1, b"{not json")),
+    ))
+    .expect_err("bad JSON");
+    assert!(
+        matches!(&error, DecodeError::Json { message, field: 8, .. }
+            if *message == "apiextensions.v1.JSONSchemaProps"),
+        "{error:?}"
+    );
+    assert!(!error.is_unsupported());
+}
+
+#[test]
+fn an_unknown_crd_field_is_still_refused() {
+    // JSONSchemaProps has no field 45 (in 1.37), CustomResourceDefinitionSpec no field 2 (it was
+    // `version` in v1beta1).
+    assert_eq!(
+        decode(&crd_with_schema(Msg::new().str(45, "x"))),
+        Err(DecodeError::UnknownField {
+            message: "apiextensions.v1.JSONSchemaProps",
+            field: 45
+        })
+    );
+    let error = decode(&crd(Msg::new().str(2, "v1"))).expect_err("refused");
+    assert_eq!(
+        error,
+        DecodeError::UnknownField {
+            message: "apiextensions.v1.CustomResourceDefinitionSpec",
+            field: 2
+        }
+    );
+    assert!(error.is_unsupported());
+    // Inside JSON {1 raw}: nothing but raw.
+    assert!(matches!(
+        decode(&crd_with_schema(Msg::new().msg(8, Msg::new().int(2, 1)))),
+        Err(DecodeError::UnknownField { field: 2, .. })
+    ));
+}
+
+#[test]
+fn schemas_nested_beyond_the_limit_are_refused_not_overflowed() {
+    // `not` inside `not` ...: the CRD, spec, version, validation and schema take five levels.
+    let nested = |levels: usize| {
+        let mut props = Msg::new().str(5, "string");
+        for _ in 0..levels {
+            props = Msg::new().msg(28, props);
+        }
+        crd_with_schema(props)
+    };
+    let deepest = super::MAX_DEPTH - 5;
+    let decoded = decode(&nested(deepest)).expect("at the limit");
+    let mut schema = openapi_schema(&decoded);
+    for _ in 0..deepest {
+        schema = &schema["not"];
+    }
+    assert_eq!(schema, &json!({"type": "string"}));
+    let error = decode(&nested(deepest + 1)).expect_err("beyond the limit");
+    assert_eq!(
+        error,
+        DecodeError::TooDeep {
+            message: "apiextensions.v1.JSONSchemaProps"
+        }
+    );
+    assert!(!error.is_unsupported());
+    // Far beyond: an error, not a stack overflow.
+    assert!(decode(&nested(10_000)).is_err());
+}
+
+#[test]
+fn managed_fields_decode_with_their_fields_v1_as_json() {
+    let entry = Msg::new()
+        .str(1, "e2e.test")
+        .str(2, "Update")
+        .str(3, "v1")
+        .msg(4, Msg::new().int(1, 86_400))
+        .str(6, "FieldsV1")
+        .msg(7, Msg::new().bytes(1, br#"{"f:data":{".":{}}}"#))
+        .str(8, "");
+    let cm = Msg::new().msg(1, meta("m").msg(17, entry));
+    let decoded = decode(&body("v1", "ConfigMap", cm)).expect("decodes");
+    assert_eq!(
+        decoded["metadata"]["managedFields"],
+        json!([{"manager": "e2e.test", "operation": "Update", "apiVersion": "v1",
+                "time": "1970-01-02T00:00:00Z", "fieldsType": "FieldsV1",
+                "fieldsV1": {"f:data": {".": {}}}}])
+    );
+}
+
+#[test]
+fn delete_options_decode_under_any_group_version() {
+    let options = Msg::new()
+        .int(1, 0)
+        .msg(2, Msg::new().str(1, "uid-1").str(2, ""))
+        .str(4, "Foreground")
+        .str(5, "All");
+    let decoded =
+        decode(&body("apiextensions.k8s.io/v1", "DeleteOptions", options)).expect("decodes");
+    // A grace period of 0 and an empty resourceVersion precondition are pointers: kept.
+    assert_eq!(
+        decoded,
+        json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "DeleteOptions",
+               "gracePeriodSeconds": 0,
+               "preconditions": {"uid": "uid-1", "resourceVersion": ""},
+               "propagationPolicy": "Foreground", "dryRun": ["All"]})
+    );
+    // An unsafe deletion is not something this server does: refused, not ignored.
+    let unsafe_delete = Msg::new().int(6, 1);
+    assert_eq!(
+        decode(&body("meta.k8s.io/v1", "DeleteOptions", unsafe_delete)),
+        Err(DecodeError::UnknownField {
+            message: "meta.v1.DeleteOptions",
+            field: 6
+        })
+    );
 }

@@ -1,13 +1,16 @@
-//! The protobuf wire format, as far as the schema table needs it: keys, varints and
-//! length-delimited fields. Every read is bounds-checked and returns a [`DecodeError`] on bad input.
+//! The protobuf wire format, as far as the schema table needs it: keys, varints, 64-bit fixed
+//! fields (`double`) and length-delimited fields. Every read is bounds-checked and returns a
+//! [`DecodeError`] on bad input.
 
 use super::DecodeError;
 
-/// The wire types this decoder reads. Fixed-width types (1, 5) and groups (3, 4) do not occur in
+/// The wire types this decoder reads. 32-bit fixed fields (5) and groups (3, 4) do not occur in
 /// the messages of the table, so a field with one of them is an error.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WireType {
     Varint,
+    /// Eight little-endian bytes: `double` (JSONSchemaProps' `maximum`, `minimum`, `multipleOf`).
+    Fixed64,
     LengthDelimited,
     Other(u8),
 }
@@ -16,6 +19,7 @@ impl WireType {
     fn number(self) -> u8 {
         match self {
             WireType::Varint => 0,
+            WireType::Fixed64 => 1,
             WireType::LengthDelimited => 2,
             WireType::Other(n) => n,
         }
@@ -54,6 +58,7 @@ impl<'a> Reader<'a> {
         }
         let wire = match key & 7 {
             0 => WireType::Varint,
+            1 => WireType::Fixed64,
             2 => WireType::LengthDelimited,
             n => WireType::Other(n as u8),
         };
@@ -93,6 +98,22 @@ impl<'a> Reader<'a> {
     pub fn varint_field(&mut self, field: u32, wire: WireType) -> Result<u64, DecodeError> {
         self.expect(field, wire, WireType::Varint)?;
         self.varint()
+    }
+
+    /// The value of a 64-bit fixed field (a `double`), checking its wire type.
+    pub fn fixed64_field(&mut self, field: u32, wire: WireType) -> Result<u64, DecodeError> {
+        self.expect(field, wire, WireType::Fixed64)?;
+        let bytes: [u8; 8] = self
+            .at
+            .checked_add(8)
+            .and_then(|end| self.bytes.get(self.at..end))
+            .and_then(|slice| slice.try_into().ok())
+            .ok_or(DecodeError::Truncated {
+                message: self.message,
+                at: self.at,
+            })?;
+        self.at += 8;
+        Ok(u64::from_le_bytes(bytes))
     }
 
     /// The bytes of a length-delimited field, checking its wire type and length.

@@ -1403,6 +1403,101 @@ async fn patches(t: &Target, ns: &str) -> Value {
 }
 conformance!(merge_json_and_strategic_patches, patches);
 
+/// A Namespace's own endpoints, as e2e.test's Namespaces specs use them: `/finalize` (PUT only)
+/// writes `spec.finalizers`, which the main endpoint keeps; `/status` takes metadata too, but not
+/// the spec (kube-apiserver 1.37's namespace strategies).
+async fn namespace_endpoints(t: &Target, ns: &str) -> Value {
+    let url = format!("/api/v1/namespaces/{ns}");
+    let mut namespace = t.call(Method::GET, &url, None).await.body;
+    namespace["spec"]["finalizers"] = json!(["kubernetes", "e2e.example.com/fake"]);
+    let finalized = t
+        .call(
+            Method::PUT,
+            &format!("{url}/finalize"),
+            Some(namespace.clone()),
+        )
+        .await;
+    assert_eq!(finalized.code, 200, "{}: {:?}", t.name, finalized.body);
+    let mut emptied = finalized.body.clone();
+    emptied["spec"]["finalizers"] = json!([]);
+    emptied["metadata"]["labels"]["updated"] = json!("yes");
+    let updated = t.call(Method::PUT, &url, Some(emptied)).await;
+    let patched_status = t
+        .call(
+            Method::PATCH,
+            &format!("{url}/status"),
+            Some(json!({"metadata": {"annotations": {"patched": "status"}},
+                        "spec": {"finalizers": []},
+                        "status": {"conditions": [{"type": "StatusPatch", "status": "True",
+                                                   "reason": "E2E", "message": "patched"}]}})),
+        )
+        .await;
+    let bad_phase = t
+        .call(
+            Method::PATCH,
+            &format!("{url}/status"),
+            Some(json!({"status": {"phase": "Terminating"}})),
+        )
+        .await;
+    let mut removed = t.call(Method::GET, &url, None).await.body;
+    removed["spec"]["finalizers"] = json!(["kubernetes"]);
+    let unfinalized = t
+        .call(Method::PUT, &format!("{url}/finalize"), Some(removed))
+        .await;
+    let finalizers = |seen: &Seen| seen.body["spec"]["finalizers"].clone();
+    assert_eq!(
+        finalizers(&finalized),
+        json!(["kubernetes", "e2e.example.com/fake"]),
+        "{}",
+        t.name
+    );
+    assert_eq!(updated.code, 200, "{}: {:?}", t.name, updated.body);
+    assert_eq!(finalizers(&updated), finalizers(&finalized), "{}", t.name);
+    assert_eq!(updated.body["metadata"]["labels"]["updated"], "yes");
+    assert_eq!(
+        patched_status.code, 200,
+        "{}: {:?}",
+        t.name, patched_status.body
+    );
+    assert_eq!(
+        patched_status.body["metadata"]["annotations"]["patched"], "status",
+        "{}",
+        t.name
+    );
+    assert_eq!(
+        finalizers(&patched_status),
+        finalizers(&finalized),
+        "{}",
+        t.name
+    );
+    assert_eq!(bad_phase.code, 422, "{}: {:?}", t.name, bad_phase.body);
+    assert_eq!(
+        finalizers(&unfinalized),
+        json!(["kubernetes"]),
+        "{}",
+        t.name
+    );
+    let pick = |seen: &Seen| {
+        json!([
+            seen.code,
+            seen.body["spec"],
+            seen.body["metadata"]["labels"]["updated"],
+            seen.body["metadata"]["annotations"],
+            seen.body["status"]["conditions"]
+        ])
+    };
+    json!({
+        "finalized": pick(&finalized),
+        "updated": pick(&updated),
+        "patchedStatus": pick(&patched_status),
+        "badPhase": bad_phase.status(),
+        "unfinalized": pick(&unfinalized),
+        "podFinalize": t.call(Method::PUT, &format!("/api/v1/namespaces/{ns}/pods/p/finalize"),
+                              Some(pod("p", json!({})))).await.code,
+    })
+}
+conformance!(namespace_finalize_and_status, namespace_endpoints);
+
 async fn discovery(t: &Target, _ns: &str) -> Value {
     let core = t.call(Method::GET, "/api/v1", None).await;
     let apps = t.call(Method::GET, "/apis/apps/v1", None).await;

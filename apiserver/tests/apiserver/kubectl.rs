@@ -651,3 +651,68 @@ async fn a_protobuf_body_with_an_unknown_field_is_refused_with_415() {
     );
     assert!(answer.contains("send JSON"), "{answer}");
 }
+
+/// One HTTP/1.1 request over a fresh connection; the whole answer as text.
+async fn http_exchange(address: &str, head: &str, body: &[u8]) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut request = format!(
+        "{head}\r\nHost: {address}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    request.extend(body);
+    let mut stream = tokio::net::TcpStream::connect(address)
+        .await
+        .expect("connects");
+    stream.write_all(&request).await.expect("sent");
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).await.expect("answer");
+    answer
+}
+
+/// A DELETE whose `DeleteOptions` body is protobuf (client-go's typed clients send it so, e.g.
+/// e2e.test deleting a CustomResourceDefinition) is decoded and obeyed: a uid precondition that
+/// does not match is a 409, and the object stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_protobuf_delete_options_body_is_obeyed() {
+    let server = ApiServer::new().start().await.expect("server starts");
+    let address = server.url().trim_start_matches("http://").to_string();
+    let created = http_exchange(
+        &address,
+        "POST /api/v1/namespaces/default/configmaps HTTP/1.1\r\nContent-Type: application/json",
+        br#"{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}}"#,
+    )
+    .await;
+    assert!(created.starts_with("HTTP/1.1 201"), "{created}");
+    // k8s\0 + Unknown{typeMeta{meta.k8s.io/v1, DeleteOptions},
+    //                 raw: DeleteOptions{preconditions{uid "wrong"}}}.
+    let type_meta = [
+        b"\x0a\x0emeta.k8s.io/v1".as_slice(),
+        b"\x12\x0dDeleteOptions",
+    ]
+    .concat();
+    let raw = b"\x12\x07\x0a\x05wrong";
+    let mut body = b"k8s\0".to_vec();
+    body.extend([0x0a, type_meta.len() as u8]);
+    body.extend(&type_meta);
+    body.extend([0x12, raw.len() as u8]);
+    body.extend(raw);
+    let delete = "DELETE /api/v1/namespaces/default/configmaps/c HTTP/1.1\r\n\
+                  Content-Type: application/vnd.kubernetes.protobuf";
+    let refused = http_exchange(&address, delete, &body).await;
+    assert!(refused.starts_with("HTTP/1.1 409"), "{refused}");
+    assert!(refused.contains("wrong"), "{refused}");
+    let read = http_exchange(
+        &address,
+        "GET /api/v1/namespaces/default/configmaps/c HTTP/1.1",
+        b"",
+    )
+    .await;
+    assert!(read.starts_with("HTTP/1.1 200"), "{read}");
+    // An empty DeleteOptions message: deleted.
+    let mut empty = b"k8s\0".to_vec();
+    empty.extend([0x0a, type_meta.len() as u8]);
+    empty.extend(&type_meta);
+    let deleted = http_exchange(&address, delete, &empty).await;
+    assert!(deleted.starts_with("HTTP/1.1 200"), "{deleted}");
+}
