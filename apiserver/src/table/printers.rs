@@ -391,14 +391,33 @@ fn containers(object: &Value, pointer: &str) -> (Value, Value) {
 /// Kubernetes' pod status summary: the phase, overridden by the pod's reason, by the first init
 /// container still working (`Init:1/2`, `Init:CrashLoopBackOff`), else by the last container's
 /// waiting or terminated reason (`ContainerCreating`, `Completed`, `ExitCode:1`), and by deletion
-/// (`Terminating`).
+/// (`Terminating`, unless it has finished) or by a scheduling gate (`SchedulingGated`), as
+/// kube-apiserver 1.37 prints it. Sidecars (restartable init containers) count in READY and RESTARTS.
 fn pod(pod: &Value, now: Instant) -> Row {
-    let total = list(pod, "/spec/containers").len();
-    let init_total = list(pod, "/spec/initContainers").len();
+    // Sidecars (init containers with `restartPolicy: Always`, 1.28+) count as containers: in
+    // READY's total, in READY once started, and their restarts in RESTARTS.
+    let init_specs = list(pod, "/spec/initContainers");
+    let is_sidecar = |name: &str| {
+        init_specs
+            .iter()
+            .any(|c| text(c, "/name") == name && text(c, "/restartPolicy") == "Always")
+    };
+    let sidecars = init_specs
+        .iter()
+        .filter(|c| text(c, "/restartPolicy") == "Always")
+        .count();
+    let total = list(pod, "/spec/containers").len() + sidecars;
+    let init_total = init_specs.len();
     let mut reason = text(pod, "/status/phase").to_string();
     let pod_reason = text(pod, "/status/reason");
     if !pod_reason.is_empty() {
         reason = pod_reason.to_string();
+    }
+    let scheduling_gated = list(pod, "/status/conditions")
+        .iter()
+        .any(|c| text(c, "/type") == "PodScheduled" && text(c, "/reason") == "SchedulingGated");
+    if scheduling_gated {
+        reason = "SchedulingGated".to_string();
     }
     let conditions = match text(pod, "/status/phase") {
         "Succeeded" => vec![
@@ -416,6 +435,8 @@ fn pod(pod: &Value, now: Instant) -> Row {
     // The latest `lastState.terminated.finishedAt` of the containers counted (RFC 3339 in UTC, so
     // the greatest string is the latest time).
     let mut last_restart: Option<&str> = None;
+    // The same for the sidecars alone: they keep counting once the pod has initialized.
+    let (mut sidecar_restarts, mut last_sidecar_restart) = (0, None);
     let mut ready = 0;
     let mut initializing = false;
     for (i, status) in list(pod, "/status/initContainerStatuses")
@@ -424,10 +445,22 @@ fn pod(pod: &Value, now: Instant) -> Row {
     {
         restarts += int(status, "/restartCount");
         note_restart(status, &mut last_restart);
+        let sidecar = is_sidecar(text(status, "/name"));
+        if sidecar {
+            sidecar_restarts += int(status, "/restartCount");
+            note_restart(status, &mut last_sidecar_restart);
+        }
         let terminated = set(status, "/state/terminated");
         let waiting_reason = text(status, "/state/waiting/reason");
+        let started = status.get("started").and_then(Value::as_bool) == Some(true);
         match terminated {
             Some(t) if int(t, "/exitCode") == 0 => continue,
+            _ if sidecar && started => {
+                if status.get("ready").and_then(Value::as_bool) == Some(true) {
+                    ready += 1;
+                }
+                continue;
+            }
             Some(t) => {
                 let why = text(t, "/reason");
                 reason = if !why.is_empty() {
@@ -446,9 +479,9 @@ fn pod(pod: &Value, now: Instant) -> Row {
         initializing = true;
         break;
     }
-    if !initializing {
-        restarts = 0;
-        last_restart = None;
+    if !initializing || condition_is_true(pod, "Initialized") {
+        restarts = sidecar_restarts;
+        last_restart = last_sidecar_restart;
         let mut running = false;
         for status in list(pod, "/status/containerStatuses").iter().rev() {
             restarts += int(status, "/restartCount");
@@ -483,11 +516,12 @@ fn pod(pod: &Value, now: Instant) -> Row {
         }
     }
     if set(pod, "/metadata/deletionTimestamp").is_some() {
-        reason = if pod_reason == "NodeLost" {
-            "Unknown".to_string()
-        } else {
-            "Terminating".to_string()
-        };
+        let terminal = matches!(text(pod, "/status/phase"), "Succeeded" | "Failed");
+        if pod_reason == "NodeLost" {
+            reason = "Unknown".to_string();
+        } else if !terminal {
+            reason = "Terminating".to_string();
+        }
     }
 
     let ip = list(pod, "/status/podIPs")
@@ -901,6 +935,46 @@ mod tests {
             {"name": "b", "restartCount": 1, "state": {"running": {}},
              "lastState": {"terminated": {"exitCode": 1, "finishedAt": ago(300)}}}]}));
         assert_eq!(cells("", "Pod", restarted)[3], json!("3 (5m ago)"));
+    }
+
+    #[test]
+    fn sidecars_count_in_ready_and_restarts_as_1_37_prints_them() {
+        let pod = |status: Value| {
+            json!({"metadata": {"name": "p", "creationTimestamp": ago(5)},
+                   "spec": {"containers": [{"name": "app"}],
+                            "initContainers": [{"name": "setup"},
+                                               {"name": "proxy", "restartPolicy": "Always"}]},
+                   "status": status})
+        };
+        let summary = |status: Value| {
+            let c = cells("", "Pod", pod(status));
+            (c[2].clone(), c[1].clone(), c[3].clone())
+        };
+        let setup_done =
+            json!({"name": "setup", "restartCount": 1, "state": {"terminated": {"exitCode": 0}}});
+        let proxy = |restarts: i64, started: bool, ready: bool| {
+            json!({"name": "proxy", "restartCount": restarts, "started": started, "ready": ready,
+                   "state": {"running": {}}})
+        };
+        // Initialized and running: the sidecar is ready, its restarts count with the app's (the
+        // finished init container's do not).
+        let running = summary(json!({"phase": "Running",
+            "conditions": [{"type": "Initialized", "status": "True"}, {"type": "Ready", "status": "True"}],
+            "initContainerStatuses": [setup_done.clone(), proxy(3, true, true)],
+            "containerStatuses": [{"name": "app", "restartCount": 1, "ready": true, "state": {"running": {}}}]}));
+        assert_eq!(running, (json!("Running"), json!("2/2"), json!("4")));
+        // The sidecar not started yet: the pod is still initializing at it.
+        let starting = summary(json!({"phase": "Pending",
+            "initContainerStatuses": [setup_done, proxy(0, false, false)]}));
+        assert_eq!(starting, (json!("Init:1/2"), json!("0/2"), json!("1")));
+        // A gated pod says so; a finished pod being deleted is not "Terminating".
+        let gated = summary(json!({"phase": "Pending",
+            "conditions": [{"type": "PodScheduled", "status": "False", "reason": "SchedulingGated"}]}));
+        assert_eq!(gated.0, json!("SchedulingGated"));
+        let mut done = pod(json!({"phase": "Succeeded", "containerStatuses": [
+            {"name": "app", "state": {"terminated": {"exitCode": 0, "reason": "Completed"}}}]}));
+        done["metadata"]["deletionTimestamp"] = json!(ago(1));
+        assert_eq!(cells("", "Pod", done)[2], json!("Completed"));
     }
 
     #[test]
