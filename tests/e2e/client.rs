@@ -589,3 +589,97 @@ async fn x509_v1_client_certificates_authenticate_like_kubectl() {
         );
     }
 }
+
+/// `GET` of a path that answers text (e.g. `/metrics`) or JSON (`/version`), as bytes.
+async fn get_raw(client: &ferrokube::Client, path: &str) -> bytes::Bytes {
+    client
+        .request_bytes(ferrokube::client::Call {
+            request: http::Request::get(path)
+                .body(bytes::Bytes::new())
+                .expect("request"),
+            idempotent: true,
+            streaming: false,
+        })
+        .await
+        .unwrap_or_else(|error| panic!("GET {path}: {error}"))
+}
+
+/// The server's minor version, from `/version`.
+async fn server_minor(client: &ferrokube::Client) -> u32 {
+    let version: serde_json::Value =
+        serde_json::from_slice(&get_raw(client, "/version").await).expect("/version is JSON");
+    version["minor"]
+        .as_str()
+        .and_then(|m| m.trim_end_matches('+').parse().ok())
+        .expect("a minor version")
+}
+
+/// kube-apiserver's count of consistent reads of `resource` it served from its watch cache
+/// (`apiserver_watch_cache_consistent_read_total{fallback="false",success="true"}`, 1.31+); `None`
+/// when it has no such metric.
+async fn consistent_reads_from_cache(client: &ferrokube::Client, resource: &str) -> Option<u64> {
+    let metrics = get_raw(client, "/metrics").await;
+    let text = String::from_utf8_lossy(&metrics);
+    let mut seen = None;
+    for line in text.lines() {
+        let Some(rest) = line.strip_prefix("apiserver_watch_cache_consistent_read_total{") else {
+            continue;
+        };
+        let (labels, value) = rest.split_once("} ").unwrap_or_default();
+        if labels.contains(&format!("resource=\"{resource}\""))
+            && labels.contains("fallback=\"false\"")
+            && labels.contains("success=\"true\"")
+        {
+            *seen.get_or_insert(0) += value.trim().parse::<f64>().unwrap_or(0.0) as u64;
+        } else {
+            seen.get_or_insert(0);
+        }
+    }
+    seen
+}
+
+/// A list without a resourceVersion (our informer's first list, `FirstList::Consistent`) and one
+/// `NotOlderThan` a write both see that write at once, on every release. What differs is where the
+/// server reads them from: etcd on 1.20, its watch cache on 1.34+ (consistent reads from the cache,
+/// GA in 1.34), which its metrics count.
+#[tokio::test]
+async fn consistent_lists_see_each_write_and_current_servers_serve_them_from_the_watch_cache() {
+    let client = client(None);
+    let ns = namespace(&client, "consistent").await;
+    let minor = server_minor(&client).await;
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    let before = consistent_reads_from_cache(&client, "configmaps").await;
+    const WRITES: usize = 20;
+    for i in 0..WRITES {
+        let created = api
+            .create(&PostParams::default(), &config_map(&format!("cm-{i:02}"), "1"))
+            .await
+            .expect("create");
+        let name = created.metadata.name.clone().unwrap_or_default();
+        let latest = api.list(&ListParams::default()).await.expect("consistent list");
+        assert!(
+            latest.items.iter().any(|c| c.metadata.name.as_deref() == Some(&name)),
+            "a consistent list right after creating {name} does not show it"
+        );
+        assert_eq!(latest.items.len(), i + 1);
+        let not_older = ListParams {
+            resource_version: created.metadata.resource_version.clone(),
+            version_match: Some(ferrokube::api::VersionMatch::NotOlderThan),
+            ..ListParams::default()
+        };
+        let at_least = api.list(&not_older).await.expect("NotOlderThan list");
+        assert!(at_least.items.iter().any(|c| c.metadata.name.as_deref() == Some(&name)));
+    }
+    let after = consistent_reads_from_cache(&client, "configmaps").await;
+    println!("1.{minor}: consistent reads of configmaps from the watch cache {before:?} -> {after:?}");
+    if minor >= 34 {
+        let (before, after) = (before.unwrap_or(0), after.expect("1.34+ counts them"));
+        assert!(
+            after >= before + WRITES as u64,
+            "1.{minor} served {} of {WRITES} consistent lists from its watch cache",
+            after - before
+        );
+    } else if minor <= 30 {
+        assert_eq!(after, None, "1.{minor} has no consistent reads from the cache");
+    }
+}
