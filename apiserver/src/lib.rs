@@ -70,7 +70,7 @@
 //! | [`cel`] | CRD validation rules (`x-kubernetes-validations`): compiled when a CRD is written, run on every write of its objects |
 //! | [`gc`] | ownerReferences: background, foreground, orphan; namespace deletion |
 //! | [`kubelet`] | a stand-in scheduler + kubelet (Node objects; pods become Running/Ready; optional pod kills) |
-//! | [`service_accounts`] | each namespace's `default` ServiceAccount, each account's token Secret |
+//! | [`service_accounts`] | each namespace's `default` ServiceAccount; if asked, its `kube-root-ca.crt` and (as before 1.24) each account's token Secret |
 //! | [`faults`] | injected failures: 500/429 writes, 409 updates, delayed watches, pause |
 //! | [`table`] | Tables for `kubectl get`: built-in printers, CRD printer columns, Accept negotiation |
 //! | [`http`] | the server, routing, discovery, TLS and kubeconfig |
@@ -155,8 +155,8 @@
 //!   counts, `allOf`/`anyOf`/`oneOf`/`not`, `x-kubernetes-embedded-resource` and list/map types are
 //!   accepted and ignored.
 //! - What kube-controller-manager would do is partly built in: each namespace's `default`
-//!   ServiceAccount and every account's token Secret ([`service_accounts`]; the token is random, not
-//!   a signed JWT), ResourceQuota status ([`quota`]), garbage collection and namespace deletion
+//!   ServiceAccount, and when asked its `kube-root-ca.crt` and (as before 1.24) every account's
+//!   token Secret ([`service_accounts`]; the token is random, not a signed JWT), ResourceQuota status ([`quota`]), garbage collection and namespace deletion
 //!   ([`gc`]). Its other controllers (replication, deployments...) are not: run it beside the server
 //!   (`--controllers=replicationcontroller,replicaset,deployment --leader-elect=false`) for those.
 //! - ResourceQuota admission charges creates only, from the objects stored at the time of the

@@ -652,13 +652,22 @@ async fn consistent_lists_see_each_write_and_current_servers_serve_them_from_the
     const WRITES: usize = 20;
     for i in 0..WRITES {
         let created = api
-            .create(&PostParams::default(), &config_map(&format!("cm-{i:02}"), "1"))
+            .create(
+                &PostParams::default(),
+                &config_map(&format!("cm-{i:02}"), "1"),
+            )
             .await
             .expect("create");
         let name = created.metadata.name.clone().unwrap_or_default();
-        let latest = api.list(&ListParams::default()).await.expect("consistent list");
+        let latest = api
+            .list(&ListParams::default())
+            .await
+            .expect("consistent list");
         assert!(
-            latest.items.iter().any(|c| c.metadata.name.as_deref() == Some(&name)),
+            latest
+                .items
+                .iter()
+                .any(|c| c.metadata.name.as_deref() == Some(&name)),
             "a consistent list right after creating {name} does not show it"
         );
         assert_eq!(latest.items.len(), i + 1);
@@ -668,10 +677,17 @@ async fn consistent_lists_see_each_write_and_current_servers_serve_them_from_the
             ..ListParams::default()
         };
         let at_least = api.list(&not_older).await.expect("NotOlderThan list");
-        assert!(at_least.items.iter().any(|c| c.metadata.name.as_deref() == Some(&name)));
+        assert!(
+            at_least
+                .items
+                .iter()
+                .any(|c| c.metadata.name.as_deref() == Some(&name))
+        );
     }
     let after = consistent_reads_from_cache(&client, "configmaps").await;
-    println!("1.{minor}: consistent reads of configmaps from the watch cache {before:?} -> {after:?}");
+    println!(
+        "1.{minor}: consistent reads of configmaps from the watch cache {before:?} -> {after:?}"
+    );
     if minor >= 34 {
         let (before, after) = (before.unwrap_or(0), after.expect("1.34+ counts them"));
         assert!(
@@ -680,6 +696,9 @@ async fn consistent_lists_see_each_write_and_current_servers_serve_them_from_the
             after - before
         );
     } else if minor <= 30 {
-        assert_eq!(after, None, "1.{minor} has no consistent reads from the cache");
+        assert_eq!(
+            after, None,
+            "1.{minor} has no consistent reads from the cache"
+        );
     }
 }

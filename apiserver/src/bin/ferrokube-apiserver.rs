@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! ferrokube-apiserver [--port N] [--tls] [--token T | --token-file PATH] [--kubeconfig PATH]
-//!                     [--kubelet] [--history N]
+//!                     [--kubelet] [--history N] [--legacy-service-account-tokens] [--publish-root-ca]
 //! ```
 //!
 //! It writes a kubeconfig (default `./ferrokube.kubeconfig`, mode 0600: it holds the token), prints
@@ -56,6 +56,14 @@ struct Cli {
     /// 10000).
     #[arg(long, value_name = "N")]
     history: Option<usize>,
+    /// Give every ServiceAccount a token Secret, as Kubernetes did before 1.24 (its e2e framework
+    /// waits for them); default none, as 1.24 and later.
+    #[arg(long)]
+    legacy_service_account_tokens: bool,
+    /// Publish a kube-root-ca.crt ConfigMap in every namespace, as kube-controller-manager does;
+    /// default none (kube-apiserver alone does not).
+    #[arg(long)]
+    publish_root_ca: bool,
 }
 
 impl std::fmt::Debug for Cli {
@@ -68,6 +76,11 @@ impl std::fmt::Debug for Cli {
             .field("kubeconfig", &self.kubeconfig)
             .field("kubelet", &self.kubelet)
             .field("history", &self.history)
+            .field(
+                "legacy_service_account_tokens",
+                &self.legacy_service_account_tokens,
+            )
+            .field("publish_root_ca", &self.publish_root_ca)
             .finish()
     }
 }
@@ -132,6 +145,9 @@ fn main() -> ExitCode {
     if let Some(token) = &token {
         server = server.token(token);
     }
+    server = server
+        .legacy_service_account_tokens(cli.legacy_service_account_tokens)
+        .publish_root_ca(cli.publish_root_ca);
     if cli.kubelet {
         server = server.kubelet(KubeletSettings::default());
     }

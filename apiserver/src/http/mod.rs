@@ -97,6 +97,8 @@ pub struct ApiServer {
     catalog: Catalog,
     kubelet: Option<KubeletSettings>,
     audit: bool,
+    legacy_service_account_tokens: bool,
+    publish_root_ca: bool,
 }
 
 impl Default for ApiServer {
@@ -113,6 +115,8 @@ impl Default for ApiServer {
             catalog: Catalog::default(),
             kubelet: None,
             audit: false,
+            legacy_service_account_tokens: false,
+            publish_root_ca: false,
         }
     }
 }
@@ -144,6 +148,11 @@ impl fmt::Debug for ApiServer {
             .field("catalog", &self.catalog)
             .field("kubelet", &self.kubelet)
             .field("audit", &self.audit)
+            .field(
+                "legacy_service_account_tokens",
+                &self.legacy_service_account_tokens,
+            )
+            .field("publish_root_ca", &self.publish_root_ca)
             .finish()
     }
 }
@@ -220,12 +229,29 @@ impl ApiServer {
         self
     }
 
-    /// Binds and starts serving; must be called inside a tokio runtime.
     /// Keeps an audit log of write requests ([`RunningServer::audit_log`]). Default off.
     pub fn audit(mut self, on: bool) -> ApiServer {
         self.audit = on;
         self
     }
+
+    /// Gives every ServiceAccount a token Secret, as kube-controller-manager did before 1.24
+    /// (Kubernetes 1.20's e2e framework waits for them). Default off, as 1.24 and later: accounts
+    /// get no Secret (see [`crate::service_accounts`]).
+    pub fn legacy_service_account_tokens(mut self, on: bool) -> ApiServer {
+        self.legacy_service_account_tokens = on;
+        self
+    }
+
+    /// Publishes a `kube-root-ca.crt` ConfigMap in every namespace, as kube-controller-manager's
+    /// `root-ca-cert-publisher` does (Kubernetes' e2e framework waits for it): `ca.crt` is the
+    /// server's TLS CA, empty without TLS. Default off (kube-apiserver alone does not write it).
+    pub fn publish_root_ca(mut self, on: bool) -> ApiServer {
+        self.publish_root_ca = on;
+        self
+    }
+
+    /// Binds and starts serving; must be called inside a tokio runtime.
 
     pub async fn start(self) -> Result<RunningServer, ServerError> {
         let listener = TcpListener::bind(self.address)
@@ -276,9 +302,15 @@ impl ApiServer {
                 ticker_store.send_bookmarks();
             }
         }));
-        tasks.push(tokio::spawn(
-            ServiceAccounts::new(shared.clone_api()).run(store.subscribe()),
-        ));
+        let accounts = ServiceAccounts::new(shared.clone_api())
+            .legacy_tokens(self.legacy_service_account_tokens)
+            .root_ca(self.publish_root_ca.then(|| {
+                certificates
+                    .as_ref()
+                    .map(|c| c.ca_pem.clone())
+                    .unwrap_or_default()
+            }));
+        tasks.push(tokio::spawn(accounts.run(store.subscribe())));
         tasks.push(tokio::spawn(
             QuotaController::new(store.clone()).run(store.subscribe()),
         ));

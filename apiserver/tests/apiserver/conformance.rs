@@ -71,8 +71,12 @@ fn rv_of(object: &Value) -> u64 {
 
 impl Target {
     async fn embedded() -> Target {
-        let server = ApiServer::new()
-            .register(ResourceType::new("", "v1", "PodTemplate"))
+        Target::embedded_with(|server| server).await
+    }
+
+    /// The embedded server, shaped by `shape` before it starts.
+    async fn embedded_with(shape: impl FnOnce(ApiServer) -> ApiServer) -> Target {
+        let server = shape(ApiServer::new().register(ResourceType::new("", "v1", "PodTemplate")))
             .start()
             .await
             .expect("embedded server starts");

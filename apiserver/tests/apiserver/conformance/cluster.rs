@@ -247,8 +247,10 @@ async fn the_kubelet_registers_ready_schedulable_nodes() {
     assert_eq!(none.body["items"].as_array().map(Vec::len), Some(0));
 }
 
+/// As 1.24 and later: each namespace gets its `default` ServiceAccount (again after a delete) and
+/// no token Secret; no `kube-root-ca.crt` unless asked for (kube-controller-manager writes it).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn namespaces_get_a_default_service_account_with_a_token() {
+async fn namespaces_get_a_default_service_account_and_no_token() {
     let t = Target::embedded().await;
     let kubernetes = t
         .call(
@@ -259,6 +261,77 @@ async fn namespaces_get_a_default_service_account_with_a_token() {
         .await;
     assert_eq!(kubernetes.code, 200, "{:?}", kubernetes.body);
     assert_eq!(kubernetes.body["spec"]["clusterIP"], "10.96.0.1");
+    let ns = t.namespace("accounts").await;
+    let path = format!("/api/v1/namespaces/{ns}/serviceaccounts/default");
+    let account = wait_for(&t, &path, |s| s.code == 200).await;
+    assert_eq!(account.code, 200, "{:?}", account.body);
+    // Deleted, it comes back.
+    let deleted = t.call(Method::DELETE, &path, None).await;
+    assert_eq!(deleted.code, 200, "{:?}", deleted.body);
+    let again = wait_for(&t, &path, |s| {
+        s.code == 200 && s.body["metadata"]["uid"] != account.body["metadata"]["uid"]
+    })
+    .await;
+    assert_eq!(again.code, 200, "{:?}", again.body);
+    let accounts = format!("/api/v1/namespaces/{ns}/serviceaccounts");
+    let robot = t
+        .call(
+            Method::POST,
+            &accounts,
+            Some(json!({"metadata": {"name": "robot"}})),
+        )
+        .await;
+    assert_eq!(robot.code, 201, "{:?}", robot.body);
+    // Nothing else is made: the accounts list no secret, the namespace has none, and no CA
+    // ConfigMap. (The server made the second `default` after the first's deletion; by then any
+    // token controller would have acted on both accounts.)
+    let secrets = t
+        .call(
+            Method::GET,
+            &format!("/api/v1/namespaces/{ns}/secrets"),
+            None,
+        )
+        .await;
+    assert_eq!(secrets.body["items"], json!([]), "{:?}", secrets.body);
+    for name in ["default", "robot"] {
+        let seen = t
+            .call(Method::GET, &format!("{accounts}/{name}"), None)
+            .await;
+        assert!(seen.body.get("secrets").is_none(), "{:?}", seen.body);
+    }
+    let ca = t
+        .call(
+            Method::GET,
+            &format!("/api/v1/namespaces/{ns}/configmaps/kube-root-ca.crt"),
+            None,
+        )
+        .await;
+    assert_eq!(ca.code, 404, "{:?}", ca.body);
+}
+
+/// `publish_root_ca`: every namespace gets `kube-root-ca.crt` (again after a delete); its `ca.crt`
+/// is the server's TLS CA, empty here (plain HTTP).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn namespaces_get_the_root_ca_when_asked() {
+    let t = Target::embedded_with(|server| server.publish_root_ca(true)).await;
+    let ns = t.namespace("root-ca").await;
+    let path = format!("/api/v1/namespaces/{ns}/configmaps/kube-root-ca.crt");
+    let published = wait_for(&t, &path, |s| s.code == 200).await;
+    assert_eq!(published.code, 200, "{:?}", published.body);
+    assert_eq!(published.body["data"]["ca.crt"], json!(""));
+    let deleted = t.call(Method::DELETE, &path, None).await;
+    assert_eq!(deleted.code, 200, "{:?}", deleted.body);
+    let again = wait_for(&t, &path, |s| {
+        s.code == 200 && s.body["metadata"]["uid"] != published.body["metadata"]["uid"]
+    })
+    .await;
+    assert_eq!(again.code, 200, "{:?}", again.body);
+}
+
+/// `legacy_service_account_tokens`, as before 1.24: every account gets a token Secret and lists it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn legacy_service_account_tokens_give_every_account_a_secret() {
+    let t = Target::embedded_with(|server| server.legacy_service_account_tokens(true)).await;
     let ns = t.namespace("accounts").await;
     let account = wait_for(
         &t,
@@ -283,16 +356,6 @@ async fn namespaces_get_a_default_service_account_with_a_token() {
         secret.body["metadata"]["annotations"]["kubernetes.io/service-account.uid"],
         account.body["metadata"]["uid"]
     );
-    // Deleted, it comes back (with a new token).
-    let path = format!("/api/v1/namespaces/{ns}/serviceaccounts/default");
-    let deleted = t.call(Method::DELETE, &path, None).await;
-    assert_eq!(deleted.code, 200, "{:?}", deleted.body);
-    let again = wait_for(&t, &path, |s| {
-        s.code == 200 && s.body["metadata"]["uid"] != account.body["metadata"]["uid"]
-    })
-    .await;
-    assert_eq!(again.code, 200, "{:?}", again.body);
-    // Every other account gets a token too.
     let accounts = format!("/api/v1/namespaces/{ns}/serviceaccounts");
     t.call(
         Method::POST,
