@@ -252,7 +252,6 @@ impl ApiServer {
     }
 
     /// Binds and starts serving; must be called inside a tokio runtime.
-
     pub async fn start(self) -> Result<RunningServer, ServerError> {
         let listener = TcpListener::bind(self.address)
             .await
