@@ -77,6 +77,26 @@ impl<K: Object> ListWatch<K> {
 }
 
 impl<K: Object> ListWatch<K> {
+    /// One page, each object prepared as it is decoded; `tell` hears the page's metadata as soon
+    /// as it has arrived.
+    async fn prepared_page(
+        &self,
+        request: ListRequest,
+        prepare: &Prepare<K>,
+        tell: impl FnOnce(&ListMeta),
+    ) -> Result<ListPage<Arc<K>>, ListWatchError> {
+        let list = self
+            .api
+            .list_mapped_with_metadata(&self.list_params(request), prepare, tell)
+            .await
+            .map_err(classify)?;
+        Ok(ListPage {
+            resource_version: list.resource_version().to_string(),
+            continue_token: list.metadata.continue_.clone(),
+            items: list.items,
+        })
+    }
+
     fn list_params(&self, request: ListRequest) -> ListParams {
         let (version, matching) = match request.version {
             ListVersion::Latest => (None, None),
@@ -114,16 +134,7 @@ impl<K: Object> ListerWatcher<K> for ListWatch<K> {
         request: ListRequest,
         prepare: &Prepare<K>,
     ) -> Result<ListPage<Arc<K>>, ListWatchError> {
-        let list = self
-            .api
-            .list_mapped(&self.list_params(request), prepare)
-            .await
-            .map_err(classify)?;
-        Ok(ListPage {
-            resource_version: list.resource_version().to_string(),
-            continue_token: list.metadata.continue_.clone(),
-            items: list.items,
-        })
+        self.prepared_page(request, prepare, |_| {}).await
     }
 
     /// As `list_prepared`, telling the continue token as soon as the page's `metadata` has
@@ -138,16 +149,7 @@ impl<K: Object> ListerWatcher<K> for ListWatch<K> {
             // The reflector may have stopped listening; nothing to tell then.
             let _ = continue_token.send(metadata.continue_.clone());
         };
-        let list = self
-            .api
-            .list_mapped_with_metadata(&self.list_params(request), prepare, tell)
-            .await
-            .map_err(classify)?;
-        Ok(ListPage {
-            resource_version: list.resource_version().to_string(),
-            continue_token: list.metadata.continue_.clone(),
-            items: list.items,
-        })
+        self.prepared_page(request, prepare, tell).await
     }
 
     async fn watch(&self, request: WatchRequest) -> Result<EventStream<K>, ListWatchError> {

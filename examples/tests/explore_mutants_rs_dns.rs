@@ -190,20 +190,25 @@ async fn scale_web(client: ferrokube::Client, replicas: i32) -> Result<(), BoxEr
     Ok(())
 }
 
-/// Create `web` with 5 replicas and let it converge, flip its replicas between 0 and 10 every
-/// 300 ms (virtual) `flips` times, then settle it at 10.
-fn flap_scenario(flips: usize) -> Scenario {
-    let mut scenario = Scenario::new().step(Step::new(
-        "create web with 5 replicas, wait 5 s",
-        |client| async move {
-            let rs = replica_set("web", 5)?;
+/// Create `web` with `replicas` and give it 5 s (virtual) to converge.
+fn create_web_and_wait(replicas: i32) -> Step {
+    Step::new(
+        format!("create web with {replicas} replicas, wait 5 s"),
+        move |client| async move {
+            let rs = replica_set("web", replicas)?;
             Api::<ReplicaSet>::namespaced(client, NAMESPACE)
                 .create(&PostParams::default(), &rs)
                 .await?;
             tokio::time::sleep(Duration::from_secs(5)).await;
             Ok(())
         },
-    ));
+    )
+}
+
+/// Create `web` with 5 replicas and let it converge, flip its replicas between 0 and 10 every
+/// 300 ms (virtual) `flips` times, then settle it at 10.
+fn flap_scenario(flips: usize) -> Scenario {
+    let mut scenario = Scenario::new().step(create_web_and_wait(5));
     for flip in 0..flips {
         let replicas = if flip % 2 == 0 { 0 } else { 10 };
         scenario = scenario.step(Step::new(
@@ -296,17 +301,7 @@ fn explore_rs_flapping_replicas_cost_no_deletes() {
 #[test]
 fn explore_rs_a_scale_down_deletes_after_the_window() {
     let scenario = Scenario::new()
-        .step(Step::new(
-            "create web with 4 replicas, wait 5 s",
-            |client| async move {
-                let rs = replica_set("web", 4)?;
-                Api::<ReplicaSet>::namespaced(client, NAMESPACE)
-                    .create(&PostParams::default(), &rs)
-                    .await?;
-                tokio::time::sleep(Duration::from_secs(5)).await;
-                Ok(())
-            },
-        ))
+        .step(create_web_and_wait(4))
         .step(Step::new("scale web to 1", |client| scale_web(client, 1)));
     let writes = pod_writes(&rs_run(ControllerOptions::default(), scenario));
     assert_eq!(writes.delete_times.len(), 3, "4 -> 1");
