@@ -131,6 +131,9 @@ async fn main() -> Result<(), BoxError> {
     } = <Cli as clap::Parser>::parse();
     let mut config = Config::infer()?;
     config.qps = None;
+    // The clean-up's collection delete of thousands of pods can take longer than the default
+    // 30 s (it did on 2026-11-26, and the run stopped there); the driver is not what is measured.
+    config.timeout = Some(Duration::from_secs(600));
     let client = Client::new(config)?;
     let created = Api::<Namespace>::all(client.clone())
         .create(
