@@ -350,7 +350,7 @@ impl<K: QueueKey> WorkQueue<K> {
     /// Before it parks, the thread yields its core a few times (eight): with more busy
     /// threads than cores, that lets a producer run and refill the queue, which is much cheaper than a
     /// park now and a wake-up (two system calls and two context switches) a moment later. When a
-    /// delayed key is due within a few microseconds ([`SPIN_UNTIL_DUE`]) it spins on the clock
+    /// delayed key is due within a few microseconds (20 µs) it spins on the clock
     /// instead, and delivers that key itself.
     pub fn get_blocking(&self) -> Option<K> {
         let inner = &*self.inner;
