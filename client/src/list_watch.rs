@@ -20,7 +20,7 @@ use futures_util::StreamExt;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ListMeta;
 use std::sync::Arc;
 
-use crate::api::{Api, Kind, ListParams, Object, VersionMatch, WatchParams};
+use crate::api::{Api, Kind, ListParams, Object, ObjectList, VersionMatch, WatchParams};
 use crate::client::Client;
 use crate::error::Error;
 use crate::watch::WatchEvent;
@@ -90,11 +90,7 @@ impl<K: Object> ListWatch<K> {
             .list_mapped_with_metadata(&self.list_params(request), prepare, tell)
             .await
             .map_err(classify)?;
-        Ok(ListPage {
-            resource_version: list.resource_version().to_string(),
-            continue_token: list.metadata.continue_.clone(),
-            items: list.items,
-        })
+        Ok(page_of(list))
     }
 
     fn list_params(&self, request: ListRequest) -> ListParams {
@@ -121,11 +117,7 @@ impl<K: Object> ListerWatcher<K> for ListWatch<K> {
             .list(&self.list_params(request))
             .await
             .map_err(classify)?;
-        Ok(ListPage {
-            resource_version: list.resource_version().to_string(),
-            continue_token: list.metadata.continue_.clone(),
-            items: list.items,
-        })
+        Ok(page_of(list))
     }
 
     /// Decodes the page one object at a time, each prepared (transformed) before the next is read.
@@ -208,6 +200,15 @@ impl<K: Object> ListerWatcher<K> for Api<K> {
     }
     async fn watch(&self, request: WatchRequest) -> Result<EventStream<K>, ListWatchError> {
         ListWatch::new(self.clone()).watch(request).await
+    }
+}
+
+/// A decoded list as the informer's page: its items, resourceVersion and continue token.
+fn page_of<T>(list: ObjectList<T>) -> ListPage<T> {
+    ListPage {
+        resource_version: list.resource_version().to_string(),
+        continue_token: list.metadata.continue_.clone(),
+        items: list.items,
     }
 }
 

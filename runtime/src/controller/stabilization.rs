@@ -96,7 +96,13 @@ impl Stabilization {
             return nothing_held;
         }
         let mut keys = self.keys.lock();
-        let history = keys.entry(key.to_string()).or_default();
+        // The key is copied only the first time it is seen (this runs for every event).
+        if !keys.contains_key(key) {
+            keys.insert(key.to_string(), VecDeque::new());
+        }
+        let Some(history) = keys.get_mut(key) else {
+            return nothing_held;
+        };
         if history.back().is_none_or(|last| last.value != wanted) {
             history.push_back(Change {
                 since: now,
