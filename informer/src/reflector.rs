@@ -11,7 +11,9 @@
 //! - **List** pages through the collection (500 per page). The first list is a consistent read
 //!   (no `resourceVersion`: the server's current state; see [`FirstList`] for why not client-go's
 //!   `resourceVersion=0`); later lists ask for at least the last version seen. If a page's continue token has expired
-//!   (410), the reflector lists everything again in one consistent read.
+//!   (410), the reflector lists everything again in one consistent read. Pages overlap: the next
+//!   is asked for as soon as the current page's continue token has arrived (before its items), so
+//!   at most two are in flight, kept in order.
 //! - **Watch** opens from the list's resourceVersion, with bookmarks and a random timeout of 5 to 10
 //!   minutes (so that many clients do not reconnect together). Each event moves the last seen
 //!   version forward; a bookmark moves it with no change (and goes through the fifo too, so the
