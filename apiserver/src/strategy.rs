@@ -678,6 +678,44 @@ fn apply_defaults(resource: &ResourceType, object: &mut Value) {
         _ if resource.is_definitions() => crd::apply_defaults(object),
         _ => {}
     }
+    zero_condition_times_as_null(resource, object);
+}
+
+/// The time fields of a built-in kind's `status.conditions` that kube-apiserver always writes.
+///
+/// In the Go types these are `metav1.Time` values, not pointers, so `omitempty` never drops them:
+/// a condition sent without one is read back with the field `null`. A client comparing conditions
+/// (or a conformance case) sees that `null`, so the embedded server stores it too.
+fn condition_time_fields(resource: &ResourceType) -> &'static [&'static str] {
+    match (resource.group.as_str(), resource.kind.as_str()) {
+        ("", "Pod") | ("", "Node") => &["lastProbeTime", "lastTransitionTime"][..],
+        ("apps", "Deployment") => &["lastUpdateTime", "lastTransitionTime"][..],
+        ("", "Namespace")
+        | ("", "ReplicationController")
+        | ("apps", "ReplicaSet")
+        | ("apps", "DaemonSet")
+        | ("apps", "StatefulSet") => &["lastTransitionTime"][..],
+        _ => &[],
+    }
+}
+
+/// Writes `null` for each of [`condition_time_fields`] a condition lacks.
+fn zero_condition_times_as_null(resource: &ResourceType, object: &mut Value) {
+    let fields = condition_time_fields(resource);
+    if fields.is_empty() {
+        return;
+    }
+    let Some(conditions) = object
+        .pointer_mut("/status/conditions")
+        .and_then(Value::as_array_mut)
+    else {
+        return;
+    };
+    for condition in conditions.iter_mut().filter_map(Value::as_object_mut) {
+        for field in fields {
+            condition.entry(*field).or_insert(Value::Null);
+        }
+    }
 }
 
 /// A Secret's `stringData` is write-only: each key is written into `data`, base64-encoded, over
@@ -806,6 +844,11 @@ mod tests {
         );
         assert_eq!(new["spec"], old["spec"]);
         assert_eq!(new["status"]["conditions"][0]["type"], "StatusUpdate");
+        // kube-apiserver reads a condition's zero time back as `null` (a Go `metav1.Time` value).
+        assert_eq!(
+            new["status"]["conditions"][0].get("lastTransitionTime"),
+            Some(&Value::Null)
+        );
         assert_eq!(new["metadata"]["uid"], old["metadata"]["uid"]);
         // Other kinds' status writes still take only the status.
         let t = rs_type();
