@@ -89,14 +89,30 @@ pub fn config_map(name: &str, value: &str) -> ConfigMap {
 
 /// Compacts etcd up to `revision` (`FERROKUBE_E2E_ETCD`, set by `scripts/kube-apiserver.sh env`).
 pub fn compact_etcd(revision: &str) {
+    etcdctl(&["compact", revision]);
+}
+
+/// Writes `value` at `key` in etcd, behind kube-apiserver's back (`FERROKUBE_E2E_ETCD`): how a
+/// test puts an object the server cannot decode where the server will read it.
+pub fn etcd_put(key: &str, value: &str) {
+    etcdctl(&["put", key, value]);
+}
+
+/// Deletes `key` from etcd, behind kube-apiserver's back (`FERROKUBE_E2E_ETCD`).
+pub fn etcd_delete(key: &str) {
+    etcdctl(&["del", key]);
+}
+
+fn etcdctl(args: &[&str]) {
     let endpoint = std::env::var("FERROKUBE_E2E_ETCD")
-        .expect("FERROKUBE_E2E_ETCD names the etcd to compact (scripts/kube-apiserver.sh env)");
+        .expect("FERROKUBE_E2E_ETCD names the server's etcd (scripts/kube-apiserver.sh env)");
     let status = std::process::Command::new("etcdctl")
         .env("ETCDCTL_API", "3")
-        .args(["--endpoints", &endpoint, "compact", revision])
+        .args(["--endpoints", &endpoint])
+        .args(args)
         .status()
         .expect("etcdctl runs");
-    assert!(status.success(), "etcdctl compact {revision}");
+    assert!(status.success(), "etcdctl {args:?}");
 }
 
 pub fn pod_template(name: &str) -> PodTemplate {

@@ -371,3 +371,322 @@ async fn a_factory_shares_one_informer_per_type_and_scope_and_listers_read_it() 
     assert!(lister.namespace(&ns).get("missing").is_none());
     factory.shutdown();
 }
+
+/// One call a reflector made, as [`Timed`] saw it.
+#[derive(Debug, Clone)]
+struct WatchCall {
+    streaming: bool,
+    took: Duration,
+    /// `None` when the watch opened; else the error, classified.
+    error: Option<String>,
+    /// The failure's reason was 429 Too Many Requests.
+    too_many_requests: bool,
+}
+
+/// Records how long each watch call took (the client's own retries happen inside it) and how it
+/// ended, and counts LIST calls.
+#[derive(Clone)]
+struct Timed<L> {
+    inner: L,
+    watches: Arc<Mutex<Vec<WatchCall>>>,
+    lists: Arc<Mutex<u64>>,
+}
+
+impl<L> Timed<L> {
+    fn new(inner: L) -> Self {
+        Timed {
+            inner,
+            watches: Arc::default(),
+            lists: Arc::default(),
+        }
+    }
+    fn throttled(&self) -> Vec<WatchCall> {
+        self.watches
+            .lock()
+            .iter()
+            .filter(|c| c.too_many_requests)
+            .cloned()
+            .collect()
+    }
+}
+
+impl<K: Object, L: ListerWatcher<K>> ListerWatcher<K> for Timed<L> {
+    async fn list(&self, request: ListRequest) -> Result<ListPage<K>, ListWatchError> {
+        *self.lists.lock() += 1;
+        self.inner.list(request).await
+    }
+    async fn watch(&self, request: WatchRequest) -> Result<EventStream<K>, ListWatchError> {
+        let streaming = request.send_initial_events;
+        let started = std::time::Instant::now();
+        let result = self.inner.watch(request).await;
+        let error = result.as_ref().err();
+        let too_many_requests = error.is_some_and(|e| {
+            std::error::Error::source(e)
+                .and_then(|s| s.downcast_ref::<ferrokube::Error>())
+                .is_some_and(ferrokube::Error::is_too_many_requests)
+        });
+        self.watches.lock().push(WatchCall {
+            streaming,
+            took: started.elapsed(),
+            error: error.map(ToString::to_string),
+            too_many_requests,
+        });
+        result
+    }
+}
+
+/// The server's minor release, from `/version`.
+async fn server_minor(client: &ferrokube::Client) -> u32 {
+    let version: serde_json::Value = client
+        .request(Call {
+            request: http::Request::get("/version")
+                .body(bytes::Bytes::new())
+                .expect("request"),
+            idempotent: true,
+            streaming: false,
+        })
+        .await
+        .expect("/version");
+    version["minor"]
+        .as_str()
+        .and_then(|m| m.trim_end_matches('+').parse().ok())
+        .expect("a minor version")
+}
+
+/// kube-apiserver 1.34+ (KEP-4568, ResilientWatchCacheInitialization, GA) answers a watch, and a
+/// list it cannot hand to etcd, of a resource whose watch cache is not initialized with 429 and a
+/// `Retry-After` that grows with the outage, where older servers held the watch open until the
+/// cache was ready. A fresh server is in that state for its first moments only; this test holds a
+/// resource there for as long as it needs: an object kube-apiserver cannot decode, written
+/// straight into etcd under the custom resource's prefix in *another* namespace, makes the watch
+/// cache's own list fail, so the cache stays uninitialized until the test deletes the object, while
+/// paginated lists of the test's namespace (served from etcd, which the bad key is outside of)
+/// still work, as during a real warm-up.
+///
+/// Checked: the raw answers (watch and unpaginated list 429 with `Retry-After` >= 1 s, reason
+/// `TooManyRequests`; a paginated list served); the client honours `Retry-After` on each retry
+/// (a throttled watch call takes at least the client's retries times 1 s); the informer in both
+/// list modes waits it out (list + watch syncs from the paginated list; a 429 never makes the
+/// streaming reflector give up streaming, nor send a LIST), and both converge on the server's state,
+/// a change made during the warm-up included, once the cache is ready. On releases before 1.34 the
+/// watch waits instead of answering 429: the informers must converge all the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_warming_watch_cache_answers_429_with_retry_after_and_informers_wait_it_out() {
+    use ferrokube::api::{ListParams, WatchParams};
+    use ferrokube::{ApiResource, DynamicObject};
+    use serde_json::json;
+
+    let client = client(None);
+    let minor = server_minor(&client).await;
+    let ns = namespace(&client, "informer-warm").await;
+    // A resource of its own: its watch cache starts with its CRD, after the bad key is in place.
+    let suffix = ns.rsplit('-').next().unwrap_or("x").to_string();
+    let group = format!("warm{suffix}.e2e.ferrokube.dev");
+    let plural = "warmups";
+    let bad_key = format!("/registry/{group}/{plural}/elsewhere/undecodable");
+    common::etcd_put(&bad_key, "not an object");
+
+    let crds = ApiResource {
+        group: "apiextensions.k8s.io".into(),
+        version: "v1".into(),
+        kind: "CustomResourceDefinition".into(),
+        plural: "customresourcedefinitions".into(),
+        namespaced: false,
+    };
+    let crd_api = Api::dynamic(client.clone(), crds.clone(), None);
+    let crd_name = format!("{plural}.{group}");
+    let crd = DynamicObject::new(&crd_name, &crds).with(
+        "spec",
+        json!({
+            "group": group,
+            "names": {"plural": plural, "singular": "warmup", "kind": "Warmup"},
+            "scope": "Namespaced",
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object",
+                    "x-kubernetes-preserve-unknown-fields": true}}}]
+        }),
+    );
+    crd_api
+        .create(&PostParams::default(), &crd)
+        .await
+        .expect("create CRD");
+    let resource = ApiResource {
+        group: group.clone(),
+        version: "v1".into(),
+        kind: "Warmup".into(),
+        plural: plural.into(),
+        namespaced: true,
+    };
+    let api = Api::dynamic(client.clone(), resource.clone(), Some(&ns));
+    let warmup = |name: &str| DynamicObject::new(name, &resource).with("spec", json!({"n": 1}));
+    // Writes go to etcd, cache or not; the CRD takes a moment to be served.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    for i in 0..3 {
+        loop {
+            match api
+                .create(&PostParams::default(), &warmup(&format!("w{i}")))
+                .await
+            {
+                Ok(_) => break,
+                Err(e) if e.is_not_found() && std::time::Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                Err(e) => panic!("create warmup: {e}"),
+            }
+        }
+    }
+
+    // The raw answers, with a client that does not retry.
+    let answers_429 = minor >= 34;
+    let mut config = common::config(None);
+    config.retry.max_retries = 0;
+    let once = Api::dynamic(
+        ferrokube::Client::new(config).expect("client"),
+        resource.clone(),
+        Some(&ns),
+    );
+    let paged = once
+        .list(&ListParams {
+            limit: Some(10),
+            ..ListParams::default()
+        })
+        .await
+        .expect("a paginated list is served from etcd while the cache warms");
+    assert_eq!(paged.items.len(), 3);
+    if answers_429 {
+        for (what, result) in [
+            (
+                "watch",
+                once.watch(
+                    &WatchParams::default(),
+                    &paged.metadata.resource_version.clone().unwrap_or_default(),
+                )
+                .await
+                .map(|_| ()),
+            ),
+            (
+                "unpaginated list",
+                once.list(&ListParams::default()).await.map(|_| ()),
+            ),
+        ] {
+            let error = result.expect_err("429 while the cache warms");
+            let api_error = error.api().expect("an API error");
+            assert_eq!(api_error.code, 429, "{what}: {error}");
+            assert!(error.is_too_many_requests(), "{what}: {error}");
+            assert!(
+                api_error
+                    .retry_after
+                    .is_some_and(|d| d >= Duration::from_secs(1)),
+                "{what}: Retry-After of at least 1 s: {api_error:?}"
+            );
+        }
+    }
+
+    // Two informers with the default client (it retries 429s, waiting Retry-After each time).
+    let list_watch = Timed::new(ListWatch::new(api.clone()));
+    let streaming = Timed::new(ListWatch::new(api.clone()));
+    let mut informers = Vec::new();
+    for (lister_watcher, mode) in [
+        (list_watch.clone(), ListMode::ListWatch),
+        (streaming.clone(), ListMode::Streaming),
+    ] {
+        let informer = SharedIndexInformer::builder(lister_watcher)
+            .reflector(ReflectorOptions {
+                list_mode: mode,
+                ..quick_reflector()
+            })
+            .build();
+        let replay = Replay::default();
+        informer.add_event_handler(replay.clone()).expect("handler");
+        informer.start().expect("start");
+        informers.push((informer, replay));
+    }
+    // List + watch syncs from the paginated list, cache or not.
+    let synced = tokio::time::timeout(
+        Duration::from_secs(30),
+        informers[0].0.wait_for_cache_sync(),
+    )
+    .await
+    .expect("list + watch syncs while the watch cache warms");
+    assert!(synced);
+    assert_eq!(informers[0].0.store().len(), 3);
+    // A change during the warm-up.
+    api.create(&PostParams::default(), &warmup("during"))
+        .await
+        .expect("create during the warm-up");
+    if answers_429 {
+        // Wait until each reflector has had a watch call end in 429 (after the client's retries).
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while list_watch.throttled().is_empty() || streaming.throttled().is_empty() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no throttled watch: list+watch {:?}, streaming {:?}",
+                list_watch.watches.lock(),
+                streaming.watches.lock()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let retries = ferrokube::client::RetryPolicy::default().max_retries;
+        for call in list_watch.throttled().iter().chain(&streaming.throttled()) {
+            assert!(call.error.is_some(), "{call:?}");
+            assert!(
+                call.took >= Duration::from_secs(u64::from(retries)),
+                "each of the {retries} retries waits Retry-After (>= 1 s): {call:?}"
+            );
+        }
+        assert!(streaming.throttled().iter().all(|c| c.streaming));
+        assert!(
+            !informers[1].0.reflector_status().streaming_unsupported(),
+            "a 429 is not a refusal of streaming lists"
+        );
+    }
+    if streaming_expected(minor) == StreamingExpected::Streamed {
+        assert_eq!(
+            *streaming.lists.lock(),
+            0,
+            "the streaming reflector sent no LIST"
+        );
+    }
+
+    // The cache can initialize now.
+    common::etcd_delete(&bad_key);
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    loop {
+        match once.list(&ListParams::default()).await {
+            Ok(_) => break,
+            Err(e) if e.is_too_many_requests() && std::time::Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Err(e) => panic!("the watch cache never became ready: {e}"),
+        }
+    }
+    for (informer, replay) in &informers {
+        let synced = tokio::time::timeout(Duration::from_secs(90), informer.wait_for_cache_sync())
+            .await
+            .expect("synced once the cache is ready");
+        assert!(synced);
+        assert_converges(&api, informer, replay).await;
+        assert_eq!(
+            informer.store().len(),
+            4,
+            "the change made during the warm-up"
+        );
+    }
+    assert!(
+        !informers[1].0.reflector_status().streaming_unsupported()
+            || streaming_expected(minor) != StreamingExpected::Streamed,
+        "streaming where the release streams"
+    );
+    println!(
+        "1.{minor}: list+watch watch calls {:?}\nstreaming watch calls {:?}",
+        list_watch.watches.lock(),
+        streaming.watches.lock()
+    );
+    for (informer, _) in &informers {
+        informer.stop();
+    }
+    crd_api
+        .delete(&crd_name, &DeleteParams::default())
+        .await
+        .expect("delete CRD");
+}

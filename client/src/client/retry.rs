@@ -1,7 +1,11 @@
 //! When a failed request is sent again, and after how long.
 //!
 //! - 429 Too Many Requests: the server did not act on the request, so any verb may be retried; we
-//!   wait for `Retry-After` if it says, else the backoff.
+//!   wait for `Retry-After` if it says, else the backoff. The server's wait is honoured as asked
+//!   (up to [`RetryPolicy::max_retry_after`]), not cut to our own backoff's cap: kube-apiserver
+//!   1.34+ answers watches and unpaginated lists of a resource whose watch cache is still
+//!   (re)initializing with 429 and a `Retry-After` that grows with the outage (1 s, up to 30 s), so
+//!   that the clients of a cold server come back spread out rather than all at once.
 //! - 5xx answers and transport errors: the server may or may not have acted, so only idempotent
 //!   requests are retried (GET and LIST, DELETE with preconditions). A create is never retried blindly:
 //!   it might have succeeded, and a second one would fail with AlreadyExists or, with generateName,
@@ -22,8 +26,12 @@ pub struct RetryPolicy {
     pub max_retries: u32,
     /// Backoff before the first retry. Default 100 ms.
     pub initial_backoff: Duration,
-    /// Longest backoff (and longest `Retry-After` honoured). Default 10 s.
+    /// Longest backoff of our own (when the server gives no `Retry-After`). Default 10 s.
     pub max_backoff: Duration,
+    /// Longest `Retry-After` honoured; a longer one waits this long. Default 60 s: above
+    /// kube-apiserver's own 30 s ceiling (client-go honours any value), a bound only against a
+    /// server that asks for hours.
+    pub max_retry_after: Duration,
 }
 
 impl Default for RetryPolicy {
@@ -32,6 +40,7 @@ impl Default for RetryPolicy {
             max_retries: 5,
             initial_backoff: Duration::from_millis(100),
             max_backoff: Duration::from_secs(10),
+            max_retry_after: Duration::from_secs(60),
         }
     }
 }
@@ -49,7 +58,7 @@ impl RetryPolicy {
             _ => return None,
         };
         Some(match retry_after {
-            Some(wait) => wait.min(self.max_backoff),
+            Some(wait) => wait.min(self.max_retry_after),
             None => self.backoff(attempt),
         })
     }
@@ -96,6 +105,16 @@ mod tests {
         assert_eq!(policy.delay(&api(409, None), true, 0), None);
         assert_eq!(policy.delay(&api(404, None), true, 0), None);
         assert_eq!(policy.delay(&api(429, None), true, 5), None, "bounded");
+        assert_eq!(
+            policy.delay(&api(429, Some(30)), true, 0),
+            Some(Duration::from_secs(30)),
+            "a warming watch cache's Retry-After is honoured beyond our own backoff's cap"
+        );
+        assert_eq!(
+            policy.delay(&api(429, Some(7200)), true, 0),
+            Some(Duration::from_secs(60)),
+            "but not without bound"
+        );
         let timeout = Error::Timeout {
             url: "u".into(),
             after: Duration::from_secs(1),
