@@ -531,7 +531,7 @@ fn check_pod_update(
 /// The status a new object starts with.
 fn reset_status(resource: &ResourceType, object: &mut Value) {
     let status = match (resource.group.as_str(), resource.kind.as_str()) {
-        ("", "Pod") => json!({"phase": "Pending", "qosClass": qos_class(object)}),
+        ("", "Pod") => new_pod_status(object),
         ("", "Namespace") => json!({"phase": "Active"}),
         ("", "Service") => json!({"loadBalancer": {}}),
         ("apps", "DaemonSet") => json!({"currentNumberScheduled": 0, "numberMisscheduled": 0,
@@ -560,6 +560,25 @@ fn reset_status(resource: &ResourceType, object: &mut Value) {
     if let Some(map) = object.as_object_mut() {
         map.insert("status".into(), status);
     }
+}
+
+/// A new Pod's status: `Pending`, its QoS class, and, when it has scheduling gates, the
+/// `PodScheduled=False` condition with reason `SchedulingGated` that tells the scheduler (and
+/// `kubectl get`) why it waits (kube-apiserver 1.37's `applySchedulingGatedCondition`).
+fn new_pod_status(pod: &Value) -> Value {
+    let mut status = json!({"phase": "Pending", "qosClass": qos_class(pod)});
+    let gated = pod
+        .pointer("/spec/schedulingGates")
+        .and_then(Value::as_array)
+        .is_some_and(|gates| !gates.is_empty());
+    if gated {
+        status["conditions"] = json!([{
+            "type": "PodScheduled", "status": "False", "lastProbeTime": null,
+            "lastTransitionTime": meta::now(), "reason": "SchedulingGated",
+            "message": "Scheduling is blocked due to non-empty scheduling gates",
+        }]);
+    }
+    status
 }
 
 /// BestEffort, Burstable or Guaranteed, from the containers' requests and limits.
@@ -781,6 +800,38 @@ mod tests {
         Registry::default()
             .find("apps", "v1", "replicasets")
             .expect("built in")
+    }
+
+    #[test]
+    fn a_gated_pod_is_created_with_its_scheduling_gated_condition() {
+        let pods = Registry::default()
+            .find("", "v1", "pods")
+            .expect("built in");
+        let pod = |gates: Value| {
+            let mut pod = json!({"metadata": {"name": "p", "namespace": "n"},
+                "spec": {"schedulingGates": gates, "containers": [{"name": "c", "image": "i:1"}]},
+                "status": {"conditions": [{"type": "PodScheduled", "status": "True"}]}});
+            prepare_create(&pods, &mut pod).expect("valid");
+            pod
+        };
+        let gated = pod(json!([{"name": "example.com/wait"}]));
+        let condition = &gated["status"]["conditions"][0];
+        assert_eq!(
+            (
+                &condition["type"],
+                &condition["status"],
+                &condition["reason"]
+            ),
+            (
+                &json!("PodScheduled"),
+                &json!("False"),
+                &json!("SchedulingGated")
+            ),
+            "the client's status is replaced, then the gate's condition added"
+        );
+        assert!(condition["lastTransitionTime"].is_string());
+        assert_eq!(condition.get("lastProbeTime"), Some(&Value::Null));
+        assert!(pod(json!([]))["status"].get("conditions").is_none());
     }
 
     #[test]

@@ -473,6 +473,54 @@ metadata: {{name: bare}}
     )
 }
 
+/// Pods of 1.28+ features, in the run's second namespace (so that the `kubectl get` cases, written
+/// for both releases, do not list them): native sidecars (an init container with `restartPolicy:
+/// Always`), counted in READY and RESTARTS once started, and a Pod held by a scheduling gate.
+/// kube-apiserver 1.20 drops both fields as unknown (hence `--validate=false`).
+const NEW_FEATURE_PODS: &str = "\
+apiVersion: v1
+kind: Pod
+metadata: {name: sidecar}
+spec:
+  nodeName: node-1
+  initContainers: [{name: log, image: busybox, restartPolicy: Always}]
+  containers: [{name: c, image: nginx}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: sidecar-starting}
+spec:
+  nodeName: node-1
+  initContainers: [{name: log, image: busybox, restartPolicy: Always}]
+  containers: [{name: c, image: nginx}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: gated}
+spec:
+  schedulingGates: [{name: example.com/wait}]
+  containers: [{name: c, image: nginx}]
+";
+
+/// The statuses of [`NEW_FEATURE_PODS`], as a kubelet would write them.
+const NEW_FEATURE_STATUSES: &[(&str, &str)] = &[
+    (
+        "pod/sidecar",
+        r#"{"status":{"phase":"Running","conditions":[{"type":"Ready","status":"True"}],
+            "initContainerStatuses":[
+              {"name":"log","image":"busybox","imageID":"","ready":true,"started":true,"restartCount":3,"state":{"running":{}}}],
+            "containerStatuses":[
+              {"name":"c","image":"nginx","imageID":"","ready":true,"restartCount":1,"state":{"running":{}}}]}}"#,
+    ),
+    (
+        "pod/sidecar-starting",
+        r#"{"status":{"phase":"Pending","initContainerStatuses":[
+              {"name":"log","image":"busybox","imageID":"","ready":false,"started":false,"restartCount":0,"state":{"running":{}}}],
+            "containerStatuses":[
+              {"name":"c","image":"nginx","imageID":"","ready":false,"restartCount":0,"state":{"waiting":{"reason":"PodInitializing"}}}]}}"#,
+    ),
+];
+
 /// Pod and ReplicaSet statuses, as a kubelet and a controller would write them (`/status`).
 const STATUSES: &[(&str, &str)] = &[
     (
@@ -560,6 +608,27 @@ metadata: {{name: {ns}-b, labels: {{ferrokube-tables: '{run}'}}}}
         &["delete", "-n", &ns, "pod/terminating", "--wait=false"],
         None,
     );
+    let b = format!("{ns}-b");
+    target.kubectl_ok(
+        &["apply", "--validate=false", "-n", &b, "-f", "-"],
+        Some(NEW_FEATURE_PODS),
+    );
+    for (object, status) in NEW_FEATURE_STATUSES {
+        let status = status.replace(char::is_whitespace, "");
+        target.kubectl_ok(
+            &[
+                "patch",
+                "-n",
+                &b,
+                object,
+                "--subresource=status",
+                "--type=merge",
+                "-p",
+                &status,
+            ],
+            None,
+        );
+    }
     ns
 }
 
@@ -1163,6 +1232,7 @@ async fn observe(target: &Target, ns: &str, run: &str) -> Vec<(String, Value)> {
     let sprockets = format!("/apis/tables.ferrokube.dev/v1/namespaces/{ns}/sprockets");
     let tables = [
         format!("{core}/pods"),
+        format!("{core}-b/pods"),
         format!("{core}/configmaps"),
         // The test's own Secret only: the embedded server also puts the default ServiceAccount's
         // token there, which kube-apiserver leaves to kube-controller-manager.
@@ -1438,7 +1508,9 @@ fn accepted_as_1_20(reason: &str) -> Value {
 /// - CustomResourceDefinitions: 1.20 has no convertor of its own for them, so the default Name and
 ///   Created At columns; 1.37 adds Scope, Versions and (wide) Group, Kind, ShortNames, Established;
 /// - Events: an event of the new API with a `series` counted the series plus one on 1.20 (5 for the
-///   test's `web.2`, series count 4); 1.37 shows the series' count.
+///   test's `web.2`, series count 4); 1.37 shows the series' count;
+/// - the Pods of [`NEW_FEATURE_PODS`]: 1.20 drops an init container's `restartPolicy` and a Pod's
+///   `schedulingGates`, so no sidecar is counted and no Pod is `SchedulingGated`.
 fn documented_1_20(target: &Target, seen: &mut [(String, Value)]) {
     for (what, value) in seen.iter_mut() {
         let columns: Vec<String> = value["columnDefinitions"]
@@ -1467,6 +1539,35 @@ fn documented_1_20(target: &Target, seen: &mut [(String, Value)]) {
                 target.name
             );
             *value = accepted_as_1_20("a series counted plus one");
+        } else if what.ends_with("-b/pods") {
+            // No sidecars and no scheduling gates on 1.20: the fields are dropped, so the sidecar
+            // is an init container that never finished and the gated Pod is merely Pending.
+            let rows: Vec<(String, String, String, String)> = value["rows"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|r| {
+                    let cell = |i: usize| match &r["cells"][i] {
+                        Value::String(s) => s.clone(),
+                        other => other.to_string(),
+                    };
+                    (cell(0), cell(1), cell(2), cell(3))
+                })
+                .collect();
+            let row = |name: &str, ready: &str, status: &str, restarts: &str| {
+                (name.into(), ready.into(), status.into(), restarts.into())
+            };
+            assert_eq!(
+                rows,
+                [
+                    row("gated", "0/1", "Pending", "0"),
+                    row("sidecar", "0/1", "Init:0/1", "3"),
+                    row("sidecar-starting", "0/1", "Init:0/1", "0"),
+                ],
+                "{} (1.20): {what}",
+                target.name
+            );
+            *value = accepted_as_1_20("no native sidecars, no scheduling gates");
         } else if let Some(at) = columns.iter().position(|c| c == "Restarts") {
             let column = &mut value["columnDefinitions"][at];
             assert_eq!(column["type"], "integer", "{} (1.20): {what}", target.name);
