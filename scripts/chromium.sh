@@ -2,7 +2,7 @@
 # Chromium and chromedriver (Debian's `chromium` and `chromium-driver` packages) for the real-browser
 # test of the live view (tests/view/chromium.rs). Installs them only when missing, runs
 # `apt-get update` only when apt has no candidate for them (or an install from the current lists
-# fails), as root or through sudo.
+# fails), as root or through sudo (scripts/apt-get.sh).
 #
 #   scripts/chromium.sh           # install if missing, then print CHROMIUM=<path> and CHROMEDRIVER=<path>
 #   scripts/chromium.sh install   # the same
@@ -13,22 +13,13 @@
 # otherwise; it fails (it does not skip) when they are missing.
 set -euo pipefail
 
+repo=$(cd "$(dirname "$0")/.." && pwd)
+
 log() { echo "[chromium] $*" >&2; }
 
 # Debian installs /usr/bin/chromium (a wrapper script) and /usr/bin/chromedriver.
 find_chromium() { command -v chromium || command -v chromium-browser || true; }
 find_chromedriver() { command -v chromedriver || true; }
-
-as_root() {
-  if [ "$(id -u)" -eq 0 ]; then
-    "$@"
-  elif command -v sudo >/dev/null 2>&1; then
-    sudo -n "$@"
-  else
-    log "not root and no sudo: install the Debian packages chromium and chromium-driver as root"
-    exit 1
-  fi
-}
 
 # True when apt knows an installable version of every package named.
 has_candidates() {
@@ -52,16 +43,16 @@ install_packages() {
   local updated=false
   if ! has_candidates "${missing[@]}"; then
     log "apt-get update (no candidate for ${missing[*]})"
-    as_root apt-get update -qq >&2
+    "$repo/scripts/apt-get.sh" update -qq >&2
     updated=true
   fi
   log "installing ${missing[*]}"
-  if ! as_root apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2; then
+  if ! "$repo/scripts/apt-get.sh" install -y -qq --no-install-recommends "${missing[@]}" >&2; then
     # Lists older than the mirror: the install fetches files that are gone. Once more, updated.
     $updated && exit 1
     log "install failed: apt-get update, then once more"
-    as_root apt-get update -qq >&2
-    as_root apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+    "$repo/scripts/apt-get.sh" update -qq >&2
+    "$repo/scripts/apt-get.sh" install -y -qq --no-install-recommends "${missing[@]}" >&2
   fi
 }
 

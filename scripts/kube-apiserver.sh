@@ -82,9 +82,8 @@ install_packages() {
   fi
   if [ ${#missing[@]} -gt 0 ]; then
     log "installing ${missing[*]}"
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq >&2
-    apt-get install -y -qq "${missing[@]}" >&2
+    "$repo/scripts/apt-get.sh" update -qq >&2
+    "$repo/scripts/apt-get.sh" install -y -qq "${missing[@]}" >&2
   fi
 }
 
@@ -169,7 +168,18 @@ build_one() {
   log "built $bin/$name in $((SECONDS - start)) s"
 }
 
+# One build of a release at a time: a second caller (another shell, or the tests while CI's
+# background build of the same release runs: .ci/run) waits for the first, then finds the binaries
+# built (their stamps match) and builds nothing.
 build() {
+  mkdir -p "$cache"
+  (
+    flock 9
+    build_unlocked
+  ) 9>>"$cache/.build-$K8S_VERSION.lock"
+}
+
+build_unlocked() {
   install_packages
   if ! debian_build; then
     build_modules

@@ -18,6 +18,8 @@
 # This script only fetches and unpacks; building things from the tree is up to its callers.
 set -euo pipefail
 
+repo=$(cd "$(dirname "$0")/.." && pwd)
+
 log() { echo "[kubernetes-source] $*" >&2; }
 
 CACHE=${XDG_CACHE_HOME:-$HOME/.cache}/ferrokube/kubernetes
@@ -27,7 +29,7 @@ export DEBIAN_FRONTEND=noninteractive
 apt_updated=no
 apt_update() {
   log "apt-get update"
-  apt-get update -qq >&2
+  "$repo/scripts/apt-get.sh" update -qq >&2
   apt_updated=yes
 }
 
@@ -35,7 +37,7 @@ apt_update() {
 if ! command -v go >/dev/null 2>&1 || ! command -v dpkg-source >/dev/null 2>&1; then
   apt_update
   log "installing golang-go dpkg-dev xz-utils"
-  apt-get install -y -qq golang-go dpkg-dev xz-utils >&2
+  "$repo/scripts/apt-get.sh" install -y -qq golang-go dpkg-dev xz-utils >&2
 fi
 
 # Already unpacked? Then nothing else to do (no network needed).
@@ -60,7 +62,7 @@ else
   cd "$CACHE"
   if ! ls "$CACHE"/kubernetes_*.dsc >/dev/null 2>&1; then
     log "apt-get source --download-only kubernetes (into $CACHE)"
-    apt-get source --download-only kubernetes >&2
+    "$repo/scripts/apt-get.sh" source --download-only kubernetes >&2
   else
     log "source package already downloaded: $(ls "$CACHE"/kubernetes_*.dsc)"
   fi

@@ -27,6 +27,11 @@ command -v go >/dev/null 2>&1 || { log "no go on PATH (Go 1.26 or newer is neede
 
 cache=${XDG_CACHE_HOME:-$HOME/.cache}/ferrokube
 bin=$cache/bin/client-go-v0.37-$name
+# One build of a program at a time (CI builds deadconn in the background too): a second caller
+# waits here, then finds it up to date.
+mkdir -p "$cache/bin"
+exec 9>>"$bin.lock"
+flock 9
 want=$( { cat "$here/go.mod" "$here/go.sum" "$here/$name"/*.go; go version; } | sha256sum | cut -d' ' -f1)
 if [ -x "$bin" ] && [ "$(cat "$bin.sha256" 2>/dev/null)" = "$want" ]; then
   log "up to date: $bin"
