@@ -175,8 +175,8 @@
 //! - Several schema violations in one object are reported in alphabetical field order; kube-apiserver
 //!   reports them in an order that varies between requests (Go map iteration). The same holds for the
 //!   failures of CEL rules on sibling fields.
-//! - CEL validation rules: the type checker, the cost model and the missing Kubernetes CEL libraries
-//!   (`isSorted`, `quantity`, `url`, ...) are listed in [`cel`]; the corpus
+//! - CEL validation rules: the type checker, the cost model and the Kubernetes CEL libraries still
+//!   missing (`quantity`, `url`, `ip`, ...) are listed in [`cel`]; the corpus
 //!   `tests/fixtures/cel_corpus.json` says which answers match kube-apiserver 1.37.2.
 
 pub mod api;

@@ -81,9 +81,13 @@
 //! - The type checker knows field names, list and map element types and scalar types; it reports
 //!   undefined fields, undeclared names and functions, and rules that are not boolean. Overloads
 //!   (e.g. `self.name + 1`) are caught only when evaluated ("no such overload").
-//! - Kubernetes' CEL libraries (`isSorted`, `quantity`, `url`, `format`, `ip`, `cidr`, …), optional
-//!   types, `duration`/`timestamp` and `optionalOldSelf` are not supported: a rule using them is
-//!   refused when the CRD is written, as "undeclared reference" (kube-apiserver accepts it).
+//! - Of the libraries kube-apiserver 1.37 adds to CEL, the rules have cel-go's strings (version 2)
+//!   and lists extensions (from the `cel` crate) and Kubernetes' list library (`isSorted`, `sum`,
+//!   `min`, `max`, `indexOf`, `lastIndexOf`: [`kubernetes_lists`]). Kubernetes' other libraries
+//!   (`quantity`, `url`, `ip`, `cidr`, `format`, `semver`, regex `find`, authz), cel-go's sets,
+//!   optional types, `duration`/`timestamp` and `optionalOldSelf` are not supported: a rule using
+//!   them is refused when the CRD is written, as "undeclared reference" (kube-apiserver accepts
+//!   it).
 //! - Ratcheting is applied to rules without `oldSelf` (an unchanged value is not refused again)
 //!   but produces no Warning header.
 
@@ -97,6 +101,8 @@ use serde_json::Value;
 
 use crate::schema::{Compiled, Problem, Rule, RuleSpec, Schema};
 use crate::status::Cause;
+
+mod kubernetes_lists;
 
 /// The longest rule or messageExpression accepted, in bytes (kube-apiserver has no fixed limit;
 /// its cost estimate refuses long rules sooner or later).
@@ -190,10 +196,27 @@ fn go_quote(text: &str) -> String {
 // Compiling
 // ---------------------------------------------------------------------------------------------
 
-/// The standard environment, built once.
+/// The environment of every rule, built once: CEL's standard library, cel-go's strings and lists
+/// extensions (implemented by the `cel` crate) and Kubernetes' list library ([`kubernetes_lists`]),
+/// as kube-apiserver 1.37 gives its CRD rules (its other libraries are not here: see the module
+/// docs).
 fn env() -> Arc<Env> {
     static ENV: OnceLock<Arc<Env>> = OnceLock::new();
-    ENV.get_or_init(|| Arc::new(Env::stdlib())).clone()
+    ENV.get_or_init(|| {
+        let mut env = Env::stdlib();
+        let libraries: [(&str, fn(&mut Env) -> Result<(), cel::DeclarationError>); 3] = [
+            ("strings", cel::extensions::strings),
+            ("lists", cel::extensions::lists),
+            ("kubernetes lists", kubernetes_lists::extension),
+        ];
+        for (name, library) in libraries {
+            if let Err(error) = env.add_extension(library) {
+                tracing::error!(%error, library = name, "a CEL library could not be registered");
+            }
+        }
+        Arc::new(env)
+    })
+    .clone()
 }
 
 /// Runs `work` on a thread with a [`STACK_BYTES`] stack; a panic becomes `Err`.
@@ -700,6 +723,43 @@ const FUNCTIONS: [&str; 36] = [
     "exists",
 ];
 
+/// cel-go's strings extension as kube-apiserver 1.37 has it (version 2; the crate also has
+/// version 3's `reverse`, which kube-apiserver would refuse, so it is not let through on strings).
+const STRING_FUNCTIONS: [&str; 12] = [
+    "charAt",
+    "indexOf",
+    "lastIndexOf",
+    "lowerAscii",
+    "upperAscii",
+    "replace",
+    "split",
+    "substring",
+    "trim",
+    "join",
+    "format",
+    "strings.quote",
+];
+
+/// cel-go's lists extension (version 3, kube-apiserver 1.34+); `sortBy` is a macro, expanded to
+/// the crate's `@sortByAssociatedKeys` while parsing.
+const LIST_FUNCTIONS: [&str; 7] = [
+    "slice",
+    "flatten",
+    "distinct",
+    "reverse",
+    "sort",
+    "@sortByAssociatedKeys",
+    "lists.range",
+];
+
+/// Whether the checker lets a call of `name` through.
+fn is_declared(name: &str) -> bool {
+    FUNCTIONS.contains(&name)
+        || STRING_FUNCTIONS.contains(&name)
+        || LIST_FUNCTIONS.contains(&name)
+        || kubernetes_lists::FUNCTIONS.contains(&name)
+}
+
 struct Checker<'a, 's> {
     source: &'a str,
     program: &'a Program,
@@ -751,7 +811,7 @@ impl<'a, 's> Checker<'a, 's> {
             Expr::Call(call) => {
                 let target = call.target.as_deref().map(|t| self.check(t));
                 let args: Vec<Ty<'s>> = call.args.iter().map(|a| self.check(a)).collect();
-                if !FUNCTIONS.contains(&call.func_name.as_str()) {
+                if !is_declared(&call.func_name) {
                     self.report(
                         expr,
                         format!(
@@ -887,7 +947,15 @@ fn call_type<'s>(name: &str, target: Option<&Ty<'s>>, args: &[Ty<'s>]) -> Ty<'s>
         | "bool"
         | "has"
         | "exists" => Ty::Bool,
-        "size" | "int" => Ty::Int,
+        "isSorted" => Ty::Bool,
+        "size" | "int" | "indexOf" | "lastIndexOf" => Ty::Int,
+        "lowerAscii" | "upperAscii" | "trim" | "replace" | "substring" | "charAt" | "join"
+        | "format" | "strings.quote" => Ty::String,
+        "split" => Ty::List(Box::new(Ty::String)),
+        "sum" | "min" | "max" if target.is_some() => match first {
+            Ty::List(element) => *element,
+            _ => Ty::Dyn,
+        },
         "uint" => Ty::Uint,
         "double" => Ty::Double,
         "string" => Ty::String,
@@ -1140,11 +1208,19 @@ fn cost_of<'s>(
             let read = first.as_ref().map(|b| b.size(sizes)).unwrap_or(1.0);
             match call.func_name.as_str() {
                 "contains" | "startsWith" | "endsWith" | "matches" | "_+_" | "string" | "_==_"
-                | "_!=_" | "@in" => cost += read / 10.0,
+                | "_!=_" | "@in" | "lowerAscii" | "upperAscii" | "trim" | "substring"
+                | "charAt" => cost += read / 10.0,
+                "replace" | "split" | "join" | "format" => cost += read / 5.0,
+                // One comparison (or addition) per element, as kube-apiserver charges them.
+                "isSorted" | "sum" | "min" | "max" | "indexOf" | "lastIndexOf" | "distinct"
+                | "flatten" | "reverse" | "slice" => cost += read,
+                "sort" | "@sortByAssociatedKeys" => cost += read * read.max(2.0).log2(),
                 _ => {}
             }
             let bounds = match call.func_name.as_str() {
-                "_[_]" => first.map(|b| b.element()).unwrap_or(Bounds::Unknown),
+                "_[_]" | "sum" | "min" | "max" => {
+                    first.map(|b| b.element()).unwrap_or(Bounds::Unknown)
+                }
                 _ => first.unwrap_or(Bounds::Unknown),
             };
             (cost, bounds)
@@ -1350,6 +1426,8 @@ fn eval_error(error: &ExecutionError) -> EvalError {
         ExecutionError::IndexOutOfBounds(index) => {
             EvalError::Cel(format!("index out of range: {index:?}"))
         }
+        // cel-go reports a library function's error by its message alone.
+        ExecutionError::FunctionError { message, .. } => EvalError::Cel(message.clone()),
         other => EvalError::Cel(other.to_string()),
     }
 }
