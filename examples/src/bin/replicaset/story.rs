@@ -69,10 +69,14 @@ pub async fn run(args: &Args, live: bool, page: Option<LiveView>) -> Result<bool
     let (stop_view, view_stopped) = watch::channel(false);
     let drawing = tokio::spawn(view.clone().run(view_stopped));
 
+    // One listener for the whole run, from before the story starts: a SIGTERM sent as soon as
+    // "the story is over" is printed must find it listening.
+    let stop = shutdown_signal();
+    tokio::pin!(stop);
     let started = Instant::now();
     let played = tokio::select! {
         result = play(&server, &driver, &view) => result,
-        () = shutdown_signal() => Err("interrupted by a signal".into()),
+        () = &mut stop => Err("interrupted by a signal".into()),
     };
     let world = World::observe(&driver, NAMESPACE).await;
     let story_time = started.elapsed();
@@ -80,7 +84,7 @@ pub async fn run(args: &Args, live: bool, page: Option<LiveView>) -> Result<bool
         view.step(
             "the story is over; the controller keeps running (SIGTERM or Ctrl-C stops)".into(),
         );
-        shutdown_signal().await;
+        (&mut stop).await;
     }
     view.step("stopping: the controller (syncs in flight finish), then the informers".into());
     let stopped = running.stop().await;
@@ -107,11 +111,12 @@ pub async fn run(args: &Args, live: bool, page: Option<LiveView>) -> Result<bool
     };
     println!("{verdict}");
     if let (Some(page), true) = (&page, live) {
+        let ended = shutdown_signal();
         println!(
             "the live view stays up at http://{}/ (the controller has stopped); Ctrl-C ends",
             page.addr()
         );
-        shutdown_signal().await;
+        ended.await;
     }
     Ok(converged)
 }
