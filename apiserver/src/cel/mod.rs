@@ -83,7 +83,7 @@
 //!   (e.g. `self.name + 1`) are caught only when evaluated ("no such overload").
 //! - Of the libraries kube-apiserver 1.37 adds to CEL, the rules have cel-go's strings (version 2)
 //!   and lists extensions (from the `cel` crate) and Kubernetes' list library (`isSorted`, `sum`,
-//!   `min`, `max`, `indexOf`, `lastIndexOf`: [`kubernetes_lists`]). Kubernetes' other libraries
+//!   `min`, `max`, `indexOf`, `lastIndexOf`: `cel/kubernetes_lists.rs`). Kubernetes' other libraries
 //!   (`quantity`, `url`, `ip`, `cidr`, `format`, `semver`, regex `find`, authz), cel-go's sets,
 //!   optional types, `duration`/`timestamp` and `optionalOldSelf` are not supported: a rule using
 //!   them is refused when the CRD is written, as "undeclared reference" (kube-apiserver accepts
@@ -196,6 +196,9 @@ fn go_quote(text: &str) -> String {
 // Compiling
 // ---------------------------------------------------------------------------------------------
 
+/// A CEL library: registers its functions on an environment.
+type Library = fn(&mut Env) -> Result<(), cel::DeclarationError>;
+
 /// The environment of every rule, built once: CEL's standard library, cel-go's strings and lists
 /// extensions (implemented by the `cel` crate) and Kubernetes' list library ([`kubernetes_lists`]),
 /// as kube-apiserver 1.37 gives its CRD rules (its other libraries are not here: see the module
@@ -204,7 +207,7 @@ fn env() -> Arc<Env> {
     static ENV: OnceLock<Arc<Env>> = OnceLock::new();
     ENV.get_or_init(|| {
         let mut env = Env::stdlib();
-        let libraries: [(&str, fn(&mut Env) -> Result<(), cel::DeclarationError>); 3] = [
+        let libraries: [(&str, Library); 3] = [
             ("strings", cel::extensions::strings),
             ("lists", cel::extensions::lists),
             ("kubernetes lists", kubernetes_lists::extension),
