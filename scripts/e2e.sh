@@ -39,9 +39,10 @@
 #           13 min (5 of them the spec that waits for a pod to run), embedded 3.6 min plus the release
 #           build of ferrokube-apiserver (8.6 min from an empty target/release): ~28-36 min
 #   1.20.2  the subset ~6.7 min (2.5 of them tests)
-# Building from empty caches adds, niced on busy cores: 1.37.2's servers ~37 min
-# (scripts/kube-apiserver.sh) and its e2e.test ~41 min (scripts/conformance.sh; with the servers'
-# Go caches warm); 1.20.2's servers ~12 min.
+# Building from empty caches adds, on two idle cores: 1.37.2's servers ~10 min
+# (scripts/kube-apiserver.sh) and its e2e.test ~13 min (scripts/conformance.sh; with the servers'
+# Go caches warm); 1.20.2's servers ~12 min (niced on busy cores). Real now skips the spec that
+# needs a running pod, and embedded runs the dev-profile server (no release build).
 #
 # To run the same tests against your own cluster instead, skip this script:
 #   KUBECONFIG=~/.kube/config cargo test --features e2e --test e2e -- client::

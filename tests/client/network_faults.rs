@@ -308,17 +308,41 @@ async fn lease_window_an_abandoned_write_keeps_the_lease_from_being_released() {
         .await
         .expect("warm-up write");
     writer_proxy.freeze();
-    let write = tokio::spawn({
-        let api = api.clone();
-        async move {
-            api.create(&PostParams::default(), &config_map("lost"))
-                .await
+    // The write must leave: its bytes reach the frozen proxy. Under load a renewal of this short
+    // lease can come late, and the gate then refuses the write unsent (as it must); the write is
+    // tried again once the elector leads again. Anything else stopping it fails the test.
+    let mut attempts = 0;
+    let write = loop {
+        attempts += 1;
+        assert!(attempts <= 20, "the write never left in 20 attempts");
+        assert!(
+            wait_until(Duration::from_secs(20), || leadership.is_leader()).await,
+            "the candidate leads"
+        );
+        let write = tokio::spawn({
+            let api = api.clone();
+            async move {
+                api.create(&PostParams::default(), &config_map("lost"))
+                    .await
+            }
+        });
+        wait_until(Duration::from_secs(10), || {
+            writer_proxy.held_bytes() > 0 || write.is_finished()
+        })
+        .await;
+        if writer_proxy.held_bytes() > 0 {
+            break write;
         }
-    });
-    assert!(
-        wait_until(Duration::from_secs(10), || writer_proxy.held_bytes() > 0).await,
-        "the write's request reached the frozen proxy"
-    );
+        assert!(
+            write.is_finished(),
+            "the write's request reached the frozen proxy"
+        );
+        let refused = write.await;
+        assert!(
+            matches!(&refused, Ok(Err(e)) if e.is_not_leader()),
+            "only the lease gate may stop the write before it leaves: {refused:?}"
+        );
+    };
     write.abort();
     let _ = write.await;
 
