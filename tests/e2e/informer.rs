@@ -279,28 +279,14 @@ async fn streaming_lists_stream_where_the_server_can_and_fall_back_where_it_cann
     assert!(synced);
     assert_eq!(informer.store().len(), 10, "the initial state, complete");
     let status = informer.reflector_status();
-    let version: serde_json::Value = client
-        .request(Call {
-            request: http::Request::get("/version")
-                .body(bytes::Bytes::new())
-                .expect("request"),
-            idempotent: true,
-            streaming: false,
-        })
-        .await
-        .expect("/version");
-    let minor: u32 = version["minor"]
-        .as_str()
-        .and_then(|m| m.trim_end_matches('+').parse().ok())
-        .expect("a minor version");
+    let minor = server_minor(&client).await;
     let lists = *requests.lists.lock();
     let opened = *requests.streaming_opened.lock();
     let refused = *requests.streaming_refused.lock();
     let expected = streaming_expected(minor);
     println!(
-        "1.{minor} ({}): expected {expected:?}; LIST requests {lists}, streaming watches opened \
+        "1.{minor}: expected {expected:?}; LIST requests {lists}, streaming watches opened \
          {opened}, refused {refused}; reflector lists() {}, streaming_unsupported {}",
-        version["gitVersion"],
         status.lists(),
         status.streaming_unsupported()
     );

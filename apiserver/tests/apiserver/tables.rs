@@ -588,22 +588,7 @@ metadata: {{name: {ns}-b, labels: {{ferrokube-tables: '{run}'}}}}
         None,
     );
     target.kubectl_ok(&["apply", "-n", &ns, "-f", "-"], Some(&objects(&ns, run)));
-    for (object, status) in STATUSES {
-        let status = status.replace(char::is_whitespace, "");
-        target.kubectl_ok(
-            &[
-                "patch",
-                "-n",
-                &ns,
-                object,
-                "--subresource=status",
-                "--type=merge",
-                "-p",
-                &status,
-            ],
-            None,
-        );
-    }
+    patch_statuses(target, &ns, STATUSES);
     target.kubectl_ok(
         &["delete", "-n", &ns, "pod/terminating", "--wait=false"],
         None,
@@ -613,13 +598,20 @@ metadata: {{name: {ns}-b, labels: {{ferrokube-tables: '{run}'}}}}
         &["apply", "--validate=false", "-n", &b, "-f", "-"],
         Some(NEW_FEATURE_PODS),
     );
-    for (object, status) in NEW_FEATURE_STATUSES {
+    patch_statuses(target, &b, NEW_FEATURE_STATUSES);
+    ns
+}
+
+/// Writes each object's status through its `/status` subresource, as a kubelet or a controller
+/// would (a merge patch).
+fn patch_statuses(target: &Target, ns: &str, statuses: &[(&str, &str)]) {
+    for (object, status) in statuses {
         let status = status.replace(char::is_whitespace, "");
         target.kubectl_ok(
             &[
                 "patch",
                 "-n",
-                &b,
+                ns,
                 object,
                 "--subresource=status",
                 "--type=merge",
@@ -629,7 +621,6 @@ metadata: {{name: {ns}-b, labels: {{ferrokube-tables: '{run}'}}}}
             None,
         );
     }
-    ns
 }
 
 /// Removes what `create_objects` made (a real server without a namespace controller keeps the
