@@ -9,6 +9,10 @@
 #                     build_module_e2e); ~/.cache/ferrokube/k8s-v<version>/bin/e2e.test
 #   1.20.2            Debian's `kubernetes` source package (GOPATH mode); ~/.cache/ferrokube/bin/e2e.test
 #
+# or, for either, from a folder of prebuilt binaries when one is offered (FERROKUBE_K8S_PREBUILT,
+# default ../shared/k8s when it exists; scripts/k8s-prebuilt.sh): unpacked into the same place after
+# its sha256 is checked, a mismatch being an error, never a silent build.
+#
 # K8S_VERSION defaults to the release of the server that is up (its STATE says), else 1.37.2, the
 # release the embedded server imitates. (1.20's e2e.test waits for the service-account token Secrets
 # that kube-controller-manager stopped making in 1.24, so it is no yardstick for a current server.)
@@ -112,6 +116,16 @@ build() {
 }
 
 build_unlocked() {
+  # The servers (kube-apiserver.sh build: prebuilt or from source) and e2e.test from the prebuilt
+  # offer when it holds one (scripts/k8s-prebuilt.sh; its sha256 checked, a mismatch ends the script).
+  "$repo/scripts/kube-apiserver.sh" build
+  local rc=0
+  "$repo/scripts/k8s-prebuilt.sh" install "$K8S_VERSION" e2e.test "$bin" || rc=$?
+  case $rc in
+    0) return 0 ;;
+    3) ;;
+    *) log "the prebuilt e2e.test $K8S_VERSION was refused (above): not building over it"; exit 1 ;;
+  esac
   if [ "$K8S_VERSION" != 1.20.2 ]; then
     build_module_e2e
     return

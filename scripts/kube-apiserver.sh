@@ -33,6 +33,10 @@
 # a watch from a compacted resourceVersion gets. (The watch cache of 1.20 keeps 75 s of history
 # whatever its size, so writing past it is slow.)
 #
+# Prebuilt binaries first: where a folder of them is offered (FERROKUBE_K8S_PREBUILT, default
+# ../shared/k8s when it exists; scripts/k8s-prebuilt.sh), each binary of the release it holds is
+# unpacked into the same bin/ after its sha256 is checked against the folder's SHA256SUMS (a few
+# seconds), and only what it does not hold is built; a binary whose sum does not match is an error.
 # Build times from empty caches: 1.20.2 ~12 min (README); 1.37.2 ~37 min niced on 2 busy cores, about
 # 22 min of CPU (see build_modules below).
 #
@@ -77,8 +81,10 @@ install_packages() {
   command -v curl >/dev/null 2>&1 || missing+=(curl)
   if debian_build; then  # module builds build their own etcd and need no Debian Go packages
     command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)
-    [ -f /usr/share/gocode/src/github.com/modern-go/reflect2/go_above_118.go ] ||
+    # Debian's reflect2 only for a build from source (not for prebuilt binaries).
+    if [ "${1:-}" = source ] && [ ! -f /usr/share/gocode/src/github.com/modern-go/reflect2/go_above_118.go ]; then
       missing+=(golang-github-modern-go-reflect2-dev)
+    fi
   fi
   if [ ${#missing[@]} -gt 0 ]; then
     log "installing ${missing[*]}"
@@ -185,14 +191,32 @@ build_unlocked() {
     build_modules
     return
   fi
+  local need=() name
+  for name in kube-apiserver kube-controller-manager; do
+    prebuilt "$name" || need+=("$name")
+  done
+  [ ${#need[@]} -gt 0 ] || return 0
+  install_packages source
   mkdir -p "$bin"
   local tree gopath
   tree=$("$repo/scripts/kubernetes-source.sh" | tail -n 1)
   gopath=$cache/kubernetes/gopath
   use_debian_reflect2 "$tree"
   generate_openapi "$tree" "$gopath"
-  build_one kube-apiserver "$tree" "$gopath"
-  build_one kube-controller-manager "$tree" "$gopath"
+  for name in "${need[@]}"; do build_one "$name" "$tree" "$gopath"; done
+}
+
+# A binary of K8S_VERSION from the prebuilt offer (scripts/k8s-prebuilt.sh: FERROKUBE_K8S_PREBUILT,
+# default ../shared/k8s), its sha256 checked. Returns 0 when taken, non-zero when none is offered
+# (then it is built from source); an offer that fails its check ends the script.
+prebuilt() {
+  local rc=0
+  "$repo/scripts/k8s-prebuilt.sh" install "$K8S_VERSION" "$1" "$bin" || rc=$?
+  case $rc in
+    0) return 0 ;;
+    3) return 3 ;;
+    *) log "the prebuilt $1 $K8S_VERSION was refused (above): not building over it"; exit 1 ;;
+  esac
 }
 
 # ---- Any release from the Go module proxy (K8S_VERSION=1.37.2, ...) ----
@@ -325,9 +349,13 @@ go_build_one() {
 # 41 s (kube-apiserver 1362 s, kube-controller-manager 656 s, etcd 147 s). Disk: the three binaries
 # 191 MB, GOMODCACHE +930 MB, GOCACHE +3.7 GB. A second run: 0.2 s.
 build_modules() {
-  command -v go >/dev/null 2>&1 || { log "no go on PATH (Go 1.26 or newer is needed)"; exit 1; }
-  local top=$cache/k8s-v$K8S_VERSION
+  local top=$cache/k8s-v$K8S_VERSION need=() name
   mkdir -p "$bin"
+  for name in kube-apiserver kube-controller-manager etcd; do
+    prebuilt "$name" || need+=("$name")
+  done
+  [ ${#need[@]} -gt 0 ] || return 0
+  command -v go >/dev/null 2>&1 || { log "no go on PATH (Go 1.26 or newer is needed)"; exit 1; }
   local gomod
   kubernetes_module GoMod >/dev/null  # downloads it once, in this shell
   gomod=$(kubernetes_module GoMod)
@@ -342,13 +370,17 @@ build_modules() {
     ldflags+=" -X $pkg.gitVersion=v$K8S_VERSION -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor"
     ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=$(kubernetes_release_date)"
   done
-  local name
-  for name in kube-apiserver kube-controller-manager; do
+  for name in "${need[@]}"; do
+    [ "$name" = etcd ] && continue
     go_build_one "$top/build" "$name" "k8s.io/kubernetes/cmd/$name" selinux,notest,grpcnotrace "$ldflags"
   done
-  local etcd_version=${ETCD_VERSION:-$(release_etcd_version)}
-  write_etcd_module "$top/etcd" "$etcd_version"
-  go_build_one "$top/etcd" etcd . "" "-s -w"
+  case " ${need[*]} " in
+    *" etcd "*)
+      local etcd_version=${ETCD_VERSION:-$(release_etcd_version)}
+      write_etcd_module "$top/etcd" "$etcd_version"
+      go_build_one "$top/etcd" etcd . "" "-s -w"
+      ;;
+  esac
 }
 
 # The release's date on the module proxy (its .info Time), as buildDate: the same on every rebuild.
