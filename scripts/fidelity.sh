@@ -22,6 +22,7 @@
 #                                    # scripts/kube-apiserver.sh: prebuilt or built from source)
 #   scripts/fidelity.sh compare [A B]  # specs that pass on one and not on the other (default: the
 #                                    # recorded real pass set and the last embedded run)
+#   scripts/fidelity.sh allow-list   # allow-list lines for what passes on real and not on embedded
 #   scripts/fidelity.sh check        # CI: embedded, then fail on any spec that passes in the recorded
 #                                    # real set but not on the embedded server, unless allow-listed
 #
@@ -34,7 +35,8 @@
 # the embedded server catches up (issue 41) it holds what fails today, and it may only shrink, so
 # nothing that passes regresses. `check` says which listed specs pass now (remove them).
 #
-# Settings (environment): SUITES (default "client cache builder"), FIDELITY_OUT (default
+# Settings (environment): SUITES (default "client cache builder"), FIDELITY_SEED (Ginkgo's
+# shuffle seed, default 1: the same order on every run and both servers), FIDELITY_OUT (default
 # target/fidelity), FIDELITY_FOCUS (a ginkgo focus regex, for a quick look at a few specs),
 # EMBEDDED_PORT (16490), K8S_VERSION (1.37.2), and scripts/kube-apiserver.sh's STATE/APISERVER_PORT.
 set -euo pipefail
@@ -49,14 +51,17 @@ K8S_VERSION=${K8S_VERSION:-1.37.2}
 K8S_VERSION=${K8S_VERSION#v}
 export K8S_VERSION
 SUITES=${SUITES:-client cache builder}
+# Ginkgo shuffles the top-level containers by a seed it takes from the clock unless given one; specs
+# share the server, so the order can change an outcome. One seed for every run, real and embedded.
+SEED=${FIDELITY_SEED:-1}
 top=$cache/controller-runtime-$SUITE_VERSION
 out_dir=${FIDELITY_OUT:-$repo/target/fidelity}
 recorded_real=$repo/benches/conformance/fidelity-real-$K8S_VERSION-controller-runtime-$SUITE_VERSION.jsonl
 recorded_embedded=$repo/benches/conformance/fidelity-embedded-controller-runtime-$SUITE_VERSION.jsonl
 
 # Specs that may fail on the embedded server though they pass on kube-apiserver, one per line:
-# "<suite>|<spec name as in the JSON lines>". Everything after a `#` is the reason. Filled from the
-# first embedded run (issue 41): it may only shrink.
+# "<suite>|<spec name as in the JSON lines>  # <reason>" (two spaces before the `#`; a line that
+# starts with `#` is a comment). Filled from the first embedded run (issue 41): it may only shrink.
 ALLOWED_FILE=$repo/tests/conformance/fidelity-allowed.txt
 
 # ---- build ----------------------------------------------------------------------------------------
@@ -119,8 +124,10 @@ start_embedded() {
   rm -f "$KUBECONFIG"
   local t0 t1
   t0=$(date +%s%N)
+  # Without its built-in controllers: the suites expect what envtest starts, kube-apiserver alone
+  # (they finalize the namespaces they delete themselves, and count ServiceAccounts).
   "${CARGO_TARGET_DIR:-$repo/target}/debug/ferrokube-apiserver" --port "$port" --kubeconfig "$KUBECONFIG" \
-    >"$out_dir/embedded-$suite-apiserver.log" 2>&1 &
+    --no-builtin-controllers >"$out_dir/embedded-$suite-apiserver.log" 2>&1 &
   started_pids+=($!)
   local i
   for i in $(seq 1 200); do
@@ -157,7 +164,7 @@ run_suite() {
   local start=$SECONDS rc=0
   # From the package's own folder, as `go test` runs it (a suite reads testdata/ by relative path).
   (cd "$top/src/pkg/$suite" && USE_EXISTING_CLUSTER=true timeout 1800 "$top/bin/$suite.test" \
-    -test.timeout=30m -ginkgo.no-color -ginkgo.json-report="$report" "${focus[@]}" \
+    -test.timeout=30m -ginkgo.seed="$SEED" -ginkgo.no-color -ginkgo.json-report="$report" "${focus[@]}" \
     >"$logfile" 2>&1) || rc=$?
   log "$server: pkg/$suite exited $rc after $((SECONDS - start)) s (server start-up ${server_startup_ms} ms)"
   echo "{\"server\":\"$server\",\"suite\":\"$suite\",\"wall_seconds\":$((SECONDS - start)),\"startup_ms\":$server_startup_ms,\"exit\":$rc}" \
@@ -177,6 +184,7 @@ except (OSError, ValueError) as e:
     print(json.dumps({"server": server, "suite": suite, "spec": "(the suite)", "status": "failed",
                       "seconds": 0, "error": f"no Ginkgo report: {e}"}))
     sys.exit(0)
+seen = {}
 for s in suites:
     for r in s.get("SpecReports") or []:
         if r.get("LeafNodeType") != "It":
@@ -186,6 +194,11 @@ for s in suites:
             name = "[" + r.get("LeafNodeType", "?") + "]"
         else:
             name = " ".join(t for t in (r.get("ContainerHierarchyTexts") or []) + [r.get("LeafNodeText", "")] if t)
+        # A name used twice in one suite (two specs with the same text) gets " #2", " #3": the
+        # report's order is the suite's, so the numbering is the same on every run.
+        seen[name] = seen.get(name, 0) + 1
+        if seen[name] > 1:
+            name += f" #{seen[name]}"
         failure = r.get("Failure") or {}
         error = " ".join((failure.get("Message") or "").split())[:400]
         print(json.dumps({"server": server, "suite": suite, "spec": name, "status": r.get("State"),
@@ -197,7 +210,8 @@ run_all() {
   local server=$1
   mkdir -p "$out_dir"
   rm -f "$out_dir/$server.jsonl" "$out_dir/$server.timings.jsonl"
-  trap 'stop_started; [ "$server" = real ] && "$repo/scripts/kube-apiserver.sh" down >/dev/null 2>&1 || true' EXIT
+  running_server=$server
+  trap 'stop_started; [ "$running_server" = real ] && "$repo/scripts/kube-apiserver.sh" down >/dev/null 2>&1 || true' EXIT
   local suite
   for suite in $SUITES; do
     if [ "$server" = embedded ]; then start_embedded "$suite"; else start_real; fi
@@ -255,10 +269,11 @@ def load(path):
 a, b = load(a_path), load(b_path)
 allowed = {}
 for line in open(allowed_path):
-    text = line.split("#", 1)[0].strip()
-    if text:
-        suite, spec = text.split("|", 1)
-        allowed[(suite.strip(), spec.strip())] = line.split("#", 1)[1].strip() if "#" in line else ""
+    if line.startswith("#") or not line.strip():
+        continue
+    text, _, reason = line.rstrip("\n").partition("  # ")
+    suite, _, spec = text.partition("|")
+    allowed[(suite.strip(), spec)] = reason.strip()  # a spec name may end in a space
 suites = {k[0] for k in b}
 keys = sorted(k for k in set(a) | set(b) if k[0] in suites and (not focus or re.search(focus, k[1])))
 regressions, now_passing, differ = [], [], 0
@@ -296,8 +311,25 @@ if mode == "check" and regressions:
 PY
 }
 
+# The allow-list's lines for every spec that passes in the recorded real run and not in the last
+# embedded one, each with the embedded server's error as its reason (to paste, then reason by hand).
+allow_list() {
+  python3 - "$recorded_real" "$out_dir/embedded.jsonl" <<'PY'
+import json, re, sys
+real = {(r["suite"], r["spec"]): r for r in map(json.loads, open(sys.argv[1]))}
+emb = {(r["suite"], r["spec"]): r for r in map(json.loads, open(sys.argv[2]))}
+for k in sorted(real):
+    if real[k]["status"] == "passed" and emb.get(k, {}).get("status") != "passed":
+        error = emb.get(k, {}).get("error", "missing")
+        error = re.sub(r"<\*?[\w.]+ \| 0x[0-9a-f]+>", "", error)
+        error = re.sub(r"\{ ErrStatus:.*", "", error).replace("#", "No.")
+        print(f"{k[0]}|{k[1]}  # {error[:160].strip()}")
+PY
+}
+
 case "${1:-}" in
   build) build ;;
+  allow-list) allow_list ;;
   embedded) embedded ;;
   real) real ;;
   compare) shift; compare show "$@" ;;

@@ -70,8 +70,10 @@ if [[ ! -x "$TOOL" ]]; then
     echo "module-cycles: installing cargo-cycles $CYCLES_VERSION into $TOOL_ROOT (once)" >&2
     # --locked: the tool's own Cargo.lock, so its build does not change under us either.
     # No CARGO_TARGET_DIR: cargo then builds in a temporary directory and removes it, instead of
-    # leaving a release build of the tool in the workspace's target directory.
-    env -u CARGO_TARGET_DIR cargo install --locked \
+    # leaving a build of the tool in the workspace's target directory.
+    # --debug: an unoptimised build compiles faster (CI installs it on every fresh machine), and the
+    # check runs in about a second either way (it parses a few hundred files).
+    env -u CARGO_TARGET_DIR cargo install --locked --debug \
         --root "$TOOL_ROOT" cargo-cycles --version "$CYCLES_VERSION"
 fi
 

@@ -487,7 +487,8 @@ impl Api {
                 }
                 let finished = meta::string(&object, "deletionTimestamp").is_some()
                     && meta::finalizers(&object).is_empty()
-                    && !self.waits_for_kubelet(resource, &object);
+                    && !self.waits_for_kubelet(resource, &object)
+                    && !waits_for_namespace_finalizers(resource, &object);
                 Ok(if finished {
                     Write::Delete
                 } else {
@@ -727,6 +728,17 @@ impl Api {
 }
 
 /// The Scale view of a workload.
+/// A terminating Namespace whose `spec.finalizers` are not all gone yet: kube-apiserver removes it
+/// only once both its metadata finalizers and these (`kubernetes`, removed through `/finalize` by
+/// the namespace controller once the namespace is empty) are gone.
+fn waits_for_namespace_finalizers(resource: &ResourceType, object: &Value) -> bool {
+    strategy::is_namespaces(resource)
+        && object
+            .pointer("/spec/finalizers")
+            .and_then(Value::as_array)
+            .is_some_and(|f| !f.is_empty())
+}
+
 fn scale_of(object: &Value) -> Value {
     let mut metadata = serde_json::Map::new();
     for field in [

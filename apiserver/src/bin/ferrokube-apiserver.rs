@@ -3,6 +3,7 @@
 //! ```text
 //! ferrokube-apiserver [--port N] [--tls] [--token T | --token-file PATH] [--kubeconfig PATH]
 //!                     [--kubelet] [--history N] [--legacy-service-account-tokens] [--publish-root-ca]
+//!                     [--no-builtin-controllers]
 //! ```
 //!
 //! It writes a kubeconfig (default `./ferrokube.kubeconfig`, mode 0600: it holds the token), prints
@@ -64,6 +65,10 @@ struct Cli {
     /// default none (kube-apiserver alone does not).
     #[arg(long)]
     publish_root_ca: bool,
+    /// Run none of the controllers kube-controller-manager would run (garbage collection, namespace
+    /// deletion, default ServiceAccounts, quota usage): kube-apiserver alone, as envtest has it.
+    #[arg(long)]
+    no_builtin_controllers: bool,
 }
 
 impl std::fmt::Debug for Cli {
@@ -81,6 +86,7 @@ impl std::fmt::Debug for Cli {
                 &self.legacy_service_account_tokens,
             )
             .field("publish_root_ca", &self.publish_root_ca)
+            .field("no_builtin_controllers", &self.no_builtin_controllers)
             .finish()
     }
 }
@@ -147,7 +153,8 @@ fn main() -> ExitCode {
     }
     server = server
         .legacy_service_account_tokens(cli.legacy_service_account_tokens)
-        .publish_root_ca(cli.publish_root_ca);
+        .publish_root_ca(cli.publish_root_ca)
+        .builtin_controllers(!cli.no_builtin_controllers);
     if cli.kubelet {
         server = server.kubelet(KubeletSettings::default());
     }

@@ -99,6 +99,9 @@ pub struct ApiServer {
     audit: bool,
     legacy_service_account_tokens: bool,
     publish_root_ca: bool,
+    /// Whether the controllers kube-controller-manager would run beside kube-apiserver run inside
+    /// the server (see [`ApiServer::builtin_controllers`]).
+    builtin_controllers: bool,
 }
 
 impl Default for ApiServer {
@@ -117,6 +120,7 @@ impl Default for ApiServer {
             audit: false,
             legacy_service_account_tokens: false,
             publish_root_ca: false,
+            builtin_controllers: true,
         }
     }
 }
@@ -153,6 +157,7 @@ impl fmt::Debug for ApiServer {
                 &self.legacy_service_account_tokens,
             )
             .field("publish_root_ca", &self.publish_root_ca)
+            .field("builtin_controllers", &self.builtin_controllers)
             .finish()
     }
 }
@@ -251,6 +256,18 @@ impl ApiServer {
         self
     }
 
+    /// Runs the controllers that kube-controller-manager would run beside kube-apiserver (default
+    /// on): garbage collection, namespace deletion (a deleted namespace is emptied, then removed),
+    /// a `default` ServiceAccount in every namespace, ResourceQuota usage. Off, the server is
+    /// kube-apiserver alone, envtest's world: a deleted namespace stays `Terminating` until
+    /// something removes its `kubernetes` finalizer (`PUT .../finalize`), dependents outlive their
+    /// owners, no ServiceAccount is made, quota usage is not written (admission still counts).
+    /// A test of code written for envtest, or of what kube-apiserver alone does, turns them off.
+    pub fn builtin_controllers(mut self, on: bool) -> ApiServer {
+        self.builtin_controllers = on;
+        self
+    }
+
     /// Binds and starts serving; must be called inside a tokio runtime.
     pub async fn start(self) -> Result<RunningServer, ServerError> {
         let listener = TcpListener::bind(self.address)
@@ -288,9 +305,11 @@ impl ApiServer {
         });
         create_builtin_objects(&shared.api)?;
         let mut tasks = Vec::new();
-        tasks.push(tokio::spawn(
-            GarbageCollector::new(shared.clone_api()).run(store.subscribe()),
-        ));
+        if self.builtin_controllers {
+            tasks.push(tokio::spawn(
+                GarbageCollector::new(shared.clone_api()).run(store.subscribe()),
+            ));
+        }
         let ticker_store = store.clone();
         let interval = self.bookmark_interval;
         tasks.push(tokio::spawn(async move {
@@ -309,10 +328,12 @@ impl ApiServer {
                     .map(|c| c.ca_pem.clone())
                     .unwrap_or_default()
             }));
-        tasks.push(tokio::spawn(accounts.run(store.subscribe())));
-        tasks.push(tokio::spawn(
-            QuotaController::new(store.clone()).run(store.subscribe()),
-        ));
+        if self.builtin_controllers {
+            tasks.push(tokio::spawn(accounts.run(store.subscribe())));
+            tasks.push(tokio::spawn(
+                QuotaController::new(store.clone()).run(store.subscribe()),
+            ));
+        }
         if let Some(settings) = self.kubelet.clone() {
             let kubelet = Kubelet::new(shared.clone_api(), settings);
             kubelet
