@@ -212,6 +212,10 @@ func writeVectors(scheme *runtime.Scheme, gvks []schema.GroupVersionKind, path s
 			f := &filler{zero: zero, path: map[reflect.Type]int{}}
 			f.fill(reflect.ValueOf(obj).Elem())
 			obj.GetObjectKind().SetGroupVersionKind(gvk)
+			if obj.GetObjectKind().GroupVersionKind() != gvk {
+				// No TypeMeta to carry the kind (WatchEvent): never a request body.
+				break
+			}
 			text, err := json.Marshal(obj)
 			if err != nil {
 				return fmt.Errorf("%s: JSON: %w", gvk, err)
