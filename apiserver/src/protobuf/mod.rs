@@ -3,12 +3,12 @@
 //!
 //! # Why
 //!
-//! kubectl (1.32) sends the built-in kinds it builds itself — `kubectl create deployment`,
-//! `create configmap`, `run` and the other generators — as protobuf, not JSON, and does not retry
-//! with JSON when a server answers 415. Without this module those commands fail against the
-//! embedded server with `couldn't get version/kind; json parse error`. Answers stay JSON: kubectl
-//! asks for `protobuf, json` and takes either. Kubernetes' own conformance suite (e2e.test 1.37)
-//! sends CustomResourceDefinitions the same way, through the typed apiextensions client.
+//! Go clients send built-in kinds as protobuf, not JSON: kubectl (1.32) for what its generators
+//! build (`kubectl create deployment`, `create configmap`, ...), and client-go and
+//! controller-runtime for every built-in kind by default (Nodes, ServiceAccounts, Leases, Pods,
+//! ReplicaSets, a Scale, an Eviction...). None of them retries with JSON when a server answers 415.
+//! Kubernetes' own conformance suite (e2e.test 1.37) sends CustomResourceDefinitions the same way.
+//! Answers stay JSON: clients ask for `protobuf, json` and take either.
 //!
 //! # How data flows
 //!
@@ -17,9 +17,9 @@
 //!                                 │                                  │
 //!                                 │ picks the top-level schema       │ the object's own message
 //!                                 ▼                                  ▼
-//!                       schema::top_level(apiVersion, kind) ──► wire::Reader walks raw's fields,
-//!                                                               each looked up by number in the
-//!                                                               message's schema table ──► serde_json::Value
+//!        ferrokube_core::protobuf::top_level(apiVersion, kind) ──► wire::Reader walks raw's fields,
+//!        (the table generated from Kubernetes' .proto files       each looked up by number in the
+//!         and Go types: scripts/protobuf-schema.sh)               message's Schema ──► serde_json::Value
 //! ```
 //!
 //! The object's message carries no apiVersion/kind (in Go they live in `TypeMeta`, outside the
@@ -27,20 +27,29 @@
 //!
 //! # Mapping rules
 //!
-//! - Go's generated marshallers write every non-pointer field, zero or not: an empty `generateName`,
-//!   `stdin: false`, a `nodePort` of 0. In Go those zero values are the same as absent and the JSON
-//!   form leaves them out (`omitempty`), so the decoder drops a scalar field whose value is the zero
-//!   value, **unless** the table marks the field as a Go pointer (`replicas`, `immutable`, ...), where
-//!   0 or false is a value a client chose.
+//! The output is the JSON Go's `encoding/json` writes for the object Go's unmarshaller builds
+//! (but for `null` members, which are left out). Per field, from core's table:
+//!
+//! - Go's marshallers write every non-pointer field, zero or not: an empty `generateName`,
+//!   `stdin: false`, a `nodePort` of 0. The decoder drops a zero scalar (`""`, 0, `false`) exactly
+//!   where Go's JSON does: when the field is `omitempty` and not a Go pointer
+//!   (`Presence::OmitEmpty`). A pointer's zero (`replicas: 0`, `immutable: false`) is a value a
+//!   client chose, and a field without `omitempty` (`ContainerStatus.ready`, a CRD version's
+//!   `served`) is written by Go whatever its value: both are kept.
 //! - `map<string, V>` becomes a JSON object; `repeated` becomes an array; `bytes` (Secret `data`)
-//!   becomes base64 text, as in the JSON form.
+//!   becomes base64 text, as in the JSON form. An embedded Go struct that JSON inlines
+//!   (`Volume`'s `VolumeSource`, `Probe`'s `ProbeHandler`) is a message on the wire whose fields
+//!   go into the parent object. A Go named slice that protobuf wraps in a message (`ExtraValue
+//!   {1 items}`) becomes the bare array.
 //! - `IntOrString {1 type, 2 intVal, 3 strVal}` becomes a number (type 0) or a string (type 1);
-//!   `Quantity {1 string}` its string; `Time {1 seconds, 2 nanos}` an RFC 3339 string (a zero time,
-//!   which Go writes as an empty message, is left out).
+//!   `Quantity {1 string}` its string; `Time {1 seconds, 2 nanos}` an RFC 3339 string with whole
+//!   seconds and `MicroTime` one with six fractional digits (a zero time, which Go writes as an
+//!   empty message, is left out).
 //! - `double` (the only fixed-width type read, wire type 1) becomes a JSON number, an integer when
 //!   it has no fraction (Go writes `1`, not `1.0`); NaN and the infinities are refused.
-//! - apiextensions' `JSON {1 raw}` and meta's `FieldsV1 {1 Raw}` carry JSON text: they become the
-//!   value it holds (`default: 1`, `enum: ["a", "b"]`, a `fieldsV1` object).
+//! - `RawExtension {1 raw}`, meta's `FieldsV1 {1 Raw}` and apiextensions' `JSON {1 raw}` carry JSON
+//!   text: they become the value it holds (`default: 1`, a `fieldsV1` object, a ControllerRevision's
+//!   `data`).
 //! - The "or" messages of a CRD schema become the shape Go's `MarshalJSON` gives them:
 //!   `JSONSchemaPropsOrBool` a schema or a boolean (`additionalProperties: false`),
 //!   `JSONSchemaPropsOrArray` a schema or a list of them (`items`), `JSONSchemaPropsOrStringArray`
@@ -48,31 +57,36 @@
 //!
 //! # What is and is not supported
 //!
-//! The schema table (`schema.rs`) covers what kubectl's generators write for the kinds this server
-//! serves: Namespace, ConfigMap, Secret, Service, Pod and apps/v1 Deployment, with ObjectMeta
-//! (`managedFields` included, which a client that read an object sends back), PodTemplateSpec,
-//! PodSpec, Container (ports, env, resources...), ServiceSpec, LabelSelector and DeploymentSpec —
-//! not volumes, probes, affinity, security contexts and the like. It covers the whole of
-//! apiextensions.k8s.io/v1 CustomResourceDefinition: spec (names, versions with their OpenAPI
-//! schema — every `JSONSchemaProps` field, recursive — subresources, printer columns, selectable
-//! fields, conversion with its webhook) and status (conditions, accepted names, stored versions).
-//! And it covers meta.k8s.io/v1 DeleteOptions, the body of a DELETE (under any apiVersion: Go
-//! registers it in every group version), but for `ignoreStoreReadErrorWithClusterBreakingPotential`,
-//! which this server does not implement. Other kinds (ReplicaSet, ResourceQuota, Event...) are
-//! refused with 415 as a whole.
+//! Every built-in kind of Kubernetes 1.37: every kind of every GA group version of k8s.io/api
+//! v0.37.2 (core/v1, apps/v1, batch/v1, autoscaling/v1 and v2, policy/v1, rbac/v1, networking/v1,
+//! storage/v1, coordination/v1, certificates/v1, discovery/v1, events/v1, scheduling/v1, node/v1,
+//! admissionregistration/v1, flowcontrol/v1, resource/v1, authentication/v1, authorization/v1,
+//! storagemigration/v1, ...), their lists, autoscaling/v1 `Scale`, policy/v1 `Eviction`,
+//! authentication/v1 `TokenRequest`, apiextensions.k8s.io/v1 (CustomResourceDefinition, its
+//! recursive OpenAPI schema included), apiregistration.k8s.io/v1 and meta.k8s.io/v1
+//! (`DeleteOptions`, `PartialObjectMetadata`, the options kinds). `DeleteOptions`, the body of a
+//! DELETE, is read under any apiVersion (Go registers it in every group version, a custom
+//! resource's included). Alpha and beta group versions are not in the table (their bodies are
+//! refused with 415), nor are custom resources, which Go clients send as JSON.
 //!
-//! A field the table does not know is never dropped silently: the request is refused with 415
-//! naming the message and field number, and asking for JSON (`kubectl create ... --dry-run=client
-//! -o json | kubectl create -f -` works). Malformed input (truncated varints and fixed fields, bad
-//! lengths, wrong wire types, bad UTF-8, JSON fields that are not JSON, non-finite doubles) is a
-//! 400, and so is a schema nested deeper than [`MAX_DEPTH`] messages; nothing input-dependent
-//! panics or recurses without bound.
+//! Two fields are exceptions. `DeleteOptions`' `ignoreStoreReadErrorWithClusterBreakingPotential`
+//! asks for an unsafe deletion, which this server does not do: a body with it is refused (415)
+//! rather than obeyed in part. ObjectMeta's `clusterName` (15), which client-go wrote empty until
+//! 1.25 removed it, is read and dropped.
 //!
-//! Field numbers come from Kubernetes 1.20's `generated.proto` files for the core and apps kinds
-//! (kubectl 1.32's generators write no field outside them: `tests/apiserver/kubectl.rs` runs each
-//! generator; `kubectl run` sends JSON, not protobuf), and from 1.37's for meta's managedFields and
-//! for apiextensions (`tests/fixtures/crd-protobuf/` holds a CRD that client-go 1.37 encoded, and
-//! the tests check it decodes to the JSON Go writes for it).
+//! A field the table does not know is never dropped silently (kube-apiserver skips it): the
+//! request is refused with 415 naming the message and field number, and asking for JSON
+//! (`kubectl create ... --dry-run=client -o json | kubectl create -f -` works). Malformed input
+//! (truncated varints and fixed fields, bad lengths, wrong wire types, bad UTF-8, JSON fields that
+//! are not JSON, non-finite doubles) is a 400, and so is a schema nested deeper than
+//! [`MAX_DEPTH`] messages; nothing input-dependent panics or recurses without bound.
+//!
+//! The table (`ferrokube_core::protobuf`, generated by `scripts/protobuf-schema.sh` from the
+//! `generated.proto` files and Go types of k8s.io/api, apimachinery, apiextensions-apiserver and
+//! kube-aggregator v0.37.2) is checked against Go itself: `tests/fixtures/protobuf/vectors.jsonl`
+//! holds, for every top-level kind, objects with every field set as client-go encodes them and as
+//! Go's JSON writes them, and the tests decode each and compare; `tests/fixtures/crd-protobuf/`
+//! holds a CRD that client-go 1.37 encoded.
 
 mod wire;
 
