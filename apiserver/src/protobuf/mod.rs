@@ -301,7 +301,7 @@ const RETIRED: &[(&str, u32)] = &[("meta.v1.ObjectMeta", 15)];
 /// Fields of the table this server refuses (415) rather than obeys: `DeleteOptions`'
 /// `ignoreStoreReadErrorWithClusterBreakingPotential` (6) asks for an unsafe deletion, which this
 /// server does not implement; a body asking for it is refused, not obeyed in part.
-const REFUSED: &[(&'static str, u32)] = &[("meta.v1.DeleteOptions", 6)];
+const REFUSED: &[(&str, u32)] = &[("meta.v1.DeleteOptions", 6)];
 
 /// Decodes one message by its schema, at nesting `depth` (1 for the top-level object). One schema
 /// is recursive (`JSONSchemaProps`), so the input could nest as deep as its length allows; the
