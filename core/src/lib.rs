@@ -15,6 +15,7 @@
 //! | [`backoff`] | [`Backoff`]: exponential backoff with jitter, reset after a healthy stretch (the reflector's and the watcher's reconnect waits) | `wait.Backoff`, the reflector's `BackoffManager` |
 //! | [`id`] | random version-4 UUIDs ([`id::uuid_v4`]): `metadata.uid`, a candidate's identity | `uuid.NewUUID` |
 //! | [`random`] | every random choice of every layer ([`random::with_rng`]), seedable per thread for repeatable runs ([`random::seed_thread`]) | |
+//! | [`protobuf`] | the schema table of Kubernetes' protobuf encoding for every built-in kind of 1.37 ([`protobuf::top_level`]), generated from Kubernetes' `generated.proto` files and Go types; data only, decoders live with their users | the `generated.proto` files of k8s.io/api, `runtime/serializer/protobuf` |
 //! | [`pipeline`] | [`pipeline_event!`]: the one macro every layer emits its `tracing` events through, and [`pipeline_enabled!`]: whether anyone records them (from `ferrokube-pipeline`, re-exported) | |
 //!
 //! ## Why there is no I/O here
@@ -64,6 +65,7 @@ pub mod kind;
 pub mod labels;
 pub mod object;
 pub mod pipeline;
+pub mod protobuf;
 pub mod random;
 pub mod scope;
 pub mod time;

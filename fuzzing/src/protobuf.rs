@@ -1,5 +1,6 @@
-//! The protobuf target: a create or update body in Kubernetes' protobuf encoding, as kubectl's
-//! generators send it, through the embedded server's decoder.
+//! The protobuf target: a request body in Kubernetes' protobuf encoding, as Go clients send it for
+//! every built-in kind, through the embedded server's decoder (driven by ferrokube-core's
+//! generated schema table).
 
 use ferrokube::apiserver::protobuf::decode;
 

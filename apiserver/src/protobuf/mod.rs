@@ -3,12 +3,12 @@
 //!
 //! # Why
 //!
-//! kubectl (1.32) sends the built-in kinds it builds itself — `kubectl create deployment`,
-//! `create configmap`, `run` and the other generators — as protobuf, not JSON, and does not retry
-//! with JSON when a server answers 415. Without this module those commands fail against the
-//! embedded server with `couldn't get version/kind; json parse error`. Answers stay JSON: kubectl
-//! asks for `protobuf, json` and takes either. Kubernetes' own conformance suite (e2e.test 1.37)
-//! sends CustomResourceDefinitions the same way, through the typed apiextensions client.
+//! Go clients send built-in kinds as protobuf, not JSON: kubectl (1.32) for what its generators
+//! build (`kubectl create deployment`, `create configmap`, ...), and client-go and
+//! controller-runtime for every built-in kind by default (Nodes, ServiceAccounts, Leases, Pods,
+//! ReplicaSets, a Scale, an Eviction...). None of them retries with JSON when a server answers 415.
+//! Kubernetes' own conformance suite (e2e.test 1.37) sends CustomResourceDefinitions the same way.
+//! Answers stay JSON: clients ask for `protobuf, json` and take either.
 //!
 //! # How data flows
 //!
@@ -17,9 +17,9 @@
 //!                                 │                                  │
 //!                                 │ picks the top-level schema       │ the object's own message
 //!                                 ▼                                  ▼
-//!                       schema::top_level(apiVersion, kind) ──► wire::Reader walks raw's fields,
-//!                                                               each looked up by number in the
-//!                                                               message's schema table ──► serde_json::Value
+//!        ferrokube_core::protobuf::top_level(apiVersion, kind) ──► wire::Reader walks raw's fields,
+//!        (the table generated from Kubernetes' .proto files       each looked up by number in the
+//!         and Go types: scripts/protobuf-schema.sh)               message's Schema ──► serde_json::Value
 //! ```
 //!
 //! The object's message carries no apiVersion/kind (in Go they live in `TypeMeta`, outside the
@@ -27,20 +27,29 @@
 //!
 //! # Mapping rules
 //!
-//! - Go's generated marshallers write every non-pointer field, zero or not: an empty `generateName`,
-//!   `stdin: false`, a `nodePort` of 0. In Go those zero values are the same as absent and the JSON
-//!   form leaves them out (`omitempty`), so the decoder drops a scalar field whose value is the zero
-//!   value, **unless** the table marks the field as a Go pointer (`replicas`, `immutable`, ...), where
-//!   0 or false is a value a client chose.
+//! The output is the JSON Go's `encoding/json` writes for the object Go's unmarshaller builds
+//! (but for `null` members, which are left out). Per field, from core's table:
+//!
+//! - Go's marshallers write every non-pointer field, zero or not: an empty `generateName`,
+//!   `stdin: false`, a `nodePort` of 0. The decoder drops a zero scalar (`""`, 0, `false`) exactly
+//!   where Go's JSON does: when the field is `omitempty` and not a Go pointer
+//!   (`Presence::OmitEmpty`). A pointer's zero (`replicas: 0`, `immutable: false`) is a value a
+//!   client chose, and a field without `omitempty` (`ContainerStatus.ready`, a CRD version's
+//!   `served`) is written by Go whatever its value: both are kept.
 //! - `map<string, V>` becomes a JSON object; `repeated` becomes an array; `bytes` (Secret `data`)
-//!   becomes base64 text, as in the JSON form.
+//!   becomes base64 text, as in the JSON form. An embedded Go struct that JSON inlines
+//!   (`Volume`'s `VolumeSource`, `Probe`'s `ProbeHandler`) is a message on the wire whose fields
+//!   go into the parent object. A Go named slice that protobuf wraps in a message (`ExtraValue
+//!   {1 items}`) becomes the bare array.
 //! - `IntOrString {1 type, 2 intVal, 3 strVal}` becomes a number (type 0) or a string (type 1);
-//!   `Quantity {1 string}` its string; `Time {1 seconds, 2 nanos}` an RFC 3339 string (a zero time,
-//!   which Go writes as an empty message, is left out).
+//!   `Quantity {1 string}` its string; `Time {1 seconds, 2 nanos}` an RFC 3339 string with whole
+//!   seconds and `MicroTime` one with six fractional digits (a zero time, which Go writes as an
+//!   empty message, is left out).
 //! - `double` (the only fixed-width type read, wire type 1) becomes a JSON number, an integer when
 //!   it has no fraction (Go writes `1`, not `1.0`); NaN and the infinities are refused.
-//! - apiextensions' `JSON {1 raw}` and meta's `FieldsV1 {1 Raw}` carry JSON text: they become the
-//!   value it holds (`default: 1`, `enum: ["a", "b"]`, a `fieldsV1` object).
+//! - `RawExtension {1 raw}`, meta's `FieldsV1 {1 Raw}` and apiextensions' `JSON {1 raw}` carry JSON
+//!   text: they become the value it holds (`default: 1`, a `fieldsV1` object, a ControllerRevision's
+//!   `data`).
 //! - The "or" messages of a CRD schema become the shape Go's `MarshalJSON` gives them:
 //!   `JSONSchemaPropsOrBool` a schema or a boolean (`additionalProperties: false`),
 //!   `JSONSchemaPropsOrArray` a schema or a list of them (`items`), `JSONSchemaPropsOrStringArray`
@@ -48,39 +57,43 @@
 //!
 //! # What is and is not supported
 //!
-//! The schema table (`schema.rs`) covers what kubectl's generators write for the kinds this server
-//! serves: Namespace, ConfigMap, Secret, Service, Pod and apps/v1 Deployment, with ObjectMeta
-//! (`managedFields` included, which a client that read an object sends back), PodTemplateSpec,
-//! PodSpec, Container (ports, env, resources...), ServiceSpec, LabelSelector and DeploymentSpec —
-//! not volumes, probes, affinity, security contexts and the like. It covers the whole of
-//! apiextensions.k8s.io/v1 CustomResourceDefinition: spec (names, versions with their OpenAPI
-//! schema — every `JSONSchemaProps` field, recursive — subresources, printer columns, selectable
-//! fields, conversion with its webhook) and status (conditions, accepted names, stored versions).
-//! And it covers meta.k8s.io/v1 DeleteOptions, the body of a DELETE (under any apiVersion: Go
-//! registers it in every group version), but for `ignoreStoreReadErrorWithClusterBreakingPotential`,
-//! which this server does not implement. Other kinds (ReplicaSet, ResourceQuota, Event...) are
-//! refused with 415 as a whole.
+//! Every built-in kind of Kubernetes 1.37: every kind of every GA group version of k8s.io/api
+//! v0.37.2 (core/v1, apps/v1, batch/v1, autoscaling/v1 and v2, policy/v1, rbac/v1, networking/v1,
+//! storage/v1, coordination/v1, certificates/v1, discovery/v1, events/v1, scheduling/v1, node/v1,
+//! admissionregistration/v1, flowcontrol/v1, resource/v1, authentication/v1, authorization/v1,
+//! storagemigration/v1, ...), their lists, autoscaling/v1 `Scale`, policy/v1 `Eviction`,
+//! authentication/v1 `TokenRequest`, apiextensions.k8s.io/v1 (CustomResourceDefinition, its
+//! recursive OpenAPI schema included), apiregistration.k8s.io/v1 and meta.k8s.io/v1
+//! (`DeleteOptions`, `PartialObjectMetadata`, the options kinds). `DeleteOptions`, the body of a
+//! DELETE, is read under any apiVersion (Go registers it in every group version, a custom
+//! resource's included). Alpha and beta group versions are not in the table (their bodies are
+//! refused with 415), nor are custom resources, which Go clients send as JSON.
 //!
-//! A field the table does not know is never dropped silently: the request is refused with 415
-//! naming the message and field number, and asking for JSON (`kubectl create ... --dry-run=client
-//! -o json | kubectl create -f -` works). Malformed input (truncated varints and fixed fields, bad
-//! lengths, wrong wire types, bad UTF-8, JSON fields that are not JSON, non-finite doubles) is a
-//! 400, and so is a schema nested deeper than [`MAX_DEPTH`] messages; nothing input-dependent
-//! panics or recurses without bound.
+//! Two fields are exceptions. `DeleteOptions`' `ignoreStoreReadErrorWithClusterBreakingPotential`
+//! asks for an unsafe deletion, which this server does not do: a body with it is refused (415)
+//! rather than obeyed in part. ObjectMeta's `clusterName` (15), which client-go wrote empty until
+//! 1.25 removed it, is read and dropped.
 //!
-//! Field numbers come from Kubernetes 1.20's `generated.proto` files for the core and apps kinds
-//! (kubectl 1.32's generators write no field outside them: `tests/apiserver/kubectl.rs` runs each
-//! generator; `kubectl run` sends JSON, not protobuf), and from 1.37's for meta's managedFields and
-//! for apiextensions (`tests/fixtures/crd-protobuf/` holds a CRD that client-go 1.37 encoded, and
-//! the tests check it decodes to the JSON Go writes for it).
+//! A field the table does not know is never dropped silently (kube-apiserver skips it): the
+//! request is refused with 415 naming the message and field number, and asking for JSON
+//! (`kubectl create ... --dry-run=client -o json | kubectl create -f -` works). Malformed input
+//! (truncated varints and fixed fields, bad lengths, wrong wire types, bad UTF-8, JSON fields that
+//! are not JSON, non-finite doubles) is a 400, and so is a schema nested deeper than
+//! [`MAX_DEPTH`] messages; nothing input-dependent panics or recurses without bound.
+//!
+//! The table (`ferrokube_core::protobuf`, generated by `scripts/protobuf-schema.sh` from the
+//! `generated.proto` files and Go types of k8s.io/api, apimachinery, apiextensions-apiserver and
+//! kube-aggregator v0.37.2) is checked against Go itself: `tests/fixtures/protobuf/vectors.jsonl`
+//! holds, for every top-level kind, objects with every field set as client-go encodes them and as
+//! Go's JSON writes them, and the tests decode each and compare; `tests/fixtures/crd-protobuf/`
+//! holds a CRD that client-go 1.37 encoded.
 
-mod schema;
 mod wire;
 
 use base64::Engine;
+use ferrokube_core::protobuf::{Fold, Label, Schema, Ty, top_level};
 use serde_json::{Map, Value};
 
-use schema::{Fold, Schema, Ty};
 use wire::{Reader, WireType};
 
 /// The media type of Kubernetes' protobuf encoding.
@@ -174,6 +187,12 @@ impl DecodeError {
 /// Decodes a whole request body (`k8s\0` + `runtime.Unknown`) into the object's JSON form, with
 /// `apiVersion` and `kind` from the envelope.
 pub fn decode(body: &[u8]) -> Result<Value, DecodeError> {
+    decode_with(body, REFUSED)
+}
+
+/// [`decode`], refusing the fields in `refused` (the server's [`REFUSED`]; none to read exactly
+/// what Go wrote, as the tests against Go's own encodings do).
+fn decode_with(body: &[u8], refused: &'static [(&'static str, u32)]) -> Result<Value, DecodeError> {
     let rest = body.strip_prefix(MAGIC).ok_or(DecodeError::Magic)?;
     let envelope = Envelope::parse(rest)?;
     if !envelope.content_encoding.is_empty() {
@@ -182,13 +201,13 @@ pub fn decode(body: &[u8]) -> Result<Value, DecodeError> {
     if envelope.kind.is_empty() || envelope.api_version.is_empty() {
         return Err(DecodeError::NoTypeMeta);
     }
-    let schema = schema::top_level(&envelope.api_version, &envelope.kind).ok_or_else(|| {
+    let schema = top_level(&envelope.api_version, &envelope.kind).ok_or_else(|| {
         DecodeError::UnknownKind {
             api_version: envelope.api_version.clone(),
             kind: envelope.kind.clone(),
         }
     })?;
-    let mut object = decode_message(schema, envelope.raw, 1)?;
+    let mut object = decode_message(schema, envelope.raw, Walk { depth: 1, refused })?;
     object.insert("apiVersion".into(), Value::String(envelope.api_version));
     object.insert("kind".into(), Value::String(envelope.kind));
     tracing::debug!(kind = %schema.name, bytes = body.len(), "decoded a protobuf body");
@@ -256,66 +275,118 @@ fn utf8(bytes: &[u8], message: &'static str, field: u32) -> Result<String, Decod
     String::from_utf8(bytes.to_vec()).map_err(|_| DecodeError::Utf8 { message, field })
 }
 
+/// Where the decoder is: how deep in nested messages (the top-level object is depth 1), and which
+/// fields it refuses.
+#[derive(Debug, Clone, Copy)]
+struct Walk {
+    depth: usize,
+    refused: &'static [(&'static str, u32)],
+}
+
+impl Walk {
+    /// One message further in.
+    fn deeper(self) -> Walk {
+        Walk {
+            depth: self.depth + 1,
+            ..self
+        }
+    }
+}
+
+/// Fields no longer in Kubernetes 1.37's messages that older Go clients still write, read and
+/// dropped rather than refused: ObjectMeta's `clusterName` (15), which client-go wrote (empty)
+/// until 1.25 removed it.
+const RETIRED: &[(&str, u32)] = &[("meta.v1.ObjectMeta", 15)];
+
+/// Fields of the table this server refuses (415) rather than obeys: `DeleteOptions`'
+/// `ignoreStoreReadErrorWithClusterBreakingPotential` (6) asks for an unsafe deletion, which this
+/// server does not implement; a body asking for it is refused, not obeyed in part.
+const REFUSED: &[(&str, u32)] = &[("meta.v1.DeleteOptions", 6)];
+
 /// Decodes one message by its schema, at nesting `depth` (1 for the top-level object). One schema
 /// is recursive (`JSONSchemaProps`), so the input could nest as deep as its length allows; the
 /// depth is bounded by [`MAX_DEPTH`] instead.
 fn decode_message(
     schema: &'static Schema,
     bytes: &[u8],
-    depth: usize,
+    walk: Walk,
 ) -> Result<Map<String, Value>, DecodeError> {
-    if depth > MAX_DEPTH {
+    let mut object = Map::new();
+    decode_into(schema, bytes, walk, &mut object)?;
+    Ok(object)
+}
+
+/// Decodes one message's fields into `object`: its own JSON object, or its parent's for a message
+/// Go inlines ([`Label::Inline`]: `Volume`'s `VolumeSource`).
+fn decode_into(
+    schema: &'static Schema,
+    bytes: &[u8],
+    walk: Walk,
+    object: &mut Map<String, Value>,
+) -> Result<(), DecodeError> {
+    if walk.depth > MAX_DEPTH {
         return Err(DecodeError::TooDeep {
             message: schema.name,
         });
     }
-    let mut object = Map::new();
     let mut reader = Reader::new(bytes, schema.name);
     while let Some((number, wire)) = reader.key()? {
-        let field =
-            schema
-                .fields
-                .iter()
-                .find(|f| f.number == number)
-                .ok_or(DecodeError::UnknownField {
-                    message: schema.name,
-                    field: number,
-                })?;
-        match field.ty {
-            Ty::Map(value_ty) => {
+        let unknown = || DecodeError::UnknownField {
+            message: schema.name,
+            field: number,
+        };
+        if walk.refused.contains(&(schema.name, number)) {
+            return Err(unknown());
+        }
+        if RETIRED.contains(&(schema.name, number)) {
+            reader.skip(number, wire)?;
+            continue;
+        }
+        let field = schema.field(number).ok_or_else(unknown)?;
+        match field.label {
+            Label::Map => {
                 let entry = reader.length_delimited(number, wire)?;
-                let (key, value) = decode_map_entry(schema.name, number, value_ty, entry, depth)?;
+                let (key, value) = decode_map_entry(schema.name, number, field.ty, entry, walk)?;
                 let map = object
-                    .entry(field.name)
+                    .entry(field.json)
                     .or_insert_with(|| Value::Object(Map::new()));
                 if let Value::Object(map) = map {
                     map.insert(key, value);
                 }
             }
-            ty if field.repeated => {
-                let value = decode_value(schema.name, number, ty, &mut reader, wire, depth)?;
+            Label::Repeated => {
+                let value = decode_value(schema.name, number, field.ty, &mut reader, wire, walk)?;
                 let list = object
-                    .entry(field.name)
+                    .entry(field.json)
                     .or_insert_with(|| Value::Array(Vec::new()));
                 if let Value::Array(list) = list {
                     list.push(value.unwrap_or(Value::Null));
                 }
             }
-            ty => {
-                let value = decode_value(schema.name, number, ty, &mut reader, wire, depth)?;
+            Label::Inline => {
+                let Ty::Message(inner) = field.ty else {
+                    // The table inlines plain messages only (core's tests check it).
+                    return Err(unknown());
+                };
+                let bytes = reader.length_delimited(number, wire)?;
+                decode_into(inner, bytes, walk.deeper(), object)?;
+            }
+            Label::One => {
+                let value = decode_value(schema.name, number, field.ty, &mut reader, wire, walk)?;
                 match value {
-                    Some(value) if field.keep_zero || !is_zero(&value) => {
-                        object.insert(field.name.into(), value);
+                    Some(value) if field.presence.keeps_zero() || !is_zero(&value) => {
+                        object.insert(field.json.into(), value);
                     }
-                    // A zero scalar is Go's "unset" (see the module docs); an absent Time too.
+                    // A zero scalar of an `omitempty` field is Go's "unset" (see the module
+                    // docs); a zero Time is `null`, the same as absent.
                     _ => {
-                        object.remove(field.name);
+                        object.remove(field.json);
                     }
                 }
             }
         }
     }
-    Ok(object)
+    Ok(())
 }
 
 /// A Go zero value: empty string, 0, false. Messages (objects) are never zero here: Go writes a
@@ -333,9 +404,9 @@ fn is_zero(value: &Value) -> bool {
 fn decode_map_entry(
     message: &'static str,
     field: u32,
-    value_ty: &'static Ty,
+    value_ty: Ty,
     entry: &[u8],
-    depth: usize,
+    walk: Walk,
 ) -> Result<(String, Value), DecodeError> {
     let mut key = String::new();
     let mut value = None;
@@ -343,7 +414,7 @@ fn decode_map_entry(
     while let Some((number, wire)) = reader.key()? {
         match number {
             1 => key = utf8(reader.length_delimited(field, wire)?, message, field)?,
-            2 => value = decode_value(message, field, *value_ty, &mut reader, wire, depth)?,
+            2 => value = decode_value(message, field, value_ty, &mut reader, wire, walk)?,
             _ => {
                 return Err(DecodeError::UnknownField { message, field });
             }
@@ -351,17 +422,15 @@ fn decode_map_entry(
     }
     let value = match value {
         Some(value) => value,
+        // Absent: the value type's Go zero value, as Go's JSON writes it.
         None => match value_ty {
-            Ty::Int32 | Ty::Int64 => Value::from(0),
-            Ty::Bool => Value::Bool(false),
-            Ty::Double => Value::from(0),
+            Ty::Int32 | Ty::Int64 | Ty::Double | Ty::IntOrString => Value::from(0),
+            Ty::Bool | Ty::Fold(_, Fold::Bool) => Value::Bool(false),
             Ty::Message(_) => Value::Object(Map::new()),
-            // An empty `JSON`, or an "or" message with nothing set: Go writes `null` (an empty
-            // JSONSchemaPropsOrBool is `false`).
-            Ty::Json => Value::Null,
-            Ty::Fold(_, Fold::Bool) => Value::Bool(false),
-            Ty::Fold(..) => Value::Null,
-            _ => Value::String(String::new()),
+            Ty::Quantity => Value::String("0".into()),
+            // An empty `JSON`, an "or" message with nothing set, a zero time, a nil slice: `null`.
+            Ty::Json | Ty::Fold(..) | Ty::Time | Ty::MicroTime | Ty::Wrapped(_) => Value::Null,
+            Ty::String | Ty::Bytes => Value::String(String::new()),
         },
     };
     Ok((key, value))
@@ -375,7 +444,7 @@ fn decode_value(
     ty: Ty,
     reader: &mut Reader<'_>,
     wire: WireType,
-    depth: usize,
+    walk: Walk,
 ) -> Result<Option<Value>, DecodeError> {
     let value = match ty {
         Ty::String => {
@@ -392,11 +461,11 @@ fn decode_value(
         Ty::Bool => Value::Bool(reader.varint_field(field, wire)? != 0),
         Ty::Message(schema) => {
             let bytes = reader.length_delimited(field, wire)?;
-            Value::Object(decode_message(schema, bytes, depth + 1)?)
+            Value::Object(decode_message(schema, bytes, walk.deeper())?)
         }
         Ty::Fold(schema, fold) => {
             let bytes = reader.length_delimited(field, wire)?;
-            folded(fold, decode_message(schema, bytes, depth + 1)?)
+            folded(fold, decode_message(schema, bytes, walk.deeper())?)
         }
         Ty::Double => {
             let value = f64::from_bits(reader.fixed64_field(field, wire)?);
@@ -423,10 +492,18 @@ fn decode_value(
             }
             Value::String(text)
         }
-        Ty::Time => return time(reader.length_delimited(field, wire)?),
-        Ty::Map(_) => {
-            // Maps are handled by the caller; a map of maps does not occur in the table.
-            return Err(DecodeError::UnknownField { message, field });
+        Ty::Time => return time(reader.length_delimited(field, wire)?, Precision::Seconds),
+        Ty::MicroTime => {
+            return time(
+                reader.length_delimited(field, wire)?,
+                Precision::Microseconds,
+            );
+        }
+        Ty::Wrapped(schema) => {
+            // A Go named slice: the bare list; `null` for none, as Go writes a nil slice.
+            let bytes = reader.length_delimited(field, wire)?;
+            let mut decoded = decode_message(schema, bytes, walk.deeper())?;
+            decoded.remove("items").unwrap_or(Value::Null)
         }
     };
     Ok(Some(value))
@@ -513,17 +590,29 @@ fn int_or_string(bytes: &[u8]) -> Result<Value, DecodeError> {
     })
 }
 
-/// `meta.v1.Time {1 seconds, 2 nanos}` as RFC 3339 (seconds precision, as Go's JSON of `Time`);
-/// `None` for the zero time, which Go writes as an empty message.
-fn time(bytes: &[u8]) -> Result<Option<Value>, DecodeError> {
+/// How many fractional digits a timestamp's JSON form has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Precision {
+    /// `meta.v1.Time`: `2006-01-02T15:04:05Z`.
+    Seconds,
+    /// `meta.v1.MicroTime`: `2006-01-02T15:04:05.000000Z`.
+    Microseconds,
+}
+
+/// `meta.v1.Time` or `MicroTime` `{1 seconds, 2 nanos}` as RFC 3339 in UTC, as Go's JSON writes
+/// them; `None` for the zero time, which Go writes as an empty message.
+fn time(bytes: &[u8], precision: Precision) -> Result<Option<Value>, DecodeError> {
     const NAME: &str = "meta.v1.Time";
-    let mut seconds = None;
+    let mut seconds: i64 = 0;
+    let mut nanos: u64 = 0;
     let mut reader = Reader::new(bytes, NAME);
     while let Some((number, wire)) = reader.key()? {
         match number {
-            1 => seconds = Some(reader.varint_field(number, wire)? as i64),
+            1 => seconds = reader.varint_field(number, wire)? as i64,
+            // int32 on the wire; out-of-range values are clamped to a second's worth.
             2 => {
-                reader.varint_field(number, wire)?;
+                nanos =
+                    (reader.varint_field(number, wire)? as i64 as i32).clamp(0, 999_999_999) as u64
             }
             _ => {
                 return Err(DecodeError::UnknownField {
@@ -533,8 +622,19 @@ fn time(bytes: &[u8]) -> Result<Option<Value>, DecodeError> {
             }
         }
     }
+    // Go's unmarshaller reads an empty message as the zero time and anything else as a Unix time.
+    if bytes.is_empty() {
+        return Ok(None);
+    }
     // Times before 1970 are clamped to the epoch: no client sends them in a create.
-    Ok(seconds.map(|s| Value::String(crate::meta::rfc3339(s.max(0) as u64))))
+    let whole = crate::meta::rfc3339(seconds.max(0) as u64);
+    Ok(Some(Value::String(match precision {
+        Precision::Seconds => whole,
+        Precision::Microseconds => {
+            let stem = whole.strip_suffix('Z').unwrap_or(&whole);
+            format!("{stem}.{:06}Z", nanos / 1_000)
+        }
+    })))
 }
 
 #[cfg(test)]

@@ -1,4 +1,4 @@
-//! The protobuf wire format, as far as the schema table needs it: keys, varints, 64-bit fixed
+//! The protobuf wire format, as far as core's schema table needs it: keys, varints, 64-bit fixed
 //! fields (`double`) and length-delimited fields. Every read is bounds-checked and returns a
 //! [`DecodeError`] on bad input.
 
@@ -135,6 +135,16 @@ impl<'a> Reader<'a> {
         let value = &self.bytes[self.at..end];
         self.at = end;
         Ok(value)
+    }
+
+    /// Reads past a field's value whatever its type (of the wire types this reader knows).
+    pub fn skip(&mut self, field: u32, wire: WireType) -> Result<(), DecodeError> {
+        match wire {
+            WireType::Varint => self.varint().map(drop),
+            WireType::Fixed64 => self.fixed64_field(field, wire).map(drop),
+            WireType::LengthDelimited => self.length_delimited(field, wire).map(drop),
+            WireType::Other(_) => self.expect(field, wire, WireType::LengthDelimited),
+        }
     }
 
     fn expect(&self, field: u32, found: WireType, expected: WireType) -> Result<(), DecodeError> {
