@@ -51,6 +51,9 @@ pub enum NameRule {
     Label,
     /// A DNS-1035 label: a label that starts with a letter (services).
     Label1035,
+    /// Anything usable as one URL path segment: not `.` or `..`, no `/` or `%` (RBAC kinds,
+    /// whose names are often `system:...`).
+    PathSegment,
 }
 
 /// One REST resource: see the [module docs](self).
@@ -660,10 +663,10 @@ fn stored_only() -> Vec<ResourceType> {
         cluster(flowcontrol, "v1", "PriorityLevelConfiguration")
             .with_status()
             .with_generation(),
-        cluster(rbac, "v1", "ClusterRole"),
-        cluster(rbac, "v1", "ClusterRoleBinding"),
-        ResourceType::new(rbac, "v1", "Role"),
-        ResourceType::new(rbac, "v1", "RoleBinding"),
+        cluster(rbac, "v1", "ClusterRole").names(NameRule::PathSegment),
+        cluster(rbac, "v1", "ClusterRoleBinding").names(NameRule::PathSegment),
+        ResourceType::new(rbac, "v1", "Role").names(NameRule::PathSegment),
+        ResourceType::new(rbac, "v1", "RoleBinding").names(NameRule::PathSegment),
         cluster(dra, "v1", "DeviceClass").with_generation(),
         cluster(dra, "v1", "DeviceTaintRule")
             .with_status()

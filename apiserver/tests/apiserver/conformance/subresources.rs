@@ -183,6 +183,22 @@ async fn more_resource_types(t: &Target, ns: &str) -> Value {
         json!({"metadata": {"name": format!("{ns}-gpu")}}),
     )
     .await;
+    // RBAC names are path segments, not DNS names.
+    let roles = format!("{rbac}/namespaces/{ns}/roles");
+    let upper = t
+        .call(
+            Method::POST,
+            &roles,
+            Some(json!({"metadata": {"name": "system:Reader_1"}, "rules": rule})),
+        )
+        .await;
+    let dots = t
+        .call(
+            Method::POST,
+            &roles,
+            Some(json!({"metadata": {"name": ".."}, "rules": rule})),
+        )
+        .await;
     let statuses = t.call(Method::GET, "/api/v1/componentstatuses", None).await;
     let status_create = t
         .call(
@@ -198,6 +214,7 @@ async fn more_resource_types(t: &Target, ns: &str) -> Value {
         "deviceClass": classes,
         "componentStatuses": [statuses.code, statuses.body["kind"]],
         "componentStatusCreate": status_create.code,
+        "roleNames": [upper.code, dots.status()],
     })
 }
 conformance!(
