@@ -47,7 +47,7 @@ use std::sync::Arc;
 use serde_json::{Map, Value, json};
 
 use crate::meta;
-use crate::resource::{ResourceType, version_priority};
+use crate::resource::{ResourceType, ScalePaths, version_priority};
 use crate::schema::Schema;
 use crate::status::{Cause, StatusError};
 
@@ -258,6 +258,15 @@ pub fn served_types(crd: &Value, terminating: bool) -> Vec<ResourceType> {
         t.short_names = strings(crd, "/spec/names/shortNames");
         t.categories = strings(crd, "/spec/names/categories");
         t.status = version.pointer("/subresources/status").is_some();
+        if let Some(scale) = version.pointer("/subresources/scale") {
+            let text = |field: &str| scale.get(field).and_then(Value::as_str).map(str::to_string);
+            t.scale = true;
+            t.scale_paths = Some(ScalePaths {
+                spec_replicas: text("specReplicasPath").unwrap_or_default(),
+                status_replicas: text("statusReplicasPath").unwrap_or_default(),
+                label_selector: text("labelSelectorPath"),
+            });
+        }
         t.schema = Some(Arc::new(schema));
         t.definition = Some(name.to_string());
         t.terminating = terminating;

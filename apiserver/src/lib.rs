@@ -118,7 +118,10 @@
 //!   policy, scheduling, storage) are served with 1.37's resources, but as stored objects only: no
 //!   defaults, no validation, no controller acting on them, no conversion between autoscaling v1
 //!   and v2 (see `resource::stored_only`). Reviews answer for the server's one user and token
-//!   (see [`review`]).
+//!   (see [`review`]). RBAC objects are stored but authorize nothing.
+//! - The action subresources (`pods/binding`, `pods/eviction`, `serviceaccounts/token`,
+//!   `pods/log`, `exec`, the proxies) are answered as kube-apiserver answers them without a kubelet
+//!   to dial; tokens are JWT-shaped but unsigned (see [`subresource`]).
 //! - Messages of 400s about malformed JSON come from serde, not Go's decoder: the code and reason match,
 //!   the wording does not.
 //! - Tables (`kubectl get`, see [`table`]): the built-in printers cover Pod, ReplicaSet, Deployment,
@@ -146,7 +149,7 @@
 //!   the time the create returns. Deletion likewise runs at once, up to finalizers on custom objects.
 //! - CRDs: no name-conflict detection between CRDs (NamesAccepted is always True), no conversion
 //!   between versions (an object keeps the apiVersion it was written with; kube-apiserver rewrites it
-//!   to the requested version), no `/scale` subresource, no webhook conversion, no validation of
+//!   to the requested version), no webhook conversion, no validation of
 //!   printer column paths, no immutability checks of scope or names.
 //! - Schemas check `type`, `required`, `enum`, `minimum`/`maximum` (and exclusive), `minLength`/
 //!   `maxLength`, `nullable`, `x-kubernetes-int-or-string`, prune with
@@ -201,6 +204,7 @@ pub mod services;
 pub mod status;
 pub mod store;
 pub mod strategy;
+pub mod subresource;
 pub mod table;
 pub mod validation;
 

@@ -51,6 +51,9 @@ pub enum NameRule {
     Label,
     /// A DNS-1035 label: a label that starts with a letter (services).
     Label1035,
+    /// Anything usable as one URL path segment: not `.` or `..`, no `/` or `%` (RBAC kinds,
+    /// whose names are often `system:...`).
+    PathSegment,
 }
 
 /// One REST resource: see the [module docs](self).
@@ -99,6 +102,121 @@ pub struct ResourceType {
     /// The defining CRD is being deleted: the type is still served (so finalizers can be removed)
     /// but creates are refused. Only ever true when `definition` is set.
     pub terminating: bool,
+    /// Where a custom resource's `/scale` reads and writes (its CRD's `subresources.scale`);
+    /// `None` for the built-in workloads, whose Scale is `spec.replicas`, `status.replicas` and
+    /// `spec.selector`. Only meaningful when `scale` is set.
+    pub scale_paths: Option<ScalePaths>,
+    /// The subresources besides `status`, `scale` and `finalize` (`pods/binding`,
+    /// `serviceaccounts/token`, ...), answered by [`crate::subresource`] and listed in discovery.
+    pub extras: Vec<Extra>,
+    /// Only `get` and `list` are served (ComponentStatuses: a report the server makes, never
+    /// stored); every other verb is a 405.
+    pub read_only: bool,
+}
+
+/// A custom resource's `subresources.scale`: JSON paths (`.spec.replicas`) of the replicas it
+/// wants, the replicas it has, and the label selector (a string) of what it counts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScalePaths {
+    /// `specReplicasPath`: read by GET `/scale`, written by its writes.
+    pub spec_replicas: String,
+    /// `statusReplicasPath`: read only.
+    pub status_replicas: String,
+    /// `labelSelectorPath`: read only; `None` leaves `status.selector` empty.
+    pub label_selector: Option<String>,
+}
+
+/// A subresource with its own verbs and kind, beyond `status`, `scale` and `finalize`: what
+/// kube-apiserver 1.37 serves on pods, services, nodes, service accounts and CSRs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Extra {
+    /// `pods/binding`: POST a `Binding` to set `spec.nodeName`.
+    Binding,
+    /// `pods/eviction`: POST a policy/v1 `Eviction` to delete the pod, PodDisruptionBudgets allowing.
+    Eviction,
+    /// `pods/ephemeralcontainers`: GET, PUT, PATCH the Pod, changing only its ephemeral containers.
+    EphemeralContainers,
+    /// `pods/log`: GET the text of a container's log.
+    Log,
+    /// `pods/exec`, `pods/attach`, `pods/portforward`: streams to a kubelet.
+    Exec,
+    Attach,
+    PortForward,
+    /// `pods/proxy`, `services/proxy`, `nodes/proxy`: HTTP proxied to the object.
+    Proxy,
+    /// `pods/resize`: GET, PUT, PATCH the Pod, changing only container resources.
+    Resize,
+    /// `serviceaccounts/token`: POST an authentication.k8s.io/v1 `TokenRequest`.
+    Token,
+    /// `certificatesigningrequests/approval`: GET, PUT, PATCH the CSR's approval conditions.
+    Approval,
+}
+
+impl Extra {
+    /// Every extra subresource, for lookups by name.
+    pub const ALL: [Extra; 11] = [
+        Extra::Binding,
+        Extra::Eviction,
+        Extra::EphemeralContainers,
+        Extra::Log,
+        Extra::Exec,
+        Extra::Attach,
+        Extra::PortForward,
+        Extra::Proxy,
+        Extra::Resize,
+        Extra::Token,
+        Extra::Approval,
+    ];
+
+    /// The URL segment after the object's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Extra::Binding => "binding",
+            Extra::Eviction => "eviction",
+            Extra::EphemeralContainers => "ephemeralcontainers",
+            Extra::Log => "log",
+            Extra::Exec => "exec",
+            Extra::Attach => "attach",
+            Extra::PortForward => "portforward",
+            Extra::Proxy => "proxy",
+            Extra::Resize => "resize",
+            Extra::Token => "token",
+            Extra::Approval => "approval",
+        }
+    }
+
+    /// The verbs discovery lists, as kube-apiserver 1.37 lists them.
+    pub fn verbs(self) -> &'static [&'static str] {
+        match self {
+            Extra::Binding | Extra::Eviction | Extra::Token => &["create"],
+            Extra::EphemeralContainers | Extra::Resize | Extra::Approval => {
+                &["get", "patch", "update"]
+            }
+            Extra::Log => &["get"],
+            Extra::Exec | Extra::Attach | Extra::PortForward => &["create", "get"],
+            Extra::Proxy => &["create", "delete", "get", "patch", "update"],
+        }
+    }
+
+    /// The kind discovery names (`owner` is the kind of the object it belongs to), and the
+    /// group and version when they are not the object's.
+    pub fn kind(self, owner: &str) -> (String, Option<(&'static str, &'static str)>) {
+        let kind = match self {
+            Extra::Binding => "Binding".to_string(),
+            Extra::Eviction => return ("Eviction".into(), Some(("policy", "v1"))),
+            Extra::Token => {
+                return ("TokenRequest".into(), Some(("authentication.k8s.io", "v1")));
+            }
+            Extra::Exec => "PodExecOptions".into(),
+            Extra::Attach => "PodAttachOptions".into(),
+            Extra::PortForward => "PodPortForwardOptions".into(),
+            Extra::Proxy => format!("{owner}ProxyOptions"),
+            Extra::EphemeralContainers | Extra::Log | Extra::Resize | Extra::Approval => {
+                owner.to_string()
+            }
+        };
+        (kind, None)
+    }
 }
 
 impl ResourceType {
@@ -133,7 +251,23 @@ impl ResourceType {
             definition: None,
             review: false,
             terminating: false,
+            scale_paths: None,
+            extras: Vec::new(),
+            read_only: false,
         }
+    }
+
+    /// Adds subresources beyond status and scale (default: none).
+    pub fn with_extras(mut self, extras: &[Extra]) -> ResourceType {
+        self.extras = extras.to_vec();
+        self
+    }
+
+    /// Serves only get and list (default: every verb).
+    pub fn as_read_only(mut self) -> ResourceType {
+        self.read_only = true;
+        self.delete_collection = false;
+        self
     }
 
     /// Makes the type a create-only review (see [`ResourceType::review`]).
@@ -307,7 +441,18 @@ impl Default for Catalog {
                 .categories(&["all"])
                 .with_status()
                 .selectable_fields(&pod_fields)
-                .returning_deleted_object(),
+                .returning_deleted_object()
+                .with_extras(&[
+                    Extra::Attach,
+                    Extra::Binding,
+                    Extra::EphemeralContainers,
+                    Extra::Eviction,
+                    Extra::Exec,
+                    Extra::Log,
+                    Extra::PortForward,
+                    Extra::Proxy,
+                    Extra::Resize,
+                ]),
             ResourceType::new("", "v1", "ConfigMap").short_names(&["cm"]),
             ResourceType::new("", "v1", "Secret").selectable_fields(&["type"]),
             ResourceType::new("", "v1", "Event")
@@ -318,7 +463,8 @@ impl Default for Catalog {
                 .categories(&["all"])
                 .with_status()
                 .names(NameRule::Label1035)
-                .returning_deleted_object(),
+                .returning_deleted_object()
+                .with_extras(&[Extra::Proxy]),
             ResourceType::new("apps", "v1", "ReplicaSet")
                 .short_names(&["rs"])
                 .categories(&["all"])
@@ -337,8 +483,11 @@ impl Default for Catalog {
                 .short_names(&["no"])
                 .with_status()
                 .selectable_fields(&["spec.unschedulable"])
-                .returning_deleted_object(),
-            ResourceType::new("", "v1", "ServiceAccount").short_names(&["sa"]),
+                .returning_deleted_object()
+                .with_extras(&[Extra::Proxy]),
+            ResourceType::new("", "v1", "ServiceAccount")
+                .short_names(&["sa"])
+                .with_extras(&[Extra::Token]),
             ResourceType::new("", "v1", "ReplicationController")
                 .short_names(&["rc"])
                 .categories(&["all"])
@@ -356,6 +505,14 @@ impl Default for Catalog {
                 .with_generation(),
             ResourceType::new("coordination.k8s.io", "v1", "Lease"),
             ResourceType::definitions(),
+            // Created through `pods/binding` too; create-only, never stored (see `crate::subresource`).
+            ResourceType::new("", "v1", "Binding").as_review(),
+            // A report of the server's components, made on each read (see `crate::subresource`).
+            ResourceType::new("", "v1", "ComponentStatus")
+                .cluster_scoped()
+                .short_names(&["cs"])
+                .plural("componentstatuses")
+                .as_read_only(),
         ];
         Catalog {
             types: types
@@ -394,9 +551,9 @@ fn reviews() -> Vec<ResourceType> {
 /// storage in kube-apiserver, but without its conversion (an object keeps the apiVersion it was
 /// written with, as a CRD's do here); events.k8s.io/v1 Events are a table of their own, not a view
 /// of core v1 Events; APIServices are only the ones clients create (kube-apiserver lists one per
-/// served group version); CertificateSigningRequests have no `/approval`. Resources behind a
-/// feature gate that is off by default in 1.37 (ClusterTrustBundle, PodCertificateRequest) are not
-/// served.
+/// served group version); RBAC objects are stored but authorize nothing (the server's one
+/// credential may do everything); StatefulSets, PersistentVolume(Claim)s and the DRA kinds of
+/// `resource.k8s.io` get no defaults and no controller.
 fn stored_only() -> Vec<ResourceType> {
     let cluster = |group: &str, version: &str, kind: &str| {
         ResourceType::new(group, version, kind).cluster_scoped()
@@ -404,6 +561,9 @@ fn stored_only() -> Vec<ResourceType> {
     let admission = "admissionregistration.k8s.io";
     let networking = "networking.k8s.io";
     let storage = "storage.k8s.io";
+    let flowcontrol = "flowcontrol.apiserver.k8s.io";
+    let rbac = "rbac.authorization.k8s.io";
+    let dra = "resource.k8s.io";
     let hpa = |version: &str| {
         ResourceType::new("autoscaling", version, "HorizontalPodAutoscaler")
             .short_names(&["hpa"])
@@ -447,7 +607,10 @@ fn stored_only() -> Vec<ResourceType> {
             .with_generation(),
         cluster("certificates.k8s.io", "v1", "CertificateSigningRequest")
             .short_names(&["csr"])
-            .with_status(),
+            .with_status()
+            .with_extras(&[Extra::Approval]),
+        cluster("certificates.k8s.io", "v1", "ClusterTrustBundle"),
+        ResourceType::new("certificates.k8s.io", "v1", "PodCertificateRequest").with_status(),
         ResourceType::new("discovery.k8s.io", "v1", "EndpointSlice").with_generation(),
         ResourceType::new("events.k8s.io", "v1", "Event").short_names(&["ev"]),
         ResourceType::new(networking, "v1", "Ingress")
@@ -469,11 +632,50 @@ fn stored_only() -> Vec<ResourceType> {
             .short_names(&["pc"])
             .with_generation(),
         cluster(storage, "v1", "CSIDriver"),
-        cluster(storage, "v1", "CSINode"),
+        cluster(storage, "v1", "CSINode").with_status(),
         ResourceType::new(storage, "v1", "CSIStorageCapacity"),
         cluster(storage, "v1", "StorageClass").short_names(&["sc"]),
         cluster(storage, "v1", "VolumeAttachment").with_status(),
         cluster(storage, "v1", "VolumeAttributesClass").short_names(&["vac"]),
+        cluster("storagemigration.k8s.io", "v1", "StorageVersionMigration").with_status(),
+        // core/v1 kinds without a strategy here.
+        ResourceType::new("", "v1", "Endpoints")
+            .short_names(&["ep"])
+            .plural("endpoints"),
+        ResourceType::new("", "v1", "LimitRange").short_names(&["limits"]),
+        ResourceType::new("", "v1", "PersistentVolumeClaim")
+            .short_names(&["pvc"])
+            .with_status(),
+        cluster("", "v1", "PersistentVolume")
+            .short_names(&["pv"])
+            .with_status(),
+        ResourceType::new("", "v1", "PodTemplate"),
+        ResourceType::new("apps", "v1", "StatefulSet")
+            .short_names(&["sts"])
+            .categories(&["all"])
+            .with_status()
+            .with_scale()
+            .with_generation(),
+        ResourceType::new("apps", "v1", "ControllerRevision"),
+        cluster(flowcontrol, "v1", "FlowSchema")
+            .with_status()
+            .with_generation(),
+        cluster(flowcontrol, "v1", "PriorityLevelConfiguration")
+            .with_status()
+            .with_generation(),
+        cluster(rbac, "v1", "ClusterRole").names(NameRule::PathSegment),
+        cluster(rbac, "v1", "ClusterRoleBinding").names(NameRule::PathSegment),
+        ResourceType::new(rbac, "v1", "Role").names(NameRule::PathSegment),
+        ResourceType::new(rbac, "v1", "RoleBinding").names(NameRule::PathSegment),
+        cluster(dra, "v1", "DeviceClass").with_generation(),
+        cluster(dra, "v1", "DeviceTaintRule")
+            .with_status()
+            .with_generation(),
+        ResourceType::new(dra, "v1", "ResourceClaim")
+            .with_status()
+            .with_generation(),
+        ResourceType::new(dra, "v1", "ResourceClaimTemplate"),
+        cluster(dra, "v1", "ResourceSlice").with_generation(),
     ]
 }
 

@@ -41,6 +41,12 @@ pub enum Endpoint {
     Status,
     /// `/api/v1/namespaces/{name}/finalize` (Namespaces only).
     Finalize,
+    /// `pods/{name}/ephemeralcontainers`: only `spec.ephemeralContainers` is written.
+    EphemeralContainers,
+    /// `pods/{name}/resize`: only the containers' `resources` are written.
+    Resize,
+    /// `certificatesigningrequests/{name}/approval`: only `status.conditions` is written.
+    Approval,
 }
 
 /// Checks `object.apiVersion` and `object.kind` against the URL's resource (missing ones are filled).
@@ -233,6 +239,9 @@ pub fn prepare_update(
             ),
         ));
     }
+    if let Some(result) = prepare_narrow_update(old, new, endpoint) {
+        return result;
+    }
     let namespace_kind = is_namespaces(resource);
     if endpoint == Endpoint::Status && !namespace_kind {
         let status = new.get("status").cloned();
@@ -288,7 +297,7 @@ pub fn prepare_update(
                 }
                 keep_field(old, new, "status");
             }
-            Endpoint::Finalize => keep_field(old, new, "status"),
+            _ => keep_field(old, new, "status"),
         }
     } else if resource.status {
         keep_field(old, new, "status");
@@ -312,6 +321,87 @@ pub fn prepare_update(
         check_namespace_phase(resource, &name, new)?;
     }
     validate(resource, &name, new, Some(old))
+}
+
+/// The updates through a subresource that writes one part of the object (ephemeral containers,
+/// container resources, approval conditions): the stored object with that part taken from `new`.
+/// `None` for the other endpoints.
+fn prepare_narrow_update(
+    old: &Value,
+    new: &mut Value,
+    endpoint: Endpoint,
+) -> Option<Result<(), StatusError>> {
+    match endpoint {
+        Endpoint::EphemeralContainers => {
+            let mut sent = new.pointer("/spec/ephemeralContainers").cloned();
+            if let Some(containers) = sent.as_mut().and_then(Value::as_array_mut) {
+                containers.iter_mut().for_each(default_ephemeral_container);
+            }
+            *new = old.clone();
+            put_at(new, "spec", "ephemeralContainers", sent);
+        }
+        Endpoint::Approval => {
+            let sent = new.pointer("/status/conditions").cloned();
+            *new = old.clone();
+            put_at(new, "status", "conditions", sent);
+        }
+        Endpoint::Resize => {
+            let sent: Vec<(Value, Value)> = new
+                .pointer("/spec/containers")
+                .and_then(Value::as_array)
+                .map(|list| {
+                    list.iter()
+                        .map(|c| (c["name"].clone(), c["resources"].clone()))
+                        .collect()
+                })
+                .unwrap_or_default();
+            *new = old.clone();
+            if let Some(list) = new
+                .pointer_mut("/spec/containers")
+                .and_then(Value::as_array_mut)
+            {
+                for container in list.iter_mut() {
+                    let resources = sent.iter().find(|(n, _)| *n == container["name"]);
+                    if let (Some((_, r)), Some(map)) = (resources, container.as_object_mut()) {
+                        map.insert("resources".into(), r.clone());
+                    }
+                }
+            }
+        }
+        Endpoint::Main | Endpoint::Status | Endpoint::Finalize => return None,
+    }
+    Some(Ok(()))
+}
+
+/// Sets (or, for `None`, removes) `object[outer][field]`.
+fn put_at(object: &mut Value, outer: &str, field: &str, value: Option<Value>) {
+    let Some(map) = object.as_object_mut() else {
+        return;
+    };
+    let outer = map.entry(outer).or_insert_with(|| json!({}));
+    if let Some(outer) = outer.as_object_mut() {
+        match value {
+            Some(v) => outer.insert(field.into(), v),
+            None => outer.remove(field),
+        };
+    }
+}
+
+/// kube-apiserver 1.37's defaults of an ephemeral container (those of any container).
+fn default_ephemeral_container(container: &mut Value) {
+    let image = container["image"].as_str().unwrap_or("").to_string();
+    let Some(map) = container.as_object_mut() else {
+        return;
+    };
+    map.entry("terminationMessagePath")
+        .or_insert_with(|| json!("/dev/termination-log"));
+    map.entry("terminationMessagePolicy")
+        .or_insert_with(|| json!("File"));
+    map.entry("resources").or_insert_with(|| json!({}));
+    let tag = image.rsplit('/').next().unwrap_or("");
+    let latest = !image.contains('@') && (!tag.contains(':') || tag.ends_with(":latest"));
+    map.entry("imagePullPolicy")
+        .or_insert_with(|| json!(if latest { "Always" } else { "IfNotPresent" }));
 }
 
 /// Whether `resource` is the core group's Namespaces.

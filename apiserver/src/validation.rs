@@ -65,6 +65,18 @@ pub fn name(rule: NameRule, field: &str, name: &str) -> Vec<Cause> {
                 causes.push(Cause::invalid(field, name, help));
             }
         }
+        NameRule::PathSegment => {
+            let problem = match name {
+                "." => Some("may not be '.'"),
+                ".." => Some("may not be '..'"),
+                _ if name.contains('/') => Some("may not contain '/'"),
+                _ if name.contains('%') => Some("may not contain '%'"),
+                _ => None,
+            };
+            if let Some(problem) = problem {
+                causes.push(Cause::invalid(field, name, problem));
+            }
+        }
     }
     causes
 }
@@ -218,6 +230,9 @@ mod tests {
         assert!(!name(NameRule::Label, "metadata.name", "a.b").is_empty());
         assert!(!name(NameRule::Label1035, "metadata.name", "1abc").is_empty());
         assert!(name(NameRule::Label1035, "metadata.name", "abc-1").is_empty());
+        assert!(name(NameRule::PathSegment, "metadata.name", "system:Admin_1").is_empty());
+        assert_eq!(name(NameRule::PathSegment, "metadata.name", "a/b").len(), 1);
+        assert_eq!(name(NameRule::PathSegment, "metadata.name", "..").len(), 1);
     }
 
     #[test]

@@ -690,11 +690,11 @@ impl Api {
         name: &str,
     ) -> Result<Value, StatusError> {
         let stored = self.get(resource, namespace, name)?;
-        Ok(scale_of(&stored.object))
+        Ok(self.scale_view(resource, &stored.object))
     }
 
     /// PUT or PATCH `/scale`: `change` turns the current Scale into the wanted one; only
-    /// `spec.replicas` is taken from it.
+    /// `spec.replicas` is taken from it, and written at the type's replicas path.
     pub fn update_scale(
         &self,
         resource: &ResourceType,
@@ -704,7 +704,7 @@ impl Api {
         change: impl FnOnce(Value) -> Result<Value, StatusError>,
     ) -> Result<Value, StatusError> {
         let object = self.write(resource, namespace, name, dry_run, |current| {
-            let wanted = change(scale_of(current))?;
+            let wanted = change(self.scale_view(resource, current))?;
             let sent_rv = wanted
                 .pointer("/metadata/resourceVersion")
                 .and_then(Value::as_str)
@@ -718,16 +718,24 @@ impl Api {
                 .and_then(Value::as_i64)
                 .unwrap_or(0);
             let mut object = current.clone();
-            object["spec"]["replicas"] = replicas.into();
+            set_path(&mut object, &spec_replicas_path(resource), replicas.into());
             meta::metadata_mut(&mut object).remove("resourceVersion");
             strategy::prepare_update(resource, current, &mut object, Endpoint::Main)?;
             Ok(object)
         })?;
-        Ok(scale_of(&object))
+        Ok(self.scale_view(resource, &object))
+    }
+
+    /// The Scale view of `object`, a workload of `resource`: the built-in workloads' replicas and
+    /// selector, or where a custom resource's CRD says they are.
+    pub(crate) fn scale_view(&self, resource: &ResourceType, object: &Value) -> Value {
+        match &resource.scale_paths {
+            Some(paths) => custom_scale_of(object, paths),
+            None => scale_of(object),
+        }
     }
 }
 
-/// The Scale view of a workload.
 /// A terminating Namespace whose `spec.finalizers` are not all gone yet: kube-apiserver removes it
 /// only once both its metadata finalizers and these (`kubernetes`, removed through `/finalize` by
 /// the namespace controller once the namespace is empty) are gone.
@@ -739,7 +747,75 @@ fn waits_for_namespace_finalizers(resource: &ResourceType, object: &Value) -> bo
             .is_some_and(|f| !f.is_empty())
 }
 
-fn scale_of(object: &Value) -> Value {
+/// The path of the replicas a `/scale` write sets: `spec.replicas`, or a custom resource's
+/// `specReplicasPath`, as segments.
+pub(crate) fn spec_replicas_path(resource: &ResourceType) -> Vec<String> {
+    match &resource.scale_paths {
+        Some(paths) => path_segments(&paths.spec_replicas),
+        None => vec!["spec".into(), "replicas".into()],
+    }
+}
+
+/// `.spec.size` as `["spec", "size"]`.
+fn path_segments(path: &str) -> Vec<String> {
+    path.split('.')
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+/// Sets `value` at `path` in `object`, making the objects on the way (a non-object on the way is
+/// replaced by one).
+pub(crate) fn set_path(object: &mut Value, path: &[String], value: Value) {
+    let Some((last, parents)) = path.split_last() else {
+        return;
+    };
+    let mut at = object;
+    for segment in parents {
+        if !at.is_object() {
+            *at = json!({});
+        }
+        let Some(map) = at.as_object_mut() else {
+            return;
+        };
+        at = map.entry(segment.clone()).or_insert_with(|| json!({}));
+    }
+    if !at.is_object() {
+        *at = json!({});
+    }
+    if let Some(map) = at.as_object_mut() {
+        map.insert(last.clone(), value);
+    }
+}
+
+/// The value at a JSON path (`.status.members`) of `object`.
+fn at_path<'v>(object: &'v Value, path: &str) -> Option<&'v Value> {
+    path_segments(path)
+        .iter()
+        .try_fold(object, |at, segment| at.get(segment))
+}
+
+/// The Scale of a custom resource (kube-apiserver: replicas missing read as 0, a selector that
+/// is not a string as empty).
+fn custom_scale_of(object: &Value, paths: &crate::resource::ScalePaths) -> Value {
+    let replicas = |path: &str| at_path(object, path).cloned().unwrap_or(json!(0));
+    let selector = paths
+        .label_selector
+        .as_deref()
+        .and_then(|p| at_path(object, p))
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    json!({
+        "kind": "Scale",
+        "apiVersion": "autoscaling/v1",
+        "metadata": scale_metadata(object),
+        "spec": {"replicas": replicas(&paths.spec_replicas)},
+        "status": {"replicas": replicas(&paths.status_replicas), "selector": selector},
+    })
+}
+
+/// The metadata a Scale copies from its object.
+fn scale_metadata(object: &Value) -> serde_json::Map<String, Value> {
     let mut metadata = serde_json::Map::new();
     for field in [
         "name",
@@ -752,6 +828,12 @@ fn scale_of(object: &Value) -> Value {
             metadata.insert(field.into(), v.clone());
         }
     }
+    metadata
+}
+
+/// The Scale view of a workload.
+fn scale_of(object: &Value) -> Value {
+    let metadata = scale_metadata(object);
     // A LabelSelector's matchLabels, or a ReplicationController's plain map of labels.
     let selector = object
         .pointer("/spec/selector/matchLabels")

@@ -4,7 +4,7 @@
 //! apply, `Update` for everything else), the apiVersion it wrote, when it last changed something,
 //! and its fields as FieldsV1. An applier has one entry whatever apiVersion it uses; an updater has
 //! one per apiVersion. Entries are written sorted as kube-apiserver sorts them: `Apply` before
-//! `Update`, then by time, manager and apiVersion.
+//! `Update`, then by time, manager, apiVersion and subresource.
 
 use serde_json::{Map, Value, json};
 
@@ -34,17 +34,27 @@ pub struct Entry {
     pub manager: String,
     pub operation: Operation,
     pub api_version: String,
+    /// The subresource written through (`status`, `scale`), `""` for the object itself: a
+    /// manager's claims through different subresources are different claims.
+    pub subresource: String,
     /// RFC 3339, seconds (`None` when the entry never changed anything).
     pub time: Option<String>,
     pub fields: FieldSet,
 }
 
 impl Entry {
-    /// Whether this entry and `other` are the same claim (an applier's by name; an updater's by
-    /// name and apiVersion).
-    pub fn same_claim(&self, manager: &str, operation: Operation, api_version: &str) -> bool {
+    /// Whether this entry and `other` are the same claim (an applier's by name and subresource;
+    /// an updater's by name, apiVersion and subresource).
+    pub fn same_claim(
+        &self,
+        manager: &str,
+        operation: Operation,
+        api_version: &str,
+        subresource: &str,
+    ) -> bool {
         self.manager == manager
             && self.operation == operation
+            && self.subresource == subresource
             && (operation == Operation::Apply || self.api_version == api_version)
     }
 
@@ -135,6 +145,7 @@ impl ManagedFields {
                 manager,
                 operation,
                 api_version: text("apiVersion").to_string(),
+                subresource: text("subresource").to_string(),
                 time: item.get("time").and_then(Value::as_str).map(str::to_string),
                 fields,
             });
@@ -143,10 +154,16 @@ impl ManagedFields {
     }
 
     /// The entry of a claim, if any.
-    pub fn find(&self, manager: &str, operation: Operation, api_version: &str) -> Option<&Entry> {
+    pub fn find(
+        &self,
+        manager: &str,
+        operation: Operation,
+        api_version: &str,
+        subresource: &str,
+    ) -> Option<&Entry> {
         self.entries
             .iter()
-            .find(|e| e.same_claim(manager, operation, api_version))
+            .find(|e| e.same_claim(manager, operation, api_version, subresource))
     }
 
     /// Drops entries that own nothing.
@@ -158,12 +175,20 @@ impl ManagedFields {
     pub fn write_to(&self, object: &mut Value) {
         let mut entries: Vec<&Entry> = self.entries.iter().collect();
         entries.sort_by(|a, b| {
-            (a.operation, &a.time, &a.manager, &a.api_version).cmp(&(
-                b.operation,
-                &b.time,
-                &b.manager,
-                &b.api_version,
-            ))
+            (
+                a.operation,
+                &a.time,
+                &a.manager,
+                &a.api_version,
+                &a.subresource,
+            )
+                .cmp(&(
+                    b.operation,
+                    &b.time,
+                    &b.manager,
+                    &b.api_version,
+                    &b.subresource,
+                ))
         });
         let rendered: Vec<Value> = entries
             .iter()
@@ -176,6 +201,9 @@ impl ManagedFields {
                 if let Some(map) = entry.as_object_mut() {
                     map.insert("fieldsType".into(), "FieldsV1".into());
                     map.insert("fieldsV1".into(), e.fields.to_fields_v1());
+                    if !e.subresource.is_empty() {
+                        map.insert("subresource".into(), e.subresource.clone().into());
+                    }
                 }
                 entry
             })

@@ -68,8 +68,11 @@
 //! - An Update's owned fields are compared against the kind's Go zero value, which here is a
 //!   table ([`empty_object`]): a kind missing from it may show `".": {}` on `spec` or `status`
 //!   where kube-apiserver does not.
-//! - Apply of the `status` and `scale` subresources is answered with 415 (`status` apply works on
-//!   CRDs without the subresource, as part of the object).
+//! - Apply of `/status` takes the configuration's `status` only (kube-apiserver merges all of it
+//!   and then resets what the status strategy resets, which for most kinds is everything else);
+//!   apply of `/scale` takes an autoscaling/v1 Scale's `spec.replicas` and applies it to the
+//!   object's replicas field. Both record their entry with its `subresource`; Updates through
+//!   `/status` are recorded without one (kube-apiserver names it there too).
 
 pub mod fieldset;
 pub mod managed;
@@ -253,6 +256,9 @@ fn conflict_status(mut conflicts: Vec<Conflict>) -> StatusError {
 pub struct Typed<'s> {
     pub shape: Shape<'s>,
     pub api_version: String,
+    /// The subresource the write goes through (`status`, `scale`; `""` for the object): recorded
+    /// in the entry it makes, and part of its claim.
+    pub subresource: &'s str,
 }
 
 /// What an apply wrote.
@@ -275,12 +281,13 @@ pub fn apply(
     now: &str,
 ) -> Result<Applied, ApplyError> {
     let shape = &typed.shape;
+    let sub = typed.subresource;
     let mut managed = ManagedFields::of(live)?;
     let live = stripped(live);
     let mut result = walk::merge(&live, config, shape)?;
     let wanted = without_ignored(walk::fields_of(config, shape)?);
     let last = managed
-        .find(manager, Operation::Apply, &typed.api_version)
+        .find(manager, Operation::Apply, &typed.api_version, sub)
         .map(|e| e.fields.clone())
         .unwrap_or_default();
 
@@ -288,7 +295,7 @@ pub fn apply(
     let others: FieldSet = managed
         .entries
         .iter()
-        .filter(|e| !e.same_claim(manager, Operation::Apply, ""))
+        .filter(|e| !e.same_claim(manager, Operation::Apply, "", sub))
         .fold(FieldSet::new(), |all, e| all.union(&e.fields));
     let mut given_up = FieldSet::new();
     for path in last.difference(&wanted).difference(&others).paths() {
@@ -302,7 +309,7 @@ pub fn apply(
     let changed = comparison.changed();
     let mut conflicts = Vec::new();
     for entry in &managed.entries {
-        if entry.same_claim(manager, Operation::Apply, "") {
+        if entry.same_claim(manager, Operation::Apply, "", sub) {
             continue;
         }
         for path in entry.fields.intersection(&changed).paths() {
@@ -318,24 +325,25 @@ pub fn apply(
     }
     let before = managed.clone();
     for entry in &mut managed.entries {
-        if !entry.same_claim(manager, Operation::Apply, "") {
+        if !entry.same_claim(manager, Operation::Apply, "", sub) {
             entry.fields = entry
                 .fields
                 .difference(&changed)
                 .difference(&comparison.removed);
         }
     }
-    let time = match managed.find(manager, Operation::Apply, "") {
+    let time = match managed.find(manager, Operation::Apply, "", sub) {
         Some(previous) if comparison.is_same() => previous.time.clone(),
         _ => Some(now.to_string()),
     };
     managed
         .entries
-        .retain(|e| !e.same_claim(manager, Operation::Apply, ""));
+        .retain(|e| !e.same_claim(manager, Operation::Apply, "", sub));
     managed.entries.push(Entry {
         manager: manager.to_string(),
         operation: Operation::Apply,
         api_version: typed.api_version.clone(),
+        subresource: sub.to_string(),
         time,
         fields: wanted,
     });
@@ -404,16 +412,17 @@ pub fn record_update(
     if !taken.is_empty() {
         let api_version = typed.api_version.as_str();
         let previous = managed
-            .find(manager, Operation::Update, api_version)
+            .find(manager, Operation::Update, api_version, typed.subresource)
             .map(|e| e.fields.clone())
             .unwrap_or_default();
         managed
             .entries
-            .retain(|e| !e.same_claim(manager, Operation::Update, api_version));
+            .retain(|e| !e.same_claim(manager, Operation::Update, api_version, typed.subresource));
         managed.entries.push(Entry {
             manager: manager.to_string(),
             operation: Operation::Update,
             api_version: api_version.to_string(),
+            subresource: typed.subresource.to_string(),
             time: Some(now.to_string()),
             fields: previous.union(&taken),
         });
@@ -435,6 +444,7 @@ mod tests {
         Typed {
             shape: Shape::built_in("ConfigMap"),
             api_version: "v1".into(),
+            subresource: "",
         }
     }
 
@@ -510,6 +520,7 @@ mod tests {
         let t = Typed {
             shape: Shape::built_in("Pod"),
             api_version: "v1".into(),
+            subresource: "",
         };
         let mut pod = json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "i"}],
                              "volumes": [{"name": "v"}]}});

@@ -168,20 +168,52 @@ impl Api {
         request: &ApplyRequest,
         dry_run: bool,
     ) -> Result<(Value, ApplyOutcome), StatusError> {
-        check_config(resource, name, &request.config)?;
+        self.apply_to(
+            resource,
+            namespace,
+            name,
+            request,
+            dry_run,
+            ApplyTarget::Object,
+        )
+    }
+
+    /// Server-side apply of `request` to `name` or one of its subresources (see [`ApplyTarget`]).
+    /// Only the object itself is created when missing; a subresource's apply to a missing object
+    /// is a 404.
+    pub fn apply_to(
+        &self,
+        resource: &ResourceType,
+        namespace: Option<&str>,
+        name: &str,
+        request: &ApplyRequest,
+        dry_run: bool,
+        target: ApplyTarget,
+    ) -> Result<(Value, ApplyOutcome), StatusError> {
+        // What is merged into the object: the configuration, or what of it the subresource writes.
+        let config = match target {
+            ApplyTarget::Object => {
+                check_config(resource, name, &request.config)?;
+                request.config.clone()
+            }
+            ApplyTarget::Status => {
+                check_config(resource, name, &request.config)?;
+                status_config(resource, name, &request.config)
+            }
+            ApplyTarget::Scale => scale_config(resource, name, &request.config)?,
+        };
+        let (subresource, endpoint) = match target {
+            ApplyTarget::Object => ("", Endpoint::Main),
+            ApplyTarget::Status => ("status", Endpoint::Status),
+            ApplyTarget::Scale => ("scale", Endpoint::Main),
+        };
         let source = self.type_source(resource);
-        let typed = typed(resource, &source);
+        let mut typed = typed(resource, &source);
+        typed.subresource = subresource;
         let now = meta::now();
         // The request merged over `base` (the live object, or an empty one to create).
         let merge = |base: &Value| {
-            super::apply(
-                &typed,
-                base,
-                &request.config,
-                &request.manager,
-                request.force,
-                &now,
-            )
+            super::apply(&typed, base, &config, &request.manager, request.force, &now)
         };
         let key = resource.key(namespace, name);
         let exists: Option<Arc<Value>> = self
@@ -189,10 +221,13 @@ impl Api {
             .get(&resource.qualified(), &key)
             .map(|s: Stored| s.object);
         if exists.is_none() {
+            if target != ApplyTarget::Object {
+                return Err(StatusError::not_found(resource, name));
+            }
             let empty = super::empty_object(source.kind(resource));
             let mut object = match merge(&empty)? {
                 Applied::Changed(object) => object,
-                Applied::Unchanged => request.config.clone(),
+                Applied::Unchanged => config.clone(),
             };
             meta::metadata_mut(&mut object).insert("name".into(), name.into());
             let created = self.create_recorded(resource, namespace, object, dry_run)?;
@@ -205,12 +240,82 @@ impl Api {
             };
             strategy::check_type(resource, &mut object)?;
             strategy::check_namespace(resource, &mut object, namespace)?;
+            // The status strategy keeps the stored object but for its status: the entries the
+            // apply wrote go along.
+            let managed = object.pointer("/metadata/managedFields").cloned();
             // The configuration's resourceVersion, if any, is a precondition (merged over the live one).
-            strategy::prepare_update(resource, current, &mut object, Endpoint::Main)?;
+            strategy::prepare_update(resource, current, &mut object, endpoint)?;
+            if let Some(managed) = managed {
+                meta::metadata_mut(&mut object).insert("managedFields".into(), managed);
+            }
             Ok(object)
         })?;
-        Ok((updated, ApplyOutcome::Updated))
+        let answer = match target {
+            ApplyTarget::Scale => self.scale_view(resource, &updated),
+            _ => updated,
+        };
+        Ok((answer, ApplyOutcome::Updated))
     }
+}
+
+/// What an apply writes: the object, its `/status`, or its `/scale`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ApplyTarget {
+    /// The object itself (created when missing).
+    Object,
+    /// Only `status` of the configuration is applied.
+    Status,
+    /// The configuration is an autoscaling/v1 Scale: its `spec.replicas` is applied to the
+    /// object's replicas field.
+    Scale,
+}
+
+/// The part of a `/status` apply that is written: the configuration's `status` (and the
+/// identifying fields).
+fn status_config(resource: &ResourceType, name: &str, config: &Value) -> Value {
+    let mut metadata = serde_json::Map::new();
+    metadata.insert("name".into(), name.into());
+    if let Some(ns) = config.pointer("/metadata/namespace") {
+        metadata.insert("namespace".into(), ns.clone());
+    }
+    if let Some(rv) = config.pointer("/metadata/resourceVersion") {
+        metadata.insert("resourceVersion".into(), rv.clone());
+    }
+    let mut out = json!({"apiVersion": resource.api_version(), "kind": resource.kind,
+                         "metadata": metadata});
+    if let (Some(status), Some(map)) = (config.get("status"), out.as_object_mut()) {
+        map.insert("status".into(), status.clone());
+    }
+    out
+}
+
+/// A `/scale` apply's Scale turned into a configuration of the object: its `spec.replicas` at
+/// the object's replicas path. A configuration of another kind is a 400, as kube-apiserver
+/// answers it.
+fn scale_config(resource: &ResourceType, name: &str, config: &Value) -> Result<Value, StatusError> {
+    let version = config
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let kind = config.get("kind").and_then(Value::as_str).unwrap_or("");
+    if version != "autoscaling/v1" || kind != "Scale" {
+        let (group, version) = version.rsplit_once('/').unwrap_or(("", version));
+        return Err(StatusError::bad_request(format!(
+            "invalid object type: {group}/{version}, Kind={kind}"
+        )));
+    }
+    if let Some(n) = meta::name(config).filter(|n| *n != name) {
+        return Err(StatusError::bad_request(format!(
+            "the name of the object ({n}) does not match the name on the URL ({name})"
+        )));
+    }
+    let mut out = json!({"apiVersion": resource.api_version(), "kind": resource.kind,
+                         "metadata": {"name": name}});
+    if let Some(replicas) = config.pointer("/spec/replicas") {
+        let path = crate::api::spec_replicas_path(resource);
+        crate::api::set_path(&mut out, &path, replicas.clone());
+    }
+    Ok(out)
 }
 
 fn typed<'s>(resource: &'s ResourceType, source: &'s TypeSource) -> Typed<'s> {
@@ -221,6 +326,7 @@ fn typed<'s>(resource: &'s ResourceType, source: &'s TypeSource) -> Typed<'s> {
     Typed {
         shape,
         api_version: resource.api_version(),
+        subresource: "",
     }
 }
 

@@ -77,6 +77,7 @@ fn resource_entries(t: &ResourceType) -> Vec<Value> {
         .into_iter()
         .filter(|v| *v != "deletecollection" || t.delete_collection)
         .filter(|v| *v == "create" || !t.review)
+        .filter(|v| matches!(*v, "get" | "list") || !t.read_only)
         .collect();
     let mut entries = vec![json!({
         "name": t.plural,
@@ -117,6 +118,21 @@ fn resource_entries(t: &ResourceType) -> Vec<Value> {
             "kind": "Scale",
             "verbs": ["get", "patch", "update"],
         }));
+    }
+    for extra in &t.extras {
+        let (kind, group_version) = extra.kind(&t.kind);
+        let mut entry = json!({
+            "name": format!("{}/{}", t.plural, extra.name()),
+            "singularName": "",
+            "namespaced": t.namespaced,
+            "kind": kind,
+            "verbs": extra.verbs(),
+        });
+        if let (Some((group, version)), Some(map)) = (group_version, entry.as_object_mut()) {
+            map.insert("group".into(), group.into());
+            map.insert("version".into(), version.into());
+        }
+        entries.push(entry);
     }
     entries
 }

@@ -47,7 +47,7 @@ use super::query;
 use super::route::Subresource;
 use crate::api::{ListOptions, Propagation, WatchOptions};
 use crate::patch::PatchType;
-use crate::resource::ResourceType;
+use crate::resource::{Extra, ResourceType};
 use crate::selection::Selection;
 use crate::status::StatusError;
 use crate::strategy::Endpoint;
@@ -97,9 +97,24 @@ pub enum Verb {
         kind: PatchType,
         options: WriteQuery,
     },
-    /// PATCH with `application/apply-patch+yaml` (server-side apply) of one object: never of a
-    /// subresource (415 at parse).
-    Apply { name: String, options: ApplyQuery },
+    /// PATCH with `application/apply-patch+yaml` (server-side apply) of one object, its status
+    /// or its Scale (415 at parse for any other subresource).
+    Apply {
+        name: String,
+        target: crate::apply::verb::ApplyTarget,
+        options: ApplyQuery,
+    },
+    /// A subresource that is an action rather than a view of the object: `pods/binding`,
+    /// `pods/eviction`, `serviceaccounts/token` (POST), `pods/log` (GET), `pods/exec`,
+    /// `attach`, `portforward` and the proxies (see [`crate::subresource`]).
+    Action {
+        name: String,
+        extra: Extra,
+        options: WriteQuery,
+        body: BodyFormat,
+        /// `container` of a log request.
+        container: Option<String>,
+    },
     /// DELETE of one object (never of a subresource: 405 at parse).
     Delete { name: String, options: DeleteQuery },
     /// DELETE of a collection; only for types that allow it (405 at parse otherwise).
@@ -126,7 +141,10 @@ impl ObjectTarget {
         match self.subresource {
             Some(Subresource::Status) => Endpoint::Status,
             Some(Subresource::Finalize) => Endpoint::Finalize,
-            Some(Subresource::Scale) | None => Endpoint::Main,
+            Some(Subresource::Extra(Extra::EphemeralContainers)) => Endpoint::EphemeralContainers,
+            Some(Subresource::Extra(Extra::Resize)) => Endpoint::Resize,
+            Some(Subresource::Extra(Extra::Approval)) => Endpoint::Approval,
+            Some(Subresource::Scale | Subresource::Extra(_)) | None => Endpoint::Main,
         }
     }
 
@@ -376,6 +394,14 @@ fn collection(
             _ => Err(StatusError::method_not_allowed(method.as_str())),
         };
     }
+    if resource.read_only && (*method != Method::GET || query.flag("watch")) {
+        let verb = if *method == Method::GET {
+            "WATCH"
+        } else {
+            method.as_str()
+        };
+        return Err(StatusError::method_not_allowed(verb));
+    }
     let verb = match *method {
         Method::GET if query.flag("watch") => {
             let table = headers.table(true)?;
@@ -414,10 +440,19 @@ fn one_object(
         Some(Subresource::Status) => resource.status,
         Some(Subresource::Scale) => resource.scale,
         Some(Subresource::Finalize) => crate::strategy::is_namespaces(resource),
+        Some(Subresource::Extra(extra)) => resource.extras.contains(&extra),
         None => true,
     };
     if !served {
         return Err(StatusError::no_such_resource());
+    }
+    if resource.read_only && (*method != Method::GET || subresource.is_some()) {
+        return Err(StatusError::method_not_allowed(method.as_str()));
+    }
+    if let Some(Subresource::Extra(extra)) = subresource {
+        if let Some(verb) = action(extra, method, query, headers, &name)? {
+            return Ok((verb, None));
+        }
     }
     // kube-apiserver's finalize storage only updates: no get, patch or delete there.
     if subresource == Some(Subresource::Finalize) && *method != Method::PUT {
@@ -426,7 +461,7 @@ fn one_object(
     // `/status` converts to a Table as its object does (1.37: the status storage shares the
     // object's convertor; 1.20 had none there). `/scale` has none: only a non-Table Accept clause
     // will do for it.
-    let tables = subresource != Some(Subresource::Scale);
+    let tables = matches!(subresource, None | Some(Subresource::Status));
     let target = ObjectTarget { name, subresource };
     match *method {
         Method::GET => {
@@ -448,11 +483,17 @@ fn one_object(
             let force = query.text("force");
             if headers.is_apply() {
                 crate::apply::verb::check_patch_options(true, field_manager, force)?;
-                if subresource.is_some() {
-                    return Err(StatusError::unsupported_media_type(
-                        crate::apply::CONTENT_TYPE,
-                    ));
-                }
+                use crate::apply::verb::ApplyTarget;
+                let apply_target = match subresource {
+                    None => ApplyTarget::Object,
+                    Some(Subresource::Status) => ApplyTarget::Status,
+                    Some(Subresource::Scale) => ApplyTarget::Scale,
+                    Some(_) => {
+                        return Err(StatusError::unsupported_media_type(
+                            crate::apply::CONTENT_TYPE,
+                        ));
+                    }
+                };
                 let options = ApplyQuery {
                     dry_run: query.dry_run(),
                     field_manager: field_manager.unwrap_or_default().to_string(),
@@ -460,6 +501,7 @@ fn one_object(
                 };
                 let verb = Verb::Apply {
                     name: target.name,
+                    target: apply_target,
                     options,
                 };
                 return Ok((verb, table));
@@ -486,6 +528,40 @@ fn one_object(
         }
         _ => Err(StatusError::method_not_allowed(method.as_str())),
     }
+}
+
+/// The verb of an action subresource (see [`Verb::Action`]), or `None` for the subresources
+/// that read and write the object itself (`ephemeralcontainers`, `resize`, `approval`: the
+/// usual get, update and patch). A method the subresource does not serve is a 405.
+fn action(
+    extra: Extra,
+    method: &Method,
+    query: &Query,
+    headers: Headers,
+    name: &str,
+) -> Result<Option<Verb>, StatusError> {
+    let allowed = match extra {
+        Extra::EphemeralContainers | Extra::Resize | Extra::Approval => return Ok(None),
+        Extra::Binding | Extra::Eviction | Extra::Token => *method == Method::POST,
+        Extra::Log => *method == Method::GET,
+        Extra::Exec | Extra::Attach | Extra::PortForward => {
+            matches!(*method, Method::GET | Method::POST)
+        }
+        Extra::Proxy => matches!(
+            *method,
+            Method::GET | Method::POST | Method::PUT | Method::PATCH | Method::DELETE
+        ),
+    };
+    if !allowed {
+        return Err(StatusError::method_not_allowed(method.as_str()));
+    }
+    Ok(Some(Verb::Action {
+        name: name.to_string(),
+        extra,
+        options: write_query(query, headers),
+        body: headers.body_format(),
+        container: query.text("container").map(str::to_string),
+    }))
 }
 
 /// `limit`, `continue`, `resourceVersion`, `resourceVersionMatch` and the selectors of a list.
@@ -695,11 +771,26 @@ mod tests {
     #[test]
     fn apply_names_a_manager_before_its_subresource_is_refused() {
         let apply = [("content-type", "application/apply-patch+yaml")];
-        let status = Some(("a", Some(Subresource::Status)));
-        let error = parse(Method::PATCH, "/p", &apply, status).expect_err("422");
+        // Apply is served on the object, `/status` and `/scale`; not on the other subresources.
+        let ephemeral = Some((
+            "a",
+            Some(Subresource::Extra(
+                crate::resource::Extra::EphemeralContainers,
+            )),
+        ));
+        let error = parse(Method::PATCH, "/p", &apply, ephemeral).expect_err("422");
         assert_eq!(error.code, 422);
-        let error = parse(Method::PATCH, "/p?fieldManager=m", &apply, status).expect_err("415");
+        let error = parse(Method::PATCH, "/p?fieldManager=m", &apply, ephemeral).expect_err("415");
         assert_eq!(error.code, 415);
+        let status = Some(("a", Some(Subresource::Status)));
+        let request = parse(Method::PATCH, "/p?fieldManager=m", &apply, status).expect("apply");
+        assert!(matches!(
+            request.verb,
+            Verb::Apply {
+                target: crate::apply::verb::ApplyTarget::Status,
+                ..
+            }
+        ));
         let request = parse(
             Method::PATCH,
             "/p?fieldManager=m&force=true",
@@ -707,7 +798,7 @@ mod tests {
             Some(("a", None)),
         )
         .expect("an apply");
-        let Verb::Apply { name, options } = request.verb else {
+        let Verb::Apply { name, options, .. } = request.verb else {
             panic!("not an apply: {:?}", request.verb);
         };
         assert_eq!((name.as_str(), options.field_manager.as_str()), ("a", "m"));

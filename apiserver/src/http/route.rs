@@ -10,7 +10,7 @@
 
 use std::sync::Arc;
 
-use crate::resource::{Catalog, ResourceType};
+use crate::resource::{Catalog, Extra, ResourceType};
 
 /// A subresource of one object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -19,6 +19,8 @@ pub enum Subresource {
     Scale,
     /// A Namespace's `/finalize` (PUT only): writes `spec.finalizers`.
     Finalize,
+    /// One of the type's other subresources (see [`crate::subresource`]).
+    Extra(Extra),
 }
 
 /// What a request path names.
@@ -74,21 +76,25 @@ pub fn route(registry: &Catalog, path: &str) -> Route {
     };
     let find = |plural: &str| registry.find(group, version, plural);
     let namespaced = |plural: &str| find(plural).filter(|r| r.namespaced);
-    let object = |resource, namespace: Option<&str>, name: &str, sub: Option<&str>| {
-        let subresource = match sub {
-            None => None,
-            Some("status") => Some(Subresource::Status),
-            Some("scale") => Some(Subresource::Scale),
-            Some("finalize") => Some(Subresource::Finalize),
-            Some(_) => return Route::NotFound,
+    let object =
+        |resource: Arc<ResourceType>, namespace: Option<&str>, name: &str, sub: Option<&str>| {
+            let subresource = match sub {
+                None => None,
+                Some("status") => Some(Subresource::Status),
+                Some("scale") => Some(Subresource::Scale),
+                Some("finalize") => Some(Subresource::Finalize),
+                Some(other) => match resource.extras.iter().find(|e| e.name() == other) {
+                    Some(extra) => Some(Subresource::Extra(*extra)),
+                    None => return Route::NotFound,
+                },
+            };
+            Route::Object {
+                resource,
+                namespace: namespace.map(str::to_string),
+                name: name.to_string(),
+                subresource,
+            }
         };
-        Route::Object {
-            resource,
-            namespace: namespace.map(str::to_string),
-            name: name.to_string(),
-            subresource,
-        }
-    };
     match rest {
         [] => Route::Resources {
             group: group.to_string(),

@@ -28,14 +28,17 @@ use super::request::{
     WriteQuery,
 };
 use crate::api::{Deletion, ListOptions, UpdateOptions, WatchOptions, WriteOptions};
+use crate::apply::verb::ApplyTarget;
 use crate::faults::Faults;
 use crate::patch::PatchType;
+use crate::resource::Extra;
 use crate::resource::ResourceType;
 use crate::review;
 use crate::selection::Selection;
 use crate::status::StatusError;
 use crate::store::{Stored, WatchFeed, WatchItem};
 use crate::strategy;
+use crate::subresource::{self, ActionReply};
 use crate::table::{self, Convertor, TableVersion, TableWriter};
 
 /// Serves a parsed resource request: its verb's handler.
@@ -60,7 +63,9 @@ pub async fn serve(shared: &Arc<Shared>, request: ApiRequest, body: Incoming) ->
             options,
             body: format,
         } => call.create(&options, format, body).await,
-        Verb::Review { body: format } => review(shared, &resource, format, body).await,
+        Verb::Review { body: format } => {
+            review(shared, &resource, namespace.as_deref(), format, body).await
+        }
         Verb::Update {
             target,
             options,
@@ -71,7 +76,21 @@ pub async fn serve(shared: &Arc<Shared>, request: ApiRequest, body: Incoming) ->
             kind,
             options,
         } => call.patch(&target, kind, &options, body).await,
-        Verb::Apply { name, options } => call.apply(&name, &options, body).await,
+        Verb::Apply {
+            name,
+            target,
+            options,
+        } => call.apply(&name, target, &options, body).await,
+        Verb::Action {
+            name,
+            extra,
+            options,
+            body: format,
+            container,
+        } => {
+            call.action(&name, extra, &options, format, container.as_deref(), body)
+                .await
+        }
         Verb::Delete { name, options } => call.delete(&name, options, body).await,
         Verb::DeleteCollection { selection, options } => {
             call.delete_collection(&selection, options, body).await
@@ -94,10 +113,16 @@ struct Call<'a> {
 async fn review(
     shared: &Shared,
     resource: &ResourceType,
+    namespace: Option<&str>,
     format: BodyFormat,
     body: Incoming,
 ) -> Reply {
     let review = read_object(body, format).await?;
+    // The `bindings` collection: create-only like a review, but it writes the pod it names.
+    if resource.kind == "Binding" && resource.group.is_empty() {
+        let reply = shared.api.bind(namespace, None, &review, false)?;
+        return action_reply(reply);
+    }
     let known_token = |token: &str| {
         shared
             .token
@@ -114,6 +139,13 @@ impl Call<'_> {
     fn get(&self, target: &ObjectTarget) -> Reply {
         let api = &self.shared.api;
         let (resource, ns) = (self.resource, self.namespace);
+        if resource.read_only {
+            return subresource::component_statuses()
+                .into_iter()
+                .find(|c| c["metadata"]["name"] == target.name.as_str())
+                .map(|c| json_response(StatusCode::OK, &c))
+                .ok_or_else(|| StatusError::not_found(resource, &target.name));
+        }
         if target.is_scale() {
             let scale = api.get_scale(resource, ns, &target.name)?;
             return Ok(json_response(StatusCode::OK, &scale));
@@ -132,6 +164,15 @@ impl Call<'_> {
     /// LIST, one page: a `<Kind>List` of the stored bytes, or a Table.
     fn list(&self, options: &ListOptions) -> Reply {
         let resource = self.resource;
+        if resource.read_only {
+            let items: Vec<Value> = subresource::component_statuses()
+                .into_iter()
+                .filter(|c| options.selection.matches(c))
+                .collect();
+            let list = json!({"kind": format!("{}List", resource.kind), "apiVersion": "v1",
+                              "metadata": {}, "items": items});
+            return Ok(json_response(StatusCode::OK, &list));
+        }
         let mut result = self.shared.api.list(resource, self.namespace, options)?;
         if resource.schema.is_some() {
             let items = std::mem::take(&mut result.page.items);
@@ -270,7 +311,13 @@ impl Call<'_> {
 
     /// PATCH with `application/apply-patch+yaml`: server-side apply (see [`crate::apply`]); 201
     /// when it created the object.
-    async fn apply(&self, name: &str, options: &ApplyQuery, body: Incoming) -> Reply {
+    async fn apply(
+        &self,
+        name: &str,
+        target: ApplyTarget,
+        options: &ApplyQuery,
+        body: Incoming,
+    ) -> Reply {
         use crate::apply::verb::{self, ApplyOutcome, ApplyRequest};
         self.write_fault()?;
         self.update_fault(name)?;
@@ -280,18 +327,56 @@ impl Call<'_> {
             manager: options.field_manager.clone(),
             force: options.force,
         };
-        let (object, outcome) = self.shared.api.apply(
+        let (object, outcome) = self.shared.api.apply_to(
             self.resource,
             self.namespace,
             name,
             &applied,
             options.dry_run,
+            target,
         )?;
+        if target == ApplyTarget::Scale {
+            return Ok(json_response(StatusCode::OK, &object));
+        }
         let code = match outcome {
             ApplyOutcome::Created => StatusCode::CREATED,
             ApplyOutcome::Updated => StatusCode::OK,
         };
         self.object_reply(code, &object)
+    }
+
+    /// An action subresource (see [`crate::subresource`]): binding, eviction, token, log, the
+    /// streams and the proxies.
+    async fn action(
+        &self,
+        name: &str,
+        extra: Extra,
+        options: &WriteQuery,
+        format: BodyFormat,
+        container: Option<&str>,
+        body: Incoming,
+    ) -> Reply {
+        let api = &self.shared.api;
+        let ns = self.namespace;
+        let reply = match extra {
+            Extra::Binding | Extra::Eviction | Extra::Token => {
+                self.write_fault()?;
+                let object = read_object(body, format).await?;
+                match extra {
+                    Extra::Binding => api.bind(ns, Some(name), &object, options.dry_run)?,
+                    Extra::Eviction => api.evict(ns, name, &object, options.dry_run)?,
+                    _ => api.token(ns, name, &object)?,
+                }
+            }
+            Extra::Log => api.log(ns, name, container)?,
+            Extra::Exec | Extra::Attach | Extra::PortForward => api.connect(ns, name)?,
+            Extra::Proxy => api.proxy(self.resource, ns, name)?,
+            // Served as get, update and patch (see `request::action`).
+            Extra::EphemeralContainers | Extra::Resize | Extra::Approval => {
+                return Err(StatusError::method_not_allowed("POST"));
+            }
+        };
+        action_reply(reply)
     }
 
     /// DELETE of one object: the object while it waits for finalizers or a grace period (or
@@ -404,6 +489,24 @@ impl Call<'_> {
             ));
         }
         Ok(())
+    }
+}
+
+/// The response of an action subresource.
+fn action_reply(reply: ActionReply) -> Reply {
+    match reply {
+        ActionReply::Json(code, value) => {
+            let code = StatusCode::from_u16(code).unwrap_or(StatusCode::OK);
+            Ok(json_response(code, &value))
+        }
+        ActionReply::Text(text) => {
+            let mut response = bytes_response(StatusCode::OK, Bytes::from(text));
+            response
+                .headers_mut()
+                .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
+            Ok(response)
+        }
+        ActionReply::NoContent => Ok(bytes_response(StatusCode::NO_CONTENT, Bytes::new())),
     }
 }
 

@@ -2066,3 +2066,5 @@ conformance!(
 mod apply;
 
 mod cluster;
+
+mod subresources;
