@@ -51,7 +51,7 @@ use crate::resource::ResourceType;
 use crate::selection::Selection;
 use crate::status::StatusError;
 use crate::strategy::Endpoint;
-use crate::table::{self, IncludeObject, TableVersion, Wanted};
+use crate::table::{self, IncludeObject, PartialMetadata, TableVersion, Wanted};
 
 /// One request on a resource type, parsed (see the [module docs](self)).
 #[derive(Debug)]
@@ -292,12 +292,15 @@ impl DeleteQuery {
     }
 }
 
-/// How to answer: the object (or list) itself, or a Table of it.
+/// How to answer: the object (or list) itself, a Table of it, or its metadata alone.
+/// Invariant: at most one of `table` and `metadata` is `Some` (one Accept clause is chosen).
 #[derive(Debug)]
 pub struct Answer {
     /// The Table version the `Accept` header asks for, if this endpoint can serve one; `None`
-    /// for the object itself. Always `None` for a subresource and an access review.
+    /// for the object itself. Always `None` for `/scale` and an access review.
     pub table: Option<TableVersion>,
+    /// The metadata-only kind the `Accept` header asks for (`as=PartialObjectMetadata[List]`).
+    pub metadata: Option<PartialMetadata>,
     /// `includeObject`: what each Table row carries. Read only when `table` is `Some`, and then
     /// after the objects, so its 400 follows a 404.
     pub include_object: Deferred<IncludeObject>,
@@ -335,14 +338,20 @@ impl ApiRequest {
         let query = Query(query::parse(head.uri.query()));
         let headers = Headers(&head.headers);
         let method = &head.method;
-        let (verb, table) = match object {
+        let (verb, wanted) = match object {
             None => collection(&resource, method, &query, headers)?,
             Some((name, subresource)) => {
                 one_object(&resource, method, &query, headers, name, subresource)?
             }
         };
+        let (table, metadata) = match wanted {
+            Wanted::Object => (None, None),
+            Wanted::Table(version) => (Some(version), None),
+            Wanted::Metadata(partial) => (None, Some(partial)),
+        };
         let answer = Answer {
             table,
+            metadata,
             include_object: Deferred(IncludeObject::parse(query.text("includeObject"))),
         };
         Ok(ApiRequest {
@@ -360,17 +369,17 @@ fn collection(
     method: &Method,
     query: &Query,
     headers: Headers,
-) -> Result<(Verb, Option<TableVersion>), StatusError> {
+) -> Result<(Verb, Wanted), StatusError> {
     // An access review is create-only: kube-apiserver answers anything else with 405.
     if resource.review {
         return match *method {
             Method::POST => {
-                headers.table(false)?;
+                headers.wanted(false)?;
                 Ok((
                     Verb::Review {
                         body: headers.body_format(),
                     },
-                    None,
+                    Wanted::Object,
                 ))
             }
             _ => Err(StatusError::method_not_allowed(method.as_str())),
@@ -378,12 +387,12 @@ fn collection(
     }
     let verb = match *method {
         Method::GET if query.flag("watch") => {
-            let table = headers.table(true)?;
-            return Ok((Verb::Watch(watch_options(resource, query)?), table));
+            let wanted = headers.wanted(true)?;
+            return Ok((Verb::Watch(watch_options(resource, query)?), wanted));
         }
         Method::GET => {
-            let table = headers.table(true)?;
-            return Ok((Verb::List(list_options(resource, query)?), table));
+            let wanted = headers.wanted(true)?;
+            return Ok((Verb::List(list_options(resource, query)?), wanted));
         }
         Method::POST => Verb::Create {
             options: write_query(query, headers),
@@ -395,7 +404,7 @@ fn collection(
         },
         _ => return Err(StatusError::method_not_allowed(method.as_str())),
     };
-    Ok((verb, headers.table(true)?))
+    Ok((verb, headers.wanted(true)?))
 }
 
 /// A verb on one object (or its subresource) and the Table it wants.
@@ -406,7 +415,7 @@ fn one_object(
     headers: Headers,
     name: String,
     subresource: Option<Subresource>,
-) -> Result<(Verb, Option<TableVersion>), StatusError> {
+) -> Result<(Verb, Wanted), StatusError> {
     if resource.review {
         return Err(StatusError::method_not_allowed(method.as_str()));
     }
@@ -430,20 +439,20 @@ fn one_object(
     let target = ObjectTarget { name, subresource };
     match *method {
         Method::GET => {
-            let table = headers.table(tables)?;
-            Ok((Verb::Get(target), table))
+            let wanted = headers.wanted(tables)?;
+            Ok((Verb::Get(target), wanted))
         }
         Method::PUT => {
-            let table = headers.table(tables)?;
+            let wanted = headers.wanted(tables)?;
             let verb = Verb::Update {
                 target,
                 options: write_query(query, headers),
                 body: headers.body_format(),
             };
-            Ok((verb, table))
+            Ok((verb, wanted))
         }
         Method::PATCH => {
-            let table = headers.table(tables)?;
+            let wanted = headers.wanted(tables)?;
             let field_manager = query.text("fieldManager");
             let force = query.text("force");
             if headers.is_apply() {
@@ -462,7 +471,7 @@ fn one_object(
                     name: target.name,
                     options,
                 };
-                return Ok((verb, table));
+                return Ok((verb, wanted));
             }
             crate::apply::verb::check_patch_options(false, field_manager, force)?;
             let kind = PatchType::from_content_type(headers.content_type())?;
@@ -471,10 +480,10 @@ fn one_object(
                 kind,
                 options: write_query(query, headers),
             };
-            Ok((verb, table))
+            Ok((verb, wanted))
         }
         Method::DELETE => {
-            let table = headers.table(tables)?;
+            let wanted = headers.wanted(tables)?;
             if subresource.is_some() {
                 return Err(StatusError::method_not_allowed(method.as_str()));
             }
@@ -482,7 +491,7 @@ fn one_object(
                 name: target.name,
                 options: DeleteQuery::parse(query, headers.body_format()),
             };
-            Ok((verb, table))
+            Ok((verb, wanted))
         }
         _ => Err(StatusError::method_not_allowed(method.as_str())),
     }
@@ -615,13 +624,10 @@ impl Headers<'_> {
         }
     }
 
-    /// The Table version the Accept header asks for, if it asks for one this endpoint (`tables`:
-    /// it has a table convertor) can serve; 406 when no Accept clause can be served.
-    fn table(&self, tables: bool) -> Result<Option<TableVersion>, StatusError> {
-        match table::negotiate(self.text(header::ACCEPT), table::Endpoint { tables })? {
-            Wanted::Table(version) => Ok(Some(version)),
-            Wanted::Object => Ok(None),
-        }
+    /// The representation the Accept header asks for, if this endpoint (`tables`: it has a table
+    /// convertor) can serve it; 406 when no Accept clause can be served.
+    fn wanted(&self, tables: bool) -> Result<Wanted, StatusError> {
+        table::negotiate(self.text(header::ACCEPT), table::Endpoint { tables })
     }
 }
 

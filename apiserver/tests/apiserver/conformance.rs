@@ -2010,3 +2010,5 @@ conformance!(
 mod apply;
 
 mod cluster;
+
+mod fidelity;
