@@ -187,6 +187,7 @@ pub mod audit;
 pub mod cel;
 pub mod crd;
 pub mod faults;
+pub mod field_validation;
 pub mod gc;
 pub mod http;
 pub mod kubelet;

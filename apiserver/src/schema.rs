@@ -529,6 +529,60 @@ impl Schema {
         self.prune_fields(map, true);
     }
 
+    /// Removes what [`Schema::prune_object`] would, from a write's body, and names each removed
+    /// field by its path (`metadata.foo`, `spec.items[0].b`): the unknown fields that
+    /// `fieldValidation` judges (see [`crate::field_validation`]). A `null` the schema does not
+    /// allow is left to pruning: it is not an unknown field.
+    pub fn strip_unknown(&self, object: &mut Value, unknown: &mut Vec<String>) {
+        let Some(map) = object.as_object_mut() else {
+            return;
+        };
+        if let Some(Value::Object(metadata)) = map.get_mut("metadata") {
+            metadata.retain(|k, _| {
+                let known = OBJECT_META.contains(&k.as_str());
+                if !known {
+                    unknown.push(join("metadata", k));
+                }
+                known
+            });
+        }
+        self.strip_fields(map, "", unknown);
+    }
+
+    fn strip_fields(&self, map: &mut Map<String, Value>, path: &str, unknown: &mut Vec<String>) {
+        map.retain(|key, value| {
+            if path.is_empty() && matches!(key.as_str(), "apiVersion" | "kind" | "metadata") {
+                return true;
+            }
+            let child_path = join(path, key);
+            match self.properties.get(key).or(self.additional.as_deref()) {
+                Some(child) => {
+                    child.strip_below(value, &child_path, unknown);
+                    true
+                }
+                None if self.preserve_unknown => true,
+                None => {
+                    unknown.push(child_path);
+                    false
+                }
+            }
+        });
+    }
+
+    fn strip_below(&self, value: &mut Value, path: &str, unknown: &mut Vec<String>) {
+        match value {
+            Value::Object(map) => self.strip_fields(map, path, unknown),
+            Value::Array(items) => {
+                if let Some(schema) = self.items.as_deref() {
+                    for (i, item) in items.iter_mut().enumerate() {
+                        schema.strip_below(item, &format!("{path}[{i}]"), unknown);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
     /// Prunes the fields of one object; at the root, `apiVersion`, `kind` and `metadata` stay.
     fn prune_fields(&self, map: &mut Map<String, Value>, root: bool) {
         map.retain(|key, value| {

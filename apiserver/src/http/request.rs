@@ -46,6 +46,7 @@ use http::{HeaderMap, Method, header};
 use super::query;
 use super::route::Subresource;
 use crate::api::{ListOptions, Propagation, WatchOptions};
+use crate::field_validation::FieldValidation;
 use crate::patch::PatchType;
 use crate::resource::ResourceType;
 use crate::selection::Selection;
@@ -153,6 +154,9 @@ pub struct WriteQuery {
     pub dry_run: bool,
     /// `fieldManager`, else the product of the `User-Agent` (see [`crate::apply::manager_name`]).
     pub field_manager: String,
+    /// `fieldValidation`: what to do about unknown fields in the body (see
+    /// [`crate::field_validation`]).
+    pub field_validation: FieldValidation,
 }
 
 /// The options of a server-side apply.
@@ -395,7 +399,7 @@ fn collection(
             return Ok((Verb::List(list_options(resource, query)?), wanted));
         }
         Method::POST => Verb::Create {
-            options: write_query(query, headers),
+            options: write_query(query, headers)?,
             body: headers.body_format(),
         },
         Method::DELETE if resource.delete_collection => Verb::DeleteCollection {
@@ -446,7 +450,7 @@ fn one_object(
             let wanted = headers.wanted(tables)?;
             let verb = Verb::Update {
                 target,
-                options: write_query(query, headers),
+                options: write_query(query, headers)?,
                 body: headers.body_format(),
             };
             Ok((verb, wanted))
@@ -478,7 +482,7 @@ fn one_object(
             let verb = Verb::Patch {
                 target,
                 kind,
-                options: write_query(query, headers),
+                options: write_query(query, headers)?,
             };
             Ok((verb, wanted))
         }
@@ -550,11 +554,12 @@ fn selection(resource: &ResourceType, query: &Query) -> Result<Selection, Status
     )
 }
 
-fn write_query(query: &Query, headers: Headers) -> WriteQuery {
-    WriteQuery {
+fn write_query(query: &Query, headers: Headers) -> Result<WriteQuery, StatusError> {
+    Ok(WriteQuery {
         dry_run: query.dry_run(),
         field_manager: crate::apply::manager_name(query.text("fieldManager"), headers.user_agent()),
-    }
+        field_validation: FieldValidation::parse(query.text("fieldValidation"))?,
+    })
 }
 
 /// The switches of a POST to `/ferrokube/faults`.

@@ -209,11 +209,12 @@ impl Call<'_> {
     /// POST: 201 with the created object.
     async fn create(&self, options: &WriteQuery, format: BodyFormat, body: Incoming) -> Reply {
         self.write_fault()?;
-        let object = if self.resource.is_custom() {
+        let mut object = if self.resource.is_custom() {
             read_custom_object(body, format, &self.resource.kind).await?
         } else {
             read_object(body, format).await?
         };
+        let warnings = self.judge_unknown_fields(options, &mut object)?;
         let options = WriteOptions {
             dry_run: options.dry_run,
             manager: &options.field_manager,
@@ -222,7 +223,7 @@ impl Call<'_> {
             .shared
             .api
             .create(self.resource, self.namespace, object, &options)?;
-        self.object_reply(StatusCode::CREATED, &created)
+        with_warnings(self.object_reply(StatusCode::CREATED, &created), &warnings)
     }
 
     /// PUT of an object, its status or its Scale.
@@ -235,10 +236,15 @@ impl Call<'_> {
     ) -> Reply {
         self.write_fault()?;
         self.update_fault(&target.name)?;
-        let object = if self.resource.is_custom() && !target.is_scale() {
+        let mut object = if self.resource.is_custom() && !target.is_scale() {
             read_custom_object(body, format, &self.resource.kind).await?
         } else {
             read_object(body, format).await?
+        };
+        let warnings = if target.is_scale() {
+            Vec::new()
+        } else {
+            self.judge_unknown_fields(options, &mut object)?
         };
         let api = &self.shared.api;
         let (resource, ns, name) = (self.resource, self.namespace, target.name.as_str());
@@ -252,7 +258,7 @@ impl Call<'_> {
             };
             api.update(resource, ns, name, object, &options)?
         };
-        self.object_reply(StatusCode::OK, &updated)
+        with_warnings(self.object_reply(StatusCode::OK, &updated), &warnings)
     }
 
     /// PATCH (merge, JSON or strategic merge) of an object, its status or its Scale.
@@ -265,7 +271,15 @@ impl Call<'_> {
     ) -> Reply {
         self.write_fault()?;
         self.update_fault(&target.name)?;
-        let patch = read_json(body).await?;
+        let mut patch = read_json(body).await?;
+        // A merge patch names fields where the object has them: its unknown ones are the
+        // object's. (A JSON patch's are not looked for: a known difference.)
+        let warnings = match kind {
+            PatchType::Merge | PatchType::Strategic if !target.is_scale() => {
+                self.judge_unknown_fields(options, &mut patch)?
+            }
+            _ => Vec::new(),
+        };
         let api = &self.shared.api;
         let (resource, ns, name) = (self.resource, self.namespace, target.name.as_str());
         let patched = if target.is_scale() {
@@ -280,7 +294,7 @@ impl Call<'_> {
             };
             api.patch(resource, ns, name, kind, &patch, &options)?
         };
-        self.object_reply(StatusCode::OK, &patched)
+        with_warnings(self.object_reply(StatusCode::OK, &patched), &warnings)
     }
 
     /// PATCH with `application/apply-patch+yaml`: server-side apply (see [`crate::apply`]); 201
@@ -445,6 +459,18 @@ impl Call<'_> {
         })
     }
 
+    /// Removes the unknown fields of a write's body and judges them by the request's
+    /// `fieldValidation` (see [`crate::field_validation`]): the warnings to send, or the 400 of
+    /// a strict write.
+    fn judge_unknown_fields(
+        &self,
+        options: &WriteQuery,
+        body: &mut Value,
+    ) -> Result<Vec<String>, StatusError> {
+        let unknown = crate::field_validation::strip_unknown(self.resource, body);
+        options.field_validation.judge(self.resource, unknown)
+    }
+
     /// The injected write failure (500 or 429), if one is due.
     fn write_fault(&self) -> Result<(), StatusError> {
         match self.shared.faults.write_failure() {
@@ -464,6 +490,19 @@ impl Call<'_> {
         }
         Ok(())
     }
+}
+
+/// `reply` with one `Warning: 299 - "<text>"` header per warning (the form kube-apiserver sends
+/// and client-go's warning handlers print).
+fn with_warnings(reply: Reply, warnings: &[String]) -> Reply {
+    let mut response = reply?;
+    for warning in warnings {
+        let quoted = serde_json::to_string(warning).unwrap_or_default();
+        if let Ok(value) = HeaderValue::from_str(&format!("299 - {quoted}")) {
+            response.headers_mut().append(header::WARNING, value);
+        }
+    }
+    Ok(response)
 }
 
 /// A list's `metadata`: its resourceVersion, and the continue token and remaining count of a page

@@ -9,7 +9,6 @@
 use super::*;
 
 /// What a client saw of one request, headers included.
-#[allow(dead_code)] // `warnings`: read by the field validation case.
 struct Exchange {
     code: u16,
     content_type: String,
@@ -263,3 +262,88 @@ async fn watch_accepting(
     }
     events
 }
+
+/// A write with unknown fields under each `fieldValidation`: what it answered, which warnings it
+/// sent, and whether the stored object kept them.
+async fn judged(t: &Target, url: &str, directive: &str, body: &Value) -> Value {
+    let query = if directive.is_empty() {
+        String::new()
+    } else {
+        format!("?fieldValidation={directive}")
+    };
+    let json = "application/json";
+    let seen = exchange(
+        t,
+        Method::POST,
+        &format!("{url}{query}"),
+        json,
+        json,
+        Some(body.to_string()),
+    )
+    .await;
+    let kept = seen.body.get("extra").is_some()
+        || seen.body["metadata"].get("foo").is_some()
+        || seen.body["spec"].get("bogus").is_some();
+    json!([seen.status(), seen.warnings, kept])
+}
+
+async fn unknown_fields(t: &Target, ns: &str) -> Value {
+    let cms = format!("/api/v1/namespaces/{ns}/configmaps");
+    let mut outcomes = serde_json::Map::new();
+    for (i, directive) in ["Strict", "Warn", "Ignore", ""].into_iter().enumerate() {
+        let mut cm = config_map(&format!("cm-{i}"), "1");
+        cm["extra"] = json!("test");
+        cm["metadata"]["foo"] = json!("x");
+        outcomes.insert(
+            format!("configmap {directive}"),
+            judged(t, &cms, directive, &cm).await,
+        );
+    }
+    let strict = &outcomes["configmap Strict"];
+    assert_eq!(strict[0]["code"], 400, "{}: {strict}", t.name);
+    let warned = &outcomes["configmap Warn"];
+    assert_eq!(
+        warned[1].as_array().map(Vec::len),
+        Some(2),
+        "{}: {warned}",
+        t.name
+    );
+    assert_eq!(warned[2], false, "{}: {warned}", t.name);
+    let node = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": format!("{ns}-node")},
+                      "spec": {"invalidField": "value"}});
+    let node_strict = exchange(
+        t,
+        Method::POST,
+        "/api/v1/nodes?dryRun=All&fieldValidation=Strict",
+        "application/json",
+        "application/json",
+        Some(node.to_string()),
+    )
+    .await;
+    outcomes.insert("node Strict".into(), node_strict.status());
+    // A custom resource: what its schema does not declare is unknown (metadata too).
+    let group = format!("{ns}.ferrokube.example");
+    let crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+    let crd_url = format!("{crds}/widgets.{group}");
+    let created_crd = t.call(Method::POST, crds, Some(widget_crd(&group))).await;
+    assert_eq!(created_crd.code, 201, "{}: {:?}", t.name, created_crd.body);
+    wait_for(t, &crd_url, |s| is_established(&s.body)).await;
+    let widgets = format!("/apis/{group}/v1/namespaces/{ns}/widgets");
+    wait_for(t, &widgets, |s| s.code == 200).await;
+    for (i, directive) in ["Strict", "Warn", "Ignore"].into_iter().enumerate() {
+        let mut w = widget(
+            &group,
+            &format!("w-{i}"),
+            json!({"size": 1, "bogus": 1, "free": {"z": 1}}),
+        );
+        w["metadata"]["foo"] = json!("x");
+        outcomes.insert(
+            format!("widget {directive}"),
+            judged(t, &widgets, directive, &w).await,
+        );
+    }
+    let deleted = t.call(Method::DELETE, &crd_url, None).await;
+    assert_eq!(deleted.code, 200, "{}: {:?}", t.name, deleted.body);
+    Value::Object(outcomes)
+}
+conformance!(fidelity_unknown_fields_by_field_validation, unknown_fields);
