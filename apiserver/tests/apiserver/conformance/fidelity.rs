@@ -347,3 +347,28 @@ async fn unknown_fields(t: &Target, ns: &str) -> Value {
     Value::Object(outcomes)
 }
 conformance!(fidelity_unknown_fields_by_field_validation, unknown_fields);
+
+/// An empty string is a string: a custom object's `name: ""` is stored as it is (1.20 took it for
+/// `null` and refused it).
+async fn empty_string_in_custom_object(t: &Target, ns: &str) -> Value {
+    let group = format!("{ns}.ferrokube.example");
+    let crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+    let crd_url = format!("{crds}/widgets.{group}");
+    let created_crd = t.call(Method::POST, crds, Some(widget_crd(&group))).await;
+    assert_eq!(created_crd.code, 201, "{}: {:?}", t.name, created_crd.body);
+    wait_for(t, &crd_url, |s| is_established(&s.body)).await;
+    let widgets = format!("/apis/{group}/v1/namespaces/{ns}/widgets");
+    wait_for(t, &widgets, |s| s.code == 200).await;
+    let empty = widget(&group, "empty", json!({"size": 1, "name": ""}));
+    let created = t.call(Method::POST, &widgets, Some(empty)).await;
+    assert_eq!(created.code, 201, "{}: {:?}", t.name, created.body);
+    let wrong = widget(&group, "wrong", json!({"size": ""}));
+    let refused = t.call(Method::POST, &widgets, Some(wrong)).await;
+    let deleted = t.call(Method::DELETE, &crd_url, None).await;
+    assert_eq!(deleted.code, 200, "{}: {:?}", t.name, deleted.body);
+    json!({"created": [created.code, created.body["spec"]], "refused": refused.status()})
+}
+conformance!(
+    fidelity_empty_string_in_custom_object,
+    empty_string_in_custom_object
+);
