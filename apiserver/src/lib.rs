@@ -136,8 +136,10 @@
 //!   Table suite compares only that they are there. A Pod's RESTARTS follows 1.37 (text, with
 //!   `(… ago)` after the last restart) but not its counting of restartable init containers
 //!   (sidecars) as containers.
-//! - `Accept: ...;as=PartialObjectMetadata` (metadata-only clients) is answered with the whole
-//!   object: the same metadata, but the object's kind and apiVersion.
+//! - `Accept: ...;as=PartialObjectMetadata[List]` (metadata-only clients) is answered with
+//!   `PartialObjectMetadata` on every verb and watch event, as JSON even for a protobuf clause.
+//!   kube-apiserver leaves `operation` out of the `managedFields` of a single PartialObjectMetadata
+//!   it gets or patches (not of a list's items or a watch's); here it stays.
 //! - Deleting a pod when no kubelet runs (no graceful deletion) answers with the pod as it was;
 //!   kube-apiserver's answer carries the `deletionTimestamp` it set on the way (grace period 0 for
 //!   an unscheduled pod), so a Table of it says `Terminating` there and the phase here.
@@ -188,6 +190,7 @@ pub mod audit;
 pub mod cel;
 pub mod crd;
 pub mod faults;
+pub mod field_validation;
 pub mod gc;
 pub mod http;
 pub mod kubelet;

@@ -30,9 +30,11 @@
 //! `Invalid value: "ABCD": spec.name in body should be at most 3 chars long`.) A write to `/status`
 //! checks the status alone, and its messages name the path from `status` ([`Schema::validate_status`]).
 //!
-//! Quirks of kube-apiserver 1.20 kept on purpose, since clients see them: an empty string where a
-//! non-nullable value is expected is reported as being of type `"null"`; problems inside an array's
-//! items are reported at the array's path (`spec.tags`, not `spec.tags[0]`). Properties are checked
+//! An empty string is a string, as in 1.37 (kube-openapi's type check compares with `nil`; 1.20's
+//! go-openapi took every zero value, `""` included, for `null` and refused `""` where a string was
+//! required, which custom resources with `field: ""` met as a 422). A quirk of kube-apiserver 1.20
+//! kept on purpose, since clients see it: problems inside an array's items are reported at the
+//! array's path (`spec.tags`, not `spec.tags[0]`). Properties are checked
 //! in alphabetical order; kube-apiserver checks them in an order that varies from request to request.
 //!
 //! `x-kubernetes-validations` (CEL rules) are read here; [`crate::cel`] compiles, explains and runs
@@ -187,11 +189,10 @@ impl JsonType {
     }
 }
 
-/// The type name kube-apiserver reports for a value; `""` counts as null (see the module docs).
+/// The type name kube-apiserver reports for a value (`""` is a string: see the module docs).
 fn type_of(value: &Value) -> &'static str {
     match value {
         Value::Null => "null",
-        Value::String(s) if s.is_empty() => "null",
         Value::String(_) => "string",
         Value::Number(n) if n.is_f64() => "number",
         Value::Number(_) => "integer",
@@ -529,6 +530,60 @@ impl Schema {
         self.prune_fields(map, true);
     }
 
+    /// Removes what [`Schema::prune_object`] would, from a write's body, and names each removed
+    /// field by its path (`metadata.foo`, `spec.items[0].b`): the unknown fields that
+    /// `fieldValidation` judges (see [`crate::field_validation`]). A `null` the schema does not
+    /// allow is left to pruning: it is not an unknown field.
+    pub fn strip_unknown(&self, object: &mut Value, unknown: &mut Vec<String>) {
+        let Some(map) = object.as_object_mut() else {
+            return;
+        };
+        if let Some(Value::Object(metadata)) = map.get_mut("metadata") {
+            metadata.retain(|k, _| {
+                let known = OBJECT_META.contains(&k.as_str());
+                if !known {
+                    unknown.push(join("metadata", k));
+                }
+                known
+            });
+        }
+        self.strip_fields(map, "", unknown);
+    }
+
+    fn strip_fields(&self, map: &mut Map<String, Value>, path: &str, unknown: &mut Vec<String>) {
+        map.retain(|key, value| {
+            if path.is_empty() && matches!(key.as_str(), "apiVersion" | "kind" | "metadata") {
+                return true;
+            }
+            let child_path = join(path, key);
+            match self.properties.get(key).or(self.additional.as_deref()) {
+                Some(child) => {
+                    child.strip_below(value, &child_path, unknown);
+                    true
+                }
+                None if self.preserve_unknown => true,
+                None => {
+                    unknown.push(child_path);
+                    false
+                }
+            }
+        });
+    }
+
+    fn strip_below(&self, value: &mut Value, path: &str, unknown: &mut Vec<String>) {
+        match value {
+            Value::Object(map) => self.strip_fields(map, path, unknown),
+            Value::Array(items) => {
+                if let Some(schema) = self.items.as_deref() {
+                    for (i, item) in items.iter_mut().enumerate() {
+                        schema.strip_below(item, &format!("{path}[{i}]"), unknown);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
     /// Prunes the fields of one object; at the root, `apiVersion`, `kind` and `metadata` stay.
     fn prune_fields(&self, map: &mut Map<String, Value>, root: bool) {
         map.retain(|key, value| {
@@ -851,7 +906,6 @@ mod tests {
         assert_eq!(
             messages(&json!({"spec": {"size": -1, "name": "", "tags": [1]}})),
             [
-                "spec.name: Invalid value: \"null\": spec.name in body must be of type string: \"null\"",
                 "spec.name: Invalid value: \"\": spec.name in body should be at least 1 chars long",
                 "spec.size: Invalid value: -1: spec.size in body should be greater than or equal to 0",
                 "spec.tags: Invalid value: \"integer\": spec.tags in body must be of type string: \"integer\"",

@@ -1,5 +1,15 @@
 //! Discovery documents, generated from the [`Registry`]: what kubectl reads to map `rs` to
 //! `/apis/apps/v1/.../replicasets` and to learn which verbs it may use.
+//!
+//! Two forms, as on kube-apiserver:
+//! - legacy: `/api` (APIVersions), `/apis` (APIGroupList), then one `APIResourceList` per
+//!   group-version (`/api/v1`, `/apis/apps/v1`): a client makes one request per group-version;
+//! - aggregated (`apidiscovery.k8s.io/v2`, asked for with `Accept: application/json;
+//!   g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList`, which client-go sends first): `/api` and
+//!   `/apis` each answer one `APIGroupDiscoveryList` holding every version's resources, so one
+//!   request discovers everything. It is made from the legacy resource lists ([`resources`]):
+//!   `deployments/scale` becomes a `subresources` entry of `deployments`, so both forms always
+//!   agree.
 
 use serde_json::{Value, json};
 
@@ -161,6 +171,99 @@ pub fn resources(registry: &Catalog, group: &str, version: &str) -> Option<Value
         "groupVersion": group_version,
         "resources": entries,
     }))
+}
+
+/// The `Content-Type` of an aggregated discovery answer, as kube-apiserver sends it.
+pub const AGGREGATED_CONTENT_TYPE: &str =
+    "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
+
+/// Aggregated discovery of `/api` (`core`: the core group, whose item has no name) or `/apis`.
+pub fn aggregated(registry: &Catalog, core: bool) -> Value {
+    let items: Vec<Value> = if core {
+        aggregated_group(registry, "", &["v1".to_string()])
+            .into_iter()
+            .collect()
+    } else {
+        registry
+            .groups()
+            .iter()
+            .filter_map(|(name, versions)| aggregated_group(registry, name, versions))
+            .collect()
+    };
+    json!({"kind": "APIGroupDiscoveryList", "apiVersion": "apidiscovery.k8s.io/v2",
+           "metadata": {}, "items": items})
+}
+
+/// One `APIGroupDiscovery`: its versions, preferred first (the order `versions` is in).
+fn aggregated_group(registry: &Catalog, name: &str, versions: &[String]) -> Option<Value> {
+    let versions: Vec<Value> = versions
+        .iter()
+        .filter_map(|version| {
+            let list = resources(registry, name, version)?;
+            let resources = aggregated_resources(list["resources"].as_array()?);
+            Some(json!({"version": version, "resources": resources, "freshness": "Current"}))
+        })
+        .collect();
+    if versions.is_empty() {
+        return None;
+    }
+    let metadata = if name.is_empty() {
+        json!({})
+    } else {
+        json!({"name": name})
+    };
+    Some(json!({"metadata": metadata, "versions": versions}))
+}
+
+/// The `APIResourceDiscovery` entries of one legacy `APIResourceList`'s resources (sorted by
+/// name, so a resource comes before its `name/subresource` entries, which become its
+/// `subresources`). A response kind of the resource's own group-version has empty `group` and
+/// `version`, as kube-apiserver writes it; empty short names and categories are left out.
+fn aggregated_resources(entries: &[Value]) -> Vec<Value> {
+    let mut out: Vec<Value> = Vec::new();
+    for entry in entries {
+        let Some(name) = entry["name"].as_str() else {
+            continue;
+        };
+        let response_kind = json!({
+            "group": entry.get("group").cloned().unwrap_or_else(|| "".into()),
+            "version": entry.get("version").cloned().unwrap_or_else(|| "".into()),
+            "kind": entry["kind"],
+        });
+        if let Some((parent, subresource)) = name.split_once('/') {
+            let owner = out
+                .iter_mut()
+                .find(|r| r["resource"] == parent)
+                .and_then(Value::as_object_mut);
+            if let Some(owner) = owner {
+                let sub = json!({"subresource": subresource, "responseKind": response_kind,
+                                 "verbs": entry["verbs"]});
+                match owner.get_mut("subresources").and_then(Value::as_array_mut) {
+                    Some(list) => list.push(sub),
+                    None => {
+                        owner.insert("subresources".into(), json!([sub]));
+                    }
+                }
+            }
+            continue;
+        }
+        let scope = if entry["namespaced"] == true {
+            "Namespaced"
+        } else {
+            "Cluster"
+        };
+        let mut resource = json!({"resource": name, "responseKind": response_kind, "scope": scope,
+            "singularResource": entry["singularName"], "verbs": entry["verbs"]});
+        if let Some(map) = resource.as_object_mut() {
+            for key in ["shortNames", "categories"] {
+                if entry[key].as_array().is_some_and(|v| !v.is_empty()) {
+                    map.insert(key.into(), entry[key].clone());
+                }
+            }
+        }
+        out.push(resource);
+    }
+    out
 }
 
 fn path_prefix(t: &ResourceType) -> String {

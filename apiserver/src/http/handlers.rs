@@ -3,8 +3,9 @@
 //! [`ApiRequest`] (see [`super::request`]), to its verb's handler ([`super::verbs`]).
 //!
 //! Requests whose `Accept` header asks for a Table (`kubectl get`) are answered with one, written by
-//! [`crate::table`] (a write's Table has the written object's row); the Accept header is read for
-//! nothing else.
+//! [`crate::table`] (a write's Table has the written object's row), and those asking for metadata
+//! only with `PartialObjectMetadata` (see `partial`); on `/api` and `/apis` the Accept header
+//! chooses between legacy and aggregated discovery (see [`discovery`]).
 //!
 //! Create and update bodies may be JSON or Kubernetes protobuf (decoded to JSON by
 //! [`crate::protobuf`]); answers are always JSON.
@@ -12,7 +13,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use http::{Method, Request, Response, StatusCode, header};
+use http::{HeaderValue, Method, Request, Response, StatusCode, header};
 use hyper::body::Incoming;
 use serde_json::Value;
 
@@ -154,6 +155,18 @@ async fn dispatch(
     let path = match route {
         Route::Version => return get_only(Some(discovery::version())),
         Route::Health => return Ok(Response::new(Body::full("ok"))),
+        Route::CoreVersions | Route::Groups if aggregated_discovery(&request) => {
+            let core = matches!(route, Route::CoreVersions);
+            return get_only(Some(discovery::aggregated(registry, core))).map(|mut response| {
+                let headers = response.headers_mut();
+                headers.insert(
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static(discovery::AGGREGATED_CONTENT_TYPE),
+                );
+                headers.insert(header::VARY, HeaderValue::from_static("Accept"));
+                response
+            });
+        }
         Route::CoreVersions => return get_only(Some(discovery::core_versions(&shared.address))),
         Route::Groups => return get_only(Some(discovery::groups(registry))),
         Route::Group(group) => return get_only(discovery::group_document(registry, &group)),
@@ -186,6 +199,15 @@ async fn dispatch(
     let (head, body) = request.into_parts();
     let parsed = ApiRequest::parse(&head, path)?;
     verbs::serve(shared, parsed, body).await
+}
+
+/// Whether a discovery request asks for the aggregated form (see [`discovery`]).
+fn aggregated_discovery(request: &Request<Incoming>) -> bool {
+    let accept = request
+        .headers()
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok());
+    crate::table::wants_aggregated_discovery(accept)
 }
 
 async fn faults(shared: &Shared, request: Request<Incoming>) -> Reply {

@@ -41,6 +41,7 @@ mod body;
 mod discovery;
 pub mod guard;
 mod handlers;
+mod partial;
 mod query;
 mod request;
 mod route;

@@ -46,12 +46,13 @@ use http::{HeaderMap, Method, header};
 use super::query;
 use super::route::Subresource;
 use crate::api::{ListOptions, Propagation, WatchOptions};
+use crate::field_validation::FieldValidation;
 use crate::patch::PatchType;
 use crate::resource::{Extra, ResourceType};
 use crate::selection::Selection;
 use crate::status::StatusError;
 use crate::strategy::Endpoint;
-use crate::table::{self, IncludeObject, TableVersion, Wanted};
+use crate::table::{self, IncludeObject, PartialMetadata, TableVersion, Wanted};
 
 /// One request on a resource type, parsed (see the [module docs](self)).
 #[derive(Debug)]
@@ -171,6 +172,9 @@ pub struct WriteQuery {
     pub dry_run: bool,
     /// `fieldManager`, else the product of the `User-Agent` (see [`crate::apply::manager_name`]).
     pub field_manager: String,
+    /// `fieldValidation`: what to do about unknown fields in the body (see
+    /// [`crate::field_validation`]).
+    pub field_validation: FieldValidation,
 }
 
 /// The options of a server-side apply.
@@ -310,12 +314,15 @@ impl DeleteQuery {
     }
 }
 
-/// How to answer: the object (or list) itself, or a Table of it.
+/// How to answer: the object (or list) itself, a Table of it, or its metadata alone.
+/// Invariant: at most one of `table` and `metadata` is `Some` (one Accept clause is chosen).
 #[derive(Debug)]
 pub struct Answer {
     /// The Table version the `Accept` header asks for, if this endpoint can serve one; `None`
-    /// for the object itself. Always `None` for a subresource and an access review.
+    /// for the object itself. Always `None` for `/scale` and an access review.
     pub table: Option<TableVersion>,
+    /// The metadata-only kind the `Accept` header asks for (`as=PartialObjectMetadata[List]`).
+    pub metadata: Option<PartialMetadata>,
     /// `includeObject`: what each Table row carries. Read only when `table` is `Some`, and then
     /// after the objects, so its 400 follows a 404.
     pub include_object: Deferred<IncludeObject>,
@@ -353,14 +360,20 @@ impl ApiRequest {
         let query = Query(query::parse(head.uri.query()));
         let headers = Headers(&head.headers);
         let method = &head.method;
-        let (verb, table) = match object {
+        let (verb, wanted) = match object {
             None => collection(&resource, method, &query, headers)?,
             Some((name, subresource)) => {
                 one_object(&resource, method, &query, headers, name, subresource)?
             }
         };
+        let (table, metadata) = match wanted {
+            Wanted::Object => (None, None),
+            Wanted::Table(version) => (Some(version), None),
+            Wanted::Metadata(partial) => (None, Some(partial)),
+        };
         let answer = Answer {
             table,
+            metadata,
             include_object: Deferred(IncludeObject::parse(query.text("includeObject"))),
         };
         Ok(ApiRequest {
@@ -378,17 +391,17 @@ fn collection(
     method: &Method,
     query: &Query,
     headers: Headers,
-) -> Result<(Verb, Option<TableVersion>), StatusError> {
+) -> Result<(Verb, Wanted), StatusError> {
     // An access review is create-only: kube-apiserver answers anything else with 405.
     if resource.review {
         return match *method {
             Method::POST => {
-                headers.table(false)?;
+                headers.wanted(false)?;
                 Ok((
                     Verb::Review {
                         body: headers.body_format(),
                     },
-                    None,
+                    Wanted::Object,
                 ))
             }
             _ => Err(StatusError::method_not_allowed(method.as_str())),
@@ -404,15 +417,15 @@ fn collection(
     }
     let verb = match *method {
         Method::GET if query.flag("watch") => {
-            let table = headers.table(true)?;
-            return Ok((Verb::Watch(watch_options(resource, query)?), table));
+            let wanted = headers.wanted(true)?;
+            return Ok((Verb::Watch(watch_options(resource, query)?), wanted));
         }
         Method::GET => {
-            let table = headers.table(true)?;
-            return Ok((Verb::List(list_options(resource, query)?), table));
+            let wanted = headers.wanted(true)?;
+            return Ok((Verb::List(list_options(resource, query)?), wanted));
         }
         Method::POST => Verb::Create {
-            options: write_query(query, headers),
+            options: write_query(query, headers)?,
             body: headers.body_format(),
         },
         Method::DELETE if resource.delete_collection => Verb::DeleteCollection {
@@ -421,7 +434,7 @@ fn collection(
         },
         _ => return Err(StatusError::method_not_allowed(method.as_str())),
     };
-    Ok((verb, headers.table(true)?))
+    Ok((verb, headers.wanted(true)?))
 }
 
 /// A verb on one object (or its subresource) and the Table it wants.
@@ -432,7 +445,7 @@ fn one_object(
     headers: Headers,
     name: String,
     subresource: Option<Subresource>,
-) -> Result<(Verb, Option<TableVersion>), StatusError> {
+) -> Result<(Verb, Wanted), StatusError> {
     if resource.review {
         return Err(StatusError::method_not_allowed(method.as_str()));
     }
@@ -451,7 +464,7 @@ fn one_object(
     }
     if let Some(Subresource::Extra(extra)) = subresource {
         if let Some(verb) = action(extra, method, query, headers, &name)? {
-            return Ok((verb, None));
+            return Ok((verb, Wanted::Object));
         }
     }
     // kube-apiserver's finalize storage only updates: no get, patch or delete there.
@@ -465,20 +478,20 @@ fn one_object(
     let target = ObjectTarget { name, subresource };
     match *method {
         Method::GET => {
-            let table = headers.table(tables)?;
-            Ok((Verb::Get(target), table))
+            let wanted = headers.wanted(tables)?;
+            Ok((Verb::Get(target), wanted))
         }
         Method::PUT => {
-            let table = headers.table(tables)?;
+            let wanted = headers.wanted(tables)?;
             let verb = Verb::Update {
                 target,
-                options: write_query(query, headers),
+                options: write_query(query, headers)?,
                 body: headers.body_format(),
             };
-            Ok((verb, table))
+            Ok((verb, wanted))
         }
         Method::PATCH => {
-            let table = headers.table(tables)?;
+            let wanted = headers.wanted(tables)?;
             let field_manager = query.text("fieldManager");
             let force = query.text("force");
             if headers.is_apply() {
@@ -504,19 +517,19 @@ fn one_object(
                     target: apply_target,
                     options,
                 };
-                return Ok((verb, table));
+                return Ok((verb, wanted));
             }
             crate::apply::verb::check_patch_options(false, field_manager, force)?;
             let kind = PatchType::from_content_type(headers.content_type())?;
             let verb = Verb::Patch {
                 target,
                 kind,
-                options: write_query(query, headers),
+                options: write_query(query, headers)?,
             };
-            Ok((verb, table))
+            Ok((verb, wanted))
         }
         Method::DELETE => {
-            let table = headers.table(tables)?;
+            let wanted = headers.wanted(tables)?;
             if subresource.is_some() {
                 return Err(StatusError::method_not_allowed(method.as_str()));
             }
@@ -524,7 +537,7 @@ fn one_object(
                 name: target.name,
                 options: DeleteQuery::parse(query, headers.body_format()),
             };
-            Ok((verb, table))
+            Ok((verb, wanted))
         }
         _ => Err(StatusError::method_not_allowed(method.as_str())),
     }
@@ -558,7 +571,7 @@ fn action(
     Ok(Some(Verb::Action {
         name: name.to_string(),
         extra,
-        options: write_query(query, headers),
+        options: write_query(query, headers)?,
         body: headers.body_format(),
         container: query.text("container").map(str::to_string),
     }))
@@ -617,11 +630,12 @@ fn selection(resource: &ResourceType, query: &Query) -> Result<Selection, Status
     )
 }
 
-fn write_query(query: &Query, headers: Headers) -> WriteQuery {
-    WriteQuery {
+fn write_query(query: &Query, headers: Headers) -> Result<WriteQuery, StatusError> {
+    Ok(WriteQuery {
         dry_run: query.dry_run(),
         field_manager: crate::apply::manager_name(query.text("fieldManager"), headers.user_agent()),
-    }
+        field_validation: FieldValidation::parse(query.text("fieldValidation"))?,
+    })
 }
 
 /// The switches of a POST to `/ferrokube/faults`.
@@ -691,13 +705,10 @@ impl Headers<'_> {
         }
     }
 
-    /// The Table version the Accept header asks for, if it asks for one this endpoint (`tables`:
-    /// it has a table convertor) can serve; 406 when no Accept clause can be served.
-    fn table(&self, tables: bool) -> Result<Option<TableVersion>, StatusError> {
-        match table::negotiate(self.text(header::ACCEPT), table::Endpoint { tables })? {
-            Wanted::Table(version) => Ok(Some(version)),
-            Wanted::Object => Ok(None),
-        }
+    /// The representation the Accept header asks for, if this endpoint (`tables`: it has a table
+    /// convertor) can serve it; 406 when no Accept clause can be served.
+    fn wanted(&self, tables: bool) -> Result<Wanted, StatusError> {
+        table::negotiate(self.text(header::ACCEPT), table::Endpoint { tables })
     }
 }
 

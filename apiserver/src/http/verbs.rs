@@ -23,6 +23,7 @@ use super::body::{
     read_json, read_object, stored_response,
 };
 use super::handlers::{Reply, Shared};
+use super::partial;
 use super::request::{
     Answer, ApiRequest, ApplyQuery, BodyFormat, Deferred, DeleteQuery, ObjectTarget, Verb,
     WriteQuery,
@@ -39,7 +40,7 @@ use crate::status::StatusError;
 use crate::store::{Stored, WatchFeed, WatchItem};
 use crate::strategy;
 use crate::subresource::{self, ActionReply};
-use crate::table::{self, Convertor, TableVersion, TableWriter};
+use crate::table::{self, Convertor, MetadataShape, PartialMetadata, TableVersion, TableWriter};
 
 /// Serves a parsed resource request: its verb's handler.
 pub async fn serve(shared: &Arc<Shared>, request: ApiRequest, body: Incoming) -> Reply {
@@ -148,9 +149,12 @@ impl Call<'_> {
         }
         if target.is_scale() {
             let scale = api.get_scale(resource, ns, &target.name)?;
-            return Ok(json_response(StatusCode::OK, &scale));
+            return self.object_reply(StatusCode::OK, &scale);
         }
         let stored = strategy::read_defaults(resource, api.get(resource, ns, &target.name)?);
+        if let Some(reply) = self.metadata_reply(StatusCode::OK, &stored.object) {
+            return reply;
+        }
         match self.answer.table {
             Some(version) => {
                 let writer = self.table_writer(version)?;
@@ -191,6 +195,16 @@ impl Call<'_> {
             let objects = result.page.items.iter().map(|s| s.object.as_ref());
             return Ok(json_response(StatusCode::OK, &writer.list(objects, &meta)));
         }
+        let list_meta = || {
+            list_metadata(
+                result.page.revision,
+                result.continue_token.as_deref(),
+                result.page.remaining,
+            )
+        };
+        if let Some(reply) = self.metadata_list_reply(list_meta, &result.page.items) {
+            return reply;
+        }
         let body = list_body(
             resource,
             result.page.revision,
@@ -218,6 +232,7 @@ impl Call<'_> {
             shared.faults.clone(),
             timeout,
             table,
+            self.answer.metadata,
         ));
         let mut response = Response::new(Body::Stream(rx));
         let headers = response.headers_mut();
@@ -235,11 +250,12 @@ impl Call<'_> {
     /// POST: 201 with the created object.
     async fn create(&self, options: &WriteQuery, format: BodyFormat, body: Incoming) -> Reply {
         self.write_fault()?;
-        let object = if self.resource.is_custom() {
+        let mut object = if self.resource.is_custom() {
             read_custom_object(body, format, &self.resource.kind).await?
         } else {
             read_object(body, format).await?
         };
+        let warnings = self.judge_unknown_fields(options, &mut object)?;
         let options = WriteOptions {
             dry_run: options.dry_run,
             manager: &options.field_manager,
@@ -248,7 +264,7 @@ impl Call<'_> {
             .shared
             .api
             .create(self.resource, self.namespace, object, &options)?;
-        self.object_reply(StatusCode::CREATED, &created)
+        with_warnings(self.object_reply(StatusCode::CREATED, &created), &warnings)
     }
 
     /// PUT of an object, its status or its Scale.
@@ -261,10 +277,15 @@ impl Call<'_> {
     ) -> Reply {
         self.write_fault()?;
         self.update_fault(&target.name)?;
-        let object = if self.resource.is_custom() && !target.is_scale() {
+        let mut object = if self.resource.is_custom() && !target.is_scale() {
             read_custom_object(body, format, &self.resource.kind).await?
         } else {
             read_object(body, format).await?
+        };
+        let warnings = if target.is_scale() {
+            Vec::new()
+        } else {
+            self.judge_unknown_fields(options, &mut object)?
         };
         let api = &self.shared.api;
         let (resource, ns, name) = (self.resource, self.namespace, target.name.as_str());
@@ -278,7 +299,7 @@ impl Call<'_> {
             };
             api.update(resource, ns, name, object, &options)?
         };
-        self.object_reply(StatusCode::OK, &updated)
+        with_warnings(self.object_reply(StatusCode::OK, &updated), &warnings)
     }
 
     /// PATCH (merge, JSON or strategic merge) of an object, its status or its Scale.
@@ -291,7 +312,15 @@ impl Call<'_> {
     ) -> Reply {
         self.write_fault()?;
         self.update_fault(&target.name)?;
-        let patch = read_json(body).await?;
+        let mut patch = read_json(body).await?;
+        // A merge patch names fields where the object has them: its unknown ones are the
+        // object's. (A JSON patch's are not looked for: a known difference.)
+        let warnings = match kind {
+            PatchType::Merge | PatchType::Strategic if !target.is_scale() => {
+                self.judge_unknown_fields(options, &mut patch)?
+            }
+            _ => Vec::new(),
+        };
         let api = &self.shared.api;
         let (resource, ns, name) = (self.resource, self.namespace, target.name.as_str());
         let patched = if target.is_scale() {
@@ -306,7 +335,7 @@ impl Call<'_> {
             };
             api.patch(resource, ns, name, kind, &patch, &options)?
         };
-        self.object_reply(StatusCode::OK, &patched)
+        with_warnings(self.object_reply(StatusCode::OK, &patched), &warnings)
     }
 
     /// PATCH with `application/apply-patch+yaml`: server-side apply (see [`crate::apply`]); 201
@@ -436,12 +465,21 @@ impl Call<'_> {
             let objects = deleted.iter().map(|s| s.object.as_ref());
             return Ok(json_response(StatusCode::OK, &writer.list(objects, &meta)));
         }
+        if let Some(reply) =
+            self.metadata_list_reply(|| list_metadata(revision, None, None), &deleted)
+        {
+            return reply;
+        }
         let body = list_body(resource, revision, &deleted, None, None);
         Ok(bytes_response(StatusCode::OK, body))
     }
 
-    /// The object a write returns, or a one-row Table of it when the client asked for one.
+    /// The object a write returns, or a one-row Table of it, or its metadata alone, as the client
+    /// asked.
     fn object_reply(&self, code: StatusCode, object: &Value) -> Reply {
+        if let Some(reply) = self.metadata_reply(code, object) {
+            return reply;
+        }
         match self.answer.table {
             Some(version) => {
                 let writer = self.table_writer(version)?;
@@ -454,10 +492,45 @@ impl Call<'_> {
     /// [`Call::object_reply`] for a stored object (a 200 with its stored bytes when no Table is
     /// wanted).
     fn stored_reply(&self, stored: &Stored) -> Reply {
-        match self.answer.table {
-            Some(_) => self.object_reply(StatusCode::OK, &stored.object),
-            None => Ok(stored_response(StatusCode::OK, stored)),
+        match (self.answer.table, self.answer.metadata) {
+            (None, None) => Ok(stored_response(StatusCode::OK, stored)),
+            _ => self.object_reply(StatusCode::OK, &stored.object),
         }
+    }
+
+    /// The `PartialObjectMetadata` of one object when the client asked for metadata only (406
+    /// when it asked for a list's); `None` when it did not ask.
+    fn metadata_reply(&self, code: StatusCode, object: &Value) -> Option<Reply> {
+        let wanted = self.answer.metadata?;
+        Some(
+            match wanted.mismatch(false, || partial::go_type(self.resource, false)) {
+                Some(refusal) => Err(refusal),
+                None => Ok(json_response(
+                    code,
+                    &partial::object(object, wanted.version),
+                )),
+            },
+        )
+    }
+
+    /// The `PartialObjectMetadataList` of a list when the client asked for metadata only (406
+    /// when it asked for one object's); `None` when it did not ask.
+    fn metadata_list_reply(
+        &self,
+        list_metadata: impl FnOnce() -> Value,
+        items: &[Stored],
+    ) -> Option<Reply> {
+        let wanted = self.answer.metadata?;
+        Some(
+            match wanted.mismatch(true, || partial::go_type(self.resource, true)) {
+                Some(refusal) => Err(refusal),
+                None => {
+                    let objects = items.iter().map(|s| s.object.as_ref());
+                    let list = partial::list(wanted.version, list_metadata(), objects);
+                    Ok(json_response(StatusCode::OK, &list))
+                }
+            },
+        )
     }
 
     /// The writer of a Table of `version`, made once the objects have been read: a bad
@@ -469,6 +542,18 @@ impl Call<'_> {
             include: self.answer.include_object.get()?,
             now: table::Instant::now(),
         })
+    }
+
+    /// Removes the unknown fields of a write's body and judges them by the request's
+    /// `fieldValidation` (see [`crate::field_validation`]): the warnings to send, or the 400 of
+    /// a strict write.
+    fn judge_unknown_fields(
+        &self,
+        options: &WriteQuery,
+        body: &mut Value,
+    ) -> Result<Vec<String>, StatusError> {
+        let unknown = crate::field_validation::strip_unknown(self.resource, body);
+        options.field_validation.judge(self.resource, unknown)
     }
 
     /// The injected write failure (500 or 429), if one is due.
@@ -510,6 +595,32 @@ fn action_reply(reply: ActionReply) -> Reply {
     }
 }
 
+/// `reply` with one `Warning: 299 - "<text>"` header per warning (the form kube-apiserver sends
+/// and client-go's warning handlers print).
+fn with_warnings(reply: Reply, warnings: &[String]) -> Reply {
+    let mut response = reply?;
+    for warning in warnings {
+        let quoted = serde_json::to_string(warning).unwrap_or_default();
+        if let Ok(value) = HeaderValue::from_str(&format!("299 - {quoted}")) {
+            response.headers_mut().append(header::WARNING, value);
+        }
+    }
+    Ok(response)
+}
+
+/// A list's `metadata`: its resourceVersion, and the continue token and remaining count of a page
+/// that is not the last.
+fn list_metadata(revision: u64, continue_token: Option<&str>, remaining: Option<u64>) -> Value {
+    let mut metadata = json!({"resourceVersion": revision.to_string()});
+    if let (Some(token), Some(map)) = (continue_token, metadata.as_object_mut()) {
+        map.insert("continue".into(), token.into());
+        if let Some(remaining) = remaining {
+            map.insert("remainingItemCount".into(), remaining.into());
+        }
+    }
+    metadata
+}
+
 /// A `<Kind>List` body, assembled from each object's stored bytes.
 fn list_body(
     resource: &ResourceType,
@@ -518,13 +629,7 @@ fn list_body(
     continue_token: Option<&str>,
     remaining: Option<u64>,
 ) -> Bytes {
-    let mut metadata = json!({"resourceVersion": revision.to_string()});
-    if let (Some(token), Some(map)) = (continue_token, metadata.as_object_mut()) {
-        map.insert("continue".into(), token.into());
-        if let Some(remaining) = remaining {
-            map.insert("remainingItemCount".into(), remaining.into());
-        }
-    }
+    let metadata = list_metadata(revision, continue_token, remaining);
     let head = json!({"kind": format!("{}List", resource.kind), "apiVersion": resource.api_version(), "metadata": metadata});
     let head = head.to_string();
     let size: usize = items.iter().map(|s| s.json.len() + 1).sum();
@@ -543,7 +648,11 @@ fn list_body(
 }
 
 /// Moves a watcher's items to its response body until the feed ends, the client leaves, or the
-/// timeout passes. With a `table` writer, objects are sent as one-row Tables, headers on the first.
+/// timeout passes. With a `table` writer, objects are sent as one-row Tables, headers on the first;
+/// with `metadata`, as `PartialObjectMetadata` (a watch asked for `PartialObjectMetadataList`
+/// sends no object events: kube-apiserver cannot convert an event's object to a list, and its
+/// watch stays open and silent).
+#[allow(clippy::too_many_arguments)]
 async fn stream_watch(
     mut feed: WatchFeed,
     tx: mpsc::Sender<Bytes>,
@@ -551,6 +660,7 @@ async fn stream_watch(
     faults: Arc<Faults>,
     timeout: Duration,
     mut table: Option<TableWriter>,
+    metadata: Option<PartialMetadata>,
 ) {
     let mut headers_sent = false;
     // `None`: a timeout past what the clock can represent (`timeoutSeconds` near 2^64), which is
@@ -588,9 +698,13 @@ async fn stream_watch(
             }
         }
         let last = matches!(item, WatchItem::Error(_));
-        let line = match &mut table {
-            Some(writer) => render_table(writer, &resource, &item, &mut headers_sent),
-            None => render(&resource, &item),
+        let line = match (&mut table, metadata) {
+            (Some(writer), _) => render_table(writer, &resource, &item, &mut headers_sent),
+            (None, Some(wanted)) => match render_metadata(wanted, &resource, &item) {
+                Some(line) => line,
+                None => continue,
+            },
+            (None, None) => render(&resource, &item),
         };
         if tx.send(line).await.is_err() || last {
             return;
@@ -636,6 +750,36 @@ fn bookmark_object(resource: &ResourceType, revision: u64, initial_events_end: b
         metadata["annotations"] = json!({"k8s.io/initial-events-end": "true"});
     }
     json!({"kind": resource.kind, "apiVersion": resource.api_version(), "metadata": metadata})
+}
+
+/// One watch event line of a metadata-only watch (see [`stream_watch`]); `None`: not sent.
+fn render_metadata(
+    wanted: PartialMetadata,
+    resource: &ResourceType,
+    item: &WatchItem,
+) -> Option<Bytes> {
+    if let WatchItem::Error(_) = item {
+        return Some(render(resource, item));
+    }
+    if wanted.shape == MetadataShape::List {
+        return None;
+    }
+    let (kind, object) = match item {
+        WatchItem::Event(event, stored) => (
+            event.as_str(),
+            partial::object(&stored.object, wanted.version),
+        ),
+        WatchItem::Bookmark {
+            revision,
+            initial_events_end,
+        } => {
+            let bookmark = bookmark_object(resource, *revision, *initial_events_end);
+            ("BOOKMARK", partial::object(&bookmark, wanted.version))
+        }
+        WatchItem::Error(_) => return Some(render(resource, item)),
+    };
+    let event = json!({"type": kind, "object": object});
+    Some(Bytes::from(format!("{event}\n")))
 }
 
 /// One watch event line.

@@ -7,8 +7,16 @@
 //! `meta.k8s.io/v1` and `v1beta1`. When no clause can be served the answer is 406 NotAcceptable.
 //!
 //! This server writes only JSON, whatever the clause's media type; so a clause without a conversion
-//! always means "the object", as before Tables existed. Clauses asking for `PartialObjectMetadata`
-//! are answered with the full object (a known difference, listed in the crate docs).
+//! always means "the object", as before Tables existed. A clause asking for `PartialObjectMetadata`
+//! (or `PartialObjectMetadataList`) of `meta.k8s.io/v1` or `v1beta1`, in any media type, is served
+//! as JSON: the object's `metadata` alone under that kind (client-go's metadata-only client and
+//! controller-runtime's metadata informers ask for it). Whether the shape fits the answer (an
+//! object or a list) is only known once it is made, as on kube-apiserver (406 then, see
+//! [`PartialMetadata::mismatch`]).
+//!
+//! The discovery endpoints `/api` and `/apis` read the same clauses for another conversion:
+//! `as=APIGroupDiscoveryList;g=apidiscovery.k8s.io;v=v2` asks for aggregated discovery
+//! ([`wants_aggregated_discovery`]).
 
 use crate::status::StatusError;
 
@@ -61,6 +69,49 @@ pub enum Wanted {
     Object,
     /// A Table of it.
     Table(TableVersion),
+    /// Its metadata alone (`PartialObjectMetadata` or `PartialObjectMetadataList`).
+    Metadata(PartialMetadata),
+}
+
+/// Which of the two metadata-only kinds a client asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MetadataShape {
+    /// `PartialObjectMetadata`: for one object (a get, a write, each watch event).
+    Object,
+    /// `PartialObjectMetadataList`: for a list.
+    List,
+}
+
+/// A metadata-only answer: its shape and its `meta.k8s.io` version (the same two versions as a
+/// Table's, hence [`TableVersion`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PartialMetadata {
+    pub shape: MetadataShape,
+    pub version: TableVersion,
+}
+
+impl PartialMetadata {
+    /// The 406 kube-apiserver answers when the shape asked for is not the answer's (`list`: the
+    /// answer is a list), naming the Go type it would have converted; `None` when they fit.
+    pub fn mismatch(self, list: bool, go_type: impl FnOnce() -> String) -> Option<StatusError> {
+        let message = match (self.shape, list) {
+            (MetadataShape::Object, true) => format!(
+                "you requested PartialObjectMetadata, but the requested object is a list ({})",
+                go_type()
+            ),
+            (MetadataShape::List, false) => format!(
+                "you requested PartialObjectMetadataList, but the requested object is not a list ({})",
+                go_type()
+            ),
+            _ => return None,
+        };
+        Some(StatusError {
+            code: 406,
+            reason: "NotAcceptable",
+            message,
+            details: None,
+        })
+    }
 }
 
 /// What an endpoint can produce besides the object itself.
@@ -152,9 +203,11 @@ pub fn negotiate(accept: Option<&str>, endpoint: Endpoint) -> Result<Wanted, Sta
             (clause.kind, clause.subtype),
             ("application", "json" | "*") | ("*", "*")
         );
+        let metadata = |shape| Wanted::Metadata(PartialMetadata { shape, version });
         match conversion.kind {
             "Table" if endpoint.tables && json => return Ok(Wanted::Table(version)),
-            "PartialObjectMetadata" | "PartialObjectMetadataList" => return Ok(Wanted::Object),
+            "PartialObjectMetadata" => return Ok(metadata(MetadataShape::Object)),
+            "PartialObjectMetadataList" => return Ok(metadata(MetadataShape::List)),
             _ => continue,
         }
     }
@@ -166,6 +219,26 @@ pub fn negotiate(accept: Option<&str>, endpoint: Endpoint) -> Result<Wanted, Sta
         message: "only the following media types are accepted: application/json, application/yaml, application/vnd.kubernetes.protobuf".to_string(),
         details: None,
     })
+}
+
+/// Whether a discovery request (`/api`, `/apis`) asks for aggregated discovery: its best clause
+/// that this server can serve converts to `APIGroupDiscoveryList` of `apidiscovery.k8s.io/v2`
+/// (kube-apiserver 1.37 serves no other version: a `v2beta1` clause is passed over, and a plain
+/// clause means the legacy `APIVersions` / `APIGroupList`). Protobuf clauses are answered as JSON,
+/// like every other answer of this server.
+pub fn wants_aggregated_discovery(accept: Option<&str>) -> bool {
+    let header = accept.map(str::trim).unwrap_or("");
+    for clause in clauses(header) {
+        let Some(conversion) = clause.conversion else {
+            return false;
+        };
+        if (conversion.kind, conversion.group, conversion.version)
+            == ("APIGroupDiscoveryList", "apidiscovery.k8s.io", "v2")
+        {
+            return true;
+        }
+    }
+    false
 }
 
 #[cfg(test)]
@@ -230,6 +303,42 @@ mod tests {
                     .to_string()
             )
         );
+    }
+
+    #[test]
+    fn metadata_only_clauses_are_served_in_any_media_type() {
+        let client_go = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json";
+        let wanted = PartialMetadata {
+            shape: MetadataShape::Object,
+            version: TableVersion::V1,
+        };
+        assert_eq!(
+            negotiate(Some(client_go), MAIN),
+            Ok(Wanted::Metadata(wanted))
+        );
+        assert!(wanted.mismatch(false, String::new).is_none());
+        let refused = wanted.mismatch(true, || "*core.ConfigMapList".into());
+        assert_eq!(refused.map(|e| e.code), Some(406));
+        let list = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1beta1";
+        assert_eq!(
+            negotiate(Some(list), MAIN),
+            Ok(Wanted::Metadata(PartialMetadata {
+                shape: MetadataShape::List,
+                version: TableVersion::V1Beta1
+            }))
+        );
+    }
+
+    #[test]
+    fn aggregated_discovery_is_v2_only() {
+        let client_go = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json";
+        assert!(wants_aggregated_discovery(Some(client_go)));
+        let beta = "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json";
+        assert!(!wants_aggregated_discovery(Some(beta)));
+        assert!(!wants_aggregated_discovery(Some(
+            "application/json, application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList;q=0.5"
+        )));
+        assert!(!wants_aggregated_discovery(None));
     }
 
     #[test]

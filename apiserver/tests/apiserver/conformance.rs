@@ -2067,4 +2067,5 @@ mod apply;
 
 mod cluster;
 
+mod fidelity;
 mod subresources;
