@@ -114,8 +114,10 @@ impl PartialEq for Rule {
 
 /// A compiled rule.
 pub(crate) struct Compiled {
-    pub(crate) program: cel::Program,
-    pub(crate) message: Option<cel::Program>,
+    /// The rule as evaluated: its expression instrumented by `cel::meter`.
+    pub(crate) metered: cel::IdedExpr,
+    /// The messageExpression as evaluated, instrumented.
+    pub(crate) message_metered: Option<cel::IdedExpr>,
     pub(crate) uses_old_self: bool,
     /// `fieldPath`, normalized (`spec.replicas`, `[a.b]`), appended to the node's path.
     pub(crate) field_path: Option<String>,

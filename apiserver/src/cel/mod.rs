@@ -37,8 +37,9 @@
 //!       object at the same place:
 //!         at each node with rules: self = the value here (oldSelf = the old one, on update)
 //!           rule uses oldSelf but no old value here?  skip it (transition rules)
-//!           charge its cost to the request's budget  → over budget: one cause, stop
-//!           run it                                   → error: cause "… evaluating rule: …"
+//!           run it, metered (meter.rs)              → over its limit: one cause, stop
+//!           charge what it cost to the write's budget → over budget: one cause, stop
+//!           error                                    → cause "… evaluating rule: …"
 //!           false → cause at path(+fieldPath), reason, message / messageExpression / "failed rule"
 //!       every cause joins the object's 422 Invalid, after the schema's own causes.
 //! ```
@@ -67,14 +68,11 @@
 //! - **Cost.** Like kube-apiserver, a rule's worst-case cost is estimated when the CRD is written,
 //!   from the schema's `maxItems`, `maxProperties` and `maxLength` (unbounded lists and strings are
 //!   assumed to fill a 3 MiB request), and a rule over [`STATIC_COST_LIMIT`] (or a CRD over
-//!   [`STATIC_CRD_COST_LIMIT`] in total) is refused, with kube-apiserver's message. At run time
-//!   every evaluation is charged the same estimate, recomputed with the actual sizes of the object,
-//!   against a budget of [`RUNTIME_COST_BUDGET`] per write (and [`PER_CALL_LIMIT`] per rule). The
-//!   estimate is an upper bound of the work the crate can do (each comprehension iterates at most
-//!   over the values of the object), so a rule that passes the check cannot run away; unlike
-//!   kube-apiserver, which meters the work actually done, it may refuse a write that the real server
-//!   would have finished under budget. The numbers are not cel-go's: only what exceeds "more than
-//!   100x" reads exactly the same.
+//!   [`STATIC_CRD_COST_LIMIT`] in total) is refused, with kube-apiserver's message. At run time the
+//!   work actually done is metered as cel-go meters it ([`meter`]): each rule is stopped when it
+//!   passes [`PER_CALL_LIMIT`] (`operation cancelled: actual cost limit exceeded`), its cost is
+//!   charged to the write's [`RUNTIME_COST_BUDGET`], and functions that would allocate more than
+//!   they read are charged before they run. [`EVALUATION_DEADLINE`] is the last resort.
 //!
 //! # Known differences with kube-apiserver 1.37
 //!
@@ -93,6 +91,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
 
 use cel::common::ast::{ComprehensionExpr, Expr, IdedExpr, LiteralValue};
 use cel::objects::{Key, Map as CelMap};
@@ -103,6 +102,7 @@ use crate::schema::{Compiled, Problem, Rule, RuleSpec, Schema};
 use crate::status::Cause;
 
 mod kubernetes_lists;
+mod meter;
 
 /// The longest rule or messageExpression accepted, in bytes (kube-apiserver has no fixed limit;
 /// its cost estimate refuses long rules sooner or later).
@@ -122,6 +122,14 @@ pub const STATIC_CRD_COST_LIMIT: f64 = 100_000_000.0;
 pub const RUNTIME_COST_BUDGET: f64 = 10_000_000.0;
 /// kube-apiserver's cost limit of one evaluation (`PerCallLimit`).
 pub const PER_CALL_LIMIT: f64 = 1_000_000.0;
+/// How long the rules of one write may run, whatever their cost: the last resort behind the cost
+/// limits (an update runs its rules while it holds the store's lock).
+/// (Unoptimized builds evaluate some ten times slower, and get more time.)
+pub const EVALUATION_DEADLINE: Duration = if cfg!(debug_assertions) {
+    Duration::from_secs(30)
+} else {
+    Duration::from_secs(5)
+};
 /// The request size kube-apiserver assumes for unbounded lists, maps and strings (3 MiB).
 const MAX_REQUEST_BYTES: f64 = 3.0 * 1024.0 * 1024.0;
 
@@ -207,10 +215,11 @@ fn env() -> Arc<Env> {
     static ENV: OnceLock<Arc<Env>> = OnceLock::new();
     ENV.get_or_init(|| {
         let mut env = Env::stdlib();
-        let libraries: [(&str, Library); 3] = [
+        let libraries: [(&str, Library); 4] = [
             ("strings", cel::extensions::strings),
             ("lists", cel::extensions::lists),
             ("kubernetes lists", kubernetes_lists::extension),
+            ("runtime cost meter", meter::extension),
         ];
         for (name, library) in libraries {
             if let Err(error) = env.add_extension(library) {
@@ -524,9 +533,11 @@ fn compile_rule(rule: &mut Rule, node: &Schema, root: bool, cardinality: f64) {
     }
     rule.cost = cost * cardinality;
     if rule.problems.is_empty() {
+        let metered = meter::instrument(program.expression());
+        let message_metered = message.as_ref().map(|m| meter::instrument(m.expression()));
         rule.compiled = Some(Arc::new(Compiled {
-            program,
-            message,
+            metered,
+            message_metered,
             uses_old_self,
             field_path,
         }));
@@ -1058,21 +1069,17 @@ fn cost_message(what: &str, cost: f64, limit: f64) -> String {
 enum Sizes {
     /// When the CRD is written: a full request.
     Static,
-    /// When an object is written: the number of values (and bytes) in it.
-    Actual { values: f64, bytes: f64 },
 }
 
 impl Sizes {
     fn unbounded_items(&self) -> f64 {
         match self {
             Sizes::Static => MAX_REQUEST_BYTES / 2.0,
-            Sizes::Actual { values, .. } => *values,
         }
     }
     fn unbounded_chars(&self) -> f64 {
         match self {
             Sizes::Static => MAX_REQUEST_BYTES,
-            Sizes::Actual { bytes, .. } => *bytes,
         }
     }
 }
@@ -1435,50 +1442,53 @@ fn eval_error(error: &ExecutionError) -> EvalError {
     }
 }
 
-/// Runs `program` with `self` (and `oldSelf`) bound. Call it on a big stack ([`validate`] runs
-/// its whole walk on one); a panic of the crate becomes an error of the rule.
+/// What one metered evaluation came to.
+struct Ran {
+    outcome: Result<cel::Value, EvalError>,
+    /// cel-go's actual cost of what was evaluated.
+    cost: u64,
+    /// Why the meter stopped the evaluation, if it did (the outcome is then meaningless).
+    stopped: Option<meter::Stop>,
+}
+
+/// Runs the instrumented `expr` with `self` (and `oldSelf`) bound, metered against `limit` until
+/// `deadline`. Call it on a big stack ([`validate`] runs its whole walk on one); a panic of the
+/// crate becomes an error of the rule.
 fn run(
-    program: &Program,
+    expr: &cel::IdedExpr,
     this: &cel::Value,
     old: Option<&cel::Value>,
-) -> Result<cel::Value, EvalError> {
+    limit: u64,
+    deadline: Instant,
+) -> Ran {
+    meter::start(limit, deadline);
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         let mut context = Context::with_env(env());
         context.add_variable_from_value("self", this.clone());
         if let Some(old) = old {
             context.add_variable_from_value("oldSelf", old.clone());
         }
-        program.execute(&context).map_err(|e| eval_error(&e))
+        cel::Value::resolve(expr, &context).map_err(|e| eval_error(&e))
     }));
-    match outcome {
+    let (cost, stopped) = meter::finish();
+    let outcome = match outcome {
         Ok(result) => result,
         Err(_) => Err(EvalError::Internal("the CEL library panicked".into())),
-    }
-}
-
-/// How many values (scalars, items, properties) and bytes a JSON value holds, for the runtime
-/// cost estimate.
-fn measure(value: &Value) -> (f64, f64) {
-    match value {
-        Value::Array(items) => items.iter().fold((1.0, 2.0), |(n, b), i| {
-            let (n2, b2) = measure(i);
-            (n + n2, b + b2 + 1.0)
-        }),
-        Value::Object(map) => map.iter().fold((1.0, 2.0), |(n, b), (k, v)| {
-            let (n2, b2) = measure(v);
-            (n + n2, b + b2 + k.len() as f64 + 4.0)
-        }),
-        Value::String(s) => (1.0, s.len() as f64 + 2.0),
-        other => (1.0, other.to_string().len() as f64),
+    };
+    Ran {
+        outcome,
+        cost,
+        stopped,
     }
 }
 
 /// The walk of one write (see the module docs).
 struct Walk {
-    budget: f64,
+    /// What is left of the write's [`RUNTIME_COST_BUDGET`]; below zero once it ran out.
+    budget: i64,
     causes: Vec<Cause>,
-    /// Sizes of the whole object (and the old one), for the runtime estimate.
-    sizes: Sizes,
+    /// When the write's rules must have finished (the last resort behind the cost limits).
+    deadline: Instant,
 }
 
 /// Why a walk stopped early: the budget ran out.
@@ -1490,16 +1500,10 @@ pub fn validate(schema: &Schema, new: &Value, old: Option<&Value>) -> Vec<Cause>
     if !has_rules(schema) {
         return Vec::new();
     }
-    let (mut values, mut bytes) = measure(new);
-    if let Some(old) = old {
-        let (v, b) = measure(old);
-        values += v;
-        bytes += b;
-    }
     let mut walk = Walk {
-        budget: RUNTIME_COST_BUDGET,
+        budget: RUNTIME_COST_BUDGET as i64,
         causes: Vec::new(),
-        sizes: Sizes::Actual { values, bytes },
+        deadline: Instant::now() + EVALUATION_DEADLINE,
     };
     // One thread with a big stack for the whole walk (the crate's evaluator recurses).
     let walked = on_big_stack(|| {
@@ -1613,7 +1617,6 @@ impl Walk {
         };
         let this = to_cel(value, Some(schema));
         let old_cel = old.map(|o| to_cel(o, Some(schema)));
-        let bounds = Bounds::Node(schema);
         for rule in &schema.rules {
             let Some(compiled) = rule.compiled.as_deref() else {
                 let problems: Vec<String> =
@@ -1627,33 +1630,51 @@ impl Walk {
             if compiled.uses_old_self && old.is_none() {
                 continue;
             }
-            if self.budget <= 0.0 {
+            if self.budget <= 0 {
                 self.causes.push(invalid_here(
                     "validation failed due to running out of cost budget, no further validation rules will be run".into(),
                 ));
                 return Err(OutOfBudget);
             }
-            let cost = estimate(compiled.program.expression(), &bounds, &self.sizes);
             let shown_rule = rule_text(&rule.spec);
-            if cost > PER_CALL_LIMIT {
-                self.causes.push(invalid_here(format!(
-                    "'operation cancelled: actual cost limit exceeded': no further validation rules will be run due to call cost exceeds limit for rule: {shown_rule}"
-                )));
-                return Err(OutOfBudget);
-            }
-            if cost > self.budget {
-                self.causes.push(invalid_here(
-                    "validation failed due to running out of cost budget, no further validation rules will be run".into(),
-                ));
-                return Err(OutOfBudget);
-            }
-            self.budget -= cost;
             let old_for_rule = if compiled.uses_old_self {
                 old_cel.as_ref()
             } else {
                 None
             };
-            match run(&compiled.program, &this, old_for_rule) {
+            let ran = run(
+                &compiled.metered,
+                &this,
+                old_for_rule,
+                PER_CALL_LIMIT as u64,
+                self.deadline,
+            );
+            if ran.cost > self.budget as u64 {
+                self.causes.push(invalid_here(
+                    "validation failed due to running out of cost budget, no further validation rules will be run".into(),
+                ));
+                return Err(OutOfBudget);
+            }
+            self.budget -= ran.cost as i64;
+            match ran.stopped {
+                Some(meter::Stop::CostLimit) => {
+                    self.causes.push(invalid_here(format!(
+                        "'{}': no further validation rules will be run due to call cost exceeds limit for rule: {shown_rule}",
+                        meter::COST_LIMIT_EXCEEDED
+                    )));
+                    return Err(OutOfBudget);
+                }
+                Some(meter::Stop::Deadline) => {
+                    tracing::warn!(rule = %rule.spec.rule, "CEL rule interrupted by the deadline");
+                    self.causes.push(invalid_here(format!(
+                        "{} evaluating rule: {shown_rule}",
+                        meter::INTERRUPTED
+                    )));
+                    return Err(OutOfBudget);
+                }
+                None => {}
+            }
+            match ran.outcome {
                 Ok(cel::Value::Bool(true)) => continue,
                 Ok(_) => {}
                 Err(EvalError::NoSuchOverload) => {
@@ -1682,20 +1703,43 @@ impl Walk {
                 None => here.clone(),
             };
             let mut detail = None;
-            if let Some(message) = &compiled.message {
-                let message_cost = estimate(message.expression(), &bounds, &self.sizes);
-                if message_cost <= self.budget {
-                    self.budget -= message_cost;
-                    match run(message, &this, None) {
-                        Ok(cel::Value::String(text)) => {
-                            let text = text.trim();
-                            if !text.is_empty() && !text.contains('\n') && text.len() <= 5 * 1024 {
-                                detail = Some(text.to_string());
-                            }
+            if let (Some(message), Some(source)) = (
+                &compiled.message_metered,
+                rule.spec.message_expression.as_deref(),
+            ) {
+                let ran = run(
+                    message,
+                    &this,
+                    old_for_rule,
+                    PER_CALL_LIMIT as u64,
+                    self.deadline,
+                );
+                let invalid_at = |detail: String| Cause {
+                    reason: "FieldValueInvalid",
+                    field: at.clone(),
+                    message: format!("Invalid value: {}: {detail}", go_q(type_name)),
+                };
+                if ran.cost > self.budget as u64 {
+                    self.causes.push(invalid_at("messageExpression evaluation failed due to running out of cost budget, no further validation rules will be run".into()));
+                    return Err(OutOfBudget);
+                }
+                if ran.stopped.is_some() {
+                    self.causes.push(invalid_at(format!(
+                        "no further validation rules will be run due to call cost exceeds limit for messageExpression: {}",
+                        go_q(source)
+                    )));
+                    return Err(OutOfBudget);
+                }
+                self.budget -= ran.cost as i64;
+                match ran.outcome {
+                    Ok(cel::Value::String(text)) => {
+                        let text = text.trim();
+                        if !text.is_empty() && !text.contains('\n') && text.len() <= 5 * 1024 {
+                            detail = Some(text.to_string());
                         }
-                        Ok(_) | Err(_) => {
-                            tracing::debug!(rule = %rule.spec.rule, "messageExpression gave no message");
-                        }
+                    }
+                    Ok(_) | Err(_) => {
+                        tracing::debug!(rule = %rule.spec.rule, "messageExpression gave no message");
                     }
                 }
             }
@@ -1850,12 +1894,109 @@ mod tests {
         assert!(check_schema(&s, "s").is_empty());
         // ...cheap on a small object...
         assert!(validate(&s, &json!({"l": [1, 2, 3]}), None).is_empty());
-        // ...and refused, not run, when the object makes it expensive.
+        // ...and stopped by the per-call limit when the object makes it expensive.
         let big: Vec<i64> = (0..800).collect();
         let causes = validate(&s, &json!({"l": big}), None);
         assert_eq!(causes.len(), 1, "{causes:?}");
         assert!(
             causes[0].message.contains("call cost exceeds limit"),
+            "{}",
+            causes[0].message
+        );
+    }
+
+    /// Runs `work` on a thread of its own and fails the test if it takes more than 15 s (a rule
+    /// that is not stopped would run for hours, or exhaust the memory).
+    fn within_15s<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> T {
+        let (sender, receiver) = std::sync::mpsc::channel();
+        std::thread::Builder::new()
+            .stack_size(STACK_BYTES)
+            .spawn(move || {
+                let _ = sender.send(work());
+            })
+            .unwrap_or_else(|e| panic!("{e}"));
+        receiver
+            .recv_timeout(Duration::from_secs(15))
+            .unwrap_or_else(|_| panic!("the evaluation was not stopped within 15 s"))
+    }
+
+    /// `rule` parsed, instrumented and run on `this` under the per-call limit.
+    fn metered(rule: &str, this: Value) -> Ran {
+        let program = parse(rule).unwrap_or_else(|e| panic!("{e}"));
+        let expr = meter::instrument(program.expression());
+        let this = to_cel(&this, None);
+        let deadline = Instant::now() + EVALUATION_DEADLINE;
+        run(&expr, &this, None, PER_CALL_LIMIT as u64, deadline)
+    }
+
+    #[test]
+    fn a_replace_that_grows_its_string_is_stopped_before_it_allocates() {
+        let thousand = "a".repeat(1000);
+        let rule = format!(
+            "'a'{}.size() > 0",
+            format!(".replace('a', '{thousand}')").repeat(4)
+        );
+        let ran = within_15s(move || metered(&rule, json!({})));
+        assert_eq!(
+            ran.stopped,
+            Some(meter::Stop::CostLimit),
+            "{:?}",
+            ran.outcome
+        );
+        // Two replaces (10^6 bytes) fit: 100 + 100,000 and the rest.
+        let rule = format!(
+            "'a'{}.size() > 0",
+            format!(".replace('a', '{}')", "a".repeat(1000)).repeat(2)
+        );
+        let ran = within_15s(move || metered(&rule, json!({})));
+        assert_eq!(ran.outcome, Ok(cel::Value::Bool(true)));
+    }
+
+    #[test]
+    fn nested_loops_over_a_split_string_are_stopped_by_the_per_call_limit() {
+        let long = "x".repeat(100_000);
+        let ran = within_15s(move || {
+            metered(
+                "self.s.split('').all(x, self.s.split('').all(y, x == y))",
+                json!({"s": long}),
+            )
+        });
+        assert_eq!(ran.stopped, Some(meter::Stop::CostLimit));
+        assert!(ran.cost > PER_CALL_LIMIT as u64, "{}", ran.cost);
+    }
+
+    #[test]
+    fn the_meter_charges_what_cel_go_charges() {
+        // self (1) .l (1) @result (1); per item: @not_strictly_false(@result) (2), @result (1),
+        // x (1), > (1).
+        let ran = metered("self.l.all(x, x > 0)", json!({"l": [1, 2, 3]}));
+        assert_eq!((ran.outcome, ran.cost), (Ok(cel::Value::Bool(true)), 18));
+        // self .s (2), size (1), == of ints (1); a string comparison costs a tenth of the shorter.
+        let ran = metered("size(self.s) == 3 && self.s == 'abc'", json!({"s": "abc"}));
+        assert_eq!((ran.outcome, ran.cost), (Ok(cel::Value::Bool(true)), 7));
+        // A list literal costs 10.
+        let ran = metered("[1, 2].size() == 2", json!({}));
+        assert_eq!(ran.cost, 12);
+    }
+
+    #[test]
+    fn a_write_whose_rules_run_out_of_budget_is_refused_with_kube_apiservers_words() {
+        // Each rule costs about 90,000 (a tenth of the string it reads): the 10^7 budget lasts
+        // about 110 of them.
+        let rules: Vec<Value> = (0..120)
+            .map(|i| json!({"rule": format!("!self.s.contains('b{i}')")}))
+            .collect();
+        let s = schema(
+            json!({"type": "object", "properties": {"s": {"type": "string",
+            "maxLength": 900000}}, "x-kubernetes-validations": rules}),
+        );
+        let causes = check_schema(&s, "s");
+        assert!(causes.is_empty(), "{causes:?}");
+        let long = "a".repeat(900_000);
+        let causes = within_15s(move || validate(&s, &json!({"s": long}), None));
+        assert_eq!(causes.len(), 1, "{causes:?}");
+        assert!(
+            causes[0].message.ends_with("validation failed due to running out of cost budget, no further validation rules will be run"),
             "{}",
             causes[0].message
         );
