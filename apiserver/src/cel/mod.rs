@@ -1227,9 +1227,40 @@ fn cost_of<'s>(
                 "sort" | "@sortByAssociatedKeys" => cost += read * read.max(2.0).log2(),
                 _ => {}
             }
-            let bounds = match call.func_name.as_str() {
-                "_[_]" | "sum" | "min" | "max" => {
+            // What the call gives: functions that build strings or lists give Kubernetes'
+            // estimated size of their result (`CostEstimator.EstimateCallCost`), not their
+            // receiver's, so that a rule growing its own values is estimated as it grows.
+            let literal_len = |e: &IdedExpr| match &e.expr {
+                Expr::Literal(LiteralValue::String(s)) => Some(s.chars().count() as f64),
+                _ => None,
+            };
+            let arg_size = |i: usize| arg_bounds.get(i).map(|b| b.size(sizes)).unwrap_or(0.0);
+            let bounds = match (call.func_name.as_str(), call.target.is_some()) {
+                ("_[_]" | "sum" | "min" | "max", _) => {
                     first.map(|b| b.element()).unwrap_or(Bounds::Unknown)
+                }
+                ("replace", true) if call.args.len() >= 2 => {
+                    // From the receiver's most characters, the shortest `from` and the longest
+                    // `to`: how many replacements, and what is kept.
+                    let from_min = call.args.first().and_then(literal_len).unwrap_or(0.0);
+                    let to_max = arg_size(1);
+                    let (count, kept) = if from_min == 0.0 {
+                        (read + 1.0, read)
+                    } else if to_max <= from_min {
+                        (0.0, read)
+                    } else {
+                        ((read / from_min).ceil(), 0.0)
+                    };
+                    Bounds::Sized(count * to_max + kept)
+                }
+                ("split", true) => Bounds::Sized(read),
+                ("join", true) => {
+                    let element = first
+                        .as_ref()
+                        .map(|b| b.element().size(sizes))
+                        .unwrap_or(0.0);
+                    let separators = (read - 1.0).max(0.0) * arg_size(0);
+                    Bounds::Sized(read * element + separators)
                 }
                 _ => first.unwrap_or(Bounds::Unknown),
             };
