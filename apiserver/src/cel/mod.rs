@@ -254,13 +254,17 @@ fn guard(source: &str) -> Result<(), CompileError> {
         )));
     }
     let (mut depth, mut deepest, mut operators) = (0usize, 0usize, 0usize);
-    let mut quote: Option<char> = None;
+    // In a quote: its character, and whether it is raw (`r'…'`: a backslash escapes nothing).
+    let mut quote: Option<(char, bool)> = None;
     let mut escaped = false;
+    let mut previous: [char; 2] = [' ', ' '];
     for c in source.chars() {
-        if let Some(q) = quote {
+        let before = previous;
+        previous = [before[1], c];
+        if let Some((q, raw)) = quote {
             if escaped {
                 escaped = false;
-            } else if c == '\\' {
+            } else if c == '\\' && !raw {
                 escaped = true;
             } else if c == q {
                 quote = None;
@@ -268,7 +272,13 @@ fn guard(source: &str) -> Result<(), CompileError> {
             continue;
         }
         match c {
-            '\'' | '"' => quote = Some(c),
+            '\'' | '"' => {
+                // `r` or `R` (after `b`, or alone) right before the quote makes a raw string.
+                let prefix = |x: char| matches!(x, 'r' | 'R');
+                let word = |x: char| x.is_alphanumeric() || x == '_';
+                let raw = prefix(before[1]) && (!word(before[0]) || matches!(before[0], 'b' | 'B'));
+                quote = Some((c, raw));
+            }
             '(' | '[' | '{' => {
                 depth += 1;
                 deepest = deepest.max(depth);
@@ -1894,6 +1904,12 @@ mod tests {
             format!("{}1{} == 1", "(".repeat(200), ")".repeat(200)),
             vec!["1"; 5000].join(" + ") + " > 0",
             "x".repeat(MAX_RULE_BYTES + 1),
+            // A raw string's backslash escapes nothing: the brackets after it are counted.
+            format!(
+                "r'\\' == '' || {}1{} == 1",
+                "(".repeat(200),
+                ")".repeat(200)
+            ),
         ] {
             let s = schema(json!({"type": "object", "x-kubernetes-validations": [{"rule": rule}]}));
             let causes = check_schema(&s, "s");
