@@ -170,3 +170,210 @@ impl Drop for Attempt<'_> {
 /// stalls later can condemn it.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct CameThrough(pub(crate) u64);
+
+#[cfg(test)]
+mod tests {
+    //! The rules on a scripted in-memory server (a `Dial` of duplex pipes) and a paused clock:
+    //! deterministic, no socket.
+
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::Duration;
+
+    use bytes::Bytes;
+    use parking_lot::Mutex;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
+
+    use crate::client::{Call, Dial, DialedStream};
+    use crate::{Client, Config, Error};
+
+    /// The server's side of every connection dialed so far: a switch that silences it.
+    #[derive(Clone, Default)]
+    struct Server {
+        connections: Arc<Mutex<Vec<Arc<AtomicBool>>>>,
+    }
+
+    impl Server {
+        fn dial(&self) -> Dial {
+            let server = self.clone();
+            Dial::new(move |_uri| {
+                let (ours, theirs) = tokio::io::duplex(64 * 1024);
+                let silent = Arc::new(AtomicBool::new(false));
+                let number = {
+                    let mut connections = server.connections.lock();
+                    connections.push(silent.clone());
+                    connections.len()
+                };
+                tokio::spawn(serve(theirs, number, silent));
+                Box::pin(async move { Ok(Box::new(ours) as DialedStream) })
+            })
+        }
+
+        fn dials(&self) -> usize {
+            self.connections.lock().len()
+        }
+
+        /// Every connection open now says nothing more, ever (no FIN, no RST).
+        fn freeze(&self) {
+            for silent in self.connections.lock().iter() {
+                silent.store(true, Ordering::SeqCst);
+            }
+        }
+    }
+
+    /// Answers each request (head only, no body expected beyond `content-length`) with
+    /// `{"conn": number}`, keeping the connection open; once `silent`, reads and never answers.
+    async fn serve(mut stream: DuplexStream, number: usize, silent: Arc<AtomicBool>) {
+        let mut buffer = Vec::new();
+        let mut chunk = [0u8; 4096];
+        loop {
+            let Ok(read) = stream.read(&mut chunk).await else {
+                return;
+            };
+            if read == 0 {
+                return;
+            }
+            buffer.extend_from_slice(&chunk[..read]);
+            while let Some(end) = find(&buffer, b"\r\n\r\n") {
+                let head = String::from_utf8_lossy(&buffer[..end]).to_lowercase();
+                let body_len = head
+                    .lines()
+                    .find_map(|line| line.strip_prefix("content-length:"))
+                    .and_then(|value| value.trim().parse::<usize>().ok())
+                    .unwrap_or(0);
+                if buffer.len() < end + 4 + body_len {
+                    break;
+                }
+                buffer.drain(..end + 4 + body_len);
+                if silent.load(Ordering::SeqCst) {
+                    continue;
+                }
+                let body = format!(r#"{{"conn":{number}}}"#);
+                let answer = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+                    body.len()
+                );
+                if stream.write_all(answer.as_bytes()).await.is_err() {
+                    return;
+                }
+            }
+        }
+    }
+
+    fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+        haystack
+            .windows(needle.len())
+            .position(|window| window == needle)
+    }
+
+    fn client(server: &Server) -> Client {
+        let mut config =
+            Config::new("http://in-memory.invalid".parse().unwrap()).with_dial(server.dial());
+        config.qps = None;
+        Client::new(config).unwrap()
+    }
+
+    fn get() -> Call {
+        Call {
+            request: http::Request::get("/version").body(Bytes::new()).unwrap(),
+            idempotent: true,
+            streaming: false,
+        }
+    }
+
+    fn post() -> Call {
+        Call {
+            request: http::Request::post("/api/v1/namespaces/default/configmaps")
+                .body(Bytes::from_static(b"{}"))
+                .unwrap(),
+            idempotent: false,
+            streaming: false,
+        }
+    }
+
+    /// Which connection answered.
+    async fn conn(client: &Client, call: Call) -> Result<u64, Error> {
+        let answer: serde_json::Value = client.request(call).await?;
+        Ok(answer["conn"].as_u64().unwrap_or_default())
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_unanswered_request_condemns_the_idle_connections_beside_it() {
+        let server = Server::default();
+        let client = client(&server);
+        let (a, b) = tokio::join!(conn(&client, get()), conn(&client, get()));
+        assert_eq!((a.unwrap().min(b.unwrap())), 1);
+        assert_eq!(server.dials(), 2, "two requests at once: two pooled connections");
+
+        server.freeze();
+        let started = tokio::time::Instant::now();
+        // The first attempt takes a frozen connection and times out (30 s); the retry must not
+        // take the other frozen one.
+        let answered_by = conn(&client, get()).await.unwrap();
+        assert_eq!(answered_by, 3, "the retry went out on a fresh connection");
+        assert_eq!(server.dials(), 3);
+        let took = started.elapsed();
+        assert!(
+            took < Duration::from_secs(31),
+            "one timeout and a backoff, not two timeouts: {took:?}"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_idle_http1_connection_past_the_stale_bound_is_closed_not_reused() {
+        let server = Server::default();
+        let client = client(&server);
+        assert_eq!(conn(&client, get()).await.unwrap(), 1);
+        tokio::time::advance(Duration::from_secs(9)).await;
+        assert_eq!(conn(&client, get()).await.unwrap(), 1, "9 s idle: reused");
+        tokio::time::advance(Duration::from_secs(11)).await;
+        assert_eq!(
+            conn(&client, get()).await.unwrap(),
+            2,
+            "11 s idle: stale, a new connection"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_write_on_a_dead_connection_times_out_at_the_write_deadline() {
+        let server = Server::default();
+        let client = client(&server);
+        assert_eq!(conn(&client, get()).await.unwrap(), 1);
+        server.freeze();
+        let started = tokio::time::Instant::now();
+        let error = conn(&client, post()).await.unwrap_err();
+        assert!(
+            matches!(error, Error::Timeout { after, .. } if after == Duration::from_secs(10)),
+            "{error:?}"
+        );
+        assert_eq!(started.elapsed(), Duration::from_secs(10));
+        // A create is not retried blindly; the caller's next attempt gets a fresh connection.
+        assert_eq!(conn(&client, post()).await.unwrap(), 2);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_request_given_up_by_its_caller_condemns_too_but_a_quick_one_does_not() {
+        let server = Server::default();
+        let client = client(&server);
+        let warm = tokio::join!(
+            conn(&client, get()),
+            conn(&client, get()),
+            conn(&client, get())
+        );
+        assert!(warm.0.is_ok() && warm.1.is_ok() && warm.2.is_ok());
+        assert_eq!(server.dials(), 3);
+        server.freeze();
+        // Given up after 10 ms: no evidence (its own connection is closed, being mid-request;
+        // the two others stay pooled).
+        let quick = tokio::time::timeout(Duration::from_millis(10), conn(&client, get())).await;
+        assert!(quick.is_err());
+        assert_eq!(server.dials(), 3, "no new connection after a quick give-up");
+        // Given up after 5 s (as the leader elector does at half its renew deadline): the
+        // connection pooled beside it is retired too, and the next request dials at once.
+        let slow = tokio::time::timeout(Duration::from_secs(5), conn(&client, get())).await;
+        assert!(slow.is_err());
+        let started = tokio::time::Instant::now();
+        assert_eq!(conn(&client, get()).await.unwrap(), 4);
+        assert!(started.elapsed() < Duration::from_secs(1));
+    }
+}
