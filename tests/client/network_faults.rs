@@ -298,7 +298,10 @@ async fn pooled_writes_drill(tls: bool, http2: bool, learn_first: bool) -> Poole
     // The controller acts: a create, retried as a requeue would while it fails, then an update.
     let mut failed_attempts = 0;
     let created = loop {
-        match api.create(&PostParams::default(), &config_map("acted")).await {
+        match api
+            .create(&PostParams::default(), &config_map("acted"))
+            .await
+        {
             Ok(created) => break created,
             Err(error) => {
                 failed_attempts += 1;
@@ -316,9 +319,7 @@ async fn pooled_writes_drill(tls: bool, http2: bool, learn_first: bool) -> Poole
     let created_after = froze_at.elapsed();
     let mut update = created;
     update.data = Some([("k".to_string(), "2".to_string())].into());
-    let updated = api
-        .replace("acted", &PostParams::default(), &update)
-        .await;
+    let updated = api.replace("acted", &PostParams::default(), &update).await;
     let acted = froze_at.elapsed();
     informer.stop();
     let report = PooledWrites {
@@ -346,7 +347,10 @@ async fn pooled_writes_drill(tls: bool, http2: bool, learn_first: bool) -> Poole
         })
     );
     updated.expect("the update after the create succeeds");
-    assert!(report.fresh >= 1, "the writes went out on a fresh connection");
+    assert!(
+        report.fresh >= 1,
+        "the writes went out on a fresh connection"
+    );
     assert!(
         report.acted <= POOLED_WRITES_GOAL,
         "acted {:?} after the freeze, more than the goal {POOLED_WRITES_GOAL:?}",

@@ -14,9 +14,11 @@
 //!  write gate (only on a handle made by `with_write_gate`, only for writes): refused ──▶
 //!  Error::NotLeader, nothing sent
 //!        ▼
-//!  hyper (pooled HTTP/1.1 connections, at most 25 kept idle, each for 90 s; one HTTP/2
-//!  connection with `Config::http2`) ── timeout 30 s for the answer's head (watches too); a body
-//!  may then take as long as it needs, but no piece of it may take longer than that
+//!  pool (see `pool`): hyper (pooled HTTP/1.1 connections, at most 25 kept idle, each for 10 s
+//!  before it is stale; one HTTP/2 connection with `Config::http2`) ── timeout 30 s for the
+//!  answer's head (watches too; writes 10 s); a body may then take as long as it needs, but no
+//!  piece of it may take longer than that. An attempt left unanswered for 1 s or more retires
+//!  every connection pooled when it left.
 //!        ▼
 //!  2xx ──▶ response           error ──▶ RetryPolicy: 429 any verb, 5xx/transport idempotent only
 //!                                        401 once more with fresh credentials
@@ -29,8 +31,10 @@
 //! Over HTTP/1.1 a connection carries one request at a time, so N requests in flight hold N
 //! connections. When an answer has been read its connection goes back to the pool, idle, for
 //! the next request; the pool keeps at most [`Config::max_idle_conns_per_host`] of them (25,
-//! client-go's `MaxIdleConnsPerHost`) and closes the rest at once, and closes any that stayed
-//! idle for [`Config::idle_conn_timeout`] (90 s, Go's `IdleConnTimeout`). Watches hold their
+//! client-go's `MaxIdleConnsPerHost`) and closes the rest at once. A connection idle for
+//! [`Config::idle_conn_stale_after`] (10 s) is closed rather than reused, because it may have
+//! died unseen (see "Dead connections"); with HTTP/2 it is pinged instead, and kept up to
+//! [`Config::idle_conn_timeout`] (90 s, Go's `IdleConnTimeout`). Watches hold their
 //! connection for as long as they run and are not idle. With [`Config::http2`] every request
 //! shares one connection, which is kept while any idle slot is allowed.
 //!
@@ -44,15 +48,23 @@
 //! |---|---|---|
 //! | TCP connect, proxy tunnel and TLS handshake together | `connect_timeout + tls_handshake_timeout` | 30 s + 10 s (client-go's dialer and `TLSHandshakeTimeout`) |
 //! | the answer's head, watches included | `timeout` | 30 s |
+//! | a write's answer head | `write_timeout` (the leader election's renew deadline) | 10 s |
+//! | an idle pooled connection's trust | `idle_conn_stale_after`: HTTP/1.1 closes it instead of reusing it, HTTP/2 pings it | 10 s |
 //! | each piece of a body (a list may take minutes, but never stalls) | `timeout` since the last piece | 30 s |
 //! | each piece of a watch | the server's promise: a bookmark roughly every minute, the end at `timeoutSeconds` (see `watch`) | 60 s + 30 s |
-//! | a quiet HTTP/2 connection | a ping after 10 s of silence, answered within 5 s | 15 s (client-go: 30 s + 15 s) |
+//! | a quiet HTTP/2 connection | a ping after `idle_conn_stale_after` of silence, answered within 5 s | 15 s (client-go: 30 s + 15 s) |
 //! | a vanished peer, at the TCP level | keepalive probes after 30 s idle, every 30 s | Go's dialer |
 //!
 //! The informers add one more (`ReflectorOptions::watch_idle_timeout`, in `ferrokube-informer`): a watch that has
 //! brought nothing for 15 s is given up and resumed from its last resourceVersion, a resume and
 //! never a relist, so that a controller notices a dead watch in seconds on HTTP/1.1, where no
 //! ping exists. tests/client/network_faults.rs freezes connections in a proxy and measures it.
+//!
+//! One outage kills the idle pooled connections too, silently. Two rules (module `pool`) keep a
+//! request from waiting on one of them: a connection idle for 10 s is stale and not reused
+//! unchecked, and an attempt that goes unanswered for a second or more (timed out, or given up
+//! by its caller) retires every connection pooled when it left, so that the next request (a
+//! retry, a requeued write) opens a fresh one instead of taking the next dead one in line.
 //!
 //! ## Write gates
 //!
@@ -480,7 +492,9 @@ impl Client {
         let read = read_chunks(response.into_body(), &url, self.inner.timeout, each).await;
         if let (Err(Error::Idle { .. }), Some(CameThrough(generation))) = (&read, came_through) {
             // The connection went silent mid-answer: the others of its generation are suspect too.
-            self.inner.pool.condemn(generation, "an answer's body stalled");
+            self.inner
+                .pool
+                .condemn(generation, "an answer's body stalled");
         }
         read
     }
