@@ -205,6 +205,190 @@ async fn dead_connection_plain_watch_ends_with_idle_error() {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Pooled connections and writes.
+
+/// A controller must act within this long of a freeze of every open connection: under half of
+/// kube-controller-manager's ~41 s (measured 2026-11-28: its HTTP/2 health check), and well
+/// under our 70 s of that day (writes sent one after another on frozen pooled connections).
+const POOLED_WRITES_GOAL: Duration = Duration::from_secs(20);
+
+/// How a pooled-writes drill went: all times from the freeze.
+#[derive(Debug)]
+struct PooledWrites {
+    /// Connections through the proxy when it froze them (watch and pooled ones).
+    frozen: usize,
+    /// The informer delivered the change made behind the freeze (`None`: the writes did not
+    /// wait for it).
+    learned: Option<Duration>,
+    /// The create succeeded.
+    created: Duration,
+    /// The update after it succeeded: the controller has acted.
+    acted: Duration,
+    /// Failed write attempts before the create went through.
+    failed_attempts: u32,
+    /// Connections the client opened after the freeze.
+    fresh: usize,
+}
+
+/// The drill: a client with idle pooled connections (four requests at once just before) and an
+/// informer's watch, all through one proxy; every open connection freezes; a ConfigMap is then
+/// created directly (the world changes). With `learn_first`, the "controller" acts when its
+/// informer delivers that change (as the ReplicaSet controller does: a create, then an update);
+/// without, it writes at once after the freeze, retrying a failed write as a requeue would.
+/// Each write attempt is bounded by the client's own deadlines only.
+async fn pooled_writes_drill(tls: bool, http2: bool, learn_first: bool) -> PooledWrites {
+    let server = ApiServer::new()
+        .tls(tls)
+        .token("drill-token")
+        .start()
+        .await
+        .expect("server starts");
+    let direct: Api<ConfigMap> = {
+        let kubeconfig = Kubeconfig::parse(&server.kubeconfig()).expect("kubeconfig");
+        let mut config = Config::from_kubeconfig(&kubeconfig, None).expect("config");
+        config.qps = None;
+        Api::namespaced(Client::new(config).expect("direct client"), "default")
+    };
+    let proxy = FaultProxy::start(server_addr(&server)).await;
+    let mut config = config_through(&server, &proxy);
+    config.http2 = http2;
+    let client = Client::new(config).expect("proxied client");
+    let api: Api<ConfigMap> = Api::namespaced(client, "default");
+    let (informer, arrivals) = informer(&api).await;
+    direct
+        .create(&PostParams::default(), &config_map("before"))
+        .await
+        .expect("create before");
+    assert!(
+        wait_until(Duration::from_secs(10), || arrivals
+            .when("before")
+            .is_some())
+        .await,
+        "the informer sees a change through the proxy"
+    );
+    // Busy just before the outage: four requests at once leave (over HTTP/1.1) up to four idle
+    // connections in the pool, the most recently used first in line.
+    let busy = futures_util::future::join_all((0..4).map(|_| api.get("before"))).await;
+    assert!(busy.iter().all(Result::is_ok), "warm-up reads: {busy:?}");
+
+    let frozen = proxy.freeze();
+    let froze_at = Instant::now();
+    // Over HTTP/2 the watch and the requests share one connection.
+    let open_before = if http2 { 1 } else { 2 };
+    assert!(
+        frozen >= open_before,
+        "a watch and a pooled connection are frozen: {frozen}"
+    );
+    direct
+        .create(&PostParams::default(), &config_map("meanwhile"))
+        .await
+        .expect("create meanwhile");
+    let learned = if learn_first {
+        assert!(
+            wait_until(POOLED_WRITES_GOAL, || arrivals.when("meanwhile").is_some()).await,
+            "the informer never delivered the change made behind the freeze"
+        );
+        arrivals
+            .when("meanwhile")
+            .map(|at| at.saturating_duration_since(froze_at))
+    } else {
+        None
+    };
+
+    // The controller acts: a create, retried as a requeue would while it fails, then an update.
+    let mut failed_attempts = 0;
+    let created = loop {
+        match api
+            .create(&PostParams::default(), &config_map("acted"))
+            .await
+        {
+            Ok(created) => break created,
+            Err(error) => {
+                failed_attempts += 1;
+                eprintln!(
+                    "pooled writes: create failed after {:?}: {error}",
+                    froze_at.elapsed()
+                );
+                assert!(
+                    froze_at.elapsed() < POOLED_WRITES_GOAL,
+                    "no create within {POOLED_WRITES_GOAL:?} of the freeze ({failed_attempts} failed attempts, last: {error})"
+                );
+            }
+        }
+    };
+    let created_after = froze_at.elapsed();
+    let mut update = created;
+    update.data = Some([("k".to_string(), "2".to_string())].into());
+    let updated = api.replace("acted", &PostParams::default(), &update).await;
+    let acted = froze_at.elapsed();
+    informer.stop();
+    let report = PooledWrites {
+        frozen,
+        learned,
+        created: created_after,
+        acted,
+        failed_attempts,
+        fresh: proxy.connections() - frozen,
+    };
+    eprintln!(
+        "{}",
+        serde_json::json!({
+            "drill": "dead_connection_pooled_writes",
+            "server": "ferrokube-apiserver",
+            "tls": tls,
+            "http2": http2,
+            "learn_first": learn_first,
+            "frozen_connections": report.frozen,
+            "learned_s": report.learned.map(|d| d.as_secs_f64()),
+            "created_s": report.created.as_secs_f64(),
+            "acted_s": report.acted.as_secs_f64(),
+            "failed_attempts": report.failed_attempts,
+            "fresh_connections": report.fresh,
+        })
+    );
+    updated.expect("the update after the create succeeds");
+    assert!(
+        report.fresh >= 1,
+        "the writes went out on a fresh connection"
+    );
+    assert!(
+        report.acted <= POOLED_WRITES_GOAL,
+        "acted {:?} after the freeze, more than the goal {POOLED_WRITES_GOAL:?}",
+        report.acted
+    );
+    report
+}
+
+/// The ReplicaSet drill of 2026-11-28 in small: the controller learns of the change through its
+/// resumed watch (15 s), and its writes must not take the frozen pooled connections.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dead_connection_http1_pooled_writes_after_the_watch_resumes() {
+    let report = pooled_writes_drill(false, false, true).await;
+    assert_eq!(report.failed_attempts, 0, "{report:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dead_connection_http2_pooled_writes_after_the_watch_resumes() {
+    let report = pooled_writes_drill(true, true, true).await;
+    assert_eq!(report.failed_attempts, 0, "{report:?}");
+}
+
+/// Writes at once after the freeze: the first goes out on a frozen connection (nothing can tell
+/// yet) and fails at the write deadline; the next must go out on a fresh connection, not on the
+/// next frozen one in the pool.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dead_connection_http1_pooled_writes_at_once() {
+    let report = pooled_writes_drill(false, false, false).await;
+    assert!(report.failed_attempts <= 1, "{report:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dead_connection_http2_pooled_writes_at_once() {
+    let report = pooled_writes_drill(true, true, false).await;
+    assert!(report.failed_attempts <= 1, "{report:?}");
+}
+
+// ---------------------------------------------------------------------------------------------
 // The lease window.
 
 /// A leader elects itself through a proxy of its own; its controller writes through a second

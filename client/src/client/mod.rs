@@ -14,9 +14,11 @@
 //!  write gate (only on a handle made by `with_write_gate`, only for writes): refused ──▶
 //!  Error::NotLeader, nothing sent
 //!        ▼
-//!  hyper (pooled HTTP/1.1 connections, at most 25 kept idle, each for 90 s; one HTTP/2
-//!  connection with `Config::http2`) ── timeout 30 s for the answer's head (watches too); a body
-//!  may then take as long as it needs, but no piece of it may take longer than that
+//!  pool (see `pool`): hyper (pooled HTTP/1.1 connections, at most 25 kept idle, each for 10 s
+//!  before it is stale; one HTTP/2 connection with `Config::http2`) ── timeout 30 s for the
+//!  answer's head (watches too; writes 10 s); a body may then take as long as it needs, but no
+//!  piece of it may take longer than that. An attempt left unanswered for 1 s or more retires
+//!  every connection pooled when it left.
 //!        ▼
 //!  2xx ──▶ response           error ──▶ RetryPolicy: 429 any verb, 5xx/transport idempotent only
 //!                                        401 once more with fresh credentials
@@ -29,8 +31,10 @@
 //! Over HTTP/1.1 a connection carries one request at a time, so N requests in flight hold N
 //! connections. When an answer has been read its connection goes back to the pool, idle, for
 //! the next request; the pool keeps at most [`Config::max_idle_conns_per_host`] of them (25,
-//! client-go's `MaxIdleConnsPerHost`) and closes the rest at once, and closes any that stayed
-//! idle for [`Config::idle_conn_timeout`] (90 s, Go's `IdleConnTimeout`). Watches hold their
+//! client-go's `MaxIdleConnsPerHost`) and closes the rest at once. A connection idle for
+//! [`Config::idle_conn_stale_after`] (10 s) is closed rather than reused, because it may have
+//! died unseen (see "Dead connections"); with HTTP/2 it is pinged instead, and kept up to
+//! [`Config::idle_conn_timeout`] (90 s, Go's `IdleConnTimeout`). Watches hold their
 //! connection for as long as they run and are not idle. With [`Config::http2`] every request
 //! shares one connection, which is kept while any idle slot is allowed.
 //!
@@ -44,15 +48,23 @@
 //! |---|---|---|
 //! | TCP connect, proxy tunnel and TLS handshake together | `connect_timeout + tls_handshake_timeout` | 30 s + 10 s (client-go's dialer and `TLSHandshakeTimeout`) |
 //! | the answer's head, watches included | `timeout` | 30 s |
+//! | a write's answer head | `write_timeout` (the leader election's renew deadline) | 10 s |
+//! | an idle pooled connection's trust | `idle_conn_stale_after`: HTTP/1.1 closes it instead of reusing it, HTTP/2 pings it | 10 s |
 //! | each piece of a body (a list may take minutes, but never stalls) | `timeout` since the last piece | 30 s |
 //! | each piece of a watch | the server's promise: a bookmark roughly every minute, the end at `timeoutSeconds` (see `watch`) | 60 s + 30 s |
-//! | a quiet HTTP/2 connection | a ping after 10 s of silence, answered within 5 s | 15 s (client-go: 30 s + 15 s) |
+//! | a quiet HTTP/2 connection | a ping after `idle_conn_stale_after` of silence, answered within 5 s | 15 s (client-go: 30 s + 15 s) |
 //! | a vanished peer, at the TCP level | keepalive probes after 30 s idle, every 30 s | Go's dialer |
 //!
 //! The informers add one more (`ReflectorOptions::watch_idle_timeout`, in `ferrokube-informer`): a watch that has
 //! brought nothing for 15 s is given up and resumed from its last resourceVersion, a resume and
 //! never a relist, so that a controller notices a dead watch in seconds on HTTP/1.1, where no
 //! ping exists. tests/client/network_faults.rs freezes connections in a proxy and measures it.
+//!
+//! One outage kills the idle pooled connections too, silently. Two rules (module `pool`) keep a
+//! request from waiting on one of them: a connection idle for 10 s is stale and not reused
+//! unchecked, and an attempt that goes unanswered for a second or more (timed out, or given up
+//! by its caller) retires every connection pooled when it left, so that the next request (a
+//! retry, a requeued write) opens a fresh one instead of taking the next dead one in line.
 //!
 //! ## Write gates
 //!
@@ -77,6 +89,7 @@
 //! lets its lease run out instead of handing it over early.
 
 pub mod dial;
+mod pool;
 mod proxy;
 mod rate_limit;
 mod retry;
@@ -111,6 +124,7 @@ use proxy::Dialer;
 use rate_limit::RateLimit;
 
 type Connector = Bounded<hyper_rustls::HttpsConnector<Dialer>>;
+use pool::{Attempt, CameThrough, Pool};
 
 /// A client for one API server. See the [module docs](self).
 #[derive(Clone)]
@@ -134,25 +148,24 @@ pub struct Client {
 type Observers = Option<Arc<[Arc<dyn WriteObserver>]>>;
 
 struct Inner {
-    http: HyperClient<Connector, RequestBody>,
+    /// Every request but HTTP/1.1 watches; replaced by a fresh pool when a request went
+    /// unanswered (see [`pool`]).
+    pool: Pool,
     /// Over HTTP/1.1, the client that watches go through: no idle pool (see [`Client::new`]).
-    /// `None` with HTTP/2: watches share `http`.
+    /// `None` with HTTP/2: watches share `pool`.
     watch_http: Option<HyperClient<Connector, RequestBody>>,
     /// Scheme, authority and path prefix (without a trailing slash) of the server.
     base: String,
     auth: Auth,
     timeout: Option<Duration>,
+    /// The deadline of a write's answer head, if shorter than `timeout`.
+    write_timeout: Option<Duration>,
     limiter: Option<RateLimit>,
     retry: RetryPolicy,
     default_namespace: String,
     user_agent: HeaderValue,
 }
 
-/// With [`Config::http2`], how long a connection may be quiet before it is pinged. client-go's
-/// `ReadIdleTimeout` is 30 s; ours is a third of it, so that a dead shared connection (which
-/// stalls every watch and request on it) is found in at most 15 s instead of 45 s. A ping is
-/// 17 bytes each way per quiet connection every 10 s.
-const HTTP2_PING_AFTER_IDLE: Duration = Duration::from_secs(10);
 /// With [`Config::http2`], how long a ping may go unanswered before the connection is closed
 /// (client-go's `PingTimeout` is 15 s; ours 5 s, see above).
 const HTTP2_PING_TIMEOUT: Duration = Duration::from_secs(5);
@@ -226,17 +239,37 @@ impl Client {
                 .saturating_add(config.tls_handshake_timeout),
         };
         let mut http = HyperClient::builder(TokioExecutor::new());
+        // Whether connections may speak HTTP/2: only when offered in a TLS handshake (ALPN);
+        // over plain http:// hyper speaks HTTP/1.1.
+        let may_be_http2 = config.http2 && config.cluster_url.scheme_str() == Some("https");
         // The pool: at most `max_idle_conns_per_host` idle connections, each closed after
-        // `idle_conn_timeout`. hyper evicts expired ones in the background only with a pool timer;
-        // without one they would linger until the next checkout happened to find them.
+        // `idle_conn_timeout`. An HTTP/1.1 connection is stale sooner, after
+        // `idle_conn_stale_after`, and is then closed rather than reused (see `pool`): hyper's
+        // checkout skips and drops an entry idle longer than the pool's idle timeout. (An HTTP/2
+        // connection's idle time restarts at every checkout, and it is checked by pings instead.)
+        // hyper evicts expired ones in the background only with a pool timer; without one they
+        // would linger until the next checkout happened to find them.
+        let idle_timeout = if may_be_http2 {
+            config.idle_conn_timeout
+        } else {
+            Some(
+                config
+                    .idle_conn_timeout
+                    .map_or(config.idle_conn_stale_after, |timeout| {
+                        timeout.min(config.idle_conn_stale_after)
+                    }),
+            )
+        };
         http.pool_max_idle_per_host(config.max_idle_conns_per_host)
-            .pool_idle_timeout(config.idle_conn_timeout)
+            .pool_idle_timeout(idle_timeout)
             .pool_timer(TokioTimer::new());
         if config.http2 {
             // A shared HTTP/2 connection that died silently would stall every request and watch
-            // on it; ping it when it has been quiet, as client-go's health check does.
+            // on it; ping it when it has been quiet, as client-go's health check does (client-go
+            // after 30 s of silence; ours after `idle_conn_stale_after`, 10 s, so that a dead
+            // shared connection is found within 15 s instead of 45 s; a ping is 17 bytes each way).
             http.timer(TokioTimer::new())
-                .http2_keep_alive_interval(HTTP2_PING_AFTER_IDLE)
+                .http2_keep_alive_interval(config.idle_conn_stale_after)
                 .http2_keep_alive_timeout(HTTP2_PING_TIMEOUT)
                 .http2_keep_alive_while_idle(true);
         }
@@ -252,7 +285,7 @@ impl Client {
             watch_http.pool_max_idle_per_host(0);
             Some(watch_http.build(connector.clone()))
         };
-        let http = http.build(connector);
+        let pool = Pool::new(http, connector);
         let limiter = config.qps.and_then(|qps| RateLimit::new(qps, config.burst));
         let base = config
             .cluster_url
@@ -267,11 +300,12 @@ impl Client {
         };
         Ok(Client {
             inner: Arc::new(Inner {
-                http,
+                pool,
                 watch_http,
                 base,
                 auth: config.auth,
                 timeout: config.timeout,
+                write_timeout: config.write_timeout,
                 limiter,
                 retry: config.retry,
                 default_namespace: config.default_namespace,
@@ -453,8 +487,16 @@ impl Client {
         each: impl FnMut(&[u8]) -> Result<(), Error>,
     ) -> Result<(), Error> {
         let url = call.request.uri().to_string();
-        let body = self.send(call).await?.into_body();
-        read_chunks(body, &url, self.inner.timeout, each).await
+        let response = self.send(call).await?;
+        let came_through = response.extensions().get::<CameThrough>().copied();
+        let read = read_chunks(response.into_body(), &url, self.inner.timeout, each).await;
+        if let (Err(Error::Idle { .. }), Some(CameThrough(generation))) = (&read, came_through) {
+            // The connection went silent mid-answer: the others of its generation are suspect too.
+            self.inner
+                .pool
+                .condemn(generation, "an answer's body stalled");
+        }
+        read
     }
 
     async fn send_once(&self, call: &Call) -> Result<Response<Incoming>, Error> {
@@ -473,13 +515,24 @@ impl Client {
         let mut write = GatedWrite::new(self.admit(request.method(), &url)?, self.gate.clone());
         let request = request.map(|body| RequestBody::new(body, write.departure.clone()));
         let sent_at = tokio::time::Instant::now();
+        let generation = self.inner.pool.current();
+        // Dropped unanswered (timed out here, or given up by the caller), it condemns the
+        // generation; an HTTP/1.1 watch goes through a connection of its own, but its silence
+        // says the same about the pooled connections.
+        let mut attempt = Attempt::start(&self.inner.pool, generation.number);
         let http = match (&self.inner.watch_http, call.streaming) {
             (Some(watch_http), true) => watch_http,
-            _ => &self.inner.http,
+            _ => &generation.http,
         };
         let sent = http.request(request);
-        // Watches too: the head of a watch comes at once; only its body is long.
-        let response = match self.inner.timeout {
+        // Watches too: the head of a watch comes at once; only its body is long. A write's
+        // answer may have a shorter deadline (`Config::write_timeout`).
+        let limit = match (self.inner.timeout, self.inner.write_timeout) {
+            (Some(all), Some(writes)) if is_write(&method) => Some(all.min(writes)),
+            (None, Some(writes)) if is_write(&method) => Some(writes),
+            (all, _) => all,
+        };
+        let response = match limit {
             Some(limit) => tokio::time::timeout(limit, write.send(sent))
                 .await
                 .unwrap_or_else(|_| {
@@ -491,9 +544,15 @@ impl Client {
             None => write.send(sent).await,
         }
         .map_err(|error| write.error(error, &method, &url));
-        if response.is_ok() {
+        let mut response = response;
+        if let Ok(response) = &mut response {
             write.answered();
+            attempt.answered();
+            response
+                .extensions_mut()
+                .insert(CameThrough(generation.number));
         }
+        drop(attempt);
         if pipeline_enabled!() {
             let path = url_path(&url);
             let status = response
@@ -524,10 +583,7 @@ impl Client {
         let Some(gate) = &self.gate else {
             return Ok(None);
         };
-        if matches!(
-            *method,
-            http::Method::GET | http::Method::HEAD | http::Method::OPTIONS
-        ) {
+        if !is_write(method) {
             return Ok(None);
         }
         match gate.admit() {
@@ -574,6 +630,14 @@ impl Client {
             .body(template.body().clone())
             .map_err(|e| Error::InvalidRequest(e.to_string()))
     }
+}
+
+/// Whether `method` writes: everything but GET, HEAD and OPTIONS (lists and watches are GETs).
+fn is_write(method: &http::Method) -> bool {
+    !matches!(
+        *method,
+        http::Method::GET | http::Method::HEAD | http::Method::OPTIONS
+    )
 }
 
 /// The object a request's path names, if it names one: `/api/v1/namespaces/NS/pods/NAME[/sub]`
