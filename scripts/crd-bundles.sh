@@ -25,7 +25,7 @@
 # {"server","bundle","file","accepted":bool,"error"}; `file` is relative to the module's root and
 # `error` is kubectl's stderr (null when accepted).
 #
-# Settings (environment): CRD_BUNDLES_OUT (default target/crd-bundles), EMBEDDED_PORT (17480),
+# Settings (environment): CRD_BUNDLES_OUT (default target/crd-bundles), EMBEDDED_PORT (17490),
 # K8S_VERSION (1.37.2), and scripts/kube-apiserver.sh's STATE / APISERVER_PORT / ETCD_PORT.
 set -euo pipefail
 
@@ -127,7 +127,7 @@ stop_embedded() {
 trap stop_embedded EXIT
 
 start_embedded() {
-  local bundle=$1 port=${EMBEDDED_PORT:-17480}
+  local bundle=$1 port=${EMBEDDED_PORT:-17490}
   export KUBECONFIG=$out_dir/embedded-$bundle.kubeconfig
   rm -f "$KUBECONFIG"
   "${CARGO_TARGET_DIR:-$repo/target}/debug/ferrokube-apiserver" --port "$port" --kubeconfig "$KUBECONFIG" \
