@@ -80,8 +80,11 @@ pub struct Rule {
     pub(crate) compiled: Option<std::sync::Arc<Compiled>>,
     /// Why the rule cannot be used (empty once compiled).
     pub(crate) problems: Vec<Problem>,
-    /// The estimated worst-case cost (rule and messageExpression), for the CRD's total.
+    /// The rule's estimated worst-case cost times how often it can run in one object (what
+    /// kube-apiserver compares with its per-rule limit and adds to the CRD's total).
     pub(crate) cost: f64,
+    /// The messageExpression's estimated cost, once (kube-apiserver does not multiply it).
+    pub(crate) message_cost: f64,
 }
 
 impl Rule {
@@ -102,6 +105,7 @@ impl Rule {
             compiled: None,
             problems: Vec::new(),
             cost: 0.0,
+            message_cost: 0.0,
         })
     }
 }
@@ -255,6 +259,12 @@ pub struct Schema {
     max_length: Option<u64>,
     /// `default`: the value a missing field of this schema gets (see [`Schema::default_object`]).
     default: Option<Value>,
+    /// `format` (`byte`, `duration`, `date`, `date-time`, ...): only used by the CEL rules, whose
+    /// types and size estimates depend on it ([`crate::cel`]).
+    pub(crate) format: Option<String>,
+    /// `x-kubernetes-embedded-resource: true`: the value is a whole object (its CEL type, like a
+    /// root's, has `apiVersion`, `kind` and `metadata`).
+    embedded: bool,
     /// `maxItems`: only used to bound the cost of CEL rules ([`crate::cel`]).
     pub(crate) max_items: Option<u64>,
     /// `maxProperties`: only used to bound the cost of CEL rules.
@@ -387,6 +397,26 @@ impl Schema {
         self.max_length
     }
 
+    /// `enum`'s values (empty when the schema has none).
+    pub(crate) fn allowed(&self) -> &[Value] {
+        &self.allowed
+    }
+
+    /// `required`.
+    pub(crate) fn required(&self) -> &[String] {
+        &self.required
+    }
+
+    /// `x-kubernetes-embedded-resource`.
+    pub(crate) fn embedded_resource(&self) -> bool {
+        self.embedded
+    }
+
+    /// True when the schema has a `default`.
+    pub(crate) fn has_default(&self) -> bool {
+        self.default.is_some()
+    }
+
     /// Reads the root `openAPIV3Schema` (which must be `type: object`); `path` names it in errors.
     pub fn root(value: &Value, path: &str) -> Result<Schema, SchemaError> {
         let schema = Schema::parse(value, path)?;
@@ -417,6 +447,11 @@ impl Schema {
             nullable: flag("nullable"),
             int_or_string: flag("x-kubernetes-int-or-string"),
             preserve_unknown: flag("x-kubernetes-preserve-unknown-fields"),
+            format: map
+                .get("format")
+                .and_then(Value::as_str)
+                .map(str::to_string),
+            embedded: flag("x-kubernetes-embedded-resource"),
             ..Schema::default()
         };
         match map.get("type") {

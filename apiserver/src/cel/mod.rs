@@ -66,9 +66,11 @@
 //!   own with a [`STACK_BYTES`] stack (only what is touched is committed); a panic inside the crate
 //!   becomes an error of the rule, not of the server.
 //! - **Cost.** Like kube-apiserver, a rule's worst-case cost is estimated when the CRD is written,
-//!   from the schema's `maxItems`, `maxProperties` and `maxLength` (unbounded lists and strings are
-//!   assumed to fill a 3 MiB request), and a rule over [`STATIC_COST_LIMIT`] (or a CRD over
-//!   [`STATIC_CRD_COST_LIMIT`] in total) is refused, with kube-apiserver's message. At run time the
+//!   with kube-apiserver's own figures (`estimate.rs`: cel-go's node costs, Kubernetes' library
+//!   costs and its size bounds: `maxLength` x 4 bytes, enums, formats, `maxItems`,
+//!   `maxProperties`, or what fits in a 3 MiB request), times how often the rule can run in one
+//!   object; a rule over [`STATIC_COST_LIMIT`] (or a CRD over [`STATIC_CRD_COST_LIMIT`] in total)
+//!   is refused, with kube-apiserver's message. At run time the
 //!   work actually done is metered as cel-go meters it ([`meter`]): each rule is stopped when it
 //!   passes [`PER_CALL_LIMIT`] (`operation cancelled: actual cost limit exceeded`), its cost is
 //!   charged to the write's [`RUNTIME_COST_BUDGET`], and functions that would allocate more than
@@ -101,6 +103,7 @@ use serde_json::Value;
 use crate::schema::{Compiled, Problem, Rule, RuleSpec, Schema};
 use crate::status::Cause;
 
+mod estimate;
 mod kubernetes_lists;
 mod meter;
 
@@ -130,8 +133,6 @@ pub const EVALUATION_DEADLINE: Duration = if cfg!(debug_assertions) {
 } else {
     Duration::from_secs(5)
 };
-/// The request size kube-apiserver assumes for unbounded lists, maps and strings (3 MiB).
-const MAX_REQUEST_BYTES: f64 = 3.0 * 1024.0 * 1024.0;
 
 /// The reasons a rule may give its failures.
 const REASONS: [&str; 4] = [
@@ -363,7 +364,7 @@ fn parse(source: &str) -> Result<Program, CompileError> {
 
 /// Compiles every rule of `schema` and below; the results stay in the rules.
 pub fn compile_schema(schema: &mut Schema) {
-    compile_node(schema, true, 1.0);
+    compile_node(schema, true, Some(1.0));
 }
 
 /// `schema` (a root, from [`Schema::root`]) with its rules compiled.
@@ -372,23 +373,32 @@ pub fn compiled(mut schema: Schema) -> Schema {
     schema
 }
 
-fn compile_node(schema: &mut Schema, root: bool, cardinality: f64) {
+/// Compiles the rules of `schema` and below. `cardinality` is how many times the node can occur
+/// in one object when every list and map above it is bounded (`maxItems`, `maxProperties`), `None`
+/// when one is not: then Kubernetes assumes the node repeats as often as its smallest JSON fits in
+/// a request (`estimate::unbounded_cardinality`).
+fn compile_node(schema: &mut Schema, root: bool, cardinality: Option<f64>) {
     for child in schema.properties_mut().values_mut() {
-        compile_node(child, false, cardinality);
+        let embedded = child.embedded_resource();
+        compile_node(child, embedded, cardinality);
     }
-    let fan_out = |bound: Option<u64>| bound.map(|b| b as f64).unwrap_or(MAX_REQUEST_BYTES / 2.0);
-    let properties_bound = fan_out(schema.max_properties);
-    let items_bound = fan_out(schema.max_items);
+    let times = |bound: Option<u64>| cardinality.zip(bound).map(|(c, b)| c * b as f64);
+    let below_map = times(schema.max_properties);
+    let below_list = times(schema.max_items);
     if let Some(additional) = schema.additional_mut() {
-        compile_node(additional, false, cardinality * properties_bound);
+        let embedded = additional.embedded_resource();
+        compile_node(additional, embedded, below_map);
     }
     if let Some(items) = schema.items_mut() {
-        compile_node(items, false, cardinality * items_bound);
+        let embedded = items.embedded_resource();
+        compile_node(items, embedded, below_list);
     }
     if schema.rules.is_empty() {
         return;
     }
     let node = schema.clone();
+    let cardinality =
+        cardinality.unwrap_or_else(|| estimate::unbounded_cardinality(estimate::min_size(&node)));
     for rule in &mut schema.rules {
         compile_rule(rule, &node, root, cardinality);
     }
@@ -490,7 +500,7 @@ fn compile_rule(rule: &mut Rule, node: &Schema, root: bool, cardinality: f64) {
         return;
     }
     let self_type = Ty::of_schema(node, root);
-    let checked = compile_expression(&spec.rule, &self_type, node, Want::Bool);
+    let checked = compile_expression(&spec.rule, &self_type, node, root, Want::Bool);
     let (program, uses_old_self, rule_cost) = match checked {
         Ok(ok) => ok,
         Err(e) => {
@@ -508,7 +518,9 @@ fn compile_rule(rule: &mut Rule, node: &Schema, root: bool, cardinality: f64) {
             return;
         }
     };
-    let mut cost = rule_cost;
+    // As kube-apiserver: the rule's cost times its cardinality against the per-rule limit (and
+    // into the CRD's total); the messageExpression's cost alone against the same limit.
+    let rule_cost = (rule_cost * cardinality).min(estimate::SATURATED);
     if rule_cost > STATIC_COST_LIMIT {
         rule.problems.push(Problem {
             field: "rule",
@@ -519,11 +531,26 @@ fn compile_rule(rule: &mut Rule, node: &Schema, root: bool, cardinality: f64) {
             ),
         });
     }
+    let mut message_cost = 0.0;
     let mut message = None;
     if let Some(source) = spec.message_expression.as_deref() {
-        match compile_expression(source, &self_type, node, Want::String) {
-            Ok((program, _, message_cost)) => {
-                cost += message_cost;
+        match compile_expression(source, &self_type, node, root, Want::String) {
+            Ok((program, _, cost)) => {
+                message_cost = cost;
+                if cost > STATIC_COST_LIMIT {
+                    rule.problems.push(Problem {
+                        field: "messageExpression",
+                        reason: "FieldValueForbidden",
+                        message: format!(
+                            "Forbidden: {}",
+                            cost_message(
+                                "estimated messageExpression cost",
+                                cost,
+                                STATIC_COST_LIMIT
+                            )
+                        ),
+                    });
+                }
                 message = Some(program);
             }
             Err(e) => {
@@ -541,7 +568,8 @@ fn compile_rule(rule: &mut Rule, node: &Schema, root: bool, cardinality: f64) {
             }
         }
     }
-    rule.cost = cost * cardinality;
+    rule.cost = rule_cost;
+    rule.message_cost = message_cost;
     if rule.problems.is_empty() {
         let metered = meter::instrument(program.expression());
         let message_metered = message.as_ref().map(|m| meter::instrument(m.expression()));
@@ -567,6 +595,7 @@ fn compile_expression(
     source: &str,
     self_type: &Ty<'_>,
     node: &Schema,
+    root: bool,
     want: Want,
 ) -> Result<(Program, bool, f64), CompileError> {
     guard(source)?;
@@ -598,8 +627,7 @@ fn compile_expression(
         return Err(CompileError::Issues(format!("must evaluate to a {what}")));
     }
     let uses_old_self = checker.uses_old_self;
-    let sizes = Sizes::Static;
-    let cost = estimate(program.expression(), &Bounds::Node(node), &sizes);
+    let cost = estimate::estimate(program.expression(), node, root);
     Ok((program, uses_old_self, cost))
 }
 
@@ -1075,248 +1103,6 @@ fn cost_message(what: &str, cost: f64, limit: f64) -> String {
     )
 }
 
-/// What sizes the estimate assumes for what the schema leaves unbounded.
-enum Sizes {
-    /// When the CRD is written: a full request.
-    Static,
-}
-
-impl Sizes {
-    fn unbounded_items(&self) -> f64 {
-        match self {
-            Sizes::Static => MAX_REQUEST_BYTES / 2.0,
-        }
-    }
-    fn unbounded_chars(&self) -> f64 {
-        match self {
-            Sizes::Static => MAX_REQUEST_BYTES,
-        }
-    }
-}
-
-/// The size bounds of the values a rule sees: `self`, what is below it, and comprehension
-/// variables.
-#[derive(Clone)]
-enum Bounds<'s> {
-    Node(&'s Schema),
-    /// The root's `metadata`, `apiVersion` and `kind`: strings of at most 253 characters.
-    Meta,
-    /// A value of known size whose parts are not followed (a literal, an accumulator).
-    Sized(f64),
-    Unknown,
-}
-
-impl<'s> Bounds<'s> {
-    /// How many items (or characters) a value here has at most.
-    fn size(&self, sizes: &Sizes) -> f64 {
-        match self {
-            Bounds::Node(s) => {
-                let bound = if s.is_string() {
-                    s.max_length()
-                } else if s.is_array() {
-                    s.max_items
-                } else {
-                    s.max_properties
-                };
-                let unbounded = if s.is_string() {
-                    sizes.unbounded_chars()
-                } else {
-                    sizes.unbounded_items()
-                };
-                bound
-                    .map(|b| (b as f64).min(unbounded))
-                    .unwrap_or(unbounded)
-            }
-            Bounds::Meta => 253.0,
-            Bounds::Sized(size) => *size,
-            Bounds::Unknown => sizes.unbounded_items().max(sizes.unbounded_chars()),
-        }
-    }
-
-    fn select(&self, name: &str) -> Bounds<'s> {
-        match self {
-            Bounds::Node(s) => {
-                if let Some((_, child)) = s
-                    .properties()
-                    .iter()
-                    .find(|(p, _)| escape(p).as_deref() == Some(name))
-                {
-                    Bounds::Node(child)
-                } else if matches!(name, "metadata" | "apiVersion" | "kind" | "name") {
-                    Bounds::Meta
-                } else if let Some(a) = s.additional() {
-                    Bounds::Node(a)
-                } else {
-                    Bounds::Unknown
-                }
-            }
-            Bounds::Meta => Bounds::Meta,
-            Bounds::Sized(_) | Bounds::Unknown => Bounds::Unknown,
-        }
-    }
-
-    fn element(&self) -> Bounds<'s> {
-        match self {
-            Bounds::Node(s) => match (s.items(), s.additional()) {
-                (Some(i), _) => Bounds::Node(i),
-                (None, Some(a)) => Bounds::Node(a),
-                _ => Bounds::Unknown,
-            },
-            other => other.clone(),
-        }
-    }
-}
-
-/// The estimated worst-case cost of `expr` (see the module docs): each node costs 1, string
-/// functions cost a tenth of the characters they read, and a comprehension costs its body times
-/// the most items its range can have.
-fn estimate(expr: &IdedExpr, self_bounds: &Bounds<'_>, sizes: &Sizes) -> f64 {
-    let mut scopes: Vec<(String, Bounds<'_>)> = Vec::new();
-    cost_of(expr, self_bounds, sizes, &mut scopes).0
-}
-
-/// Cost, and the bounds of the value.
-fn cost_of<'s>(
-    expr: &IdedExpr,
-    self_bounds: &Bounds<'s>,
-    sizes: &Sizes,
-    scopes: &mut Vec<(String, Bounds<'s>)>,
-) -> (f64, Bounds<'s>) {
-    match &expr.expr {
-        Expr::Literal(literal) => {
-            let size = match literal {
-                LiteralValue::String(s) => s.len() as f64,
-                LiteralValue::Bytes(b) => b.len() as f64,
-                _ => 1.0,
-            };
-            (0.0, Bounds::Sized(size))
-        }
-        Expr::Ident(name) => {
-            let bounds = scopes
-                .iter()
-                .rev()
-                .find(|(n, _)| n == name)
-                .map(|(_, b)| b.clone())
-                .unwrap_or_else(|| {
-                    if name == "self" || name == "oldSelf" {
-                        self_bounds.clone()
-                    } else {
-                        Bounds::Unknown
-                    }
-                });
-            (1.0, bounds)
-        }
-        Expr::Select(select) => {
-            let (cost, bounds) = cost_of(&select.operand, self_bounds, sizes, scopes);
-            (cost + 1.0, bounds.select(&select.field))
-        }
-        Expr::Call(call) => {
-            let mut cost = 1.0;
-            let mut first = None;
-            if let Some(target) = call.target.as_deref() {
-                let (c, b) = cost_of(target, self_bounds, sizes, scopes);
-                cost += c;
-                first = Some(b);
-            }
-            let mut arg_bounds = Vec::new();
-            for arg in &call.args {
-                let (c, b) = cost_of(arg, self_bounds, sizes, scopes);
-                cost += c;
-                arg_bounds.push(b);
-            }
-            let first = first.or_else(|| arg_bounds.first().cloned());
-            let read = first.as_ref().map(|b| b.size(sizes)).unwrap_or(1.0);
-            match call.func_name.as_str() {
-                "contains" | "startsWith" | "endsWith" | "matches" | "_+_" | "string" | "_==_"
-                | "_!=_" | "@in" | "lowerAscii" | "upperAscii" | "trim" | "substring"
-                | "charAt" => cost += read / 10.0,
-                "replace" | "split" | "join" | "format" => cost += read / 5.0,
-                // One comparison (or addition) per element, as kube-apiserver charges them.
-                "isSorted" | "sum" | "min" | "max" | "indexOf" | "lastIndexOf" | "distinct"
-                | "flatten" | "reverse" | "slice" => cost += read,
-                "sort" | "@sortByAssociatedKeys" => cost += read * read.max(2.0).log2(),
-                _ => {}
-            }
-            // What the call gives: functions that build strings or lists give Kubernetes'
-            // estimated size of their result (`CostEstimator.EstimateCallCost`), not their
-            // receiver's, so that a rule growing its own values is estimated as it grows.
-            let literal_len = |e: &IdedExpr| match &e.expr {
-                Expr::Literal(LiteralValue::String(s)) => Some(s.chars().count() as f64),
-                _ => None,
-            };
-            let arg_size = |i: usize| arg_bounds.get(i).map(|b| b.size(sizes)).unwrap_or(0.0);
-            let bounds = match (call.func_name.as_str(), call.target.is_some()) {
-                ("_[_]" | "sum" | "min" | "max", _) => {
-                    first.map(|b| b.element()).unwrap_or(Bounds::Unknown)
-                }
-                ("replace", true) if call.args.len() >= 2 => {
-                    // From the receiver's most characters, the shortest `from` and the longest
-                    // `to`: how many replacements, and what is kept.
-                    let from_min = call.args.first().and_then(literal_len).unwrap_or(0.0);
-                    let to_max = arg_size(1);
-                    let (count, kept) = if from_min == 0.0 {
-                        (read + 1.0, read)
-                    } else if to_max <= from_min {
-                        (0.0, read)
-                    } else {
-                        ((read / from_min).ceil(), 0.0)
-                    };
-                    Bounds::Sized(count * to_max + kept)
-                }
-                ("split", true) => Bounds::Sized(read),
-                ("join", true) => {
-                    let element = first
-                        .as_ref()
-                        .map(|b| b.element().size(sizes))
-                        .unwrap_or(0.0);
-                    let separators = (read - 1.0).max(0.0) * arg_size(0);
-                    Bounds::Sized(read * element + separators)
-                }
-                _ => first.unwrap_or(Bounds::Unknown),
-            };
-            (cost, bounds)
-        }
-        Expr::List(list) => {
-            let cost = list
-                .elements
-                .iter()
-                .map(|e| cost_of(e, self_bounds, sizes, scopes).0)
-                .sum::<f64>();
-            (cost + 1.0, Bounds::Sized(list.elements.len() as f64))
-        }
-        Expr::Map(map) => {
-            let mut cost = 1.0;
-            for entry in &map.entries {
-                if let cel::common::ast::EntryExpr::MapEntry(e) = &entry.expr {
-                    cost += cost_of(&e.key, self_bounds, sizes, scopes).0;
-                    cost += cost_of(&e.value, self_bounds, sizes, scopes).0;
-                }
-            }
-            (cost, Bounds::Sized(map.entries.len() as f64))
-        }
-        Expr::Comprehension(c) => {
-            let (range_cost, range) = cost_of(&c.iter_range, self_bounds, sizes, scopes);
-            let items = range.size(sizes);
-            let (init_cost, _) = cost_of(&c.accu_init, self_bounds, sizes, scopes);
-            let depth = scopes.len();
-            scopes.push((c.iter_var.clone(), range.element()));
-            if let Some(second) = &c.iter_var2 {
-                scopes.push((second.clone(), range.element()));
-            }
-            // The accumulator: a boolean, a count, or a list growing to the range's size.
-            scopes.push((c.accu_var.clone(), Bounds::Sized(items)));
-            let body = cost_of(&c.loop_cond, self_bounds, sizes, scopes).0
-                + cost_of(&c.loop_step, self_bounds, sizes, scopes).0
-                + 1.0;
-            let result = cost_of(&c.result, self_bounds, sizes, scopes).0;
-            scopes.truncate(depth);
-            // `map` and `filter` give at most as many items as their range has.
-            (range_cost + init_cost + items * body + result, range)
-        }
-        Expr::Struct(_) | Expr::Unspecified => (1.0, Bounds::Unknown),
-    }
-}
-
 // ---------------------------------------------------------------------------------------------
 // The CRD's checks
 // ---------------------------------------------------------------------------------------------
@@ -1393,6 +1179,9 @@ fn check_node(
         }
         if rule.cost > 0.0 {
             costs.push((at("rule"), rule.cost));
+        }
+        if rule.message_cost > 0.0 {
+            costs.push((at("messageExpression"), rule.message_cost));
         }
         if let (Some(compiled), Some(within)) = (&rule.compiled, uncorrelatable) {
             if compiled.uses_old_self {
