@@ -488,7 +488,7 @@ embedded() {
     -keyout "$out_dir/embedded-ca.key" -out "$ca" 2>/dev/null
   start_kcm "$out_dir/embedded-kcm.log" \
     --controllers=replicationcontroller,replicaset,deployment,root-ca-cert-publisher \
-    --root-ca-file "$ca" --kube-api-content-type=application/json ||
+    --root-ca-file "$ca" ||
     log "continuing without kube-controller-manager"
   # The stand-in kubelet registers Ready nodes of its own; make one only if there is none.
   if [ -z "$(kubectl get nodes -o name 2>/dev/null)" ]; then

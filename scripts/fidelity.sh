@@ -161,13 +161,15 @@ run_suite() {
   local focus=()
   [ -z "${FIDELITY_FOCUS:-}" ] || focus=(-ginkgo.focus="$FIDELITY_FOCUS")
   log "$server: pkg/$suite (log: $logfile)"
-  local start=$SECONDS rc=0
+  local start=$SECONDS start_ns rc=0
+  start_ns=$(date +%s%N)
   # From the package's own folder, as `go test` runs it (a suite reads testdata/ by relative path).
   (cd "$top/src/pkg/$suite" && USE_EXISTING_CLUSTER=true timeout 1800 "$top/bin/$suite.test" \
     -test.timeout=30m -ginkgo.seed="$SEED" -ginkgo.no-color -ginkgo.json-report="$report" "${focus[@]}" \
     >"$logfile" 2>&1) || rc=$?
   log "$server: pkg/$suite exited $rc after $((SECONDS - start)) s (server start-up ${server_startup_ms} ms)"
-  echo "{\"server\":\"$server\",\"suite\":\"$suite\",\"wall_seconds\":$((SECONDS - start)),\"startup_ms\":$server_startup_ms,\"exit\":$rc}" \
+  local wall_ms=$((($(date +%s%N) - start_ns) / 1000000))
+  echo "{\"server\":\"$server\",\"suite\":\"$suite\",\"wall_ms\":$wall_ms,\"startup_ms\":$server_startup_ms,\"exit\":$rc}" \
     >>"$out_dir/$server.timings.jsonl"
   to_jsonl "$server" "$suite" "$report" >>"$out_dir/$server.jsonl"
 }
