@@ -245,10 +245,22 @@ impl Target {
 
     /// Opens a watch and collects `(type, object)` until `count` events arrived or `wait` passed.
     async fn watch(&self, path: &str, count: usize, wait: Duration) -> Vec<(String, Value)> {
-        let request = Request::builder()
-            .uri(path)
-            .body(Bytes::new())
-            .expect("request");
+        self.watch_accepting(path, None, count, wait).await
+    }
+
+    /// [`Target::watch`] with an `Accept` header (e.g. a metadata-only answer).
+    async fn watch_accepting(
+        &self,
+        path: &str,
+        accept: Option<&str>,
+        count: usize,
+        wait: Duration,
+    ) -> Vec<(String, Value)> {
+        let mut request = Request::builder().uri(path);
+        if let Some(accept) = accept {
+            request = request.header("accept", accept);
+        }
+        let request = request.body(Bytes::new()).expect("request");
         let call = Call {
             request,
             idempotent: true,

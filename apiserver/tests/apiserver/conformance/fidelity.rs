@@ -182,13 +182,14 @@ async fn metadata_only(t: &Target, ns: &str) -> Value {
     let patched = exchange(t, Method::PATCH, &url, merge, PARTIAL, Some(patch)).await;
     // A metadata-only watch from before the create: its ADDED and MODIFIED events.
     let from = created.rv() - 1;
-    let watched = watch_accepting(
-        t,
-        &format!("{cms}?watch=1&resourceVersion={from}"),
-        PARTIAL,
-        2,
-    )
-    .await;
+    let watched = t
+        .watch_accepting(
+            &format!("{cms}?watch=1&resourceVersion={from}"),
+            Some(PARTIAL),
+            2,
+            Duration::from_secs(10),
+        )
+        .await;
     for (what, answer, kind) in [
         ("get", &got.body, "PartialObjectMetadata"),
         ("list", &listed.body, "PartialObjectMetadataList"),
@@ -221,47 +222,6 @@ async fn metadata_only(t: &Target, ns: &str) -> Value {
     })
 }
 conformance!(fidelity_metadata_only_answers, metadata_only);
-
-/// Opens a watch with `accept` and collects `(type, object)` until `count` events arrived or ten
-/// seconds passed.
-async fn watch_accepting(
-    t: &Target,
-    path: &str,
-    accept: &str,
-    count: usize,
-) -> Vec<(String, Value)> {
-    let request = Request::builder()
-        .uri(path)
-        .header("accept", accept)
-        .body(Bytes::new())
-        .expect("request");
-    let call = Call {
-        request,
-        idempotent: true,
-        streaming: true,
-    };
-    let response = t.client.send(call).await.expect("watch opens");
-    let mut body = response.into_body();
-    let mut buffer = Vec::new();
-    let mut events = Vec::new();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while events.len() < count {
-        let frame = match tokio::time::timeout_at(deadline, body.frame()).await {
-            Ok(Some(Ok(frame))) => frame,
-            _ => break,
-        };
-        if let Some(data) = frame.data_ref() {
-            buffer.extend_from_slice(data);
-        }
-        while let Some(end) = buffer.iter().position(|b| *b == b'\n') {
-            let line: Vec<u8> = buffer.drain(..=end).collect();
-            let event: Value = serde_json::from_slice(&line).expect("watch line is JSON");
-            let kind = event["type"].as_str().unwrap_or("").to_string();
-            events.push((kind, event["object"].clone()));
-        }
-    }
-    events
-}
 
 /// A write with unknown fields under each `fieldValidation`: what it answered, which warnings it
 /// sent, and whether the stored object kept them.
