@@ -19,7 +19,10 @@
 //! A patch is applied while the store's one lock is held (see [`crate::api`]), so what one patch
 //! may cost must be bounded, or one request stalls every other. Every body, of every format, is at
 //! most 3 MiB ([`crate::http`] answers 413 past that, as kube-apiserver does), and a merge or
-//! strategic patch does work in proportion to its body and the object. A JSON patch is different:
+//! strategic patch does work in proportion to its body and the object: the strategic merge moves
+//! the target's parts into the result rather than copying them level by level, and finds list
+//! items by hash (keyed merges, set merges, `$deleteFromPrimitiveList`, `$retainKeys`), never by
+//! comparing each patch item with each list item. A JSON patch is different:
 //! `copy` duplicates a part of the object, so forty `{"op": "copy", "from": "/spec", "path":
 //! "/spec/again"}` double the object forty times, a terabyte from a few kilobytes of body. Hence,
 //! checked before each operation runs, so the document never grows past them:
@@ -39,6 +42,10 @@
 //! every element after it, so ten thousand `remove`s of `/list/0` on a million-element list move
 //! ten billion elements, for seconds to minutes under the store's lock; Go's evanphx/json-patch
 //! does the same work, but kube-apiserver does not hold a global lock while it does.
+
+use std::collections::hash_map::RandomState;
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::hash::{BuildHasher, Hash, Hasher};
 
 use serde_json::Value;
 
@@ -107,7 +114,7 @@ pub fn apply(kind: PatchType, target: &Value, patch: &Value) -> Result<Value, St
                     "the strategic merge patch must be a JSON object",
                 ));
             }
-            Ok(strategic(target, patch))
+            Ok(strategic(target.clone(), patch))
         }
         PatchType::Json => apply_json_patch(target, patch),
     }
@@ -140,7 +147,13 @@ fn is_merged_set(field: &str) -> bool {
     field == "finalizers"
 }
 
-fn strategic(target: &Value, patch: &Value) -> Value {
+/// `patch` merged strategically into `target` (which it consumes: each part of the target is moved
+/// into the result, never copied, so the work is proportional to the object plus the patch).
+///
+/// Every list operation finds items by hash ([`ValueIndex`], [`KeyedSlots`]), so a patch of `m`
+/// items on a list of `n` costs `n + m`, not `n · m`: a 3 MiB patch deleting from a list of a
+/// hundred thousand items would otherwise cost ~10^11 comparisons under the store's lock.
+fn strategic(target: Value, patch: &Value) -> Value {
     let Some(patch_map) = patch.as_object() else {
         return patch.clone();
     };
@@ -149,16 +162,14 @@ fn strategic(target: &Value, patch: &Value) -> Value {
         replaced.remove("$patch");
         return Value::Object(replaced);
     }
-    let mut result = target.as_object().cloned().unwrap_or_default();
-    let retain: Option<Vec<String>> =
-        patch_map
-            .get("$retainKeys")
-            .and_then(Value::as_array)
-            .map(|keys| {
-                keys.iter()
-                    .filter_map(|k| k.as_str().map(str::to_string))
-                    .collect()
-            });
+    let mut result = match target {
+        Value::Object(map) => map,
+        _ => serde_json::Map::new(),
+    };
+    let retain: Option<HashSet<&str>> = patch_map
+        .get("$retainKeys")
+        .and_then(Value::as_array)
+        .map(|keys| keys.iter().filter_map(Value::as_str).collect());
     for (key, value) in patch_map {
         if key.starts_with('$') {
             continue;
@@ -167,9 +178,11 @@ fn strategic(target: &Value, patch: &Value) -> Value {
             result.remove(key);
             continue;
         }
-        let current = result.get(key).cloned().unwrap_or(Value::Null);
-        let merged = match (value, &current) {
-            (Value::Object(_), _) => strategic(&current, value),
+        // The map is ordered by key (serde_json without `preserve_order`), so taking the current
+        // value out and putting the merged one back leaves the order as it was.
+        let current = result.remove(key).unwrap_or(Value::Null);
+        let merged = match (value, current) {
+            (Value::Object(_), current) => strategic(current, value),
             (Value::Array(items), Value::Array(existing)) => merge_list(key, existing, items),
             _ => value.clone(),
         };
@@ -180,21 +193,25 @@ fn strategic(target: &Value, patch: &Value) -> Value {
             if let (Some(Value::Array(existing)), Some(remove)) =
                 (result.get_mut(list), value.as_array())
             {
-                existing.retain(|item| !remove.contains(item));
+                let unwanted = ValueIndex::of(remove);
+                existing.retain(|item| unwanted.find(remove, item).is_none());
             }
         }
     }
     if let Some(retain) = retain {
-        result.retain(|k, _| retain.contains(k));
+        result.retain(|k, _| retain.contains(k.as_str()));
     }
     Value::Object(result)
 }
 
-fn merge_list(field: &str, existing: &[Value], patch: &[Value]) -> Value {
+fn merge_list(field: &str, existing: Vec<Value>, patch: &[Value]) -> Value {
     if is_merged_set(field) {
-        let mut merged = existing.to_vec();
+        // A set: the existing items, then each patch item not there yet (nor added already).
+        let mut merged = existing;
+        let mut index = ValueIndex::of(&merged);
         for item in patch {
-            if !merged.contains(item) {
+            if index.find(&merged, item).is_none() {
+                index.add(item, merged.len());
                 merged.push(item.clone());
             }
         }
@@ -203,24 +220,190 @@ fn merge_list(field: &str, existing: &[Value], patch: &[Value]) -> Value {
     let Some(key) = merge_key(field) else {
         return Value::Array(patch.iter().filter(|v| !is_directive(v)).cloned().collect());
     };
-    let mut merged: Vec<Value> = existing.to_vec();
+    let mut slots = KeyedSlots::new(key, existing);
     for item in patch {
-        let id = item.get(key);
-        let position = merged.iter().position(|m| id.is_some() && m.get(key) == id);
         let delete = item.get("$patch").and_then(Value::as_str) == Some("delete");
-        match (position, delete) {
-            (Some(i), true) => {
-                merged.remove(i);
-            }
+        // An item without the key matches nothing (and is added, unless it is a deletion).
+        let found = item.get(key).and_then(|id| slots.first_with(id));
+        match (found, delete) {
+            (Some(slot), true) => slots.delete(slot),
             (None, true) => {}
-            (Some(i), false) => {
-                let updated = strategic(&merged[i], item);
-                merged[i] = updated;
-            }
-            (None, false) => merged.push(strategic(&Value::Null, item)),
+            (Some(slot), false) => slots.update(slot, item),
+            (None, false) => slots.push(strategic(Value::Null, item)),
         }
     }
-    Value::Array(merged)
+    Value::Array(slots.into_items())
+}
+
+/// Where the values of a list are, by hash: finding an item equal to a value (`==`) costs a hash
+/// and, on the rare collision of 64-bit hashes, a comparison or two, not a scan of the list.
+/// The hashes are keyed at random (the standard library's SipHash), so a client cannot choose
+/// values that collide.
+struct ValueIndex {
+    hasher: RandomState,
+    /// Hash of a value to the positions of the list's items with that hash, in list order.
+    positions: HashMap<u64, Vec<usize>>,
+}
+
+impl ValueIndex {
+    /// The index of `items`.
+    fn of(items: &[Value]) -> ValueIndex {
+        let mut index = ValueIndex {
+            hasher: RandomState::new(),
+            positions: HashMap::with_capacity(items.len()),
+        };
+        for (position, item) in items.iter().enumerate() {
+            index.add(item, position);
+        }
+        index
+    }
+
+    /// Records that `item` is at `position` (after every position recorded so far).
+    fn add(&mut self, item: &Value, position: usize) {
+        let hash = self.hash(item);
+        self.positions.entry(hash).or_default().push(position);
+    }
+
+    /// The first position of `items` (the list this indexes) whose item equals `wanted`.
+    fn find(&self, items: &[Value], wanted: &Value) -> Option<usize> {
+        let candidates = self.positions.get(&self.hash(wanted))?;
+        candidates
+            .iter()
+            .copied()
+            .find(|&position| items.get(position) == Some(wanted))
+    }
+
+    fn hash(&self, value: &Value) -> u64 {
+        let mut hasher = self.hasher.build_hasher();
+        hash_value(value, &mut hasher);
+        hasher.finish()
+    }
+}
+
+/// Feeds `value` to `hasher` so that equal values (`==`) hash alike: objects are maps ordered by
+/// key, numbers hash as serde_json's `Number` does (`-0.0` like `0.0`). Recursive, as deep as the
+/// value: values here come from request bodies, which serde_json reads at most 128 levels deep.
+fn hash_value(value: &Value, hasher: &mut impl Hasher) {
+    match value {
+        Value::Null => 0u8.hash(hasher),
+        Value::Bool(b) => (1u8, b).hash(hasher),
+        Value::Number(n) => (2u8, n).hash(hasher),
+        Value::String(s) => (3u8, s).hash(hasher),
+        Value::Array(items) => {
+            (4u8, items.len()).hash(hasher);
+            for item in items {
+                hash_value(item, hasher);
+            }
+        }
+        Value::Object(map) => {
+            (5u8, map.len()).hash(hasher);
+            for (key, item) in map {
+                key.hash(hasher);
+                hash_value(item, hasher);
+            }
+        }
+    }
+}
+
+/// A list merged by a key field (`containers` by `name`), item by item, with every operation in
+/// constant expected time.
+///
+/// The list is a row of slots: the existing items, then each added one; a deleted item leaves its
+/// slot empty, so positions never shift. A patch item acts on the *first* item still there whose
+/// key equals its own, as a scan from the front would find it (a list with duplicate keys has its
+/// duplicates deleted one at a time, front first).
+struct KeyedSlots<'k> {
+    key: &'k str,
+    slots: Vec<Option<Value>>,
+    hasher: RandomState,
+    /// Hash of a key value to the slots holding an item with such a key, in increasing order.
+    /// Invariant: exactly the filled slots whose item has the key field are listed, each under the
+    /// hash of its key value.
+    by_key: HashMap<u64, VecDeque<usize>>,
+}
+
+impl<'k> KeyedSlots<'k> {
+    fn new(key: &'k str, items: Vec<Value>) -> KeyedSlots<'k> {
+        let mut list = KeyedSlots {
+            key,
+            slots: Vec::with_capacity(items.len()),
+            hasher: RandomState::new(),
+            by_key: HashMap::with_capacity(items.len()),
+        };
+        for item in items {
+            list.push(item);
+        }
+        list
+    }
+
+    fn hash(&self, id: &Value) -> u64 {
+        let mut hasher = self.hasher.build_hasher();
+        hash_value(id, &mut hasher);
+        hasher.finish()
+    }
+
+    /// The first filled slot whose item's key equals `id`.
+    fn first_with(&self, id: &Value) -> Option<usize> {
+        let candidates = self.by_key.get(&self.hash(id))?;
+        candidates.iter().copied().find(|&slot| {
+            self.slots
+                .get(slot)
+                .and_then(Option::as_ref)
+                .and_then(|item| item.get(self.key))
+                == Some(id)
+        })
+    }
+
+    /// Adds `item` after every slot.
+    fn push(&mut self, item: Value) {
+        let slot = self.slots.len();
+        if let Some(id) = item.get(self.key) {
+            let hash = self.hash(id);
+            self.by_key.entry(hash).or_default().push_back(slot);
+        }
+        self.slots.push(Some(item));
+    }
+
+    /// Takes the item out of `slot` and out of the index.
+    fn take(&mut self, slot: usize) -> Option<Value> {
+        let item = self.slots.get_mut(slot)?.take()?;
+        if let Some(id) = item.get(self.key) {
+            let hash = self.hash(id);
+            if let Some(listed) = self.by_key.get_mut(&hash) {
+                if let Ok(at) = listed.binary_search(&slot) {
+                    listed.remove(at);
+                }
+            }
+        }
+        Some(item)
+    }
+
+    fn delete(&mut self, slot: usize) {
+        self.take(slot);
+    }
+
+    /// Merges `patch` into the item in `slot`, which stays in its place. (The key usually stays as
+    /// it was, but a patch may null it out, so the item is indexed again under what it has now.)
+    fn update(&mut self, slot: usize, patch: &Value) {
+        let Some(item) = self.take(slot) else {
+            return;
+        };
+        let merged = strategic(item, patch);
+        if let Some(id) = merged.get(self.key) {
+            let hash = self.hash(id);
+            let listed = self.by_key.entry(hash).or_default();
+            let at = listed.binary_search(&slot).unwrap_or_else(|at| at);
+            listed.insert(at, slot);
+        }
+        if let Some(place) = self.slots.get_mut(slot) {
+            *place = Some(merged);
+        }
+    }
+
+    /// The items left, in slot order.
+    fn into_items(self) -> Vec<Value> {
+        self.slots.into_iter().flatten().collect()
+    }
 }
 
 fn is_directive(value: &Value) -> bool {
@@ -575,6 +758,114 @@ mod tests {
                 .map(Vec::len),
             Some(2)
         );
+    }
+
+    #[test]
+    fn strategic_lists_keep_their_order_and_semantics() {
+        // Sets: existing items first, then new ones once each, in the patch's order.
+        let target = json!({"metadata": {"finalizers": ["a", "b", "a"]}});
+        let patch = json!({"metadata": {"finalizers": ["c", "a", "c", "d"],
+                                        "$deleteFromPrimitiveList/finalizers": ["b", "d", "x"]}});
+        let patched = apply(PatchType::Strategic, &target, &patch).expect("valid");
+        assert_eq!(patched["metadata"]["finalizers"], json!(["a", "a", "c"]));
+        // Equal values are found whatever their numbers' or keys' spelling.
+        let target = json!({"metadata": {"finalizers": [{"b": 1, "a": [0.0]}, 1]}});
+        let patch = json!({"metadata": {"finalizers": [{"a": [-0.0], "b": 1}, 1, 1.0]}});
+        let patched = apply(PatchType::Strategic, &target, &patch).expect("valid");
+        assert_eq!(
+            patched["metadata"]["finalizers"],
+            json!([{"a": [0.0], "b": 1}, 1, 1.0])
+        );
+        // Keyed lists: the first item with the key is the one merged or deleted; duplicates go
+        // one at a time, front first; an added item can be patched by a later one.
+        let target = json!({"spec": {"containers": [
+            {"name": "a", "image": "1"}, {"name": "b", "image": "2"}, {"name": "a", "image": "3"},
+            {"image": "keyless"}]}});
+        let patch = json!({"spec": {"containers": [
+            {"name": "a", "$patch": "delete"}, {"name": "a", "image": "4"},
+            {"name": "c", "image": "5"}, {"name": "c", "args": ["x"]},
+            {"name": "z", "$patch": "delete"}, {"image": "no key"}]}});
+        let patched = apply(PatchType::Strategic, &target, &patch).expect("valid");
+        assert_eq!(
+            patched["spec"]["containers"],
+            json!([{"name": "b", "image": "2"}, {"name": "a", "image": "4"},
+                   {"image": "keyless"}, {"name": "c", "image": "5", "args": ["x"]},
+                   {"image": "no key"}])
+        );
+        // An item merged and then deleted by key: the merge keeps its place, the deletion takes it.
+        let target = json!({"spec": {"containers": [{"name": "a", "image": "1"}, {"name": "a"}]}});
+        let patch = json!({"spec": {"containers": [
+            {"name": "a", "image": "2"}, {"name": "a", "$patch": "delete"}]}});
+        let patched = apply(PatchType::Strategic, &target, &patch).expect("valid");
+        assert_eq!(patched["spec"]["containers"], json!([{"name": "a"}]));
+        // A patch that nulls an item's key leaves it unreachable by that key afterwards.
+        let target =
+            json!({"spec": {"containers": [{"name": null, "image": "1"}, {"name": null}]}});
+        let patch = json!({"spec": {"containers": [
+            {"name": null, "image": "2"}, {"name": null, "$patch": "delete"}]}});
+        let patched = apply(PatchType::Strategic, &target, &patch).expect("valid");
+        assert_eq!(patched["spec"]["containers"], json!([{"image": "2"}]));
+        // $retainKeys keeps only the named fields.
+        let target = json!({"spec": {"strategy": {"type": "A", "rollingUpdate": {"x": 1}}}});
+        let patch = json!({"spec": {"strategy": {"$retainKeys": ["type"], "type": "B"}}});
+        let patched = apply(PatchType::Strategic, &target, &patch).expect("valid");
+        assert_eq!(patched["spec"]["strategy"], json!({"type": "B"}));
+    }
+
+    /// Runs `work` on a thread of its own; fails the test if it takes more than 20 s. The patch
+    /// below takes a few seconds when lists are merged by hash, and many minutes when each patch
+    /// item is compared with each list item (quadratic), so only the latter can fail this.
+    fn within_20s<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> T {
+        let (sender, receiver) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = sender.send(work());
+        });
+        receiver
+            .recv_timeout(std::time::Duration::from_secs(20))
+            .unwrap_or_else(|_| {
+                panic!("the patch took more than 20 s: quadratic in the lists' lengths")
+            })
+    }
+
+    #[test]
+    fn abuse_strategic_patches_of_long_lists_cost_linear_time() {
+        const COUNT: usize = 60_000;
+        let names =
+            |tag: &str| -> Vec<Value> { (0..COUNT).map(|i| json!(format!("{tag}{i}"))).collect() };
+        let containers = |tag: &str, image: &str| -> Vec<Value> {
+            (0..COUNT)
+                .map(|i| json!({"name": format!("{tag}{i}"), "image": image}))
+                .collect()
+        };
+        let data: serde_json::Map<String, Value> =
+            (0..COUNT).map(|i| (format!("k{i}"), json!("v"))).collect();
+        let target = json!({"metadata": {"finalizers": names("a")}, "data": data,
+                            "spec": {"containers": containers("a", "old")}});
+        let mut patched_containers = containers("a", "new");
+        patched_containers.extend(containers("b", "added"));
+        patched_containers.extend(
+            (0..COUNT / 2).map(|i| json!({"name": format!("a{}", 2 * i), "$patch": "delete"})),
+        );
+        let mut retained = names("k");
+        retained.truncate(COUNT / 2);
+        let patch = json!({"metadata": {"finalizers": names("b"),
+                                        "$deleteFromPrimitiveList/finalizers": names("a")},
+                           "data": {"$retainKeys": retained},
+                           "spec": {"containers": patched_containers}});
+        let patched = within_20s(move || apply(PatchType::Strategic, &target, &patch));
+        let patched = patched.expect("valid");
+        assert_eq!(patched["metadata"]["finalizers"], Value::Array(names("b")));
+        assert_eq!(
+            patched["data"].as_object().map(|m| m.len()),
+            Some(COUNT / 2)
+        );
+        let list = patched["spec"]["containers"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        assert_eq!(list.len(), COUNT / 2 + COUNT);
+        assert_eq!(list[0], json!({"name": "a1", "image": "new"}));
+        assert_eq!(list[COUNT / 2], json!({"name": "b0", "image": "added"}));
     }
 
     #[test]

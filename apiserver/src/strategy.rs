@@ -518,6 +518,7 @@ fn validate(
     old: Option<&Value>,
 ) -> Result<(), StatusError> {
     let mut causes = validation::name(resource.names, "metadata.name", name);
+    causes.extend(validation::finalizers(resource, object));
     causes.extend(validation::object(resource, object));
     if let Some(schema) = &resource.schema {
         causes.extend(schema.validate_object(object));

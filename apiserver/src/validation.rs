@@ -86,6 +86,128 @@ pub fn is_namespace_name(namespace: &str) -> bool {
     is_label(namespace)
 }
 
+/// The help of a qualified name's (a label key's) name part, as kube-apiserver 1.37 words it.
+const LABEL_KEY_HELP: &str = "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')";
+
+/// The finalizers kube-apiserver knows by a bare name: the namespace controller's, and the garbage
+/// collector's two.
+const STANDARD_FINALIZERS: [&str; 3] = ["kubernetes", "orphan", "foregroundDeletion"];
+
+/// What is wrong with `value` as a qualified name (a label key: an optional DNS-subdomain prefix
+/// and `/`, then 1 to 63 of `[-A-Za-z0-9_.]`, alphanumeric at both ends), in kube-apiserver's
+/// words (`content.IsLabelKey`, apimachinery 1.37). Linear in the length of `value`.
+pub fn qualified_name(value: &str) -> Vec<String> {
+    let mut problems = Vec::new();
+    let parts: Vec<&str> = value.split('/').collect();
+    let name = match parts.as_slice() {
+        [name] => *name,
+        [prefix, name] => {
+            if prefix.is_empty() {
+                problems.push("prefix part must be non-empty".to_string());
+            } else {
+                if prefix.len() > 253 {
+                    problems.push("prefix part must be no more than 253 bytes".to_string());
+                }
+                // The subdomain pattern alone: unlike `is_label`, no label is limited to 63 here.
+                let label = |part: &str| {
+                    let bytes = part.as_bytes();
+                    let alnum = |b: &u8| b.is_ascii_lowercase() || b.is_ascii_digit();
+                    bytes.first().is_some_and(alnum)
+                        && bytes.last().is_some_and(alnum)
+                        && bytes.iter().all(|b| alnum(b) || *b == b'-')
+                };
+                if !prefix.split('.').all(label) {
+                    problems.push(format!("prefix part {}", SUBDOMAIN_HELP));
+                }
+            }
+            *name
+        }
+        _ => {
+            problems.push(format!(
+                "a valid label key {LABEL_KEY_HELP} with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"
+            ));
+            return problems;
+        }
+    };
+    if name.is_empty() {
+        problems.push("name part must be non-empty".to_string());
+    } else if name.len() > 63 {
+        problems.push("name part must be no more than 63 bytes".to_string());
+    }
+    let bytes = name.as_bytes();
+    let alnum = |b: &u8| b.is_ascii_alphanumeric();
+    let shape_ok = bytes.first().is_some_and(alnum)
+        && bytes.last().is_some_and(alnum)
+        && bytes
+            .iter()
+            .all(|b| alnum(b) || matches!(b, b'-' | b'_' | b'.'));
+    if !shape_ok {
+        problems.push(format!("name part {LABEL_KEY_HELP}"));
+    }
+    problems
+}
+
+/// Whether kube-apiserver runs the core group's extra finalizer check on objects of this type:
+/// a bare finalizer name (no `/`) must be a standard one. Built-in types validated with the core
+/// group's `ValidateObjectMeta` get it; custom resources and the types of a few groups that use
+/// apimachinery's generic one do not (checked on 1.37.2: a Lease, RuntimeClass, webhook
+/// configuration, APIService or CRD takes `ok` as a finalizer; a ConfigMap, Deployment, Job,
+/// Role, EndpointSlice, NetworkPolicy, StorageClass or FlowSchema does not).
+fn checks_standard_finalizers(resource: &ResourceType) -> bool {
+    const GENERIC_GROUPS: [&str; 6] = [
+        "coordination.k8s.io",
+        "node.k8s.io",
+        "admissionregistration.k8s.io",
+        "apiregistration.k8s.io",
+        "apiextensions.k8s.io",
+        "storagemigration.k8s.io",
+    ];
+    resource.definition.is_none() && !GENERIC_GROUPS.contains(&resource.group.as_str())
+}
+
+/// `metadata.finalizers` as kube-apiserver 1.37.2 validates it, for every kind: each a qualified
+/// name (its problems at `metadata.finalizers`, without an index), `orphan` and
+/// `foregroundDeletion` not both, then (on most built-in kinds, see [`checks_standard_finalizers`])
+/// each bare name a standard one (at `metadata.finalizers[i]`). There is no limit on how many:
+/// only the 3 MiB request body bounds the list. Linear in the list's total length.
+pub fn finalizers(resource: &ResourceType, object: &Value) -> Vec<Cause> {
+    let Some(list) = object
+        .pointer("/metadata/finalizers")
+        .and_then(Value::as_array)
+    else {
+        return Vec::new();
+    };
+    let names: Vec<&str> = list.iter().filter_map(Value::as_str).collect();
+    let mut causes = Vec::new();
+    for name in &names {
+        for problem in qualified_name(name) {
+            causes.push(Cause::invalid("metadata.finalizers", name, &problem));
+        }
+    }
+    if names.contains(&"orphan") && names.contains(&"foregroundDeletion") {
+        let listed = serde_json::to_string(&names).unwrap_or_default();
+        causes.push(Cause {
+            reason: "FieldValueInvalid",
+            field: "metadata.finalizers".into(),
+            message: format!(
+                "Invalid value: {listed}: finalizer orphan and foregroundDeletion cannot be both set"
+            ),
+        });
+    }
+    if checks_standard_finalizers(resource) {
+        for (index, name) in names.iter().enumerate() {
+            if !name.contains('/') && !STANDARD_FINALIZERS.contains(name) {
+                causes.push(Cause::invalid(
+                    &format!("metadata.finalizers[{index}]"),
+                    name,
+                    "name is neither a standard finalizer name nor is it fully qualified",
+                ));
+            }
+        }
+    }
+    causes
+}
+
 /// The kind-specific checks for a new or updated object.
 pub fn object(resource: &ResourceType, object: &Value) -> Vec<Cause> {
     match (resource.group.as_str(), resource.kind.as_str()) {

@@ -37,6 +37,7 @@
 //! - `shard` (off): the `shard` module, `Controller::shard` and `ManagerBuilder::shard`.
 
 pub mod controller;
+mod deadline;
 pub mod leader;
 pub mod manager;
 #[cfg(feature = "shard")]

@@ -93,7 +93,7 @@ use walk::ItemError;
 pub const CONTENT_TYPE: &str = "application/apply-patch+yaml";
 
 /// The longest field manager name kube-apiserver accepts.
-const MAX_MANAGER: usize = 128;
+pub(crate) const MAX_MANAGER: usize = 128;
 
 /// The manager of a write: `?fieldManager=`, or else the User-Agent up to its first `/` (so
 /// `kubectl/v1.32.0 (linux/amd64)` is `kubectl`), printable characters only, at most 128 bytes.

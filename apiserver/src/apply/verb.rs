@@ -60,6 +60,41 @@ pub fn check_patch_options(
             "Forbidden: may not be specified for non-apply patch".into(),
         ));
     }
+    causes.extend(field_manager_causes(field_manager));
+    invalid_options("PatchOptions", causes)
+}
+
+/// Checks the `fieldManager` of a create (`kind` `CreateOptions`) or update (`UpdateOptions`) as
+/// kube-apiserver does: at most 128 bytes, else a 422 about the options (a PATCH's is checked by
+/// [`check_patch_options`]). A manager taken from the User-Agent instead is cut to size, never
+/// refused ([`super::manager_name`]).
+pub fn check_write_options(kind: &str, field_manager: Option<&str>) -> Result<(), StatusError> {
+    invalid_options(kind, field_manager_causes(field_manager))
+}
+
+/// What is wrong with a `fieldManager`, as apimachinery's `ValidateFieldManager` says it: longer
+/// than [`super::MAX_MANAGER`] bytes. (It also refuses unprintable characters; that check is not
+/// made here.)
+fn field_manager_causes(field_manager: Option<&str>) -> Vec<(&'static str, &'static str, String)> {
+    match field_manager {
+        Some(manager) if manager.len() > super::MAX_MANAGER => vec![(
+            "FieldValueTooLong",
+            "fieldManager",
+            format!(
+                "Too long: may not be more than {} bytes",
+                super::MAX_MANAGER
+            ),
+        )],
+        _ => Vec::new(),
+    }
+}
+
+/// The 422 of request options with these `causes` (reason, field, message), `Ok` without any:
+/// `<kind>.meta.k8s.io "" is invalid: <field>: <message>` (several in brackets, comma-separated).
+fn invalid_options(
+    kind: &str,
+    causes: Vec<(&'static str, &'static str, String)>,
+) -> Result<(), StatusError> {
     if causes.is_empty() {
         return Ok(());
     }
@@ -78,8 +113,8 @@ pub fn check_patch_options(
     Err(StatusError {
         code: 422,
         reason: "Invalid",
-        message: format!("PatchOptions.meta.k8s.io \"\" is invalid: {summary}"),
-        details: Some(json!({"group": "meta.k8s.io", "kind": "PatchOptions", "causes": details})),
+        message: format!("{kind}.meta.k8s.io \"\" is invalid: {summary}"),
+        details: Some(json!({"group": "meta.k8s.io", "kind": kind, "causes": details})),
     })
 }
 

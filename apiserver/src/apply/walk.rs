@@ -8,6 +8,8 @@
 //!   map it created, not only the labels in it);
 //! - [`remove`]: an object without some paths (the fields an applier gave up that no one owns).
 
+use std::collections::{HashMap, HashSet};
+
 use serde_json::{Map, Value};
 
 use super::fieldset::{self, Element, FieldSet, Path};
@@ -79,6 +81,11 @@ fn with_key_defaults(item: &Value, kind: &ListKind, shape: &Shape<'_>) -> Value 
 }
 
 /// A granular list's items with their elements, refusing duplicates.
+///
+/// Linear in the list's length: duplicates are found with a hash set of the elements seen so far
+/// (a list may be hundreds of thousands of items long, a `finalizers` set in a 3 MiB body, and
+/// this runs under the store's lock on every write). The first item that repeats an earlier one
+/// is the one reported, as a scan from the front would report it.
 fn keyed_items<'v>(
     kind: &ListKind,
     shape: &Shape<'_>,
@@ -86,9 +93,10 @@ fn keyed_items<'v>(
     path: &[Element],
 ) -> Result<Vec<(Element, &'v Value)>, ItemError> {
     let mut out: Vec<(Element, &Value)> = Vec::with_capacity(items.len());
+    let mut seen: HashSet<Element> = HashSet::with_capacity(items.len());
     for (position, item) in items.iter().enumerate() {
         let element = item_element(kind, shape, item, position, path)?;
-        if out.iter().any(|(e, _)| *e == element) {
+        if !seen.insert(element.clone()) {
             return Err(ItemError::Duplicate {
                 path: fieldset::display(path),
                 element,
@@ -97,6 +105,15 @@ fn keyed_items<'v>(
         out.push((element, item));
     }
     Ok(out)
+}
+
+/// The items of [`keyed_items`] by element, to find an item's counterpart in the other version of
+/// the list in constant time. Elements are unique there, so each maps to exactly one item.
+fn by_element<'k, 'v>(keyed: &'k [(Element, &'v Value)]) -> HashMap<&'k str, &'v Value> {
+    keyed
+        .iter()
+        .map(|(element, item)| (element.as_str(), *item))
+        .collect()
 }
 
 fn child(path: &[Element], element: Element) -> Path {
@@ -213,10 +230,12 @@ fn merge_at(
             let item_shape = shape.item();
             let live_keyed = keyed_items(&kind, shape, live_items, path)?;
             let config_keyed = keyed_items(&kind, shape, config_items, path)?;
+            let live_index = by_element(&live_keyed);
+            let config_index = by_element(&config_keyed);
             let mut out = Vec::with_capacity(live_keyed.len() + config_keyed.len());
             for (element, item) in &live_keyed {
-                match config_keyed.iter().find(|(e, _)| e == element) {
-                    Some((_, wanted)) => {
+                match config_index.get(element.as_str()) {
+                    Some(wanted) => {
                         let here = child(path, element.clone());
                         out.push(merge_at(item, wanted, &item_shape, &here)?);
                     }
@@ -224,7 +243,7 @@ fn merge_at(
                 }
             }
             for (element, item) in &config_keyed {
-                if !live_keyed.iter().any(|(e, _)| e == element) {
+                if !live_index.contains_key(element.as_str()) {
                     out.push(with_key_defaults(item, &kind, shape));
                 }
             }
@@ -329,16 +348,15 @@ fn compare_at(
             let new_items = new.and_then(Value::as_array).unwrap_or(&no_items);
             let old_keyed = keyed_items(&kind, shape, old_items, path)?;
             let new_keyed = keyed_items(&kind, shape, new_items, path)?;
+            let old_index = by_element(&old_keyed);
+            let new_index = by_element(&new_keyed);
             for (element, item) in &old_keyed {
-                let counterpart = new_keyed
-                    .iter()
-                    .find(|(e, _)| e == element)
-                    .map(|(_, v)| *v);
+                let counterpart = new_index.get(element.as_str()).copied();
                 let here = child(path, element.clone());
                 compare_at(Some(item), counterpart, &item_shape, &here, out)?;
             }
             for (element, item) in &new_keyed {
-                if !old_keyed.iter().any(|(e, _)| e == element) {
+                if !old_index.contains_key(element.as_str()) {
                     let here = child(path, element.clone());
                     compare_at(None, Some(item), &item_shape, &here, out)?;
                 }
@@ -496,6 +514,71 @@ mod tests {
             comparison.removed.to_fields_v1(),
             json!({"f:data": {"f:j": {}}})
         );
+    }
+
+    /// Runs `work` on a thread of its own; fails the test if it takes more than 20 s. The sizes
+    /// below take well under a second when lists are walked in linear time, and minutes when each
+    /// item is compared with every other (a quadratic walk), so only the latter can fail this.
+    fn within_20s<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> T {
+        let (sender, receiver) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = sender.send(work());
+        });
+        receiver
+            .recv_timeout(std::time::Duration::from_secs(20))
+            .unwrap_or_else(|_| {
+                panic!("the walk took more than 20 s: quadratic in the list's length")
+            })
+    }
+
+    /// A ConfigMap with `count` distinct finalizers (a set) and as many env-like keyed items.
+    fn many_items(count: usize, tag: &str) -> Value {
+        let finalizers: Vec<Value> = (0..count)
+            .map(|i| json!(format!("e.io/{tag}{i}")))
+            .collect();
+        let containers: Vec<Value> = (0..count)
+            .map(|i| json!({"name": format!("{tag}{i}"), "image": "i"}))
+            .collect();
+        json!({"metadata": {"finalizers": finalizers},
+               "spec": {"template": {"spec": {"containers": containers}}}})
+    }
+
+    #[test]
+    fn abuse_long_sets_and_keyed_lists_are_walked_in_linear_time() {
+        const COUNT: usize = 60_000;
+        let (fields, merged, comparison, removed) = within_20s(|| {
+            let shape = Shape::built_in("Deployment");
+            let old = many_items(COUNT, "a");
+            let new = many_items(COUNT, "b");
+            let fields = fields_of(&old, &shape).map(|set| set.paths().len());
+            let merged = merge(&old, &new, &shape);
+            let comparison = compare(&old, &new, &shape);
+            let mut object = old.clone();
+            let removed = fields_of(&new, &shape)
+                .and_then(|set| remove(&mut object, &set, &shape))
+                .map(|()| object);
+            (fields, merged, comparison, removed)
+        });
+        // Each finalizer and each container's item, name and image.
+        assert_eq!(fields, Ok(COUNT * 4));
+        let merged = merged.expect("valid");
+        assert_eq!(
+            merged["metadata"]["finalizers"].as_array().map(Vec::len),
+            Some(2 * COUNT)
+        );
+        assert_eq!(merged["metadata"]["finalizers"][COUNT], json!("e.io/b0"));
+        let comparison = comparison.expect("valid");
+        assert_eq!(comparison.added.paths().len(), COUNT * 4);
+        assert_eq!(comparison.removed.paths().len(), COUNT * 4);
+        // Nothing of `new` is in `old`: removing it takes nothing away.
+        assert_eq!(removed, Ok(many_items(COUNT, "a")));
+        // A duplicate is still found, wherever it is.
+        let mut twice = many_items(1000, "a");
+        twice["metadata"]["finalizers"][999] = json!("e.io/a3");
+        assert!(matches!(
+            fields_of(&twice, &Shape::built_in("Deployment")),
+            Err(ItemError::Duplicate { .. })
+        ));
     }
 
     #[test]

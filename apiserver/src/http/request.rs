@@ -425,7 +425,7 @@ fn collection(
             return Ok((Verb::List(list_options(resource, query)?), wanted));
         }
         Method::POST => Verb::Create {
-            options: write_query(query, headers)?,
+            options: write_query(query, headers, Some("CreateOptions"))?,
             body: headers.body_format(),
         },
         Method::DELETE if resource.delete_collection => Verb::DeleteCollection {
@@ -485,7 +485,7 @@ fn one_object(
             let wanted = headers.wanted(tables)?;
             let verb = Verb::Update {
                 target,
-                options: write_query(query, headers)?,
+                options: write_query(query, headers, Some("UpdateOptions"))?,
                 body: headers.body_format(),
             };
             Ok((verb, wanted))
@@ -524,7 +524,7 @@ fn one_object(
             let verb = Verb::Patch {
                 target,
                 kind,
-                options: write_query(query, headers)?,
+                options: write_query(query, headers, Some("PatchOptions"))?,
             };
             Ok((verb, wanted))
         }
@@ -571,7 +571,13 @@ fn action(
     Ok(Some(Verb::Action {
         name: name.to_string(),
         extra,
-        options: write_query(query, headers)?,
+        // Creating a binding, an eviction or a token decodes CreateOptions; the rest none.
+        options: write_query(
+            query,
+            headers,
+            matches!(extra, Extra::Binding | Extra::Eviction | Extra::Token)
+                .then_some("CreateOptions"),
+        )?,
         body: headers.body_format(),
         container: query.text("container").map(str::to_string),
     }))
@@ -630,7 +636,17 @@ fn selection(resource: &ResourceType, query: &Query) -> Result<Selection, Status
     )
 }
 
-fn write_query(query: &Query, headers: Headers) -> Result<WriteQuery, StatusError> {
+/// The options of a write. `kind` names the options type kube-apiserver decodes for it
+/// (`CreateOptions`, `UpdateOptions`, `PatchOptions`), whose `fieldManager` it validates before
+/// anything else (a 422 naming the type); `None` where it decodes none (a pod's `exec` or `proxy`).
+fn write_query(
+    query: &Query,
+    headers: Headers,
+    kind: Option<&str>,
+) -> Result<WriteQuery, StatusError> {
+    if let Some(kind) = kind {
+        crate::apply::verb::check_write_options(kind, query.text("fieldManager"))?;
+    }
     Ok(WriteQuery {
         dry_run: query.dry_run(),
         field_manager: crate::apply::manager_name(query.text("fieldManager"), headers.user_agent()),

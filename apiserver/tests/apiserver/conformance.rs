@@ -930,6 +930,228 @@ async fn bad_input(t: &Target, ns: &str) -> Value {
 }
 conformance!(bad_input_gets_the_real_status, bad_input);
 
+/// `metadata.finalizers` validated as kube-apiserver 1.37.2 does (issue 42): each a qualified name,
+/// `orphan` and `foregroundDeletion` not both, and on most built-in kinds (not a Lease) a bare name
+/// only if it is a standard one; on create and on update.
+async fn finalizers_validated(t: &Target, ns: &str) -> Value {
+    let cms = format!("/api/v1/namespaces/{ns}/configmaps");
+    let with = |name: &str, finalizers: Value| {
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": name, "finalizers": finalizers}})
+    };
+    let mixed = t
+        .call(
+            Method::POST,
+            &cms,
+            Some(with(
+                "mixed",
+                json!([
+                    "a/b/c",
+                    "Bad_Name",
+                    "ok",
+                    "example.com/ok",
+                    "-x",
+                    "kubernetes.io/x",
+                    "",
+                    "/x",
+                    "Prefix.io/x",
+                    "x.io/"
+                ]),
+            )),
+        )
+        .await;
+    let long = t
+        .call(
+            Method::POST,
+            &cms,
+            Some(with(
+                "long",
+                json!([
+                    format!("x.io/{}", "a".repeat(64)),
+                    format!("{}.io/z", "a".repeat(254)),
+                    "orphan",
+                    "foregroundDeletion"
+                ]),
+            )),
+        )
+        .await;
+    let fine = t
+        .call(
+            Method::POST,
+            &cms,
+            Some(with(
+                "fine",
+                json!([
+                    "kubernetes",
+                    "orphan",
+                    "e.io/f",
+                    "e.io/f",
+                    format!("x.io/{}", "a".repeat(63))
+                ]),
+            )),
+        )
+        .await;
+    let mut updated = fine.body.clone();
+    updated["metadata"]["finalizers"] = json!(["e.io/f", "bare"]);
+    let update = t
+        .call(Method::PUT, &format!("{cms}/fine"), Some(updated))
+        .await;
+    let lease = t
+        .call(
+            Method::POST,
+            &format!("/apis/coordination.k8s.io/v1/namespaces/{ns}/leases"),
+            Some(
+                json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                        "metadata": {"name": "l", "finalizers": ["bare"]}}),
+            ),
+        )
+        .await;
+    // Let the namespace go away: nothing here removes finalizers otherwise.
+    let mut cleared = t.call(Method::GET, &format!("{cms}/fine"), None).await.body;
+    cleared["metadata"]["finalizers"] = json!([]);
+    let cleared = t
+        .call(Method::PUT, &format!("{cms}/fine"), Some(cleared))
+        .await;
+    let mut lease_cleared = lease.body.clone();
+    lease_cleared["metadata"]["finalizers"] = json!([]);
+    let lease_cleared = t
+        .call(
+            Method::PUT,
+            &format!("/apis/coordination.k8s.io/v1/namespaces/{ns}/leases/l"),
+            Some(lease_cleared),
+        )
+        .await;
+    assert_eq!(
+        (fine.code, lease.code, cleared.code, lease_cleared.code),
+        (201, 201, 200, 200),
+        "{}: {:?} {:?}",
+        t.name,
+        fine.body,
+        lease.body
+    );
+    let observed = json!({
+        "mixed": mixed.status(),
+        "long": long.status(),
+        "fine": fine.body["metadata"]["finalizers"],
+        "update": update.status(),
+        "lease": lease.body["metadata"]["finalizers"],
+    });
+    documented_with(t, 20, observed, finalizers_of_1_20)
+}
+
+/// The finalizer causes as 1.20 worded them, in 1.37's words (for [`documented_with`]; `None`
+/// when they are not 1.20's): 1.20 says "a qualified name" where 1.37 says "a valid label key",
+/// counts lengths in "characters" where 1.37 counts "bytes", and prints the conflicting list as
+/// Go's `[]string{"a", "b"}` where 1.37 prints `["a","b"]`; and on update 1.20 checked the bare
+/// names twice (two equal causes), 1.37 once.
+fn finalizers_of_1_20(seen: &Value) -> Option<Value> {
+    let text = seen.to_string();
+    if !text.contains("a qualified name must") || !text.contains("[]string{") {
+        return None;
+    }
+    let converted = text
+        .replace("a qualified name must", "a valid label key must")
+        .replace("no more than 63 characters", "no more than 63 bytes")
+        .replace("no more than 253 characters", "no more than 253 bytes")
+        .replace("[]string{", "[")
+        .replace("}: finalizer orphan", "]: finalizer orphan")
+        .replace("\\\", \\\"", "\\\",\\\"");
+    let mut converted: Value = serde_json::from_str(&converted).ok()?;
+    let update = &mut converted["update"];
+    let causes = update["details"]["causes"].as_array()?.clone();
+    let [first, second] = causes.as_slice() else {
+        return None;
+    };
+    if first != second {
+        return None;
+    }
+    update["message"] = json!(format!(
+        "ConfigMap \"fine\" is invalid: {}: {}",
+        first["field"].as_str()?,
+        first["message"].as_str()?
+    ));
+    update["details"]["causes"] = json!([first]);
+    Some(converted)
+}
+conformance!(
+    finalizers_are_validated_as_kube_apiserver_does,
+    finalizers_validated
+);
+
+/// A `fieldManager` over 128 bytes is a 422 about the write's options on every write, apply or
+/// not (issue 42): `CreateOptions`, `UpdateOptions` or `PatchOptions`, after a non-apply patch's
+/// `force` cause. 128 bytes is fine.
+async fn field_manager_limit(t: &Target, ns: &str) -> Value {
+    let cms = format!("/api/v1/namespaces/{ns}/configmaps");
+    let long = "m".repeat(129);
+    let longest = "m".repeat(128);
+    let body =
+        |name: &str| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}});
+    let created = t
+        .call(
+            Method::POST,
+            &format!("{cms}?fieldManager={longest}"),
+            Some(body("c")),
+        )
+        .await;
+    let create = t
+        .call(
+            Method::POST,
+            &format!("{cms}?fieldManager={long}"),
+            Some(body("d")),
+        )
+        .await;
+    let update = t
+        .call(
+            Method::PUT,
+            &format!("{cms}/c?fieldManager={long}"),
+            Some(body("c")),
+        )
+        .await;
+    let update_missing = t
+        .call(
+            Method::PUT,
+            &format!("{cms}/none?fieldManager={long}"),
+            Some(body("none")),
+        )
+        .await;
+    let patch = t
+        .call(
+            Method::PATCH,
+            &format!("{cms}/c?fieldManager={long}&force=true"),
+            Some(json!({})),
+        )
+        .await;
+    let apply = t
+        .raw(
+            Method::PATCH,
+            &format!("{cms}/c?fieldManager={long}"),
+            "application/apply-patch+yaml",
+            Some(body("c").to_string()),
+        )
+        .await;
+    assert_eq!(created.code, 201, "{}: {:?}", t.name, created.body);
+    let observed = json!({
+        "create": create.status(),
+        "update": update.status(),
+        "updateMissing": update_missing.status(),
+        "patch": patch.status(),
+        "apply": apply.status(),
+    });
+    // 1.20 worded the limit "must have at most 128 bytes".
+    documented_with(t, 20, observed, |seen| {
+        let text = seen.to_string();
+        let old = "Too long: must have at most 128 bytes";
+        text.contains(old)
+            .then(|| text.replace(old, "Too long: may not be more than 128 bytes"))
+            .and_then(|text| serde_json::from_str(&text).ok())
+    })
+}
+conformance!(
+    field_manager_over_128_bytes_is_refused_like_kube_apiserver,
+    field_manager_limit
+);
+
 async fn deletion(t: &Target, ns: &str) -> Value {
     let cms = format!("/api/v1/namespaces/{ns}/configmaps");
     let created = t.call(Method::POST, &cms, Some(config_map("a", "1"))).await;

@@ -33,6 +33,9 @@ pub const FIELD_MANAGER: &str = "ferrokube";
 /// How often the CRD is read while waiting.
 const POLL: Duration = Duration::from_millis(100);
 
+/// Where a deadline too far for the clock is put instead: about thirty years ahead.
+const FAR_FUTURE: Duration = Duration::from_secs(30 * 365 * 24 * 60 * 60);
+
 /// Why a CRD did not become Established.
 #[derive(Debug, thiserror::Error)]
 pub enum EstablishError {
@@ -89,7 +92,13 @@ pub async fn apply_and_wait(
     timeout: Duration,
 ) -> Result<CustomResourceDefinition, EstablishError> {
     let name = crd.metadata.name.clone().ok_or(EstablishError::Unnamed)?;
-    let deadline = Instant::now() + timeout;
+    // A caller may pass `Duration::MAX` for "as long as it takes": `now + timeout` would overflow
+    // and panic, so the deadline saturates at a far future instead.
+    let now = Instant::now();
+    let deadline = now
+        .checked_add(timeout)
+        .or_else(|| now.checked_add(FAR_FUTURE))
+        .unwrap_or(now);
     let api: Api<CustomResourceDefinition> = Api::all(client.clone());
     let params = PatchParams::apply(FIELD_MANAGER).force();
     let mut applied = api
@@ -148,5 +157,26 @@ pub async fn apply_and_wait(
                 name: name.clone(),
                 source,
             })?;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Config;
+
+    #[tokio::test]
+    async fn a_timeout_of_duration_max_does_not_panic() {
+        // Nothing listens on port 9: the apply fails, after the deadline is computed (where
+        // `Instant::now() + Duration::MAX` used to panic).
+        let url = "http://127.0.0.1:9".parse().expect("url");
+        let client = Client::new(Config::new(url)).expect("client");
+        let mut crd = CustomResourceDefinition::default();
+        crd.metadata.name = Some("widgets.example.com".into());
+        let outcome = apply_and_wait(&client, &crd, Duration::MAX).await;
+        assert!(
+            matches!(outcome, Err(EstablishError::Apply { .. })),
+            "{outcome:?}"
+        );
     }
 }

@@ -450,7 +450,7 @@ impl ConsistencyStore {
         mut versions: tokio::sync::watch::Receiver<String>,
         max_wait: Duration,
     ) -> Result<(), StaleCache> {
-        let deadline = tokio::time::Instant::now() + max_wait;
+        let deadline = crate::deadline::saturating_deadline(tokio::time::Instant::now(), max_wait);
         loop {
             let stale = match self.fresh_in(key, Some(informer)) {
                 Ok(()) => return Ok(()),

@@ -463,7 +463,8 @@ impl<K: Object> ReadYourWrites<K> {
         }
         // Subscribe before the first check: a move between the check and the wait still wakes us.
         let mut versions = self.shared.informer.watch_store_resource_version();
-        let deadline = tokio::time::Instant::now() + self.max_wait;
+        let deadline =
+            crate::deadline::saturating_deadline(tokio::time::Instant::now(), self.max_wait);
         loop {
             let missing = match self.check(&needs) {
                 Check::Met => {
@@ -823,6 +824,21 @@ mod tests {
             .max_wait(Duration::ZERO)
             .get(Some("default"), "a");
         assert!(matches!(late.await, Err(ReadError::Timeout { .. })));
+    }
+
+    #[tokio::test]
+    async fn read_your_own_writes_a_max_wait_of_duration_max_waits_without_panicking() {
+        // `Instant::now() + Duration::MAX` overflows: the deadline saturates instead, and the read
+        // still ends as soon as the store catches up.
+        let rw = client(&Scope::all()).max_wait(Duration::MAX);
+        let store = rw.informer().store().clone();
+        store.set_resource_version("10");
+        rw.record_written(&cm("a", "12", "u1", "web").metadata);
+        let reader = tokio::spawn(rw.get(Some("default"), "a"));
+        store.insert(Arc::new(cm("a", "12", "u1", "web")));
+        store.set_resource_version("12");
+        let seen = reader.await.expect("no panic").expect("caught up");
+        assert_eq!(seen.expect("cached").resource_version(), "12");
     }
 
     #[tokio::test]

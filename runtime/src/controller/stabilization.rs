@@ -111,7 +111,9 @@ impl Stabilization {
         }
         // An entry ended when the next began; it is out of the window once that end is a window
         // or more ago. The last entry has not ended.
-        while history.len() > 1 && history[1].since + self.window <= now {
+        // A window too long for the clock (`Duration::MAX`) ends in the far future, not in a panic.
+        let end_of = |since: Instant| crate::deadline::saturating_deadline(since, self.window);
+        while history.len() > 1 && end_of(history[1].since) <= now {
             history.pop_front();
         }
         let floor = history.iter().map(|change| change.value).max();
@@ -119,7 +121,7 @@ impl Stabilization {
             Some(floor) if floor > wanted => {
                 // The oldest entry (the one that ended first) leaves the window first; whether the
                 // floor drops then depends on the others, so observe again at that moment.
-                let recheck_at = history.get(1).map(|next| next.since + self.window);
+                let recheck_at = history.get(1).map(|next| end_of(next.since));
                 Floor {
                     floor,
                     recheck_in: recheck_at.map(|at| at.saturating_duration_since(now)),
@@ -152,6 +154,23 @@ mod tests {
 
     fn ms(n: u64) -> Duration {
         Duration::from_millis(n)
+    }
+
+    #[test]
+    fn a_window_of_duration_max_holds_forever_without_panicking() {
+        // `since + window` overflows the clock: the window ends in the far future instead.
+        let rule = Stabilization::new(Duration::MAX);
+        let t0 = Instant::now();
+        rule.observe_at("a", 10, t0);
+        rule.observe_at("a", 3, t0 + ms(10));
+        let later = rule.observe_at("a", 2, t0 + ms(20));
+        assert_eq!(later.floor, 10);
+        assert!(later.holds());
+        assert!(
+            later
+                .recheck_in
+                .is_some_and(|wait| wait >= Duration::from_secs(365 * 24 * 3600))
+        );
     }
 
     #[test]

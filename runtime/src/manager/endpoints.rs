@@ -151,8 +151,11 @@ const LONGEST_TIMEOUT: Duration = Duration::from_secs(365 * 24 * 60 * 60);
 /// - *Accept and close at once*: the same outcome, faster: the probe is refused.
 /// - *Close the oldest idle connection to admit the new one* (what this endpoint does): every
 ///   new connection is admitted. "Idle" means no request in flight (waiting for a request,
-///   reading one, or done with its response); a connection answering a request is never chosen,
-///   so no response is ever cut. The kubelet's probe opens a fresh connection and sends its
+///   reading one, or done with its response); a connection answering a request is chosen only
+///   when every connection is answering one, and then it is the one that has moved no byte for
+///   the longest (a client that pipelines requests and never reads the answers), whose response
+///   is cut. (hyper counts a response as sent once it has queued it whole, so a client that
+///   stops reading usually shows as idle already: measured with pipes of 64 bytes.) The kubelet's probe opens a fresh connection and sends its
 ///   request at once, so it is the *newest* connection: to have it closed before its request
 ///   arrives, an attacker would have to open 512 more connections in that instant. The victims
 ///   are the attacker's own old sockets (and, at worst, an idle keep-alive connection of a
@@ -366,9 +369,10 @@ impl<A: Acceptor> Endpoints<A> {
                         );
                         full = true;
                     }
-                    // If every connection has a request in flight, none is closed: their
-                    // responses are under way, and the next permit comes back with the first.
-                    connections.close_oldest_idle();
+                    // If every connection has a request in flight, the one stalled longest is cut,
+                    // so a new connection (a probe) is never kept waiting behind clients that do
+                    // not read their responses.
+                    connections.make_room();
                     tokio::select! {
                         // Stop first: no connection is admitted once asked to stop.
                         biased;
@@ -410,12 +414,30 @@ struct OpenConnections {
     by_age: BTreeMap<u64, ConnectionHandle>,
 }
 
-/// What the accept loop knows of a connection: whether it is answering, and how to close it.
-#[derive(Clone, Default)]
+/// What the accept loop knows of a connection: whether it is answering, when it last moved a
+/// byte, and how to close it.
+#[derive(Clone)]
 struct ConnectionHandle {
     /// Requests received and not yet answered in full (0 or 1 for HTTP/1).
     in_flight: Arc<AtomicUsize>,
+    /// When the connection last read or wrote a byte.
+    activity: Arc<Activity>,
+    /// Set before `close` is notified when the connection is closed although a request is in
+    /// flight (it was the one stalled longest): it is then dropped at once, its response cut,
+    /// rather than given time to finish.
+    cut: Arc<std::sync::atomic::AtomicBool>,
     close: Arc<Notify>,
+}
+
+impl Default for ConnectionHandle {
+    fn default() -> Self {
+        ConnectionHandle {
+            in_flight: Arc::default(),
+            activity: Arc::new(Activity::new()),
+            cut: Arc::default(),
+            close: Arc::default(),
+        }
+    }
 }
 
 impl Connections {
@@ -457,6 +479,31 @@ impl Connections {
             None => false,
         }
     }
+
+    /// Makes room for a new connection: closes the oldest idle connection, or, if every
+    /// connection has a request in flight, cuts the one that has moved no byte for the longest
+    /// (a client that stopped reading its responses, e.g. one that pipelines requests and never
+    /// opens its receive window). A kubelet probe's connection has just moved its request, so it
+    /// is never that one while others stall. False only with no connection at all.
+    fn make_room(&self) -> bool {
+        if self.close_oldest_idle() {
+            return true;
+        }
+        let mut open = self.open.lock();
+        let stalled = open
+            .by_age
+            .iter()
+            .min_by_key(|(_, handle)| handle.activity.last())
+            .map(|(id, _)| *id);
+        match stalled.and_then(|id| open.by_age.remove(&id)) {
+            Some(handle) => {
+                handle.cut.store(true, Ordering::SeqCst);
+                handle.close.notify_one();
+                true
+            }
+            None => false,
+        }
+    }
 }
 
 /// Why a connection's task ended.
@@ -479,7 +526,7 @@ async fn serve_connection<S>(
 ) where
     S: AsyncRead + AsyncWrite + Send + Unpin + 'static,
 {
-    let activity = Arc::new(Activity::new());
+    let activity = handle.activity.clone();
     let in_flight = handle.in_flight.clone();
     let service = service_fn(move |request: Request<hyper::body::Incoming>| {
         // Counted from here until hyper drops the response's body, i.e. has written it.
@@ -517,7 +564,8 @@ async fn serve_connection<S>(
         Ended::Closed => {
             // Chosen while idle, but a request may have arrived since: let its response finish
             // (no further request is read), within the idle timeout.
-            if handle.in_flight.load(Ordering::SeqCst) > 0 {
+            let cut = handle.cut.load(Ordering::SeqCst);
+            if handle.in_flight.load(Ordering::SeqCst) > 0 && !cut {
                 connection.as_mut().graceful_shutdown();
                 tokio::select! {
                     // Both end the wait; the response that finished first, then the bound.
@@ -526,7 +574,10 @@ async fn serve_connection<S>(
                     () = idle.as_mut() => {}
                 }
             }
-            tracing::debug!("health endpoint: closed an idle connection to admit a new one");
+            tracing::debug!(
+                cut,
+                "health endpoint: closed an idle or stalled connection to admit a new one"
+            );
         }
     }
     connections.forget(id);
@@ -971,6 +1022,86 @@ mod tests {
                 "only the oldest connection is closed"
             );
         }
+    }
+
+    /// An acceptor handing out the server's ends of in-memory pipes sent to it.
+    struct Pipes(tokio::sync::mpsc::UnboundedReceiver<tokio::io::DuplexStream>);
+
+    impl Acceptor for Pipes {
+        type Stream = tokio::io::DuplexStream;
+        async fn accept(&mut self) -> std::io::Result<tokio::io::DuplexStream> {
+            match self.0.recv().await {
+                Some(stream) => Ok(stream),
+                None => std::future::pending().await,
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn at_the_cap_connections_stalled_on_their_responses_make_room_for_the_probe() {
+        // Each connection pipelines requests and never reads the answers: the server's writes
+        // fill a 64-byte pipe and block, each connection with a request in flight. Before, such
+        // a connection was never closed for room, and the probe waited for the idle timeout
+        // (90 s); the 10 s bound below can only fail that way.
+        let (connect, pipes) = tokio::sync::mpsc::unbounded_channel();
+        let endpoints = Endpoints {
+            acceptor: Pipes(pipes),
+            health: health(),
+            registry: Arc::new(Registry::default()),
+            options: EndpointOptions::new().max_connections(3),
+        };
+        let (_stop, stopped) = watch::channel(false);
+        tokio::spawn(endpoints.serve(stopped));
+        let mut stalled = Vec::new();
+        let mut readers = Vec::new();
+        for _ in 0..3 {
+            let (client, server) = tokio::io::duplex(64);
+            connect.send(server).expect("serving");
+            let (mut reading, mut writing) = tokio::io::split(client);
+            // Sent from a task of its own: the server stops reading once its writes block.
+            stalled.push(tokio::spawn(async move {
+                let pipelined = b"GET /healthz HTTP/1.1\r\nHost: test\r\n\r\n".repeat(50);
+                let _ = writing.write_all(&pipelined).await;
+                writing
+            }));
+            // The server is answering: its first bytes are in the pipe (and it is blocked).
+            let mut first = [0u8; 8];
+            reading.read_exact(&mut first).await.expect("answering");
+            assert_eq!(&first, b"HTTP/1.1");
+            readers.push(reading);
+        }
+        let (mut probe, server) = tokio::io::duplex(1 << 16);
+        connect.send(server).expect("serving");
+        probe
+            .write_all(b"GET /healthz HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n")
+            .await
+            .expect("send");
+        let mut response = String::new();
+        tokio::time::timeout(Duration::from_secs(10), probe.read_to_string(&mut response))
+            .await
+            .expect("the probe is answered although every connection has a request in flight")
+            .expect("read");
+        assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn with_every_connection_answering_the_one_stalled_longest_is_cut_for_room() {
+        let connections = Connections::new(3);
+        let handles: Vec<_> = (0..3).map(|_| connections.register().1).collect();
+        let closed = |n: usize| handles[n].close.notified().now_or_never().is_some();
+        let _answering: Vec<_> = handles
+            .iter()
+            .map(|h| InFlight::start(&h.in_flight))
+            .collect();
+        // The middle one moved a byte last a second ago, the others since.
+        tokio::time::advance(Duration::from_secs(1)).await;
+        handles[0].activity.touch();
+        handles[2].activity.touch();
+        assert!(!connections.close_oldest_idle(), "none is idle");
+        assert!(connections.make_room());
+        assert!(closed(1) && handles[1].cut.load(Ordering::SeqCst));
+        assert!(!closed(0) && !closed(2));
+        assert!(!handles[0].cut.load(Ordering::SeqCst));
     }
 
     #[test]

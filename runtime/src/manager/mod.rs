@@ -635,7 +635,10 @@ impl Manager {
 
         // Stop: controllers first (no new keys, reconciles in flight finish), then the lease.
         let _ = stop_runnables.send(true);
-        let deadline = tokio::time::Instant::now() + self.graceful_shutdown_timeout;
+        let deadline = crate::deadline::saturating_deadline(
+            tokio::time::Instant::now(),
+            self.graceful_shutdown_timeout,
+        );
         let drained = tokio::time::timeout_at(deadline, async {
             while let Some(joined) = tasks.join_next().await {
                 if let Err(error) = runnable_result(joined) {
