@@ -45,7 +45,7 @@
 //!  selection, crd, patch                      selectors, a CRD as an object, patches
 //!  resource                                   the served types (and the errors about their objects)
 //!  schema, cel, meta, status, faults,         leaves
-//!  protobuf,
+//!  protobuf, wire,
 //!  review, audit
 //! ```
 //!
@@ -210,6 +210,7 @@ pub mod strategy;
 pub mod subresource;
 pub mod table;
 pub mod validation;
+pub mod wire;
 
 pub use audit::{AuditEntry, AuditLog};
 pub use faults::{FaultSettings, Faults, WriteFailure};

@@ -155,7 +155,9 @@ pub fn check_namespace(
     }
 }
 
-/// Prepares a new object for storage; returns its name.
+/// Prepares a new object for storage; returns its name. A `metadata.resourceVersion` sent along is
+/// left for the store to refuse ([`refuse_sent_version`]): kube-apiserver validates first, and a dry
+/// run, which never reaches its storage, answers with the version as sent.
 pub fn prepare_create(resource: &ResourceType, object: &mut Value) -> Result<String, StatusError> {
     let metadata = meta::metadata_mut(object);
     let name = match metadata.get("name").and_then(Value::as_str) {
@@ -179,15 +181,6 @@ pub fn prepare_create(resource: &ResourceType, object: &mut Value) -> Result<Str
             }
         },
     };
-    if metadata
-        .get("resourceVersion")
-        .and_then(Value::as_str)
-        .is_some_and(|rv| !rv.is_empty())
-    {
-        return Err(StatusError::internal(
-            "resourceVersion should not be set on objects to be created",
-        ));
-    }
     metadata.insert("uid".into(), ferrokube_core::id::uuid_v4().into());
     metadata.insert("creationTimestamp".into(), meta::now().into());
     metadata.remove("deletionTimestamp");
@@ -208,6 +201,18 @@ pub fn prepare_create(resource: &ResourceType, object: &mut Value) -> Result<Str
     prune(resource, object);
     validate(resource, &name, object, None)?;
     Ok(name)
+}
+
+/// The storage's refusal of a new object that names a resourceVersion: kube-apiserver's etcd layer
+/// answers a bare 500 (no reason), after validation and only for writes that are not dry runs.
+pub fn refuse_sent_version(object: &Value) -> Result<(), StatusError> {
+    match meta::string(object, "resourceVersion") {
+        Some(rv) if !rv.is_empty() => Err(StatusError::unknown(
+            500,
+            "resourceVersion should not be set on objects to be created",
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// Prepares `new` to replace `old` through `endpoint`. `new`'s resourceVersion, if set, must be the
@@ -498,17 +503,7 @@ pub fn read_defaults(resource: &ResourceType, stored: Stored) -> Stored {
     if !schema.default_object(&mut object) {
         return stored;
     }
-    match serde_json::to_vec(&object) {
-        Ok(json) => Stored {
-            object: std::sync::Arc::new(object),
-            json: json.into(),
-            ..stored
-        },
-        Err(e) => {
-            tracing::warn!(error = %e, "could not serialize a defaulted object");
-            stored
-        }
-    }
+    stored.with_object(object)
 }
 
 fn validate(
@@ -626,6 +621,11 @@ fn reset_status(resource: &ResourceType, object: &mut Value) {
         ("", "Service") => json!({"loadBalancer": {}}),
         ("apps", "DaemonSet") => json!({"currentNumberScheduled": 0, "numberMisscheduled": 0,
                                         "desiredNumberScheduled": 0, "numberReady": 0}),
+        // Go's zero status as kube-apiserver 1.37 stores it: a Deployment's counts are all
+        // `omitempty` (`{}`), a StatefulSet writes `replicas` and `availableReplicas`, a
+        // ReplicaSet's and a ReplicationController's `replicas`.
+        ("apps", "Deployment") => json!({}),
+        ("apps", "StatefulSet") => json!({"replicas": 0, "availableReplicas": 0}),
         ("apps", _) | ("", "ReplicationController") => json!({"replicas": 0}),
         ("", "ResourceQuota") | ("", "Node") => match object.get("status") {
             // Nodes report their own status (the kubelet creates them with it); a quota's status is

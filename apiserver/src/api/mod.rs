@@ -308,10 +308,15 @@ impl Api {
             let stored = services::stored(&self.store, resource);
             services::allocate(&stored, resource, namespace, &name, &mut object)?;
         }
+        let key = resource.key(namespace, &name);
         if dry_run {
+            // kube-apiserver's dry run looks the name up instead of storing.
+            if self.store.get(&Api::table(resource), &key).is_some() {
+                return Err(StatusError::already_exists(resource, &name));
+            }
             return Ok(object);
         }
-        let key = resource.key(namespace, &name);
+        strategy::refuse_sent_version(&object)?;
         let (_, stored) = self
             .store
             .transact(&Api::table(resource), &key, |current| {
@@ -555,11 +560,7 @@ impl Api {
                     preview = Some(match write {
                         Write::Delete => Deletion::Deleted(current.clone()),
                         Write::Keep => Deletion::Pending(current.clone()),
-                        Write::Put(marked) => Deletion::Pending(Stored {
-                            json: serde_json::to_vec(&marked).unwrap_or_default().into(),
-                            object: Arc::new(marked),
-                            ..current.clone()
-                        }),
+                        Write::Put(marked) => Deletion::Pending(current.with_object(marked)),
                     });
                     return Ok(Write::Keep);
                 }

@@ -159,8 +159,9 @@ pub fn bytes_response(status: StatusCode, body: Bytes) -> Response<Body> {
     response
 }
 
+/// `value` as the JSON body, its keys in kube-apiserver's order ([`crate::wire`]).
 pub fn json_response(status: StatusCode, value: &Value) -> Response<Body> {
-    bytes_response(status, Bytes::from(value.to_string()))
+    bytes_response(status, Bytes::from(crate::wire::to_vec(value)))
 }
 
 pub fn stored_response(status: StatusCode, stored: &Stored) -> Response<Body> {

@@ -631,19 +631,21 @@ fn list_body(
 ) -> Bytes {
     let metadata = list_metadata(revision, continue_token, remaining);
     let head = json!({"kind": format!("{}List", resource.kind), "apiVersion": resource.api_version(), "metadata": metadata});
-    let head = head.to_string();
+    let (before, after) = crate::wire::list_frame(&head);
     let size: usize = items.iter().map(|s| s.json.len() + 1).sum();
-    let mut body = BytesMut::with_capacity(head.len() + size + 16);
-    // `head` is `{...}`: reopen it to append the items.
-    body.put_slice(&head.as_bytes()[..head.len() - 1]);
-    body.put_slice(b",\"items\":[");
+    let mut body = BytesMut::with_capacity(before.len() + size + after.len());
+    body.put_slice(&before);
+    // kube-apiserver's items of a built-in kind carry no `kind` and `apiVersion` (Go's typed list
+    // holds the bare structs); a custom kind's items are whole objects (see `crate::wire`).
     for (i, item) in items.iter().enumerate() {
         if i > 0 {
             body.put_u8(b',');
         }
-        body.put_slice(&item.json);
+        for part in crate::wire::untyped_item(&item.json, item.untyped_from) {
+            body.put_slice(part);
+        }
     }
-    body.put_slice(b"]}");
+    body.put_slice(&after);
     body.freeze()
 }
 
@@ -727,19 +729,22 @@ fn render_table(
     let table = match item {
         WatchItem::Event(event, stored) => {
             writer.now = table::Instant::now();
-            json!({"type": event.as_str(), "object": writer.object(&stored.object, !*headers_sent)})
+            (
+                event.as_str(),
+                writer.object(&stored.object, !*headers_sent),
+            )
         }
         WatchItem::Bookmark {
             revision,
             initial_events_end,
         } => {
             let object = bookmark_object(resource, *revision, *initial_events_end);
-            json!({"type": "BOOKMARK", "object": writer.object(&object, !*headers_sent)})
+            ("BOOKMARK", writer.object(&object, !*headers_sent))
         }
         WatchItem::Error(_) => return render(resource, item),
     };
     *headers_sent = true;
-    Bytes::from(format!("{table}\n"))
+    event_line(table.0, &table.1)
 }
 
 /// The object of a BOOKMARK event: the watched kind with only a resourceVersion (and the
@@ -778,8 +783,14 @@ fn render_metadata(
         }
         WatchItem::Error(_) => return Some(render(resource, item)),
     };
-    let event = json!({"type": kind, "object": object});
-    Some(Bytes::from(format!("{event}\n")))
+    Some(event_line(kind, &object))
+}
+
+/// A watch event's line: `{"type":...,"object":...}` in kube-apiserver's key order, and a newline.
+fn event_line(kind: &str, object: &Value) -> Bytes {
+    let mut line = crate::wire::event(kind, object);
+    line.push(b'\n');
+    Bytes::from(line)
 }
 
 /// One watch event line.
@@ -798,15 +809,9 @@ fn render(resource: &ResourceType, item: &WatchItem) -> Bytes {
             initial_events_end,
         } => {
             let object = bookmark_object(resource, *revision, *initial_events_end);
-            let event = json!({"type": "BOOKMARK", "object": object});
-            line.put_slice(event.to_string().as_bytes());
-            line.put_u8(b'\n');
+            return event_line("BOOKMARK", &object);
         }
-        WatchItem::Error(error) => {
-            let event = json!({"type": "ERROR", "object": error.to_status()});
-            line.put_slice(event.to_string().as_bytes());
-            line.put_u8(b'\n');
-        }
+        WatchItem::Error(error) => return event_line("ERROR", &error.to_status()),
     }
     line.freeze()
 }

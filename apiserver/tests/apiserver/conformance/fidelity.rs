@@ -372,3 +372,231 @@ conformance!(
     fidelity_empty_string_in_custom_object,
     empty_string_in_custom_object
 );
+
+/// A deployment of one replica, as controller-runtime's suites make them.
+fn deployment(name: &str) -> Value {
+    json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
+           "spec": {"replicas": 1, "selector": {"matchLabels": {"app": name}},
+                    "template": {"metadata": {"labels": {"app": name}},
+                                 "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}})
+}
+
+/// A create that names a resourceVersion: a dry run answers with the object (the version as sent),
+/// a real create is refused by the storage with a bare 500 (after validation: an invalid object
+/// is a 422 first); a dry run of a name in use is a 409 as a create is.
+async fn create_with_resource_version(t: &Target, ns: &str) -> Value {
+    let url = format!("/apis/apps/v1/namespaces/{ns}/deployments");
+    let mut versioned = deployment("versioned");
+    versioned["metadata"]["resourceVersion"] = json!("12345");
+    let dry = t
+        .call(
+            Method::POST,
+            &format!("{url}?dryRun=All"),
+            Some(versioned.clone()),
+        )
+        .await;
+    assert_eq!(dry.code, 201, "{}: {:?}", t.name, dry.body);
+    let refused = t.call(Method::POST, &url, Some(versioned.clone())).await;
+    let mut invalid = versioned.clone();
+    invalid["spec"]["template"]["spec"]["containers"] = Value::Null;
+    let dry_invalid = t
+        .call(Method::POST, &format!("{url}?dryRun=All"), Some(invalid))
+        .await;
+    let created = t.call(Method::POST, &url, Some(deployment("taken"))).await;
+    assert_eq!(created.code, 201, "{}: {:?}", t.name, created.body);
+    let dry_taken = t
+        .call(
+            Method::POST,
+            &format!("{url}?dryRun=All"),
+            Some(deployment("taken")),
+        )
+        .await;
+    let after = t.call(Method::GET, &format!("{url}/versioned"), None).await;
+    json!({
+        "dry": [dry.code, dry.body["metadata"]["resourceVersion"], dry.body["metadata"]["name"]],
+        "refused": refused.status(),
+        "dry_invalid": dry_invalid.status(),
+        "dry_taken": dry_taken.status(),
+        "after": after.code,
+    })
+}
+conformance!(
+    fidelity_create_with_resource_version,
+    create_with_resource_version
+);
+
+/// GET `path` and the body's bytes as written (a successful answer).
+async fn body_bytes(t: &Target, path: &str) -> Bytes {
+    let request = Request::builder()
+        .uri(path)
+        .header("accept", "application/json")
+        .body(Bytes::new())
+        .expect("request");
+    let call = Call {
+        request,
+        idempotent: true,
+        streaming: false,
+    };
+    let response = t
+        .client
+        .send(call)
+        .await
+        .unwrap_or_else(|e| panic!("{}: {path}: {e}", t.name));
+    response
+        .into_body()
+        .collect()
+        .await
+        .expect("body")
+        .to_bytes()
+}
+
+/// The keys of a JSON text in the order they were written, down to `depth` levels of objects
+/// (arrays are looked into): what [`Value`] (sorted maps) loses.
+#[derive(Debug)]
+enum Written {
+    Object(Vec<(String, Written)>),
+    Array(Vec<Written>),
+    Other,
+}
+
+impl<'de> serde::Deserialize<'de> for Written {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Written, D::Error> {
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = Written;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("JSON")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut a: A,
+            ) -> Result<Written, A::Error> {
+                let mut entries = Vec::new();
+                while let Some(key) = a.next_key::<String>()? {
+                    entries.push((key, a.next_value::<Written>()?));
+                }
+                Ok(Written::Object(entries))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut a: A,
+            ) -> Result<Written, A::Error> {
+                let mut items = Vec::new();
+                while let Some(item) = a.next_element::<Written>()? {
+                    items.push(item);
+                }
+                Ok(Written::Array(items))
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Written, E> {
+                Ok(Written::Other)
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<Written, E> {
+                Ok(Written::Other)
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<Written, E> {
+                Ok(Written::Other)
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<Written, E> {
+                Ok(Written::Other)
+            }
+            fn visit_str<E>(self, _: &str) -> Result<Written, E> {
+                Ok(Written::Other)
+            }
+            fn visit_unit<E>(self) -> Result<Written, E> {
+                Ok(Written::Other)
+            }
+        }
+        d.deserialize_any(Visit)
+    }
+}
+
+impl Written {
+    fn parse(bytes: &[u8]) -> Written {
+        serde_json::from_slice(bytes).expect("JSON")
+    }
+    /// This object's keys in written order.
+    fn keys(&self) -> Vec<&str> {
+        match self {
+            Written::Object(entries) => entries.iter().map(|(k, _)| k.as_str()).collect(),
+            _ => Vec::new(),
+        }
+    }
+    fn get(&self, key: &str) -> &Written {
+        match self {
+            Written::Object(entries) => entries
+                .iter()
+                .find(|(k, _)| k == key)
+                .map_or(&Written::Other, |(_, v)| v),
+            _ => &Written::Other,
+        }
+    }
+    fn first(&self) -> &Written {
+        match self {
+            Written::Array(items) => items.first().unwrap_or(&Written::Other),
+            _ => &Written::Other,
+        }
+    }
+}
+
+/// The order of an answer's keys: a built-in object's and list's as kube-apiserver's Go structs
+/// have them (`kind`, `apiVersion`, `metadata`, `spec`, `status`; ObjectMeta's own order), a
+/// built-in list's items without `kind`/`apiVersion`; a custom object's and its list's sorted (it
+/// is a map to the server), its items whole. Also: a new Deployment's status is `{}` (all its
+/// counts are `omitempty`), a StatefulSet's `replicas` and `availableReplicas`.
+async fn json_key_order(t: &Target, ns: &str) -> Value {
+    let deployments = format!("/apis/apps/v1/namespaces/{ns}/deployments");
+    let mut labelled = deployment("ordered");
+    labelled["metadata"]["labels"] = json!({"b": "1", "a": "2"});
+    labelled["metadata"]["annotations"] = json!({"note": "x"});
+    let created = t.call(Method::POST, &deployments, Some(labelled)).await;
+    assert_eq!(created.code, 201, "{}: {:?}", t.name, created.body);
+    let mut sts = deployment("set");
+    sts["kind"] = json!("StatefulSet");
+    let sets = format!("/apis/apps/v1/namespaces/{ns}/statefulsets");
+    let set = t.call(Method::POST, &sets, Some(sts)).await;
+    assert_eq!(set.code, 201, "{}: {:?}", t.name, set.body);
+    let object = Written::parse(&body_bytes(t, &format!("{deployments}/ordered")).await);
+    let list = Written::parse(&body_bytes(t, &deployments).await);
+    let cm = t
+        .call(
+            Method::POST,
+            &format!("/api/v1/namespaces/{ns}/configmaps"),
+            Some(config_map("c", "1")),
+        )
+        .await;
+    assert_eq!(cm.code, 201, "{}: {:?}", t.name, cm.body);
+    let cms = Written::parse(&body_bytes(t, &format!("/api/v1/namespaces/{ns}/configmaps")).await);
+    // A custom kind.
+    let group = format!("{ns}.ferrokube.example");
+    let crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+    let crd_url = format!("{crds}/widgets.{group}");
+    let created_crd = t.call(Method::POST, crds, Some(widget_crd(&group))).await;
+    assert_eq!(created_crd.code, 201, "{}: {:?}", t.name, created_crd.body);
+    wait_for(t, &crd_url, |s| is_established(&s.body)).await;
+    let widgets = format!("/apis/{group}/v1/namespaces/{ns}/widgets");
+    wait_for(t, &widgets, |s| s.code == 200).await;
+    let made = t
+        .call(
+            Method::POST,
+            &widgets,
+            Some(widget(&group, "w", json!({"size": 1}))),
+        )
+        .await;
+    assert_eq!(made.code, 201, "{}: {:?}", t.name, made.body);
+    let custom = Written::parse(&body_bytes(t, &format!("{widgets}/w")).await);
+    let custom_list = Written::parse(&body_bytes(t, &widgets).await);
+    let crd = Written::parse(&body_bytes(t, &crd_url).await);
+    let deleted = t.call(Method::DELETE, &crd_url, None).await;
+    assert_eq!(deleted.code, 200, "{}: {:?}", t.name, deleted.body);
+    json!({
+        "deployment": [object.keys(), object.get("metadata").keys()],
+        "deployment_status": created.body["status"],
+        "statefulset_status": set.body["status"],
+        "deployments": [list.keys(), list.get("metadata").keys(), list.get("items").first().keys()],
+        "configmaps": [cms.keys(), cms.get("items").first().keys()],
+        "widget": [custom.keys(), custom.get("metadata").keys()],
+        "widgets": [custom_list.keys(), custom_list.get("items").first().keys()],
+        "crd": crd.keys(),
+    })
+}
+conformance!(fidelity_json_key_order_and_list_items, json_key_order);
