@@ -49,6 +49,21 @@ pub enum Endpoint {
     Approval,
 }
 
+impl Endpoint {
+    /// The subresource's name as a managedFields entry records it (`"subresource": "status"`);
+    /// `""` for the object itself.
+    pub fn subresource(self) -> &'static str {
+        match self {
+            Endpoint::Main => "",
+            Endpoint::Status => "status",
+            Endpoint::Finalize => "finalize",
+            Endpoint::EphemeralContainers => "ephemeralcontainers",
+            Endpoint::Resize => "resize",
+            Endpoint::Approval => "approval",
+        }
+    }
+}
+
 /// Checks `object.apiVersion` and `object.kind` against the URL's resource (missing ones are filled).
 pub fn check_type(resource: &ResourceType, object: &mut Value) -> Result<(), StatusError> {
     let Some(map) = object.as_object_mut() else {
@@ -248,6 +263,9 @@ pub fn prepare_update(
         return result;
     }
     let namespace_kind = is_namespaces(resource);
+    if endpoint == Endpoint::Status && !namespace_kind && !resource.is_custom() {
+        return prepare_builtin_status_update(resource, &name, old, new);
+    }
     if endpoint == Endpoint::Status && !namespace_kind {
         let status = new.get("status").cloned();
         *new = old.clone();
@@ -270,20 +288,7 @@ pub fn prepare_update(
         }
         return Ok(());
     }
-    for kept in [
-        "uid",
-        "creationTimestamp",
-        "deletionTimestamp",
-        "deletionGracePeriodSeconds",
-        "generation",
-    ] {
-        let old_value = meta::metadata(old).and_then(|m| m.get(kept)).cloned();
-        let new_meta = meta::metadata_mut(new);
-        match old_value {
-            Some(v) => new_meta.insert(kept.into(), v),
-            None => new_meta.remove(kept),
-        };
-    }
+    keep_metadata(old, new, SYSTEM_METADATA);
     if namespace_kind {
         // kube-apiserver 1.37's namespace strategies: `/status` keeps the stored spec, the main
         // endpoint the stored `spec.finalizers` (and status), `/finalize` the stored status.
@@ -326,6 +331,60 @@ pub fn prepare_update(
         check_namespace_phase(resource, &name, new)?;
     }
     validate(resource, &name, new, Some(old))
+}
+
+/// The metadata a client cannot change by an update: kept from the stored object.
+const SYSTEM_METADATA: &[&str] = &[
+    "uid",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "generation",
+];
+
+/// Sets `new`'s metadata fields named in `fields` to `old`'s (removing those `old` lacks).
+fn keep_metadata(old: &Value, new: &mut Value, fields: &[&str]) {
+    for kept in fields {
+        let old_value = meta::metadata(old).and_then(|m| m.get(*kept)).cloned();
+        let new_meta = meta::metadata_mut(new);
+        match old_value {
+            Some(v) => new_meta.insert((*kept).into(), v),
+            None => new_meta.remove(*kept),
+        };
+    }
+}
+
+/// An update of a built-in kind through `/status`, as kube-apiserver 1.37's status strategies
+/// make it: everything but `metadata` and `status` (the spec, a Node's, a Service's ...) is the
+/// stored one; the metadata is the client's (labels, annotations, finalizers, owners), but for
+/// the system fields and what a kind's strategy resets: a Deployment's labels, a Pod's owner
+/// references. (A custom kind's `/status` keeps all of its stored metadata; see the caller.)
+fn prepare_builtin_status_update(
+    resource: &ResourceType,
+    name: &str,
+    old: &Value,
+    new: &mut Value,
+) -> Result<(), StatusError> {
+    let metadata = new.get("metadata").cloned();
+    let status = new.get("status").cloned();
+    *new = old.clone();
+    if let Some(map) = new.as_object_mut() {
+        if let Some(metadata) = metadata.filter(Value::is_object) {
+            map.insert("metadata".into(), metadata);
+        }
+        match status {
+            Some(status) => map.insert("status".into(), status),
+            None => map.remove("status"),
+        };
+    }
+    keep_metadata(old, new, SYSTEM_METADATA);
+    match (resource.group.as_str(), resource.kind.as_str()) {
+        ("apps", "Deployment") => keep_metadata(old, new, &["labels"]),
+        ("", "Pod") => keep_metadata(old, new, &["ownerReferences"]),
+        _ => {}
+    }
+    prune(resource, new);
+    validate(resource, name, new, Some(old))
 }
 
 /// The updates through a subresource that writes one part of the object (ephemeral containers,
@@ -514,6 +573,9 @@ fn validate(
 ) -> Result<(), StatusError> {
     let mut causes = validation::name(resource.names, "metadata.name", name);
     causes.extend(validation::object(resource, object));
+    if let Some(old) = old {
+        causes.extend(validation::update(resource, old, object));
+    }
     if let Some(schema) = &resource.schema {
         causes.extend(schema.validate_object(object));
         causes.extend(rule_causes(schema, &causes, object, old));

@@ -14,8 +14,9 @@
 //! particular order, so it would still not give Go's order. Instead the order is imposed where
 //! bytes are written: once per stored object (at commit, [`encode_object`]), and for the answers
 //! built on the fly ([`to_vec`]). Only the levels that carry the familiar fields are reordered —
-//! an object's top level, its `metadata`, a list's `items` and a watch event's `object`; deeper
-//! maps keep serde_json's sorted order.
+//! an object's top level, its `metadata` (with its `managedFields` and `ownerReferences`), a
+//! list's `items` and a watch event's `object`; deeper maps (a spec's) keep serde_json's sorted
+//! order.
 //!
 //! # How the data flows
 //!
@@ -37,6 +38,10 @@ enum Level {
     Object,
     /// `ObjectMeta` or `ListMeta`.
     Metadata,
+    /// A `ManagedFieldsEntry` of `metadata.managedFields`.
+    ManagedFields,
+    /// An `OwnerReference` of `metadata.ownerReferences`.
+    OwnerReference,
 }
 
 /// The keys of a top level in Go struct order: TypeMeta, `metadata`, the usual `spec`/`status`,
@@ -76,20 +81,47 @@ const METADATA_ORDER: &[&str] = &[
     "managedFields",
 ];
 
+/// `ManagedFieldsEntry`'s fields in their Go order.
+const MANAGED_FIELDS_ORDER: &[&str] = &[
+    "manager",
+    "operation",
+    "apiVersion",
+    "time",
+    "fieldsType",
+    "fieldsV1",
+    "subresource",
+];
+
+/// `OwnerReference`'s fields in their Go order.
+const OWNER_REFERENCE_ORDER: &[&str] = &[
+    "apiVersion",
+    "kind",
+    "name",
+    "uid",
+    "controller",
+    "blockOwnerDeletion",
+];
+
 impl Level {
     /// Where `key` goes: its place among the named keys, or after all of them.
     fn rank(self, key: &str) -> usize {
         let order = match self {
             Level::Object => OBJECT_ORDER,
             Level::Metadata => METADATA_ORDER,
+            Level::ManagedFields => MANAGED_FIELDS_ORDER,
+            Level::OwnerReference => OWNER_REFERENCE_ORDER,
         };
         order.iter().position(|k| *k == key).unwrap_or(order.len())
     }
 
-    /// The level of the value under `key` of this level, `None` for a plain (sorted) value.
+    /// The level of the value under `key` of this level (of each element, for an array), `None`
+    /// for a plain (sorted) value.
     fn below(self, key: &str) -> Option<Level> {
         match (self, key) {
             (Level::Object, "metadata") => Some(Level::Metadata),
+            (Level::Object, "items") => Some(Level::Object),
+            (Level::Metadata, "managedFields") => Some(Level::ManagedFields),
+            (Level::Metadata, "ownerReferences") => Some(Level::OwnerReference),
             _ => None,
         }
     }
@@ -101,16 +133,19 @@ struct Ordered<'a> {
     level: Level,
 }
 
-/// The elements of a list's `items`, each an object.
-struct Items<'a>(&'a [Value]);
+/// The elements of an array, each at one level (a list's `items`, `managedFields`).
+struct Elements<'a> {
+    items: &'a [Value],
+    level: Level,
+}
 
-impl Serialize for Items<'_> {
+impl Serialize for Elements<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let mut seq = serializer.serialize_seq(Some(self.0.len()))?;
-        for item in self.0 {
+        let mut seq = serializer.serialize_seq(Some(self.items.len()))?;
+        for value in self.items {
             seq.serialize_element(&Ordered {
-                value: item,
-                level: Level::Object,
+                value,
+                level: self.level,
             })?;
         }
         seq.end()
@@ -130,7 +165,7 @@ fn go_typed(map: &Map<String, Value>) -> bool {
 impl Serialize for Ordered<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let map = match self.value {
-            Value::Object(map) if matches!(self.level, Level::Metadata) || go_typed(map) => map,
+            Value::Object(map) if !matches!(self.level, Level::Object) || go_typed(map) => map,
             plain => return plain.serialize(serializer),
         };
         let mut entries: Vec<(&String, &Value)> = map.iter().collect();
@@ -139,10 +174,10 @@ impl Serialize for Ordered<'_> {
         let mut out = serializer.serialize_map(Some(entries.len()))?;
         for (key, value) in entries {
             match (self.level.below(key), value) {
-                (Some(level), _) => out.serialize_entry(key, &Ordered { value, level })?,
-                (None, Value::Array(items)) if key == "items" => {
-                    out.serialize_entry(key, &Items(items))?
+                (Some(level), Value::Array(items)) => {
+                    out.serialize_entry(key, &Elements { items, level })?
                 }
+                (Some(level), _) => out.serialize_entry(key, &Ordered { value, level })?,
                 _ => out.serialize_entry(key, value)?,
             }
         }
@@ -283,11 +318,13 @@ mod tests {
     fn objects_come_out_in_go_struct_order() {
         let pod = json!({"status": {"phase": "Pending"}, "spec": {"b": 1, "a": 2},
             "metadata": {"uid": "u", "name": "p", "namespace": "n", "labels": {"z": "1", "a": "2"},
-                         "resourceVersion": "3"},
+                         "resourceVersion": "3",
+                         "ownerReferences": [{"uid": "o", "kind": "K", "apiVersion": "v1", "name": "k"}],
+                         "managedFields": [{"time": "t", "operation": "Update", "manager": "m"}]},
             "kind": "Pod", "apiVersion": "v1", "zeta": 1, "alpha": 2});
         assert_eq!(
             to_string(&pod),
-            r#"{"kind":"Pod","apiVersion":"v1","metadata":{"name":"p","namespace":"n","uid":"u","resourceVersion":"3","labels":{"a":"2","z":"1"}},"spec":{"a":2,"b":1},"status":{"phase":"Pending"},"alpha":2,"zeta":1}"#
+            r#"{"kind":"Pod","apiVersion":"v1","metadata":{"name":"p","namespace":"n","uid":"u","resourceVersion":"3","labels":{"a":"2","z":"1"},"ownerReferences":[{"apiVersion":"v1","kind":"K","name":"k","uid":"o"}],"managedFields":[{"manager":"m","operation":"Update","time":"t"}]},"spec":{"a":2,"b":1},"status":{"phase":"Pending"},"alpha":2,"zeta":1}"#
         );
     }
 

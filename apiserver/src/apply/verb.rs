@@ -133,18 +133,20 @@ impl Api {
         TypeSource::Custom(schema.unwrap_or_else(|| json!({"type": "object"})))
     }
 
-    /// Records a create, update or non-apply patch of `new` (over `old`) by `manager` in its
-    /// managedFields. A failure is logged and leaves the object without managedFields, as
-    /// kube-apiserver does: ownership tracking never fails a write.
+    /// Records a create, update or non-apply patch of `new` (over `old`) by `manager`, through
+    /// `subresource` (`""` for the object itself), in its managedFields. A failure is logged and
+    /// leaves the object without managedFields, as kube-apiserver does: ownership tracking never
+    /// fails a write.
     pub(crate) fn record_update(
         &self,
         resource: &ResourceType,
         source: &TypeSource,
         old: Option<&Value>,
         new: &mut Value,
-        manager: &str,
+        (manager, subresource): (&str, &str),
     ) {
-        let typed = typed(resource, source);
+        let mut typed = typed(resource, source);
+        typed.subresource = subresource;
         let result = super::record_update(
             &typed,
             source.kind(resource),
