@@ -1053,13 +1053,28 @@ mod tests {
             Some(&Value::Null)
         );
         assert_eq!(new["metadata"]["uid"], old["metadata"]["uid"]);
-        // Other kinds' status writes still take only the status.
+        // Other built-in kinds' status writes take the metadata too (a Deployment's strategy
+        // keeps its labels), and never the spec.
         let t = rs_type();
         let old_rs = rs(2);
         let mut labelled = old_rs.clone();
         labelled["metadata"]["labels"] = json!({"x": "y"});
+        labelled["spec"]["replicas"] = json!(9);
         prepare_update(&t, &old_rs, &mut labelled, Endpoint::Status).expect("valid");
-        assert!(labelled["metadata"].get("labels").is_none());
+        assert_eq!(labelled["metadata"]["labels"], json!({"x": "y"}));
+        assert_eq!(labelled["spec"], old_rs["spec"]);
+        let deployments = ResourceType::new("apps", "v1", "Deployment");
+        let mut old_dep = rs(2);
+        old_dep["metadata"]["labels"] = json!({"app": "web"});
+        let mut relabelled = old_dep.clone();
+        relabelled["metadata"]["labels"] = json!({"x": "y"});
+        relabelled["metadata"]["annotations"] = json!({"note": "kept"});
+        prepare_update(&deployments, &old_dep, &mut relabelled, Endpoint::Status).expect("valid");
+        assert_eq!(relabelled["metadata"]["labels"], json!({"app": "web"}));
+        assert_eq!(
+            relabelled["metadata"]["annotations"],
+            json!({"note": "kept"})
+        );
     }
 
     #[test]
