@@ -45,7 +45,7 @@
 //!  selection, crd, patch                      selectors, a CRD as an object, patches
 //!  resource                                   the served types (and the errors about their objects)
 //!  schema, cel, meta, status, faults,         leaves
-//!  protobuf,
+//!  protobuf, wire,
 //!  review, audit
 //! ```
 //!
@@ -124,6 +124,17 @@
 //!   to dial; tokens are JWT-shaped but unsigned (see [`subresource`]).
 //! - Messages of 400s about malformed JSON come from serde, not Go's decoder: the code and reason match,
 //!   the wording does not.
+//! - JSON answers follow Go's struct order at the levels clients see (`kind`, `apiVersion`,
+//!   `metadata`, `spec`, `status`; ObjectMeta, managedFields entries, owner references; see
+//!   [`wire`]); deeper maps (a spec's fields) are sorted, where kube-apiserver keeps each struct's
+//!   order. Custom objects are sorted throughout, as kube-apiserver writes them.
+//! - Field validation ([`field_validation`]) does not look into a JSON patch, and refuses a strict
+//!   merge patch as a whole object is refused (400) where kube-apiserver quotes the patched object
+//!   in a 422. An apply naming an undeclared field of a keyed list element writes its index
+//!   (`containers[0]`), kube-apiserver its key (`containers[name="c"]`).
+//! - An owner reference added through `/status` is recorded in managedFields with its fields;
+//!   kube-apiserver 1.37 records the element alone (`k:{"uid":...}: {}`). Writes through `/scale`
+//!   record no managedFields entry.
 //! - Tables (`kubectl get`, see [`table`]): the built-in printers cover Pod, ReplicaSet, Deployment,
 //!   Namespace, ConfigMap, Secret, Event, Lease, Service, ServiceAccount, Node and PodTemplate; any
 //!   other type (a built-in kind given with `ApiServer::register` included) gets the default `Name`
@@ -210,6 +221,7 @@ pub mod strategy;
 pub mod subresource;
 pub mod table;
 pub mod validation;
+pub mod wire;
 
 pub use audit::{AuditEntry, AuditLog};
 pub use faults::{FaultSettings, Faults, WriteFailure};

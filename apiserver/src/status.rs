@@ -167,6 +167,13 @@ impl StatusError {
         error
     }
 
+    /// A failure kube-apiserver reports without a reason (a Go error that is no API status, such
+    /// as its storage's "resourceVersion should not be set on objects to be created"): `code` and
+    /// the message as it is.
+    pub fn unknown(code: u16, message: impl Into<String>) -> StatusError {
+        StatusError::new(code, "", message.into())
+    }
+
     /// 429 `TooManyRequests` with a Retry-After of `seconds`.
     pub fn too_many_requests(seconds: u64) -> StatusError {
         let mut error = StatusError::new(
@@ -210,6 +217,10 @@ impl StatusError {
             "reason": self.reason,
             "code": self.code,
         });
+        // An unknown reason is left out, as kube-apiserver's Status leaves an empty one out.
+        if let (true, Some(map)) = (self.reason.is_empty(), status.as_object_mut()) {
+            map.remove("reason");
+        }
         if let (Some(details), Some(map)) = (&self.details, status.as_object_mut()) {
             map.insert("details".into(), details.clone());
         }

@@ -42,8 +42,11 @@ use crate::status::StatusError;
 pub struct Stored {
     /// The object, `metadata.resourceVersion` included.
     pub object: Arc<Value>,
-    /// `object` serialized once, at commit.
+    /// `object` serialized once, at commit, in kube-apiserver's key order ([`crate::wire`]).
     pub json: Bytes,
+    /// Where `json` continues after its `kind` and `apiVersion` entries: see
+    /// [`crate::wire::Encoded::untyped_from`], whose invariant holds for `json`.
+    pub untyped_from: usize,
     /// The revision that wrote this object.
     pub revision: u64,
     /// When it was written (a delivery-delay fault counts from here), on the tokio runtime's clock:
@@ -481,14 +484,29 @@ fn stamp(mut object: Value, revision: u64) -> Result<Stored, StatusError> {
         "resourceVersion".into(),
         Value::String(revision.to_string()),
     );
-    let json = serde_json::to_vec(&object)
-        .map_err(|e| StatusError::internal(format!("serializing the object: {e}")))?;
+    let encoded = crate::wire::encode_object(&object);
     Ok(Stored {
         object: Arc::new(object),
-        json: Bytes::from(json),
+        json: Bytes::from(encoded.json),
+        untyped_from: encoded.untyped_from,
         revision,
         written: Instant::now(),
     })
+}
+
+impl Stored {
+    /// The same stored version holding `object` instead (an answer computed from it: a dry run,
+    /// defaults applied on read), re-encoded.
+    pub fn with_object(&self, object: Value) -> Stored {
+        let encoded = crate::wire::encode_object(&object);
+        Stored {
+            object: Arc::new(object),
+            json: Bytes::from(encoded.json),
+            untyped_from: encoded.untyped_from,
+            revision: self.revision,
+            written: self.written,
+        }
+    }
 }
 
 /// True if `a` and `b` differ at most in `metadata.resourceVersion`: such a write is a no-op.

@@ -49,6 +49,21 @@ pub enum Endpoint {
     Approval,
 }
 
+impl Endpoint {
+    /// The subresource's name as a managedFields entry records it (`"subresource": "status"`);
+    /// `""` for the object itself.
+    pub fn subresource(self) -> &'static str {
+        match self {
+            Endpoint::Main => "",
+            Endpoint::Status => "status",
+            Endpoint::Finalize => "finalize",
+            Endpoint::EphemeralContainers => "ephemeralcontainers",
+            Endpoint::Resize => "resize",
+            Endpoint::Approval => "approval",
+        }
+    }
+}
+
 /// Checks `object.apiVersion` and `object.kind` against the URL's resource (missing ones are filled).
 pub fn check_type(resource: &ResourceType, object: &mut Value) -> Result<(), StatusError> {
     let Some(map) = object.as_object_mut() else {
@@ -155,7 +170,9 @@ pub fn check_namespace(
     }
 }
 
-/// Prepares a new object for storage; returns its name.
+/// Prepares a new object for storage; returns its name. A `metadata.resourceVersion` sent along is
+/// left for the store to refuse ([`refuse_sent_version`]): kube-apiserver validates first, and a dry
+/// run, which never reaches its storage, answers with the version as sent.
 pub fn prepare_create(resource: &ResourceType, object: &mut Value) -> Result<String, StatusError> {
     let metadata = meta::metadata_mut(object);
     let name = match metadata.get("name").and_then(Value::as_str) {
@@ -179,15 +196,6 @@ pub fn prepare_create(resource: &ResourceType, object: &mut Value) -> Result<Str
             }
         },
     };
-    if metadata
-        .get("resourceVersion")
-        .and_then(Value::as_str)
-        .is_some_and(|rv| !rv.is_empty())
-    {
-        return Err(StatusError::internal(
-            "resourceVersion should not be set on objects to be created",
-        ));
-    }
     metadata.insert("uid".into(), ferrokube_core::id::uuid_v4().into());
     metadata.insert("creationTimestamp".into(), meta::now().into());
     metadata.remove("deletionTimestamp");
@@ -208,6 +216,18 @@ pub fn prepare_create(resource: &ResourceType, object: &mut Value) -> Result<Str
     prune(resource, object);
     validate(resource, &name, object, None)?;
     Ok(name)
+}
+
+/// The storage's refusal of a new object that names a resourceVersion: kube-apiserver's etcd layer
+/// answers a bare 500 (no reason), after validation and only for writes that are not dry runs.
+pub fn refuse_sent_version(object: &Value) -> Result<(), StatusError> {
+    match meta::string(object, "resourceVersion") {
+        Some(rv) if !rv.is_empty() => Err(StatusError::unknown(
+            500,
+            "resourceVersion should not be set on objects to be created",
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// Prepares `new` to replace `old` through `endpoint`. `new`'s resourceVersion, if set, must be the
@@ -243,6 +263,9 @@ pub fn prepare_update(
         return result;
     }
     let namespace_kind = is_namespaces(resource);
+    if endpoint == Endpoint::Status && !namespace_kind && !resource.is_custom() {
+        return prepare_builtin_status_update(resource, &name, old, new);
+    }
     if endpoint == Endpoint::Status && !namespace_kind {
         let status = new.get("status").cloned();
         *new = old.clone();
@@ -265,20 +288,7 @@ pub fn prepare_update(
         }
         return Ok(());
     }
-    for kept in [
-        "uid",
-        "creationTimestamp",
-        "deletionTimestamp",
-        "deletionGracePeriodSeconds",
-        "generation",
-    ] {
-        let old_value = meta::metadata(old).and_then(|m| m.get(kept)).cloned();
-        let new_meta = meta::metadata_mut(new);
-        match old_value {
-            Some(v) => new_meta.insert(kept.into(), v),
-            None => new_meta.remove(kept),
-        };
-    }
+    keep_metadata(old, new, SYSTEM_METADATA);
     if namespace_kind {
         // kube-apiserver 1.37's namespace strategies: `/status` keeps the stored spec, the main
         // endpoint the stored `spec.finalizers` (and status), `/finalize` the stored status.
@@ -321,6 +331,60 @@ pub fn prepare_update(
         check_namespace_phase(resource, &name, new)?;
     }
     validate(resource, &name, new, Some(old))
+}
+
+/// The metadata a client cannot change by an update: kept from the stored object.
+const SYSTEM_METADATA: &[&str] = &[
+    "uid",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "generation",
+];
+
+/// Sets `new`'s metadata fields named in `fields` to `old`'s (removing those `old` lacks).
+fn keep_metadata(old: &Value, new: &mut Value, fields: &[&str]) {
+    for kept in fields {
+        let old_value = meta::metadata(old).and_then(|m| m.get(*kept)).cloned();
+        let new_meta = meta::metadata_mut(new);
+        match old_value {
+            Some(v) => new_meta.insert((*kept).into(), v),
+            None => new_meta.remove(*kept),
+        };
+    }
+}
+
+/// An update of a built-in kind through `/status`, as kube-apiserver 1.37's status strategies
+/// make it: everything but `metadata` and `status` (the spec, a Node's, a Service's ...) is the
+/// stored one; the metadata is the client's (labels, annotations, finalizers, owners), but for
+/// the system fields and what a kind's strategy resets: a Deployment's labels, a Pod's owner
+/// references. (A custom kind's `/status` keeps all of its stored metadata; see the caller.)
+fn prepare_builtin_status_update(
+    resource: &ResourceType,
+    name: &str,
+    old: &Value,
+    new: &mut Value,
+) -> Result<(), StatusError> {
+    let metadata = new.get("metadata").cloned();
+    let status = new.get("status").cloned();
+    *new = old.clone();
+    if let Some(map) = new.as_object_mut() {
+        if let Some(metadata) = metadata.filter(Value::is_object) {
+            map.insert("metadata".into(), metadata);
+        }
+        match status {
+            Some(status) => map.insert("status".into(), status),
+            None => map.remove("status"),
+        };
+    }
+    keep_metadata(old, new, SYSTEM_METADATA);
+    match (resource.group.as_str(), resource.kind.as_str()) {
+        ("apps", "Deployment") => keep_metadata(old, new, &["labels"]),
+        ("", "Pod") => keep_metadata(old, new, &["ownerReferences"]),
+        _ => {}
+    }
+    prune(resource, new);
+    validate(resource, name, new, Some(old))
 }
 
 /// The updates through a subresource that writes one part of the object (ephemeral containers,
@@ -498,17 +562,7 @@ pub fn read_defaults(resource: &ResourceType, stored: Stored) -> Stored {
     if !schema.default_object(&mut object) {
         return stored;
     }
-    match serde_json::to_vec(&object) {
-        Ok(json) => Stored {
-            object: std::sync::Arc::new(object),
-            json: json.into(),
-            ..stored
-        },
-        Err(e) => {
-            tracing::warn!(error = %e, "could not serialize a defaulted object");
-            stored
-        }
-    }
+    stored.with_object(object)
 }
 
 fn validate(
@@ -520,6 +574,9 @@ fn validate(
     let mut causes = validation::name(resource.names, "metadata.name", name);
     causes.extend(validation::finalizers(resource, object));
     causes.extend(validation::object(resource, object));
+    if let Some(old) = old {
+        causes.extend(validation::update(resource, old, object));
+    }
     if let Some(schema) = &resource.schema {
         causes.extend(schema.validate_object(object));
         causes.extend(rule_causes(schema, &causes, object, old));
@@ -627,6 +684,11 @@ fn reset_status(resource: &ResourceType, object: &mut Value) {
         ("", "Service") => json!({"loadBalancer": {}}),
         ("apps", "DaemonSet") => json!({"currentNumberScheduled": 0, "numberMisscheduled": 0,
                                         "desiredNumberScheduled": 0, "numberReady": 0}),
+        // Go's zero status as kube-apiserver 1.37 stores it: a Deployment's counts are all
+        // `omitempty` (`{}`), a StatefulSet writes `replicas` and `availableReplicas`, a
+        // ReplicaSet's and a ReplicationController's `replicas`.
+        ("apps", "Deployment") => json!({}),
+        ("apps", "StatefulSet") => json!({"replicas": 0, "availableReplicas": 0}),
         ("apps", _) | ("", "ReplicationController") => json!({"replicas": 0}),
         ("", "ResourceQuota") | ("", "Node") => match object.get("status") {
             // Nodes report their own status (the kubelet creates them with it); a quota's status is
@@ -992,13 +1054,28 @@ mod tests {
             Some(&Value::Null)
         );
         assert_eq!(new["metadata"]["uid"], old["metadata"]["uid"]);
-        // Other kinds' status writes still take only the status.
+        // Other built-in kinds' status writes take the metadata too (a Deployment's strategy
+        // keeps its labels), and never the spec.
         let t = rs_type();
         let old_rs = rs(2);
         let mut labelled = old_rs.clone();
         labelled["metadata"]["labels"] = json!({"x": "y"});
+        labelled["spec"]["replicas"] = json!(9);
         prepare_update(&t, &old_rs, &mut labelled, Endpoint::Status).expect("valid");
-        assert!(labelled["metadata"].get("labels").is_none());
+        assert_eq!(labelled["metadata"]["labels"], json!({"x": "y"}));
+        assert_eq!(labelled["spec"], old_rs["spec"]);
+        let deployments = ResourceType::new("apps", "v1", "Deployment");
+        let mut old_dep = rs(2);
+        old_dep["metadata"]["labels"] = json!({"app": "web"});
+        let mut relabelled = old_dep.clone();
+        relabelled["metadata"]["labels"] = json!({"x": "y"});
+        relabelled["metadata"]["annotations"] = json!({"note": "kept"});
+        prepare_update(&deployments, &old_dep, &mut relabelled, Endpoint::Status).expect("valid");
+        assert_eq!(relabelled["metadata"]["labels"], json!({"app": "web"}));
+        assert_eq!(
+            relabelled["metadata"]["annotations"],
+            json!({"note": "kept"})
+        );
     }
 
     #[test]

@@ -220,6 +220,43 @@ pub fn object(resource: &ResourceType, object: &Value) -> Vec<Cause> {
     }
 }
 
+/// The checks of an update that compare the new object with the stored one (what is immutable).
+pub fn update(resource: &ResourceType, old: &Value, new: &Value) -> Vec<Cause> {
+    match (resource.group.as_str(), resource.kind.as_str()) {
+        ("", "Secret") => {
+            let mut causes = Vec::new();
+            if let (Some(was), is) = (old.get("type"), new.get("type"))
+                && Some(was) != is
+            {
+                let shown = is.and_then(Value::as_str).unwrap_or("");
+                causes.push(Cause::invalid("type", shown, "field is immutable"));
+            }
+            causes.extend(frozen_when_immutable(old, new, &["data"]));
+            causes
+        }
+        ("", "ConfigMap") => frozen_when_immutable(old, new, &["data", "binaryData"]),
+        _ => Vec::new(),
+    }
+}
+
+/// A ConfigMap or Secret stored with `immutable: true`: neither `immutable` nor the data maps
+/// (`fields`) may change, each change a `Forbidden` cause in that order.
+fn frozen_when_immutable(old: &Value, new: &Value, fields: &[&str]) -> Vec<Cause> {
+    if old.get("immutable") != Some(&Value::Bool(true)) {
+        return Vec::new();
+    }
+    let forbidden = |field: &str| Cause {
+        reason: "FieldValueForbidden",
+        field: field.to_string(),
+        message: "Forbidden: field is immutable when `immutable` is set".to_string(),
+    };
+    std::iter::once("immutable")
+        .chain(fields.iter().copied())
+        .filter(|field| old.get(*field) != new.get(*field))
+        .map(forbidden)
+        .collect()
+}
+
 const CONFIG_KEY_HELP: &str = "a valid config key must consist of alphanumeric characters, '-', '_' or '.' (e.g. 'key.name',  or 'KEY_NAME',  or 'key-name', regex used for validation is '[-._a-zA-Z0-9]+')";
 
 /// The keys of a ConfigMap's or Secret's data maps (`fields`): each a config key, as files in a

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use ferrokube_apiserver::http::MAX_BODY as MAX_BODY_BYTES;
 use ferrokube_apiserver::patch::{MAX_JSON_PATCH_COPY_BYTES, MAX_JSON_PATCH_OPERATIONS};
-use ferrokube_apiserver::{ApiServer, RunningServer};
+use ferrokube_apiserver::{ApiServer, ResourceType, RunningServer};
 use serde_json::{Value, json};
 
 /// One answer.
@@ -567,7 +567,11 @@ const HOSTILE_DEPTH: usize = 100_000;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn abuse_apply_bodies_nested_too_deep_are_refused_fast() {
-    let server = ApiServer::new().start().await.expect("server");
+    let server = ApiServer::new()
+        .register(ResourceType::new("example.com", "v1", "Deep"))
+        .start()
+        .await
+        .expect("server");
     let url = format!("{CONFIG_MAPS}/deep?fieldManager=test");
     let json = |extra: &str| {
         format!(
@@ -613,7 +617,18 @@ async fn abuse_apply_bodies_nested_too_deep_are_refused_fast() {
         // A generous bound for a debug build on a busy machine: it takes milliseconds.
         assert!(took < Duration::from_secs(5), "{what}: {took:?}");
     }
-    // Deep but valid: 50 levels, in JSON and in YAML (flow and block), are applied.
+    // Deep but valid: 50 levels, in JSON and in YAML (flow and block), are applied, to a kind
+    // with no declared fields to refuse `extra` (a built-in ConfigMap's apply would be refused
+    // for it: "field not declared in schema").
+    let url = "/apis/example.com/v1/namespaces/default/deeps/deep?fieldManager=test".to_string();
+    let json = |extra: &str| {
+        format!(
+            r#"{{"apiVersion": "example.com/v1", "kind": "Deep", "metadata": {{"name": "deep"}}, "extra": {extra}}}"#
+        )
+    };
+    let yaml = |extra: &str| {
+        format!("apiVersion: example.com/v1\nkind: Deep\nmetadata:\n  name: deep\nextra: {extra}\n")
+    };
     let fifty_json = json(&format!("{}1{}", r#"{"a":"#.repeat(50), "}".repeat(50)));
     let fifty_flow = yaml(&format!("{}1{}", "{a: ".repeat(50), "}".repeat(50)));
     let levels: Vec<String> = (1..=50)

@@ -249,7 +249,8 @@ async fn read_your_own_writes_deletes_are_not_visible_after_a_read() {
         .expect("read")
         .expect("still there");
     assert!(seen.metadata.deletion_timestamp.is_some());
-    // Removing the finalizer completes the delete; the patch answers the deleted object.
+    // Removing the finalizer completes the delete; the patch answers the object at the version
+    // it replaced (as kube-apiserver does), and the read still waits for the deletion.
     rw.api()
         .patch(
             "held",

@@ -275,7 +275,7 @@ impl Api {
         options: &WriteOptions<'_>,
     ) -> Result<Value, StatusError> {
         let source = self.type_source(resource);
-        self.record_update(resource, &source, None, &mut object, options.manager);
+        self.record_update(resource, &source, None, &mut object, (options.manager, ""));
         self.create_recorded(resource, namespace, object, options.dry_run)
     }
 
@@ -308,10 +308,15 @@ impl Api {
             let stored = services::stored(&self.store, resource);
             services::allocate(&stored, resource, namespace, &name, &mut object)?;
         }
+        let key = resource.key(namespace, &name);
         if dry_run {
+            // kube-apiserver's dry run looks the name up instead of storing.
+            if self.store.get(&Api::table(resource), &key).is_some() {
+                return Err(StatusError::already_exists(resource, &name));
+            }
             return Ok(object);
         }
-        let key = resource.key(namespace, &name);
+        strategy::refuse_sent_version(&object)?;
         let (_, stored) = self
             .store
             .transact(&Api::table(resource), &key, |current| {
@@ -407,7 +412,13 @@ impl Api {
         let updated = self.write(resource, namespace, name, dry_run, |current| {
             let mut object = object;
             strategy::prepare_update(resource, current, &mut object, endpoint)?;
-            self.record_update(resource, &source, Some(current), &mut object, manager);
+            self.record_update(
+                resource,
+                &source,
+                Some(current),
+                &mut object,
+                (manager, endpoint.subresource()),
+            );
             Ok(object)
         })?;
         if !dry_run {
@@ -443,7 +454,13 @@ impl Api {
             }
             strategy::check_namespace(resource, &mut object, namespace)?;
             strategy::prepare_update(resource, current, &mut object, endpoint)?;
-            self.record_update(resource, &source, Some(current), &mut object, manager);
+            self.record_update(
+                resource,
+                &source,
+                Some(current),
+                &mut object,
+                (manager, endpoint.subresource()),
+            );
             Ok(object)
         })?;
         if !dry_run {
@@ -464,6 +481,7 @@ impl Api {
     ) -> Result<Value, StatusError> {
         let key = resource.key(namespace, name);
         let mut preview = None;
+        let mut finished_as = None;
         // A Service keeps or gets its addresses (see `crate::services`), the allocator held until
         // it is stored; the stored Services are read before the transaction, which holds the store.
         let is_service = services::is_services(resource);
@@ -489,20 +507,28 @@ impl Api {
                     && meta::finalizers(&object).is_empty()
                     && !self.waits_for_kubelet(resource, &object)
                     && !waits_for_namespace_finalizers(resource, &object);
-                Ok(if finished {
-                    Write::Delete
-                } else {
-                    Write::Put(object)
-                })
+                if !finished {
+                    return Ok(Write::Put(object));
+                }
+                // kube-apiserver answers with the object as the write made it, at the version
+                // it replaced: the deletion that follows is storage's, not the client's write
+                // (the DELETED event carries a later version and the object as it was stored).
+                let replaced = meta::string(&current.object, "resourceVersion")
+                    .unwrap_or_default()
+                    .to_string();
+                meta::metadata_mut(&mut object).insert("resourceVersion".into(), replaced.into());
+                finished_as = Some(object);
+                Ok(Write::Delete)
             })?;
         if let Some(preview) = preview {
             return Ok(preview);
         }
-        match (stored, change) {
-            (Some(s), _) => Ok((*s.object).clone()),
-            // Deleted by clearing its last finalizer: the object as it was deleted.
-            (None, Some(change)) => Ok((*change.object.object).clone()),
-            (None, None) => Err(StatusError::not_found(resource, name)),
+        match (stored, change, finished_as) {
+            (Some(s), _, _) => Ok((*s.object).clone()),
+            // Deleted by clearing its last finalizer: the object as the write made it.
+            (None, Some(_), Some(finished)) => Ok(finished),
+            (None, Some(change), None) => Ok((*change.object.object).clone()),
+            (None, None, _) => Err(StatusError::not_found(resource, name)),
         }
     }
 
@@ -555,11 +581,7 @@ impl Api {
                     preview = Some(match write {
                         Write::Delete => Deletion::Deleted(current.clone()),
                         Write::Keep => Deletion::Pending(current.clone()),
-                        Write::Put(marked) => Deletion::Pending(Stored {
-                            json: serde_json::to_vec(&marked).unwrap_or_default().into(),
-                            object: Arc::new(marked),
-                            ..current.clone()
-                        }),
+                        Write::Put(marked) => Deletion::Pending(current.with_object(marked)),
                     });
                     return Ok(Write::Keep);
                 }

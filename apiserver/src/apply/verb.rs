@@ -168,18 +168,20 @@ impl Api {
         TypeSource::Custom(schema.unwrap_or_else(|| json!({"type": "object"})))
     }
 
-    /// Records a create, update or non-apply patch of `new` (over `old`) by `manager` in its
-    /// managedFields. A failure is logged and leaves the object without managedFields, as
-    /// kube-apiserver does: ownership tracking never fails a write.
+    /// Records a create, update or non-apply patch of `new` (over `old`) by `manager`, through
+    /// `subresource` (`""` for the object itself), in its managedFields. A failure is logged and
+    /// leaves the object without managedFields, as kube-apiserver does: ownership tracking never
+    /// fails a write.
     pub(crate) fn record_update(
         &self,
         resource: &ResourceType,
         source: &TypeSource,
         old: Option<&Value>,
         new: &mut Value,
-        manager: &str,
+        (manager, subresource): (&str, &str),
     ) {
-        let typed = typed(resource, source);
+        let mut typed = typed(resource, source);
+        typed.subresource = subresource;
         let result = super::record_update(
             &typed,
             source.kind(resource),
@@ -229,10 +231,12 @@ impl Api {
         let config = match target {
             ApplyTarget::Object => {
                 check_config(resource, name, &request.config)?;
+                check_declared(resource, name, &request.config)?;
                 request.config.clone()
             }
             ApplyTarget::Status => {
                 check_config(resource, name, &request.config)?;
+                check_declared(resource, name, &request.config)?;
                 status_config(resource, name, &request.config)
             }
             ApplyTarget::Scale => scale_config(resource, name, &request.config)?,
@@ -408,6 +412,32 @@ fn check_config(resource: &ResourceType, name: &str, config: &Value) -> Result<(
         ))),
         _ => Ok(()),
     }
+}
+
+/// An apply configuration of a built-in kind names only fields its type declares: kube-apiserver
+/// turns it into a typed value before anything else, whatever the `fieldValidation`, and refuses
+/// the first field it does not know (in sorted order) with a bare 500. Its path is written here
+/// with list indices (`containers[0]`) where kube-apiserver names a keyed element by its key
+/// (`containers[name="c"]`), a known difference.
+fn check_declared(resource: &ResourceType, name: &str, config: &Value) -> Result<(), StatusError> {
+    if crate::field_validation::builtin_message(resource).is_none() {
+        return Ok(());
+    }
+    let mut copy = config.clone();
+    let unknown = crate::field_validation::strip_unknown(resource, &mut copy);
+    let Some(first) = unknown.first() else {
+        return Ok(());
+    };
+    let namespace = meta::string(config, "namespace").unwrap_or_default();
+    Err(StatusError::unknown(
+        500,
+        format!(
+            "failed to create typed patch object ({namespace}/{name}; {group}/{version}, Kind={kind}): .{first}: field not declared in schema",
+            group = resource.group,
+            version = resource.version,
+            kind = resource.kind,
+        ),
+    ))
 }
 
 #[cfg(test)]

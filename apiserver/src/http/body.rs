@@ -71,21 +71,35 @@ pub async fn read_body(body: Incoming) -> Result<Bytes, StatusError> {
     }
 }
 
-pub async fn read_json(body: Incoming) -> Result<Value, StatusError> {
+/// A JSON body (a patch) and its text.
+pub async fn read_json_and_text(body: Incoming) -> Result<(Value, Bytes), StatusError> {
     let bytes = read_body(body).await?;
-    serde_json::from_slice(&bytes).map_err(|e| {
+    let value = serde_json::from_slice(&bytes).map_err(|e| {
         StatusError::bad_request(format!("couldn't get version/kind; json parse error: {e}"))
-    })
+    })?;
+    Ok((value, bytes))
 }
 
 /// A create's or update's object: JSON, or Kubernetes protobuf (what kubectl sends for built-in
 /// kinds), decoded to JSON by [`crate::protobuf`].
 pub async fn read_object(body: Incoming, format: BodyFormat) -> Result<Value, StatusError> {
+    read_object_and_text(body, format)
+        .await
+        .map(|(object, _)| object)
+}
+
+/// [`read_object`], and the JSON text the object was read from (none for protobuf): field
+/// validation reads it for what the parsed value loses (key order, duplicate keys).
+pub async fn read_object_and_text(
+    body: Incoming,
+    format: BodyFormat,
+) -> Result<(Value, Option<Bytes>), StatusError> {
     if format == BodyFormat::Json {
-        return read_json(body).await;
+        let (object, text) = read_json_and_text(body).await?;
+        return Ok((object, Some(text)));
     }
     let bytes = read_body(body).await?;
-    decode_protobuf(&bytes)
+    Ok((decode_protobuf(&bytes)?, None))
 }
 
 /// A protobuf body in its JSON form: 415 for what the decoder does not support, 400 for what is
@@ -108,9 +122,9 @@ pub async fn read_custom_object(
     body: Incoming,
     format: BodyFormat,
     kind: &str,
-) -> Result<Value, StatusError> {
+) -> Result<(Value, Option<Bytes>), StatusError> {
     if format != BodyFormat::Json {
-        return read_object(body, format).await;
+        return read_object_and_text(body, format).await;
     }
     let bytes = read_body(body).await?;
     let object: Value = serde_json::from_slice(&bytes).map_err(|e| {
@@ -124,7 +138,7 @@ pub async fn read_custom_object(
     {
         return Err(crate::strategy::missing_kind(kind, &bytes));
     }
-    Ok(object)
+    Ok((object, Some(bytes)))
 }
 
 pub async fn read_json_or_empty(body: Incoming) -> Result<Value, StatusError> {
@@ -159,8 +173,9 @@ pub fn bytes_response(status: StatusCode, body: Bytes) -> Response<Body> {
     response
 }
 
+/// `value` as the JSON body, its keys in kube-apiserver's order ([`crate::wire`]).
 pub fn json_response(status: StatusCode, value: &Value) -> Response<Body> {
-    bytes_response(status, Bytes::from(value.to_string()))
+    bytes_response(status, Bytes::from(crate::wire::to_vec(value)))
 }
 
 pub fn stored_response(status: StatusCode, stored: &Stored) -> Response<Body> {

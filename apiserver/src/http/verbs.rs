@@ -20,7 +20,7 @@ use tokio::sync::mpsc;
 
 use super::body::{
     Body, bytes_response, json_response, read_body, read_custom_object, read_delete_options,
-    read_json, read_object, stored_response,
+    read_json_and_text, read_object, read_object_and_text, stored_response,
 };
 use super::handlers::{Reply, Shared};
 use super::partial;
@@ -250,12 +250,12 @@ impl Call<'_> {
     /// POST: 201 with the created object.
     async fn create(&self, options: &WriteQuery, format: BodyFormat, body: Incoming) -> Reply {
         self.write_fault()?;
-        let mut object = if self.resource.is_custom() {
+        let (mut object, text) = if self.resource.is_custom() {
             read_custom_object(body, format, &self.resource.kind).await?
         } else {
-            read_object(body, format).await?
+            read_object_and_text(body, format).await?
         };
-        let warnings = self.judge_unknown_fields(options, &mut object)?;
+        let warnings = self.judge_unknown_fields(options, &mut object, text.as_deref())?;
         let options = WriteOptions {
             dry_run: options.dry_run,
             manager: &options.field_manager,
@@ -277,15 +277,15 @@ impl Call<'_> {
     ) -> Reply {
         self.write_fault()?;
         self.update_fault(&target.name)?;
-        let mut object = if self.resource.is_custom() && !target.is_scale() {
+        let (mut object, text) = if self.resource.is_custom() && !target.is_scale() {
             read_custom_object(body, format, &self.resource.kind).await?
         } else {
-            read_object(body, format).await?
+            read_object_and_text(body, format).await?
         };
         let warnings = if target.is_scale() {
             Vec::new()
         } else {
-            self.judge_unknown_fields(options, &mut object)?
+            self.judge_unknown_fields(options, &mut object, text.as_deref())?
         };
         let api = &self.shared.api;
         let (resource, ns, name) = (self.resource, self.namespace, target.name.as_str());
@@ -312,12 +312,12 @@ impl Call<'_> {
     ) -> Reply {
         self.write_fault()?;
         self.update_fault(&target.name)?;
-        let mut patch = read_json(body).await?;
+        let (mut patch, text) = read_json_and_text(body).await?;
         // A merge patch names fields where the object has them: its unknown ones are the
         // object's. (A JSON patch's are not looked for: a known difference.)
         let warnings = match kind {
             PatchType::Merge | PatchType::Strategic if !target.is_scale() => {
-                self.judge_unknown_fields(options, &mut patch)?
+                self.judge_unknown_fields(options, &mut patch, Some(&text))?
             }
             _ => Vec::new(),
         };
@@ -547,13 +547,31 @@ impl Call<'_> {
     /// Removes the unknown fields of a write's body and judges them by the request's
     /// `fieldValidation` (see [`crate::field_validation`]): the warnings to send, or the 400 of
     /// a strict write.
+    /// Drops the unknown fields of a write's `body` and judges them, with its duplicate fields
+    /// (read from its JSON `text`), by the request's `fieldValidation`.
     fn judge_unknown_fields(
         &self,
         options: &WriteQuery,
         body: &mut Value,
+        text: Option<&[u8]>,
     ) -> Result<Vec<String>, StatusError> {
-        let unknown = crate::field_validation::strip_unknown(self.resource, body);
-        options.field_validation.judge(self.resource, unknown)
+        use crate::field_validation::{Problem, problems, read_merging_duplicates, strip_unknown};
+        let unknown = strip_unknown(self.resource, body);
+        let problems = problems(unknown, text);
+        let duplicated = problems.iter().any(|p| matches!(p, Problem::Duplicate(_)));
+        let warnings = options.field_validation.judge(self.resource, problems)?;
+        // A field of a built-in kind written twice: the body as Go reads it into its struct
+        // (objects merged), its unknown fields dropped again (they were judged above). A custom
+        // object is read into a map, where the last value wins, as serde_json has it.
+        let builtin = crate::field_validation::builtin_message(self.resource).is_some();
+        if let Some(merged) = text
+            .filter(|_| duplicated && builtin)
+            .and_then(read_merging_duplicates)
+        {
+            *body = merged;
+            strip_unknown(self.resource, body);
+        }
+        Ok(warnings)
     }
 
     /// The injected write failure (500 or 429), if one is due.
@@ -631,19 +649,21 @@ fn list_body(
 ) -> Bytes {
     let metadata = list_metadata(revision, continue_token, remaining);
     let head = json!({"kind": format!("{}List", resource.kind), "apiVersion": resource.api_version(), "metadata": metadata});
-    let head = head.to_string();
+    let (before, after) = crate::wire::list_frame(&head);
     let size: usize = items.iter().map(|s| s.json.len() + 1).sum();
-    let mut body = BytesMut::with_capacity(head.len() + size + 16);
-    // `head` is `{...}`: reopen it to append the items.
-    body.put_slice(&head.as_bytes()[..head.len() - 1]);
-    body.put_slice(b",\"items\":[");
+    let mut body = BytesMut::with_capacity(before.len() + size + after.len());
+    body.put_slice(&before);
+    // kube-apiserver's items of a built-in kind carry no `kind` and `apiVersion` (Go's typed list
+    // holds the bare structs); a custom kind's items are whole objects (see `crate::wire`).
     for (i, item) in items.iter().enumerate() {
         if i > 0 {
             body.put_u8(b',');
         }
-        body.put_slice(&item.json);
+        for part in crate::wire::untyped_item(&item.json, item.untyped_from) {
+            body.put_slice(part);
+        }
     }
-    body.put_slice(b"]}");
+    body.put_slice(&after);
     body.freeze()
 }
 
@@ -727,19 +747,22 @@ fn render_table(
     let table = match item {
         WatchItem::Event(event, stored) => {
             writer.now = table::Instant::now();
-            json!({"type": event.as_str(), "object": writer.object(&stored.object, !*headers_sent)})
+            (
+                event.as_str(),
+                writer.object(&stored.object, !*headers_sent),
+            )
         }
         WatchItem::Bookmark {
             revision,
             initial_events_end,
         } => {
             let object = bookmark_object(resource, *revision, *initial_events_end);
-            json!({"type": "BOOKMARK", "object": writer.object(&object, !*headers_sent)})
+            ("BOOKMARK", writer.object(&object, !*headers_sent))
         }
         WatchItem::Error(_) => return render(resource, item),
     };
     *headers_sent = true;
-    Bytes::from(format!("{table}\n"))
+    event_line(table.0, &table.1)
 }
 
 /// The object of a BOOKMARK event: the watched kind with only a resourceVersion (and the
@@ -778,8 +801,14 @@ fn render_metadata(
         }
         WatchItem::Error(_) => return Some(render(resource, item)),
     };
-    let event = json!({"type": kind, "object": object});
-    Some(Bytes::from(format!("{event}\n")))
+    Some(event_line(kind, &object))
+}
+
+/// A watch event's line: `{"type":...,"object":...}` in kube-apiserver's key order, and a newline.
+fn event_line(kind: &str, object: &Value) -> Bytes {
+    let mut line = crate::wire::event(kind, object);
+    line.push(b'\n');
+    Bytes::from(line)
 }
 
 /// One watch event line.
@@ -798,15 +827,9 @@ fn render(resource: &ResourceType, item: &WatchItem) -> Bytes {
             initial_events_end,
         } => {
             let object = bookmark_object(resource, *revision, *initial_events_end);
-            let event = json!({"type": "BOOKMARK", "object": object});
-            line.put_slice(event.to_string().as_bytes());
-            line.put_u8(b'\n');
+            return event_line("BOOKMARK", &object);
         }
-        WatchItem::Error(error) => {
-            let event = json!({"type": "ERROR", "object": error.to_status()});
-            line.put_slice(event.to_string().as_bytes());
-            line.put_u8(b'\n');
-        }
+        WatchItem::Error(error) => return event_line("ERROR", &error.to_status()),
     }
     line.freeze()
 }

@@ -121,6 +121,10 @@
 //!   was sent and has dropped it since, the delete is applied and nothing is needed; if the
 //!   store never held it (its creation has not reached the cache yet, or never will), its uid is
 //!   remembered and filtered out of every `get` and `list` result, as uids are never reused.
+//! - An update or patch that removes the last finalizer of an object marked for deletion ends it;
+//!   kube-apiserver answers it with the object as the write made it, at the resourceVersion the
+//!   write *replaced* (the deletion is a later one). Its uid is recorded as one that must go, as
+//!   for a delete answered with a `Status` (issue 44).
 //! - A read takes a snapshot of the records, subscribes to the store's resourceVersion
 //!   ([`SharedIndexInformer::watch_store_resource_version`]), and checks: store version ≥ the
 //!   recorded one (as integers; a store that has not listed yet is behind) and every recorded
@@ -710,6 +714,18 @@ impl<K: Object> ReadYourWrites<K> {
     }
 }
 
+/// Whether a write answered with `written` was the one that ended its object: marked for
+/// deletion, no finalizer left and no grace period running (a Pod on a node waits for its kubelet
+/// with a positive one). A Namespace waits for its `spec.finalizers` too, which metadata does
+/// not show: its writes are never taken for its end.
+fn completes_deletion(resource: &ApiResource, written: &ObjectMeta) -> bool {
+    let namespace = resource.group.is_empty() && resource.kind == "Namespace";
+    written.deletion_timestamp.is_some()
+        && written.finalizers.as_ref().is_none_or(Vec::is_empty)
+        && written.deletion_grace_period_seconds.unwrap_or(0) == 0
+        && !namespace
+}
+
 /// The observer a [`ReadYourWrites`] puts on its `Api`: what the writes leave for reads to wait
 /// for (see [How it works](self#how-it-works)). It holds the client's records weakly: the `Api`
 /// that holds this observer lives in those records' `Shared`, and a strong reference back would
@@ -737,8 +753,21 @@ impl<K: Object> RecordWrites<K> {
 
 impl<K: Object> WriteObserver for RecordWrites<K> {
     fn committed(&self, resource: &ApiResource, written: &ObjectMeta) {
-        if let Some(client) = self.client_for(resource) {
-            client.record_written(written);
+        let Some(client) = self.client_for(resource) else {
+            return;
+        };
+        client.record_written(written);
+        // The write that removes the last finalizer of an object being deleted ends it, but
+        // kube-apiserver answers it at the version the write replaced, with the object as the
+        // write made it: the deletion is a later version, which the recorded one does not wait
+        // for (issue 44: a reconciler read its object back and cleaned up twice). Recorded as a
+        // delete as well: the store must drop that uid before a read proceeds.
+        if completes_deletion(resource, written) {
+            let key = ObjectKey::new(
+                written.namespace.as_deref(),
+                written.name.as_deref().unwrap_or_default(),
+            );
+            client.record_deleted(&key, None, written.uid.as_deref());
         }
     }
 
