@@ -580,8 +580,20 @@ fn compile_rule(rule: &mut Rule, node: &Schema, root: bool, cardinality: f64) {
     rule.cost = rule_cost;
     rule.message_cost = message_cost;
     if rule.problems.is_empty() {
-        let metered = meter::instrument(program.expression());
-        let message_metered = message.as_ref().map(|m| meter::instrument(m.expression()));
+        // Instrumenting recurses on the expression's depth too (see `compile_expression`).
+        let instrumented = on_big_stack(|| {
+            let metered = meter::instrument(program.expression());
+            let message_metered = message.as_ref().map(|m| meter::instrument(m.expression()));
+            (metered, message_metered)
+        });
+        let (metered, message_metered) = match instrumented {
+            Ok(both) => both,
+            Err(e) => {
+                let detail = CompileError::Internal(e).to_string();
+                rule.problems.push(invalid(rule, "rule", &detail));
+                return;
+            }
+        };
         rule.compiled = Some(Arc::new(Compiled {
             metered,
             message_metered,
@@ -609,9 +621,26 @@ fn compile_expression(
 ) -> Result<(Program, bool, f64), CompileError> {
     guard(source)?;
     let program = parse(source)?;
+    // The checker and the estimator recurse on the expression's depth, as the parser does: a
+    // left-deep chain (`a + 1 + 1 …`) is as deep as it is long, so they run on the big stack too.
+    let checked =
+        on_big_stack(|| check_and_estimate(&program, source, self_type, node, root, want));
+    let (uses_old_self, cost) = checked.map_err(CompileError::Internal)??;
+    Ok((program, uses_old_self, cost))
+}
+
+/// Type-checks a parsed expression and estimates its cost: whether it uses `oldSelf`, and the cost.
+fn check_and_estimate(
+    program: &Program,
+    source: &str,
+    self_type: &Ty<'_>,
+    node: &Schema,
+    root: bool,
+    want: Want,
+) -> Result<(bool, f64), CompileError> {
     let mut checker = Checker {
         source,
-        program: &program,
+        program,
         scopes: Vec::new(),
         self_type: self_type.clone(),
         issues: Vec::new(),
@@ -635,9 +664,8 @@ fn compile_expression(
         let what = if want == Want::Bool { "bool" } else { "string" };
         return Err(CompileError::Issues(format!("must evaluate to a {what}")));
     }
-    let uses_old_self = checker.uses_old_self;
     let cost = estimate::estimate(program.expression(), node, root);
-    Ok((program, uses_old_self, cost))
+    Ok((checker.uses_old_self, cost))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1730,6 +1758,29 @@ mod tests {
         assert_eq!(validate(&s, &ok, None), vec![]);
         let bad = json!({"spec": {"a": "abd", "l": [1, 2, 3]}});
         assert_eq!(validate(&s, &bad, None).len(), 1);
+    }
+
+    #[test]
+    fn a_long_left_deep_chain_is_checked_estimated_and_run_off_the_callers_stack() {
+        // 400 additions: within the operator limit, and as deep as it is long, compiled and run
+        // from a thread with a small stack. (Not shown to fail without the big-stack checker; and
+        // 990 additions overflow even the 64 MiB `cel` thread of a debug build: see issue 42.)
+        let rule = format!("self.n{} > 0", " + 1".repeat(400));
+        let raw = json!({"type": "object", "properties": {"spec": {"type": "object",
+            "x-kubernetes-validations": [{"rule": rule}],
+            "properties": {"n": {"type": "integer"}}}}});
+        let small = std::thread::Builder::new()
+            .stack_size(256 * 1024)
+            .spawn(move || {
+                let s = schema(raw);
+                let causes = check_schema(&s, "s");
+                let ok = validate(&s, &json!({"spec": {"n": 1}}), None);
+                (causes, ok)
+            })
+            .expect("thread");
+        let (causes, ok) = small.join().expect("no overflow");
+        assert!(causes.is_empty(), "{causes:?}");
+        assert_eq!(ok, vec![]);
     }
 
     #[test]
