@@ -82,12 +82,17 @@
 //!   undefined fields, undeclared names and functions, and rules that are not boolean. Overloads
 //!   (e.g. `self.name + 1`) are caught only when evaluated ("no such overload").
 //! - Of the libraries kube-apiserver 1.37 adds to CEL, the rules have cel-go's strings (version 2)
-//!   and lists extensions (from the `cel` crate) and Kubernetes' list library (`isSorted`, `sum`,
-//!   `min`, `max`, `indexOf`, `lastIndexOf`: `cel/kubernetes_lists.rs`). Kubernetes' other libraries
-//!   (`quantity`, `url`, `ip`, `cidr`, `format`, `semver`, regex `find`, authz), cel-go's sets,
-//!   optional types, `duration`/`timestamp` and `optionalOldSelf` are not supported: a rule using
-//!   them is refused when the CRD is written, as "undeclared reference" (kube-apiserver accepts
-//!   it).
+//!   and lists extensions (from the `cel` crate), `duration`/`timestamp` (the crate's, with its
+//!   `chrono` feature), optional types (`optional.of`, `?.`, `orValue`, `hasValue`: the crate's),
+//!   Kubernetes' list library (`cel/kubernetes_lists.rs`), `isIP` (`cel/kubernetes_net.rs`) and
+//!   the DNS/label names of the format library (`cel/kubernetes_format.rs`). Kubernetes' other
+//!   libraries (`quantity`, `url`, `ip()`/`cidr`, `semver`, regex `find`, authz, the remaining
+//!   format names), cel-go's sets and `optionalOldSelf` are not supported: a rule using them is
+//!   refused when the CRD is written, as "undeclared reference" (kube-apiserver accepts it).
+//! - `duration('1hx')`: the crate parses the leading `1h` and ignores the rest, where Go refuses
+//!   the string (`type conversion error`); durations longer than Go's (±292 years) are taken.
+//!   `isIP`, `validate` and the format constants are metered at 1 each, where Kubernetes charges
+//!   `isIP` by the length of its argument.
 //! - Ratcheting is applied to rules without `oldSelf` (an unchanged value is not refused again)
 //!   but produces no Warning header.
 
@@ -104,7 +109,9 @@ use crate::schema::{Compiled, Problem, Rule, RuleSpec, Schema};
 use crate::status::Cause;
 
 mod estimate;
+mod kubernetes_format;
 mod kubernetes_lists;
+mod kubernetes_net;
 mod meter;
 
 /// The longest rule or messageExpression accepted, in bytes (kube-apiserver has no fixed limit;
@@ -216,10 +223,12 @@ fn env() -> Arc<Env> {
     static ENV: OnceLock<Arc<Env>> = OnceLock::new();
     ENV.get_or_init(|| {
         let mut env = Env::stdlib();
-        let libraries: [(&str, Library); 4] = [
+        let libraries: [(&str, Library); 6] = [
             ("strings", cel::extensions::strings),
             ("lists", cel::extensions::lists),
             ("kubernetes lists", kubernetes_lists::extension),
+            ("kubernetes format", kubernetes_format::extension),
+            ("kubernetes ip", kubernetes_net::extension),
             ("runtime cost meter", meter::extension),
         ];
         for (name, library) in libraries {
@@ -571,8 +580,20 @@ fn compile_rule(rule: &mut Rule, node: &Schema, root: bool, cardinality: f64) {
     rule.cost = rule_cost;
     rule.message_cost = message_cost;
     if rule.problems.is_empty() {
-        let metered = meter::instrument(program.expression());
-        let message_metered = message.as_ref().map(|m| meter::instrument(m.expression()));
+        // Instrumenting recurses on the expression's depth too (see `compile_expression`).
+        let instrumented = on_big_stack(|| {
+            let metered = meter::instrument(program.expression());
+            let message_metered = message.as_ref().map(|m| meter::instrument(m.expression()));
+            (metered, message_metered)
+        });
+        let (metered, message_metered) = match instrumented {
+            Ok(both) => both,
+            Err(e) => {
+                let detail = CompileError::Internal(e).to_string();
+                rule.problems.push(invalid(rule, "rule", &detail));
+                return;
+            }
+        };
         rule.compiled = Some(Arc::new(Compiled {
             metered,
             message_metered,
@@ -600,9 +621,26 @@ fn compile_expression(
 ) -> Result<(Program, bool, f64), CompileError> {
     guard(source)?;
     let program = parse(source)?;
+    // The checker and the estimator recurse on the expression's depth, as the parser does: a
+    // left-deep chain (`a + 1 + 1 …`) is as deep as it is long, so they run on the big stack too.
+    let checked =
+        on_big_stack(|| check_and_estimate(&program, source, self_type, node, root, want));
+    let (uses_old_self, cost) = checked.map_err(CompileError::Internal)??;
+    Ok((program, uses_old_self, cost))
+}
+
+/// Type-checks a parsed expression and estimates its cost: whether it uses `oldSelf`, and the cost.
+fn check_and_estimate(
+    program: &Program,
+    source: &str,
+    self_type: &Ty<'_>,
+    node: &Schema,
+    root: bool,
+    want: Want,
+) -> Result<(bool, f64), CompileError> {
     let mut checker = Checker {
         source,
-        program: &program,
+        program,
         scopes: Vec::new(),
         self_type: self_type.clone(),
         issues: Vec::new(),
@@ -626,9 +664,8 @@ fn compile_expression(
         let what = if want == Want::Bool { "bool" } else { "string" };
         return Err(CompileError::Issues(format!("must evaluate to a {what}")));
     }
-    let uses_old_self = checker.uses_old_self;
     let cost = estimate::estimate(program.expression(), node, root);
-    Ok((program, uses_old_self, cost))
+    Ok((checker.uses_old_self, cost))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -810,7 +847,42 @@ fn is_declared(name: &str) -> bool {
         || STRING_FUNCTIONS.contains(&name)
         || LIST_FUNCTIONS.contains(&name)
         || kubernetes_lists::FUNCTIONS.contains(&name)
+        || kubernetes_net::FUNCTIONS.contains(&name)
+        || kubernetes_format::is_function(name)
+        || TIME_FUNCTIONS.contains(&name)
+        || OPTIONAL_FUNCTIONS.contains(&name)
 }
+
+/// cel-go's optional types, which kube-apiserver 1.37 enables for CRD rules (the `cel` crate's;
+/// `optMap` and `optFlatMap` are macros, expanded while parsing into these).
+const OPTIONAL_FUNCTIONS: [&str; 9] = [
+    "optional.of",
+    "optional.ofNonZeroValue",
+    "optional.none",
+    "hasValue",
+    "value",
+    "orValue",
+    "or",
+    "_?._",
+    "_[?_]",
+];
+
+/// CEL's `duration` and `timestamp` (the `cel` crate's, with its `chrono` feature) and their
+/// accessors.
+const TIME_FUNCTIONS: [&str; 12] = [
+    "duration",
+    "timestamp",
+    "getDate",
+    "getDayOfMonth",
+    "getDayOfWeek",
+    "getDayOfYear",
+    "getFullYear",
+    "getHours",
+    "getMilliseconds",
+    "getMinutes",
+    "getMonth",
+    "getSeconds",
+];
 
 struct Checker<'a, 's> {
     source: &'a str,
@@ -861,6 +933,12 @@ impl<'a, 's> Checker<'a, 's> {
                 if select.test { Ty::Bool } else { found }
             }
             Expr::Call(call) => {
+                // `format.dns1123Label()`, `strings.quote(s)`: a function in a namespace, when
+                // the namespace is not a variable (cel-go resolves such names so).
+                if let Some(name) = self.qualified_function(call) {
+                    let args: Vec<Ty<'s>> = call.args.iter().map(|a| self.check(a)).collect();
+                    return call_type(&name, None, &args);
+                }
                 let target = call.target.as_deref().map(|t| self.check(t));
                 let args: Vec<Ty<'s>> = call.args.iter().map(|a| self.check(a)).collect();
                 if !is_declared(&call.func_name) {
@@ -895,6 +973,17 @@ impl<'a, 's> Checker<'a, 's> {
             Expr::Comprehension(c) => self.comprehension(c),
             Expr::Struct(_) | Expr::Unspecified => Ty::Dyn,
         }
+    }
+
+    /// `ns.f` when `call` is `ns.f(…)` with `ns` not a variable and `ns.f` a declared function.
+    fn qualified_function(&self, call: &cel::common::ast::CallExpr) -> Option<String> {
+        let Expr::Ident(namespace) = &call.target.as_deref()?.expr else {
+            return None;
+        };
+        let variable = matches!(namespace.as_str(), "self" | "oldSelf")
+            || self.scopes.iter().any(|(n, _)| n == namespace);
+        let name = format!("{namespace}.{}", call.func_name);
+        (!variable && is_declared(&name)).then_some(name)
     }
 
     fn ident(&mut self, expr: &IdedExpr, name: &str) -> Ty<'s> {
@@ -999,7 +1088,7 @@ fn call_type<'s>(name: &str, target: Option<&Ty<'s>>, args: &[Ty<'s>]) -> Ty<'s>
         | "bool"
         | "has"
         | "exists" => Ty::Bool,
-        "isSorted" => Ty::Bool,
+        "isSorted" | "isIP" | "hasValue" => Ty::Bool,
         "size" | "int" | "indexOf" | "lastIndexOf" => Ty::Int,
         "lowerAscii" | "upperAscii" | "trim" | "replace" | "substring" | "charAt" | "join"
         | "format" | "strings.quote" => Ty::String,
@@ -1265,6 +1354,16 @@ fn eval_error(error: &ExecutionError) -> EvalError {
         }
         ExecutionError::IndexOutOfBounds(index) => {
             EvalError::Cel(format!("index out of range: {index:?}"))
+        }
+        // cel-go converts a string it cannot parse to a duration or timestamp with one message,
+        // whatever was wrong with it.
+        ExecutionError::FunctionError { function, .. } if function == "duration" => EvalError::Cel(
+            "type conversion error from 'string' to 'google.protobuf.Duration'".into(),
+        ),
+        ExecutionError::FunctionError { function, .. } if function == "timestamp" => {
+            EvalError::Cel(
+                "type conversion error from 'string' to 'google.protobuf.Timestamp'".into(),
+            )
         }
         // cel-go reports a library function's error by its message alone.
         ExecutionError::FunctionError { message, .. } => EvalError::Cel(message.clone()),
@@ -1659,6 +1758,65 @@ mod tests {
         assert_eq!(validate(&s, &ok, None), vec![]);
         let bad = json!({"spec": {"a": "abd", "l": [1, 2, 3]}});
         assert_eq!(validate(&s, &bad, None).len(), 1);
+    }
+
+    #[test]
+    fn a_long_left_deep_chain_is_checked_estimated_and_run_off_the_callers_stack() {
+        // 400 additions: within the operator limit, and as deep as it is long, compiled and run
+        // from a thread with a small stack. (Not shown to fail without the big-stack checker; and
+        // 990 additions overflow even the 64 MiB `cel` thread of a debug build: see issue 42.)
+        let rule = format!("self.n{} > 0", " + 1".repeat(400));
+        let raw = json!({"type": "object", "properties": {"spec": {"type": "object",
+            "x-kubernetes-validations": [{"rule": rule}],
+            "properties": {"n": {"type": "integer"}}}}});
+        let small = std::thread::Builder::new()
+            .stack_size(256 * 1024)
+            .spawn(move || {
+                let s = schema(raw);
+                let causes = check_schema(&s, "s");
+                let ok = validate(&s, &json!({"spec": {"n": 1}}), None);
+                (causes, ok)
+            })
+            .expect("thread");
+        let (causes, ok) = small.join().expect("no overflow");
+        assert!(causes.is_empty(), "{causes:?}");
+        assert_eq!(ok, vec![]);
+    }
+
+    #[test]
+    fn the_bundles_library_functions_compile_and_run() {
+        let rules = [
+            "!(duration(self.d) < duration('1s') || duration(self.d) > duration('1h'))",
+            "self.hosts.all(h, !isIP(h))",
+            "size(self.name) == 0 || format.dns1123Label().validate(self.name) == null",
+            "size(self.name) == 0 || !format.dns1123Label().validate(self.name).hasValue() || self.name == 'Bad'",
+        ];
+        let rules: Vec<Value> = rules.iter().map(|r| json!({"rule": r})).collect();
+        let s = schema(
+            json!({"type": "object", "properties": {"spec": {"type": "object",
+            "x-kubernetes-validations": rules,
+            "properties": {"d": {"type": "string", "maxLength": 10},
+                "name": {"type": "string", "maxLength": 63},
+                "hosts": {"type": "array", "maxItems": 4,
+                    "items": {"type": "string", "maxLength": 253}}}}}}),
+        );
+        let causes = check_schema(&s, "s");
+        assert!(causes.is_empty(), "{causes:?}");
+        let messages = |spec: Value| -> Vec<String> {
+            validate(&s, &json!({ "spec": spec }), None)
+                .into_iter()
+                .map(|c| c.message)
+                .collect()
+        };
+        // An empty name passes the third rule; an IP among the hosts fails the second; a valid
+        // name fails the third (an optional is never null in cel-go), an invalid one the fourth
+        // unless it is 'Bad'.
+        let ok = messages(json!({"d": "90s", "name": "", "hosts": ["example.com"]}));
+        assert_eq!(ok, Vec::<String>::new());
+        let failed = messages(json!({"d": "2h", "name": "my-name", "hosts": ["10.0.0.1"]}));
+        assert_eq!(failed.len(), 3, "{failed:?}");
+        let failed = messages(json!({"d": "1s", "name": "Bad", "hosts": ["::ffff:1.2.3.4"]}));
+        assert_eq!(failed.len(), 1, "{failed:?}");
     }
 
     #[test]
