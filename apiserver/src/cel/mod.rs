@@ -100,7 +100,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use cel::common::ast::{ComprehensionExpr, Expr, IdedExpr, LiteralValue};
+use cel::common::ast::{ComprehensionExpr, EntryExpr, Expr, IdedExpr, LiteralValue};
 use cel::objects::{Key, Map as CelMap};
 use cel::{Context, Env, ExecutionError, Program};
 use serde_json::Value;
@@ -119,6 +119,13 @@ mod meter;
 pub const MAX_RULE_BYTES: usize = 16 * 1024;
 /// The deepest nesting of brackets (`(`, `[`, `{`) in a rule.
 pub const MAX_NESTING: usize = 32;
+/// The deepest expression a rule may parse to, as kube-apiserver 1.37.2 measured it: `self.x` plus
+/// 248 `+ 1` then `> 0` (an expression 251 deep here) compiles there, 249 `+ 1` is refused with
+/// `max recursion depth exceeded` (cel-go's parser stops at a recursion depth of 250). Chains of
+/// `&&` or `||` count as balanced trees, as cel-go builds them (300 `&&` compile there). Past some
+/// hundreds of levels the evaluator's recursion would overflow even the big stack (990 `+ 1` did,
+/// aborting the process), so this is a safety limit as well as kube-apiserver's.
+pub const MAX_EXPRESSION_DEPTH: usize = 251;
 /// The most operators (`+`, `.`, `&&`, …, counted by character) in a rule.
 pub const MAX_OPERATORS: usize = 1000;
 /// The stack of the thread that parses and evaluates rules: the `cel` crate's parser and evaluator
@@ -621,12 +628,80 @@ fn compile_expression(
 ) -> Result<(Program, bool, f64), CompileError> {
     guard(source)?;
     let program = parse(source)?;
+    if expression_depth(program.expression()) > MAX_EXPRESSION_DEPTH {
+        return Err(CompileError::Issues(
+            "ERROR: <input>:-1:0: max recursion depth exceeded".to_string(),
+        ));
+    }
     // The checker and the estimator recurse on the expression's depth, as the parser does: a
     // left-deep chain (`a + 1 + 1 …`) is as deep as it is long, so they run on the big stack too.
     let checked =
         on_big_stack(|| check_and_estimate(&program, source, self_type, node, root, want));
     let (uses_old_self, cost) = checked.map_err(CompileError::Internal)??;
     Ok((program, uses_old_self, cost))
+}
+
+/// How deep `expr` is, with chains of one logical operator (`a && b && c`) counted as the balanced
+/// trees cel-go's parser makes of them. Walked with a stack of its own, not by recursion: the point
+/// is to refuse what would recurse too deep.
+fn expression_depth(expr: &IdedExpr) -> usize {
+    let mut deepest = 0;
+    let mut pending: Vec<(&IdedExpr, usize)> = vec![(expr, 1)];
+    while let Some((e, depth)) = pending.pop() {
+        deepest = deepest.max(depth);
+        match &e.expr {
+            Expr::Call(call) if matches!(call.func_name.as_str(), "_&&_" | "_||_") => {
+                // The chain's operands, however the parser nested them.
+                let mut operands = Vec::new();
+                let mut chain = vec![e];
+                while let Some(link) = chain.pop() {
+                    match &link.expr {
+                        Expr::Call(c) if c.func_name == call.func_name && c.target.is_none() => {
+                            chain.extend(c.args.iter());
+                        }
+                        _ => operands.push(link),
+                    }
+                }
+                // A balanced tree of n leaves is ceil(log2 n) deep.
+                let levels = operands.len().max(2).next_power_of_two().trailing_zeros() as usize;
+                pending.extend(operands.into_iter().map(|o| (o, depth + levels)));
+            }
+            Expr::Call(call) => {
+                pending.extend(call.target.iter().map(|t| (t.as_ref(), depth + 1)));
+                pending.extend(call.args.iter().map(|a| (a, depth + 1)));
+            }
+            Expr::Select(select) => pending.push((select.operand.as_ref(), depth + 1)),
+            Expr::List(list) => pending.extend(list.elements.iter().map(|x| (x, depth + 1))),
+            Expr::Map(map) => {
+                for entry in &map.entries {
+                    if let EntryExpr::MapEntry(e) = &entry.expr {
+                        pending.push((&e.key, depth + 1));
+                        pending.push((&e.value, depth + 1));
+                    }
+                }
+            }
+            Expr::Struct(s) => {
+                for entry in &s.entries {
+                    if let EntryExpr::StructField(f) = &entry.expr {
+                        pending.push((&f.value, depth + 1));
+                    }
+                }
+            }
+            Expr::Comprehension(c) => {
+                for part in [
+                    &c.iter_range,
+                    &c.accu_init,
+                    &c.loop_cond,
+                    &c.loop_step,
+                    &c.result,
+                ] {
+                    pending.push((part, depth + 1));
+                }
+            }
+            Expr::Literal(_) | Expr::Ident(_) | Expr::Unspecified => {}
+        }
+    }
+    deepest
 }
 
 /// Type-checks a parsed expression and estimates its cost: whether it uses `oldSelf`, and the cost.
@@ -1762,10 +1837,10 @@ mod tests {
 
     #[test]
     fn a_long_left_deep_chain_is_checked_estimated_and_run_off_the_callers_stack() {
-        // 400 additions: within the operator limit, and as deep as it is long, compiled and run
-        // from a thread with a small stack. (Not shown to fail without the big-stack checker; and
-        // 990 additions overflow even the 64 MiB `cel` thread of a debug build: see issue 42.)
-        let rule = format!("self.n{} > 0", " + 1".repeat(400));
+        // 248 additions, the longest chain kube-apiserver 1.37.2 compiles: as deep as it is long,
+        // compiled and run from a thread with a small stack. (Not shown to fail without the
+        // big-stack checker.)
+        let rule = format!("self.n{} > 0", " + 1".repeat(248));
         let raw = json!({"type": "object", "properties": {"spec": {"type": "object",
             "x-kubernetes-validations": [{"rule": rule}],
             "properties": {"n": {"type": "integer"}}}}});
@@ -1781,6 +1856,33 @@ mod tests {
         let (causes, ok) = small.join().expect("no overflow");
         assert!(causes.is_empty(), "{causes:?}");
         assert_eq!(ok, vec![]);
+    }
+
+    #[test]
+    fn a_chain_deeper_than_kube_apiservers_parser_allows_is_refused_not_run() {
+        let compile = |rule: String| {
+            let s = schema(
+                json!({"type": "object", "properties": {"n": {"type": "integer"}},
+                "x-kubernetes-validations": [{"rule": rule}]}),
+            );
+            check_schema(&s, "s")
+        };
+        // kube-apiserver 1.37.2: 248 `+ 1` compile, 249 do not. 990 (within the operator limit)
+        // overflowed the 64 MiB `cel` thread when an object was validated, aborting the server.
+        assert!(compile(format!("self.n{} > 0", " + 1".repeat(248))).is_empty());
+        for n in [249, 990] {
+            let causes = compile(format!("self.n{} > 0", " + 1".repeat(n)));
+            assert_eq!(causes.len(), 1, "{n}: {causes:?}");
+            assert!(
+                causes[0].message.ends_with(
+                    "compilation failed: ERROR: <input>:-1:0: max recursion depth exceeded"
+                ),
+                "{n}: {}",
+                causes[0].message
+            );
+        }
+        // A chain of `&&` is a balanced tree for cel-go (300 compile on kube-apiserver 1.37.2).
+        assert!(compile(vec!["true"; 300].join(" && ")).is_empty());
     }
 
     #[test]
