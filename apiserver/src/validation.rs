@@ -167,7 +167,7 @@ fn checks_standard_finalizers(resource: &ResourceType) -> bool {
 
 /// `metadata.finalizers` as kube-apiserver 1.37.2 validates it, for every kind: each a qualified
 /// name (its problems at `metadata.finalizers`, without an index), `orphan` and
-/// `foregroundDeletion` not both, then (on most built-in kinds, see [`checks_standard_finalizers`])
+/// `foregroundDeletion` not both, then (on most built-in kinds, see `checks_standard_finalizers`)
 /// each bare name a standard one (at `metadata.finalizers[i]`). There is no limit on how many:
 /// only the 3 MiB request body bounds the list. Linear in the list's total length.
 pub fn finalizers(resource: &ResourceType, object: &Value) -> Vec<Cause> {

@@ -71,7 +71,7 @@
 //!   `maxProperties`, or what fits in a 3 MiB request), times how often the rule can run in one
 //!   object; a rule over [`STATIC_COST_LIMIT`] (or a CRD over [`STATIC_CRD_COST_LIMIT`] in total)
 //!   is refused, with kube-apiserver's message. At run time the
-//!   work actually done is metered as cel-go meters it ([`meter`]): each rule is stopped when it
+//!   work actually done is metered as cel-go meters it (the `meter` module): each rule is stopped when it
 //!   passes [`PER_CALL_LIMIT`] (`operation cancelled: actual cost limit exceeded`), its cost is
 //!   charged to the write's [`RUNTIME_COST_BUDGET`], and functions that would allocate more than
 //!   they read are charged before they run. [`EVALUATION_DEADLINE`] is the last resort.
