@@ -17,7 +17,8 @@
 #   {"server","suite","spec","status":"passed|failed|skipped|pending|...","seconds","error"}
 #
 #   scripts/fidelity.sh build        # the test binaries (cached; ~5 min of two cores from empty caches)
-#   scripts/fidelity.sh embedded     # run every suite against the embedded server (dev-profile build)
+#   scripts/fidelity.sh embedded     # run every suite against the embedded server (dev-profile build;
+#                                    # FIDELITY_PROFILE=release for an optimized one)
 #   scripts/fidelity.sh real         # run every suite against kube-apiserver K8S_VERSION (1.37.2;
 #                                    # scripts/kube-apiserver.sh: prebuilt or built from source)
 #   scripts/fidelity.sh compare [A B]  # specs that pass on one and not on the other (default: the
@@ -38,7 +39,9 @@
 # Settings (environment): SUITES (default "client cache builder"), FIDELITY_SEED (Ginkgo's
 # shuffle seed, default 1: the same order on every run and both servers), FIDELITY_OUT (default
 # target/fidelity), FIDELITY_FOCUS (a ginkgo focus regex, for a quick look at a few specs),
-# EMBEDDED_PORT (16490), K8S_VERSION (1.37.2), and scripts/kube-apiserver.sh's STATE/APISERVER_PORT.
+# EMBEDDED_PORT (16490), FIDELITY_PROFILE (dev; or release: the embedded server built and run with
+# cargo's release profile, for timings), K8S_VERSION (1.37.2), and scripts/kube-apiserver.sh's
+# STATE/APISERVER_PORT.
 set -euo pipefail
 
 log() { echo "[fidelity] $*" >&2; }
@@ -55,6 +58,12 @@ SUITES=${SUITES:-client cache builder}
 # share the server, so the order can change an outcome. One seed for every run, real and embedded.
 SEED=${FIDELITY_SEED:-1}
 top=$cache/controller-runtime-$SUITE_VERSION
+profile=${FIDELITY_PROFILE:-dev}
+case $profile in
+  dev) profile_dir=debug profile_flags=() ;;
+  release) profile_dir=release profile_flags=(--release) ;;
+  *) log "FIDELITY_PROFILE is dev or release, not '$profile'"; exit 2 ;;
+esac
 out_dir=${FIDELITY_OUT:-$repo/target/fidelity}
 recorded_real=$repo/benches/conformance/fidelity-real-$K8S_VERSION-controller-runtime-$SUITE_VERSION.jsonl
 recorded_embedded=$repo/benches/conformance/fidelity-embedded-controller-runtime-$SUITE_VERSION.jsonl
@@ -126,7 +135,7 @@ start_embedded() {
   t0=$(date +%s%N)
   # Without its built-in controllers: the suites expect what envtest starts, kube-apiserver alone
   # (they finalize the namespaces they delete themselves, and count ServiceAccounts).
-  "${CARGO_TARGET_DIR:-$repo/target}/debug/ferrokube-apiserver" --port "$port" --kubeconfig "$KUBECONFIG" \
+  "${CARGO_TARGET_DIR:-$repo/target}/$profile_dir/ferrokube-apiserver" --port "$port" --kubeconfig "$KUBECONFIG" \
     --no-builtin-controllers >"$out_dir/embedded-$suite-apiserver.log" 2>&1 &
   started_pids+=($!)
   local i
@@ -245,8 +254,8 @@ PY
 
 embedded() {
   build
-  log "building ferrokube-apiserver (cargo build, dev profile)"
-  (cd "$repo" && cargo build -q -p ferrokube-apiserver --bin ferrokube-apiserver >&2)
+  log "building ferrokube-apiserver (cargo build, $profile profile)"
+  (cd "$repo" && cargo build -q "${profile_flags[@]}" -p ferrokube-apiserver --bin ferrokube-apiserver >&2)
   run_all embedded
 }
 

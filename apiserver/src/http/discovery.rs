@@ -10,7 +10,25 @@
 //!   request discovers everything. It is made from the legacy resource lists ([`resources`]):
 //!   `deployments/scale` becomes a `subresources` entry of `deployments`, so both forms always
 //!   agree.
+//!
+//! Every client asks for discovery, and many ask often: controller-runtime's `client.New` reads
+//! `/api` and `/apis` each time it is called (its envtest suites call it a dozen times per spec,
+//! thousands of times per suite). A document depends on nothing but the [`Catalog`], which is
+//! immutable and replaced as a whole when the served types change, so [`DiscoveryCache`] renders
+//! each document once per catalog and answers later requests with the same bytes:
+//!
+//! ```text
+//!  request ──► Registry::snapshot() = Arc<Catalog> ──► DiscoveryCache::document(catalog, doc)
+//!                                                       │ same Arc as the memo's? its bytes
+//!                                                       └ otherwise: render, serialize, remember
+//! ```
 
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use bytes::Bytes;
+use parking_lot::Mutex;
 use serde_json::{Value, json};
 
 use crate::resource::{Catalog, ResourceType};
@@ -337,4 +355,89 @@ pub fn openapi_v3_group(registry: &Catalog, prefix: &str) -> Option<Value> {
         "paths": paths,
         "components": {"schemas": schemas},
     }))
+}
+
+/// A discovery document that depends only on the catalog (so [`DiscoveryCache`] may keep it).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Document {
+    /// Aggregated discovery of `/api`: the core group.
+    AggregatedCore,
+    /// Aggregated discovery of `/apis`: every other group.
+    AggregatedGroups,
+    /// Legacy `/apis` (APIGroupList).
+    Groups,
+    /// Legacy `/apis/{group}` (APIGroup).
+    Group(String),
+    /// Legacy `/api/v1` or `/apis/{group}/{version}` (APIResourceList).
+    Resources { group: String, version: String },
+}
+
+impl Document {
+    /// The document for `catalog`; `None`: not served (a 404).
+    fn render(&self, catalog: &Catalog) -> Option<Value> {
+        match self {
+            Document::AggregatedCore => Some(aggregated(catalog, true)),
+            Document::AggregatedGroups => Some(aggregated(catalog, false)),
+            Document::Groups => Some(groups(catalog)),
+            Document::Group(name) => group_document(catalog, name),
+            Document::Resources { group, version } => resources(catalog, group, version),
+        }
+    }
+}
+
+/// The serialized discovery documents of the catalog last asked about (see the [module docs](self)).
+#[derive(Debug, Default)]
+pub struct DiscoveryCache {
+    memo: Mutex<Option<Memo>>,
+    /// How many documents were rendered (cache misses), for tests and metrics.
+    renders: AtomicU64,
+}
+
+#[derive(Debug)]
+struct Memo {
+    /// The catalog the documents were made from. Held, so its address cannot be reused by a newer
+    /// catalog: `Arc::ptr_eq` with it is identity.
+    catalog: Arc<Catalog>,
+    /// Invariant: each entry is `document.render(&catalog)`, serialized. Only served documents are
+    /// kept (a 404 is rendered again), so the map holds at most one entry per served group-version
+    /// plus the four fixed documents, whatever paths clients ask for.
+    documents: HashMap<Document, Bytes>,
+}
+
+impl DiscoveryCache {
+    /// `document` of `catalog`, serialized; `None` if it is not served.
+    pub fn document(&self, catalog: &Arc<Catalog>, document: Document) -> Option<Bytes> {
+        {
+            let memo = self.memo.lock();
+            if let Some(memo) = memo.as_ref().filter(|m| Arc::ptr_eq(&m.catalog, catalog)) {
+                if let Some(bytes) = memo.documents.get(&document) {
+                    return Some(bytes.clone());
+                }
+            }
+        }
+        // Rendered without the lock: two requests that miss together both render (the same
+        // bytes); neither waits for the other.
+        self.renders.fetch_add(1, Ordering::Relaxed);
+        let bytes = Bytes::from(document.render(catalog)?.to_string());
+        let mut memo = self.memo.lock();
+        match memo.as_mut() {
+            Some(m) if Arc::ptr_eq(&m.catalog, catalog) => {
+                m.documents.insert(document, bytes.clone());
+            }
+            // Another catalog (a newer one; or, for a request that began before a swap, an older
+            // one, which the next request with the newer catalog replaces in turn): start over.
+            _ => {
+                *memo = Some(Memo {
+                    catalog: catalog.clone(),
+                    documents: HashMap::from([(document, bytes.clone())]),
+                });
+            }
+        }
+        Some(bytes)
+    }
+
+    /// How many documents were rendered since the server started (each cache miss counts one).
+    pub fn renders(&self) -> u64 {
+        self.renders.load(Ordering::Relaxed)
+    }
 }

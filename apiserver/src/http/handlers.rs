@@ -17,7 +17,7 @@ use http::{HeaderValue, Method, Request, Response, StatusCode, header};
 use hyper::body::Incoming;
 use serde_json::Value;
 
-use super::body::{Body, error_response, json_response, read_body};
+use super::body::{Body, bytes_response, error_response, json_response, read_body};
 use super::discovery;
 use super::guard::HostPolicy;
 use super::request::{ApiRequest, FaultActions, Path};
@@ -43,6 +43,8 @@ pub struct Shared {
     pub default_watch_timeout: Duration,
     /// Write requests, when auditing is on.
     pub audit: Arc<AuditLog>,
+    /// Discovery documents, rendered once per catalog.
+    pub discovery: discovery::DiscoveryCache,
 }
 
 /// A handler's answer: a response, or the `Status` of its refusal.
@@ -142,7 +144,7 @@ pub(super) fn same_secret(sent: &[u8], secret: &[u8]) -> bool {
 
 async fn dispatch(
     shared: &Arc<Shared>,
-    registry: &Catalog,
+    registry: &Arc<Catalog>,
     route: Route,
     request: Request<Incoming>,
 ) -> Reply {
@@ -152,12 +154,25 @@ async fn dispatch(
         (&Method::GET, None) => Err(StatusError::no_such_resource()),
         (m, _) => Err(StatusError::method_not_allowed(m.as_str())),
     };
+    // A document that depends only on the catalog, from the cache.
+    let cached = |document: discovery::Document| match (
+        &method,
+        shared.discovery.document(registry, document),
+    ) {
+        (&Method::GET, Some(bytes)) => Ok(bytes_response(StatusCode::OK, bytes)),
+        (&Method::GET, None) => Err(StatusError::no_such_resource()),
+        (m, _) => Err(StatusError::method_not_allowed(m.as_str())),
+    };
     let path = match route {
         Route::Version => return get_only(Some(discovery::version())),
         Route::Health => return Ok(Response::new(Body::full("ok"))),
         Route::CoreVersions | Route::Groups if aggregated_discovery(&request) => {
-            let core = matches!(route, Route::CoreVersions);
-            return get_only(Some(discovery::aggregated(registry, core))).map(|mut response| {
+            let document = if matches!(route, Route::CoreVersions) {
+                discovery::Document::AggregatedCore
+            } else {
+                discovery::Document::AggregatedGroups
+            };
+            return cached(document).map(|mut response| {
                 let headers = response.headers_mut();
                 headers.insert(
                     header::CONTENT_TYPE,
@@ -168,10 +183,10 @@ async fn dispatch(
             });
         }
         Route::CoreVersions => return get_only(Some(discovery::core_versions(&shared.address))),
-        Route::Groups => return get_only(Some(discovery::groups(registry))),
-        Route::Group(group) => return get_only(discovery::group_document(registry, &group)),
+        Route::Groups => return cached(discovery::Document::Groups),
+        Route::Group(group) => return cached(discovery::Document::Group(group)),
         Route::Resources { group, version } => {
-            return get_only(discovery::resources(registry, &group, &version));
+            return cached(discovery::Document::Resources { group, version });
         }
         Route::OpenApiRoot => return get_only(Some(discovery::openapi_v3_root(registry))),
         Route::OpenApi(prefix) => return get_only(discovery::openapi_v3_group(registry, &prefix)),

@@ -303,6 +303,7 @@ impl ApiServer {
             hosts: HostPolicy::new(local, &self.allowed_hosts),
             default_watch_timeout: self.watch_timeout,
             audit: Arc::new(AuditLog::new(self.audit)),
+            discovery: Default::default(),
         });
         create_builtin_objects(&shared.api)?;
         let mut tasks = Vec::new();
@@ -576,6 +577,13 @@ impl RunningServer {
     /// The served types, live: [`Registry::register`] serves another at once.
     pub fn registry(&self) -> &Registry {
         &self.shared.api.registry
+    }
+
+    /// How many discovery documents the server has rendered: each is rendered once per set of
+    /// served types and then answered from memory, so this grows with changes to the types (a CRD
+    /// established), not with requests.
+    pub fn discovery_renders(&self) -> u64 {
+        self.shared.discovery.renders()
     }
 
     /// Serves one more connection that did not come through the listening socket, as if it had

@@ -1,10 +1,11 @@
 //! The API server's own tests (`cargo test -p ferrokube-apiserver --test apiserver`), one test
-//! binary (one link, one run) of five suites:
+//! binary (one link, one run) of six suites:
 //!
 //! | module | what it checks |
 //! |---|---|
 //! | [`cel`] | CRD validation rules in CEL: the corpus of tests/fixtures/cel_corpus.json against kube-apiserver 1.37.2's recorded answers |
 //! | [`conformance`] | the embedded server against kube-apiserver: the same cases, the same observations |
+//! | [`discovery`] | discovery documents are rendered once per set of served types, not per request |
 //! | [`faults`] | the fault switches over HTTP (`/ferrokube/faults`) and the pod simulator |
 //! | [`kubectl`] | kubectl 1.32 as a real client: apply, edit, scale, server-side apply, generators |
 //! | [`tables`] | `kubectl get` and the Table documents, against kube-apiserver's |
@@ -17,6 +18,7 @@
 mod cel;
 mod common;
 mod conformance;
+mod discovery;
 mod faults;
 mod kubectl;
 mod tables;
