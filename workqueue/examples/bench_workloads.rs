@@ -1,5 +1,6 @@
-//! The five workqueue workloads of `benches/WORKLOADS.md`, run on ferrokube's `WorkQueue` (or on the
-//! single-threaded floors), printing one JSON line per run on stdout.
+//! The workqueue workloads of `benches/WORKLOADS.md` (W1–W5, and W2m, the old mixed W2 kept as a
+//! secondary figure), run on ferrokube's `WorkQueue` (or on the single-threaded floors), printing
+//! one JSON line per run on stdout.
 //!
 //! ```text
 //! cargo run --release -p ferrokube-workqueue --example bench_workloads -- --workload W1 --runs 5
@@ -7,9 +8,12 @@
 //! cargo run --release -p ferrokube-workqueue --example bench_workloads -- --impl floor-foldhash --workload W1
 //! ```
 //!
-//! Options: `--workload W1..W5|all`, `--runs N` (default 1), `--scale F` (smoke tests only),
+//! Options: `--workload W1..W5|W2m|all`, `--runs N` (default 1), `--scale F` (smoke tests only),
 //! `--impl ferrokube|floor-siphash|floor-foldhash` (the floors run W1 only; other workloads exit 3).
-//! `--help` says so too; bad usage exits with 2. Everything but the JSON lines goes to stderr. Follow WORKLOADS.md when changing anything here.
+//! `--help` says so too; bad usage exits with 2; a run that fails a check WORKLOADS.md demands (W2's
+//! 10,000 items, W3's 1,000,000, W5's 600,000 gets and 100,000 successes) prints no JSON line and
+//! exits with 1. Everything but the JSON lines goes to stderr. Follow WORKLOADS.md (its 2026-11-28
+//! revision) when changing anything here.
 
 use std::collections::{HashSet, VecDeque};
 use std::hash::BuildHasher;
@@ -84,7 +88,7 @@ impl Impl {
 #[derive(clap::Parser, Debug)]
 #[command(
     name = "bench_workloads",
-    about = "The five workqueue workloads of benches/WORKLOADS.md, one JSON line per run on stdout.",
+    about = "The workqueue workloads of benches/WORKLOADS.md (W1-W5, W2m), one JSON line per run on stdout.",
     args_override_self = true
 )]
 struct Cli {
@@ -107,6 +111,8 @@ struct Cli {
 enum Workload {
     W1,
     W2,
+    /// The old mixed W2: consumers run while the producers add.
+    W2m,
     W3,
     W4,
     W5,
@@ -125,10 +131,11 @@ impl Args {
         let workloads = match cli.workload {
             Workload::W1 => vec!["W1"],
             Workload::W2 => vec!["W2"],
+            Workload::W2m => vec!["W2m"],
             Workload::W3 => vec!["W3"],
             Workload::W4 => vec!["W4"],
             Workload::W5 => vec!["W5"],
-            Workload::All => vec!["W1", "W2", "W3", "W4", "W5"],
+            Workload::All => vec!["W1", "W2", "W2m", "W3", "W4", "W5"],
         };
         Args {
             workloads,
@@ -203,7 +210,8 @@ fn main() -> ExitCode {
             eprintln!("{} {workload} run {}", args.implementation.name(), run + 1);
             let result = match (args.implementation, *workload) {
                 (Impl::Ferrokube, "W1") => Ok(w1(args.scale)),
-                (Impl::Ferrokube, "W2") => Ok(w2(args.scale)),
+                (Impl::Ferrokube, "W2") => w2(args.scale),
+                (Impl::Ferrokube, "W2m") => w2m(args.scale),
                 (Impl::Ferrokube, "W3") => w3(args.scale),
                 (Impl::Ferrokube, "W4") => Ok(w4(args.scale)),
                 (Impl::Ferrokube, "W5") => w5(args.scale),
@@ -283,18 +291,39 @@ fn w1_floor<S: BuildHasher>(scale: Option<f64>, hasher: S) -> Report {
     }
 }
 
-/// Consumers for W2/W3: `get` → `done` until shutdown; returns (items, time of its last `done`).
+/// When the consumers of a producers-and-consumers run start (WORKLOADS.md's W2 against W2m and W3).
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum ConsumersStart {
+    /// With the clock, so they `get` while the producers add (W2m, W3).
+    WithProducers,
+    /// Once every producer has returned and `producers_secs` is recorded (W2 since 2026-11-28): the
+    /// adds then race no consumer, so adds/s measures the queue, not how far the consumers lag.
+    AfterProducers,
+}
+
+/// What one producers-and-consumers run measured.
+struct Drained {
+    /// Keys handed out by `get`, over all consumers.
+    items: u64,
+    /// Clock start → the last `done` of any consumer.
+    secs: f64,
+    /// Clock start → the last producer returned.
+    producers_secs: f64,
+}
+
+/// Consumers for W2/W2m/W3: each waits at `start`, then `get` → `done` until shutdown; returns
+/// (items, time of its last `done`).
 fn spawn_consumers(
     queue: &WorkQueue<Key>,
     n: usize,
-    barrier: &Arc<Barrier>,
+    start: &Arc<Barrier>,
 ) -> Vec<thread::JoinHandle<(u64, Option<Instant>)>> {
     (0..n)
         .map(|_| {
             let queue = queue.clone();
-            let barrier = Arc::clone(barrier);
+            let start = Arc::clone(start);
             thread::spawn(move || {
-                barrier.wait();
+                start.wait();
                 let mut items = 0u64;
                 let mut last_done = None;
                 while let Some(key) = queue.get_blocking() {
@@ -308,19 +337,35 @@ fn spawn_consumers(
         .collect()
 }
 
-/// Runs producers (each adding its own prepared key list) and consumers as W2 and W3 define.
-/// Returns (items handed out, secs to the last done, producers_secs).
-fn produce_and_consume(streams: Vec<Vec<Key>>, consumers: usize) -> (u64, f64, f64) {
+/// Runs producers (each adding its own prepared key list) and consumers as W2, W2m and W3 define.
+///
+/// Every thread is created before the clock starts and waits at a barrier. With
+/// [`ConsumersStart::AfterProducers`] the consumers wait at a second barrier instead, which the
+/// main thread passes once the producers have returned and `producers_secs` is read; either way the
+/// main thread then calls `shut_down` and the consumers drain what is left.
+fn produce_and_consume(
+    streams: Vec<Vec<Key>>,
+    consumers: usize,
+    consumers_start: ConsumersStart,
+) -> Result<Drained, String> {
     let queue: WorkQueue<Key> = WorkQueue::new();
-    let barrier = Arc::new(Barrier::new(streams.len() + consumers + 1));
-    let consumer_threads = spawn_consumers(&queue, consumers, &barrier);
+    let with_producers = consumers_start == ConsumersStart::WithProducers;
+    let clock_parties = streams.len() + 1 + if with_producers { consumers } else { 0 };
+    let clock = Arc::new(Barrier::new(clock_parties));
+    let after_producers = Arc::new(Barrier::new(consumers + 1));
+    let consumer_gate = if with_producers {
+        &clock
+    } else {
+        &after_producers
+    };
+    let consumer_threads = spawn_consumers(&queue, consumers, consumer_gate);
     let producer_threads: Vec<_> = streams
         .into_iter()
         .map(|stream| {
             let queue = queue.clone();
-            let barrier = Arc::clone(&barrier);
+            let clock = Arc::clone(&clock);
             thread::spawn(move || {
-                barrier.wait();
+                clock.wait();
                 for key in &stream {
                     queue.add(key.clone());
                 }
@@ -329,49 +374,105 @@ fn produce_and_consume(streams: Vec<Vec<Key>>, consumers: usize) -> (u64, f64, f
         })
         .collect();
     let start = Instant::now();
-    barrier.wait();
-    let streams: Vec<_> = producer_threads
-        .into_iter()
-        .map(|t| t.join().expect("producer thread"))
-        .collect();
+    clock.wait();
+    let mut streams = Vec::with_capacity(producer_threads.len());
+    for producer in producer_threads {
+        streams.push(producer.join().map_err(|_| "a producer thread panicked")?);
+    }
     let producers_secs = start.elapsed().as_secs_f64();
+    if !with_producers {
+        after_producers.wait();
+    }
     queue.shut_down();
     let mut items = 0;
     let mut end = start;
-    for t in consumer_threads {
-        let (n, last) = t.join().expect("consumer thread");
+    for consumer in consumer_threads {
+        let (n, last) = consumer.join().map_err(|_| "a consumer thread panicked")?;
         items += n;
         end = end.max(last.unwrap_or(start));
     }
     drop(streams);
-    (items, (end - start).as_secs_f64(), producers_secs)
+    Ok(Drained {
+        items,
+        secs: (end - start).as_secs_f64(),
+        producers_secs,
+    })
 }
 
-/// W2 — dedup storm: 4 producers × 250,000 adds over 10,000 keys, 4 consumers.
-fn w2(scale: Option<f64>) -> Report {
-    let space = keys("ns/name-", 10_000);
+/// W2's key space: `ns/name-0` … `ns/name-9999` (not scaled by `--scale`).
+const W2_SPACE: usize = 10_000;
+
+/// The four producers' streams of W2 and W2m (250,000 draws each from SplitMix64 seeded 1000 + p),
+/// and how many distinct keys they hold (10,000 at full scale).
+fn w2_streams(scale: Option<f64>) -> (Vec<Vec<Key>>, u64) {
+    let space = keys("ns/name-", W2_SPACE);
     let per_producer = scaled(250_000, scale);
-    let streams: Vec<Vec<Key>> = (0..4u64)
+    let mut drawn = vec![false; W2_SPACE];
+    let streams = (0..4u64)
         .map(|p| {
             let mut rng = SplitMix64(1000 + p);
             (0..per_producer)
-                .map(|_| space[(rng.next() % 10_000) as usize].clone())
+                .map(|_| {
+                    let i = (rng.next() % W2_SPACE as u64) as usize;
+                    drawn[i] = true;
+                    space[i].clone()
+                })
                 .collect()
         })
         .collect();
-    let adds = (4 * per_producer) as f64;
-    let (items, secs, producers_secs) = produce_and_consume(streams, 4);
-    Report {
-        workload: "W2",
-        items,
-        secs,
-        extra: vec![
-            ("adds", json_number(adds)),
-            ("adds_per_sec", json_number(adds / producers_secs)),
-            ("dedup_ratio", json_number(adds / items as f64)),
-            ("producers_secs", json_number(producers_secs)),
-        ],
+    let distinct = drawn.iter().filter(|&&d| d).count() as u64;
+    (streams, distinct)
+}
+
+/// The JSON extras W2 and W2m share.
+fn w2_extra(adds: u64, drained: &Drained) -> Vec<(&'static str, String)> {
+    let adds = adds as f64;
+    vec![
+        ("adds", json_number(adds)),
+        ("adds_per_sec", json_number(adds / drained.producers_secs)),
+        ("dedup_ratio", json_number(adds / drained.items as f64)),
+        ("producers_secs", json_number(drained.producers_secs)),
+    ]
+}
+
+/// W2 — dedup storm: 4 producers × 250,000 adds over 10,000 keys with no consumer running; then 4
+/// consumers drain every key exactly once (checked: items = 10,000, or the distinct keys drawn
+/// under `--scale`).
+fn w2(scale: Option<f64>) -> Result<Report, String> {
+    let (streams, distinct) = w2_streams(scale);
+    if scale.is_none() && distinct != W2_SPACE as u64 {
+        return Err(format!(
+            "the draws cover {distinct} keys, expected {W2_SPACE}"
+        ));
     }
+    let adds: u64 = streams.iter().map(|s| s.len() as u64).sum();
+    let drained = produce_and_consume(streams, 4, ConsumersStart::AfterProducers)?;
+    if drained.items != distinct {
+        return Err(format!(
+            "handed out {} keys, expected each of {distinct} exactly once",
+            drained.items
+        ));
+    }
+    Ok(Report {
+        workload: "W2",
+        items: drained.items,
+        secs: drained.secs,
+        extra: w2_extra(adds, &drained),
+    })
+}
+
+/// W2m — the old mixed W2: the same adds while 4 consumers `get` → `done`; `items` is however
+/// many the queue coalesced into (no check).
+fn w2m(scale: Option<f64>) -> Result<Report, String> {
+    let (streams, _distinct) = w2_streams(scale);
+    let adds: u64 = streams.iter().map(|s| s.len() as u64).sum();
+    let drained = produce_and_consume(streams, 4, ConsumersStart::WithProducers)?;
+    Ok(Report {
+        workload: "W2m",
+        items: drained.items,
+        secs: drained.secs,
+        extra: w2_extra(adds, &drained),
+    })
 }
 
 /// W3 — contended: 8 producers × 125,000 unique keys, 8 consumers.
@@ -381,15 +482,18 @@ fn w3(scale: Option<f64>) -> Result<Report, String> {
         .map(|p| keys(&format!("ns/p{p}-"), per_producer))
         .collect();
     let expected = (8 * per_producer) as u64;
-    let (items, secs, producers_secs) = produce_and_consume(streams, 8);
-    if items != expected {
-        return Err(format!("processed {items} keys, expected {expected}"));
+    let drained = produce_and_consume(streams, 8, ConsumersStart::WithProducers)?;
+    if drained.items != expected {
+        return Err(format!(
+            "processed {} keys, expected {expected}",
+            drained.items
+        ));
     }
     Ok(Report {
         workload: "W3",
-        items,
-        secs,
-        extra: vec![("producers_secs", json_number(producers_secs))],
+        items: drained.items,
+        secs: drained.secs,
+        extra: vec![("producers_secs", json_number(drained.producers_secs))],
     })
 }
 
@@ -461,9 +565,10 @@ fn w4(scale: Option<f64>) -> Report {
     }
 }
 
-/// W5 — rate-limited retry: every key fails five times (exponential backoff from 1 µs), then succeeds.
+/// W5 — rate-limited retry: 100,000 keys (since 2026-11-28) each fail five times (exponential
+/// backoff from 1 µs), then succeed; checked: 600,000 gets and 100,000 successes.
 fn w5(scale: Option<f64>) -> Result<Report, String> {
-    let n = scaled(10_000, scale);
+    let n = scaled(100_000, scale);
     let keys = keys("ns/name-", n);
     let base = Duration::from_micros(1);
     let queue: WorkQueue<Key> = WorkQueue::builder()
@@ -520,15 +625,16 @@ fn w5(scale: Option<f64>) -> Result<Report, String> {
     if gets != 6 * n as u64 {
         return Err(format!("{gets} gets, expected {}", 6 * n));
     }
+    let successes = successes.load(Ordering::SeqCst);
+    if successes != n {
+        return Err(format!("{successes} successes, expected {n}"));
+    }
     Ok(Report {
         workload: "W5",
         items: gets,
         secs: (end - start).as_secs_f64(),
         extra: vec![
-            (
-                "successes",
-                json_number(successes.load(Ordering::SeqCst) as f64),
-            ),
+            ("successes", json_number(successes as f64)),
             ("base", "\"1us\"".to_string()),
             ("base_ns", json_number(base.as_nanos() as f64)),
         ],

@@ -2,7 +2,7 @@
 # Build a peer program against client-go v0.37 (current release) from the Go module proxy, with
 # the machine's Go (1.26): go.mod and go.sum beside this script pin every module.
 #
-#   benches/peers/client-go-v0.37/build.sh workqueue  # W1-W5 of benches/WORKLOADS.md (Typed queues)
+#   benches/peers/client-go-v0.37/build.sh workqueue  # W1-W5 and W2m of benches/WORKLOADS.md (Typed queues)
 #   benches/peers/client-go-v0.37/build.sh informer   # the informer benchmark's peer (INFORMER.md)
 #   benches/peers/client-go-v0.37/build.sh leader     # a leader-election candidate (LEADER.md)
 #   benches/peers/client-go-v0.37/build.sh deadconn   # the dead-connection drill's informer

@@ -1,12 +1,16 @@
 // Command ferrokube-wq-peer is the client-go peer of ferrokube's workqueue benchmarks: it runs the
-// five workloads of benches/WORKLOADS.md (W1–W5) on k8s.io/client-go/util/workqueue as vendored in
+// workloads of benches/WORKLOADS.md (W1–W5 as revised on 2026-11-28, and W2m, the old mixed W2) on
+// k8s.io/client-go/util/workqueue as vendored in
 // the Kubernetes 1.20.2 source tree, and prints one JSON line per run on stdout.
 //
 //	ferrokube-wq-peer --workload W3 [--scale 0.1]
 //
 // (-workload / -scale work too.) Everything except the JSON line goes to stderr. Exit status: 0 ok,
-// 1 a run failed its check (W3/W5 counts), 2 usage error or SplitMix64 test vectors failed,
-// 3 a workload this peer cannot run (a well-formed name other than W1–W5).
+// 1 a run failed its check (W2: every key exactly once, 10,000 items; W3: 1,000,000 items; W5:
+// 600,000 gets and 100,000 successes), 2 usage error or SplitMix64 test vectors failed, 3 a workload
+// this peer cannot run (a well-formed name other than W1–W5, W2m).
+//
+// Kept buildable with Go 1.19 (Debian's, see build.sh): no range over an int, no min/max builtins.
 //
 // It is built in GOPATH mode inside the Kubernetes tree (see build.sh) so that the import below
 // resolves to the tree's vendor/. Follow WORKLOADS.md to the letter when changing anything here.
@@ -201,13 +205,33 @@ func w1(scale float64) (result, error) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// W2 and W3 share one shape: producers each add their own prepared list, consumers get → done
+// W2, W2m and W3 share one shape: producers each add their own prepared list, consumers get → done
 // until shutdown; when all producers have returned, main records producers_secs and shuts down.
 
-// produceAndConsume returns (items handed out by Get, secs to the last Done, producers_secs).
-func produceAndConsume(streams [][]interface{}, consumers int) (int, float64, float64) {
+// consumersStart says when the consumers begin: with the clock (W2m, W3), or once every producer
+// has returned and producers_secs is read (W2 since 2026-11-28, so that adds race no consumer and
+// adds/s measures the queue rather than how far the consumers lag).
+type consumersStart int
+
+const (
+	withProducers consumersStart = iota
+	afterProducers
+)
+
+// produceAndConsume returns (items handed out by Get, secs to the last Done, producers_secs). Every
+// goroutine exists before the clock starts; with afterProducers the consumers wait at a second
+// barrier that main releases right after reading producers_secs.
+func produceAndConsume(streams [][]interface{}, consumers int, start consumersStart) (int, float64, float64) {
 	q := workqueue.New()
-	b := newStartBarrier(len(streams) + consumers)
+	clockParties := len(streams)
+	if start == withProducers {
+		clockParties += consumers
+	}
+	b := newStartBarrier(clockParties)
+	consumerBarrier := b
+	if start == afterProducers {
+		consumerBarrier = newStartBarrier(consumers)
+	}
 
 	// Consumers: count items and keep the clock reading after their latest Done.
 	counts := make([]int, consumers)
@@ -217,7 +241,7 @@ func produceAndConsume(streams [][]interface{}, consumers int) (int, float64, fl
 	for c := 0; c < consumers; c++ {
 		go func(c int) {
 			defer consumersDone.Done()
-			b.wait()
+			consumerBarrier.wait()
 			items := 0
 			var last time.Time
 			for {
@@ -249,6 +273,9 @@ func produceAndConsume(streams [][]interface{}, consumers int) (int, float64, fl
 	t0 := b.startClock()
 	producersDone.Wait()
 	producersSecs := time.Since(t0).Seconds()
+	if start == afterProducers {
+		consumerBarrier.startClock()
+	}
 	q.ShutDown()
 	consumersDone.Wait()
 
@@ -264,30 +291,66 @@ func produceAndConsume(streams [][]interface{}, consumers int) (int, float64, fl
 	return items, end.Sub(t0).Seconds(), producersSecs
 }
 
-// W2 — dedup storm: 4 producers × 250,000 adds drawn from 10,000 keys, 4 consumers.
-// Under --scale only the adds per producer are scaled; the key space stays 10,000 (as the draws
-// are defined "from a space of 10,000").
-func w2(scale float64) (result, error) {
-	const space = 10000
-	keys := makeKeys("ns/name-", space)
+// w2Space is W2's key space, ns/name-0 … ns/name-9999. Under --scale only the adds per producer
+// are scaled; the key space stays 10,000 (the draws are defined "from a space of 10,000").
+const w2Space = 10000
+
+// w2Streams draws the four producers' streams of W2 and W2m (250,000 keys each, SplitMix64 seeded
+// 1000 + p) and counts the distinct keys they hold (10,000 at full scale).
+func w2Streams(scale float64) ([][]interface{}, int) {
+	keys := makeKeys("ns/name-", w2Space)
 	perProducer := scaled(250000, scale)
+	drawn := make([]bool, w2Space)
+	distinct := 0
 	streams := make([][]interface{}, 4)
 	for p := range streams {
 		r := splitMix64{uint64(1000 + p)}
 		streams[p] = make([]interface{}, perProducer)
 		for j := range streams[p] {
-			streams[p][j] = keys[r.next()%space]
+			i := r.next() % w2Space
+			if !drawn[i] {
+				drawn[i] = true
+				distinct++
+			}
+			streams[p][j] = keys[i]
 		}
 	}
-	adds := float64(4 * perProducer)
+	return streams, distinct
+}
 
-	items, secs, producersSecs := produceAndConsume(streams, 4)
-	return result{workload: "W2", items: items, secs: secs, extra: []kv{
+// w2Extra is the "extra" W2 and W2m share.
+func w2Extra(adds float64, items int, producersSecs float64) []kv {
+	return []kv{
 		{"adds", num(adds)},
 		{"adds_per_sec", num(adds / producersSecs)},
 		{"dedup_ratio", num(adds / float64(items))},
 		{"producers_secs", num(producersSecs)},
-	}}, nil
+	}
+}
+
+// W2 — dedup storm: 4 producers × 250,000 adds drawn from 10,000 keys with no consumer running,
+// then 4 consumers drain; every key comes out exactly once (checked: 10,000 items, or the distinct
+// keys drawn under --scale).
+func w2(scale float64) (result, error) {
+	streams, distinct := w2Streams(scale)
+	if scale == 0 && distinct != w2Space {
+		return result{}, fmt.Errorf("W2 draws cover %d keys, expected %d", distinct, w2Space)
+	}
+	adds := float64(4 * len(streams[0]))
+	items, secs, producersSecs := produceAndConsume(streams, 4, afterProducers)
+	if items != distinct {
+		return result{}, fmt.Errorf("W2 handed out %d keys, expected each of %d exactly once", items, distinct)
+	}
+	return result{workload: "W2", items: items, secs: secs, extra: w2Extra(adds, items, producersSecs)}, nil
+}
+
+// W2m — the old mixed W2: the same adds while 4 consumers get → done; items is however many the
+// queue coalesced into (no check).
+func w2m(scale float64) (result, error) {
+	streams, _ := w2Streams(scale)
+	adds := float64(4 * len(streams[0]))
+	items, secs, producersSecs := produceAndConsume(streams, 4, withProducers)
+	return result{workload: "W2m", items: items, secs: secs, extra: w2Extra(adds, items, producersSecs)}, nil
 }
 
 // W3 — contended: 8 producers × 125,000 unique keys each, 8 consumers; every key processed once.
@@ -299,7 +362,7 @@ func w3(scale float64) (result, error) {
 	}
 	expected := 8 * perProducer
 
-	items, secs, producersSecs := produceAndConsume(streams, 8)
+	items, secs, producersSecs := produceAndConsume(streams, 8, withProducers)
 	if items != expected {
 		return result{}, fmt.Errorf("W3 processed %d keys, expected %d", items, expected)
 	}
@@ -388,11 +451,12 @@ func w4(scale float64) (result, error) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// W5 — rate-limited retry: every key fails five times (per-item exponential backoff from 1 µs,
-// capped at 1 s, no token bucket), then succeeds; the consumer with the last success stops the clock.
+// W5 — rate-limited retry: 100,000 keys (since 2026-11-28) each fail five times (per-item
+// exponential backoff from 1 µs, capped at 1 s, no token bucket), then succeed; the consumer with
+// the last success stops the clock. Checked: 600,000 gets and 100,000 successes.
 
 func w5(scale float64) (result, error) {
-	n := scaled(10000, scale)
+	n := scaled(100000, scale)
 	keys := makeKeys("ns/name-", n)
 	const base = 1 * time.Microsecond
 	q := workqueue.NewRateLimitingQueue(workqueue.NewItemExponentialFailureRateLimiter(base, 1*time.Second))
@@ -448,6 +512,9 @@ func w5(scale float64) (result, error) {
 	if total != 6*n {
 		return result{}, fmt.Errorf("W5 made %d gets, expected %d", total, 6*n)
 	}
+	if got := atomic.LoadInt64(&successes); got != int64(n) {
+		return result{}, fmt.Errorf("W5 counted %d successes, expected %d", got, n)
+	}
 	return result{workload: "W5", items: total, secs: end.Sub(t0).Seconds(), extra: []kv{
 		{"successes", num(float64(atomic.LoadInt64(&successes)))},
 		{"base", str("1us")},
@@ -458,7 +525,7 @@ func w5(scale float64) (result, error) {
 // ---------------------------------------------------------------------------------------------
 
 var workloads = map[string]func(float64) (result, error){
-	"W1": w1, "W2": w2, "W3": w3, "W4": w4, "W5": w5,
+	"W1": w1, "W2": w2, "W2m": w2m, "W3": w3, "W4": w4, "W5": w5,
 }
 
 func main() {
@@ -471,13 +538,13 @@ func main() {
 
 	// The flag package accepts both -workload and --workload (and -scale / --scale).
 	fs := flag.NewFlagSet(os.Args[0], flag.ContinueOnError)
-	workload := fs.String("workload", "", "workload to run: W1, W2, W3, W4 or W5")
+	workload := fs.String("workload", "", "workload to run: W1, W2, W2m, W3, W4 or W5")
 	scale := fs.Float64("scale", 0, "multiply every count by this factor (smoke tests only)")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		os.Exit(2)
 	}
 	if fs.NArg() != 0 || *workload == "" {
-		fmt.Fprintln(os.Stderr, "usage: ferrokube-wq-peer --workload W1..W5 [--scale F]")
+		fmt.Fprintln(os.Stderr, "usage: ferrokube-wq-peer --workload W1..W5|W2m [--scale F]")
 		os.Exit(2)
 	}
 	scaleSet := false
@@ -489,11 +556,11 @@ func main() {
 
 	run, ok := workloads[*workload]
 	if !ok {
-		if regexp.MustCompile(`^W[0-9]+$`).MatchString(*workload) {
+		if regexp.MustCompile(`^W[0-9]+[a-z]*$`).MatchString(*workload) {
 			fmt.Fprintf(os.Stderr, "%s cannot run %s\n", implName, *workload)
 			os.Exit(3)
 		}
-		fmt.Fprintf(os.Stderr, "unknown workload %q (want W1..W5)\n", *workload)
+		fmt.Fprintf(os.Stderr, "unknown workload %q (want W1..W5 or W2m)\n", *workload)
 		os.Exit(2)
 	}
 

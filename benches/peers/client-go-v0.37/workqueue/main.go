@@ -1,5 +1,6 @@
 // Command client-go-v0.37-workqueue is the client-go v0.37 peer of ferrokube's workqueue benchmark
-// (scripts/bench-workqueue-peers.sh): the five workloads of benches/WORKLOADS.md on
+// (scripts/bench-workqueue-peers.sh): the workloads of benches/WORKLOADS.md (W1–W5 as revised on
+// 2026-11-28, and W2m, the old mixed W2) on
 // k8s.io/client-go/util/workqueue at v0.37.2, built in module mode with the machine's Go (build.sh
 // beside the folder). One JSON line per run on stdout, everything else on stderr.
 //
@@ -8,7 +9,7 @@
 // (-flag works too.) Which queue:
 //
 //	--items string (default)  the generic queues a current controller uses, keyed by a Go string:
-//	                          workqueue.NewTyped[string] (W1–W3), NewTypedDelayingQueue[string] (W4),
+//	                          workqueue.NewTyped[string] (W1–W3, W2m), NewTypedDelayingQueue[string] (W4),
 //	                          NewTypedRateLimitingQueue[string] with
 //	                          NewTypedItemExponentialFailureRateLimiter[string](1µs, 1s) (W5): the
 //	                          TypedRateLimitingInterface that controller-runtime's controllers sit on.
@@ -18,7 +19,8 @@
 //	                          in v0.37 (Type = Typed[any]): the API the v1.20 peer used, keys boxed
 //	                          before the clock starts. "impl": "client-go-v0.37.2-any".
 //
-// Exit status as WORKLOADS.md says: 0 ok; 1 a run failed its check (W3/W5 counts); 2 usage error or
+// Exit status as WORKLOADS.md says: 0 ok; 1 a run failed its check (W2: every key exactly once, 10,000
+// items; W3: 1,000,000 items; W5: 600,000 gets and 100,000 successes); 2 usage error or
 // SplitMix64 vectors wrong; 3 a workload name (W<n>) this peer cannot run.
 package main
 
@@ -207,19 +209,39 @@ func (b bench[T]) w1() (outcome, error) {
 	return outcome{workload: "W1", items: got, secs: secs}, nil
 }
 
-// drain runs W2/W3's shape: each stream has its producer, consumers get → done until shutdown,
-// which main calls once every producer has returned. It returns the items handed out, the seconds
-// from the start to the last Done, and the producers' seconds.
-func (b bench[T]) drain(streams [][]T, consumers int) (int, float64, float64) {
+// consumersStart says when drain's consumers begin: with the clock (W2m, W3), or only once every
+// producer has returned and producersSecs is read (W2 since 2026-11-28, so that adds race no
+// consumer and adds/s measures the queue rather than how far the consumers lag).
+type consumersStart int
+
+const (
+	withProducers consumersStart = iota
+	afterProducers
+)
+
+// drain runs W2/W2m/W3's shape: each stream has its producer, consumers get → done until
+// shutdown, which main calls once every producer has returned. Every goroutine exists before the
+// clock starts: with afterProducers the consumers wait at a second gate that main opens right
+// after reading producersSecs. It returns the items handed out, the seconds from the start to the
+// last Done, and the producers' seconds.
+func (b bench[T]) drain(streams [][]T, consumers int, start consumersStart) (int, float64, float64) {
 	q := workqueue.NewTyped[T]()
-	g := newGate(len(streams) + consumers)
+	clockParties := len(streams)
+	if start == withProducers {
+		clockParties += consumers
+	}
+	clock := newGate(clockParties)
+	consumerGate := clock
+	if start == afterProducers {
+		consumerGate = newGate(consumers)
+	}
 
 	items := make([]int, consumers)
 	last := make([]time.Time, consumers)
 	var consumed sync.WaitGroup
 	for c := range consumers {
 		consumed.Go(func() {
-			g.enter()
+			consumerGate.enter()
 			n := 0
 			var at time.Time
 			for {
@@ -237,16 +259,19 @@ func (b bench[T]) drain(streams [][]T, consumers int) (int, float64, float64) {
 	var produced sync.WaitGroup
 	for _, stream := range streams {
 		produced.Go(func() {
-			g.enter()
+			clock.enter()
 			for _, k := range stream {
 				q.Add(k)
 			}
 		})
 	}
 
-	t0 := g.start()
+	t0 := clock.start()
 	produced.Wait()
 	producersSecs := time.Since(t0).Seconds()
+	if start == afterProducers {
+		consumerGate.start()
+	}
 	q.ShutDown()
 	consumed.Wait()
 
@@ -261,28 +286,65 @@ func (b bench[T]) drain(streams [][]T, consumers int) (int, float64, float64) {
 	return total, end.Sub(t0).Seconds(), producersSecs
 }
 
-// W2: 4 producers × 250,000 adds drawn from 10,000 keys (the space stays 10,000 under --scale),
-// 4 consumers.
-func (b bench[T]) w2() (outcome, error) {
-	const space = 10_000
-	keys := b.keys("ns/name-", space)
+// w2Space is W2's key space, ns/name-0 … ns/name-9999; --scale leaves it alone.
+const w2Space = 10_000
+
+// w2Streams draws the four producers' streams of W2 and W2m (250,000 keys each, SplitMix64 seeded
+// 1000 + p) and counts the distinct keys they hold (10,000 at full scale).
+func (b bench[T]) w2Streams() ([][]T, int) {
+	keys := b.keys("ns/name-", w2Space)
 	per := b.count(250_000)
+	drawn := make([]bool, w2Space)
+	distinct := 0
 	streams := make([][]T, 4)
 	for p := range streams {
 		r := splitMix64{uint64(1000 + p)}
 		streams[p] = make([]T, per)
 		for j := range streams[p] {
-			streams[p][j] = keys[r.next()%space]
+			i := r.next() % w2Space
+			if !drawn[i] {
+				drawn[i] = true
+				distinct++
+			}
+			streams[p][j] = keys[i]
 		}
 	}
-	adds := float64(4 * per)
-	items, secs, producersSecs := b.drain(streams, 4)
-	return outcome{workload: "W2", items: items, secs: secs, extra: []field{
+	return streams, distinct
+}
+
+// w2Extra is the "extra" W2 and W2m share.
+func w2Extra(adds, items int, producersSecs float64) []field {
+	return []field{
 		{"adds", adds},
-		{"adds_per_sec", jsonNumber(adds / producersSecs)},
-		{"dedup_ratio", jsonNumber(adds / float64(items))},
+		{"adds_per_sec", jsonNumber(float64(adds) / producersSecs)},
+		{"dedup_ratio", jsonNumber(float64(adds) / float64(items))},
 		{"producers_secs", producersSecs},
-	}}, nil
+	}
+}
+
+// W2: 4 producers × 250,000 adds drawn from 10,000 keys with no consumer running, then 4 consumers
+// drain; every key comes out exactly once (checked: 10,000 items, or the distinct keys drawn under
+// --scale).
+func (b bench[T]) w2() (outcome, error) {
+	streams, distinct := b.w2Streams()
+	if b.scale == 0 && distinct != w2Space {
+		return outcome{}, fmt.Errorf("W2 draws cover %d keys, expected %d", distinct, w2Space)
+	}
+	adds := 4 * len(streams[0])
+	items, secs, producersSecs := b.drain(streams, 4, afterProducers)
+	if items != distinct {
+		return outcome{}, fmt.Errorf("W2 handed out %d keys, expected each of %d exactly once", items, distinct)
+	}
+	return outcome{workload: "W2", items: items, secs: secs, extra: w2Extra(adds, items, producersSecs)}, nil
+}
+
+// W2m: the old mixed W2, the same adds while 4 consumers get → done; items is however many the
+// queue coalesced into (no check).
+func (b bench[T]) w2m() (outcome, error) {
+	streams, _ := b.w2Streams()
+	adds := 4 * len(streams[0])
+	items, secs, producersSecs := b.drain(streams, 4, withProducers)
+	return outcome{workload: "W2m", items: items, secs: secs, extra: w2Extra(adds, items, producersSecs)}, nil
 }
 
 // W3: 8 producers × 125,000 unique keys each, 8 consumers; every key processed once (checked).
@@ -292,7 +354,7 @@ func (b bench[T]) w3() (outcome, error) {
 	for p := range streams {
 		streams[p] = b.keys(fmt.Sprintf("ns/p%d-", p), per)
 	}
-	items, secs, producersSecs := b.drain(streams, 8)
+	items, secs, producersSecs := b.drain(streams, 8, withProducers)
 	if items != 8*per {
 		return outcome{}, fmt.Errorf("W3 processed %d keys, expected %d", items, 8*per)
 	}
@@ -369,10 +431,11 @@ func (b bench[T]) w4() (outcome, error) {
 	}}, nil
 }
 
-// W5: every key fails five times (per-item exponential backoff from 1 µs, capped at 1 s, no token
-// bucket), then succeeds; the consumer whose success is the last one stops the clock.
+// W5: 100,000 keys (since 2026-11-28) each fail five times (per-item exponential backoff from 1 µs,
+// capped at 1 s, no token bucket), then succeed; the consumer whose success is the last one stops
+// the clock. Checked: 600,000 gets and 100,000 successes.
 func (b bench[T]) w5() (outcome, error) {
-	n := b.count(10_000)
+	n := b.count(100_000)
 	keys := b.keys("ns/name-", n)
 	const base = time.Microsecond
 	q := workqueue.NewTypedRateLimitingQueue[T](workqueue.NewTypedItemExponentialFailureRateLimiter[T](base, time.Second))
@@ -424,6 +487,9 @@ func (b bench[T]) w5() (outcome, error) {
 	if total != 6*n {
 		return outcome{}, fmt.Errorf("W5 made %d gets, expected %d", total, 6*n)
 	}
+	if got := successes.Load(); got != int64(n) {
+		return outcome{}, fmt.Errorf("W5 counted %d successes, expected %d", got, n)
+	}
 	return outcome{workload: "W5", items: total, secs: end.Sub(t0).Seconds(), extra: []field{
 		{"successes", successes.Load()},
 		{"base", "1us"},
@@ -433,7 +499,7 @@ func (b bench[T]) w5() (outcome, error) {
 
 func (b bench[T]) workload(name string) (func() (outcome, error), bool) {
 	run, ok := map[string]func() (outcome, error){
-		"W1": b.w1, "W2": b.w2, "W3": b.w3, "W4": b.w4, "W5": b.w5,
+		"W1": b.w1, "W2": b.w2, "W2m": b.w2m, "W3": b.w3, "W4": b.w4, "W5": b.w5,
 	}[name]
 	return run, ok
 }
@@ -446,7 +512,7 @@ func main() {
 	fmt.Fprintln(os.Stderr, "SplitMix64 test vectors: ok")
 
 	flags := flag.NewFlagSet(os.Args[0], flag.ContinueOnError)
-	workload := flags.String("workload", "", "W1, W2, W3, W4 or W5")
+	workload := flags.String("workload", "", "W1, W2, W2m, W3, W4 or W5")
 	items := flags.String("items", "string", "queue item type: string (the Typed queues) or any (the untyped API)")
 	scale := flags.Float64("scale", 0, "multiply every count by this factor (smoke tests only)")
 	if err := flags.Parse(os.Args[1:]); err != nil {
@@ -455,7 +521,7 @@ func main() {
 	scaleSet := false
 	flags.Visit(func(f *flag.Flag) { scaleSet = scaleSet || f.Name == "scale" })
 	if flags.NArg() != 0 || *workload == "" || (scaleSet && !(*scale > 0 && !math.IsInf(*scale, 0))) {
-		fmt.Fprintln(os.Stderr, "usage: client-go-v0.37-workqueue --workload W1..W5 [--items string|any] [--scale F>0]")
+		fmt.Fprintln(os.Stderr, "usage: client-go-v0.37-workqueue --workload W1..W5|W2m [--items string|any] [--scale F>0]")
 		os.Exit(2)
 	}
 
@@ -476,11 +542,11 @@ func main() {
 		os.Exit(2)
 	}
 	if !ok {
-		if regexp.MustCompile(`^W[0-9]+$`).MatchString(*workload) {
+		if regexp.MustCompile(`^W[0-9]+[a-z]*$`).MatchString(*workload) {
 			fmt.Fprintf(os.Stderr, "%s cannot run %s\n", impl, *workload)
 			os.Exit(3)
 		}
-		fmt.Fprintf(os.Stderr, "unknown workload %q (want W1..W5)\n", *workload)
+		fmt.Fprintf(os.Stderr, "unknown workload %q (want W1..W5 or W2m)\n", *workload)
 		os.Exit(2)
 	}
 
