@@ -3,6 +3,7 @@
 //! client. (`shard_controller.rs` is a binary of its own: it installs a process-wide `tracing`
 //! subscriber.)
 
+mod author_traps;
 mod context;
 mod dynamic;
 mod read_your_own_writes;

@@ -47,7 +47,7 @@ use super::consistency::{ConsistencyStore, DEFAULT_STALE_REQUEUE};
 use super::filter::{Filter, KindFilter, SourceKind};
 use super::metrics::Metrics;
 use super::source::{self, Enqueue, MapEvent, ObjectEvent};
-use super::wiring::{self, Attach, KeyStream, Wiring};
+use super::wiring::{self, Attach, KeyStream, SourceName, Wiring};
 #[cfg(feature = "shard")]
 use crate::shard::{DependentKind, Dependents, ShardMember};
 use ferrokube_client::api::{ApiResource, Kind};
@@ -85,6 +85,15 @@ type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 #[cfg(feature = "shard")]
 pub(super) type DependentMaker =
     Box<dyn FnOnce(&SharedInformerFactory<Client>, &ShardMember) -> Arc<dyn DependentKind> + Send>;
+
+/// The name of a source made by the builder call `call` for the kind `dynamic` names, whose
+/// mapper is `mapper` (`watches::<Secret>`; a closure's type name says where it is written).
+fn source_name<O: Kind>(call: &str, dynamic: &O::DynamicType, mapper: &'static str) -> SourceName {
+    SourceName {
+        call: format!("{call}::<{}>", O::api_resource(dynamic).kind),
+        mapper,
+    }
+}
 
 /// Where a controller's informers come from.
 pub(super) enum FactorySource {
@@ -370,11 +379,17 @@ impl<K: Kind> Controller<K> {
         scope: Scope,
         handle: impl Fn(&Enqueue, &ObjectEvent<'_, C>) + Send + Sync + 'static,
     ) -> Self {
-        self.owned::<C>((), scope, Box::new(handle))
+        let name = source_name::<C>("owns_with", &(), std::any::type_name_of_val(&handle));
+        self.owned::<C>((), scope, Box::new(handle), name)
     }
 
     /// Reconciles the keys `map` returns for each changed `O` in `scope` (zero or more; both the
     /// old and the new state of an update are mapped). Filtered as [`owns`](Self::owns) is.
+    ///
+    /// Each key must be able to name a `K`: with a namespace if `K` is namespaced, without one if
+    /// it is cluster-scoped. Any other key is refused before the queue, counted in
+    /// `controller_mapper_keys_refused_total{mapper="watches::<O>"}` and logged (the first one)
+    /// at warn level: see [`source`](super::source#keys-that-name-no-primary).
     pub fn watches<O: Kind<DynamicType = ()>>(
         self,
         scope: Scope,
@@ -395,7 +410,8 @@ impl<K: Kind> Controller<K> {
         scope: Scope,
         handle: impl Fn(&Enqueue, &ObjectEvent<'_, O>) + Send + Sync + 'static,
     ) -> Self {
-        self.watched::<O>((), scope, Box::new(handle))
+        let name = source_name::<O>("watches_with", &(), std::any::type_name_of_val(&handle));
+        self.watched::<O>((), scope, Box::new(handle), name)
     }
 
     /// Adds a filter every event of kind `O` must pass, whichever sources hear `O`s (all of its
@@ -413,7 +429,8 @@ impl<K: Kind> Controller<K> {
         let map = source::mapped(move |child: &C| {
             source::controller_key(&owner, child).into_iter().collect()
         });
-        self.owned::<C>(dynamic, scope, map)
+        let name = source_name::<C>("owns", &dynamic, "the controller ownerReference");
+        self.owned::<C>(dynamic, scope, map, name)
     }
 
     fn owned<C: Kind>(
@@ -421,13 +438,21 @@ impl<K: Kind> Controller<K> {
         dynamic: C::DynamicType,
         scope: Scope,
         map: Box<MapEvent<C>>,
+        name: SourceName,
     ) -> Self {
         #[cfg(feature = "shard")]
         self.record_dependent::<C>(dynamic.clone(), scope.clone());
         self.sources.push(InformerSource {
             kind: SourceKind::of::<C>(&dynamic),
             attach: Box::new(move |wiring: &Wiring<'_>| {
-                wiring::attach::<C>(wiring, &dynamic, &wiring.owned_scope(&scope), map, None)
+                wiring::attach::<C>(
+                    wiring,
+                    &dynamic,
+                    &wiring.owned_scope(&scope),
+                    map,
+                    None,
+                    name,
+                )
             }),
         });
         self
@@ -481,7 +506,8 @@ impl<K: Kind> Controller<K> {
         scope: Scope,
         map: impl Fn(&O) -> Vec<ObjectKey> + Send + Sync + 'static,
     ) -> Self {
-        self.watched::<O>(dynamic, scope, source::mapped(map))
+        let name = source_name::<O>("watches", &dynamic, std::any::type_name_of_val(&map));
+        self.watched::<O>(dynamic, scope, source::mapped(map), name)
     }
 
     fn watched<O: Kind>(
@@ -489,11 +515,12 @@ impl<K: Kind> Controller<K> {
         dynamic: O::DynamicType,
         scope: Scope,
         map: Box<MapEvent<O>>,
+        name: SourceName,
     ) -> Self {
         self.sources.push(InformerSource {
             kind: SourceKind::of::<O>(&dynamic),
             attach: Box::new(move |wiring: &Wiring<'_>| {
-                wiring::attach::<O>(wiring, &dynamic, &scope, map, None)
+                wiring::attach::<O>(wiring, &dynamic, &scope, map, None, name)
             }),
         });
         self

@@ -31,7 +31,7 @@ use super::context::{MarkChild, Shared as ContextShared};
 use super::filter::SourceKind;
 use super::reconciler::Reconciler;
 use super::source::{self, Enqueue, Tombstones};
-use super::wiring::{Attached, KeyStream, Wiring, attach};
+use super::wiring::{Attached, KeyStream, SourceName, Wiring, attach};
 use super::worker::Workers;
 #[cfg(feature = "shard")]
 use crate::shard::{DependentKind, ShardGate};
@@ -260,6 +260,8 @@ fn attach_all<K: Kind>(
         primary: &primary_kind,
         name: &controller.name,
         consistency: &controller.consistency,
+        primary_namespaced: controller.resource.namespaced,
+        metrics: controller.metrics.as_ref(),
         #[cfg(feature = "shard")]
         shard: controller.shard.as_ref().map(|(member, _)| member),
     };
@@ -270,6 +272,10 @@ fn attach_all<K: Kind>(
         &controller.scope,
         primary,
         controller.resync,
+        SourceName {
+            call: "primary".to_string(),
+            mapper: "its own key",
+        },
     )?);
     for source in sources {
         attachments.handlers.push((source.attach)(&wiring)?);
