@@ -193,3 +193,111 @@ async fn author_trap_a_mapper_key_that_names_no_primary_is_refused_and_counted()
     let _ = stop.send(());
     running.await.expect("joins").expect("runs");
 }
+
+/// A ConfigMap `m` whose data says which Secret it follows.
+fn following(name: &str, secret: &str) -> ConfigMap {
+    let mut cm = common::config_map(name, "v");
+    cm.data = Some([("source".to_string(), secret.to_string())].into());
+    cm
+}
+
+fn secret(name: &str) -> Secret {
+    serde_json::from_value(serde_json::json!({
+        "metadata": {"name": name}, "stringData": {"k": "v"}
+    }))
+    .expect("secret")
+}
+
+/// An index and a mapping through it, in two calls (controller-runtime's `IndexField` +
+/// `EnqueueRequestsFromMapFunc`): a Secret's change reconciles exactly the ConfigMaps that name
+/// it, with no informer, indexer or lookup wired by hand.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn author_trap_an_index_in_one_call_maps_watched_objects_to_their_primaries() {
+    let server = ApiServer::new().start().await.expect("server starts");
+    let client = common::embedded_client(&server, true);
+    create_cm(&client, &following("m1", "s1")).await;
+    create_cm(&client, &following("m2", "s2")).await;
+    let controller = Controller::<ConfigMap>::new(client.clone(), Scope::namespace(NS))
+        .index_field::<ConfigMap>("source", |cm| {
+            cm.data
+                .as_ref()
+                .and_then(|data| data.get("source"))
+                .map(|source| vec![format!("{NS}/{source}")])
+                .unwrap_or_default()
+        })
+        .watches_by_index::<Secret>(Scope::namespace(NS), "source", |secret| {
+            vec![ObjectKey::of(secret).to_string()]
+        });
+    let primary = controller.primary_informer();
+    let (tx, mut seen) = mpsc::unbounded_channel();
+    let reconciler = from_fn(move |_: Arc<ConfigMap>, ctx| {
+        let _ = tx.send(ctx.key().to_string());
+        async { Ok::<_, String>(Action::await_change()) }
+    });
+    let (stop, stopped) = oneshot::channel::<()>();
+    let running = tokio::spawn(controller.run(reconciler, async {
+        let _ = stopped.await;
+    }));
+    let mut first = Vec::new();
+    for _ in 0..2 {
+        first.push(
+            tokio::time::timeout(Duration::from_secs(20), seen.recv())
+                .await
+                .expect("the first list's reconciles within 20 s")
+                .expect("alive"),
+        );
+    }
+    first.sort();
+    assert_eq!(first, ["default/m1", "default/m2"]);
+    assert_eq!(
+        sorted(
+            primary
+                .store()
+                .index_keys("source", "default/s2")
+                .expect("index")
+        ),
+        ["default/m2"],
+        "the index is on the primary informer, for the reconciler's own lookups too"
+    );
+    Api::<Secret>::namespaced(client.clone(), NS)
+        .create(&PostParams::default(), &secret("s2"))
+        .await
+        .expect("secret");
+    let key = tokio::time::timeout(Duration::from_secs(20), seen.recv())
+        .await
+        .expect("a reconcile within 20 s")
+        .expect("alive");
+    assert_eq!(key, "default/m2", "only the ConfigMap that names s2");
+    let _ = stop.send(());
+    running.await.expect("joins").expect("runs");
+    assert!(seen.try_recv().is_err(), "and nothing else");
+}
+
+/// An index given twice, and a lookup of an index the primary lacks, are refused by `run`,
+/// naming the call: neither is dropped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn author_trap_index_calls_that_cannot_work_are_refused_by_name() {
+    let server = ApiServer::new().start().await.expect("server starts");
+    let client = common::embedded_client(&server, true);
+    let controller = Controller::<ConfigMap>::new(client, Scope::namespace(NS))
+        .index_field::<ConfigMap>("source", |_| Vec::new())
+        .index_field::<ConfigMap>("source", |_| Vec::new())
+        .watches_by_index::<Secret>(Scope::namespace(NS), "sourc", |_| Vec::new());
+    let reconciler =
+        from_fn(|_: Arc<ConfigMap>, _ctx| async { Ok::<_, String>(Action::await_change()) });
+    let refused = controller.run(reconciler, async {}).await;
+    let Err(ferrokube::controller::ControllerError::Misconfigured { problems, .. }) = refused
+    else {
+        panic!("run refuses: {refused:?}");
+    };
+    assert_eq!(problems.len(), 2, "{problems:?}");
+    assert!(
+        problems[0].contains("index_field::<ConfigMap>(\"source\""),
+        "{problems:?}"
+    );
+    assert!(
+        problems[1].contains("watches_by_index::<Secret>(\"sourc\"")
+            && problems[1].contains("index_field::<ConfigMap>(\"sourc\""),
+        "{problems:?}"
+    );
+}

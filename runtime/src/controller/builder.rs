@@ -107,6 +107,13 @@ pub(super) enum FactorySource {
     Shared(Arc<SharedInformerFactory<Client>>),
 }
 
+/// An index recorded by [`Controller::index_field`]: `add` puts it on its informer at `run`, or
+/// says why it cannot (a problem `run` refuses with).
+pub(super) struct IndexField {
+    pub(super) add:
+        Box<dyn FnOnce(&SharedInformerFactory<Client>, &Scope) -> Result<(), String> + Send>,
+}
+
 /// One source of informer events: its kind (for its filters) and how it attaches at `run`.
 pub(super) struct InformerSource {
     pub(super) kind: SourceKind,
@@ -146,6 +153,11 @@ pub struct Controller<K: Kind> {
     pub(super) workers_after: Option<BoxFuture<()>>,
     /// Calls that came too late to take effect (see the [module docs](self)); `run` refuses.
     pub(super) late_calls: Vec<String>,
+    /// Indexes to add at `run` ([`index_field`](Self::index_field)).
+    pub(super) index_fields: Vec<IndexField>,
+    /// Per [`watches_by_index`](Self::watches_by_index) source, its call and the primary's
+    /// index it looks keys up in: `run` refuses if the primary's informer lacks one.
+    pub(super) index_lookups: Vec<(String, String)>,
     /// Set by [`shard`](Self::shard): this replica's membership and the primary scope before it
     /// was narrowed (the assigner's).
     #[cfg(feature = "shard")]
@@ -227,6 +239,8 @@ impl<K: Kind> Controller<K> {
             client: None,
             workers_after: None,
             late_calls: Vec::new(),
+            index_fields: Vec::new(),
+            index_lookups: Vec::new(),
             #[cfg(feature = "shard")]
             shard: None,
             #[cfg(feature = "shard")]
@@ -396,6 +410,88 @@ impl<K: Kind> Controller<K> {
         map: impl Fn(&O) -> Vec<ObjectKey> + Send + Sync + 'static,
     ) -> Self {
         self.watches_dynamic::<O>((), scope, map)
+    }
+
+    /// Indexes the `O`s of the controller's scope by `values` under the index `name`
+    /// (controller-runtime's `IndexField`): the store of the factory's informer of `O` over the
+    /// controller's scope (for `O` = `K`, the primary informer) keeps, per value, the keys of the
+    /// objects that gave it. The index is added when the controller runs, also to an informer
+    /// that exists or runs already (it is then filled from what it holds). Read it with
+    /// `store().by_index(name, value)` or map through it with
+    /// [`watches_by_index`](Self::watches_by_index). `run` refuses, naming this call, if the
+    /// informer has an index of that name already.
+    ///
+    /// ```text
+    /// controller
+    ///     // Mirrors by the ConfigMap they copy ("namespace/name")...
+    ///     .index_field::<Mirror>("spec.source", |m| vec![m.source_key()])
+    ///     // ...so a change to a ConfigMap reconciles the Mirrors that copy it.
+    ///     .watches_by_index::<ConfigMap>(Scope::all(), "spec.source", |cm| {
+    ///         vec![ObjectKey::of(cm).to_string()]
+    ///     })
+    /// ```
+    pub fn index_field<O: Kind<DynamicType = ()>>(
+        mut self,
+        name: &str,
+        values: impl Fn(&O) -> Vec<String> + Send + Sync + 'static,
+    ) -> Self {
+        let name = name.to_string();
+        self.index_fields.push(IndexField {
+            add: Box::new(move |factory, scope| {
+                let kind = O::api_resource(&()).kind;
+                factory
+                    .informer_for::<O>(&(), scope, |builder| builder)
+                    .add_index(&name, Arc::new(values))
+                    .map_err(|conflict| {
+                        format!(
+                            "index_field::<{kind}>({name:?}, ..): {conflict} (given twice, or \
+                             also through the factory's informer_with)"
+                        )
+                    })
+            }),
+        });
+        self
+    }
+
+    /// Reconciles the primaries an `O` points at through the primary's index `index`
+    /// (controller-runtime's `Watches` + `EnqueueRequestsFromMapFunc` over a field index): for
+    /// each changed `O` in `scope` (both states of an update), `values` gives index values, and
+    /// every `K` whose index `index` has one of them is reconciled. `index` is one given to
+    /// [`index_field::<K>`](Self::index_field) (`run` refuses, naming this call, if the primary's
+    /// informer has no such index). Both sides must speak the same values: if names repeat
+    /// across namespaces, put the namespace in both. Filtered as [`owns`](Self::owns) is.
+    pub fn watches_by_index<O: Kind<DynamicType = ()>>(
+        mut self,
+        scope: Scope,
+        index: &str,
+        values: impl Fn(&O) -> Vec<String> + Send + Sync + 'static,
+    ) -> Self {
+        let name = source_name::<O>("watches_by_index", &(), std::any::type_name_of_val(&values));
+        self.index_lookups
+            .push((format!("{}({index:?}, ..)", name.call), index.to_string()));
+        let index = index.to_string();
+        self.sources.push(InformerSource {
+            kind: SourceKind::of::<O>(&()),
+            attach: Box::new(move |wiring: &Wiring<'_>| {
+                let primaries = wiring.primary_index.clone();
+                let controller = wiring.name.to_string();
+                let map = source::mapped(move |object: &O| {
+                    let mut keys = Vec::new();
+                    for value in values(object) {
+                        match primaries.keys(&index, &value) {
+                            Ok(found) => keys.extend(found),
+                            // `run` checked that the index is there, and indexes never go.
+                            Err(error) => {
+                                tracing::error!(%controller, %error, "watches_by_index lookup")
+                            }
+                        }
+                    }
+                    keys
+                });
+                wiring::attach::<O>(wiring, &(), &scope, map, None, name)
+            }),
+        });
+        self
     }
 
     /// The most general informer source: `handle` gets every event of the `O`s in `scope` that

@@ -12,9 +12,11 @@
 use std::pin::Pin;
 use std::time::Duration;
 
+use std::sync::Arc;
+
 use ferrokube_informer::{
     HandlerOptions, HandlerRegistration, ObjectKey, Scope, SharedIndexInformer,
-    SharedInformerFactory, StartError,
+    SharedInformerFactory, StartError, Store, UnknownIndex,
 };
 use futures_util::Stream;
 
@@ -28,6 +30,19 @@ use ferrokube_client::api::{Kind, Object};
 use ferrokube_client::client::Client;
 
 pub(super) type KeyStream = Pin<Box<dyn Stream<Item = ObjectKey> + Send>>;
+
+/// The primary informer's indexes, whatever the primary's type: what a
+/// [`watches_by_index`](super::Controller::watches_by_index) source looks its keys up in.
+pub(super) trait PrimaryIndex: Send + Sync {
+    /// The keys of the primaries whose index `index` has `value`.
+    fn keys(&self, index: &str, value: &str) -> Result<Vec<ObjectKey>, UnknownIndex>;
+}
+
+impl<K: Object> PrimaryIndex for Store<K> {
+    fn keys(&self, index: &str, value: &str) -> Result<Vec<ObjectKey>, UnknownIndex> {
+        self.index_keys(index, value)
+    }
+}
 
 /// How one source attaches itself to its informer at `run`.
 pub(super) type Attach =
@@ -62,6 +77,8 @@ pub(super) struct Wiring<'a> {
     /// [`KeyCheck`]).
     pub(super) primary_namespaced: bool,
     pub(super) metrics: Option<&'a Metrics>,
+    /// The primary informer's store, for sources that map through its indexes.
+    pub(super) primary_index: Arc<dyn PrimaryIndex>,
     /// Set when the controller is sharded: owned types are narrowed to the member's label.
     #[cfg(feature = "shard")]
     pub(super) shard: Option<&'a ShardMember>,
