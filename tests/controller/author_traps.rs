@@ -301,3 +301,12 @@ async fn author_trap_index_calls_that_cannot_work_are_refused_by_name() {
         "{problems:?}"
     );
 }
+
+/// A cleanup runs once per deletion (the story is in `cleanup_once.rs`; `tests/e2e` runs it on
+/// kube-apiserver).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn author_trap_a_cleanup_runs_once_per_deletion() {
+    let server = ApiServer::new().start().await.expect("server starts");
+    let client = common::embedded_client(&server, true);
+    crate::cleanup_once::cleanup_runs_once_per_deletion(client, NS).await;
+}

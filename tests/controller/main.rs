@@ -4,6 +4,7 @@
 //! subscriber.)
 
 mod author_traps;
+mod cleanup_once;
 mod context;
 mod dynamic;
 mod read_your_own_writes;
