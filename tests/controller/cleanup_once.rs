@@ -2,10 +2,10 @@
 //! embedded server's test (`tests/controller/author_traps.rs`) and kube-apiserver's
 //! (`tests/e2e/main.rs`).
 //!
-//! A controller of ConfigMaps guards each with a finalizer; its cleanup counts runs per uid. The
-//! ConfigMaps are deleted while a stream source keeps every key coming back (every 5 ms), so any
-//! window in which a reconcile could read the object with its finalizer after the write that
-//! removed it is tried. kube-apiserver answers that write with a resourceVersion its watch has
+//! A controller of ConfigMaps guards each with a finalizer; its cleanup counts runs per uid and
+//! asks for the key back at once (and a stream source keeps every key coming back every 5 ms), so
+//! the window in which a reconcile could read the object with its finalizer after the write that
+//! removed it is always tried. kube-apiserver answers that write with a resourceVersion its watch has
 //! delivered already and sends the DELETED event a revision later; the embedded server may
 //! answer with the DELETED event's version. Either way: exactly one cleanup per deletion.
 
@@ -62,20 +62,22 @@ pub async fn cleanup_runs_once_per_deletion(client: Client, namespace: &str) {
         let counted = counted.clone();
         async move {
             let api = ctx.api_for(cm.as_ref());
-            finalize(
+            let done = finalize(
                 &api,
                 FINALIZER,
                 cm,
-                |_| async { Ok::<_, String>(()) },
+                |_| async { Ok::<_, String>(Action::await_change()) },
                 |cm| async move {
                     let uid = cm.metadata.uid.clone().unwrap_or_default();
                     *counted.lock().entry(uid).or_default() += 1;
-                    Ok(())
+                    // The harshest timing: the key comes back at once, while the DELETED event
+                    // may still be on its way.
+                    Ok(Action::requeue(Duration::ZERO))
                 },
             )
             .await
             .map_err(|error| error.to_string())?;
-            Ok::<_, String>(Action::await_change())
+            Ok::<_, String>(done.unwrap_or(Action::await_change()))
         }
     });
     let controller =
