@@ -33,7 +33,6 @@ async fn derive_story_on_the_embedded_server() {
 /// kubebuilder scaffolds it, unless told not to or a column shows the creation time already.
 #[test]
 fn derive_author_trap_printer_columns_keep_age_unless_told_not_to() {
-    use ferrokube::crd::CustomResourceExt;
     let columns = |crd: k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition| -> Vec<(String, String, String)> {
         crd.spec.versions[0]
             .additional_printer_columns

@@ -110,9 +110,12 @@ pub(super) enum FactorySource {
 /// An index recorded by [`Controller::index_field`]: `add` puts it on its informer at `run`, or
 /// says why it cannot (a problem `run` refuses with).
 pub(super) struct IndexField {
-    pub(super) add:
-        Box<dyn FnOnce(&SharedInformerFactory<Client>, &Scope) -> Result<(), String> + Send>,
+    pub(super) add: AddIndex,
 }
+
+/// Adds one index to the factory's informer over the controller's scope; `Err`: why not.
+pub(super) type AddIndex =
+    Box<dyn FnOnce(&SharedInformerFactory<Client>, &Scope) -> Result<(), String> + Send>;
 
 /// One source of informer events: its kind (for its filters) and how it attaches at `run`.
 pub(super) struct InformerSource {
