@@ -7,6 +7,7 @@ mod author_traps;
 mod cleanup_once;
 mod context;
 mod dynamic;
+mod mirror;
 mod read_your_own_writes;
 mod readme_testing;
 mod runtime;
