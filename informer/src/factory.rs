@@ -116,7 +116,34 @@ impl<S: ListerWatcherSource> SharedInformerFactory<S> {
 
     /// The informer of the typed kind `K` over `scope`, created with default options on first use.
     pub fn informer<K: Kind<DynamicType = ()>>(&self, scope: &Scope) -> SharedIndexInformer<K> {
+        // The common case (a reconcile's cached read) finds it: no configuration to look at.
+        if let Some(informer) = self.existing::<K>(&(), scope) {
+            return informer;
+        }
         self.informer_for::<K>(&(), scope, |builder| builder)
+    }
+
+    /// The informer made for the `K`s of the kind `dynamic` names over `scope`, if any.
+    fn existing<K: Kind>(
+        &self,
+        dynamic: &K::DynamicType,
+        scope: &Scope,
+    ) -> Option<SharedIndexInformer<K>> {
+        let informers = self.informers.lock();
+        informers
+            .get(&(TypeId::of::<K>(), scope.clone()))?
+            .iter()
+            .filter(|made| {
+                made.dynamic
+                    .downcast_ref::<K::DynamicType>()
+                    .is_some_and(|kind| kind == dynamic)
+            })
+            .find_map(|made| {
+                made.informer
+                    .as_any()
+                    .downcast_ref::<SharedIndexInformer<K>>()
+                    .cloned()
+            })
     }
 
     /// Like [`informer`](Self::informer); when the informer does not exist yet, `configure` sets
