@@ -55,6 +55,8 @@ struct Raw {
     short_names: Vec<LitStr>,
     categories: Vec<LitStr>,
     printer_columns: Vec<PrinterColumn>,
+    /// `no_age_column`: the printer columns given stay exactly as given (no AGE added).
+    no_age_column: bool,
     scale: Option<Scale>,
     derives: Vec<LitStr>,
     krate: Option<LitStr>,
@@ -107,6 +109,9 @@ impl Raw {
         } else if path.is_ident("namespaced") {
             self.namespaced = true;
             Ok(())
+        } else if path.is_ident("no_age_column") {
+            self.no_age_column = true;
+            Ok(())
         } else if path.is_ident("shortname") {
             self.short_names.push(meta.value()?.parse()?);
             Ok(())
@@ -128,7 +133,8 @@ impl Raw {
         } else {
             Err(meta.error(
                 "unknown key; expected one of group, version, kind, plural, singular, namespaced, \
-                 status, shortname, category, printcolumn(...), scale(...), derive, crate",
+                 status, shortname, category, printcolumn(...), no_age_column, scale(...), derive, \
+                 crate",
             ))
         }
     }
@@ -195,12 +201,34 @@ impl Raw {
             status,
             short_names: self.short_names.iter().map(LitStr::value).collect(),
             categories: self.categories.iter().map(LitStr::value).collect(),
-            printer_columns: self.printer_columns,
+            printer_columns: with_age(self.printer_columns, self.no_age_column),
             scale: self.scale,
             derives,
             krate,
         })
     }
+}
+
+/// Where a column shows an object's age.
+const CREATION_TIMESTAMP: &str = ".metadata.creationTimestamp";
+
+/// The printer columns as the CRD lists them. Columns given replace kubectl's defaults (NAME and
+/// AGE) but for NAME, which kubectl always shows; so, as kubebuilder scaffolds them, an AGE column
+/// (`type = "date"` over `.metadata.creationTimestamp`) goes last, unless `no_age_column` says not
+/// to or a column given shows the creation time already.
+fn with_age(mut columns: Vec<PrinterColumn>, no_age_column: bool) -> Vec<PrinterColumn> {
+    let shows_age = columns.iter().any(|c| c.json_path == CREATION_TIMESTAMP);
+    if !columns.is_empty() && !no_age_column && !shows_age {
+        columns.push(PrinterColumn {
+            name: "Age".into(),
+            type_: "date".into(),
+            json_path: CREATION_TIMESTAMP.into(),
+            description: None,
+            priority: None,
+            format: None,
+        });
+    }
+    columns
 }
 
 /// `printcolumn(name = "...", type = "...", json_path = "...", description = "...", priority = N,

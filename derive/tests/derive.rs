@@ -308,6 +308,8 @@ fn derive_crd_names_scope_columns_and_subresources() {
             {"name": "Size", "type": "integer", "jsonPath": ".spec.size"},
             {"name": "Color", "type": "string", "jsonPath": ".spec.color",
              "description": "the paint", "priority": 1, "format": "byte"},
+            // Added by the derive: columns given replace kubectl's AGE.
+            {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
         ])
     );
     let subresources = serde_json::to_value(&version.subresources).expect("json");

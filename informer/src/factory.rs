@@ -116,11 +116,42 @@ impl<S: ListerWatcherSource> SharedInformerFactory<S> {
 
     /// The informer of the typed kind `K` over `scope`, created with default options on first use.
     pub fn informer<K: Kind<DynamicType = ()>>(&self, scope: &Scope) -> SharedIndexInformer<K> {
+        // The common case (a reconcile's cached read) finds it: no configuration to look at.
+        if let Some(informer) = self.existing::<K>(&(), scope) {
+            return informer;
+        }
         self.informer_for::<K>(&(), scope, |builder| builder)
     }
 
+    /// The informer made for the `K`s of the kind `dynamic` names over `scope`, if any.
+    fn existing<K: Kind>(
+        &self,
+        dynamic: &K::DynamicType,
+        scope: &Scope,
+    ) -> Option<SharedIndexInformer<K>> {
+        let informers = self.informers.lock();
+        informers
+            .get(&(TypeId::of::<K>(), scope.clone()))?
+            .iter()
+            .filter(|made| {
+                made.dynamic
+                    .downcast_ref::<K::DynamicType>()
+                    .is_some_and(|kind| kind == dynamic)
+            })
+            .find_map(|made| {
+                made.informer
+                    .as_any()
+                    .downcast_ref::<SharedIndexInformer<K>>()
+                    .cloned()
+            })
+    }
+
     /// Like [`informer`](Self::informer); when the informer does not exist yet, `configure` sets
-    /// its options (transform, indexers, reflector settings). Later calls get the existing one.
+    /// its options (transform, indexers, reflector settings). When it exists already, it is
+    /// returned, and of what `configure` sets only the indexers can still take effect: each index
+    /// whose name the informer lacks is added to it (and filled from its cache if it runs); an
+    /// index whose name it has is kept as it is; a transform or reflector setting is not applied
+    /// (a transform is logged at warn level, naming the informer).
     pub fn informer_with<K: Kind<DynamicType = ()>>(
         &self,
         scope: &Scope,
@@ -161,7 +192,28 @@ impl<S: ListerWatcherSource> SharedInformerFactory<S> {
             }
         });
         if let Some(informer) = existing {
-            return informer.clone();
+            let informer = informer.clone();
+            drop(informers);
+            let probe =
+                SharedIndexInformer::builder(self.source.lister_watcher::<K>(dynamic, scope));
+            let (indexers, transform) = configure(probe).late_settings();
+            for (name, function) in indexers.list {
+                // A name it has is its own index (every store has `namespace`): kept.
+                if !informer.store().has_index(&name) {
+                    if let Err(conflict) = informer.add_index(&name, function) {
+                        // Added meanwhile by another caller under the same name: kept as well.
+                        tracing::debug!(informer = %informer.name(), %conflict, "index kept");
+                    }
+                }
+            }
+            if transform {
+                tracing::warn!(
+                    informer = %informer.name(),
+                    "informer_with/informer_for: a transform was given for an informer that \
+                     already exists; it is not applied (create the informer with it first)"
+                );
+            }
+            return informer;
         }
         let plural = K::api_resource(dynamic).plural;
         let name = match &scope.namespace {

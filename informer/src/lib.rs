@@ -126,4 +126,4 @@ pub use reflector::{
     WatchErrorHandler,
 };
 pub use shared_informer::{InformerBuilder, SharedIndexInformer, StartError};
-pub use store::{Store, UnknownIndex, VersionObserver};
+pub use store::{IndexConflict, Store, UnknownIndex, VersionObserver};

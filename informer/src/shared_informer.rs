@@ -150,6 +150,13 @@ impl<K: Object, L: ListerWatcher<K>> InformerBuilder<K, L> {
         self
     }
 
+    /// What was configured that an informer already built can still take: its indexers, and
+    /// whether a transform was set (which it cannot take). For the factory, when `configure`
+    /// is given for an informer it made before.
+    pub(crate) fn late_settings(self) -> (Indexers<K>, bool) {
+        (self.indexers, self.transform.is_some())
+    }
+
     pub fn build(self) -> SharedIndexInformer<K> {
         let mut store = Store::new(self.indexers);
         if let Some(metrics) = &self.metrics {
@@ -313,6 +320,16 @@ impl<K: Object> SharedIndexInformer<K> {
     /// The informer's store, with its indexes.
     pub fn store(&self) -> &Arc<Store<K>> {
         &self.inner.store
+    }
+
+    /// Adds the index `name` to the informer's store, before or after it started: the objects
+    /// already cached are indexed at once (see [`Store::add_index`]). client-go's `AddIndexers`.
+    pub fn add_index(
+        &self,
+        name: &str,
+        function: crate::IndexFn<K>,
+    ) -> Result<(), crate::IndexConflict> {
+        self.inner.store.add_index(name, function)
     }
 
     /// A [`Lister`] over the store.

@@ -58,6 +58,13 @@ use crate::object::{Object, ObjectKey};
 #[error("the store has no index named {0:?}")]
 pub struct UnknownIndex(pub String);
 
+/// [`Store::add_index`] was asked for an index whose name the store already has (client-go's
+/// `AddIndexers` refuses the same way): two functions under one name would answer lookups with
+/// whichever came first, so the second is refused rather than dropped.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the store already has an index named {0:?}")]
+pub struct IndexConflict(pub String);
+
 /// Called with the store's new resourceVersion each time it changes (e.g. to set a gauge).
 pub type VersionObserver = Box<dyn Fn(&str) + Send + Sync>;
 
@@ -72,7 +79,10 @@ struct Index<K> {
 /// See the [module docs](self).
 pub struct Store<K> {
     items: DashMap<ObjectKey, Arc<K>, RandomState>,
-    indexes: Vec<Index<K>>,
+    /// Grows only ([`Store::add_index`]), never shrinks or replaces an index. Lock order: `writer`,
+    /// then `lists`, then this; a new index is built over every item while `writer` and the list
+    /// gate are held, so no write and no multi-key read sees it half built.
+    indexes: RwLock<Vec<Index<K>>>,
     /// Held by writers, so that an item and its index entries change together.
     writer: Mutex<()>,
     /// The list gate: held for writing while a list's changes are applied, and for reading by
@@ -109,15 +119,17 @@ impl<K: Object> Store<K> {
     pub fn new(indexers: Indexers<K>) -> Store<K> {
         Store {
             items: DashMap::with_hasher(RandomState::default()),
-            indexes: indexers
-                .list
-                .into_iter()
-                .map(|(name, function)| Index {
-                    name,
-                    function,
-                    values: DashMap::with_hasher(RandomState::default()),
-                })
-                .collect(),
+            indexes: RwLock::new(
+                indexers
+                    .list
+                    .into_iter()
+                    .map(|(name, function)| Index {
+                        name,
+                        function,
+                        values: DashMap::with_hasher(RandomState::default()),
+                    })
+                    .collect(),
+            ),
             writer: Mutex::new(()),
             lists: RwLock::new(()),
             version: watch::Sender::new(String::new()),
@@ -129,6 +141,39 @@ impl<K: Object> Store<K> {
     pub fn with_version_observer(mut self, observer: VersionObserver) -> Store<K> {
         self.observer = Some(observer);
         self
+    }
+
+    /// Adds the index `name` and fills it from every object held now (a re-index), so that it
+    /// answers as if it had been there from the start; later writes keep it current. Refused if
+    /// the store has an index of that name already.
+    pub fn add_index(&self, name: &str, function: IndexFn<K>) -> Result<(), IndexConflict> {
+        let _writer = self.writer.lock();
+        let _gate = self.lists.write();
+        let mut indexes = self.indexes.write();
+        if indexes.iter().any(|index| index.name == name) {
+            return Err(IndexConflict(name.to_string()));
+        }
+        let index = Index {
+            name: name.to_string(),
+            function,
+            values: DashMap::with_hasher(RandomState::default()),
+        };
+        for entry in self.items.iter() {
+            for value in (index.function)(entry.value()) {
+                index
+                    .values
+                    .entry(value)
+                    .or_default()
+                    .insert(entry.key().clone());
+            }
+        }
+        indexes.push(index);
+        Ok(())
+    }
+
+    /// Whether the store has an index called `name`.
+    pub fn has_index(&self, name: &str) -> bool {
+        self.indexes.read().iter().any(|index| index.name == name)
     }
 
     /// Adds or replaces the object under its key; returns the previous one.
@@ -182,7 +227,7 @@ impl<K: Object> Store<K> {
     /// Call with the writer lock.
     fn insert_locked(&self, key: ObjectKey, object: Arc<K>) -> Option<Arc<K>> {
         let old = self.items.insert(key.clone(), object.clone());
-        for index in &self.indexes {
+        for index in self.indexes.read().iter() {
             let new_values = (index.function)(&object);
             if let Some(old) = &old {
                 unindex_one(index, &key, old, Some(&new_values));
@@ -197,7 +242,7 @@ impl<K: Object> Store<K> {
     /// Call with the writer lock.
     fn remove_locked(&self, key: &str) -> Option<Arc<K>> {
         let (key, old) = self.items.remove(key)?;
-        for index in &self.indexes {
+        for index in self.indexes.read().iter() {
             unindex_one(index, &key, &old, None);
         }
         Some(old)
@@ -284,14 +329,16 @@ impl<K: Object> Store<K> {
     /// Every value index `index` currently has.
     pub fn index_values(&self, index: &str) -> Result<Vec<String>, UnknownIndex> {
         let _gate = self.lists.read();
-        let index = self.index(index)?;
+        let indexes = self.indexes.read();
+        let index = Self::index(&indexes, index)?;
         Ok(index.values.iter().map(|e| e.key().clone()).collect())
     }
 
     /// Call with the gate held (a gated read must never take it twice: a writer waiting between
     /// the two would deadlock them).
     fn keys_of(&self, index: &str, value: &str) -> Result<Vec<ObjectKey>, UnknownIndex> {
-        let index = self.index(index)?;
+        let indexes = self.indexes.read();
+        let index = Self::index(&indexes, index)?;
         Ok(index
             .values
             .get(value)
@@ -299,8 +346,8 @@ impl<K: Object> Store<K> {
             .unwrap_or_default())
     }
 
-    fn index(&self, name: &str) -> Result<&Index<K>, UnknownIndex> {
-        self.indexes
+    fn index<'a>(indexes: &'a [Index<K>], name: &str) -> Result<&'a Index<K>, UnknownIndex> {
+        indexes
             .iter()
             .find(|index| index.name == name)
             .ok_or_else(|| UnknownIndex(name.to_string()))
@@ -327,6 +374,30 @@ mod tests {
     fn sorted(mut keys: Vec<ObjectKey>) -> Vec<String> {
         keys.sort();
         keys.iter().map(|k| k.to_string()).collect()
+    }
+
+    #[test]
+    fn an_index_added_later_indexes_what_is_held_and_a_second_of_one_name_is_refused() {
+        let store = Store::<ConfigMap>::default();
+        store.insert(cm("ns", "a", "web"));
+        store.insert(cm("ns", "b", "db"));
+        assert_eq!(
+            store.index_keys("app", "web"),
+            Err(UnknownIndex("app".into()))
+        );
+        store.add_index("app", index::label("app")).unwrap();
+        assert_eq!(sorted(store.index_keys("app", "web").unwrap()), ["ns/a"]);
+        store.insert(cm("ns", "c", "web"));
+        store.insert(cm("ns", "a", "db"));
+        assert_eq!(sorted(store.index_keys("app", "web").unwrap()), ["ns/c"]);
+        assert_eq!(
+            store.add_index("app", index::label("other")),
+            Err(IndexConflict("app".into()))
+        );
+        assert_eq!(
+            store.add_index(NAMESPACE_INDEX, index::namespace()),
+            Err(IndexConflict(NAMESPACE_INDEX.into()))
+        );
     }
 
     #[test]

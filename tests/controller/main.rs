@@ -3,8 +3,11 @@
 //! client. (`shard_controller.rs` is a binary of its own: it installs a process-wide `tracing`
 //! subscriber.)
 
+mod author_traps;
+mod cleanup_once;
 mod context;
 mod dynamic;
+mod mirror;
 mod read_your_own_writes;
 mod readme_testing;
 mod runtime;

@@ -28,3 +28,98 @@ async fn derive_story_on_the_embedded_server() {
     .await;
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Printer columns replace kubectl's defaults (NAME stays): the derive puts AGE back, last, as
+/// kubebuilder scaffolds it, unless told not to or a column shows the creation time already.
+#[test]
+fn derive_author_trap_printer_columns_keep_age_unless_told_not_to() {
+    let columns = |crd: k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition| -> Vec<(String, String, String)> {
+        crd.spec.versions[0]
+            .additional_printer_columns
+            .iter()
+            .flatten()
+            .map(|c| (c.name.clone(), c.type_.clone(), c.json_path.clone()))
+            .collect()
+    };
+    let gear = columns(story::Gear::crd());
+    assert_eq!(
+        gear.last(),
+        Some(&(
+            "Age".to_string(),
+            "date".to_string(),
+            ".metadata.creationTimestamp".to_string()
+        )),
+        "{gear:?}"
+    );
+    assert_eq!(gear.len(), 4, "Teeth, Finish, Ready, Age: {gear:?}");
+    let bare = columns(Bare::crd());
+    assert_eq!(
+        bare.len(),
+        1,
+        "no_age_column: only the column given: {bare:?}"
+    );
+    let own = columns(OwnAge::crd());
+    assert_eq!(
+        own.iter().map(|c| c.0.as_str()).collect::<Vec<_>>(),
+        ["Created"],
+        "a column of the creation time already: {own:?}"
+    );
+    assert!(
+        columns(NoColumns::crd()).is_empty(),
+        "no columns: kubectl's own"
+    );
+}
+
+#[derive(
+    ferrokube::CustomResource,
+    Clone,
+    Debug,
+    serde::Serialize,
+    serde::Deserialize,
+    schemars::JsonSchema,
+)]
+#[resource(
+    group = "derive.ferrokube.dev",
+    version = "v1",
+    kind = "Bare",
+    no_age_column,
+    printcolumn(name = "Size", type = "integer", json_path = ".spec.size")
+)]
+pub struct BareSpec {
+    size: i32,
+}
+
+#[derive(
+    ferrokube::CustomResource,
+    Clone,
+    Debug,
+    serde::Serialize,
+    serde::Deserialize,
+    schemars::JsonSchema,
+)]
+#[resource(
+    group = "derive.ferrokube.dev",
+    version = "v1",
+    kind = "OwnAge",
+    printcolumn(
+        name = "Created",
+        type = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+pub struct OwnAgeSpec {
+    size: i32,
+}
+
+#[derive(
+    ferrokube::CustomResource,
+    Clone,
+    Debug,
+    serde::Serialize,
+    serde::Deserialize,
+    schemars::JsonSchema,
+)]
+#[resource(group = "derive.ferrokube.dev", version = "v1", kind = "NoColumns")]
+pub struct NoColumnsSpec {
+    size: i32,
+}

@@ -352,8 +352,8 @@ pub async fn story(cluster: &Cluster) {
         .expect_err("an enum value outside the schema's");
     assert!(error.is_invalid(), "{error}");
 
-    // kubectl: the printer columns (priority 1 only with -o wide; no AGE: a CRD that lists columns
-    // gets NAME and its own), the short name, the category.
+    // kubectl: the printer columns (priority 1 only with -o wide; a CRD that lists columns gets
+    // NAME and its own, so the derive adds AGE last), the short name, the category.
     let table = kubectl_ok(cluster, &["get", "gears", "-n", ns], None);
     let header: Vec<&str> = table
         .lines()
@@ -361,7 +361,7 @@ pub async fn story(cluster: &Cluster) {
         .unwrap_or_default()
         .split_whitespace()
         .collect();
-    assert_eq!(header, ["NAME", "TEETH", "READY"], "{table}");
+    assert_eq!(header, ["NAME", "TEETH", "READY", "AGE"], "{table}");
     let row = table
         .lines()
         .find(|l| l.starts_with("s1 "))
@@ -375,7 +375,11 @@ pub async fn story(cluster: &Cluster) {
         .unwrap_or_default()
         .split_whitespace()
         .collect();
-    assert_eq!(header, ["NAME", "TEETH", "FINISH", "READY"], "{wide}");
+    assert_eq!(
+        header,
+        ["NAME", "TEETH", "FINISH", "READY", "AGE"],
+        "{wide}"
+    );
     assert!(wide.contains("Matte"), "{wide}");
     let by_category = kubectl_ok(cluster, &["get", "ferrokube", "-n", ns, "-o", "name"], None);
     assert!(

@@ -12,6 +12,7 @@ use ferrokube::api::PostParams;
 use ferrokube::apiserver::{ApiServer, RunningServer, WriteFailure};
 use ferrokube::controller::{Action, Context, Reconciler};
 use ferrokube::informer::Scope;
+use ferrokube::leader::LeaderState;
 use ferrokube::manager::{Manager, ManagerBuilder, ManagerError};
 use ferrokube::{Api, Client, Error};
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -317,5 +318,78 @@ async fn manager_leader_that_cannot_renew_stops_and_reports_leadership_lost() {
     assert!(
         matches!(refused, Err(Error::NotLeader { .. })),
         "after losing the lease: {refused:?}"
+    );
+}
+
+/// Issue 44, item 5: a follower asked to stop never takes the lease, however long its runnables
+/// take to stop. (It took the lease released meanwhile, after its controllers had stopped, and
+/// released it again: a leader that could lead nothing, and a second hand-over for the others.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn manager_leader_author_trap_a_stopping_follower_never_takes_the_lease() {
+    let (_server, client) = server().await;
+    let log = Log::default();
+    let first = manager(&client, "first", &log, short_lease("first"));
+    let first_leads = first.leadership().expect("leader election on").clone();
+    let (stop_first, first_stopped) = oneshot::channel::<()>();
+    let first_run = tokio::spawn(first.run_until(async {
+        let _ = first_stopped.await;
+    }));
+    tokio::time::timeout(Duration::from_secs(10), first_leads.acquired())
+        .await
+        .expect("the first manager is elected")
+        .expect("elected");
+
+    let mut second = manager(&client, "second", &log, short_lease("second"));
+    let second_leads = second.leadership().expect("leader election on").clone();
+    // A runnable that takes its time to stop: it returns only when the test lets it.
+    let (let_go, held) = oneshot::channel::<()>();
+    second.add("slow-to-stop", move |context| async move {
+        context.stopped().await;
+        let _ = held.await;
+        Ok(())
+    });
+    let mut second_state = second_leads.watch();
+    let (stop_second, second_stopped) = oneshot::channel::<()>();
+    let second_run = tokio::spawn(second.run_until(async {
+        let _ = second_stopped.await;
+    }));
+    tokio::time::timeout(
+        Duration::from_secs(10),
+        second_state.wait_for(|state| {
+            matches!(state, LeaderState::Following { leader: Some(leader) } if leader == "first")
+        }),
+    )
+    .await
+    .expect("the second follows the first")
+    .expect("elector alive");
+
+    // The follower is asked to stop (SIGTERM); its slow runnable keeps the manager stopping.
+    let _ = stop_second.send(());
+    // The leader goes and hands the lease back.
+    let _ = stop_first.send(());
+    first_run
+        .await
+        .expect("first manager task")
+        .expect("a graceful stop returns Ok");
+    // The stopping follower's elector ends without campaigning further.
+    let ended = tokio::time::timeout(
+        Duration::from_secs(10),
+        second_state.wait_for(|state| !matches!(state, LeaderState::Following { .. })),
+    )
+    .await
+    .expect("the stopping follower's elector ends within 10 s")
+    .expect("watch alive")
+    .clone();
+    assert_eq!(ended, LeaderState::Stopped, "it never led");
+    let _ = let_go.send(());
+    second_run.await.expect("task").expect("stops with Ok");
+    let lease = Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(client, "default")
+        .get("manager-test")
+        .await
+        .expect("the lease");
+    let holder = lease.spec.and_then(|spec| spec.holder_identity);
+    assert!(
+        holder.as_deref().is_none_or(|h| h != "second"),
+        "the lease names {holder:?}"
     );
 }

@@ -37,7 +37,8 @@ use ferrokube::controller::owner::{self, CreateOrUpdateError, OwnerError};
 use ferrokube::controller::{
     Action, Context, Controller, ControllerError, Filter, ReadError, Reconciler,
 };
-use ferrokube::core::{LabelSelector, ObjectKey, Scope};
+use ferrokube::core::Scope;
+use ferrokube::informer::NAMESPACE_INDEX;
 use ferrokube::k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use serde_json::json;
 
@@ -106,17 +107,14 @@ pub async fn run<S: BucketStore>(
     reconciler: BucketController<S>,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), ControllerError> {
-    let controller = Controller::<Bucket>::new(client, Scope::all());
-    let buckets = controller.primary_informer().lister();
     // The primary's filter drops our own status and finalizer writes (no new generation), but
     // not the start of a deletion: the server bumps the generation then, so the finalizer's
-    // cleanup runs.
-    controller
+    // cleanup runs. A Namespace maps to its Buckets through the primary's namespace index (every
+    // informer has it; another one would be added with `index_field::<Bucket>(name, ..)`).
+    Controller::<Bucket>::new(client, Scope::all())
         .owns::<ConfigMap>(Scope::all())
-        .watches::<Namespace>(Scope::all(), move |namespace| {
-            let name = namespace.metadata.name.as_deref().unwrap_or_default();
-            let in_it = buckets.namespace(name).list(&LabelSelector::everything());
-            in_it.iter().map(|b| ObjectKey::of(b.as_ref())).collect()
+        .watches_by_index::<Namespace>(Scope::all(), NAMESPACE_INDEX, |namespace| {
+            namespace.metadata.name.clone().into_iter().collect()
         })
         .filter(Filter::generation_changed())
         .filter_for::<Namespace>(Filter::labels_changed())

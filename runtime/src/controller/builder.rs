@@ -47,7 +47,7 @@ use super::consistency::{ConsistencyStore, DEFAULT_STALE_REQUEUE};
 use super::filter::{Filter, KindFilter, SourceKind};
 use super::metrics::Metrics;
 use super::source::{self, Enqueue, MapEvent, ObjectEvent};
-use super::wiring::{self, Attach, KeyStream, Wiring};
+use super::wiring::{self, Attach, KeyStream, SourceName, Wiring};
 #[cfg(feature = "shard")]
 use crate::shard::{DependentKind, Dependents, ShardMember};
 use ferrokube_client::api::{ApiResource, Kind};
@@ -86,6 +86,15 @@ type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 pub(super) type DependentMaker =
     Box<dyn FnOnce(&SharedInformerFactory<Client>, &ShardMember) -> Arc<dyn DependentKind> + Send>;
 
+/// The name of a source made by the builder call `call` for the kind `dynamic` names, whose
+/// mapper is `mapper` (`watches::<Secret>`; a closure's type name says where it is written).
+fn source_name<O: Kind>(call: &str, dynamic: &O::DynamicType, mapper: &'static str) -> SourceName {
+    SourceName {
+        call: format!("{call}::<{}>", O::api_resource(dynamic).kind),
+        mapper,
+    }
+}
+
 /// Where a controller's informers come from.
 pub(super) enum FactorySource {
     /// Its own, made on first use from `client` (with the metrics recorded by then); the
@@ -97,6 +106,16 @@ pub(super) enum FactorySource {
     /// Given to [`Controller::with_factory`]: its owner stops them.
     Shared(Arc<SharedInformerFactory<Client>>),
 }
+
+/// An index recorded by [`Controller::index_field`]: `add` puts it on its informer at `run`, or
+/// says why it cannot (a problem `run` refuses with).
+pub(super) struct IndexField {
+    pub(super) add: AddIndex,
+}
+
+/// Adds one index to the factory's informer over the controller's scope; `Err`: why not.
+pub(super) type AddIndex =
+    Box<dyn FnOnce(&SharedInformerFactory<Client>, &Scope) -> Result<(), String> + Send>;
 
 /// One source of informer events: its kind (for its filters) and how it attaches at `run`.
 pub(super) struct InformerSource {
@@ -137,6 +156,11 @@ pub struct Controller<K: Kind> {
     pub(super) workers_after: Option<BoxFuture<()>>,
     /// Calls that came too late to take effect (see the [module docs](self)); `run` refuses.
     pub(super) late_calls: Vec<String>,
+    /// Indexes to add at `run` ([`index_field`](Self::index_field)).
+    pub(super) index_fields: Vec<IndexField>,
+    /// Per [`watches_by_index`](Self::watches_by_index) source, its call and the primary's
+    /// index it looks keys up in: `run` refuses if the primary's informer lacks one.
+    pub(super) index_lookups: Vec<(String, String)>,
     /// Set by [`shard`](Self::shard): this replica's membership and the primary scope before it
     /// was narrowed (the assigner's).
     #[cfg(feature = "shard")]
@@ -218,6 +242,8 @@ impl<K: Kind> Controller<K> {
             client: None,
             workers_after: None,
             late_calls: Vec::new(),
+            index_fields: Vec::new(),
+            index_lookups: Vec::new(),
             #[cfg(feature = "shard")]
             shard: None,
             #[cfg(feature = "shard")]
@@ -370,17 +396,105 @@ impl<K: Kind> Controller<K> {
         scope: Scope,
         handle: impl Fn(&Enqueue, &ObjectEvent<'_, C>) + Send + Sync + 'static,
     ) -> Self {
-        self.owned::<C>((), scope, Box::new(handle))
+        let name = source_name::<C>("owns_with", &(), std::any::type_name_of_val(&handle));
+        self.owned::<C>((), scope, Box::new(handle), name)
     }
 
     /// Reconciles the keys `map` returns for each changed `O` in `scope` (zero or more; both the
     /// old and the new state of an update are mapped). Filtered as [`owns`](Self::owns) is.
+    ///
+    /// Each key must be able to name a `K`: with a namespace if `K` is namespaced, without one if
+    /// it is cluster-scoped. Any other key is refused before the queue, counted in
+    /// `controller_mapper_keys_refused_total{mapper="watches::<O>"}` and logged (the first one)
+    /// at warn level: see [`source`](super::source#keys-that-name-no-primary).
     pub fn watches<O: Kind<DynamicType = ()>>(
         self,
         scope: Scope,
         map: impl Fn(&O) -> Vec<ObjectKey> + Send + Sync + 'static,
     ) -> Self {
         self.watches_dynamic::<O>((), scope, map)
+    }
+
+    /// Indexes the `O`s of the controller's scope by `values` under the index `name`
+    /// (controller-runtime's `IndexField`): the store of the factory's informer of `O` over the
+    /// controller's scope (for `O` = `K`, the primary informer) keeps, per value, the keys of the
+    /// objects that gave it. The index is added when the controller runs, also to an informer
+    /// that exists or runs already (it is then filled from what it holds). Read it with
+    /// `store().by_index(name, value)` or map through it with
+    /// [`watches_by_index`](Self::watches_by_index). `run` refuses, naming this call, if the
+    /// informer has an index of that name already.
+    ///
+    /// ```text
+    /// controller
+    ///     // Mirrors by the ConfigMap they copy ("namespace/name")...
+    ///     .index_field::<Mirror>("spec.source", |m| vec![m.source_key()])
+    ///     // ...so a change to a ConfigMap reconciles the Mirrors that copy it.
+    ///     .watches_by_index::<ConfigMap>(Scope::all(), "spec.source", |cm| {
+    ///         vec![ObjectKey::of(cm).to_string()]
+    ///     })
+    /// ```
+    pub fn index_field<O: Kind<DynamicType = ()>>(
+        mut self,
+        name: &str,
+        values: impl Fn(&O) -> Vec<String> + Send + Sync + 'static,
+    ) -> Self {
+        let name = name.to_string();
+        self.index_fields.push(IndexField {
+            add: Box::new(move |factory, scope| {
+                let kind = O::api_resource(&()).kind;
+                factory
+                    .informer_for::<O>(&(), scope, |builder| builder)
+                    .add_index(&name, Arc::new(values))
+                    .map_err(|conflict| {
+                        format!(
+                            "index_field::<{kind}>({name:?}, ..): {conflict} (given twice, or \
+                             also through the factory's informer_with)"
+                        )
+                    })
+            }),
+        });
+        self
+    }
+
+    /// Reconciles the primaries an `O` points at through the primary's index `index`
+    /// (controller-runtime's `Watches` + `EnqueueRequestsFromMapFunc` over a field index): for
+    /// each changed `O` in `scope` (both states of an update), `values` gives index values, and
+    /// every `K` whose index `index` has one of them is reconciled. `index` is one given to
+    /// [`index_field::<K>`](Self::index_field) (`run` refuses, naming this call, if the primary's
+    /// informer has no such index). Both sides must speak the same values: if names repeat
+    /// across namespaces, put the namespace in both. Filtered as [`owns`](Self::owns) is.
+    pub fn watches_by_index<O: Kind<DynamicType = ()>>(
+        mut self,
+        scope: Scope,
+        index: &str,
+        values: impl Fn(&O) -> Vec<String> + Send + Sync + 'static,
+    ) -> Self {
+        let name = source_name::<O>("watches_by_index", &(), std::any::type_name_of_val(&values));
+        self.index_lookups
+            .push((format!("{}({index:?}, ..)", name.call), index.to_string()));
+        let index = index.to_string();
+        self.sources.push(InformerSource {
+            kind: SourceKind::of::<O>(&()),
+            attach: Box::new(move |wiring: &Wiring<'_>| {
+                let primaries = wiring.primary_index.clone();
+                let controller = wiring.name.to_string();
+                let map = source::mapped(move |object: &O| {
+                    let mut keys = Vec::new();
+                    for value in values(object) {
+                        match primaries.keys(&index, &value) {
+                            Ok(found) => keys.extend(found),
+                            // `run` checked that the index is there, and indexes never go.
+                            Err(error) => {
+                                tracing::error!(%controller, %error, "watches_by_index lookup")
+                            }
+                        }
+                    }
+                    keys
+                });
+                wiring::attach::<O>(wiring, &(), &scope, map, None, name)
+            }),
+        });
+        self
     }
 
     /// The most general informer source: `handle` gets every event of the `O`s in `scope` that
@@ -395,7 +509,8 @@ impl<K: Kind> Controller<K> {
         scope: Scope,
         handle: impl Fn(&Enqueue, &ObjectEvent<'_, O>) + Send + Sync + 'static,
     ) -> Self {
-        self.watched::<O>((), scope, Box::new(handle))
+        let name = source_name::<O>("watches_with", &(), std::any::type_name_of_val(&handle));
+        self.watched::<O>((), scope, Box::new(handle), name)
     }
 
     /// Adds a filter every event of kind `O` must pass, whichever sources hear `O`s (all of its
@@ -413,7 +528,8 @@ impl<K: Kind> Controller<K> {
         let map = source::mapped(move |child: &C| {
             source::controller_key(&owner, child).into_iter().collect()
         });
-        self.owned::<C>(dynamic, scope, map)
+        let name = source_name::<C>("owns", &dynamic, "the controller ownerReference");
+        self.owned::<C>(dynamic, scope, map, name)
     }
 
     fn owned<C: Kind>(
@@ -421,13 +537,21 @@ impl<K: Kind> Controller<K> {
         dynamic: C::DynamicType,
         scope: Scope,
         map: Box<MapEvent<C>>,
+        name: SourceName,
     ) -> Self {
         #[cfg(feature = "shard")]
         self.record_dependent::<C>(dynamic.clone(), scope.clone());
         self.sources.push(InformerSource {
             kind: SourceKind::of::<C>(&dynamic),
             attach: Box::new(move |wiring: &Wiring<'_>| {
-                wiring::attach::<C>(wiring, &dynamic, &wiring.owned_scope(&scope), map, None)
+                wiring::attach::<C>(
+                    wiring,
+                    &dynamic,
+                    &wiring.owned_scope(&scope),
+                    map,
+                    None,
+                    name,
+                )
             }),
         });
         self
@@ -481,7 +605,8 @@ impl<K: Kind> Controller<K> {
         scope: Scope,
         map: impl Fn(&O) -> Vec<ObjectKey> + Send + Sync + 'static,
     ) -> Self {
-        self.watched::<O>(dynamic, scope, source::mapped(map))
+        let name = source_name::<O>("watches", &dynamic, std::any::type_name_of_val(&map));
+        self.watched::<O>(dynamic, scope, source::mapped(map), name)
     }
 
     fn watched<O: Kind>(
@@ -489,11 +614,12 @@ impl<K: Kind> Controller<K> {
         dynamic: O::DynamicType,
         scope: Scope,
         map: Box<MapEvent<O>>,
+        name: SourceName,
     ) -> Self {
         self.sources.push(InformerSource {
             kind: SourceKind::of::<O>(&dynamic),
             attach: Box::new(move |wiring: &Wiring<'_>| {
-                wiring::attach::<O>(wiring, &dynamic, &scope, map, None)
+                wiring::attach::<O>(wiring, &dynamic, &scope, map, None, name)
             }),
         });
         self

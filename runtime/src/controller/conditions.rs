@@ -176,8 +176,10 @@ impl ConditionBuilder {
         self
     }
 
-    /// The `metadata.generation` this condition was computed from (pass the object's own
-    /// `metadata.generation`).
+    /// The `metadata.generation` this condition was computed from: that of the object the
+    /// reconcile did its work on (the one it was handed), read *before* the status write. Never
+    /// the generation of the object a status `mutate` closure is given: after a 409 that is a
+    /// fresh read, possibly of a newer spec the work never saw (see [`update_status_from`]).
     pub fn observed_generation(mut self, generation: Option<i64>) -> ConditionBuilder {
         self.condition.observed_generation = generation;
         self
@@ -275,6 +277,49 @@ where
 /// The status written is always computed from the version it lands on. As with `update_status`,
 /// `mutate` must compute the status from what it is given; `api` must be in the object's
 /// namespace for a namespaced kind.
+///
+/// ## Where `observedGeneration` comes from
+///
+/// From the object the reconcile did its work on (`cached`, the one it was handed), read before
+/// the call and captured by `mutate`; **not** from the object `mutate` is given. After a 409,
+/// `mutate` runs on a fresh read, and if the spec changed meanwhile that read has the next
+/// generation: a `Ready=True` stamped with *its* generation would claim work on a spec no reconcile
+/// has seen yet, and readers comparing `observedGeneration` with `metadata.generation` would take
+/// the stale report for a fresh one. (The reconcile of the new generation, which the spec change
+/// queued, writes the next report.) The statuses a condition carries beside it
+/// (`status.observedGeneration`) follow the same rule.
+///
+/// ```
+/// use ferrokube_runtime::controller::conditions::{ConditionBuilder, TRUE, set_condition};
+/// use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+///
+/// // The object the reconcile was handed and did its work on: generation 1.
+/// let mut reconciled = PodDisruptionBudget::default();
+/// reconciled.metadata.generation = Some(1);
+///
+/// // Right: read the generation from it before the call, and capture it.
+/// let worked_on = reconciled.metadata.generation;
+/// let mut mutate = |pdb: &mut PodDisruptionBudget| {
+///     let ready = ConditionBuilder::new("Ready", TRUE)
+///         .reason("Done")
+///         .observed_generation(worked_on) // not pdb.metadata.generation
+///         .build();
+///     let status = pdb.status.get_or_insert_with(Default::default);
+///     set_condition(status.conditions.get_or_insert_with(Vec::new), ready)
+/// };
+///
+/// // What update_status_from does after a 409: `mutate` on a fresh read, here of generation 2
+/// // (the spec changed while the reconcile worked on generation 1).
+/// let mut fresh = reconciled.clone();
+/// fresh.metadata.generation = Some(2);
+/// assert!(mutate(&mut fresh));
+/// let conditions = fresh.status.and_then(|s| s.conditions).unwrap_or_default();
+/// assert_eq!(
+///     conditions[0].observed_generation,
+///     Some(1),
+///     "Ready speaks for the generation the work was done on"
+/// );
+/// ```
 pub async fn update_status_from<K, F>(
     api: &Api<K>,
     cached: &K,

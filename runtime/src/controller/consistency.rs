@@ -51,6 +51,15 @@
 //! records only by the second rule: whether it will ever show a new object cannot be told here,
 //! and waiting for it could wait forever.
 //!
+//! **A write that ends an object is a deletion.** A write whose answer is an object being deleted
+//! with no finalizer left and no grace period to wait out (the PATCH that removes the last
+//! finalizer of a terminating object) ended it: the server removes it at once. kube-apiserver
+//! answers that PATCH with a resourceVersion its watch has already delivered (the object still
+//! terminating), and sends the DELETED event one revision later; a check by version would pass
+//! while the cache still holds the object, and the next reconcile would find the finalizer still
+//! there and clean up a second time. So such a write records that the informers must no longer
+//! hold the object (its uid), as a delete answered with a `Status` does.
+//!
 //! One case is not covered: a delete answered with a `Status` of an object the informer has not
 //! shown yet (created by someone else a moment ago) is "gone" at once, and its creation and
 //! deletion still arrive later. A controller deletes what its cache showed it, so this needs a
@@ -335,6 +344,26 @@ impl ConsistencyStore {
         }));
     }
 
+    /// Tracks a stand-in for an informer of `resource`'s kind over `scope`, for tests.
+    #[cfg(test)]
+    fn track_progress(&self, resource: &ApiResource, scope: &Scope, progress: Box<dyn Progress>) {
+        let kind = GroupKind {
+            group: resource.group.clone(),
+            kind: resource.kind.clone(),
+        };
+        self.inner
+            .informers
+            .write()
+            .entry(kind)
+            .or_default()
+            .push(Arc::new(Watched {
+                name: "fake".into(),
+                scope: scope.clone(),
+                matcher: scope.matcher().ok(),
+                progress,
+            }));
+    }
+
     /// A handle that records writes made for `key` (the key being reconciled).
     pub fn writes(&self, key: ObjectKey) -> Writes {
         Writes {
@@ -359,6 +388,7 @@ impl ConsistencyStore {
             written.namespace.as_deref(),
             written.name.as_deref().unwrap_or_default(),
         );
+        let ended = ends_the_object(written);
         let waits: Vec<Wait> = self
             .informers_of(resource)
             .into_iter()
@@ -367,7 +397,20 @@ impl ConsistencyStore {
             .filter(|informer| {
                 informer.holds_scope_of(written) || informer.progress.holds(&object, None)
             })
-            .map(|informer| Wait::Version { informer, version })
+            .map(|informer| {
+                if ended {
+                    // Its answer's version may be one the cache shows already, the object
+                    // still in it (kube-apiserver's): only the object's absence says the
+                    // cache has seen the end.
+                    Wait::Gone {
+                        informer,
+                        object: object.clone(),
+                        uid: written.uid.clone(),
+                    }
+                } else {
+                    Wait::Version { informer, version }
+                }
+            })
             .collect();
         self.record(key, waits);
     }
@@ -555,6 +598,16 @@ impl ConsistencyStore {
     }
 }
 
+/// Whether a write answered with `written` ended its object: it is being deleted
+/// (`deletionTimestamp`), with no grace period left to wait out and no finalizer left to hold it,
+/// so the server removes it now. The write that removes the last finalizer of a terminating
+/// object is the usual one. (A Pod's graceful delete has a grace period: it stays until then.)
+fn ends_the_object(written: &ObjectMeta) -> bool {
+    written.deletion_timestamp.is_some()
+        && written.finalizers.as_ref().is_none_or(Vec::is_empty)
+        && written.deletion_grace_period_seconds.unwrap_or(0) == 0
+}
+
 /// Adds `wait` to a key's list: a version wait replaces an older one for the same informer.
 fn merge(list: &mut Vec<Wait>, wait: Wait) {
     if let Wait::Version { informer, version } = &wait {
@@ -665,6 +718,77 @@ mod tests {
         store.wrote(&key, &resource, &config_map("13").metadata);
         assert_eq!(store.pending_keys(), 0);
         assert!(store.ensure_fresh(&key).is_ok());
+    }
+
+    /// An informer whose answers the test sets: the store's revision, and whether it holds `ns/x`.
+    struct Fake {
+        revision: AtomicU64,
+        holds: AtomicBool,
+    }
+
+    impl Progress for Arc<Fake> {
+        fn store_revision(&self) -> StoreRevision {
+            StoreRevision::of(&self.revision.load(Ordering::Relaxed).to_string())
+        }
+        fn holds(&self, _: &ObjectKey, _: Option<&str>) -> bool {
+            self.holds.load(Ordering::Relaxed)
+        }
+    }
+
+    /// kube-apiserver answers the PATCH that removes a terminating object's last finalizer with
+    /// a resourceVersion its cache already shows, and the DELETED event comes one revision later.
+    /// The write ended the object: the key waits until the cache has dropped it, however early
+    /// the version was (else the next reconcile finds the finalizer still there and cleans up
+    /// again).
+    #[test]
+    fn author_trap_a_write_that_removes_the_last_finalizer_waits_for_the_object_to_go() {
+        let store = ConsistencyStore::new("test");
+        let fake = Arc::new(Fake {
+            revision: AtomicU64::new(20),
+            holds: AtomicBool::new(true),
+        });
+        store.track_progress(
+            &ApiResource::of::<ConfigMap>(),
+            &Scope::all(),
+            Box::new(fake.clone()),
+        );
+        let key = ObjectKey::from("ns/x");
+        let mut ended = config_map("20");
+        ended.metadata.uid = Some("u1".into());
+        ended.metadata.deletion_timestamp = Some(
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(Default::default()),
+        );
+        ended.metadata.deletion_grace_period_seconds = Some(0);
+        ended.metadata.finalizers = Some(Vec::new());
+        store.wrote(&key, &ApiResource::of::<ConfigMap>(), &ended.metadata);
+        assert!(
+            store.ensure_fresh(&key).is_err(),
+            "the cache is at the answered version but still holds the object"
+        );
+        fake.revision.store(21, Ordering::Relaxed);
+        fake.holds.store(false, Ordering::Relaxed);
+        assert!(store.ensure_fresh(&key).is_ok(), "gone: fresh");
+        // A graceful delete (a Pod's 30 s) keeps the object: the version is enough there.
+        let mut graceful = config_map("30");
+        graceful.metadata.deletion_timestamp = ended.metadata.deletion_timestamp.clone();
+        graceful.metadata.deletion_grace_period_seconds = Some(30);
+        fake.revision.store(30, Ordering::Relaxed);
+        fake.holds.store(true, Ordering::Relaxed);
+        store.wrote(&key, &ApiResource::of::<ConfigMap>(), &graceful.metadata);
+        assert!(
+            store.ensure_fresh(&key).is_ok(),
+            "still there, as it should be"
+        );
+        // A finalizer left: the object stays; the version is enough.
+        let mut kept = ended.clone();
+        kept.metadata.resource_version = Some("31".into());
+        kept.metadata.finalizers = Some(vec!["other.example.com/cleanup".into()]);
+        fake.revision.store(31, Ordering::Relaxed);
+        store.wrote(&key, &ApiResource::of::<ConfigMap>(), &kept.metadata);
+        assert!(
+            store.ensure_fresh(&key).is_ok(),
+            "another finalizer keeps it"
+        );
     }
 
     #[test]

@@ -14,6 +14,7 @@
 //! | `controller_runtime_reconcile_time_seconds` | histogram | controller | time per reconcile (controller-runtime's buckets, 5 ms to 60 s) |
 //! | `controller_runtime_max_concurrent_reconciles` | gauge | controller | the number of workers |
 //! | `controller_runtime_active_workers` | gauge | controller | workers reconciling right now |
+//! | `controller_mapper_keys_refused_total` | counter | controller, mapper | keys a source returned that cannot name a primary object (no namespace for a namespaced primary, or one for a cluster-scoped primary), refused before the queue ([`source`](super::source#keys-that-name-no-primary)) |
 //! | `stale_sync_skips_total` | counter | controller | reconciles skipped because a cache had not caught up with the controller's own write for the key ([`consistency`](super::consistency)) |
 
 use std::sync::Arc;
@@ -71,6 +72,7 @@ pub struct Metrics {
     max_concurrent: Family<Labels, Gauge>,
     active: Family<Labels, Gauge>,
     stale_skips: Family<Labels, Counter>,
+    mapper_refusals: Family<Labels, Counter>,
     queues: PrometheusMetrics,
     informers: PrometheusInformerMetrics,
 }
@@ -86,6 +88,7 @@ impl Metrics {
             max_concurrent: Family::default(),
             active: Family::default(),
             stale_skips: Family::default(),
+            mapper_refusals: Family::default(),
             queues: PrometheusMetrics::register(registry),
             informers: PrometheusInformerMetrics::register(registry),
         };
@@ -126,7 +129,22 @@ impl Metrics {
              own last write for the key, per controller.",
             metrics.stale_skips.clone(),
         );
+        registry.register(
+            "controller_mapper_keys_refused",
+            "Keys a source returned that cannot name a primary object (a missing or extra \
+             namespace), refused before the queue, per controller and source.",
+            metrics.mapper_refusals.clone(),
+        );
         metrics
+    }
+
+    /// The counter of keys refused from the source `mapper` of controller `controller`.
+    pub(crate) fn mapper_refused(&self, controller: &str, mapper: &str) -> Counter {
+        let labels = vec![
+            ("controller".to_string(), controller.to_string()),
+            ("mapper".to_string(), mapper.to_string()),
+        ];
+        self.mapper_refusals.get_or_create(&labels).clone()
     }
 
     /// The informer metrics, for `SharedInformerFactory::with_metrics`.

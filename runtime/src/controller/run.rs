@@ -31,7 +31,7 @@ use super::context::{MarkChild, Shared as ContextShared};
 use super::filter::SourceKind;
 use super::reconciler::Reconciler;
 use super::source::{self, Enqueue, Tombstones};
-use super::wiring::{Attached, KeyStream, Wiring, attach};
+use super::wiring::{Attached, KeyStream, SourceName, Wiring, attach};
 use super::worker::Workers;
 #[cfg(feature = "shard")]
 use crate::shard::{DependentKind, ShardGate};
@@ -82,6 +82,7 @@ where
     R: Reconciler<K>,
 {
     check(&mut controller)?;
+    add_index_fields(&mut controller)?;
     let mut shutdown = std::pin::pin!(shutdown);
     let queue = controller.queue_handle();
     let enqueue = Enqueue::new(queue.clone());
@@ -236,6 +237,40 @@ fn check<K: Kind>(controller: &mut Controller<K>) -> Result<(), ControllerError>
     Ok(())
 }
 
+/// Adds the indexes of [`index_field`](Controller::index_field) to their informers (filled from
+/// what they hold if they run already), then checks that every index a
+/// [`watches_by_index`](Controller::watches_by_index) source looks up is on the primary's
+/// informer. Refuses, naming the call, an index whose name its informer has already, and a
+/// lookup of an index the primary lacks.
+fn add_index_fields<K: Kind>(controller: &mut Controller<K>) -> Result<(), ControllerError> {
+    let factory = controller.factory().clone();
+    let mut problems = Vec::new();
+    for field in std::mem::take(&mut controller.index_fields) {
+        if let Err(problem) = (field.add)(&factory, &controller.scope) {
+            problems.push(problem);
+        }
+    }
+    let primary =
+        factory.informer_for::<K>(&controller.dynamic, &controller.scope, |builder| builder);
+    for (call, index) in &controller.index_lookups {
+        if !primary.store().has_index(index) {
+            problems.push(format!(
+                "{call} looks primaries up by the index {index:?}, which the informer of {}s has \
+                 not: add it with index_field::<{}>({index:?}, ..)",
+                controller.resource.kind, controller.resource.kind
+            ));
+        }
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(ControllerError::Misconfigured {
+            controller: controller.name.clone(),
+            problems,
+        })
+    }
+}
+
 /// Puts one handler per source on its informer: the primary's first, then the others. On an
 /// error, those already on come off again (the guard is dropped).
 fn attach_all<K: Kind>(
@@ -260,6 +295,12 @@ fn attach_all<K: Kind>(
         primary: &primary_kind,
         name: &controller.name,
         consistency: &controller.consistency,
+        primary_namespaced: controller.resource.namespaced,
+        primary_index: factory
+            .informer_for::<K>(&controller.dynamic, &controller.scope, |builder| builder)
+            .store()
+            .clone(),
+        metrics: controller.metrics.as_ref(),
         #[cfg(feature = "shard")]
         shard: controller.shard.as_ref().map(|(member, _)| member),
     };
@@ -270,6 +311,10 @@ fn attach_all<K: Kind>(
         &controller.scope,
         primary,
         controller.resync,
+        SourceName {
+            call: "primary".to_string(),
+            mapper: "its own key",
+        },
     )?);
     for source in sources {
         attachments.handlers.push((source.attach)(&wiring)?);

@@ -24,6 +24,16 @@
 //!
 //! Handlers run on the informer's handler thread for this controller: they only compute keys and
 //! add them to the queue, which never blocks.
+//!
+//! ## Keys that name no primary
+//!
+//! A key a source adds must be able to name a primary object: with a namespace for a namespaced
+//! primary, without one for a cluster-scoped primary. A mapper that forgets the namespace would
+//! otherwise queue a key no object has, and the worker would find nothing and do nothing, without
+//! a word. Each informer source's [`Enqueue`] checks its keys and refuses such a key where it is
+//! made: it never reaches the queue, it is counted in `controller_mapper_keys_refused_total`
+//! (labels `controller` and `mapper`, the source's name, e.g. `watches::<Secret>`), and the first
+//! one of each source is logged at warn level with the mapper's name.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -41,6 +51,56 @@ use ferrokube_core::{pipeline_enabled, pipeline_event};
 /// (controller-runtime's `LowPriority`, -100). Real changes are added at 0.
 pub const LOW_PRIORITY: i32 = -100;
 
+/// The keys one source may add: those that can name a primary. A namespaced primary's key has a
+/// namespace, a cluster-scoped primary's has none; any other key would reach a worker that finds
+/// no such object and reconciles nothing, without a word. So a source's keys are checked as they
+/// are added, and one that cannot name a primary is refused there: counted
+/// (`controller_mapper_keys_refused_total{controller, mapper}`) and logged at warn level the first
+/// time per source, with the source's name.
+pub(crate) struct KeyCheck {
+    /// Whether the primary kind is namespaced.
+    pub(crate) namespaced: bool,
+    pub(crate) controller: String,
+    /// Names the source in the log and the metric (`watches::<Secret>`, ...).
+    pub(crate) source: String,
+    /// Where in the author's code the mapper is (its closure's type name), for the log.
+    pub(crate) mapper: &'static str,
+    /// Where refusals are counted; the series is made at the first refusal, so a source that
+    /// never refuses a key shows none.
+    pub(crate) metrics: Option<super::metrics::Metrics>,
+    /// Invariant: false until the first refusal was logged, then true for good (logged once).
+    pub(crate) logged: std::sync::atomic::AtomicBool,
+}
+
+impl KeyCheck {
+    /// Whether `key` can name a primary; if not, counts it (and logs the first).
+    fn accepts(&self, key: &ObjectKey) -> bool {
+        if key.namespace().is_some() == self.namespaced && !key.name().is_empty() {
+            return true;
+        }
+        if let Some(metrics) = &self.metrics {
+            metrics.mapper_refused(&self.controller, &self.source).inc();
+        }
+        if !self.logged.swap(true, std::sync::atomic::Ordering::Relaxed) {
+            let needs = if self.namespaced {
+                "a namespace (the primary kind is namespaced)"
+            } else {
+                "no namespace (the primary kind is cluster-scoped)"
+            };
+            tracing::warn!(
+                controller = %self.controller,
+                source = %self.source,
+                mapper = self.mapper,
+                %key,
+                "a source returned a key that names no primary object: refused (it needs {needs} \
+                 and a name); further refusals of this source are only counted in \
+                 controller_mapper_keys_refused_total"
+            );
+        }
+        false
+    }
+}
+
 /// Adds keys to a controller's queue at the priority of the event being handled. Cheap to clone.
 #[derive(Clone)]
 pub struct Enqueue {
@@ -49,6 +109,8 @@ pub struct Enqueue {
     /// The key of the object whose event is being handled, if any: the pipeline's events say
     /// which object's change put a key in the queue.
     cause: Option<ObjectKey>,
+    /// The source's check of its keys; none for keys added from outside a source.
+    check: Option<Arc<KeyCheck>>,
 }
 
 impl Enqueue {
@@ -57,6 +119,15 @@ impl Enqueue {
             queue,
             priority: 0,
             cause: None,
+            check: None,
+        }
+    }
+
+    /// This queue, for one source whose keys `check` checks.
+    pub(crate) fn checked(&self, check: KeyCheck) -> Enqueue {
+        Enqueue {
+            check: Some(Arc::new(check)),
+            ..self.clone()
         }
     }
 
@@ -65,18 +136,31 @@ impl Enqueue {
             queue: self.queue.clone(),
             priority,
             cause,
+            check: self.check.clone(),
         }
     }
 
-    /// Queues `key` (deduplicated with a waiting one; a higher priority moves it up).
+    fn accepts(&self, key: &ObjectKey) -> bool {
+        self.check.as_ref().is_none_or(|check| check.accepts(key))
+    }
+
+    /// Queues `key` (deduplicated with a waiting one; a higher priority moves it up). A key that
+    /// cannot name a primary object is refused (see the [module docs](self#keys-that-name-no-primary)).
     pub fn add(&self, key: ObjectKey) {
+        if !self.accepts(&key) {
+            return;
+        }
         self.trace_enqueue(&key, None);
         self.queue
             .add_with(key, AddOptions::new().priority(self.priority));
     }
 
-    /// Queues `key` after `delay` (an earlier add still brings it sooner).
+    /// Queues `key` after `delay` (an earlier add still brings it sooner); refused as
+    /// [`add`](Self::add) refuses.
     pub fn add_after(&self, key: ObjectKey, delay: Duration) {
+        if !self.accepts(&key) {
+            return;
+        }
         self.trace_enqueue(&key, Some(delay));
         self.queue
             .add_with(key, AddOptions::new().priority(self.priority).after(delay));

@@ -12,21 +12,37 @@
 use std::pin::Pin;
 use std::time::Duration;
 
+use std::sync::Arc;
+
 use ferrokube_informer::{
     HandlerOptions, HandlerRegistration, ObjectKey, Scope, SharedIndexInformer,
-    SharedInformerFactory, StartError,
+    SharedInformerFactory, StartError, Store, UnknownIndex,
 };
 use futures_util::Stream;
 
 use super::consistency::ConsistencyStore;
 use super::filter::{Filter, Filters, KindFilter, SourceKind};
-use super::source::{Enqueue, MapEvent, SourceHandler};
+use super::metrics::Metrics;
+use super::source::{Enqueue, KeyCheck, MapEvent, SourceHandler};
 #[cfg(feature = "shard")]
 use crate::shard::ShardMember;
 use ferrokube_client::api::{Kind, Object};
 use ferrokube_client::client::Client;
 
 pub(super) type KeyStream = Pin<Box<dyn Stream<Item = ObjectKey> + Send>>;
+
+/// The primary informer's indexes, whatever the primary's type: what a
+/// [`watches_by_index`](super::Controller::watches_by_index) source looks its keys up in.
+pub(super) trait PrimaryIndex: Send + Sync {
+    /// The keys of the primaries whose index `index` has `value`.
+    fn keys(&self, index: &str, value: &str) -> Result<Vec<ObjectKey>, UnknownIndex>;
+}
+
+impl<K: Object> PrimaryIndex for Store<K> {
+    fn keys(&self, index: &str, value: &str) -> Result<Vec<ObjectKey>, UnknownIndex> {
+        self.index_keys(index, value)
+    }
+}
 
 /// How one source attaches itself to its informer at `run`.
 pub(super) type Attach =
@@ -57,6 +73,12 @@ pub(super) struct Wiring<'a> {
     pub(super) primary: &'a SourceKind,
     pub(super) name: &'a str,
     pub(super) consistency: &'a ConsistencyStore,
+    /// Whether the primary kind is namespaced: what a source's keys must say (see
+    /// [`KeyCheck`]).
+    pub(super) primary_namespaced: bool,
+    pub(super) metrics: Option<&'a Metrics>,
+    /// The primary informer's store, for sources that map through its indexes.
+    pub(super) primary_index: Arc<dyn PrimaryIndex>,
     /// Set when the controller is sharded: owned types are narrowed to the member's label.
     #[cfg(feature = "shard")]
     pub(super) shard: Option<&'a ShardMember>,
@@ -89,6 +111,14 @@ impl Wiring<'_> {
     }
 }
 
+/// What a source is called, in logs and in `controller_mapper_keys_refused_total`: its builder
+/// call (`watches::<Secret>`), and where its mapper is in the author's code (the closure's type
+/// name).
+pub(super) struct SourceName {
+    pub(super) call: String,
+    pub(super) mapper: &'static str,
+}
+
 /// Attaches `map` to the factory's informer of the `O`s of the kind `dynamic` names over `scope`.
 pub(super) fn attach<O: Kind>(
     wiring: &Wiring<'_>,
@@ -96,6 +126,7 @@ pub(super) fn attach<O: Kind>(
     scope: &Scope,
     map: Box<MapEvent<O>>,
     resync: Option<Duration>,
+    source: SourceName,
 ) -> Result<Box<dyn Attached>, StartError> {
     let informer = wiring
         .factory
@@ -105,7 +136,14 @@ pub(super) fn attach<O: Kind>(
         .track_kind(&informer, &O::api_resource(dynamic), scope);
     let handler = SourceHandler {
         filters: wiring.filters_for(&SourceKind::of::<O>(dynamic)),
-        enqueue: wiring.enqueue.clone(),
+        enqueue: wiring.enqueue.checked(KeyCheck {
+            namespaced: wiring.primary_namespaced,
+            controller: wiring.name.to_string(),
+            metrics: wiring.metrics.cloned(),
+            source: source.call,
+            mapper: source.mapper,
+            logged: Default::default(),
+        }),
         map,
     };
     // Inline: a source only maps an event to keys and adds them to the queue, which never blocks,

@@ -300,6 +300,11 @@ impl LeaderElector {
                 .as_ref()
                 .filter(|_| try_at.is_some_and(|at| at <= Instant::now()));
             if let Some(observed) = due {
+                // A candidate asked to stop never takes the lease, even when a try is due in
+                // the same instant.
+                if shutdown.as_mut().now_or_never().is_some() {
+                    return Phase::Stopped(RunOutcome::ShutdownWhileFollowing);
+                }
                 match self.try_acquire(observed).await {
                     Attempt::Won(lease, sent) => {
                         return Phase::Leading(self.won(lease, sent));

@@ -73,7 +73,9 @@
 //! 6. Stops: every controller stops taking keys and finishes the reconciles in flight (each
 //!    within its own shutdown timeout, all within [`ManagerBuilder::graceful_shutdown_timeout`]),
 //!    *then* the lease is released (so that the next leader never overlaps with our last
-//!    reconciles), then the informers stop.
+//!    reconciles), then the informers stop. A follower stops campaigning as soon as the stop
+//!    begins: a replica on its way out never takes the lease (it would lead with its controllers
+//!    stopped, then hand the lease over a second time).
 //!
 //! `run` returns `Ok(())` after a signal, and [`ManagerError::LeadershipLost`] when this replica
 //! lost its lease: like kube-controller-manager and controller-runtime, a replica that lost
@@ -109,7 +111,7 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use crate::controller::{Controller, Metrics, Reconciler};
-use crate::leader::{LeaderElector, LeaderElectorBuilder, LeaderMetrics, Leadership};
+use crate::leader::{LeaderElector, LeaderElectorBuilder, LeaderMetrics, LeaderState, Leadership};
 #[cfg(feature = "shard")]
 use crate::shard::ShardMember;
 pub use endpoints::{
@@ -564,20 +566,19 @@ impl Manager {
             None => None,
         };
 
-        // The elector runs until told to stop, or until leadership is lost.
+        // The elector runs until told to stop, or until leadership is lost; a follower stops
+        // campaigning as soon as the manager starts stopping (see `elector_shutdown`).
         let (stop_elector, elector_stopped) = watch::channel(false);
+        let (stop_runnables, runnables_stopped) = watch::channel(false);
         let elector = self.elector.map(|elector| {
-            let mut stopped = elector_stopped;
-            tokio::spawn(async move {
-                elector
-                    .run(async move {
-                        let _ = stopped.wait_for(|stop| *stop).await;
-                    })
-                    .await
-            })
+            let shutdown = elector_shutdown(
+                elector.leadership(),
+                runnables_stopped.clone(),
+                elector_stopped,
+            );
+            tokio::spawn(async move { elector.run(shutdown).await })
         });
 
-        let (stop_runnables, runnables_stopped) = watch::channel(false);
         let context = Context {
             leadership: self.leadership.clone(),
             stop: runnables_stopped,
@@ -677,6 +678,37 @@ impl Manager {
         }
         tracing::info!("manager stopped");
         outcome
+    }
+}
+
+/// When the elector is to stop. A follower: as soon as the manager starts stopping (`stopping`),
+/// for a replica on its way out must never take the lease; it would lead with its controllers
+/// stopped, and the others would wait for a second hand-over. A leader: only once told to
+/// (`stop`), after its controllers have drained, so that it releases the lease last. The elector
+/// polls this future between its steps, so "leading" is read from its own state.
+async fn elector_shutdown(
+    leadership: Leadership,
+    mut stopping: watch::Receiver<bool>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let follower_may_go = async {
+        if stopping.wait_for(|stopping| *stopping).await.is_err() {
+            return std::future::pending::<()>().await;
+        }
+        let mut state = leadership.watch();
+        // Resolve while not leading; once leading, wait for `stop` alone.
+        loop {
+            if !matches!(*state.borrow_and_update(), LeaderState::Leading { .. }) {
+                return;
+            }
+            if state.changed().await.is_err() {
+                return std::future::pending::<()>().await;
+            }
+        }
+    };
+    tokio::select! {
+        _ = stop.wait_for(|stop| *stop) => {}
+        () = follower_may_go => {}
     }
 }
 
