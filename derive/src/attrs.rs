@@ -213,8 +213,8 @@ impl Raw {
 const CREATION_TIMESTAMP: &str = ".metadata.creationTimestamp";
 
 /// The printer columns as the CRD lists them. Columns given replace kubectl's defaults (NAME and
-/// AGE) but for NAME, which kubectl always shows; so, as kubebuilder scaffolds them, an AGE column
-/// (`type = "date"` over `.metadata.creationTimestamp`) goes last, unless `no_age_column` says not
+/// AGE) but for NAME, which kubectl always shows; so that AGE is not lost by giving columns, an AGE
+/// column (`type = "date"` over `.metadata.creationTimestamp`) goes last, unless `no_age_column` says not
 /// to or a column given shows the creation time already.
 fn with_age(mut columns: Vec<PrinterColumn>, no_age_column: bool) -> Vec<PrinterColumn> {
     let shows_age = columns.iter().any(|c| c.json_path == CREATION_TIMESTAMP);

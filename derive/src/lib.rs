@@ -102,7 +102,7 @@
 //! | `status = "SiteStatus"` | the status type: a `status: Option<SiteStatus>` field, its schema, the `/status` subresource | no status |
 //! | `shortname = "st"` (repeatable) | `kubectl get st` | none |
 //! | `category = "all"` (repeatable) | `kubectl get all` lists the kind | none |
-//! | `printcolumn(name = "..", type = "..", json_path = "..", description = "..", priority = N, format = "..")` (repeatable) | a `kubectl get` column; `type` is `string`, `integer`, `number`, `boolean` or `date`; `jsonPath` is accepted too. Columns given **replace** kubectl's defaults (NAME stays, always); an AGE column (`date` of `.metadata.creationTimestamp`) is added last, as kubebuilder scaffolds it, unless `no_age_column` is given or a column of yours shows the creation time | NAME and AGE only |
+//! | `printcolumn(name = "..", type = "..", json_path = "..", description = "..", priority = N, format = "..")` (repeatable) | a `kubectl get` column; `type` is `string`, `integer`, `number`, `boolean` or `date`; `jsonPath` is accepted too. Columns given **replace** kubectl's defaults (NAME stays, always); an AGE column (`date` of `.metadata.creationTimestamp`) is added last (giving columns would otherwise drop kubectl's AGE), unless `no_age_column` is given or a column of yours shows the creation time | NAME and AGE only |
 //! | `no_age_column` | with `printcolumn`s: no AGE column is added | AGE added |
 //! | `scale(spec_replicas_path = "..", status_replicas_path = "..", label_selector_path = "..")` | the `/scale` subresource (`kubectl scale`) | none |
 //! | `derive = "PartialEq"` (repeatable) | more derives on the generated struct (it always has `Clone`, `Debug`) | none |
