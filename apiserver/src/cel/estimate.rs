@@ -79,6 +79,9 @@ enum Kind {
     Scalar,
     /// `dyn` (int-or-string, or what the estimate does not follow).
     Dyn,
+    /// A `kubernetes.Quantity`: `==` between two of them costs 1 (Kubernetes' estimator), `!=`
+    /// is not special-cased there and reads as much as an unknown size.
+    Quantity,
 }
 
 /// What the estimate knows of an expression's value. Invariant: `size` is the value's largest
@@ -489,6 +492,9 @@ fn call_cost<'s>(
             let pick = if t.size >= f.size { t } else { f };
             return (cost, pick);
         }
+        ("_==_", _) if arg(0).kind == Kind::Quantity && arg(1).kind == Kind::Quantity => {
+            (1.0, boolean())
+        }
         // Equality reads the shorter side (0 for a schema scalar or object: no traversal).
         ("_==_" | "_!=_", _) => (factor(arg(0).size.min(arg(1).size), TRAVERSAL), boolean()),
         ("_<_" | "_<=_" | "_>_" | "_>=_", _) => {
@@ -627,6 +633,8 @@ fn call_cost<'s>(
         {
             let kind = if name.starts_with("is") {
                 Kind::Scalar
+            } else if name == "quantity" {
+                Kind::Quantity
             } else {
                 Kind::Dyn
             };
@@ -674,10 +682,11 @@ fn call_cost<'s>(
         ("format.named", _) => (1.0, Val::of(Kind::Dyn, SATURATED)),
         (
             "sign" | "asInteger" | "isInteger" | "asApproximateFloat" | "isGreaterThan"
-            | "isLessThan" | "compareTo" | "add" | "sub" | "major" | "minor" | "patch"
-            | "getScheme" | "getHostname" | "getHost" | "getPort" | "getEscapedPath" | "getQuery",
+            | "isLessThan" | "compareTo" | "major" | "minor" | "patch" | "getScheme"
+            | "getHostname" | "getHost" | "getPort" | "getEscapedPath" | "getQuery",
             _,
         ) => (1.0, Val::unknown()),
+        ("add" | "sub", Some(_)) => (1.0, Val::of(Kind::Quantity, SATURATED)),
         ("format", Some(t)) => (factor(t.size, TRAVERSAL), Val::of(Kind::String, SATURATED)),
         ("bytes", None) if args.len() == 1 && arg(0).kind == Kind::String => {
             let s = arg(0).size;

@@ -250,7 +250,7 @@ fn ceil(x: f64) -> u64 {
 
 /// The functions whose cost depends on their arguments (or result): the code `@post` is given is
 /// the index here.
-const SIZED: [&str; 29] = [
+const SIZED: [&str; 32] = [
     "indexOf",
     "lastIndexOf",
     "startsWith",
@@ -280,6 +280,9 @@ const SIZED: [&str; 29] = [
     "join",
     "slice",
     "flatten",
+    "quantity",
+    "isQuantity",
+    "isIP",
 ];
 
 /// Sized functions charged before they run (O(n²) or allocating more than they read), from their
@@ -305,6 +308,8 @@ fn call_cost(function: &str, args: &[Seen], result: Option<&Seen>) -> u64 {
             args.first().map(|s| s.traversal).unwrap_or(0)
         }
         "lowerAscii" | "upperAscii" | "substring" | "trim" => ceil(size(0) as f64 * TRAVERSAL),
+        // Kubernetes' parsers: one traversal of their string.
+        "quantity" | "isQuantity" | "isIP" => ceil(size(0) as f64 * TRAVERSAL),
         "split" => ceil(size(0) as f64 * 2.0 * TRAVERSAL),
         "join" => ceil(result.map(|r| r.size).unwrap_or(0) as f64 * 2.0 * TRAVERSAL),
         "startsWith" | "endsWith" => ceil(size(1) as f64 * TRAVERSAL),

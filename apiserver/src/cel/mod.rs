@@ -84,15 +84,18 @@
 //! - Of the libraries kube-apiserver 1.37 adds to CEL, the rules have cel-go's strings (version 2)
 //!   and lists extensions (from the `cel` crate), `duration`/`timestamp` (the crate's, with its
 //!   `chrono` feature), optional types (`optional.of`, `?.`, `orValue`, `hasValue`: the crate's),
-//!   Kubernetes' list library (`cel/kubernetes_lists.rs`), `isIP` (`cel/kubernetes_net.rs`) and
-//!   the DNS/label names of the format library (`cel/kubernetes_format.rs`). Kubernetes' other
-//!   libraries (`quantity`, `url`, `ip()`/`cidr`, `semver`, regex `find`, authz, the remaining
+//!   Kubernetes' list library (`cel/kubernetes_lists.rs`), `isIP` (`cel/kubernetes_net.rs`), the
+//!   quantity library (`cel/kubernetes_quantity.rs`) and the DNS/label names of the format
+//!   library (`cel/kubernetes_format.rs`). Kubernetes' other
+//!   libraries (`url`, `ip()`/`cidr`, `semver`, regex `find`, authz, the remaining
 //!   format names), cel-go's sets and `optionalOldSelf` are not supported: a rule using them is
 //!   refused when the CRD is written, as "undeclared reference" (kube-apiserver accepts it).
 //! - `duration('1hx')`: the crate parses the leading `1h` and ignores the rest, where Go refuses
 //!   the string (`type conversion error`); durations longer than Go's (±292 years) are taken.
-//!   `isIP`, `validate` and the format constants are metered at 1 each, where Kubernetes charges
-//!   `isIP` by the length of its argument.
+//!   `validate` and the format constants are metered at 1 each.
+//! - The type checker knows one quantity overload error (`q.sign()`, a method where Kubernetes
+//!   declares a global function); other wrong arguments to the quantity functions are "no such
+//!   overload" when evaluated rather than compile errors.
 //! - Ratcheting is applied to rules without `oldSelf` (an unchanged value is not refused again)
 //!   but produces no Warning header.
 
@@ -112,6 +115,7 @@ mod estimate;
 mod kubernetes_format;
 mod kubernetes_lists;
 mod kubernetes_net;
+mod kubernetes_quantity;
 mod meter;
 
 /// The longest rule or messageExpression accepted, in bytes (kube-apiserver has no fixed limit;
@@ -230,12 +234,13 @@ fn env() -> Arc<Env> {
     static ENV: OnceLock<Arc<Env>> = OnceLock::new();
     ENV.get_or_init(|| {
         let mut env = Env::stdlib();
-        let libraries: [(&str, Library); 6] = [
+        let libraries: [(&str, Library); 7] = [
             ("strings", cel::extensions::strings),
             ("lists", cel::extensions::lists),
             ("kubernetes lists", kubernetes_lists::extension),
             ("kubernetes format", kubernetes_format::extension),
             ("kubernetes ip", kubernetes_net::extension),
+            ("kubernetes quantity", kubernetes_quantity::extension),
             ("runtime cost meter", meter::extension),
         ];
         for (name, library) in libraries {
@@ -765,6 +770,8 @@ enum Ty<'s> {
     Object(&'s Schema, bool),
     /// The `metadata` of a resource's root: `name` and `generateName` only.
     Meta,
+    /// A `kubernetes.Quantity` (`quantity(s)`, `q.add(r)`, `q.sub(r)`).
+    Quantity,
 }
 
 impl<'s> Ty<'s> {
@@ -923,6 +930,7 @@ fn is_declared(name: &str) -> bool {
         || LIST_FUNCTIONS.contains(&name)
         || kubernetes_lists::FUNCTIONS.contains(&name)
         || kubernetes_net::FUNCTIONS.contains(&name)
+        || kubernetes_quantity::FUNCTIONS.contains(&name)
         || kubernetes_format::is_function(name)
         || TIME_FUNCTIONS.contains(&name)
         || OPTIONAL_FUNCTIONS.contains(&name)
@@ -1023,6 +1031,18 @@ impl<'a, 's> Checker<'a, 's> {
                             "undeclared reference to '{}' (in container '')",
                             call.func_name
                         ),
+                    );
+                    return Ty::Dyn;
+                }
+                // `sign` is a global function of quantities, not a method (cel-go's checker).
+                if call.func_name == "sign"
+                    && matches!(target, Some(Ty::Quantity))
+                    && args.is_empty()
+                {
+                    self.report(
+                        expr,
+                        "found no matching overload for 'sign' applied to 'kubernetes.Quantity.()'"
+                            .into(),
                     );
                     return Ty::Dyn;
                 }
@@ -1164,7 +1184,12 @@ fn call_type<'s>(name: &str, target: Option<&Ty<'s>>, args: &[Ty<'s>]) -> Ty<'s>
         | "has"
         | "exists" => Ty::Bool,
         "isSorted" | "isIP" | "hasValue" => Ty::Bool,
+        "isQuantity" | "isGreaterThan" | "isLessThan" | "isInteger" => Ty::Bool,
         "size" | "int" | "indexOf" | "lastIndexOf" => Ty::Int,
+        "sign" | "compareTo" | "asInteger" => Ty::Int,
+        "asApproximateFloat" => Ty::Double,
+        "quantity" => Ty::Quantity,
+        "add" | "sub" if matches!(target, Some(Ty::Quantity)) => Ty::Quantity,
         "lowerAscii" | "upperAscii" | "trim" | "replace" | "substring" | "charAt" | "join"
         | "format" | "strings.quote" => Ty::String,
         "split" => Ty::List(Box::new(Ty::String)),
