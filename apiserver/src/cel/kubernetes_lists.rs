@@ -164,11 +164,15 @@ fn position<'b, 'v>(
     Ok(CowVal::owned(CelInt::from(index)))
 }
 
-fn index_of<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
+pub(super) fn index_of<'b, 'v>(
+    args: Vec<CowVal<'b, 'v>>,
+) -> Result<CowVal<'b, 'v>, ExecutionError> {
     position("indexOf", false, args)
 }
 
-fn last_index_of<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
+pub(super) fn last_index_of<'b, 'v>(
+    args: Vec<CowVal<'b, 'v>>,
+) -> Result<CowVal<'b, 'v>, ExecutionError> {
     position("lastIndexOf", true, args)
 }
 

@@ -58,7 +58,9 @@ use std::cell::RefCell;
 use std::time::Instant;
 
 use cel::common::ast::{CallExpr, ComprehensionExpr, EntryExpr, Expr, IdedExpr, ListExpr};
-use cel::common::types::{CelInt, CelList, CelString, DYN_TYPE, INT_TYPE, Kind};
+use cel::common::types::{
+    CelInt, CelList, CelString, DYN_TYPE, INT_TYPE, Kind, LIST_TYPE, STRING_TYPE,
+};
 use cel::common::value::{CowVal, Val};
 use cel::{DeclarationError, Env, ExecutionError};
 
@@ -518,7 +520,120 @@ pub fn extension(env: &mut Env) -> Result<(), DeclarationError> {
         replace,
     )?;
     env.add_overload("@range", "meter_range", vec![DYN_TYPE], range)?;
+    for (name, string_search, list_search) in [
+        (
+            "@indexOf",
+            index_of as cel::common::functions::Function,
+            super::kubernetes_lists::index_of as cel::common::functions::Function,
+        ),
+        (
+            "@lastIndexOf",
+            last_index_of,
+            super::kubernetes_lists::last_index_of,
+        ),
+    ] {
+        env.add_member_overload(name, name, STRING_TYPE, vec![STRING_TYPE], string_search)?;
+        let with_offset = format!("{name}_offset");
+        env.add_member_overload(
+            name,
+            &with_offset,
+            STRING_TYPE,
+            vec![STRING_TYPE, INT_TYPE],
+            string_search,
+        )?;
+        let on_list = format!("{name}_list");
+        env.add_member_overload(name, &on_list, LIST_TYPE, vec![DYN_TYPE], list_search)?;
+    }
     Ok(())
+}
+
+/// The name an instrumented call uses: our linear string searches for `indexOf` and
+/// `lastIndexOf` (the `cel` crate compares the needle at every position, O(n·m), where
+/// kube-apiserver charges one traversal), the call's own name otherwise.
+fn linear_name(name: &str, namespaced: bool) -> String {
+    match name {
+        "indexOf" if !namespaced => "@indexOf".into(),
+        "lastIndexOf" if !namespaced => "@lastIndexOf".into(),
+        other => other.into(),
+    }
+}
+
+/// The byte offset of the `chars`-th character of `text` (its length when past the end).
+fn byte_of(text: &str, chars: usize) -> usize {
+    text.char_indices()
+        .nth(chars)
+        .map(|(i, _)| i)
+        .unwrap_or(text.len())
+}
+
+/// The receiver, needle and optional code-point offset of a string search.
+fn search_args(
+    function: &str,
+    args: &[CowVal<'_, '_>],
+) -> Result<(String, String, Option<i64>), ExecutionError> {
+    let overload = || ExecutionError::no_such_overload(function, Vec::new());
+    let text = |v: &CowVal<'_, '_>| -> Result<String, ExecutionError> {
+        v.downcast_ref::<CelString>()
+            .map(|s| s.inner().to_string())
+            .ok_or_else(overload)
+    };
+    match args {
+        [s, n] => Ok((text(s)?, text(n)?, None)),
+        [s, n, o] => Ok((text(s)?, text(n)?, Some(int_arg(function, o.as_ref())?))),
+        _ => Err(overload()),
+    }
+}
+
+/// cel-go's `string.indexOf(needle[, offset])` in code points, by the standard library's linear
+/// substring search (a match of valid UTF-8 always starts on a character boundary, so searching
+/// bytes and counting the characters before the match gives the code-point index).
+fn index_of<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
+    let (text, needle, offset) = search_args("indexOf", &args)?;
+    let chars = text.chars().count();
+    let start = match offset {
+        None => 0,
+        Some(o) if o < 0 => return Err(out_of_range("indexOf", o)),
+        Some(o) if needle.is_empty() => {
+            return Ok(CowVal::owned(CelInt::from(o.min(chars as i64))));
+        }
+        Some(o) if o >= chars as i64 => return Err(out_of_range("indexOf", o)),
+        Some(o) => o as usize,
+    };
+    let from = byte_of(&text, start);
+    let found = text[from..]
+        .find(needle.as_str())
+        .map(|i| (start + text[from..from + i].chars().count()) as i64);
+    Ok(CowVal::owned(CelInt::from(found.unwrap_or(-1))))
+}
+
+/// cel-go's `string.lastIndexOf(needle[, offset])`: the last match starting at or before the
+/// offset (the end by default), in code points, searched linearly.
+fn last_index_of<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
+    let (text, needle, offset) = search_args("lastIndexOf", &args)?;
+    let chars = text.chars().count();
+    let needle_chars = needle.chars().count();
+    let limit = match offset {
+        None => chars,
+        Some(o) if o < 0 => return Err(out_of_range("lastIndexOf", o)),
+        Some(o) if needle.is_empty() => {
+            return Ok(CowVal::owned(CelInt::from(o.min(chars as i64))));
+        }
+        Some(o) if o >= chars as i64 => return Err(out_of_range("lastIndexOf", o)),
+        Some(o) => o as usize,
+    };
+    if needle_chars > chars {
+        return Ok(CowVal::owned(CelInt::from(-1)));
+    }
+    let last = limit.min(chars - needle_chars);
+    let end = (byte_of(&text, last) + needle.len()).min(text.len());
+    let found = text[..end]
+        .rfind(needle.as_str())
+        .map(|i| text[..i].chars().count() as i64);
+    Ok(CowVal::owned(CelInt::from(found.unwrap_or(-1))))
+}
+
+fn out_of_range(function: &str, index: i64) -> ExecutionError {
+    ExecutionError::function_error(function, format!("index out of range: {index}"))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -697,7 +812,7 @@ impl Instrument<'_> {
                 IdedExpr {
                     id: expr.id,
                     expr: Expr::Call(CallExpr {
-                        func_name: call.func_name.clone(),
+                        func_name: linear_name(&call.func_name, namespaced),
                         target: target.map(Box::new),
                         args,
                     }),

@@ -2074,6 +2074,25 @@ mod tests {
     }
 
     #[test]
+    fn string_searches_are_linear_as_kube_apiserver_charges_them() {
+        // A needle that almost matches everywhere: comparing it at every position (the `cel`
+        // crate's search) is 5·10^11 character comparisons, hours; a linear search is instant.
+        let text = "a".repeat(1_000_000);
+        let needle = format!("{}b", "a".repeat(500_000));
+        let this = json!({"s": text, "t": needle});
+        let ran = within_120s(move || {
+            metered(
+                "self.s.indexOf(self.t) == -1 && self.s.lastIndexOf(self.t) == -1 \
+                 && self.s.indexOf('aa', 999998) == 999998 && self.s.lastIndexOf('a', 5) == 5 \
+                 && 'héllo wörld'.indexOf('wö') == 6 && 'héllo wörld'.lastIndexOf('l', 8) == 3 \
+                 && 'abc'.lastIndexOf('abcd') == -1 && [1, 2, 1].lastIndexOf(1) == 2",
+                this,
+            )
+        });
+        assert_eq!(ran.outcome, Ok(cel::Value::Bool(true)));
+    }
+
+    #[test]
     fn nested_loops_over_a_split_string_are_stopped_by_the_per_call_limit() {
         let long = "x".repeat(100_000);
         let ran = within_120s(move || {
