@@ -7,3 +7,4 @@ mod credentials_debug;
 mod http;
 mod network_faults;
 mod server_client;
+mod write_gate;

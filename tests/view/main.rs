@@ -2,4 +2,5 @@
 //! by `scripts/chromium.sh` when missing).
 
 mod chromium;
+mod connection_abuse;
 mod http;

@@ -102,6 +102,7 @@ mod host_guard;
 mod journal;
 mod latest;
 mod layer;
+mod limits;
 mod query;
 mod record;
 mod routes;
@@ -113,5 +114,6 @@ pub use journal::{
     KeyStory, Snapshot,
 };
 pub use layer::{PipelineFilter, PipelineLayer, PipelineRecorder, RECONCILE_SPAN};
+pub use limits::{DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_MAX_CONNECTIONS};
 pub use record::{GONE, PIPELINE_TARGET, Record};
 pub use server::{LiveView, ViewError, ViewServer};

@@ -17,6 +17,9 @@
 //! the address the view is bound to (any address literal when bound to `0.0.0.0` or `::`: an
 //! address cannot be rebound), or a name given to [`LiveView::allow_host`]. Browsers on the
 //! view's own page, `curl` and test clients send `Host: 127.0.0.1:PORT` and pass.
+//!
+//! Slow and too many connections are bounded too: see [`crate::limits`]
+//! ([`LiveView::header_read_timeout`], [`LiveView::max_connections`]).
 
 use std::convert::Infallible;
 use std::net::{Ipv4Addr, SocketAddr};
@@ -25,7 +28,7 @@ use std::time::Duration;
 
 use hyper::body::Incoming;
 use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -36,10 +39,17 @@ use super::actions::{ActionTable, RegisteredAction};
 use super::host_guard::HostGuard;
 use super::journal::Journal;
 use super::layer::PipelineLayer;
+use super::limits::{
+    Connections, DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_MAX_CONNECTIONS, LONGEST_TIMEOUT,
+};
 use super::routes::{ViewState, answer};
 
 /// How long to wait after a failed `accept` before the next one.
 const ACCEPT_RETRY: Duration = Duration::from_millis(100);
+
+/// How long a connection closed to make room may still finish a request that arrived as it was
+/// chosen.
+const CLOSE_GRACE: Duration = Duration::from_secs(1);
 
 /// Why the view could not start.
 #[derive(Debug, thiserror::Error)]
@@ -78,6 +88,10 @@ pub struct LiveView {
     actions: ActionTable,
     /// Names requests may use besides loopback and localhost (see [`HostGuard`]).
     allowed_hosts: Vec<String>,
+    /// See [`LiveView::header_read_timeout`]; at most `LONGEST_TIMEOUT`.
+    header_read_timeout: Option<Duration>,
+    /// See [`LiveView::max_connections`]; at least 1.
+    max_connections: usize,
 }
 
 impl Default for LiveView {
@@ -96,7 +110,25 @@ impl LiveView {
             journal: Journal::default(),
             actions: ActionTable::default(),
             allowed_hosts: Vec::new(),
+            header_read_timeout: Some(DEFAULT_HEADER_READ_TIMEOUT),
+            max_connections: DEFAULT_MAX_CONNECTIONS,
         }
+    }
+
+    /// How long a client may take to send a request's head, from the moment its connection
+    /// waits for a request (its first or the next); then the connection is closed. `None`: no
+    /// limit. Default [`DEFAULT_HEADER_READ_TIMEOUT`] (32 s).
+    pub fn header_read_timeout(mut self, timeout: Option<Duration>) -> LiveView {
+        self.header_read_timeout = timeout.map(|t| t.min(LONGEST_TIMEOUT));
+        self
+    }
+
+    /// How many connections are served at once (at least 1); a new one beyond it closes the
+    /// oldest with no request in flight (or the oldest, if all are answering). Default
+    /// [`DEFAULT_MAX_CONNECTIONS`] (128).
+    pub fn max_connections(mut self, max: usize) -> LiveView {
+        self.max_connections = max.max(1);
+        self
     }
 
     /// Where to listen (default `127.0.0.1:0`; port 0 lets the OS pick, see
@@ -175,7 +207,11 @@ impl LiveView {
             actions: self.actions,
             guard: HostGuard::new(addr, &self.allowed_hosts),
         };
-        let task = tokio::spawn(accept_until_stopped(listener, state, stopped));
+        let limits = Limits {
+            connections: Arc::new(Connections::new(self.max_connections)),
+            header_read_timeout: self.header_read_timeout,
+        };
+        let task = tokio::spawn(accept_until_stopped(listener, state, stopped, limits));
         tracing::info!(%addr, "live view listening");
         Ok(ViewServer {
             addr,
@@ -237,10 +273,17 @@ async fn until_stopped(mut stopped: watch::Receiver<bool>) {
     }
 }
 
+/// The limits on the view's connections (see [`crate::limits`]).
+struct Limits {
+    connections: Arc<Connections>,
+    header_read_timeout: Option<Duration>,
+}
+
 async fn accept_until_stopped(
     listener: TcpListener,
     state: ViewState,
     stopped: watch::Receiver<bool>,
+    limits: Limits,
 ) {
     let state = Arc::new(state);
     let stop = until_stopped(stopped.clone());
@@ -260,19 +303,40 @@ async fn accept_until_stopped(
         };
         let state = state.clone();
         let stopped = stopped.clone();
+        // Registered here, not in its task: a connection's age is its place in the accept order.
+        let handle = limits.connections.admit();
+        let connections = limits.connections.clone();
+        let header_read_timeout = limits.header_read_timeout;
         tokio::spawn(async move {
+            let answering = handle.clone();
             let service = service_fn(move |request: hyper::Request<Incoming>| {
                 let state = state.clone();
-                async move { Ok::<_, Infallible>(answer(request, &state).await) }
+                let in_flight = answering.start_request();
+                async move {
+                    let reply = answer(request, &state).await;
+                    drop(in_flight);
+                    Ok::<_, Infallible>(reply)
+                }
             });
             let connection = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(header_read_timeout)
                 .serve_connection(TokioIo::new(stream), service);
+            tokio::pin!(connection);
             tokio::select! {
-                served = connection => if let Err(error) = served {
+                served = connection.as_mut() => if let Err(error) = served {
                     tracing::debug!(%error, "live view: connection ended");
                 },
+                () = handle.close.notified() => {
+                    // Chosen while idle, a request may have arrived since: let it finish.
+                    if handle.busy() && !handle.cut.load(std::sync::atomic::Ordering::SeqCst) {
+                        connection.as_mut().graceful_shutdown();
+                        let _ = tokio::time::timeout(CLOSE_GRACE, connection.as_mut()).await;
+                    }
+                }
                 _ = until_stopped(stopped) => {}
             }
+            connections.forget(handle.id);
         });
     }
 }

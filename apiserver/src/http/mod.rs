@@ -32,6 +32,7 @@
 //! | `Host` and `Origin` of every request from the socket (DNS rebinding, cross-site POSTs): 403 | [`guard`] |
 //! | the bearer token, on every path but the health checks (the fault switches included): 401 | `handlers` |
 //! | request bodies over 3 MiB, every verb and format: 413 | [`MAX_BODY`] |
+//! | slow request heads (slow loris) and floods of connections: closed | [`limits`]: [`ApiServer::header_read_timeout`], [`ApiServer::max_connections`] |
 //! | JSON patches: operations, copied bytes, nesting, array shifts | [`crate::patch`] |
 //! | fault settings out of range: 422 | [`crate::faults`] |
 //! | the kubeconfig holds the token: written owner-only (0600) | [`RunningServer::write_kubeconfig`] |
@@ -41,6 +42,7 @@ mod body;
 mod discovery;
 pub mod guard;
 mod handlers;
+pub mod limits;
 mod partial;
 mod query;
 mod request;
@@ -57,7 +59,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use serde_json::json;
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -69,6 +71,7 @@ use tokio_rustls::TlsAcceptor;
 pub use body::MAX_BODY;
 pub use discovery::VERSION;
 pub use guard::HostPolicy;
+pub use limits::{DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_MAX_CONNECTIONS};
 
 use crate::ServerError;
 use crate::api::{Api, WriteOptions};
@@ -80,6 +83,7 @@ use crate::resource::{Catalog, Registry, ResourceType};
 use crate::service_accounts::ServiceAccounts;
 use crate::store::Store;
 use handlers::Shared;
+use limits::{Answering, Connections, Handle, LONGEST_TIMEOUT, Watched};
 
 /// Builder for an in-process API server; every option has a default. Its `Debug` does not show
 /// the token.
@@ -103,6 +107,10 @@ pub struct ApiServer {
     /// Whether the controllers kube-controller-manager would run beside kube-apiserver run inside
     /// the server (see [`ApiServer::builtin_controllers`]).
     builtin_controllers: bool,
+    /// See [`ApiServer::header_read_timeout`]; `None`: no limit. At most [`LONGEST_TIMEOUT`].
+    header_read_timeout: Option<Duration>,
+    /// See [`ApiServer::max_connections`]; at least 1.
+    max_connections: usize,
 }
 
 impl Default for ApiServer {
@@ -122,6 +130,8 @@ impl Default for ApiServer {
             legacy_service_account_tokens: false,
             publish_root_ca: false,
             builtin_controllers: true,
+            header_read_timeout: Some(DEFAULT_HEADER_READ_TIMEOUT),
+            max_connections: DEFAULT_MAX_CONNECTIONS,
         }
     }
 }
@@ -159,6 +169,8 @@ impl fmt::Debug for ApiServer {
             )
             .field("publish_root_ca", &self.publish_root_ca)
             .field("builtin_controllers", &self.builtin_controllers)
+            .field("header_read_timeout", &self.header_read_timeout)
+            .field("max_connections", &self.max_connections)
             .finish()
     }
 }
@@ -269,6 +281,25 @@ impl ApiServer {
         self
     }
 
+    /// How long a client may take from its connection's accept to the end of its first request's
+    /// head (TLS handshake included), and on an HTTP/1.1 keep-alive connection from waiting for
+    /// the next request to the end of its head; then the connection is closed (see [`limits`]).
+    /// `None`: no limit. Default [`DEFAULT_HEADER_READ_TIMEOUT`] (32 s, kube-apiserver's
+    /// `ReadHeaderTimeout`).
+    pub fn header_read_timeout(mut self, timeout: Option<Duration>) -> ApiServer {
+        self.header_read_timeout = timeout.map(|t| t.min(LONGEST_TIMEOUT));
+        self
+    }
+
+    /// How many connections from the listening socket are served at once (at least 1). A new
+    /// connection beyond it is still admitted: the oldest connection with no request in flight is
+    /// closed (or, if every one is answering, the one that moved no byte for the longest, see
+    /// [`limits`]). Default [`DEFAULT_MAX_CONNECTIONS`] (1,024).
+    pub fn max_connections(mut self, max: usize) -> ApiServer {
+        self.max_connections = max.max(1);
+        self
+    }
+
     /// Binds and starts serving; must be called inside a tokio runtime.
     pub async fn start(self) -> Result<RunningServer, ServerError> {
         let listener = TcpListener::bind(self.address)
@@ -352,6 +383,10 @@ impl ApiServer {
             acceptor,
             shared.clone(),
             stopping,
+            SocketLimits {
+                connections: Arc::new(Connections::new(self.max_connections)),
+                header_read_timeout: self.header_read_timeout,
+            },
         )));
         tracing::info!(%url, "ferrokube-apiserver serving");
         Ok(RunningServer {
@@ -414,11 +449,34 @@ fn create_builtin_objects(api: &Api) -> Result<(), ServerError> {
 /// anyway (a request held by the pause fault, say). Idle connections close at once.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(1);
 
+/// The limits on the listening socket's connections (see [`limits`]).
+struct SocketLimits {
+    connections: Arc<Connections>,
+    header_read_timeout: Option<Duration>,
+}
+
+/// How one connection is limited: its place under the cap, and when its first request's head
+/// must have arrived.
+struct Limited {
+    handle: Handle,
+    connections: Arc<Connections>,
+    first_request_by: Option<tokio::time::Instant>,
+    header_read_timeout: Option<Duration>,
+}
+
+/// Gives the connection's place under the cap back when its task ends, however it ends.
+impl Drop for Limited {
+    fn drop(&mut self) {
+        self.connections.forget(self.handle.id);
+    }
+}
+
 async fn accept_loop(
     listener: TcpListener,
     tls: Option<TlsAcceptor>,
     shared: Arc<Shared>,
     stopping: watch::Receiver<bool>,
+    limits: SocketLimits,
 ) {
     loop {
         let (stream, peer) = match listener.accept().await {
@@ -433,6 +491,20 @@ async fn accept_loop(
         let shared = shared.clone();
         let tls = tls.clone();
         let mut stopping = stopping.clone();
+        // Registered here, not in its task: a connection's age is its place in the accept order.
+        let handle = limits.connections.admit();
+        let limited = Limited {
+            first_request_by: limits
+                .header_read_timeout
+                .and_then(|t| tokio::time::Instant::now().checked_add(t)),
+            header_read_timeout: limits.header_read_timeout,
+            connections: limits.connections.clone(),
+            handle,
+        };
+        let stream = Watched {
+            inner: stream,
+            activity: limited.handle.activity.clone(),
+        };
         tokio::spawn(async move {
             match tls {
                 Some(acceptor) => {
@@ -440,43 +512,98 @@ async fn accept_loop(
                         // Stopping first: no handshake is finished for a server going away.
                         biased;
                         () = stopped(&mut stopping) => return,
+                        () = limited.handle.close.notified() => return,
+                        () = limited.handle.no_request_by(limited.first_request_by) => {
+                            tracing::debug!(%peer, "TLS handshake not done within the header-read timeout: closed");
+                            return;
+                        }
                         accepted = acceptor.accept(stream) => accepted,
                     };
                     match accepted {
-                        Ok(stream) => serve(stream, peer.to_string(), shared, stopping, true).await,
+                        Ok(stream) => {
+                            serve(stream, peer.to_string(), shared, stopping, Some(limited)).await
+                        }
                         Err(e) => tracing::debug!(%peer, error = %e, "TLS handshake failed"),
                     }
                 }
-                None => serve(stream, peer.to_string(), shared, stopping, true).await,
+                None => serve(stream, peer.to_string(), shared, stopping, Some(limited)).await,
             }
         });
     }
 }
 
-/// Serves one connection until the client closes it or the server shuts down (see the
-/// [module docs](self)). `peer` names the client in logs; `from_socket`: it was accepted from the
-/// listening socket, so its requests' `Host` and `Origin` are checked ([`guard`]).
+/// Serves one connection until the client closes it, the server shuts down (see the
+/// [module docs](self)), or a limit closes it ([`limits`]). `peer` names the client in logs;
+/// `limited`: it was accepted from the listening socket, so its requests' `Host` and `Origin` are
+/// checked ([`guard`]) and the socket's limits apply.
 async fn serve<I>(
     io: I,
     peer: String,
     shared: Arc<Shared>,
     mut stopping: watch::Receiver<bool>,
-    from_socket: bool,
+    limited: Option<Limited>,
 ) where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
+    let from_socket = limited.is_some();
+    let handle = limited.as_ref().map(|l| l.handle.clone());
     let service = service_fn(move |request| {
         let shared = shared.clone();
-        async move { Ok::<_, Infallible>(handlers::handle(shared, request, from_socket).await) }
+        let in_flight = handle.as_ref().map(Handle::start_request);
+        async move {
+            let response = handlers::handle(shared, request, from_socket).await;
+            Ok::<_, Infallible>(response.map(|body| Answering {
+                body,
+                _in_flight: in_flight,
+            }))
+        }
     });
-    let builder = auto::Builder::new(TokioExecutor::new());
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    if let Some(limited) = &limited {
+        // The heads after the first on a keep-alive HTTP/1.1 connection: hyper's own timeout.
+        builder
+            .http1()
+            .timer(TokioTimer::new())
+            .header_read_timeout(limited.header_read_timeout);
+    }
     let connection = builder.serve_connection(TokioIo::new(io), service);
     tokio::pin!(connection);
+    let (close, first_request_by) = match &limited {
+        Some(l) => (Some(l.handle.clone()), l.first_request_by),
+        None => (None, None),
+    };
+    let evicted = async {
+        match &close {
+            Some(handle) => handle.close.notified().await,
+            None => std::future::pending().await,
+        }
+    };
+    let slow_head = async {
+        match &close {
+            Some(handle) => handle.no_request_by(first_request_by).await,
+            None => std::future::pending().await,
+        }
+    };
     let served = tokio::select! {
         // A connection that ended is reported as such; only a live one is shut down gracefully.
         // The connection is ready once (when it ends), so it cannot starve the stop.
         biased;
         served = connection.as_mut() => served,
+        () = slow_head => {
+            tracing::debug!(%peer, "no request head within the header-read timeout: closed");
+            return;
+        }
+        () = evicted => {
+            // Chosen while idle, a request may have arrived since: it may finish (no further
+            // request is read), within the shutdown grace. One chosen while busy is cut.
+            let busy = close.as_ref().is_some_and(|h| h.busy() && !h.cut.load(std::sync::atomic::Ordering::SeqCst));
+            if busy {
+                connection.as_mut().graceful_shutdown();
+                let _ = tokio::time::timeout(SHUTDOWN_GRACE, connection.as_mut()).await;
+            }
+            tracing::debug!(%peer, "closed to admit a new connection over the cap");
+            return;
+        }
         () = stopped(&mut stopping) => {
             connection.as_mut().graceful_shutdown();
             match tokio::time::timeout(SHUTDOWN_GRACE, connection.as_mut()).await {
@@ -610,7 +737,7 @@ impl RunningServer {
             "in-process".to_string(),
             self.shared.clone(),
             self.shutdown.subscribe(),
-            false,
+            None,
         ));
     }
 

@@ -18,6 +18,7 @@
 mod cel;
 mod common;
 mod conformance;
+mod connection_abuse;
 mod discovery;
 mod faults;
 mod kubectl;

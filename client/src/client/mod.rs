@@ -817,7 +817,8 @@ where
 /// gate, taken when hyper first asks for the body, that is when it has a connection and is
 /// writing the request. A refusal then fails the body, so hyper abandons the request before its
 /// body is on the wire (over HTTP/1.1 it closes the connection, over HTTP/2 it resets the stream):
-/// the server never sees a complete request.
+/// the server never sees a complete request. A gated write without bytes (a bare DELETE) is sent
+/// as an empty chunked body over HTTP/1.1, so that it too has a body to poll (see `size_hint`).
 struct RequestBody {
     /// The bytes not yet handed to hyper.
     data: Option<Bytes>,
@@ -857,7 +858,18 @@ impl Body for RequestBody {
     }
 
     fn size_hint(&self) -> SizeHint {
-        SizeHint::with_exact(self.data.as_ref().map_or(0, |data| data.len() as u64))
+        match (&self.data, &self.departure) {
+            (Some(data), _) => SizeHint::with_exact(data.len() as u64),
+            // An empty gated write must not say "exactly 0 bytes": hyper's HTTP/1.1 client then
+            // writes `content-length: 0`, counts the request complete with its head and never
+            // polls the body, so the second look at the gate would never happen (the write would
+            // not count as left, an abandoned one would not be reported, and a permit running
+            // out would report a request already on the wire as unsent). An inexact hint makes
+            // hyper send it chunked (writes are never GET or HEAD, the methods hyper sends
+            // without a body), polling the body once: the departure check, then the end.
+            (None, Some(_)) => SizeHint::default(),
+            (None, None) => SizeHint::with_exact(0),
+        }
     }
 }
 

@@ -1,0 +1,136 @@
+//! Hostile connections on the embedded server's listening socket: a slow loris is closed by the
+//! header-read timeout, and a flood of connections past the cap cannot keep a well-behaved
+//! request out (`apiserver/src/http/limits.rs`). Every wait is on a condition (the socket
+//! closing, an answer arriving) bounded by a time limit, never a sleep.
+
+use std::time::{Duration, Instant};
+
+use ferrokube_apiserver::ApiServer;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+fn addr(url: &str) -> String {
+    url.trim_start_matches("http://").to_string()
+}
+
+/// Reads until the server closes the connection (EOF or reset); the bytes read.
+async fn read_until_closed(stream: &mut TcpStream) -> Vec<u8> {
+    let mut all = Vec::new();
+    let mut buffer = [0u8; 1024];
+    loop {
+        match stream.read(&mut buffer).await {
+            Ok(0) | Err(_) => return all,
+            Ok(read) => all.extend_from_slice(&buffer[..read]),
+        }
+    }
+}
+
+/// A GET of `/version` on a fresh connection; its status line.
+async fn get_version(addr: &str) -> String {
+    let mut stream = TcpStream::connect(addr).await.expect("connect");
+    let request = format!("GET /version HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.expect("send");
+    let answer = read_until_closed(&mut stream).await;
+    String::from_utf8_lossy(&answer)
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// Half a request line, then nothing: closed once the header-read timeout has passed, not before
+/// (today's server held it for ever).
+#[tokio::test]
+async fn connection_abuse_half_a_request_line_is_closed_after_the_header_read_timeout() {
+    let timeout = Duration::from_millis(300);
+    let server = ApiServer::new()
+        .header_read_timeout(Some(timeout))
+        .start()
+        .await
+        .expect("server starts");
+    let addr = addr(server.url());
+    for partial in ["GET /api/v1/namesp", "PRI * HTTP/2", ""] {
+        let mut stream = TcpStream::connect(&addr).await.expect("connect");
+        let started = Instant::now();
+        stream.write_all(partial.as_bytes()).await.expect("send");
+        let closed = tokio::time::timeout(Duration::from_secs(10), read_until_closed(&mut stream))
+            .await
+            .is_ok();
+        let after = started.elapsed();
+        assert!(
+            closed,
+            "a connection that sent {partial:?} is still open 10 s later"
+        );
+        assert!(
+            after >= timeout,
+            "closed after {after:?}, before the header-read timeout ({timeout:?})"
+        );
+    }
+    // A whole request is answered as before.
+    assert!(get_version(&addr).await.contains("200"));
+}
+
+/// Between requests on a kept-alive HTTP/1.1 connection the same timeout applies to the next
+/// request's head.
+#[tokio::test]
+async fn connection_abuse_a_kept_alive_connection_trickling_its_next_head_is_closed() {
+    let timeout = Duration::from_millis(300);
+    let server = ApiServer::new()
+        .header_read_timeout(Some(timeout))
+        .start()
+        .await
+        .expect("server starts");
+    let addr = addr(server.url());
+    let mut stream = TcpStream::connect(&addr).await.expect("connect");
+    let request = format!("GET /version HTTP/1.1\r\nHost: {addr}\r\n\r\nGET /vers");
+    stream.write_all(request.as_bytes()).await.expect("send");
+    let answer = tokio::time::timeout(Duration::from_secs(10), read_until_closed(&mut stream))
+        .await
+        .expect("closed within 10 s");
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(
+        answer.starts_with("HTTP/1.1 200"),
+        "the first request is answered: {answer}"
+    );
+}
+
+/// Past the cap, connections that hold a slot without a request are closed, oldest first, and a
+/// well-behaved request still gets its answer.
+#[tokio::test]
+async fn connection_abuse_connections_past_the_cap_close_the_oldest_and_a_request_is_answered() {
+    let cap = 8;
+    let server = ApiServer::new()
+        // The cap, not the timeout, must close them.
+        .header_read_timeout(None)
+        .max_connections(cap)
+        .start()
+        .await
+        .expect("server starts");
+    let addr = addr(server.url());
+    let mut flood = Vec::new();
+    for _ in 0..cap * 4 {
+        let mut stream = TcpStream::connect(&addr).await.expect("connect");
+        stream.write_all(b"GET /ver").await.expect("send");
+        flood.push(stream);
+    }
+    // The newest connection gets its answer.
+    let status = tokio::time::timeout(Duration::from_secs(10), get_version(&addr))
+        .await
+        .expect("an answer over the cap within 10 s");
+    assert!(status.contains("200"), "answered over the cap: {status}");
+    // All but the newest `cap - 1` of the flood were closed to make room.
+    let mut closed = 0;
+    for stream in flood.iter_mut().take(cap * 3) {
+        if tokio::time::timeout(Duration::from_secs(10), read_until_closed(stream))
+            .await
+            .is_ok()
+        {
+            closed += 1;
+        }
+    }
+    assert_eq!(
+        closed,
+        cap * 3,
+        "the oldest connections over the cap are closed"
+    );
+}
