@@ -809,8 +809,11 @@ async fn field_validation_in_depth(t: &Target, ns: &str) -> Value {
         "application/apply-patch+yaml",
         json,
         Some(
+            // One undeclared field: with several, kube-apiserver's list depends on Go's map
+            // order (seen in CI: `.aa` alone in one run, `.metadata.zz` and `.yy` in another),
+            // and the embedded server names the first only.
             json!({"apiVersion": "v1", "kind": "ConfigMap",
-                   "metadata": {"name": "applied", "zz": 1}, "yy": 1, "aa": {"x": 1}})
+                   "metadata": {"name": "applied"}, "yy": 1})
             .to_string(),
         ),
     )
