@@ -18,6 +18,8 @@
 #   scripts/crd-bundles.sh real       # on kube-apiserver (scripts/kube-apiserver.sh up/down per bundle)
 #   scripts/crd-bundles.sh embedded   # on ferrokube-apiserver (cargo build, then one server per bundle)
 #   scripts/crd-bundles.sh compare [A B]  # the files whose outcome differs (default: the last runs)
+#   scripts/crd-bundles.sh check      # CI: embedded, then fail on any file whose outcome differs from
+#                                     # the recorded kube-apiserver run (benches/conformance/)
 #
 # Data flow: download -> for each bundle: fresh server -> `kubectl apply --server-side` each CRD file
 # (one line each) -> wait until they are Established -> create the namespaces the examples name ->
@@ -38,6 +40,9 @@ export K8S_VERSION
 GATEWAY_MODULE=sigs.k8s.io/gateway-api GATEWAY_VERSION=v1.6.3
 CERT_MANAGER_MODULE=github.com/cert-manager/cert-manager CERT_MANAGER_VERSION=v1.21.2
 BUNDLES="cert-manager gateway-api-standard gateway-api-experimental"
+# The recorded kube-apiserver run `check` compares with (re-record it with `real` when a bundle's or
+# the server's release changes).
+recorded_real=$repo/benches/conformance/crd-bundles-real-$K8S_VERSION-2026-11-29.jsonl
 
 # The module's directory in the Go module cache (downloaded when missing).
 module_dir() {
@@ -215,9 +220,19 @@ print(f"[crd-bundles] {sys.argv[1]}: {ok(a)} of {len(a)} accepted; {sys.argv[2]}
 PY
 }
 
+# CI: the embedded run, then exit 1 if any file's outcome differs from the recorded kube-apiserver run.
+check() {
+  embedded
+  local report
+  report=$(compare "$recorded_real" "$out_dir/embedded.jsonl" 2>&1)
+  echo "$report" >&2
+  grep -q ' 0 differ$' <<<"$report" || { log "the embedded server differs from kube-apiserver $K8S_VERSION (above)"; exit 1; }
+}
+
 case ${1:-} in
   real) real ;;
   embedded) embedded ;;
   compare) shift; compare "$@" ;;
+  check) check ;;
   *) sed -n '2,30p' "$0" >&2; exit 2 ;;
 esac
