@@ -148,7 +148,11 @@ async fn aggregated_discovery(t: &Target, _ns: &str) -> Value {
         "legacy": [legacy.content_type, legacy.body["kind"]],
     })
 }
-conformance!(fidelity_aggregated_discovery, aggregated_discovery);
+conformance!(
+    fidelity_aggregated_discovery,
+    aggregated_discovery,
+    current_release_only
+);
 
 const PARTIAL: &str =
     "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json";
@@ -221,7 +225,11 @@ async fn metadata_only(t: &Target, ns: &str) -> Value {
             .collect::<Vec<_>>(),
     })
 }
-conformance!(fidelity_metadata_only_answers, metadata_only);
+conformance!(
+    fidelity_metadata_only_answers,
+    metadata_only,
+    current_release_only
+);
 
 /// A write with unknown fields under each `fieldValidation`: what it answered, which warnings it
 /// sent, and whether the stored object kept them.
@@ -306,7 +314,11 @@ async fn unknown_fields(t: &Target, ns: &str) -> Value {
     assert_eq!(deleted.code, 200, "{}: {:?}", t.name, deleted.body);
     Value::Object(outcomes)
 }
-conformance!(fidelity_unknown_fields_by_field_validation, unknown_fields);
+conformance!(
+    fidelity_unknown_fields_by_field_validation,
+    unknown_fields,
+    current_release_only
+);
 
 /// An empty string is a string: a custom object's `name: ""` is stored as it is (1.20 took it for
 /// `null` and refused it).
@@ -330,7 +342,8 @@ async fn empty_string_in_custom_object(t: &Target, ns: &str) -> Value {
 }
 conformance!(
     fidelity_empty_string_in_custom_object,
-    empty_string_in_custom_object
+    empty_string_in_custom_object,
+    current_release_only
 );
 
 /// A deployment of one replica, as controller-runtime's suites make them.
@@ -382,7 +395,8 @@ async fn create_with_resource_version(t: &Target, ns: &str) -> Value {
 }
 conformance!(
     fidelity_create_with_resource_version,
-    create_with_resource_version
+    create_with_resource_version,
+    current_release_only
 );
 
 /// GET `path` and the body's bytes as written (a successful answer).
@@ -559,7 +573,11 @@ async fn json_key_order(t: &Target, ns: &str) -> Value {
         "crd": crd.keys(),
     })
 }
-conformance!(fidelity_json_key_order_and_list_items, json_key_order);
+conformance!(
+    fidelity_json_key_order_and_list_items,
+    json_key_order,
+    current_release_only
+);
 
 /// A write through `/status` keeps the client's metadata on a built-in kind (annotations, labels,
 /// finalizers, owners), but for what the kind's status strategy resets (a Deployment's labels, a
@@ -657,7 +675,8 @@ async fn status_writes_metadata(t: &Target, ns: &str) -> Value {
 }
 conformance!(
     fidelity_status_writes_keep_metadata_and_record_the_subresource,
-    status_writes_metadata
+    status_writes_metadata,
+    current_release_only
 );
 
 /// The write that removes a terminating object's last finalizer answers with the object as the
@@ -698,7 +717,8 @@ async fn last_finalizer_removed(t: &Target, ns: &str) -> Value {
 }
 conformance!(
     fidelity_last_finalizer_removed_answers_the_replaced_version,
-    last_finalizer_removed
+    last_finalizer_removed,
+    current_release_only
 );
 
 /// What may not change: a Secret's `type` (on an update and on an apply), and a ConfigMap's or
@@ -755,7 +775,11 @@ async fn immutable_fields(t: &Target, ns: &str) -> Value {
         "configmap_update": cm_update.status(),
     })
 }
-conformance!(fidelity_immutable_fields, immutable_fields);
+conformance!(
+    fidelity_immutable_fields,
+    immutable_fields,
+    current_release_only
+);
 
 /// Strict and warned field validation beyond the top level: every field of a built-in kind is
 /// known (a Node's status, a Pod's containers and volumes), the problems are named in the order
@@ -834,5 +858,6 @@ async fn field_validation_in_depth(t: &Target, ns: &str) -> Value {
 }
 conformance!(
     fidelity_field_validation_in_depth,
-    field_validation_in_depth
+    field_validation_in_depth,
+    current_release_only
 );

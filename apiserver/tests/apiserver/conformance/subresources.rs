@@ -75,7 +75,8 @@ async fn discovery_of_everything(t: &Target, _ns: &str) -> Value {
 }
 conformance!(
     fidelity_discovery_lists_every_resource_of_1_37,
-    discovery_of_everything
+    discovery_of_everything,
+    current_release_only
 );
 
 /// A write of `body` to `path` (POST) and a read back: the codes, and the kind read.
@@ -219,7 +220,8 @@ async fn more_resource_types(t: &Target, ns: &str) -> Value {
 }
 conformance!(
     fidelity_rbac_and_the_other_resource_types,
-    more_resource_types
+    more_resource_types,
+    current_release_only
 );
 
 fn pod_named(name: &str, labels: Value) -> Value {
@@ -309,7 +311,8 @@ async fn apply_status_and_scale(t: &Target, ns: &str) -> Value {
 }
 conformance!(
     fidelity_server_side_apply_on_status_and_scale,
-    apply_status_and_scale
+    apply_status_and_scale,
+    current_release_only
 );
 
 async fn pod_subresources(t: &Target, ns: &str) -> Value {
@@ -455,7 +458,11 @@ async fn pod_subresources(t: &Target, ns: &str) -> Value {
         "misnamed": misnamed.status(),
     })
 }
-conformance!(fidelity_pod_subresources, pod_subresources);
+conformance!(
+    fidelity_pod_subresources,
+    pod_subresources,
+    current_release_only
+);
 
 async fn tokens_and_approval(t: &Target, ns: &str) -> Value {
     let sas = format!("/api/v1/namespaces/{ns}/serviceaccounts");
@@ -527,7 +534,8 @@ async fn tokens_and_approval(t: &Target, ns: &str) -> Value {
 }
 conformance!(
     fidelity_service_account_tokens_and_csr_approval,
-    tokens_and_approval
+    tokens_and_approval,
+    current_release_only
 );
 
 async fn custom_scale(t: &Target, ns: &str) -> Value {
@@ -601,4 +609,8 @@ async fn custom_scale(t: &Target, ns: &str) -> Value {
         "after": after.body["spec"],
     })
 }
-conformance!(fidelity_custom_resource_scale, custom_scale);
+conformance!(
+    fidelity_custom_resource_scale,
+    custom_scale,
+    current_release_only
+);
