@@ -22,6 +22,21 @@ async fn server_client_has_no_rate_limit_and_talks_to_the_server() {
     .await
     .expect("created");
     assert!(cms.get_opt("web").await.expect("read back").is_some());
+    let params = ferrokube::api::DeleteParams::default();
+    assert!(
+        cms.delete_opt("web", &params)
+            .await
+            .expect("deleted")
+            .is_some(),
+        "an object that is there is deleted"
+    );
+    assert!(
+        cms.delete_opt("web", &params)
+            .await
+            .expect("404 is not an error")
+            .is_none(),
+        "an object already gone answers None"
+    );
 }
 
 #[tokio::test]

@@ -273,6 +273,50 @@ async fn author_trap_an_index_in_one_call_maps_watched_objects_to_their_primarie
     assert!(seen.try_recv().is_err(), "and nothing else");
 }
 
+/// A kind every primary may depend on but none names (a Namespace a selector picks) in one call,
+/// with no lister taken from the builder by hand: a Secret's change reconciles every ConfigMap.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn author_trap_reconcile_all_on_reconciles_every_primary_in_one_call() {
+    let server = ApiServer::new().start().await.expect("server starts");
+    let client = common::embedded_client(&server, true);
+    create_cm(&client, &labelled("m1", "web")).await;
+    create_cm(&client, &labelled("m2", "db")).await;
+    let controller = Controller::<ConfigMap>::new(client.clone(), Scope::namespace(NS))
+        .reconcile_all_on::<Secret>(Scope::namespace(NS));
+    let (tx, mut seen) = mpsc::unbounded_channel();
+    let reconciler = from_fn(move |_: Arc<ConfigMap>, ctx| {
+        let _ = tx.send(ctx.key().to_string());
+        async { Ok::<_, String>(Action::await_change()) }
+    });
+    let (stop, stopped) = oneshot::channel::<()>();
+    let running = tokio::spawn(controller.run(reconciler, async {
+        let _ = stopped.await;
+    }));
+    let mut next = async || {
+        tokio::time::timeout(Duration::from_secs(20), seen.recv())
+            .await
+            .expect("a reconcile within 20 s")
+            .expect("alive")
+    };
+    let mut first = vec![next().await, next().await];
+    first.sort();
+    assert_eq!(first, ["default/m1", "default/m2"], "the first list");
+    Api::<Secret>::namespaced(client.clone(), NS)
+        .create(&PostParams::default(), &secret("s1"))
+        .await
+        .expect("secret");
+    let mut again = vec![next().await, next().await];
+    again.sort();
+    assert_eq!(
+        again,
+        ["default/m1", "default/m2"],
+        "every primary, once more"
+    );
+    let _ = stop.send(());
+    running.await.expect("joins").expect("runs");
+    assert!(seen.try_recv().is_err(), "and nothing else");
+}
+
 /// An index given twice, and a lookup of an index the primary lacks, are refused by `run`,
 /// naming the call: neither is dropped.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

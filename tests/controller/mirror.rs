@@ -5,15 +5,16 @@
 //! line is the controller (its line count is in the issue's closing note); the test drives it on the
 //! embedded server.
 
+use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
 use ferrokube::api::{DeleteParams, PostParams};
 use ferrokube::controller::conditions::{ConditionBuilder, set_condition, update_status_from};
-use ferrokube::controller::finalizer::finalize;
-use ferrokube::controller::owner::{self, OwnerError};
+use ferrokube::controller::finalizer::{FinalizerError, finalize};
+use ferrokube::controller::owner::{CreateOrUpdateError, create_or_update};
 use ferrokube::controller::{Action, Context, Controller, ControllerError, ReadError, Reconciler};
-use ferrokube::core::{LabelSelector, ObjectKey, Scope};
+use ferrokube::core::{LabelSelector, ObjectKey, Scope, SelectorError};
 use ferrokube::{Client, CustomResource};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
@@ -56,10 +57,10 @@ pub enum MirrorError {
     Api(#[from] ferrokube::Error),
     #[error(transparent)]
     Read(#[from] ReadError),
-    #[error("bad target selector: {0}")]
-    Selector(String),
-    #[error("copy: {0}")]
-    Copy(String),
+    #[error(transparent)]
+    Selector(#[from] SelectorError),
+    #[error(transparent)]
+    Copy(#[from] CreateOrUpdateError<Infallible>),
 }
 
 fn from_label(mirror: &Mirror) -> String {
@@ -73,24 +74,9 @@ fn from_label(mirror: &Mirror) -> String {
 pub struct Mirrors;
 
 impl Mirrors {
-    /// Every copy this Mirror made, in any namespace.
-    async fn copies(
-        &self,
-        mirror: &Mirror,
-        ctx: &Context,
-    ) -> Result<Vec<Arc<ConfigMap>>, MirrorError> {
-        let mine = LabelSelector::parse(&format!("{FROM}={}", from_label(mirror)))
-            .map_err(|e| MirrorError::Selector(e.to_string()))?;
-        Ok(ctx
-            .cache::<ConfigMap>(&Scope::all())?
-            .list(None, &mine)
-            .await?)
-    }
-
     async fn apply(&self, mirror: Arc<Mirror>, ctx: &Context) -> Result<Action, MirrorError> {
         let ns = mirror.metadata.namespace.clone().unwrap_or_default();
-        let targets = LabelSelector::parse(&mirror.spec.targets)
-            .map_err(|e| MirrorError::Selector(e.to_string()))?;
+        let targets = LabelSelector::parse(&mirror.spec.targets)?;
         let source = ctx
             .cache::<ConfigMap>(&Scope::all())?
             .get(Some(&ns), &mirror.spec.source)
@@ -109,26 +95,15 @@ impl Mirrors {
         };
         for target in &wanted {
             let api = ctx.api_in::<ConfigMap>(target);
-            owner::create_or_update(&api, &mirror.spec.source, |copy: &mut ConfigMap| {
-                copy.metadata
-                    .labels
-                    .get_or_insert_default()
-                    .insert(FROM.into(), from_label(&mirror));
+            create_or_update(&api, &mirror.spec.source, |copy: &mut ConfigMap| {
+                let labels = copy.metadata.labels.get_or_insert_default();
+                labels.insert(FROM.into(), from_label(&mirror));
                 copy.data = source.as_ref().and_then(|s| s.data.clone());
-                Ok::<_, OwnerError>(())
+                Ok::<_, Infallible>(())
             })
-            .await
-            .map_err(|e| MirrorError::Copy(e.to_string()))?;
+            .await?;
         }
-        for stale in self.copies(&mirror, ctx).await? {
-            let at = stale.metadata.namespace.clone().unwrap_or_default();
-            if !wanted.contains(&at) {
-                let name = stale.metadata.name.as_deref().unwrap_or_default();
-                ctx.api_in::<ConfigMap>(&at)
-                    .delete(name, &DeleteParams::default())
-                    .await?;
-            }
-        }
+        self.prune(&mirror, ctx, &wanted).await?;
         let generation = mirror.metadata.generation; // of the spec this work was done for
         let ready = ConditionBuilder::from_bool("Ready", source.is_some())
             .reason(if source.is_some() {
@@ -140,75 +115,66 @@ impl Mirrors {
             .observed_generation(generation)
             .build();
         let copies = wanted.len() as i32;
-        update_status_from(
-            &ctx.api_for(mirror.as_ref()),
-            mirror.as_ref(),
-            |m: &mut Mirror| {
-                let status = m.status.get_or_insert_default();
-                let changed = set_condition(&mut status.conditions, ready.clone())
-                    | (status.copies != copies);
-                status.copies = copies;
-                changed
-            },
-        )
+        let api = ctx.api_for(mirror.as_ref());
+        update_status_from(&api, mirror.as_ref(), |m: &mut Mirror| {
+            let status = m.status.get_or_insert_default();
+            let changed = set_condition(&mut status.conditions, ready.clone());
+            let counted = std::mem::replace(&mut status.copies, copies) != copies;
+            changed | counted
+        })
         .await?;
         Ok(Action::await_change())
     }
 
-    async fn cleanup(&self, mirror: Arc<Mirror>, ctx: &Context) -> Result<Action, MirrorError> {
-        for copy in self.copies(&mirror, ctx).await? {
-            let (at, name) = (
-                copy.metadata.namespace.clone().unwrap_or_default(),
-                copy.metadata.name.clone(),
-            );
-            match ctx
-                .api_in::<ConfigMap>(&at)
-                .delete(
-                    name.as_deref().unwrap_or_default(),
-                    &DeleteParams::default(),
-                )
-                .await
-            {
-                Err(e) if e.is_not_found() => {}
-                other => drop(other?),
+    /// Deletes this Mirror's copies in every namespace but `keep` (a copy already gone is fine).
+    async fn prune(
+        &self,
+        mirror: &Mirror,
+        ctx: &Context,
+        keep: &[String],
+    ) -> Result<(), MirrorError> {
+        let mine = LabelSelector::parse(&format!("{FROM}={}", from_label(mirror)))?;
+        for copy in ctx
+            .cache::<ConfigMap>(&Scope::all())?
+            .list(None, &mine)
+            .await?
+        {
+            let at = copy.metadata.namespace.as_deref().unwrap_or_default();
+            if !keep.iter().any(|k| k == at) {
+                let name = copy.metadata.name.as_deref().unwrap_or_default();
+                ctx.api_in::<ConfigMap>(at)
+                    .delete_opt(name, &DeleteParams::default())
+                    .await?;
             }
         }
-        Ok(Action::await_change())
+        Ok(())
     }
 }
 
 impl Reconciler<Mirror> for Mirrors {
-    type Error = MirrorError;
-    async fn reconcile(&self, mirror: Arc<Mirror>, ctx: Context) -> Result<Action, MirrorError> {
-        let api = ctx.api_for(mirror.as_ref());
-        let done = finalize(
-            &api,
-            FINALIZER,
-            mirror,
-            |m| self.apply(m, &ctx),
-            |m| self.cleanup(m, &ctx),
-        )
-        .await
-        .map_err(|e| MirrorError::Copy(e.to_string()))?;
+    type Error = FinalizerError<MirrorError>;
+    async fn reconcile(&self, mirror: Arc<Mirror>, ctx: Context) -> Result<Action, Self::Error> {
+        let (api, ctx) = (ctx.api_for(mirror.as_ref()), &ctx);
+        let cleanup = async |m: Arc<Mirror>| {
+            self.prune(&m, ctx, &[])
+                .await
+                .map(|()| Action::await_change())
+        };
+        let done = finalize(&api, FINALIZER, mirror, |m| self.apply(m, ctx), cleanup).await?;
         Ok(done.unwrap_or(Action::await_change()))
     }
 }
 
 /// The controller: Mirrors, their sources (through an index), their copies (by label), and the
-/// namespaces (a label change may add or remove targets).
+/// namespaces (a label change may add or remove targets of any Mirror).
 pub async fn run(
     client: Client,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), ControllerError> {
-    let controller = Controller::<Mirror>::new(client, Scope::all());
-    let mirrors = controller.primary_informer().lister();
-    controller
+    Controller::<Mirror>::new(client, Scope::all())
         .index_field::<Mirror>(SOURCE_INDEX, |m| {
-            vec![format!(
-                "{}/{}",
-                m.metadata.namespace.as_deref().unwrap_or_default(),
-                m.spec.source
-            )]
+            let ns = m.metadata.namespace.as_deref().unwrap_or_default();
+            vec![format!("{ns}/{}", m.spec.source)]
         })
         .watches_by_index::<ConfigMap>(Scope::all(), SOURCE_INDEX, |cm| {
             vec![ObjectKey::of(cm).to_string()]
@@ -220,13 +186,7 @@ pub async fn run(
                 .into_iter()
                 .collect()
         })
-        .watches::<Namespace>(Scope::all(), move |_| {
-            mirrors
-                .list(&LabelSelector::everything())
-                .iter()
-                .map(|m| ObjectKey::of(m.as_ref()))
-                .collect()
-        })
+        .reconcile_all_on::<Namespace>(Scope::all())
         .run(Mirrors, shutdown)
         .await
 }

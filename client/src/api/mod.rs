@@ -455,6 +455,21 @@ impl<K: Object> Api<K> {
         Ok(deleted)
     }
 
+    /// Deletes the object named `name`, or answers `None` if it does not exist (404): for
+    /// cleanups that must tolerate "already gone", which a cache that trails the server makes
+    /// common (controller-runtime's `client.IgnoreNotFound`). Every other error is returned.
+    pub async fn delete_opt(
+        &self,
+        name: &str,
+        params: &DeleteParams,
+    ) -> Result<Option<Deleted<K>>, Error> {
+        match self.delete(name, params).await {
+            Ok(deleted) => Ok(Some(deleted)),
+            Err(error) if error.is_not_found() => Ok(None),
+            Err(error) => Err(error),
+        }
+    }
+
     /// Tells this handle's write observers (if any) that the server committed `written`, unless
     /// the write was a dry run. See [`write_observer`](crate::write_observer).
     fn committed(&self, written: &K, dry_run: bool) {

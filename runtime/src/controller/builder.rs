@@ -497,6 +497,33 @@ impl<K: Kind> Controller<K> {
         self
     }
 
+    /// Reconciles every primary when an `O` in `scope` changes (kube-rs's `reconcile_all_on`):
+    /// for a kind that any primary may depend on but none names, such as the Namespaces a
+    /// label selector in the primary's spec picks. Each event of an `O` that passes `O`'s
+    /// filters (by default, any change of its resourceVersion: see [`owns`](Self::owns)) queues
+    /// the key of every `K` in the primary informer's cache at that moment; the queue folds
+    /// repeats, so a burst of `O` events costs each primary one reconcile. Use it for kinds that
+    /// change rarely; map with [`watches`](Self::watches) when an `O` names its primaries.
+    ///
+    /// ```text
+    /// controller
+    ///     // A Mirror's spec selects target namespaces by label: any Namespace change may add
+    ///     // or remove a target of any Mirror.
+    ///     .reconcile_all_on::<Namespace>(Scope::all())
+    /// ```
+    pub fn reconcile_all_on<O: Kind<DynamicType = ()>>(mut self, scope: Scope) -> Self {
+        let name = source_name::<O>("reconcile_all_on", &(), "every primary");
+        self.sources.push(InformerSource {
+            kind: SourceKind::of::<O>(&()),
+            attach: Box::new(move |wiring: &Wiring<'_>| {
+                let primaries = wiring.primary_index.clone();
+                let map = source::mapped(move |_: &O| primaries.all_keys());
+                wiring::attach::<O>(wiring, &(), &scope, map, None, name)
+            }),
+        });
+        self
+    }
+
     /// The most general informer source: `handle` gets every event of the `O`s in `scope` that
     /// passed `O`'s filters, and adds keys itself (at the event's priority) through the
     /// [`Enqueue`]. For sources that must also keep books, like expectations.

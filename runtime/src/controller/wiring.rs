@@ -36,11 +36,17 @@ pub(super) type KeyStream = Pin<Box<dyn Stream<Item = ObjectKey> + Send>>;
 pub(super) trait PrimaryIndex: Send + Sync {
     /// The keys of the primaries whose index `index` has `value`.
     fn keys(&self, index: &str, value: &str) -> Result<Vec<ObjectKey>, UnknownIndex>;
+    /// The keys of every primary in the store.
+    fn all_keys(&self) -> Vec<ObjectKey>;
 }
 
 impl<K: Object> PrimaryIndex for Store<K> {
     fn keys(&self, index: &str, value: &str) -> Result<Vec<ObjectKey>, UnknownIndex> {
         self.index_keys(index, value)
+    }
+
+    fn all_keys(&self) -> Vec<ObjectKey> {
+        self.list_keys()
     }
 }
 
