@@ -27,7 +27,7 @@
 //! | `apiserver` | an in-process API server (the real REST API, fault injection, a pod simulator); with the `apiserver` feature | `ferrokube-apiserver` | envtest's kube-apiserver, kwok |
 //! | `testing` | a client straight from a running embedded server (no client-side rate limit); with the `apiserver` feature | this crate | envtest's `Config` |
 //!
-//! The crates form a stack without a cycle, drawn in README.md's "What is here" and checked by
+//! The crates form a stack without a cycle, drawn in the guide's map of crates (`docs/src/crates.md`) and checked by
 //! `scripts/module-cycles.sh`: core (and the pipeline seam) at the bottom, then the workqueue and
 //! the informers, the client, the runtime, the view; the embedded server stands on the core alone.
 //! This crate holds no code of its own but `testing`, the glue between the embedded server and
@@ -91,3 +91,50 @@ pub use ferrokube_informer as informer;
 pub use ferrokube_informer::backoff;
 pub use ferrokube_workqueue as workqueue;
 pub use k8s_openapi;
+
+/// README.md and the guide's chapters (`docs/src/`, an mdBook), included here only so that
+/// `cargo test` compiles (and, unless marked `no_run`, runs) every Rust block in them: a snippet
+/// in the docs cannot rot.
+#[cfg(doctest)]
+mod guide {
+    #[doc = include_str!("../README.md")]
+    struct Readme;
+    #[doc = include_str!("../docs/src/introduction.md")]
+    struct Introduction;
+    #[doc = include_str!("../docs/src/crates.md")]
+    struct Crates;
+    #[doc = include_str!("../docs/src/workqueue.md")]
+    struct Workqueue;
+    #[doc = include_str!("../docs/src/client.md")]
+    struct Client;
+    #[doc = include_str!("../docs/src/informers.md")]
+    struct Informers;
+    #[doc = include_str!("../docs/src/embedded-server.md")]
+    struct EmbeddedServer;
+    #[doc = include_str!("../docs/src/controller.md")]
+    struct Controller;
+    #[doc = include_str!("../docs/src/custom-resources.md")]
+    struct CustomResources;
+    #[doc = include_str!("../docs/src/testing.md")]
+    struct Testing;
+    #[doc = include_str!("../docs/src/freshness.md")]
+    struct Freshness;
+    #[doc = include_str!("../docs/src/production.md")]
+    struct Production;
+    #[doc = include_str!("../docs/src/faults.md")]
+    struct Faults;
+    #[doc = include_str!("../docs/src/sharding.md")]
+    struct Sharding;
+    #[doc = include_str!("../docs/src/explorer.md")]
+    struct Explorer;
+    #[doc = include_str!("../docs/src/sample-controller.md")]
+    struct SampleController;
+    #[doc = include_str!("../docs/src/live-view.md")]
+    struct LiveView;
+    #[doc = include_str!("../docs/src/real-servers.md")]
+    struct RealServers;
+    #[doc = include_str!("../docs/src/performance.md")]
+    struct Performance;
+    #[doc = include_str!("../docs/src/development.md")]
+    struct Development;
+}

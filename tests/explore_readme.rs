@@ -1,5 +1,5 @@
-//! README's "Finding a controller's bugs before its users do", as a test: the code between the
-//! `README` markers is the README's block, character for character (the second test checks).
+//! The guide's explorer chapter (`docs/src/explorer.md`), as a test: the code between the
+//! `README` markers is the chapter's block, character for character (the second test checks).
 //!
 //! The block explores a controller with a finalizer and an outside system and finds nothing; the
 //! third test runs the same search on a controller that removes its finalizer before it deletes
@@ -116,10 +116,10 @@ fn readme_explore_the_readme_shows_this_code() {
         .nth(1)
         .and_then(|rest| rest.split("// README:end").next())
         .expect("markers");
-    let readme = include_str!("../README.md");
+    let readme = include_str!("../docs/src/explorer.md");
     assert!(
         readme.contains(code),
-        "README.md's explorer block differs from tests/explore_readme.rs"
+        "docs/src/explorer.md's block differs from tests/explore_readme.rs"
     );
 }
 

@@ -11,7 +11,7 @@
 //! | [`bucket`], `src/bin/bucket.rs` | the Bucket sample: a derived custom resource, an outside store, owned ConfigMaps and a namespace label, the new way |
 //! | [`mutants`] | the mutant corpus: each sample's deliberate bugs, their classes, and the explorer tests that find them |
 //! | [`shared`] | what the programs share |
-//! | `src/bin/bench_*.rs` | the benchmark programs of README.md's tables (raw data under `benches/`) |
+//! | `src/bin/bench_*.rs` | the benchmark programs of the guide's performance tables (raw data under `benches/`) |
 //! | `src/bin/informer_deltas.rs`, `leader_candidate.rs`, `workqueue_basics.rs` | small programs, one concept each |
 //! | `tests/` | the samples under faults, the stale-cache churn, the leader and shard drills (processes), and their kube-apiserver twins (feature `e2e`) |
 //!

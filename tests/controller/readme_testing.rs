@@ -1,6 +1,6 @@
-//! README's "Testing your controller", as a test: the code between the `README` markers below is
-//! the README's block, character for character (the second test checks), so the README's example
-//! compiles and passes.
+//! The guide's "Testing your controller" (`docs/src/testing.md`), as a test: the code between the
+//! `README` markers below is the chapter's block, character for character (the second test
+//! checks), so the chapter's example compiles and passes.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -100,9 +100,9 @@ fn readme_testing_the_readme_shows_this_code() {
         .nth(1)
         .and_then(|rest| rest.split("// README:end").next())
         .expect("markers");
-    let readme = include_str!("../../README.md");
+    let readme = include_str!("../../docs/src/testing.md");
     assert!(
         readme.contains(code),
-        "README.md's \"Testing your controller\" block differs from tests/controller/readme_testing.rs"
+        "docs/src/testing.md's block differs from tests/controller/readme_testing.rs"
     );
 }

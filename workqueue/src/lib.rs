@@ -1,7 +1,7 @@
 //! # ferrokube-workqueue
 //!
 //! A work queue for controllers, with the semantics of client-go's `util/workqueue`, no Kubernetes
-//! types, and a design measured to be faster (see `benches/` and the README).
+//! types, and a design measured to be faster (see `benches/` and the guide's performance chapter).
 //!
 //! ## Why a controller needs this queue
 //!
@@ -83,7 +83,7 @@
 //! `ferrokube_pipeline` (`stage = "queue"` or `"limiter"`, the queue's name as `instance`, the key, the
 //! key's new `state`): the seam that `ferrokube::view` draws in a browser. The events' fields are
 //! computed only when a subscriber wants them; with none, each costs one relaxed atomic load (see the
-//! benchmarks in the README).
+//! benchmarks in the guide's performance chapter).
 
 mod block_on;
 mod clock;

@@ -211,7 +211,7 @@ pub struct Config {
     /// connection. Default `false`: HTTP/1.1, one connection per request in flight and per watch.
     ///
     /// This default is a deliberate difference from client-go, which prefers HTTP/2. Measured on
-    /// kube-apiserver 1.20 (README, "Informers": the paired runs), watch events reach an HTTP/1.1
+    /// kube-apiserver 1.20 (the guide's performance chapter, "Informers": the paired runs), watch events reach an HTTP/1.1
     /// client sooner under load (our reading: on HTTP/2 they also pass through the server's frame
     /// writer, one more step that waits for the CPU). An HTTP/1.1 watch also has a connection of
     /// its own: no head-of-line blocking behind other requests, and a dead connection takes down
