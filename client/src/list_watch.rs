@@ -106,6 +106,7 @@ impl<K: Object> ListWatch<K> {
             continue_token: request.continue_token,
             resource_version: version,
             version_match: matching,
+            managed_fields: request.managed_fields,
         }
     }
 }
@@ -151,6 +152,7 @@ impl<K: Object> ListerWatcher<K> for ListWatch<K> {
             timeout_seconds: request.timeout_seconds,
             allow_bookmarks: request.allow_bookmarks,
             send_initial_events: request.send_initial_events,
+            managed_fields: request.managed_fields,
             ..WatchParams::default()
         };
         let stream = self

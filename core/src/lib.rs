@@ -74,7 +74,7 @@ pub use backoff::Backoff;
 pub use fields::{FieldSelector, FieldSelectorError};
 pub use kind::{ApiResource, Kind};
 pub use labels::{LabelSelector, SelectorError};
-pub use object::{Object, ObjectKey, drop_managed_fields};
+pub use object::{ManagedFields, Object, ObjectKey, drop_managed_fields};
 pub use scope::{Scope, ScopeMatcher};
 
 pub use ferrokube_pipeline::{pipeline_enabled, pipeline_event};

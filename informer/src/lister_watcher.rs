@@ -10,6 +10,7 @@
 use std::future::Future;
 use std::sync::Arc;
 
+use ferrokube_core::ManagedFields;
 use futures_util::stream::BoxStream;
 
 /// Any error, boxed, as the cause of a [`ListWatchError`].
@@ -50,6 +51,10 @@ pub struct ListRequest {
     pub limit: Option<u32>,
     /// The previous page's continue token.
     pub continue_token: Option<String>,
+    /// Whether the objects keep `metadata.managedFields`; with [`ManagedFields::Drop`] an
+    /// implementation that decodes should skip them unbuilt (the client's `ListWatch` does). The
+    /// reflector drops whatever still arrives.
+    pub managed_fields: ManagedFields,
 }
 
 /// One page of a list.
@@ -73,6 +78,8 @@ pub struct WatchRequest {
     pub allow_bookmarks: bool,
     /// Streaming list: an ADDED per existing object first, then a bookmark marking the end of them.
     pub send_initial_events: bool,
+    /// As [`ListRequest::managed_fields`].
+    pub managed_fields: ManagedFields,
 }
 
 /// One change on a watch stream.

@@ -41,7 +41,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use ferrokube_core::pipeline_event;
+use ferrokube_core::{ManagedFields, pipeline_event};
 use futures_util::StreamExt;
 use futures_util::stream::FuturesOrdered;
 use parking_lot::Mutex;
@@ -114,6 +114,12 @@ pub struct ReflectorOptions {
     pub first_list: FirstList,
     /// Default: none (errors are logged with `tracing`).
     pub error_handler: Option<WatchErrorHandler>,
+    /// Whether cached objects keep `metadata.managedFields`. Default [`ManagedFields::Drop`]:
+    /// the client skips them while decoding (they are never built) and the reflector drops any
+    /// that still arrive, as kube-controller-manager's, the scheduler's and kube-apiserver's own
+    /// informers do (kubernetes PR 118455). Set [`ManagedFields::Keep`] for a controller that
+    /// reads them. Writing a cached object back is safe either way: see [`ManagedFields`].
+    pub managed_fields: ManagedFields,
     /// A watch that brings nothing at all for this long is dropped and resumed from the last
     /// resourceVersion seen (a new watch, not a relist). Default 15 s
     /// ([`DEFAULT_WATCH_IDLE_TIMEOUT`]); `None`: only the client's own idle deadline, taken from
@@ -138,6 +144,7 @@ impl Default for ReflectorOptions {
             list_mode: ListMode::ListWatch,
             first_list: FirstList::Consistent,
             error_handler: None,
+            managed_fields: ManagedFields::Drop,
             watch_idle_timeout: Some(DEFAULT_WATCH_IDLE_TIMEOUT),
         }
     }
@@ -201,6 +208,13 @@ enum Phase<K> {
 /// closes every watch at once is retried with backoff rather than in a tight loop.
 const SHORTEST_HEALTHY_WATCH: Duration = Duration::from_secs(1);
 
+/// `object` without `metadata.managedFields`: a no-op when the lister-watcher skipped them while
+/// decoding (the client's does), the guarantee when it did not (a fake, a custom one).
+fn without_managed_fields<K: Object>(mut object: K) -> K {
+    object.clear_managed_fields();
+    object
+}
+
 /// See the [module docs](self).
 pub struct Reflector<K, L> {
     lister_watcher: L,
@@ -216,13 +230,17 @@ pub struct Reflector<K, L> {
 
 impl<K: Object, L: ListerWatcher<K>> Reflector<K, L> {
     pub fn new(lister_watcher: L, fifo: Arc<DeltaFifo<K>>, options: ReflectorOptions) -> Self {
+        let prepare: Box<Prepare<K>> = match options.managed_fields {
+            ManagedFields::Keep => Box::new(Arc::new),
+            ManagedFields::Drop => Box::new(|object| Arc::new(without_managed_fields(object))),
+        };
         Reflector {
             lister_watcher,
             fifo,
             options,
             status: Arc::new(ReflectorStatus::default()),
             metrics: None,
-            prepare: Box::new(Arc::new),
+            prepare,
             name: Arc::from(""),
         }
     }
@@ -235,7 +253,12 @@ impl<K: Object, L: ListerWatcher<K>> Reflector<K, L> {
 
     /// Rewrites every object received (listed or watched) before anything keeps it. Default: none.
     pub fn with_transform(mut self, transform: Transform<K>) -> Self {
-        self.prepare = Box::new(move |object| Arc::new(transform(object)));
+        self.prepare = match self.options.managed_fields {
+            ManagedFields::Keep => Box::new(move |object| Arc::new(transform(object))),
+            ManagedFields::Drop => {
+                Box::new(move |object| Arc::new(transform(without_managed_fields(object))))
+            }
+        };
         self
     }
 
@@ -386,6 +409,7 @@ impl<K: Object, L: ListerWatcher<K>> Reflector<K, L> {
             version,
             limit: Some(self.options.page_size),
             continue_token: None,
+            managed_fields: self.options.managed_fields,
         };
         let mut in_flight = FuturesOrdered::new();
         let (told, mut next_token) = tokio::sync::oneshot::channel();
@@ -410,6 +434,7 @@ impl<K: Object, L: ListerWatcher<K>> Reflector<K, L> {
                                 version: ListVersion::Latest,
                                 limit: Some(self.options.page_size),
                                 continue_token: Some(token),
+                                managed_fields: self.options.managed_fields,
                             };
                             in_flight.push_back(self.list_page(request, told));
                         }
@@ -427,6 +452,7 @@ impl<K: Object, L: ListerWatcher<K>> Reflector<K, L> {
                             version: ListVersion::Latest,
                             limit: None,
                             continue_token: None,
+                            managed_fields: self.options.managed_fields,
                         };
                         let page = self
                             .lister_watcher
@@ -460,6 +486,7 @@ impl<K: Object, L: ListerWatcher<K>> Reflector<K, L> {
             timeout_seconds: Some(u32::try_from(timeout).unwrap_or(u32::MAX)),
             allow_bookmarks: true,
             send_initial_events,
+            managed_fields: self.options.managed_fields,
         }
     }
 

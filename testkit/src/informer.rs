@@ -10,7 +10,7 @@ use ferrokube::informer::{
     Backoff, DeletedObject, EventHandler, ListerWatcher, ObjectKey, ReflectorOptions,
     SharedIndexInformer,
 };
-use ferrokube::{Api, Object};
+use ferrokube::{Api, Client, ListWatch, Object};
 use parking_lot::Mutex;
 
 /// What a handler saw, replayed: key → resourceVersion, plus the deletes that were tombstones.
@@ -124,4 +124,114 @@ pub fn quick_reflector() -> ReflectorOptions {
         page_size: 50,
         ..ReflectorOptions::default()
     }
+}
+
+/// Informers cache objects without `metadata.managedFields` by default (and with them when told
+/// to keep them), on the list and on the watch; and a cached object written back with a PUT
+/// leaves the server's managedFields as they were (an update that carries none keeps them).
+/// Run on the embedded server (`tests/informer/embedded.rs`) and on kube-apiserver
+/// (`tests/e2e/informer.rs`): the server's half is the server's behaviour, so both must agree.
+pub async fn check_managed_fields_not_cached(client: &Client, namespace: &str) {
+    use ferrokube::api::{Patch, PatchParams, PostParams};
+    use ferrokube::core::ManagedFields;
+    use k8s_openapi::api::core::v1::ConfigMap;
+
+    const MANAGER: &str = "managed-fields-check";
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
+    let apply = |value: &str| {
+        Patch::Apply(serde_json::json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "applied", "labels": {"owner": MANAGER}},
+            "data": {"k": value}
+        }))
+    };
+    let managers = |cm: &ConfigMap| -> Vec<String> {
+        let mut names: Vec<String> = cm
+            .metadata
+            .managed_fields
+            .iter()
+            .flatten()
+            .filter_map(|entry| entry.manager.clone())
+            .collect();
+        names.sort();
+        names
+    };
+    let applied = api
+        .patch("applied", &PatchParams::apply(MANAGER), &apply("1"))
+        .await
+        .expect("server-side apply");
+    assert_eq!(
+        managers(&applied),
+        [MANAGER],
+        "the server keeps books on the apply"
+    );
+
+    let keep = ReflectorOptions {
+        managed_fields: ManagedFields::Keep,
+        ..ReflectorOptions::default()
+    };
+    let (dropped, _) = start_synced(ListWatch::new(api.clone()), ReflectorOptions::default()).await;
+    let (kept, _) = start_synced(ListWatch::new(api.clone()), keep).await;
+    let key = format!("{namespace}/applied");
+    let cached = |informer: &SharedIndexInformer<ConfigMap>| {
+        informer.store().get_by_key(&key).expect("listed")
+    };
+    assert_eq!(
+        cached(&dropped).metadata.managed_fields,
+        None,
+        "listed: dropped by default"
+    );
+    assert_eq!(
+        managers(&cached(&kept)),
+        [MANAGER],
+        "listed: kept when asked"
+    );
+
+    // The watch path: a second apply arrives as a MODIFIED event.
+    api.patch("applied", &PatchParams::apply(MANAGER), &apply("2"))
+        .await
+        .expect("second apply");
+    let data = |cm: &ConfigMap| cm.data.as_ref().and_then(|d| d.get("k").cloned());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while data(&cached(&dropped)).as_deref() != Some("2")
+        || data(&cached(&kept)).as_deref() != Some("2")
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the update reaches both informers in 60 s"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        cached(&dropped).metadata.managed_fields,
+        None,
+        "watched: dropped by default"
+    );
+    assert_eq!(
+        managers(&cached(&kept)),
+        [MANAGER],
+        "watched: kept when asked"
+    );
+
+    // Written back from the cache, without managedFields: the server's stay, plus this update's.
+    let mut edited = (*cached(&dropped)).clone();
+    edited
+        .metadata
+        .labels
+        .get_or_insert_default()
+        .insert("edited".into(), "yes".into());
+    let params = PostParams {
+        field_manager: Some("cache-writer".into()),
+        ..PostParams::default()
+    };
+    let written = api.replace("applied", &params, &edited).await.expect("PUT");
+    assert_eq!(
+        managers(&written),
+        ["cache-writer", MANAGER],
+        "the apply's entry survives a PUT without managedFields"
+    );
+    let read = api.get("applied").await.expect("get");
+    assert_eq!(managers(&read), ["cache-writer", MANAGER]);
+    dropped.stop();
+    kept.stop();
 }

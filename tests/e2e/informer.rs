@@ -676,3 +676,11 @@ async fn a_warming_watch_cache_answers_429_with_retry_after_and_informers_wait_i
         .await
         .expect("delete CRD");
 }
+
+/// As `tests/informer/embedded.rs`'s test of the same name, on kube-apiserver.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn managed_fields_not_cached_by_default_and_a_put_keeps_the_servers() {
+    let client = client(None);
+    let ns = namespace(&client, "managed-fields").await;
+    common::informer::check_managed_fields_not_cached(&client, &ns).await;
+}

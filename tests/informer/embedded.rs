@@ -262,3 +262,12 @@ async fn a_compact_informer_converges_and_decodes_to_the_typed_objects() {
     }
     informer.stop();
 }
+
+/// Informers drop `metadata.managedFields` by default (list and watch), keep them when told, and
+/// a cached object written back leaves the server's as they were (the same check runs on
+/// kube-apiserver in `tests/e2e/informer.rs`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn managed_fields_not_cached_by_default_and_a_put_keeps_the_servers() {
+    let (_server, client) = server().await;
+    common::informer::check_managed_fields_not_cached(&client, "default").await;
+}

@@ -12,7 +12,7 @@
 //! `map` (e.g. an informer's transform that drops `managedFields`) and forgets its bytes:
 //!
 //! ```text
-//! chunk ─▶ ListSplitter ─▶ one item's bytes ─▶ serde_json ─▶ K ─▶ map ─▶ T (kept)
+//! chunk ─▶ ListSplitter ─▶ one item's bytes ─▶ decode (managedFields kept or skipped) ─▶ K ─▶ map ─▶ T (kept)
 //!              │
 //!              └─▶ `metadata` bytes (kept, decoded at the end: resourceVersion, continue)
 //! ```
@@ -22,6 +22,7 @@
 use std::marker::PhantomData;
 
 use bytes::{Buf, Bytes, BytesMut};
+use ferrokube_core::ManagedFields;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ListMeta;
 use serde::de::{DeserializeOwned, Error as _};
 
@@ -64,6 +65,8 @@ where
 /// ```
 pub struct ListDecoder<K, T, F> {
     splitter: ListSplitter,
+    /// Whether each item keeps `metadata.managedFields` (see [`super::decode`]).
+    managed_fields: ManagedFields,
     map: F,
     items: Vec<T>,
     _item: PhantomData<fn() -> K>,
@@ -74,10 +77,18 @@ impl<K: DeserializeOwned, T, F: FnMut(K) -> T> ListDecoder<K, T, F> {
     pub fn new(map: F) -> Self {
         ListDecoder {
             splitter: ListSplitter::default(),
+            managed_fields: ManagedFields::Keep,
             map,
             items: Vec::new(),
             _item: PhantomData,
         }
+    }
+
+    /// Whether each item keeps `metadata.managedFields`. Default [`ManagedFields::Keep`];
+    /// [`ManagedFields::Drop`] skips them while decoding (see [`decode`](super::decode)).
+    pub fn managed_fields(mut self, managed_fields: ManagedFields) -> Self {
+        self.managed_fields = managed_fields;
+        self
     }
 
     /// Takes the next chunk of the body and decodes every item it completes.
@@ -107,7 +118,7 @@ impl<K: DeserializeOwned, T, F: FnMut(K) -> T> ListDecoder<K, T, F> {
             let Some(bytes) = next else {
                 return Ok(());
             };
-            let item: K = serde_json::from_slice(&bytes)?;
+            let item: K = super::decode::from_slice(&bytes, self.managed_fields)?;
             self.items.push((self.map)(item));
         }
     }

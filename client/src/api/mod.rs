@@ -17,6 +17,7 @@
 //! [write observers](crate::write_observer) (if it has any) what the server answered, before it
 //! returns: the one place a layer above learns of a controller's writes.
 
+pub mod decode;
 mod dynamic;
 pub(crate) mod list;
 mod params;
@@ -292,7 +293,7 @@ impl<K: Object> Api<K> {
             what: format!("the response of {path}"),
             source,
         };
-        let mut decoder = list::ListDecoder::new(map);
+        let mut decoder = list::ListDecoder::new(map).managed_fields(params.managed_fields);
         let mut on_metadata = Some(on_metadata);
         self.client
             .request_chunks(call, |chunk| {
@@ -512,7 +513,12 @@ impl<K: Object> Api<K> {
         let idle = params.idle_timeout.or_else(|| {
             crate::watch::promised_idle(params.timeout_seconds, params.allow_bookmarks)
         });
-        Ok(WatchStream::new(response.into_body(), url, idle))
+        Ok(WatchStream::new(
+            response.into_body(),
+            url,
+            idle,
+            params.managed_fields,
+        ))
     }
 }
 

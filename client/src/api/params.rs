@@ -1,5 +1,6 @@
 //! Options of the API verbs, as query parameters and request bodies. Defaults are the server's.
 
+use ferrokube_core::ManagedFields;
 use serde::Serialize;
 
 use super::query::Query;
@@ -36,6 +37,10 @@ pub struct ListParams {
     /// `None`: the latest, consistent (from etcd). `Some("0")`: any version (watch cache).
     pub resource_version: Option<String>,
     pub version_match: Option<VersionMatch>,
+    /// Whether the items keep `metadata.managedFields`. Default [`ManagedFields::Keep`];
+    /// [`ManagedFields::Drop`] skips them while decoding, never building them (an informer's
+    /// list does). Decided here, in the client: not sent.
+    pub managed_fields: ManagedFields,
 }
 
 impl ListParams {
@@ -49,6 +54,11 @@ impl ListParams {
     }
     pub fn limit(mut self, limit: u32) -> Self {
         self.limit = Some(limit);
+        self
+    }
+    /// See [`ListParams::managed_fields`](ListParams#structfield.managed_fields).
+    pub fn managed_fields(mut self, managed_fields: ManagedFields) -> Self {
+        self.managed_fields = managed_fields;
         self
     }
     pub fn resource_version(mut self, version: &str, matching: Option<VersionMatch>) -> Self {
@@ -88,6 +98,10 @@ pub struct WatchParams {
     /// Default `None`: what the server promised (a bookmark about every minute when they are
     /// allowed, the end at `timeout_seconds`), plus 30 s; see [`crate::watch`]. Not sent.
     pub idle_timeout: Option<std::time::Duration>,
+    /// Whether the events' objects keep `metadata.managedFields`. Default
+    /// [`ManagedFields::Keep`]; [`ManagedFields::Drop`] skips them while decoding (an informer's
+    /// watch does). Not sent.
+    pub managed_fields: ManagedFields,
 }
 
 impl Default for WatchParams {
@@ -99,6 +113,7 @@ impl Default for WatchParams {
             allow_bookmarks: true,
             send_initial_events: false,
             idle_timeout: None,
+            managed_fields: ManagedFields::Keep,
         }
     }
 }

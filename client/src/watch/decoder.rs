@@ -14,6 +14,7 @@
 use std::collections::BTreeMap;
 
 use bytes::{Bytes, BytesMut};
+use ferrokube_core::ManagedFields;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Status;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
@@ -105,13 +106,25 @@ struct BookmarkMeta {
 
 /// Decodes one line of a watch stream.
 pub fn decode_event<K: DeserializeOwned>(line: &[u8]) -> Result<WatchEvent<K>, Error> {
+    decode_event_with(line, ManagedFields::Keep)
+}
+
+/// [`decode_event`], the object keeping or skipping its `metadata.managedFields` as
+/// `managed_fields` says (see [`crate::api::decode`]).
+pub fn decode_event_with<K: DeserializeOwned>(
+    line: &[u8],
+    managed_fields: ManagedFields,
+) -> Result<WatchEvent<K>, Error> {
     let fail = |what: &str, source| Error::Decode {
         what: what.to_string(),
         source,
     };
     let raw: RawEvent<'_> = serde_json::from_slice(line).map_err(|e| fail("a watch event", e))?;
     let object = raw.object.get();
-    let decode = |what| serde_json::from_str::<K>(object).map_err(|e| fail(what, e));
+    let decode = |what| {
+        crate::api::decode::from_slice::<K>(object.as_bytes(), managed_fields)
+            .map_err(|e| fail(what, e))
+    };
     Ok(match raw.kind {
         "ADDED" => WatchEvent::Added(decode("the object of an ADDED event")?),
         "MODIFIED" => WatchEvent::Modified(decode("the object of a MODIFIED event")?),

@@ -41,12 +41,13 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use ferrokube_core::ManagedFields;
 use futures_util::Stream;
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use serde::de::DeserializeOwned;
 
-pub use decoder::{LineDecoder, decode_event};
+pub use decoder::{LineDecoder, decode_event, decode_event_with};
 
 use crate::error::{ApiError, Error};
 
@@ -113,17 +114,25 @@ struct State {
     url: String,
     /// The longest the body may stay silent; `None`: forever.
     idle: Option<Duration>,
+    /// Whether the events' objects keep `metadata.managedFields`.
+    managed_fields: ManagedFields,
     finished: bool,
 }
 
 impl<K: DeserializeOwned + Send + 'static> WatchStream<K> {
     /// A watch over `body`, presumed dead after `idle` without a byte.
-    pub(crate) fn new(body: Incoming, url: String, idle: Option<Duration>) -> WatchStream<K> {
+    pub(crate) fn new(
+        body: Incoming,
+        url: String,
+        idle: Option<Duration>,
+        managed_fields: ManagedFields,
+    ) -> WatchStream<K> {
         let state = State {
             body,
             decoder: LineDecoder::new(),
             url,
             idle,
+            managed_fields,
             finished: false,
         };
         let inner = futures_util::stream::unfold(state, |mut state| async move {
@@ -153,7 +162,7 @@ async fn next_event<K: DeserializeOwned>(
             if line.iter().all(u8::is_ascii_whitespace) {
                 continue;
             }
-            return Some(decode_event(&line));
+            return Some(decoder::decode_event_with(&line, state.managed_fields));
         }
         if state.decoder.buffered() > MAX_EVENT_BYTES {
             return Some(Err(too_large(state)));

@@ -11,8 +11,10 @@
 //! informer on the namespace's Pods, wait until synced, print one `synced` JSON line, then time the
 //! updates whose `ferrokube.bench/sent` annotation carries this round (`<round>:<unix nanos>`,
 //! stamped by `update` right before each PATCH) from that stamp to the handler, and print one
-//! `result` JSON line. `--strip` adds a transform that drops `managedFields` and the
-//! last-applied-configuration annotation before the object is stored. `--compact` caches
+//! `result` JSON line. Without `--strip` the informer keeps `managedFields`
+//! (`ManagedFields::Keep`: everything the server sent, as client-go's defaults keep); `--strip` is
+//! ferrokube's default, `managedFields` skipped while decoding (never built), plus a transform that
+//! drops the last-applied-configuration annotation before the object is stored. `--compact` caches
 //! `Compact<Pod>` (typed metadata, the rest as JSON bytes) instead of `Pod`. `--streaming` fills the
 //! cache with a streaming list (`ListMode::Streaming`: one watch with `sendInitialEvents=true`,
 //! falling back to list + watch if the server refuses it) instead of the default paginated list;
@@ -30,6 +32,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use clap::{Args, Parser, Subcommand};
 use ferrokube::api::{ListParams, Patch, PatchParams, PostParams};
+use ferrokube::core::ManagedFields;
 use ferrokube::informer::{
     Compact, EventHandler, FirstList, ListMode, ReflectorOptions, SharedIndexInformer,
     drop_managed_fields,
@@ -319,6 +322,11 @@ where
             FirstList::FromCache
         } else {
             FirstList::Consistent
+        },
+        managed_fields: if strip_fields {
+            ManagedFields::Drop
+        } else {
+            ManagedFields::Keep
         },
         ..ReflectorOptions::default()
     });

@@ -288,8 +288,9 @@ impl ReplicaSetController {
         Controller<ReplicaSet>,
         impl Future<Output = ()> + Send + 'static,
     ) {
-        // The controller never reads managedFields; not caching them roughly halves the memory a
-        // pod takes in the store. (An informer the factory already had keeps its own settings.)
+        // The controller never reads managedFields (informers skip them by default) nor kubectl's
+        // last-applied annotation: the transform drops that too. (An informer the factory
+        // already had keeps its own settings.)
         let (factory, client) = (manager.factory(), manager.client());
         // Sharded (`--shard-ring`): every cache holds only this member's share, selected on the
         // server by its label.
