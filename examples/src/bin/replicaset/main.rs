@@ -28,7 +28,7 @@
 //! that cluster's ReplicaSet controller until Ctrl-C — do not run it beside kube-controller-manager's.
 //!
 //! Options: `--workers N` (5), `--qps Q` / `--burst B` (20 / 30, kube-controller-manager's
-//! `--kube-api-qps` / `--kube-api-burst`), `--http-addr HOST:PORT` (`/healthz`, `/readyz`, and
+//! `--kube-api-qps` / `--kube-api-burst`), `--http2` (HTTP/2 instead of HTTP/1.1), `--http-addr HOST:PORT` (`/healthz`, `/readyz`, and
 //! Prometheus text at `/metrics`), `--resync SECONDS` (43200), `--no-stale-protection` (sync even
 //! when a cache has not caught up with the controller's own last write for the key: only to see
 //! what the protection prevents; see `ferrokube::controller::consistency`). Logs go to stderr through `tracing`;
@@ -104,6 +104,10 @@ struct Cli {
     /// Client burst (kube-controller-manager's --kube-api-burst).
     #[arg(long, value_name = "B", default_value_t = 30)]
     burst: u32,
+    /// Talk HTTP/2 to the cluster (one connection, health-checked with pings), as client-go and
+    /// kube-controller-manager do; default HTTP/1.1 (`ferrokube::Config::http2`). Needs TLS.
+    #[arg(long)]
+    http2: bool,
     /// Informer resync period, in seconds [default: 43200]
     #[arg(long, value_name = "SECONDS")]
     resync: Option<u64>,
@@ -163,6 +167,7 @@ pub struct Args {
     workers: usize,
     qps: f32,
     burst: u32,
+    http2: bool,
     resync: Duration,
     http_addr: Option<SocketAddr>,
     leader_election: Option<LeaderElection>,
@@ -217,6 +222,7 @@ impl Args {
             workers: cli.workers,
             qps: cli.qps,
             burst: cli.burst,
+            http2: cli.http2,
             resync: cli
                 .resync
                 .map_or(ControllerOptions::default().resync, Duration::from_secs),
@@ -362,6 +368,8 @@ pub async fn start(
 ) -> Result<Running, BoxError> {
     config.qps = Some(args.qps);
     config.burst = args.burst;
+    // Only ever switched on: the demo's embedded server may have chosen HTTP/2 itself.
+    config.http2 |= args.http2;
     if let Some(identity) = &args.identity {
         config.user_agent = Some(format!("ferrokube-replicaset/{identity}"));
     }
