@@ -397,6 +397,8 @@ struct Link {
     frozen: AtomicBool,
     /// 2 while both copy loops run; a connection is open while this is above 0.
     directions: AtomicUsize,
+    /// Bytes read from either end after the freeze and dropped.
+    dropped: AtomicUsize,
 }
 
 impl FreezeProxy {
@@ -436,6 +438,17 @@ impl FreezeProxy {
         self.shared.accepted_since_freeze.load(Ordering::SeqCst)
     }
 
+    /// Bytes dropped by frozen connections so far.
+    #[cfg(test)]
+    fn dropped_bytes(&self) -> usize {
+        self.shared
+            .connections
+            .lock()
+            .iter()
+            .map(|link| link.dropped.load(Ordering::SeqCst))
+            .sum()
+    }
+
     /// Drops every connection (the controller is gone by then).
     fn stop(&self) {
         self.tasks.lock().abort_all();
@@ -466,6 +479,7 @@ async fn accept_loop(
         let link = Arc::new(Link {
             frozen: AtomicBool::new(false),
             directions: AtomicUsize::new(2),
+            dropped: AtomicUsize::new(0),
         });
         shared.connections.lock().push(link.clone());
         shared.accepted_since_freeze.fetch_add(1, Ordering::SeqCst);
@@ -486,14 +500,13 @@ async fn copy(
 ) {
     let mut buf = vec![0u8; 64 * 1024];
     loop {
-        let n = match from.read(&mut buf).await {
-            Ok(n) => n,
-            Err(_) => 0,
-        };
+        // A read error ends the direction as end of stream does.
+        let n: usize = from.read(&mut buf).await.unwrap_or_default();
         if link.frozen.load(Ordering::SeqCst) {
             if n == 0 {
                 std::future::pending::<()>().await;
             }
+            link.dropped.fetch_add(n, Ordering::SeqCst);
             continue;
         }
         if n == 0 {
@@ -506,4 +519,67 @@ async fn copy(
         }
     }
     link.directions.fetch_sub(1, Ordering::SeqCst);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An upstream that echoes every byte back, on every connection.
+    async fn echo_server() -> SocketAddr {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        tokio::spawn(async move {
+            while let Ok((mut socket, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    let mut buf = [0u8; 1024];
+                    while let Ok(n) = socket.read(&mut buf).await {
+                        if n == 0 || socket.write_all(&buf[..n]).await.is_err() {
+                            break;
+                        }
+                    }
+                });
+            }
+        });
+        addr
+    }
+
+    async fn round_trip(socket: &mut TcpStream, bytes: &[u8]) -> Vec<u8> {
+        socket.write_all(bytes).await.expect("write");
+        let mut got = vec![0u8; bytes.len()];
+        socket.read_exact(&mut got).await.expect("read");
+        got
+    }
+
+    #[tokio::test]
+    async fn a_frozen_connection_carries_nothing_and_a_new_one_works() {
+        let proxy = FreezeProxy::start(echo_server().await)
+            .await
+            .expect("proxy");
+        let mut old = TcpStream::connect(proxy.addr).await.expect("connect");
+        assert_eq!(round_trip(&mut old, b"before").await, b"before");
+
+        assert_eq!(proxy.freeze(), 1, "one connection was open");
+        old.write_all(b"into the hole").await.expect("write");
+        // Wait until the proxy has taken the bytes: then they were dropped, not forwarded.
+        let taken = async {
+            while proxy.dropped_bytes() < b"into the hole".len() {
+                tokio::task::yield_now().await;
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(10), taken)
+            .await
+            .expect("the frozen connection's bytes are taken and dropped");
+
+        let mut fresh = TcpStream::connect(proxy.addr).await.expect("connect");
+        assert_eq!(round_trip(&mut fresh, b"after").await, b"after");
+        assert_eq!(proxy.accepted_since_freeze(), 1);
+        // Nothing came back on the frozen connection, and it was not closed: a read is pending.
+        let mut buf = [0u8; 1];
+        assert!(
+            futures_util::FutureExt::now_or_never(old.read(&mut buf)).is_none(),
+            "a frozen connection delivers no byte and no end of stream"
+        );
+        proxy.stop();
+    }
 }
