@@ -16,6 +16,8 @@
 #   scripts/bench-dead-connection.sh                     # 2 rounds; odd rounds ours first
 #   REPS=3 SERVERS=kube-apiserver scripts/bench-dead-connection.sh
 #   PROFILE=debug scripts/bench-dead-connection.sh       # use target/debug (no release build)
+#   SETTLE_MS=8000 scripts/bench-dead-connection.sh      # freeze when the pooled connections have
+#                                                        # been idle for 8 s (the pool's bound: 10 s)
 #
 # Output: one JSON line per run on stdout and appended to $OUT (the driver's figures plus the
 # commit, the build profile and the server's version); `uptime`'s load is in each line ("load").
@@ -29,6 +31,8 @@ PROFILE=${PROFILE:-release}
 OUT=${OUT:-/tmp/ferrokube-bench-dead-connection.jsonl}
 K8S_VERSION=${K8S_VERSION:-1.37.2}
 export K8S_VERSION
+# Quiet time between the warm-up and the freeze (the driver's --settle-ms).
+SETTLE_MS=${SETTLE_MS:-2000}
 EMBEDDED_PORT=${EMBEDDED_PORT:-17791}
 EMBEDDED_STATE=${EMBEDDED_STATE:-/tmp/ferrokube-bench-dead-connection-embedded}
 
@@ -85,7 +89,7 @@ run_one() {
   esac
   # The pool's tracing (condemned generations) goes to the log: the evidence when a run is slow.
   RUST_LOG=${RUST_LOG:-warn,ferrokube_client=debug} "$bin/bench_dead_connection" --kubeconfig "$kubeconfig" \
-    --label "$who" --server "$name" -- "${controller[@]}" 2>"$log" |
+    --label "$who" --server "$name" --settle-ms "$SETTLE_MS" -- "${controller[@]}" 2>"$log" |
     python3 -c '
 import json, sys
 extra = {"code": sys.argv[1], "profile": sys.argv[2], "server_version": sys.argv[3]}
