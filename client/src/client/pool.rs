@@ -61,6 +61,12 @@
 //! | when the resumed watch delivers the change | failed at 45.0 (30 s timeout) | 15.0, 15.0, 15.0 | 15.1 | 15.1, 15.1, 15.1 |
 //! | at once, retried while failing | failed at 30.0 | 10.0, 10.0, 10.0 | 15.0 (ping) | 10.0, 10.0, 10.0 |
 //!
+//! The whole ReplicaSet sample through the same kind of freeze, beside kube-controller-manager
+//! 1.37.2 (scripts/bench-dead-connection.sh, 2026-11-29, two interleaved rounds on each server;
+//! benches/dead-connection/frozen-pool-*), seconds from the freeze until the pod was created:
+//! HTTP/1.1 13.0–13.2, HTTP/2 13.2–14.5 (one failed POST, retried), kube-controller-manager
+//! 44.0–44.9 (70 s for ours before these rules).
+//!
 //! With the two rules HTTP/1.1 recovers as fast as HTTP/2 with pings, so the outage no longer
 //! argues for HTTP/2; HTTP/1.1 keeps the advantages recorded on
 //! [`Config::http2`](crate::Config::http2) (a watch on a connection of its own, no head-of-line

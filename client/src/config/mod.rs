@@ -222,7 +222,10 @@ pub struct Config {
     /// unanswered request retires the connections pooled beside it), writes after a freeze of
     /// every connection succeed as soon on HTTP/1.1 as on HTTP/2 (measured 2026-11-29, the
     /// pooled-writes drill: 15.0 s vs 15.1 s after the watch resumes, 10.0 s vs 10.0 s when
-    /// writing at once; benches/dead-connection/pooled-writes-*).
+    /// writing at once; benches/dead-connection/pooled-writes-*), and the ReplicaSet sample acts
+    /// as soon on either beside kube-controller-manager (the frozen-pool drill, 2026-11-29: 13.0–13.2 s
+    /// on HTTP/1.1, 13.2–14.5 s on HTTP/2, kube-controller-manager 44.0–44.9 s;
+    /// benches/dead-connection/frozen-pool-*).
     pub http2: bool,
     /// The `User-Agent` of every request (client-go's `rest.Config.UserAgent`). Default `None`:
     /// `ferrokube/<version>`. Give each replica or component its own to tell their requests apart

@@ -28,8 +28,8 @@
 //! that cluster's ReplicaSet controller until Ctrl-C — do not run it beside kube-controller-manager's.
 //!
 //! Options: `--workers N` (5), `--qps Q` / `--burst B` (20 / 30, kube-controller-manager's
-//! `--kube-api-qps` / `--kube-api-burst`), `--http-addr HOST:PORT` (`/healthz`, `/readyz`, and
-//! Prometheus text at `/metrics`), `--resync SECONDS` (43200), `--no-stale-protection` (sync even
+//! `--kube-api-qps` / `--kube-api-burst`), `--http2` (HTTP/2 instead of HTTP/1.1), `--http-addr HOST:PORT` (`/healthz`, `/readyz`, and
+//! Prometheus text at `/metrics`), `--resync SECONDS` (43200), `--scale-down-window S` (1; 0 deletes at once, as upstream), `--no-stale-protection` (sync even
 //! when a cache has not caught up with the controller's own last write for the key: only to see
 //! what the protection prevents; see `ferrokube::controller::consistency`). Logs go to stderr through `tracing`;
 //! set `RUST_LOG` (default `warn`, `error` under the live view). `--help` lists every option; bad
@@ -104,6 +104,10 @@ struct Cli {
     /// Client burst (kube-controller-manager's --kube-api-burst).
     #[arg(long, value_name = "B", default_value_t = 30)]
     burst: u32,
+    /// Talk HTTP/2 to the cluster (one connection, health-checked with pings), as client-go and
+    /// kube-controller-manager do; default HTTP/1.1 (`ferrokube::Config::http2`). Needs TLS.
+    #[arg(long)]
+    http2: bool,
     /// Informer resync period, in seconds [default: 43200]
     #[arg(long, value_name = "SECONDS")]
     resync: Option<u64>,
@@ -111,6 +115,10 @@ struct Cli {
     /// (only to see what the protection prevents).
     #[arg(long)]
     no_stale_protection: bool,
+    /// Scale-down stabilization window, in seconds: delete pods only down to the highest
+    /// replicas seen within it (0: at once, as kube-controller-manager).
+    #[arg(long, value_name = "S", default_value = "1", value_parser = seconds)]
+    scale_down_window: Duration,
     /// Serve /healthz, /readyz and Prometheus text at /metrics here.
     #[arg(long, value_name = "HOST:PORT")]
     http_addr: Option<SocketAddr>,
@@ -163,6 +171,7 @@ pub struct Args {
     workers: usize,
     qps: f32,
     burst: u32,
+    http2: bool,
     resync: Duration,
     http_addr: Option<SocketAddr>,
     leader_election: Option<LeaderElection>,
@@ -171,6 +180,7 @@ pub struct Args {
     reconcile_log: Option<PathBuf>,
     identity: Option<String>,
     stale_protection: bool,
+    scale_down_window: Duration,
     /// `--no-view` clears it; `--view-addr` sets it.
     view: ViewChoice,
 }
@@ -217,6 +227,7 @@ impl Args {
             workers: cli.workers,
             qps: cli.qps,
             burst: cli.burst,
+            http2: cli.http2,
             resync: cli
                 .resync
                 .map_or(ControllerOptions::default().resync, Duration::from_secs),
@@ -226,6 +237,7 @@ impl Args {
             reconcile_log: cli.reconcile_log,
             identity: cli.identity,
             stale_protection: !cli.no_stale_protection,
+            scale_down_window: cli.scale_down_window,
             view,
         }
     }
@@ -254,6 +266,7 @@ impl Args {
             workers: self.workers,
             resync: self.resync,
             stale_protection: self.stale_protection,
+            scale_down_window: self.scale_down_window,
             ..ControllerOptions::default()
         }
     }
@@ -362,6 +375,8 @@ pub async fn start(
 ) -> Result<Running, BoxError> {
     config.qps = Some(args.qps);
     config.burst = args.burst;
+    // Only ever switched on: the demo's embedded server may have chosen HTTP/2 itself.
+    config.http2 |= args.http2;
     if let Some(identity) = &args.identity {
         config.user_agent = Some(format!("ferrokube-replicaset/{identity}"));
     }
@@ -417,4 +432,30 @@ pub async fn start(
         manager
     };
     Running::start_with(config, options, configure, shutdown).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    fn parse(args: &[&str]) -> Args {
+        Args::from_cli(Cli::parse_from(
+            std::iter::once("replicaset").chain(args.iter().copied()),
+        ))
+    }
+
+    #[test]
+    fn http2_and_the_scale_down_window_reach_the_controller() {
+        let defaults = parse(&[]);
+        assert!(!defaults.http2);
+        assert_eq!(
+            defaults.options().scale_down_window,
+            ControllerOptions::default().scale_down_window
+        );
+        let set = parse(&["--http2", "--scale-down-window", "0"]);
+        assert!(set.http2);
+        assert_eq!(set.options().scale_down_window, Duration::ZERO);
+        assert!(Cli::try_parse_from(["replicaset", "--scale-down-window", "-1"]).is_err());
+    }
 }
