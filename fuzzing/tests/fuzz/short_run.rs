@@ -26,15 +26,15 @@ use serde_json::{Value, json};
 
 use ferrokube_fuzzing::server::{Request, parse_requests, render_requests};
 use ferrokube_fuzzing::{
-    field_selector, kubeconfig, label_selector, list_body, protobuf_body, server_requests,
-    watch_stream,
+    cel_rules, field_selector, kubeconfig, label_selector, list_body, protobuf_body,
+    server_requests, watch_stream,
 };
 
 /// The default seed of the short run.
 const SEED: u64 = 0x6b75_6265_6675_7a7a;
 
 /// Cases per target in the short run: a few seconds each in a debug build on two cores.
-const CASES: [(&str, u32); 7] = [
+const CASES: [(&str, u32); 8] = [
     ("kubeconfig", 2000),
     ("watch_stream", 2000),
     ("list_body", 2000),
@@ -42,6 +42,7 @@ const CASES: [(&str, u32); 7] = [
     ("field_selector", 5000),
     ("server_requests", 1000),
     ("protobuf_body", 5000),
+    ("cel_rules", 150),
 ];
 
 /// Bytes that print as text when a case fails.
@@ -1050,4 +1051,158 @@ fn protobuf_bodies() -> BoxedStrategy<Input> {
 fn fuzz_protobuf_body() {
     replay("protobuf_body", protobuf_body);
     run("protobuf_body", protobuf_bodies(), protobuf_body);
+}
+
+// ---- cel_rules: CRD validation rules at the edges of the CEL limits ----
+
+/// A string-valued CEL expression of depth at most `depth`.
+fn cel_string(depth: u32) -> BoxedStrategy<String> {
+    let leaf = prop_oneof![
+        Just("self.s".to_string()),
+        Just("'a'".to_string()),
+        Just("r'\\'".to_string()),
+        (1usize..2000).prop_map(|n| format!("'{}'", "a".repeat(n))),
+        Just("self.l[0]".to_string()),
+        Just("string(self.n)".to_string()),
+    ];
+    leaf.prop_recursive(depth, 64, 3, |inner| {
+        prop_oneof![
+            (inner.clone(), inner.clone()).prop_map(|(a, b)| format!("({a} + {b})")),
+            (inner.clone(), inner.clone()).prop_map(|(a, b)| format!("{a}.replace('a', {b})")),
+            inner.clone().prop_map(|a| format!("{a}.lowerAscii()")),
+            (inner.clone(), 0usize..20).prop_map(|(a, n)| format!("{a}.substring({n})")),
+            inner
+                .clone()
+                .prop_map(|a| format!("{a}.split('').join('a')")),
+            (cel_list(1), inner.clone()).prop_map(|(l, a)| format!("{l}.join({a})")),
+        ]
+    })
+    .boxed()
+}
+
+/// A list-of-strings CEL expression.
+fn cel_list(depth: u32) -> BoxedStrategy<String> {
+    let leaf = prop_oneof![
+        Just("self.l".to_string()),
+        Just("self.m.map(k, k)".to_string()),
+        Just("['a', 'b']".to_string()),
+    ];
+    if depth == 0 {
+        return leaf.boxed();
+    }
+    prop_oneof![
+        leaf,
+        cel_string(1).prop_map(|s| format!("{s}.split('')")),
+        cel_string(1).prop_map(|s| format!("{s}.split('a')")),
+        cel_list(depth - 1).prop_map(|l| format!("{l}.map(x, x + x)")),
+        cel_list(depth - 1).prop_map(|l| format!("{l}.filter(x, x.size() > 0)")),
+    ]
+    .boxed()
+}
+
+/// A boolean CEL expression: comparisons, comprehensions (nested), logic; plus the shapes that
+/// stress the guards: deep parentheses, long chains, undeclared names.
+fn cel_bool(depth: u32) -> BoxedStrategy<String> {
+    let leaf = prop_oneof![
+        Just("true".to_string()),
+        Just("self.n > 0".to_string()),
+        cel_string(2).prop_map(|s| format!("{s}.size() < 1000")),
+        cel_string(2).prop_map(|s| format!("{s}.matches('^a*$')")),
+        cel_list(2).prop_map(|l| format!("{l}.size() >= 0")),
+        cel_string(1).prop_map(|s| format!("{s}.contains('b') || {s}.startsWith('a')")),
+    ];
+    leaf.prop_recursive(depth, 64, 3, |inner| {
+        prop_oneof![
+            (inner.clone(), inner.clone()).prop_map(|(a, b)| format!("({a} && {b})")),
+            (inner.clone(), inner.clone()).prop_map(|(a, b)| format!("({a} || {b})")),
+            inner.clone().prop_map(|a| format!("!({a})")),
+            (inner.clone(), inner.clone(), inner.clone())
+                .prop_map(|(c, a, b)| format!("({c} ? {a} : {b})")),
+            (cel_list(2), inner.clone()).prop_map(|(l, p)| format!("{l}.all(x, {p})")),
+            (cel_list(2), inner.clone()).prop_map(|(l, p)| format!("{l}.exists(x, {p})")),
+            (cel_list(2), cel_list(2))
+                .prop_map(|(a, b)| format!("{a}.all(x, {b}.exists(y, x == y))")),
+            inner
+                .clone()
+                .prop_map(|p| format!("has(self.s) ? {p} : true")),
+            inner.prop_map(|p| format!("self == oldSelf || {p}")),
+        ]
+    })
+    .boxed()
+}
+
+/// The guards' edge cases: nesting and chains around kube-apiserver's limits, big rules.
+fn cel_extremes() -> BoxedStrategy<String> {
+    prop_oneof![
+        (200usize..300).prop_map(|d| format!("{}true{}", "(".repeat(d), ")".repeat(d))),
+        (200usize..1200).prop_map(|n| format!("self.n{} > 0", " + 1".repeat(n))),
+        (200usize..1200).prop_map(|n| format!("true{}", " && true".repeat(n))),
+        (100usize..1000).prop_map(|n| {
+            (0..n)
+                .map(|i| format!("x{i}"))
+                .collect::<Vec<_>>()
+                .join(" + ")
+                + " == 0"
+        }),
+        (1usize..6).prop_map(|n| {
+            let mut s = "'a'".to_string();
+            for _ in 0..n {
+                s = format!("{s}.replace('a', '{}')", "a".repeat(1000));
+            }
+            format!("{s}.size() > 0")
+        }),
+        (1usize..4).prop_map(|n| {
+            let mut p = "x0 == 'a'".to_string();
+            for i in (1..=n).rev() {
+                p = format!("self.s.split('').all(x{}, {p})", i - 1);
+            }
+            p
+        }),
+    ]
+    .boxed()
+}
+
+fn cel_spec() -> impl Strategy<Value = Value> {
+    (
+        prop::option::of((0usize..1100).prop_map(|n| "a".repeat(n))),
+        prop::option::of(any::<i64>()),
+        prop::option::of(prop::collection::vec(
+            (0usize..120).prop_map(|n| "a".repeat(n)),
+            0..110,
+        )),
+        prop::option::of(prop::collection::btree_map(
+            "[a-z]{1,8}",
+            "[a-z]{0,8}",
+            0..110,
+        )),
+    )
+        .prop_map(|(s, n, l, m)| {
+            let mut spec = serde_json::Map::new();
+            if let Some(s) = s {
+                spec.insert("s".into(), json!(s));
+            }
+            if let Some(n) = n {
+                spec.insert("n".into(), json!(n));
+            }
+            if let Some(l) = l {
+                spec.insert("l".into(), json!(l));
+            }
+            if let Some(m) = m {
+                spec.insert("m".into(), json!(m));
+            }
+            Value::Object(spec)
+        })
+}
+
+fn cel_inputs() -> BoxedStrategy<Input> {
+    let rule = prop_oneof![3 => cel_bool(4), 1 => cel_extremes()];
+    (rule, cel_spec())
+        .prop_map(|(rule, spec)| Input(ferrokube_fuzzing::cel::render_input(&rule, &spec)))
+        .boxed()
+}
+
+#[test]
+fn fuzz_cel_rules() {
+    replay("cel_rules", cel_rules);
+    run("cel_rules", cel_inputs(), cel_rules);
 }
