@@ -82,6 +82,10 @@ enum Kind {
     /// A `kubernetes.Quantity`: `==` between two of them costs 1 (Kubernetes' estimator), `!=`
     /// is not special-cased there and reads as much as an unknown size.
     Quantity,
+    /// A `net.IP`, `net.CIDR` or `kubernetes.Semver`: `==` between two costs 1.
+    Opaque,
+    /// A `kubernetes.URL`: `==` reads the right side's size (Kubernetes' estimator).
+    Url,
 }
 
 /// What the estimate knows of an expression's value. Invariant: `size` is the value's largest
@@ -467,6 +471,11 @@ fn cost_of<'s>(
 }
 
 /// True for a string literal argument.
+/// Whether `e` is a call of `url(…)` (Kubernetes knows the size of its result, not of others).
+fn is_url_call(e: &IdedExpr) -> bool {
+    matches!(&e.expr, Expr::Call(c) if c.func_name == "url" && c.target.is_none())
+}
+
 fn literal_str(e: &IdedExpr) -> bool {
     matches!(e.expr, Expr::Literal(LiteralValue::String(_)))
 }
@@ -494,6 +503,18 @@ fn call_cost<'s>(
         }
         ("_==_", _) if arg(0).kind == Kind::Quantity && arg(1).kind == Kind::Quantity => {
             (1.0, boolean())
+        }
+        ("_==_", _) if arg(0).kind == Kind::Opaque && arg(1).kind == Kind::Opaque => {
+            (1.0, boolean())
+        }
+        // Kubernetes sizes both sides by the right one (its `lhSize` reads `rhs` too), 1 if unknown.
+        ("_==_", _) if arg(0).kind == Kind::Url && arg(1).kind == Kind::Url => {
+            let size = arg_exprs
+                .get(1)
+                .filter(|e| is_url_call(e))
+                .map(|_| arg(1).size)
+                .unwrap_or(1.0);
+            (factor(size, TRAVERSAL), boolean())
         }
         // Equality reads the shorter side (0 for a schema scalar or object: no traversal).
         ("_==_" | "_!=_", _) => (factor(arg(0).size.min(arg(1).size), TRAVERSAL), boolean()),
@@ -578,7 +599,12 @@ fn call_cost<'s>(
         }
         ("url" | "jsonpatch.escapeKey", None) if args.len() == 1 => {
             let s = arg(0);
-            (factor(s.size, TRAVERSAL), Val::of(Kind::Dyn, s.size))
+            let kind = if name == "url" {
+                Kind::Url
+            } else {
+                Kind::String
+            };
+            (factor(s.size, TRAVERSAL), Val::of(kind, s.size))
         }
         ("replace", Some(t)) if args.len() >= 2 => {
             let (from, to) = (arg(0), arg(1));
@@ -636,17 +662,17 @@ fn call_cost<'s>(
             } else if name == "quantity" {
                 Kind::Quantity
             } else {
-                Kind::Dyn
+                Kind::Opaque
             };
             let size = if kind == Kind::Scalar { 1.0 } else { SATURATED };
             (factor(arg(0).size, TRAVERSAL), Val::of(kind, size))
         }
         ("ip", None) if !args.is_empty() => (
             factor(arg(0).size, TRAVERSAL),
-            Val::of(Kind::Dyn, SATURATED),
+            Val::of(Kind::Opaque, SATURATED),
         ),
         // `cidr.ip()`: a field of the parsed CIDR.
-        ("ip", Some(_)) => (1.0, Val::of(Kind::Dyn, SATURATED)),
+        ("ip", Some(_)) => (1.0, Val::of(Kind::Opaque, SATURATED)),
         ("ip.isCanonical", None) if !args.is_empty() => {
             (factor(arg(0).size, 2.0 * TRAVERSAL), boolean())
         }

@@ -188,6 +188,9 @@ fn size_of(value: &dyn Val) -> u64 {
     if let Some(s) = value.downcast_ref::<CelString>() {
         return s.inner().chars().count() as u64;
     }
+    if let Some(size) = super::kubernetes_net::cost_size(value) {
+        return size;
+    }
     match value.as_sizer() {
         Some(sizer) => u64::try_from(*sizer.size().inner()).unwrap_or(0),
         None => 1,
@@ -252,7 +255,7 @@ fn ceil(x: f64) -> u64 {
 
 /// The functions whose cost depends on their arguments (or result): the code `@post` is given is
 /// the index here.
-const SIZED: [&str; 32] = [
+const SIZED: [&str; 38] = [
     "indexOf",
     "lastIndexOf",
     "startsWith",
@@ -285,6 +288,12 @@ const SIZED: [&str; 32] = [
     "quantity",
     "isQuantity",
     "isIP",
+    "ip",
+    "cidr",
+    "isCIDR",
+    "isCanonical",
+    "containsIP",
+    "containsCIDR",
 ];
 
 /// Sized functions charged before they run (O(n²) or allocating more than they read), from their
@@ -311,7 +320,25 @@ fn call_cost(function: &str, args: &[Seen], result: Option<&Seen>) -> u64 {
         }
         "lowerAscii" | "upperAscii" | "substring" | "trim" => ceil(size(0) as f64 * TRAVERSAL),
         // Kubernetes' parsers: one traversal of their string.
-        "quantity" | "isQuantity" | "isIP" => ceil(size(0) as f64 * TRAVERSAL),
+        "quantity" | "isQuantity" | "isIP" | "cidr" | "isCIDR" => ceil(size(0) as f64 * TRAVERSAL),
+        // `ip(s)` parses; `cidr.ip()` reads a field.
+        "ip" if stringy(0) => ceil(size(0) as f64 * TRAVERSAL),
+        "ip" => 1,
+        // `ip.isCanonical(s)`: a parse and a print.
+        "isCanonical" => ceil(size(0) as f64 * 2.0 * TRAVERSAL),
+        // Kubernetes reads the prefix twice, the other prefix once more, and parses a string.
+        "containsIP" | "containsCIDR" => {
+            let mut cost = ceil((size(0) + size(0)) as f64 * TRAVERSAL);
+            if function == "containsCIDR" {
+                cost += ceil(size(0) as f64 * TRAVERSAL) + 1;
+            }
+            if stringy(1) {
+                cost += ceil(size(1) as f64 * TRAVERSAL);
+            }
+            cost
+        }
+        // Kubernetes' own types compare at a cost of 1.
+        "_==_" if kind(0) == Some(Kind::Unspecified) => 1,
         "split" => ceil(size(0) as f64 * 2.0 * TRAVERSAL),
         "join" => ceil(result.map(|r| r.size).unwrap_or(0) as f64 * 2.0 * TRAVERSAL),
         "startsWith" | "endsWith" => ceil(size(1) as f64 * TRAVERSAL),

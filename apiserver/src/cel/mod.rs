@@ -84,10 +84,11 @@
 //! - Of the libraries kube-apiserver 1.37 adds to CEL, the rules have cel-go's strings (version 2)
 //!   and lists extensions (from the `cel` crate), `duration`/`timestamp` (the crate's, with its
 //!   `chrono` feature), optional types (`optional.of`, `?.`, `orValue`, `hasValue`: the crate's),
-//!   Kubernetes' list library (`cel/kubernetes_lists.rs`), `isIP` (`cel/kubernetes_net.rs`), the
+//!   Kubernetes' list library (`cel/kubernetes_lists.rs`), its IP and CIDR libraries
+//!   (`cel/kubernetes_net.rs`: `isIP`, `ip()`, `cidr()`, `isCIDR` and their methods), the
 //!   quantity library (`cel/kubernetes_quantity.rs`) and the DNS/label names of the format
 //!   library (`cel/kubernetes_format.rs`). Kubernetes' other
-//!   libraries (`url`, `ip()`/`cidr`, `semver`, regex `find`, authz, the remaining
+//!   libraries (`url`, `semver`, regex `find`, authz, the remaining
 //!   format names), cel-go's sets and `optionalOldSelf` are not supported: a rule using them is
 //!   refused when the CRD is written, as "undeclared reference" (kube-apiserver accepts it).
 //! - `duration('1hx')`: the crate parses the leading `1h` and ignores the rest, where Go refuses
@@ -96,6 +97,8 @@
 //! - The type checker knows one quantity overload error (`q.sign()`, a method where Kubernetes
 //!   declares a global function); other wrong arguments to the quantity functions are "no such
 //!   overload" when evaluated rather than compile errors.
+//! - The type names `net.IP` and `net.CIDR` (`type(ip(s)) == net.IP`) are undeclared references
+//!   here; comparing an IP with a string is "no such overload" when evaluated, not a compile error.
 //! - Ratcheting is applied to rules without `oldSelf` (an unchanged value is not refused again)
 //!   but produces no Warning header.
 
@@ -1184,6 +1187,16 @@ fn call_type<'s>(name: &str, target: Option<&Ty<'s>>, args: &[Ty<'s>]) -> Ty<'s>
         | "has"
         | "exists" => Ty::Bool,
         "isSorted" | "isIP" | "hasValue" => Ty::Bool,
+        "isCIDR"
+        | "ip.isCanonical"
+        | "containsIP"
+        | "containsCIDR"
+        | "isUnspecified"
+        | "isLoopback"
+        | "isLinkLocalMulticast"
+        | "isLinkLocalUnicast"
+        | "isGlobalUnicast" => Ty::Bool,
+        "family" | "prefixLength" => Ty::Int,
         "isQuantity" | "isGreaterThan" | "isLessThan" | "isInteger" => Ty::Bool,
         "size" | "int" | "indexOf" | "lastIndexOf" => Ty::Int,
         "sign" | "compareTo" | "asInteger" => Ty::Int,
