@@ -130,6 +130,13 @@ mod meter;
 /// The longest rule or messageExpression accepted, in code points: cel-go's parser limit
 /// (`expressionSizeCodePointLimit`), which kube-apiserver keeps at its default.
 pub const MAX_CODE_POINTS: usize = 100_000;
+/// The most operator characters (`+`, `.`, `[`, `==` as two, …) between two `&&`, `||` or `,` of
+/// a rule. Such a stretch parses at least half as deep as this (more than cel-go's recursion
+/// limit: kube-apiserver refuses it too, as `max recursion depth exceeded`), and the `cel` crate's
+/// parser recurses on that depth before [`MAX_EXPRESSION_DEPTH`] can be checked: 50,000 `.b`
+/// (within the code point limit) overflowed its 64 MiB stack, aborting the process. (A sum
+/// bracketed as a balanced tree of more terms would be refused here and taken by kube-apiserver.)
+pub const MAX_CHAIN_OPERATORS: usize = 2000;
 /// The deepest nesting of brackets (`(`, `[`, `{`) in a rule.
 pub const MAX_NESTING: usize = 32;
 /// The deepest expression a rule may parse to, as kube-apiserver 1.37.2 measured it: `self.x` plus
@@ -283,6 +290,10 @@ fn guard(source: &str) -> Result<(), CompileError> {
         )));
     }
     let (mut depth, mut deepest) = (0usize, 0usize);
+    // Operator characters since the last `&&`, `||` or `,` (see [`MAX_CHAIN_OPERATORS`]), and the
+    // last character outside blanks (a `-` after an operand is binary, else unary).
+    let (mut chain, mut longest_chain) = (0usize, 0usize);
+    let mut last = ' ';
     // In a quote: its character, and whether it is raw (`r'…'`: a backslash escapes nothing).
     let mut quote: Option<(char, bool)> = None;
     let mut escaped = false;
@@ -315,6 +326,23 @@ fn guard(source: &str) -> Result<(), CompileError> {
             ')' | ']' | '}' => depth = depth.saturating_sub(1),
             _ => {}
         }
+        let operand = |x: char| x.is_alphanumeric() || matches!(x, '_' | ')' | ']' | '\'' | '"');
+        match c {
+            '&' | '|' if before[1] == c => chain = 0,
+            ',' => chain = 0,
+            '+' | '*' | '/' | '%' | '<' | '>' | '=' | '.' | '[' | '(' => chain += 1,
+            '-' if operand(last) => chain += 1,
+            _ => {}
+        }
+        longest_chain = longest_chain.max(chain);
+        if !c.is_whitespace() {
+            last = c;
+        }
+    }
+    if longest_chain > MAX_CHAIN_OPERATORS {
+        return Err(CompileError::Issues(
+            "ERROR: <input>:-1:0: max recursion depth exceeded".to_string(),
+        ));
     }
     if deepest > MAX_NESTING {
         return Err(CompileError::TooBig(format!(
@@ -2088,6 +2116,38 @@ mod tests {
         // The rule itself, quoted once in the Invalid value (`&` as `\u0026`), and 101 short lines.
         assert!(!message.contains("\n | u0 "));
         assert!(message.len() < 110 * 1024, "{}", message.len());
+    }
+
+    #[test]
+    fn deep_rules_within_the_size_limit_are_refused_without_overflow_abuse() {
+        let n = MAX_CODE_POINTS / 2 - 10;
+        for rule in [
+            format!("1{} == 0", "+1".repeat(n)),
+            format!("a{} == 0", ".b".repeat(n)),
+            format!("a{} == 0", "[0]".repeat(n * 2 / 3)),
+            format!("{}1", "true?1:".repeat(n * 2 / 7)),
+            format!("a{} == 0", ".f()".repeat(n / 2)),
+        ] {
+            let head: String = rule.chars().take(12).collect();
+            let s = schema(json!({"type": "object", "x-kubernetes-validations": [{"rule": rule}]}));
+            let causes = check_schema(&s, "s");
+            assert_eq!(causes.len(), 1, "{head}: {causes:?}");
+            // (A chain of `?:` meets the crate's own recursion limit first: a syntax error.)
+            assert!(
+                causes[0].message.ends_with("max recursion depth exceeded")
+                    || causes[0].message.contains("Recursion limit of 96 exceeded"),
+                "{head}: {}",
+                causes[0].message
+            );
+        }
+        // Unary operators fold (cel-go and the crate alike): compiled, whatever their number.
+        for rule in [
+            format!("{}true", "!".repeat(n)),
+            format!("{}1 < 0", "-".repeat(n)),
+        ] {
+            let s = schema(json!({"type": "object", "x-kubernetes-validations": [{"rule": rule}]}));
+            assert_eq!(check_schema(&s, "s").len(), 0);
+        }
     }
 
     #[test]
