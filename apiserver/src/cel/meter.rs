@@ -255,7 +255,7 @@ fn ceil(x: f64) -> u64 {
 
 /// The functions whose cost depends on their arguments (or result): the code `@post` is given is
 /// the index here.
-const SIZED: [&str; 38] = [
+const SIZED: [&str; 39] = [
     "indexOf",
     "lastIndexOf",
     "startsWith",
@@ -294,6 +294,7 @@ const SIZED: [&str; 38] = [
     "isCanonical",
     "containsIP",
     "containsCIDR",
+    "url",
 ];
 
 /// Sized functions charged before they run (O(n²) or allocating more than they read), from their
@@ -320,7 +321,9 @@ fn call_cost(function: &str, args: &[Seen], result: Option<&Seen>) -> u64 {
         }
         "lowerAscii" | "upperAscii" | "substring" | "trim" => ceil(size(0) as f64 * TRAVERSAL),
         // Kubernetes' parsers: one traversal of their string.
-        "quantity" | "isQuantity" | "isIP" | "cidr" | "isCIDR" => ceil(size(0) as f64 * TRAVERSAL),
+        "quantity" | "isQuantity" | "isIP" | "cidr" | "isCIDR" | "url" => {
+            ceil(size(0) as f64 * TRAVERSAL)
+        }
         // `ip(s)` parses; `cidr.ip()` reads a field.
         "ip" if stringy(0) => ceil(size(0) as f64 * TRAVERSAL),
         "ip" => 1,

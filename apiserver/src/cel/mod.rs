@@ -92,9 +92,10 @@
 //!   `chrono` feature), optional types (`optional.of`, `?.`, `orValue`, `hasValue`: the crate's),
 //!   Kubernetes' list library (`cel/kubernetes_lists.rs`), its IP and CIDR libraries
 //!   (`cel/kubernetes_net.rs`: `isIP`, `ip()`, `cidr()`, `isCIDR` and their methods), the
-//!   quantity library (`cel/kubernetes_quantity.rs`) and the DNS/label names of the format
+//!   quantity library (`cel/kubernetes_quantity.rs`), the URL library (`cel/kubernetes_url.rs`:
+//!   Go's `net/url` semantics, not WHATWG's) and the DNS/label names of the format
 //!   library (`cel/kubernetes_format.rs`). Kubernetes' other
-//!   libraries (`url`, `semver`, regex `find`, authz, the remaining
+//!   libraries (`semver`, regex `find`, authz, the remaining
 //!   format names), cel-go's sets and `optionalOldSelf` are not supported: a rule using them is
 //!   refused when the CRD is written, as "undeclared reference" (kube-apiserver accepts it).
 //! - `duration('1hx')`: the crate parses the leading `1h` and ignores the rest, where Go refuses
@@ -125,6 +126,7 @@ mod kubernetes_format;
 mod kubernetes_lists;
 mod kubernetes_net;
 mod kubernetes_quantity;
+mod kubernetes_url;
 mod meter;
 
 /// The longest rule or messageExpression accepted, in code points: cel-go's parser limit
@@ -248,13 +250,14 @@ fn env() -> Arc<Env> {
     static ENV: OnceLock<Arc<Env>> = OnceLock::new();
     ENV.get_or_init(|| {
         let mut env = Env::stdlib();
-        let libraries: [(&str, Library); 7] = [
+        let libraries: [(&str, Library); 8] = [
             ("strings", cel::extensions::strings),
             ("lists", cel::extensions::lists),
             ("kubernetes lists", kubernetes_lists::extension),
             ("kubernetes format", kubernetes_format::extension),
             ("kubernetes ip", kubernetes_net::extension),
             ("kubernetes quantity", kubernetes_quantity::extension),
+            ("kubernetes urls", kubernetes_url::extension),
             ("runtime cost meter", meter::extension),
         ];
         for (name, library) in libraries {
@@ -1094,6 +1097,7 @@ fn is_declared(name: &str) -> bool {
         || kubernetes_lists::FUNCTIONS.contains(&name)
         || kubernetes_net::FUNCTIONS.contains(&name)
         || kubernetes_quantity::FUNCTIONS.contains(&name)
+        || kubernetes_url::FUNCTIONS.contains(&name)
         || kubernetes_format::is_function(name)
         || TIME_FUNCTIONS.contains(&name)
         || OPTIONAL_FUNCTIONS.contains(&name)
@@ -1357,6 +1361,9 @@ fn call_type<'s>(name: &str, target: Option<&Ty<'s>>, args: &[Ty<'s>]) -> Ty<'s>
         | "isLinkLocalUnicast"
         | "isGlobalUnicast" => Ty::Bool,
         "family" | "prefixLength" => Ty::Int,
+        "isURL" => Ty::Bool,
+        "getScheme" | "getHost" | "getHostname" | "getPort" | "getEscapedPath" => Ty::String,
+        "getQuery" => Ty::Map(Box::new(Ty::List(Box::new(Ty::String)))),
         "isQuantity" | "isGreaterThan" | "isLessThan" | "isInteger" => Ty::Bool,
         "size" | "int" | "indexOf" | "lastIndexOf" => Ty::Int,
         "sign" | "compareTo" | "asInteger" => Ty::Int,
