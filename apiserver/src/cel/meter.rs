@@ -255,7 +255,7 @@ fn ceil(x: f64) -> u64 {
 
 /// The functions whose cost depends on their arguments (or result): the code `@post` is given is
 /// the index here.
-const SIZED: [&str; 39] = [
+const SIZED: [&str; 41] = [
     "indexOf",
     "lastIndexOf",
     "startsWith",
@@ -295,6 +295,8 @@ const SIZED: [&str; 39] = [
     "containsIP",
     "containsCIDR",
     "url",
+    "semver",
+    "isSemver",
 ];
 
 /// Sized functions charged before they run (O(n²) or allocating more than they read), from their
@@ -321,7 +323,7 @@ fn call_cost(function: &str, args: &[Seen], result: Option<&Seen>) -> u64 {
         }
         "lowerAscii" | "upperAscii" | "substring" | "trim" => ceil(size(0) as f64 * TRAVERSAL),
         // Kubernetes' parsers: one traversal of their string.
-        "quantity" | "isQuantity" | "isIP" | "cidr" | "isCIDR" | "url" => {
+        "quantity" | "isQuantity" | "isIP" | "cidr" | "isCIDR" | "url" | "semver" | "isSemver" => {
             ceil(size(0) as f64 * TRAVERSAL)
         }
         // `ip(s)` parses; `cidr.ip()` reads a field.

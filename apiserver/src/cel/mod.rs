@@ -93,9 +93,10 @@
 //!   Kubernetes' list library (`cel/kubernetes_lists.rs`), its IP and CIDR libraries
 //!   (`cel/kubernetes_net.rs`: `isIP`, `ip()`, `cidr()`, `isCIDR` and their methods), the
 //!   quantity library (`cel/kubernetes_quantity.rs`), the URL library (`cel/kubernetes_url.rs`:
-//!   Go's `net/url` semantics, not WHATWG's) and the DNS/label names of the format
+//!   Go's `net/url` semantics, not WHATWG's), the semver library (`cel/kubernetes_semver.rs`)
+//!   and the DNS/label names of the format
 //!   library (`cel/kubernetes_format.rs`). Kubernetes' other
-//!   libraries (`semver`, regex `find`, authz, the remaining
+//!   libraries (regex `find`, authz, the remaining
 //!   format names), cel-go's sets and `optionalOldSelf` are not supported: a rule using them is
 //!   refused when the CRD is written, as "undeclared reference" (kube-apiserver accepts it).
 //! - `duration('1hx')`: the crate parses the leading `1h` and ignores the rest, where Go refuses
@@ -126,6 +127,7 @@ mod kubernetes_format;
 mod kubernetes_lists;
 mod kubernetes_net;
 mod kubernetes_quantity;
+mod kubernetes_semver;
 mod kubernetes_url;
 mod meter;
 
@@ -250,7 +252,7 @@ fn env() -> Arc<Env> {
     static ENV: OnceLock<Arc<Env>> = OnceLock::new();
     ENV.get_or_init(|| {
         let mut env = Env::stdlib();
-        let libraries: [(&str, Library); 8] = [
+        let libraries: [(&str, Library); 9] = [
             ("strings", cel::extensions::strings),
             ("lists", cel::extensions::lists),
             ("kubernetes lists", kubernetes_lists::extension),
@@ -258,6 +260,7 @@ fn env() -> Arc<Env> {
             ("kubernetes ip", kubernetes_net::extension),
             ("kubernetes quantity", kubernetes_quantity::extension),
             ("kubernetes urls", kubernetes_url::extension),
+            ("kubernetes semver", kubernetes_semver::extension),
             ("runtime cost meter", meter::extension),
         ];
         for (name, library) in libraries {
@@ -1098,6 +1101,7 @@ fn is_declared(name: &str) -> bool {
         || kubernetes_net::FUNCTIONS.contains(&name)
         || kubernetes_quantity::FUNCTIONS.contains(&name)
         || kubernetes_url::FUNCTIONS.contains(&name)
+        || kubernetes_semver::FUNCTIONS.contains(&name)
         || kubernetes_format::is_function(name)
         || TIME_FUNCTIONS.contains(&name)
         || OPTIONAL_FUNCTIONS.contains(&name)
@@ -1361,7 +1365,8 @@ fn call_type<'s>(name: &str, target: Option<&Ty<'s>>, args: &[Ty<'s>]) -> Ty<'s>
         | "isLinkLocalUnicast"
         | "isGlobalUnicast" => Ty::Bool,
         "family" | "prefixLength" => Ty::Int,
-        "isURL" => Ty::Bool,
+        "isURL" | "isSemver" => Ty::Bool,
+        "major" | "minor" | "patch" => Ty::Int,
         "getScheme" | "getHost" | "getHostname" | "getPort" | "getEscapedPath" => Ty::String,
         "getQuery" => Ty::Map(Box::new(Ty::List(Box::new(Ty::String)))),
         "isQuantity" | "isGreaterThan" | "isLessThan" | "isInteger" => Ty::Bool,
