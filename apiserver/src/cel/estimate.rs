@@ -366,12 +366,29 @@ fn cost_of<'s>(
             (add(cost, step), operand.select(&select.field))
         }
         Expr::Call(call) => {
+            // `sets.contains(…)`, `ip.isCanonical(…)`: a function in a namespace (the namespace
+            // is no variable, and costs nothing), known by its full name.
+            let qualified = match call.target.as_deref().map(|t| &t.expr) {
+                Some(Expr::Ident(ns))
+                    if ns != "self"
+                        && ns != "oldSelf"
+                        && !scopes.iter().any(|(n, _)| n == ns)
+                        && super::is_declared(&format!("{ns}.{}", call.func_name)) =>
+                {
+                    Some(format!("{ns}.{}", call.func_name))
+                }
+                _ => None,
+            };
             let mut sum = 0.0;
-            let target = call.target.as_deref().map(|t| {
-                let (c, v) = cost_of(t, self_val, scopes);
-                sum = add(sum, c);
-                v
-            });
+            let target = call
+                .target
+                .as_deref()
+                .filter(|_| qualified.is_none())
+                .map(|t| {
+                    let (c, v) = cost_of(t, self_val, scopes);
+                    sum = add(sum, c);
+                    v
+                });
             let mut args = Vec::with_capacity(call.args.len());
             let mut arg_costs = Vec::with_capacity(call.args.len());
             for arg in &call.args {
@@ -380,7 +397,7 @@ fn cost_of<'s>(
                 args.push(v);
             }
             let (fn_cost, result) = call_cost(
-                call.func_name.as_str(),
+                qualified.as_deref().unwrap_or(call.func_name.as_str()),
                 target.as_ref(),
                 &args,
                 &arg_costs,
@@ -706,6 +723,12 @@ fn call_cost<'s>(
             (cost, Val::of(Kind::Dyn, SATURATED))
         }
         ("format.named", _) => (1.0, Val::of(Kind::Dyn, SATURATED)),
+        // cel-go's sets: the product of the two sizes (twice for equivalent), and a call.
+        ("sets.contains" | "sets.intersects" | "sets.equivalent", None) if args.len() == 2 => {
+            let by = if name == "sets.equivalent" { 2.0 } else { 1.0 };
+            let cost = add(factor(mul(arg(0).size, arg(1).size), by), 1.0);
+            (cost, boolean())
+        }
         (
             "sign" | "asInteger" | "isInteger" | "asApproximateFloat" | "isGreaterThan"
             | "isLessThan" | "compareTo" | "major" | "minor" | "patch" | "getScheme"

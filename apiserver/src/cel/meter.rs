@@ -255,7 +255,7 @@ fn ceil(x: f64) -> u64 {
 
 /// The functions whose cost depends on their arguments (or result): the code `@post` is given is
 /// the index here.
-const SIZED: [&str; 41] = [
+const SIZED: [&str; 46] = [
     "indexOf",
     "lastIndexOf",
     "startsWith",
@@ -291,12 +291,17 @@ const SIZED: [&str; 41] = [
     "ip",
     "cidr",
     "isCIDR",
-    "isCanonical",
+    "ip.isCanonical",
     "containsIP",
     "containsCIDR",
     "url",
     "semver",
     "isSemver",
+    "find",
+    "findAll",
+    "sets.contains",
+    "sets.intersects",
+    "sets.equivalent",
 ];
 
 /// Sized functions charged before they run (O(n²) or allocating more than they read), from their
@@ -330,7 +335,13 @@ fn call_cost(function: &str, args: &[Seen], result: Option<&Seen>) -> u64 {
         "ip" if stringy(0) => ceil(size(0) as f64 * TRAVERSAL),
         "ip" => 1,
         // `ip.isCanonical(s)`: a parse and a print.
-        "isCanonical" => ceil(size(0) as f64 * 2.0 * TRAVERSAL),
+        "ip.isCanonical" => ceil(size(0) as f64 * 2.0 * TRAVERSAL),
+        "find" | "findAll" => {
+            ceil((1.0 + size(0) as f64) * TRAVERSAL) * ceil(size(1) as f64 * REGEX)
+        }
+        // cel-go's sets: a call, and the product of the sizes (twice for equivalent).
+        "sets.contains" | "sets.intersects" => 1 + size(0).saturating_mul(size(1)),
+        "sets.equivalent" => 1 + size(0).saturating_mul(size(1)).saturating_mul(2),
         // Kubernetes reads the prefix twice, the other prefix once more, and parses a string.
         "containsIP" | "containsCIDR" => {
             let mut cost = ceil((size(0) + size(0)) as f64 * TRAVERSAL);
@@ -867,7 +878,15 @@ impl Instrument<'_> {
                 copy(self)
             }
             _ => {
-                let sized = SIZED.iter().position(|f| *f == name);
+                // A function in a namespace (`sets.contains`) is listed by its full name.
+                let qualified = match call.target.as_deref() {
+                    Some(IdedExpr {
+                        expr: Expr::Ident(ns),
+                        ..
+                    }) if namespaced => format!("{ns}.{name}"),
+                    _ => name.to_string(),
+                };
+                let sized = SIZED.iter().position(|f| *f == qualified);
                 let precharged = PRECHARGED.iter().position(|f| *f == name);
                 match (sized, precharged) {
                     (Some(code), _) => {

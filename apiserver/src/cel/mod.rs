@@ -94,10 +94,11 @@
 //!   (`cel/kubernetes_net.rs`: `isIP`, `ip()`, `cidr()`, `isCIDR` and their methods), the
 //!   quantity library (`cel/kubernetes_quantity.rs`), the URL library (`cel/kubernetes_url.rs`:
 //!   Go's `net/url` semantics, not WHATWG's), the semver library (`cel/kubernetes_semver.rs`)
-//!   and the DNS/label names of the format
+//!   regex `find`/`findAll` (`cel/kubernetes_regex.rs`), cel-go's sets (in
+//!   `cel/kubernetes_lists.rs`) and the DNS/label names of the format
 //!   library (`cel/kubernetes_format.rs`). Kubernetes' other
-//!   libraries (regex `find`, authz, the remaining
-//!   format names), cel-go's sets and `optionalOldSelf` are not supported: a rule using them is
+//!   libraries (authz, the remaining
+//!   format names) and `optionalOldSelf` are not supported: a rule using them is
 //!   refused when the CRD is written, as "undeclared reference" (kube-apiserver accepts it).
 //! - `duration('1hx')`: the crate parses the leading `1h` and ignores the rest, where Go refuses
 //!   the string (`type conversion error`); durations longer than Go's (±292 years) are taken.
@@ -127,6 +128,7 @@ mod kubernetes_format;
 mod kubernetes_lists;
 mod kubernetes_net;
 mod kubernetes_quantity;
+mod kubernetes_regex;
 mod kubernetes_semver;
 mod kubernetes_url;
 mod meter;
@@ -252,7 +254,7 @@ fn env() -> Arc<Env> {
     static ENV: OnceLock<Arc<Env>> = OnceLock::new();
     ENV.get_or_init(|| {
         let mut env = Env::stdlib();
-        let libraries: [(&str, Library); 9] = [
+        let libraries: [(&str, Library); 10] = [
             ("strings", cel::extensions::strings),
             ("lists", cel::extensions::lists),
             ("kubernetes lists", kubernetes_lists::extension),
@@ -261,6 +263,7 @@ fn env() -> Arc<Env> {
             ("kubernetes quantity", kubernetes_quantity::extension),
             ("kubernetes urls", kubernetes_url::extension),
             ("kubernetes semver", kubernetes_semver::extension),
+            ("kubernetes regex", kubernetes_regex::extension),
             ("runtime cost meter", meter::extension),
         ];
         for (name, library) in libraries {
@@ -1102,6 +1105,7 @@ fn is_declared(name: &str) -> bool {
         || kubernetes_quantity::FUNCTIONS.contains(&name)
         || kubernetes_url::FUNCTIONS.contains(&name)
         || kubernetes_semver::FUNCTIONS.contains(&name)
+        || kubernetes_regex::FUNCTIONS.contains(&name)
         || kubernetes_format::is_function(name)
         || TIME_FUNCTIONS.contains(&name)
         || OPTIONAL_FUNCTIONS.contains(&name)
@@ -1365,7 +1369,9 @@ fn call_type<'s>(name: &str, target: Option<&Ty<'s>>, args: &[Ty<'s>]) -> Ty<'s>
         | "isLinkLocalUnicast"
         | "isGlobalUnicast" => Ty::Bool,
         "family" | "prefixLength" => Ty::Int,
-        "isURL" | "isSemver" => Ty::Bool,
+        "isURL" | "isSemver" | "sets.contains" | "sets.equivalent" | "sets.intersects" => Ty::Bool,
+        "find" => Ty::String,
+        "findAll" => Ty::List(Box::new(Ty::String)),
         "major" | "minor" | "patch" => Ty::Int,
         "getScheme" | "getHost" | "getHostname" | "getPort" | "getEscapedPath" => Ty::String,
         "getQuery" => Ty::Map(Box::new(Ty::List(Box::new(Ty::String)))),
