@@ -95,10 +95,9 @@
 //!   quantity library (`cel/kubernetes_quantity.rs`), the URL library (`cel/kubernetes_url.rs`:
 //!   Go's `net/url` semantics, not WHATWG's), the semver library (`cel/kubernetes_semver.rs`)
 //!   regex `find`/`findAll` (`cel/kubernetes_regex.rs`), cel-go's sets (in
-//!   `cel/kubernetes_lists.rs`) and the DNS/label names of the format
-//!   library (`cel/kubernetes_format.rs`). Kubernetes' other
-//!   libraries (authz, the remaining
-//!   format names) and `optionalOldSelf` are not supported: a rule using them is
+//!   `cel/kubernetes_lists.rs`) and the format library (`cel/kubernetes_format.rs`: every
+//!   name, `format.named`). Kubernetes' other
+//!   libraries (authz) and `optionalOldSelf` are not supported: a rule using them is
 //!   refused when the CRD is written, as "undeclared reference" (kube-apiserver accepts it).
 //! - `duration('1hx')`: the crate parses the leading `1h` and ignores the rest, where Go refuses
 //!   the string (`type conversion error`); durations longer than Go's (±292 years) are taken.
