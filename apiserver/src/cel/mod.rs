@@ -63,7 +63,7 @@
 //!   kube-apiserver's too) or nested deeper than [`MAX_NESTING`] brackets is refused before it is
 //!   parsed; one that parses deeper than [`MAX_EXPRESSION_DEPTH`] (cel-go's recursion limit) is
 //!   refused before it is checked. Chains of `&&` and `||` count as the balanced trees cel-go makes
-//!   of them, and are rebuilt so ([`balance`]) before they are run: the parser and the evaluator
+//!   of them, and are rebuilt so (`balance`) before they are run: the parser and the evaluator
 //!   recurse on the expression's depth.
 //! - **Issues.** A rule that does not compile gets at most [`MAX_ISSUES`] issues, each quoting a
 //!   line of at most [`MAX_SNIPPET_BYTES`] (cel-go's bounds): what a 100,000-character rule of
@@ -93,7 +93,7 @@
 //!   Kubernetes' list library (`cel/kubernetes_lists.rs`), its IP and CIDR libraries
 //!   (`cel/kubernetes_net.rs`: `isIP`, `ip()`, `cidr()`, `isCIDR` and their methods), the
 //!   quantity library (`cel/kubernetes_quantity.rs`), the URL library (`cel/kubernetes_url.rs`:
-//!   Go's `net/url` semantics, not WHATWG's), the semver library (`cel/kubernetes_semver.rs`)
+//!   Go's `net/url` semantics, not WHATWG's), the semver library (`cel/kubernetes_semver.rs`),
 //!   regex `find`/`findAll` (`cel/kubernetes_regex.rs`), cel-go's sets (in
 //!   `cel/kubernetes_lists.rs`) and the format library (`cel/kubernetes_format.rs`: every
 //!   name, `format.named`). Kubernetes' other
@@ -106,7 +106,12 @@
 //!   declares a global function); other wrong arguments to the quantity functions are "no such
 //!   overload" when evaluated rather than compile errors.
 //! - The type names `net.IP` and `net.CIDR` (`type(ip(s)) == net.IP`) are undeclared references
-//!   here; comparing an IP with a string is "no such overload" when evaluated, not a compile error.
+//!   here; comparing an IP with a string is "no such overload" when evaluated, not a compile error
+//!   (and so for the other libraries' types).
+//! - `find`/`findAll`: the `regex` crate's `\d`, `\w`, `\s`, `\b` are Unicode-aware (ASCII in Go),
+//!   and an invalid pattern's message is the crate's.
+//! - The estimate of `==` between two named formats is not Kubernetes' (it reads them as unknown
+//!   sizes, so `format.uri() == format.named('uri').value()` is refused as too expensive).
 //! - Ratcheting is applied to rules without `oldSelf` (an unchanged value is not refused again)
 //!   but produces no Warning header.
 
