@@ -353,6 +353,25 @@ fn mask_trailing_dash(name: &str) -> String {
 }
 
 impl NamedFormat {
+    /// Kubernetes' `MaxRegexSize` of the format: what its runtime cost of `validate` reads.
+    pub fn max_regex_size(self) -> u64 {
+        match self {
+            NamedFormat::Dns1123Label
+            | NamedFormat::Dns1035Label
+            | NamedFormat::Dns1123LabelPrefix
+            | NamedFormat::Dns1035LabelPrefix => 30,
+            NamedFormat::Dns1123Subdomain
+            | NamedFormat::QualifiedName
+            | NamedFormat::Dns1123SubdomainPrefix => 60,
+            NamedFormat::LabelValue => 40,
+            // govalidator's URL pattern, base64 pattern; strfmt's UUID and date-time patterns.
+            NamedFormat::Uri => 1103,
+            NamedFormat::Byte => 84,
+            NamedFormat::Uuid => 70,
+            NamedFormat::Date | NamedFormat::Datetime => 71,
+        }
+    }
+
     /// Why `value` is not of this format (empty when it is).
     pub fn validate(self, value: &str) -> Vec<String> {
         match self {

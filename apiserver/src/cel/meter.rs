@@ -191,6 +191,10 @@ fn size_of(value: &dyn Val) -> u64 {
     if let Some(size) = super::kubernetes_net::cost_size(value) {
         return size;
     }
+    // A named format is read by its regular expression's size (Kubernetes' `MaxRegexSize`).
+    if let Some(format) = value.downcast_ref::<super::kubernetes_format::NamedFormat>() {
+        return format.max_regex_size();
+    }
     match value.as_sizer() {
         Some(sizer) => u64::try_from(*sizer.size().inner()).unwrap_or(0),
         None => 1,
@@ -255,7 +259,7 @@ fn ceil(x: f64) -> u64 {
 
 /// The functions whose cost depends on their arguments (or result): the code `@post` is given is
 /// the index here.
-const SIZED: [&str; 46] = [
+const SIZED: [&str; 47] = [
     "indexOf",
     "lastIndexOf",
     "startsWith",
@@ -302,6 +306,7 @@ const SIZED: [&str; 46] = [
     "sets.contains",
     "sets.intersects",
     "sets.equivalent",
+    "validate",
 ];
 
 /// Sized functions charged before they run (O(n²) or allocating more than they read), from their
@@ -336,6 +341,8 @@ fn call_cost(function: &str, args: &[Seen], result: Option<&Seen>) -> u64 {
         "ip" => 1,
         // `ip.isCanonical(s)`: a parse and a print.
         "ip.isCanonical" => ceil(size(0) as f64 * 2.0 * TRAVERSAL),
+        // `format.validate(s)`: a traversal of the string times the format's regex size.
+        "validate" => ceil((1.0 + size(1) as f64) * TRAVERSAL) * ceil(size(0) as f64 * REGEX),
         "find" | "findAll" => {
             ceil((1.0 + size(0) as f64) * TRAVERSAL) * ceil(size(1) as f64 * REGEX)
         }
@@ -996,5 +1003,44 @@ impl Instrument<'_> {
             optional_indices: list.optional_indices.clone(),
         }));
         Some(node(Expr::Call(add)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn seen_of(value: &dyn Val) -> Seen {
+        seen(value, false)
+    }
+
+    #[test]
+    fn library_calls_cost_what_kubernetes_charges() {
+        // `format.uri().validate(s)` of 19 characters: ceil(20 x 0.1) x ceil(1103 x 0.25).
+        let format = super::super::kubernetes_format::NamedFormat::Uri;
+        let text = CelString::from("https://example.com".to_string());
+        let args = [seen_of(&format), seen_of(&text)];
+        assert_eq!(call_cost("validate", &args, None), 2 * 276);
+        // `cidr.containsIP(ip)` of a /24 and an address: ceil((3 + 3) x 0.1).
+        let cidr = super::super::kubernetes_net::parse_cidr("10.0.0.0/24");
+        let ip = super::super::kubernetes_net::parse_ip("10.0.0.1");
+        if let (Ok(cidr), Ok(ip)) = (cidr, ip) {
+            let args = [seen_of(&cidr), seen_of(&ip)];
+            assert_eq!(call_cost("containsIP", &args, None), 1);
+            let args = [seen_of(&cidr), seen_of(&cidr)];
+            assert_eq!(call_cost("containsCIDR", &args, None), 1 + 1 + 1);
+        } else {
+            panic!("parses");
+        }
+        // cel-go's sets: a call and the product of the sizes.
+        let list = |n: i64| -> CelList {
+            let items: Vec<Box<dyn Val>> = (0..n)
+                .map(|i| Box::new(CelInt::from(i)) as Box<dyn Val>)
+                .collect();
+            CelList::from(items)
+        };
+        let args = [seen_of(&list(3)), seen_of(&list(4))];
+        assert_eq!(call_cost("sets.contains", &args, None), 13);
+        assert_eq!(call_cost("sets.equivalent", &args, None), 25);
     }
 }

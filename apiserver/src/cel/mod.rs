@@ -101,7 +101,6 @@
 //!   refused when the CRD is written, as "undeclared reference" (kube-apiserver accepts it).
 //! - `duration('1hx')`: the crate parses the leading `1h` and ignores the rest, where Go refuses
 //!   the string (`type conversion error`); durations longer than Go's (±292 years) are taken.
-//!   `validate` and the format constants are metered at 1 each.
 //! - The type checker knows one quantity overload error (`q.sign()`, a method where Kubernetes
 //!   declares a global function); other wrong arguments to the quantity functions are "no such
 //!   overload" when evaluated rather than compile errors.
