@@ -82,6 +82,10 @@ enum Kind {
     /// A `kubernetes.Quantity`: `==` between two of them costs 1 (Kubernetes' estimator), `!=`
     /// is not special-cased there and reads as much as an unknown size.
     Quantity,
+    /// A `net.IP`, `net.CIDR` or `kubernetes.Semver`: `==` between two costs 1.
+    Opaque,
+    /// A `kubernetes.URL`: `==` reads the right side's size (Kubernetes' estimator).
+    Url,
 }
 
 /// What the estimate knows of an expression's value. Invariant: `size` is the value's largest
@@ -362,12 +366,29 @@ fn cost_of<'s>(
             (add(cost, step), operand.select(&select.field))
         }
         Expr::Call(call) => {
+            // `sets.contains(…)`, `ip.isCanonical(…)`: a function in a namespace (the namespace
+            // is no variable, and costs nothing), known by its full name.
+            let qualified = match call.target.as_deref().map(|t| &t.expr) {
+                Some(Expr::Ident(ns))
+                    if ns != "self"
+                        && ns != "oldSelf"
+                        && !scopes.iter().any(|(n, _)| n == ns)
+                        && super::is_declared(&format!("{ns}.{}", call.func_name)) =>
+                {
+                    Some(format!("{ns}.{}", call.func_name))
+                }
+                _ => None,
+            };
             let mut sum = 0.0;
-            let target = call.target.as_deref().map(|t| {
-                let (c, v) = cost_of(t, self_val, scopes);
-                sum = add(sum, c);
-                v
-            });
+            let target = call
+                .target
+                .as_deref()
+                .filter(|_| qualified.is_none())
+                .map(|t| {
+                    let (c, v) = cost_of(t, self_val, scopes);
+                    sum = add(sum, c);
+                    v
+                });
             let mut args = Vec::with_capacity(call.args.len());
             let mut arg_costs = Vec::with_capacity(call.args.len());
             for arg in &call.args {
@@ -376,7 +397,7 @@ fn cost_of<'s>(
                 args.push(v);
             }
             let (fn_cost, result) = call_cost(
-                call.func_name.as_str(),
+                qualified.as_deref().unwrap_or(call.func_name.as_str()),
                 target.as_ref(),
                 &args,
                 &arg_costs,
@@ -467,6 +488,11 @@ fn cost_of<'s>(
 }
 
 /// True for a string literal argument.
+/// Whether `e` is a call of `url(…)` (Kubernetes knows the size of its result, not of others).
+fn is_url_call(e: &IdedExpr) -> bool {
+    matches!(&e.expr, Expr::Call(c) if c.func_name == "url" && c.target.is_none())
+}
+
 fn literal_str(e: &IdedExpr) -> bool {
     matches!(e.expr, Expr::Literal(LiteralValue::String(_)))
 }
@@ -494,6 +520,18 @@ fn call_cost<'s>(
         }
         ("_==_", _) if arg(0).kind == Kind::Quantity && arg(1).kind == Kind::Quantity => {
             (1.0, boolean())
+        }
+        ("_==_", _) if arg(0).kind == Kind::Opaque && arg(1).kind == Kind::Opaque => {
+            (1.0, boolean())
+        }
+        // Kubernetes sizes both sides by the right one (its `lhSize` reads `rhs` too), 1 if unknown.
+        ("_==_", _) if arg(0).kind == Kind::Url && arg(1).kind == Kind::Url => {
+            let size = arg_exprs
+                .get(1)
+                .filter(|e| is_url_call(e))
+                .map(|_| arg(1).size)
+                .unwrap_or(1.0);
+            (factor(size, TRAVERSAL), boolean())
         }
         // Equality reads the shorter side (0 for a schema scalar or object: no traversal).
         ("_==_" | "_!=_", _) => (factor(arg(0).size.min(arg(1).size), TRAVERSAL), boolean()),
@@ -578,7 +616,12 @@ fn call_cost<'s>(
         }
         ("url" | "jsonpatch.escapeKey", None) if args.len() == 1 => {
             let s = arg(0);
-            (factor(s.size, TRAVERSAL), Val::of(Kind::Dyn, s.size))
+            let kind = if name == "url" {
+                Kind::Url
+            } else {
+                Kind::String
+            };
+            (factor(s.size, TRAVERSAL), Val::of(kind, s.size))
         }
         ("replace", Some(t)) if args.len() >= 2 => {
             let (from, to) = (arg(0), arg(1));
@@ -636,17 +679,17 @@ fn call_cost<'s>(
             } else if name == "quantity" {
                 Kind::Quantity
             } else {
-                Kind::Dyn
+                Kind::Opaque
             };
             let size = if kind == Kind::Scalar { 1.0 } else { SATURATED };
             (factor(arg(0).size, TRAVERSAL), Val::of(kind, size))
         }
         ("ip", None) if !args.is_empty() => (
             factor(arg(0).size, TRAVERSAL),
-            Val::of(Kind::Dyn, SATURATED),
+            Val::of(Kind::Opaque, SATURATED),
         ),
         // `cidr.ip()`: a field of the parsed CIDR.
-        ("ip", Some(_)) => (1.0, Val::of(Kind::Dyn, SATURATED)),
+        ("ip", Some(_)) => (1.0, Val::of(Kind::Opaque, SATURATED)),
         ("ip.isCanonical", None) if !args.is_empty() => {
             (factor(arg(0).size, 2.0 * TRAVERSAL), boolean())
         }
@@ -680,6 +723,12 @@ fn call_cost<'s>(
             (cost, Val::of(Kind::Dyn, SATURATED))
         }
         ("format.named", _) => (1.0, Val::of(Kind::Dyn, SATURATED)),
+        // cel-go's sets: the product of the two sizes (twice for equivalent), and a call.
+        ("sets.contains" | "sets.intersects" | "sets.equivalent", None) if args.len() == 2 => {
+            let by = if name == "sets.equivalent" { 2.0 } else { 1.0 };
+            let cost = add(factor(mul(arg(0).size, arg(1).size), by), 1.0);
+            (cost, boolean())
+        }
         (
             "sign" | "asInteger" | "isInteger" | "asApproximateFloat" | "isGreaterThan"
             | "isLessThan" | "compareTo" | "major" | "minor" | "patch" | "getScheme"

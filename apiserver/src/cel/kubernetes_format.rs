@@ -15,8 +15,10 @@
 //! Note the Go helper behind the prefix forms (`maskTrailingDash`) replaces the last *two*
 //! characters of a name ending in `-` by `a`; kube-apiserver behaves so, and so does this module.
 //!
-//! Not here yet (a rule naming them is refused as an undeclared reference, where kube-apiserver
-//! accepts it): `format.named(name)`, and the formats `uri`, `uuid`, `byte`, `date`, `datetime`.
+//! The CRD formats kube-openapi's `strfmt` checks are named too: `uri` (Go's
+//! `url.ParseRequestURI`, [`super::kubernetes_url`]), `uuid`, `byte` (base64), `date` and
+//! `datetime`, written here from strfmt's rules. `format.named(name)` gives the format of that
+//! name as an optional (none for an unknown name).
 
 use std::any::Any;
 use std::sync::OnceLock;
@@ -40,10 +42,15 @@ pub enum NamedFormat {
     Dns1123SubdomainPrefix,
     Dns1035LabelPrefix,
     LabelValue,
+    Uri,
+    Uuid,
+    Byte,
+    Date,
+    Datetime,
 }
 
 /// Every named format with its CEL function name, in one place (`format.<name>`).
-const NAMES: [(&str, NamedFormat); 8] = [
+const NAMES: [(&str, NamedFormat); 13] = [
     ("format.dns1123Label", NamedFormat::Dns1123Label),
     ("format.dns1123Subdomain", NamedFormat::Dns1123Subdomain),
     ("format.dns1035Label", NamedFormat::Dns1035Label),
@@ -55,11 +62,16 @@ const NAMES: [(&str, NamedFormat); 8] = [
     ),
     ("format.dns1035LabelPrefix", NamedFormat::Dns1035LabelPrefix),
     ("format.labelValue", NamedFormat::LabelValue),
+    ("format.uri", NamedFormat::Uri),
+    ("format.uuid", NamedFormat::Uuid),
+    ("format.byte", NamedFormat::Byte),
+    ("format.date", NamedFormat::Date),
+    ("format.datetime", NamedFormat::Datetime),
 ];
 
 /// The names this library declares (for the type checker's list of known functions).
 pub fn is_function(name: &str) -> bool {
-    name == "validate" || NAMES.iter().any(|(n, _)| *n == name)
+    name == "validate" || name == "format.named" || NAMES.iter().any(|(n, _)| *n == name)
 }
 
 impl Val for NamedFormat {
@@ -85,7 +97,7 @@ impl StaticVal for NamedFormat {}
 /// Registers the library's overloads on `env`.
 pub fn extension(env: &mut Env) -> Result<(), DeclarationError> {
     // A `fn` pointer per name: the crate's functions are plain `fn`s, not closures.
-    let constants: [cel::common::functions::Function; 8] = [
+    let constants: [cel::common::functions::Function; 13] = [
         constant::<0>,
         constant::<1>,
         constant::<2>,
@@ -94,10 +106,16 @@ pub fn extension(env: &mut Env) -> Result<(), DeclarationError> {
         constant::<5>,
         constant::<6>,
         constant::<7>,
+        constant::<8>,
+        constant::<9>,
+        constant::<10>,
+        constant::<11>,
+        constant::<12>,
     ];
     for ((name, _), function) in NAMES.iter().zip(constants) {
         env.add_overload(name, name, vec![], function)?;
     }
+    env.add_overload("format.named", "format-named", vec![STRING_TYPE], named)?;
     env.add_member_overload(
         "validate",
         "format-validate",
@@ -117,6 +135,20 @@ fn constant<'b, 'v, const I: usize>(
         return Err(ExecutionError::no_such_overload(name, Vec::new()));
     }
     Ok(CowVal::owned(format))
+}
+
+/// `format.named(name)`: the format of that name (`dns1123Label`, `uri`, …), or none.
+fn named<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
+    let no_overload = || ExecutionError::no_such_overload("format.named", Vec::new());
+    let [name]: [CowVal<'b, 'v>; 1] = args.try_into().map_err(|_| no_overload())?;
+    let name = name.downcast_ref::<CelString>().ok_or_else(no_overload)?;
+    let wanted = format!("format.{}", name.inner());
+    Ok(CowVal::owned(
+        match NAMES.iter().find(|(n, _)| *n == wanted) {
+            Some((_, format)) => CelOptional::of(Box::new(*format)),
+            None => CelOptional::none(),
+        },
+    ))
 }
 
 /// `<format>.validate(s)`: none when `s` is valid, else the reasons it is not.
@@ -321,6 +353,25 @@ fn mask_trailing_dash(name: &str) -> String {
 }
 
 impl NamedFormat {
+    /// Kubernetes' `MaxRegexSize` of the format: what its runtime cost of `validate` reads.
+    pub fn max_regex_size(self) -> u64 {
+        match self {
+            NamedFormat::Dns1123Label
+            | NamedFormat::Dns1035Label
+            | NamedFormat::Dns1123LabelPrefix
+            | NamedFormat::Dns1035LabelPrefix => 30,
+            NamedFormat::Dns1123Subdomain
+            | NamedFormat::QualifiedName
+            | NamedFormat::Dns1123SubdomainPrefix => 60,
+            NamedFormat::LabelValue => 40,
+            // govalidator's URL pattern, base64 pattern; strfmt's UUID and date-time patterns.
+            NamedFormat::Uri => 1103,
+            NamedFormat::Byte => 84,
+            NamedFormat::Uuid => 70,
+            NamedFormat::Date | NamedFormat::Datetime => 71,
+        }
+    }
+
     /// Why `value` is not of this format (empty when it is).
     pub fn validate(self, value: &str) -> Vec<String> {
         match self {
@@ -334,8 +385,89 @@ impl NamedFormat {
             }
             NamedFormat::Dns1035LabelPrefix => dns1035_label(&mask_trailing_dash(value)),
             NamedFormat::LabelValue => label_value(value),
+            NamedFormat::Uri => match super::kubernetes_url::Url::parse_request_uri(value) {
+                Ok(_) => Vec::new(),
+                Err(e) => vec![e.to_string()],
+            },
+            NamedFormat::Uuid => problem(is_uuid(value), "does not match the UUID format"),
+            NamedFormat::Byte => problem(is_base64(value), "invalid base64"),
+            NamedFormat::Date => problem(is_date(value), "invalid date"),
+            NamedFormat::Datetime => problem(is_datetime(value), "invalid datetime"),
         }
     }
+}
+
+fn problem(valid: bool, why: &str) -> Vec<String> {
+    if valid {
+        Vec::new()
+    } else {
+        vec![why.to_string()]
+    }
+}
+
+static UUID_RE: OnceLock<Option<Regex>> = OnceLock::new();
+static BASE64_RE: OnceLock<Option<Regex>> = OnceLock::new();
+static TIME_RE: OnceLock<Option<Regex>> = OnceLock::new();
+
+/// strfmt's `IsUUID`: 32 hex digits, case-insensitive, each of the four dashes optional.
+fn is_uuid(value: &str) -> bool {
+    let pattern = "(?i)[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}";
+    matches(&UUID_RE, pattern, value)
+}
+
+/// govalidator's `IsBase64` (which strfmt's `byte` uses): padded standard base64, empty allowed.
+fn is_base64(value: &str) -> bool {
+    let pattern = "(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=|[A-Za-z0-9+/]{4})";
+    matches(&BASE64_RE, pattern, value)
+}
+
+/// strfmt's `IsDate`: Go's `time.Parse("2006-01-02", s)`: four-digit year, two-digit month and
+/// day, the day within its month.
+fn is_date(value: &str) -> bool {
+    let b = value.as_bytes();
+    if b.len() != 10 || b[4] != b'-' || b[7] != b'-' {
+        return false;
+    }
+    let digits = |r: std::ops::Range<usize>| -> Option<u32> {
+        let part = value.get(r)?;
+        part.bytes()
+            .all(|c| c.is_ascii_digit())
+            .then(|| part.parse().ok())?
+    };
+    let (Some(year), Some(month), Some(day)) = (digits(0..4), digits(5..7), digits(8..10)) else {
+        return false;
+    };
+    let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0);
+    let days = match month {
+        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
+        4 | 6 | 9 | 11 => 30,
+        2 if leap => 29,
+        2 => 28,
+        _ => return false,
+    };
+    (1..=days).contains(&day)
+}
+
+/// strfmt's `IsDateTime`: lower-cased and split at every `t`, the first piece a date and the
+/// second a time of its pattern, hours at most 23 and minutes and seconds at most 59.
+fn is_datetime(value: &str) -> bool {
+    if value.len() < 4 {
+        return false;
+    }
+    let lower = value.to_lowercase();
+    let pieces: Vec<&str> = lower.split('t').collect();
+    if pieces.len() < 2 || !is_date(pieces[0]) {
+        return false;
+    }
+    let pattern = "([0-9]{2}):([0-9]{2}):([0-9]{2})(.[0-9]+)?(z|([+-][0-9]{2}:[0-9]{2}))";
+    let Some(re) = anchored(&TIME_RE, pattern) else {
+        return false;
+    };
+    let Some(c) = re.captures(pieces[1]) else {
+        return false;
+    };
+    let part = |i: usize| c.get(i).map(|m| m.as_str()).unwrap_or("");
+    part(1) <= "23" && part(2) <= "59" && part(3) <= "59"
 }
 
 #[cfg(test)]

@@ -22,12 +22,41 @@ use cel::common::types::{CelBool, CelInt, DYN_TYPE, LIST_TYPE};
 use cel::common::value::{CowVal, Val};
 use cel::{DeclarationError, Env, ExecutionError};
 
-/// The names this library declares (for the type checker's list of known functions).
-pub const FUNCTIONS: [&str; 6] = ["isSorted", "sum", "min", "max", "indexOf", "lastIndexOf"];
+/// The names this library declares (for the type checker's list of known functions), with
+/// cel-go's sets extension (`sets.contains(a, b)`: every element of `b` is in `a`;
+/// `sets.equivalent(a, b)`: both ways; `sets.intersects(a, b)`: one in common; CEL's equality),
+/// which kube-apiserver adds too.
+pub const FUNCTIONS: [&str; 9] = [
+    "isSorted",
+    "sum",
+    "min",
+    "max",
+    "indexOf",
+    "lastIndexOf",
+    "sets.contains",
+    "sets.equivalent",
+    "sets.intersects",
+];
 
 /// Registers the library's overloads on `env`.
 pub fn extension(env: &mut Env) -> Result<(), DeclarationError> {
     env.add_member_overload("isSorted", "list_is_sorted", LIST_TYPE, vec![], is_sorted)?;
+    let sets: [(&str, &str, cel::common::functions::Function); 3] = [
+        ("sets.contains", "list_sets_contains_list", sets_contains),
+        (
+            "sets.equivalent",
+            "list_sets_equivalent_list",
+            sets_equivalent,
+        ),
+        (
+            "sets.intersects",
+            "list_sets_intersects_list",
+            sets_intersects,
+        ),
+    ];
+    for (name, id, function) in sets {
+        env.add_overload(name, id, vec![LIST_TYPE, LIST_TYPE], function)?;
+    }
     env.add_member_overload("sum", "list_sum", LIST_TYPE, vec![], sum)?;
     env.add_member_overload("min", "list_min", LIST_TYPE, vec![], min)?;
     env.add_member_overload("max", "list_max", LIST_TYPE, vec![], max)?;
@@ -174,6 +203,48 @@ pub(super) fn last_index_of<'b, 'v>(
     args: Vec<CowVal<'b, 'v>>,
 ) -> Result<CowVal<'b, 'v>, ExecutionError> {
     position("lastIndexOf", true, args)
+}
+
+/// Whether every element of `sub` equals an element of `list`.
+fn contains_all(function: &str, list: &dyn Val, sub: &dyn Val) -> Result<bool, ExecutionError> {
+    let items = elements(function, list)?;
+    Ok(elements(function, sub)?
+        .iter()
+        .all(|wanted| items.iter().any(|item| item.equals(*wanted))))
+}
+
+fn two<'b, 'v>(
+    function: &str,
+    args: Vec<CowVal<'b, 'v>>,
+) -> Result<[CowVal<'b, 'v>; 2], ExecutionError> {
+    args.try_into().map_err(|_| no_overload(function))
+}
+
+fn sets_contains<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
+    let f = "sets.contains";
+    let [a, b] = two(f, args)?;
+    Ok(CowVal::owned(CelBool::from(contains_all(
+        f,
+        a.as_ref(),
+        b.as_ref(),
+    )?)))
+}
+
+fn sets_equivalent<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
+    let f = "sets.equivalent";
+    let [a, b] = two(f, args)?;
+    let both = contains_all(f, a.as_ref(), b.as_ref())? && contains_all(f, b.as_ref(), a.as_ref())?;
+    Ok(CowVal::owned(CelBool::from(both)))
+}
+
+fn sets_intersects<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
+    let f = "sets.intersects";
+    let [a, b] = two(f, args)?;
+    let others = elements(f, b.as_ref())?;
+    let any = elements(f, a.as_ref())?
+        .iter()
+        .any(|x| others.iter().any(|y| y.equals(*x)));
+    Ok(CowVal::owned(CelBool::from(any)))
 }
 
 #[cfg(test)]

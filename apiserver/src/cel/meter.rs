@@ -188,6 +188,13 @@ fn size_of(value: &dyn Val) -> u64 {
     if let Some(s) = value.downcast_ref::<CelString>() {
         return s.inner().chars().count() as u64;
     }
+    if let Some(size) = super::kubernetes_net::cost_size(value) {
+        return size;
+    }
+    // A named format is read by its regular expression's size (Kubernetes' `MaxRegexSize`).
+    if let Some(format) = value.downcast_ref::<super::kubernetes_format::NamedFormat>() {
+        return format.max_regex_size();
+    }
     match value.as_sizer() {
         Some(sizer) => u64::try_from(*sizer.size().inner()).unwrap_or(0),
         None => 1,
@@ -252,7 +259,7 @@ fn ceil(x: f64) -> u64 {
 
 /// The functions whose cost depends on their arguments (or result): the code `@post` is given is
 /// the index here.
-const SIZED: [&str; 32] = [
+const SIZED: [&str; 47] = [
     "indexOf",
     "lastIndexOf",
     "startsWith",
@@ -285,6 +292,21 @@ const SIZED: [&str; 32] = [
     "quantity",
     "isQuantity",
     "isIP",
+    "ip",
+    "cidr",
+    "isCIDR",
+    "ip.isCanonical",
+    "containsIP",
+    "containsCIDR",
+    "url",
+    "semver",
+    "isSemver",
+    "find",
+    "findAll",
+    "sets.contains",
+    "sets.intersects",
+    "sets.equivalent",
+    "validate",
 ];
 
 /// Sized functions charged before they run (O(n²) or allocating more than they read), from their
@@ -311,7 +333,35 @@ fn call_cost(function: &str, args: &[Seen], result: Option<&Seen>) -> u64 {
         }
         "lowerAscii" | "upperAscii" | "substring" | "trim" => ceil(size(0) as f64 * TRAVERSAL),
         // Kubernetes' parsers: one traversal of their string.
-        "quantity" | "isQuantity" | "isIP" => ceil(size(0) as f64 * TRAVERSAL),
+        "quantity" | "isQuantity" | "isIP" | "cidr" | "isCIDR" | "url" | "semver" | "isSemver" => {
+            ceil(size(0) as f64 * TRAVERSAL)
+        }
+        // `ip(s)` parses; `cidr.ip()` reads a field.
+        "ip" if stringy(0) => ceil(size(0) as f64 * TRAVERSAL),
+        "ip" => 1,
+        // `ip.isCanonical(s)`: a parse and a print.
+        "ip.isCanonical" => ceil(size(0) as f64 * 2.0 * TRAVERSAL),
+        // `format.validate(s)`: a traversal of the string times the format's regex size.
+        "validate" => ceil((1.0 + size(1) as f64) * TRAVERSAL) * ceil(size(0) as f64 * REGEX),
+        "find" | "findAll" => {
+            ceil((1.0 + size(0) as f64) * TRAVERSAL) * ceil(size(1) as f64 * REGEX)
+        }
+        // cel-go's sets: a call, and the product of the sizes (twice for equivalent).
+        "sets.contains" | "sets.intersects" => 1 + size(0).saturating_mul(size(1)),
+        "sets.equivalent" => 1 + size(0).saturating_mul(size(1)).saturating_mul(2),
+        // Kubernetes reads the prefix twice, the other prefix once more, and parses a string.
+        "containsIP" | "containsCIDR" => {
+            let mut cost = ceil((size(0) + size(0)) as f64 * TRAVERSAL);
+            if function == "containsCIDR" {
+                cost += ceil(size(0) as f64 * TRAVERSAL) + 1;
+            }
+            if stringy(1) {
+                cost += ceil(size(1) as f64 * TRAVERSAL);
+            }
+            cost
+        }
+        // Kubernetes' own types compare at a cost of 1.
+        "_==_" if kind(0) == Some(Kind::Unspecified) => 1,
         "split" => ceil(size(0) as f64 * 2.0 * TRAVERSAL),
         "join" => ceil(result.map(|r| r.size).unwrap_or(0) as f64 * 2.0 * TRAVERSAL),
         "startsWith" | "endsWith" => ceil(size(1) as f64 * TRAVERSAL),
@@ -835,7 +885,15 @@ impl Instrument<'_> {
                 copy(self)
             }
             _ => {
-                let sized = SIZED.iter().position(|f| *f == name);
+                // A function in a namespace (`sets.contains`) is listed by its full name.
+                let qualified = match call.target.as_deref() {
+                    Some(IdedExpr {
+                        expr: Expr::Ident(ns),
+                        ..
+                    }) if namespaced => format!("{ns}.{name}"),
+                    _ => name.to_string(),
+                };
+                let sized = SIZED.iter().position(|f| *f == qualified);
                 let precharged = PRECHARGED.iter().position(|f| *f == name);
                 match (sized, precharged) {
                     (Some(code), _) => {
@@ -945,5 +1003,44 @@ impl Instrument<'_> {
             optional_indices: list.optional_indices.clone(),
         }));
         Some(node(Expr::Call(add)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn seen_of(value: &dyn Val) -> Seen {
+        seen(value, false)
+    }
+
+    #[test]
+    fn library_calls_cost_what_kubernetes_charges() {
+        // `format.uri().validate(s)` of 19 characters: ceil(20 x 0.1) x ceil(1103 x 0.25).
+        let format = super::super::kubernetes_format::NamedFormat::Uri;
+        let text = CelString::from("https://example.com".to_string());
+        let args = [seen_of(&format), seen_of(&text)];
+        assert_eq!(call_cost("validate", &args, None), 2 * 276);
+        // `cidr.containsIP(ip)` of a /24 and an address: ceil((3 + 3) x 0.1).
+        let cidr = super::super::kubernetes_net::parse_cidr("10.0.0.0/24");
+        let ip = super::super::kubernetes_net::parse_ip("10.0.0.1");
+        if let (Ok(cidr), Ok(ip)) = (cidr, ip) {
+            let args = [seen_of(&cidr), seen_of(&ip)];
+            assert_eq!(call_cost("containsIP", &args, None), 1);
+            let args = [seen_of(&cidr), seen_of(&cidr)];
+            assert_eq!(call_cost("containsCIDR", &args, None), 1 + 1 + 1);
+        } else {
+            panic!("parses");
+        }
+        // cel-go's sets: a call and the product of the sizes.
+        let list = |n: i64| -> CelList {
+            let items: Vec<Box<dyn Val>> = (0..n)
+                .map(|i| Box::new(CelInt::from(i)) as Box<dyn Val>)
+                .collect();
+            CelList::from(items)
+        };
+        let args = [seen_of(&list(3)), seen_of(&list(4))];
+        assert_eq!(call_cost("sets.contains", &args, None), 13);
+        assert_eq!(call_cost("sets.equivalent", &args, None), 25);
     }
 }
