@@ -127,6 +127,16 @@ impl Target {
 
 /// What a client saw of one step: `{"code"}` on success; code, reason, message and causes on a
 /// refusal.
+/// A client that waits for slow answers: the corpus's cases near the cost limits evaluate for
+/// seconds in a debug build, longer on a loaded machine, and the client's default write deadline
+/// (10 s) is about dead connections, not about a busy server (it failed this suite twice under a
+/// load average of 20).
+fn patient(mut config: ferrokube_client::Config) -> Client {
+    config.timeout = Some(Duration::from_secs(180));
+    config.write_timeout = Some(Duration::from_secs(180));
+    Client::new(config).expect("client")
+}
+
 fn outcome(code: u16, body: &Value) -> Value {
     if code < 300 {
         return json!({"code": code});
@@ -360,7 +370,7 @@ async fn cel_corpus_embedded() {
         .expect("embedded server starts");
     let target = Target {
         name: "embedded".into(),
-        client: common::embedded_client(&server, false),
+        client: patient(common::embedded_config(&server)),
         _embedded: Some(server),
     };
     let seen = run_all(&target, &corpus).await;
@@ -405,7 +415,7 @@ async fn cel_corpus_e2e() {
     let mut corpus = corpus();
     let target = Target {
         name: "kube-apiserver".into(),
-        client: common::client(None),
+        client: patient(common::config(None)),
         _embedded: None,
     };
     let (major, minor) = target.version().await;
@@ -526,7 +536,7 @@ async fn cel_long_and_chain_fidelity_embedded() {
         .expect("embedded server starts");
     let target = Target {
         name: "embedded".into(),
-        client: common::embedded_client(&server, false),
+        client: patient(common::embedded_config(&server)),
         _embedded: Some(server),
     };
     long_and_chain(&target).await;
@@ -537,7 +547,7 @@ async fn cel_long_and_chain_fidelity_embedded() {
 async fn cel_long_and_chain_fidelity_e2e() {
     let target = Target {
         name: "kube-apiserver".into(),
-        client: common::client(None),
+        client: patient(common::config(None)),
         _embedded: None,
     };
     if target.version().await >= (1, 25) {

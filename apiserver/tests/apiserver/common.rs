@@ -8,15 +8,22 @@ use ferrokube_client::client::RetryPolicy;
 
 /// A client for an embedded server: no client-side rate limit; retries only if `retries`.
 pub fn embedded_client(server: &RunningServer, retries: bool) -> Client {
-    let mut config = Config::new(server.url().parse().expect("server url"));
-    config.qps = None;
-    if !retries {
-        config.retry = RetryPolicy {
-            max_retries: 0,
-            ..RetryPolicy::default()
-        };
+    let mut config = embedded_config(server);
+    if retries {
+        config.retry = RetryPolicy::default();
     }
     Client::new(config).expect("client")
+}
+
+/// The configuration of [`embedded_client`] without retries.
+pub fn embedded_config(server: &RunningServer) -> Config {
+    let mut config = Config::new(server.url().parse().expect("server url"));
+    config.qps = None;
+    config.retry = RetryPolicy {
+        max_retries: 0,
+        ..RetryPolicy::default()
+    };
+    config
 }
 
 /// The configuration of the kubeconfig's `context` (its current one for `None`).
