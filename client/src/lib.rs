@@ -51,7 +51,7 @@ pub mod watcher;
 pub mod write_gate;
 pub mod write_observer;
 
-pub use api::{Api, ApiResource, DynamicObject, Kind, Object};
+pub use api::{Api, DynamicObject};
 pub use client::Client;
 pub use config::Config;
 pub use error::Error;

@@ -89,9 +89,6 @@ pub mod reflector;
 pub mod shared_informer;
 pub mod store;
 
-/// The object model, defined in `ferrokube-core` and re-exported under the paths it had here.
-pub use ferrokube_core::{backoff, labels, object};
-
 /// The sources of the modules whose docs `ferrokube::view` serves beside each stage of its page
 /// (file name, text): embedded here so that they ship with this crate.
 #[doc(hidden)]
@@ -104,23 +101,19 @@ pub const MODULE_SOURCES: &[(&str, &str)] = &[
     ("handler.rs", include_str!("handler.rs")),
 ];
 
-pub use backoff::Backoff;
 pub use compact::{Compact, CompactError};
 pub use delta::{DeletedObject, Delta};
 pub use delta_fifo::{Changes, DeltaFifo, Popped};
-pub use factory::{ListerWatcherSource, Scope, ScopeMatcher, SharedInformerFactory};
-pub use ferrokube_core::{ApiResource, Kind};
+pub use factory::{ListerWatcherSource, SharedInformerFactory};
 pub use freshness::StoreRevision;
 pub use handler::{Delivery, EventHandler, HandlerFns, HandlerOptions, HandlerRegistration};
 pub use index::{IndexFn, Indexers, NAMESPACE_INDEX};
-pub use labels::{LabelSelector, SelectorError};
 pub use lister::{Lister, NamespaceLister};
 pub use lister_watcher::{
     BoxError, Event, EventStream, ListPage, ListRequest, ListVersion, ListWatchError,
     ListerWatcher, Prepare, Transform, WatchRequest,
 };
 pub use metrics::{InformerMetrics, PrometheusInformerMetrics};
-pub use object::{Object, ObjectKey, drop_managed_fields};
 pub use reflector::{
     DEFAULT_WATCH_IDLE_TIMEOUT, FirstList, ListMode, Reflector, ReflectorOptions, ReflectorStatus,
     WatchErrorHandler,

@@ -30,9 +30,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use clap::{Args, Parser, Subcommand};
 use ferrokube::api::{ListParams, Patch, PatchParams, PostParams};
+use ferrokube::core::drop_managed_fields;
 use ferrokube::informer::{
     Compact, EventHandler, FirstList, ListMode, ReflectorOptions, SharedIndexInformer,
-    drop_managed_fields,
 };
 use ferrokube::{Api, Client, Config, ListWatch, Object};
 use futures_util::StreamExt;

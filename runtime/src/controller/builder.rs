@@ -37,9 +37,8 @@ use std::pin::Pin;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use ferrokube_informer::{
-    ObjectKey, Scope, SharedIndexInformer, SharedInformerFactory, StartError,
-};
+use ferrokube_core::{ObjectKey, Scope};
+use ferrokube_informer::{SharedIndexInformer, SharedInformerFactory, StartError};
 use ferrokube_workqueue::{WorkQueue, default_controller_rate_limiter};
 use futures_util::Stream;
 
@@ -50,8 +49,8 @@ use super::source::{self, Enqueue, MapEvent, ObjectEvent};
 use super::wiring::{self, Attach, KeyStream, SourceName, Wiring};
 #[cfg(feature = "shard")]
 use crate::shard::{DependentKind, Dependents, ShardMember};
-use ferrokube_client::api::{ApiResource, Kind};
 use ferrokube_client::client::Client;
+use ferrokube_core::{ApiResource, Kind};
 
 /// Workers of a controller unless set (controller-runtime's `MaxConcurrentReconciles` default, 1:
 /// a reconciler need not be written for concurrency to be correct; raise it when reconciles wait

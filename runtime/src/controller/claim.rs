@@ -55,9 +55,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use serde_json::{Value, json};
 
 use super::owner::controller_of;
-use ferrokube_client::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
+use ferrokube_client::api::{Api, DynamicObject, Patch, PatchParams};
 use ferrokube_client::error::Error;
-use ferrokube_informer::{LabelSelector, Object, ObjectKey};
+use ferrokube_core::ApiResource;
+use ferrokube_core::{LabelSelector, Object, ObjectKey};
 
 /// How adopt and release patches are written. Default: [`PatchStyle::Strategic`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -126,7 +127,7 @@ impl ClaimError {
 /// ```no_run
 /// # use std::sync::Arc;
 /// # use ferrokube_runtime::controller::claim::Claimer;
-/// # use ferrokube_informer::LabelSelector;
+/// # use ferrokube_core::LabelSelector;
 /// # use ferrokube_client::{Api, Client};
 /// # use k8s_openapi::api::apps::v1::ReplicaSet;
 /// # use k8s_openapi::api::core::v1::Pod;

@@ -44,7 +44,7 @@ use k8s_openapi::jiff::Timestamp;
 
 use ferrokube_client::api::{Api, PostParams};
 use ferrokube_client::error::Error;
-use ferrokube_informer::Object;
+use ferrokube_core::Object;
 
 /// The `status` of a condition that holds.
 pub const TRUE: &str = "True";

@@ -89,13 +89,15 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use ferrokube_informer::{ObjectKey, Scope, ScopeMatcher, SharedIndexInformer, StoreRevision};
+use ferrokube_core::{ObjectKey, Scope, ScopeMatcher};
+use ferrokube_informer::{SharedIndexInformer, StoreRevision};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use parking_lot::{Mutex, RwLock};
 
 use ferrokube_client::Client;
-use ferrokube_client::api::{Api, ApiResource, Kind, Object};
+use ferrokube_client::api::Api;
 use ferrokube_client::write_observer::{DeleteNote, DeleteOutcome, WriteObserver};
+use ferrokube_core::{ApiResource, Kind, Object};
 
 /// How long a skipped key waits before it is tried again, unless an event brings it sooner
 /// (which the write's own watch event usually does). Long enough for a healthy watch (a few

@@ -52,11 +52,11 @@ use k8s_openapi::{ClusterResourceScope, NamespaceResourceScope};
 
 use super::consistency::{ConsistencyStore, Writes};
 use super::read_your_writes::{DEFAULT_MAX_WAIT, ReadError};
-use ferrokube_client::api::{Api, ApiResource, DynamicObject, Object};
+use ferrokube_client::api::{Api, DynamicObject};
 use ferrokube_client::client::Client;
-use ferrokube_informer::{
-    LabelSelector, ObjectKey, Scope, SharedIndexInformer, SharedInformerFactory,
-};
+use ferrokube_core::{ApiResource, Object};
+use ferrokube_core::{LabelSelector, ObjectKey, Scope};
+use ferrokube_informer::{SharedIndexInformer, SharedInformerFactory};
 use ferrokube_workqueue::WorkQueue;
 
 /// Labels a new child for the member of a sharded controller; see [`Context::mark_child`].

@@ -51,7 +51,7 @@
 //! ```no_run
 //! use std::sync::Arc;
 //! use ferrokube_runtime::controller::{Action, Context, Controller, Reconciler};
-//! use ferrokube_informer::Scope;
+//! use ferrokube_core::Scope;
 //! use ferrokube_client::Client;
 //! use k8s_openapi::api::apps::v1::Deployment;
 //! use k8s_openapi::api::core::v1::ConfigMap;

@@ -21,7 +21,7 @@ use std::future::Future;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
-use ferrokube_informer::ObjectKey;
+use ferrokube_core::ObjectKey;
 
 use super::action::Action;
 use super::context::Context;

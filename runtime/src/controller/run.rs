@@ -35,10 +35,10 @@ use super::wiring::{Attached, KeyStream, SourceName, Wiring, attach};
 use super::worker::Workers;
 #[cfg(feature = "shard")]
 use crate::shard::{DependentKind, ShardGate};
-use ferrokube_client::api::Kind;
-#[cfg(feature = "shard")]
-use ferrokube_client::api::Object;
 use ferrokube_client::client::Client;
+use ferrokube_core::Kind;
+#[cfg(feature = "shard")]
+use ferrokube_core::Object;
 
 /// Every handler a running controller put on an informer. Dropped however `run` ends: takes
 /// them off, and stops the informers of a factory the controller owns.

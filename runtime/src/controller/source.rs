@@ -39,12 +39,13 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ferrokube_informer::{DeletedObject, EventHandler, ObjectKey};
+use ferrokube_core::ObjectKey;
+use ferrokube_informer::{DeletedObject, EventHandler};
 use ferrokube_workqueue::{AddOptions, WorkQueue};
 use parking_lot::Mutex;
 
 use super::filter::{Change, Filters};
-use ferrokube_client::api::{ApiResource, Object};
+use ferrokube_core::{ApiResource, Object};
 use ferrokube_core::{pipeline_enabled, pipeline_event};
 
 /// The priority of keys that come from an informer's first list or a resync

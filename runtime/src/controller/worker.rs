@@ -31,7 +31,8 @@ use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ferrokube_informer::{Lister, ObjectKey};
+use ferrokube_core::ObjectKey;
+use ferrokube_informer::Lister;
 use ferrokube_workqueue::WorkQueue;
 use futures_util::FutureExt;
 use tokio::sync::watch;
@@ -45,7 +46,7 @@ use super::reconciler::Reconciler;
 use super::source::Tombstones;
 #[cfg(feature = "shard")]
 use crate::shard::{ShardError, ShardGate, Turn};
-use ferrokube_client::api::Object;
+use ferrokube_core::Object;
 use ferrokube_core::pipeline_event;
 
 /// What every worker of one controller shares.

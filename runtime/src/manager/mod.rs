@@ -25,7 +25,7 @@
 //! ```no_run
 //! use std::sync::Arc;
 //! use ferrokube_runtime::controller::{Action, Context, Reconciler};
-//! use ferrokube_informer::Scope;
+//! use ferrokube_core::Scope;
 //! use ferrokube_runtime::manager::Manager;
 //! use ferrokube_client::Client;
 //! use k8s_openapi::api::core::v1::ConfigMap;
@@ -105,7 +105,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use ferrokube_informer::{Scope, SharedInformerFactory};
+use ferrokube_core::Scope;
+use ferrokube_informer::SharedInformerFactory;
 use prometheus_client::registry::Registry;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
@@ -119,7 +120,8 @@ pub use endpoints::{
     DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, EndpointOptions,
 };
 use endpoints::{Endpoints, Health};
-use ferrokube_client::{Client, Kind};
+use ferrokube_client::Client;
+use ferrokube_core::Kind;
 pub use signal::shutdown_signal;
 
 /// controller-runtime's default for the whole graceful shutdown: 30 s.

@@ -69,7 +69,7 @@
 //!
 //! ```no_run
 //! # use ferrokube_runtime::controller::Controller;
-//! # use ferrokube_informer::Scope;
+//! # use ferrokube_core::Scope;
 //! # use ferrokube_runtime::shard::ShardMember;
 //! # use k8s_openapi::api::apps::v1::ReplicaSet;
 //! # use k8s_openapi::api::core::v1::Pod;

@@ -53,10 +53,11 @@ use tokio::sync::mpsc;
 use super::consistency::Writes;
 use super::context::Context;
 use correlator::{Delivery, EventCorrelator};
-use ferrokube_client::api::{Api, ApiResource, Kind, Patch, PatchParams, PostParams};
+use ferrokube_client::api::{Api, Patch, PatchParams, PostParams};
 use ferrokube_client::client::{Client, Priority};
 use ferrokube_client::error::Error;
 use ferrokube_client::write_observer::WriteObserver;
+use ferrokube_core::{ApiResource, Kind};
 
 /// Events one object may emit at once (client-go's spam filter burst).
 const SPAM_BURST: f64 = 25.0;
