@@ -44,6 +44,7 @@ pub mod api;
 pub mod client;
 pub mod config;
 pub mod crd;
+pub mod dial;
 pub mod error;
 pub mod list_watch;
 pub mod watch;

@@ -88,7 +88,6 @@
 //! reported to the gate ([`WritePermit::on_abandon`]): it may still land, and the elector then
 //! lets its lease run out instead of handing it over early.
 
-pub mod dial;
 mod pool;
 mod proxy;
 mod rate_limit;
@@ -111,9 +110,12 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use serde::de::DeserializeOwned;
 
-pub use dial::{Dial, DialFuture, DialIo, DialedStream};
+pub use crate::config::RetryPolicy;
+/// How a connection is opened: a crate-level module (the [`Config`] holds a [`Dial`]), named here
+/// too, beside the client that dials.
+pub use crate::dial;
+pub use crate::dial::{Dial, DialFuture, DialIo, DialedStream};
 pub use rate_limit::Priority;
-pub use retry::RetryPolicy;
 
 use crate::config::{Auth, Config, ConfigError};
 use crate::error::{ApiError, Error};
