@@ -65,7 +65,7 @@ pub use ferrokube_derive::CustomResource;
 /// Sharding (crate `ferrokube-runtime`); needs the `shard` feature.
 #[cfg(feature = "shard")]
 pub use ferrokube_runtime::shard;
-pub use ferrokube_runtime::{controller, leader, manager};
+pub use ferrokube_runtime::{controller, freshness, leader, manager, toolkit};
 /// The live view (crate `ferrokube-view`); needs the `view` feature.
 #[cfg(feature = "view")]
 pub use ferrokube_view as view;

@@ -32,7 +32,7 @@
 //!
 //! ## What it stands on, and who stands on it
 //!
-//! Among ferrokube's crates it depends on `ferrokube-core` (the object model: [`Object`],
+//! Among ferrokube's crates it depends on `ferrokube-core` (the object model: [`Object`](ferrokube_core::Object),
 //! selectors, the clock, the backoff) and `ferrokube-informer`, for one thing only: the seam the
 //! informers are fed through (`ListerWatcher`). The informers do no I/O and know nothing of HTTP;
 //! they say what they need, and [`list_watch`] supplies it from an [`Api`]. The write gate is the

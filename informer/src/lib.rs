@@ -56,7 +56,7 @@
 //!
 //! | module | holds |
 //! |---|---|
-//! | [`object`], [`labels`] | re-exported from `ferrokube-core`, the object model below this crate: [`Object`] (what we need of an object: its metadata), [`ObjectKey`], [`LabelSelector`] |
+//! | (crate `ferrokube-core`) | the object model below this crate, imported from there: [`Object`](ferrokube_core::Object) (what we need of an object: its metadata), [`ObjectKey`](ferrokube_core::ObjectKey), [`LabelSelector`](ferrokube_core::LabelSelector), [`Scope`](ferrokube_core::Scope), [`backoff`](ferrokube_core::backoff) |
 //! | [`compact`] | [`Compact`]: an object stored as typed metadata + JSON bytes, for big caches |
 //! | `lister_watcher` | the [`ListerWatcher`] seam and its request, page, event and error types |
 //! | `reflector` | [`Reflector`]: list, watch, resume, relist on 410, backoff, streaming lists |
@@ -67,9 +67,8 @@
 //! | [`freshness`] | [`StoreRevision`]: how far a cache has caught up, as an etcd revision; the one "has this cache seen that write" |
 //! | `handler` | [`EventHandler`], [`HandlerFns`], per-handler buffers and threads, [`Delivery`] |
 //! | `lister` | [`Lister`], [`NamespaceLister`] |
-//! | `factory` | [`SharedInformerFactory`]; the [`Scope`] it keys informers by (from `ferrokube-core`) |
+//! | `factory` | [`SharedInformerFactory`]; the [`Scope`](ferrokube_core::Scope) it keys informers by (from `ferrokube-core`) |
 //! | [`metrics`] | what an informer reports, and a Prometheus implementation |
-//! | [`backoff`] | exponential backoff with jitter (from `ferrokube-core`, re-exported), shared with the client's watcher |
 //! | [`fake`] | an in-memory ListerWatcher with fault injection |
 
 mod delta;

@@ -80,11 +80,11 @@ pub(crate) const SOURCES: &[EmbeddedSource] = &[
         source: source_in(ferrokube_runtime::MODULE_SOURCES, "controller/worker.rs"),
     },
     EmbeddedSource {
-        path: "runtime/src/controller/consistency.rs",
+        path: "runtime/src/freshness/consistency.rs",
         stage: "",
         source: source_in(
             ferrokube_runtime::MODULE_SOURCES,
-            "controller/consistency.rs",
+            "freshness/consistency.rs",
         ),
     },
     EmbeddedSource {

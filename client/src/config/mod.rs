@@ -209,7 +209,7 @@ pub struct Config {
     pub qps: Option<f32>,
     /// Requests that may go at once above `qps`. Default 10 (client-go's default).
     pub burst: u32,
-    /// Retries of failed requests (see [`RetryPolicy`](RetryPolicy)).
+    /// Retries of failed requests (see [`RetryPolicy`]).
     pub retry: RetryPolicy,
     /// Offer HTTP/2 in the TLS handshake (ALPN `h2`), so that every request and watch shares one
     /// connection. Default `false`: HTTP/1.1, one connection per request in flight and per watch.

@@ -345,9 +345,9 @@ pub(crate) fn primary<K: Object>(tombstones: Arc<Tombstones<K>>) -> Box<MapEvent
 /// The key of the object of kind `owner_kind` that controls `child`, from its controller
 /// ownerReference, if it is of that kind (same kind and group; any version).
 pub(crate) fn controller_key<C: Object>(owner_kind: &ApiResource, child: &C) -> Option<ObjectKey> {
-    let owner = super::owner::controller_of(child.meta())?;
+    let owner = crate::toolkit::owner::controller_of(child.meta())?;
     if owner.kind != owner_kind.kind
-        || super::owner::group_of(&owner.api_version) != owner_kind.group
+        || crate::toolkit::owner::group_of(&owner.api_version) != owner_kind.group
     {
         return None;
     }

@@ -21,10 +21,10 @@ use ferrokube_informer::{
 };
 use futures_util::Stream;
 
-use super::consistency::ConsistencyStore;
 use super::filter::{Filter, Filters, KindFilter, SourceKind};
 use super::metrics::Metrics;
 use super::source::{Enqueue, KeyCheck, MapEvent, SourceHandler};
+use crate::freshness::consistency::ConsistencyStore;
 #[cfg(feature = "shard")]
 use crate::shard::ShardMember;
 use ferrokube_client::client::Client;

@@ -209,7 +209,7 @@ fn is_unset(time: &Time) -> bool {
 
 /// Now, in whole seconds (the precision the API stores).
 fn now() -> Timestamp {
-    let now = super::now();
+    let now = ferrokube_core::time::now();
     Timestamp::new(now.as_second(), 0).unwrap_or(now)
 }
 
