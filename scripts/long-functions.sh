@@ -4,8 +4,8 @@
 #
 # Why: a function that does not fit a screen is read by scrolling back and forth, and it usually
 # does several things that want names of their own (issue 43: "functions that fit a screen"). A
-# function over 100 lines must say why in a comment (a `// Long:` line within it, or a doc line
-# with "long"); `--check` fails on one that does not.
+# function over 100 lines must say why in a comment: a line `// Long: <why>` (or `/// Long: <why>`
+# in its doc) within it or above it; `--check` fails on one that does not.
 #
 # How it counts: the code is rustfmt-formatted (CI checks that), so a function starts at its `fn`
 # line and ends at the first `}` line indented as its `fn` line; its length is that span, blank
@@ -37,7 +37,7 @@ LIBRARIES = ["src", "core/src", "pipeline/src", "derive/src", "workqueue/src", "
 FN = re.compile(r"^(\s*)(?:pub(?:\([^)]*\))?\s+)?(?:default\s+)?(?:const\s+)?(?:async\s+)?"
                 r"(?:unsafe\s+)?(?:extern\s+\"[^\"]*\"\s+)?fn\s+(\w+)")
 TEST_ATTRIBUTE = re.compile(r"^(\s*)#\[cfg\(test\)\]")
-WHY = re.compile(r"//.*\blong\b", re.IGNORECASE)
+WHY = re.compile(r"^\s*//+\s*Long:")
 
 
 def functions(path):
