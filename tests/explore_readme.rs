@@ -13,8 +13,8 @@ use ferrokube::Api;
 use ferrokube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use ferrokube::controller::finalizer::{finalize, remove_finalizer};
 use ferrokube::controller::{Action, Context, Controller, Reconciler};
-use ferrokube::core::Scope;
 use ferrokube::explore::{Budget, ControllerStart, Exploration, OutsideClient, Scenario, Step};
+use ferrokube::informer::Scope;
 use k8s_openapi::api::core::v1::ConfigMap;
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
