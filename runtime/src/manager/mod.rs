@@ -541,10 +541,10 @@ impl Manager {
 
     /// Runs everything until `shutdown` resolves, this replica loses its lease, or a runnable
     /// fails; then shuts down gracefully. See the [module docs](self) for the order of things;
-    /// each step is a function below: the endpoints ([`serve_endpoints`]), the elector
-    /// ([`spawn_elector`]), the runnables ([`spawn_runnables`]), the wait for a reason to stop
-    /// ([`wait_for_stop`]), then the stop in order: runnables ([`drain_runnables`]), the lease
-    /// ([`stop_elector`]), the factory, the endpoints.
+    /// each step is a function below: the endpoints (`serve_endpoints`), the elector
+    /// (`spawn_elector`), the runnables (`spawn_runnables`), the wait for a reason to stop
+    /// (`wait_for_stop`), then the stop in order: runnables (`drain_runnables`), the lease
+    /// (`stop_elector`), the factory, the endpoints.
     pub async fn run_until(
         self,
         shutdown: impl Future<Output = ()> + Send,
