@@ -12,7 +12,8 @@ use std::sync::Arc;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use ferrokube::Object;
-use ferrokube::informer::{Compact, drop_managed_fields};
+use ferrokube::core::drop_managed_fields;
+use ferrokube::informer::Compact;
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::json;
 

@@ -17,6 +17,7 @@
 #     of a lower layer (LAYERS below). Dev-dependencies are exempt: a crate's tests may use anything.
 #
 # Usage: scripts/module-cycles.sh          (exit 0: clean; 1: a circle or a layer broken; 2: setup)
+#        scripts/module-cycles.sh --self-test   (the check finds the circles of a fixture: exit 0)
 #
 # The first run installs cargo-cycles into ${XDG_CACHE_HOME:-$HOME/.cache}/ferrokube/ (a few
 # minutes of compiling); later runs reuse it and take about a second.
@@ -61,6 +62,35 @@ readonly ONLY_ALLOWED=(
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo_root"
 
+# --- The check of the check ---------------------------------------------------------------------------
+#
+# `--self-test`: run this script on a fixture workspace (scripts/module-cycles-fixtures/tangled/)
+# whose two circles are spelled the ways the check once missed (a sibling imported as
+# `use super::sibling;`, paths in code rather than in `use`, an item named through the crate root's
+# re-export) beside imports that are no circle (a child's `use super::Item`, test code), and require
+# exactly those two groups. CI runs it before the real check, so a check that goes blind fails.
+if [[ "${1:-}" == "--self-test" ]]; then
+    fixture="$repo_root/scripts/module-cycles-fixtures/tangled"
+    set +e
+    report="$(MODULE_CYCLES_WORKSPACE="$fixture" "${BASH_SOURCE[0]}" 2>&1)"
+    status=$?
+    set -e
+    groups="$(grep -E '^    \{' <<< "$report" | sed 's/^ *//' | sort | tr '\n' ' ')"
+    expected="{tangled::client, tangled::config} {tangled::http::handlers, tangled::http::verbs} "
+    if [[ $status -eq 1 && "$groups" == "$expected" ]]; then
+        echo "module-cycles self-test: ok (the fixture's two circles found, nothing else)"
+        exit 0
+    fi
+    echo "module-cycles self-test: FAILED (exit $status; groups found: ${groups:-none}; expected: $expected)" >&2
+    echo "$report" >&2
+    exit 1
+fi
+
+# MODULE_CYCLES_WORKSPACE: check another workspace than ferrokube's (the self-test's fixture). The
+# crate layers are ferrokube's own, so only the module circles are checked there.
+workspace="${MODULE_CYCLES_WORKSPACE:-$repo_root}"
+cd "$workspace"
+
 if ! command -v python3 > /dev/null; then
     echo "module-cycles: python3 is needed (it reads cargo metadata and strips test code)" >&2
     exit 2
@@ -85,7 +115,7 @@ cargo metadata --no-deps --format-version 1 > "$work/metadata.json"
 # --- Check 2 first (it is instant): the crate layers ------------------------------------------------
 
 layers_ok=true
-python3 - "$work/metadata.json" "${#LAYERS[@]}" "${LAYERS[@]}" "${ONLY_ALLOWED[@]}" <<'PY' || layers_ok=false
+if [[ "$workspace" == "$repo_root" ]]; then python3 - "$work/metadata.json" "${#LAYERS[@]}" "${LAYERS[@]}" "${ONLY_ALLOWED[@]}" <<'PY' || layers_ok=false
 import json
 import sys
 
@@ -136,6 +166,7 @@ if problems:
     sys.exit(1)
 print(f"crate layers: ok ({len(packages)} workspace crates, dev-dependencies exempt)")
 PY
+fi
 
 # --- Check 1: module circles, crate by crate ---------------------------------------------------------
 #
@@ -152,6 +183,10 @@ PY
 #    the parent module): both are how a child module builds on its parent, not a circle. A child
 #    that names its parent as `crate::parent::Item` does count, and so does a parent's `mod child;`
 #    or `pub use child::Item`: import the item from the module that defines it.
+#  - What the tool alone misses is added to each copied file as plain `use` lines (see "The imports
+#    the tool does not see" below): `use super::sibling;`, `crate::`/`super::` paths in code rather
+#    than in a `use`, and items named through a `pub use` re-export, the root's included.
+#    `--self-test` proves on a fixture that such circles are found (CI runs it first).
 #
 # The tool reports one circle per back edge it meets, so fixing one can reveal another: run again.
 
@@ -269,6 +304,7 @@ def test_items(text):
 
 
 dropped = set()  # files that are test modules (`#[cfg(test)] mod tests;`), and what they own
+texts = {}  # relative path -> the text with its test items blanked
 for directory, subdirectories, files in sorted(os.walk(source_root)):
     subdirectories.sort()
     for name in sorted(files):
@@ -290,10 +326,170 @@ for directory, subdirectories, files in sorted(os.walk(source_root)):
         for module in file_modules:
             dropped.add(os.path.join(home, module + ".rs"))
             dropped.add(os.path.join(home, module))
-        target = os.path.join(copy_root, relative)
-        os.makedirs(os.path.dirname(target), exist_ok=True)
-        with open(target, "w", encoding="utf-8") as f:
-            f.write(text)
+        texts[relative] = text
+
+
+# --- The imports the tool does not see, spelled so that it sees them --------------------------------
+#
+# cargo-cycles reads `use` items only, and resolves their paths by text. Three kinds of import got
+# past it, which is how `http::handlers` <-> `http::verbs` (apiserver) and `client` <-> `config`
+# (client) went unseen:
+#  - `use super::sibling;` (a sibling module itself, no item after it): the tool takes it for an
+#    item of the parent and drops it;
+#  - a path in the code rather than in a `use`: `crate::client::RetryPolicy` as a field's type,
+#    `super::handlers::same_secret(..)` in an expression, `crate::x::f` in a macro's arguments;
+#  - an item named through a re-export: `use crate::Client` where lib.rs has `pub use
+#    client::Client` (the tool gives up on paths to the crate root).
+# So each file's copy gets, after its last line, one plain `use crate::<module>::<Item>;` per
+# module it really reaches, the module found by following the path through the module tree and
+# through `pub use` re-exports. The copied line numbers stay the real ones; the appended lines are
+# mapped back to the line of the path they stand for (LINE_MAP below), for the report.
+# Still not an edge, as before: a path written with `super::` that ends at an item of an ancestor
+# module (`use super::Item`, how a child builds on its parent), and the crate root itself.
+
+IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
+INLINE_PATH = re.compile(r"(?<![\w$:])(?:crate|super|self)(?:\s*::\s*(?:" + IDENT + r"))+")
+USE_ITEM = re.compile(r"(?<![\w$])use\s+([^;]*);")
+
+
+def module_of(relative):
+    """The module path (a tuple) of a file: lib.rs -> (), a/mod.rs and a.rs -> ("a",)."""
+    parts = relative[: -len(".rs")].split(os.sep)
+    if parts[-1] in ("lib", "mod"):
+        parts = parts[:-1]
+    return tuple(parts)
+
+
+def blank_non_code(text):
+    """The text with comments and string or char literals blanked (newlines kept)."""
+    kept = list(re.sub(r"[^\n]", " ", text))
+    for start, end in code_spans(text):
+        kept[start:end] = text[start:end]
+    return "".join(kept)
+
+
+def use_paths(tree):
+    """The full paths of a use tree's text: `a::{b, c::{d as e, *}}` -> [a,b], [a,c,d], [a,c,*]."""
+    tokens = re.findall(IDENT + r"|::|[{},*]", tree)
+    at = 0
+
+    def parse(prefix):
+        nonlocal at
+        paths = []
+        while at < len(tokens):
+            token = tokens[at]
+            at += 1
+            if token == "{":
+                while at < len(tokens) and tokens[at] != "}":
+                    paths += parse(prefix)
+                    if at < len(tokens) and tokens[at] == ",":
+                        at += 1
+                at += 1
+                return paths
+            if token == "as":  # the rename: skip its name
+                at += 1
+                continue
+            if token in (",", "}"):
+                at -= 1
+                break
+            if token != "::":
+                prefix = prefix + [token]
+        return paths + [prefix]
+
+    return [p for p in parse([]) if p]
+
+
+modules = {module_of(r) for r in texts}
+texts_code = {r: blank_non_code(t) for r, t in texts.items()}
+for relative, code in texts_code.items():  # inline modules: `mod x {`
+    for inline in re.finditer(r"\bmod\s+(" + IDENT + r")\s*\{", code):
+        modules.add(module_of(relative) + (inline.group(1),))
+
+
+def absolute(current, path):
+    """(module, rest) of a path written in module `current`: where its first segment points."""
+    if path[0] == "crate":
+        return (), list(path[1:])
+    if path[0] == "self":
+        return current, list(path[1:])
+    base, rest = current, list(path)
+    while rest and rest[0] == "super":
+        if not base:
+            return None
+        base, rest = base[:-1], rest[1:]
+    return base, rest
+
+
+reexports = {}  # module -> {name: (module, rest)} for each `pub use` of an item or module
+for relative, code in texts_code.items():
+    current = module_of(relative)
+    for item in re.finditer(r"\bpub(?:\s*\([^)]*\))?\s+use\s+([^;]*);", code):
+        for path in use_paths(item.group(1)):
+            if path[-1] == "*":
+                continue
+            names = path
+            if path[0] not in ("crate", "self", "super"):
+                names = ["self"] + path  # `pub use child::Item` (2018 paths)
+            reexports.setdefault(current, {})[path[-1]] = names
+
+
+def resolve(current, path, depth=0):
+    """The module a path reaches: down the module tree, then through one re-export after another."""
+    start = absolute(current, path)
+    if start is None or depth > 8:
+        return None
+    module, rest = start
+    while rest and module + (rest[0],) in modules:
+        module, rest = module + (rest[0],), rest[1:]
+    if rest and rest[0] in reexports.get(module, {}):
+        followed = resolve(module, reexports[module][rest[0]], depth + 1)
+        if followed is not None:
+            return followed
+    return module
+
+
+LINE_MAP = {}  # relative path -> {appended line: the real line it stands for}
+for relative, text in texts.items():
+    current = module_of(relative)
+    code = texts_code[relative]
+    found = []  # (line, path)
+    for item in USE_ITEM.finditer(code):
+        line = code.count("\n", 0, item.start()) + 1
+        found += [(line, p) for p in use_paths(item.group(1))]
+    spans = [(m.start(), m.end()) for m in USE_ITEM.finditer(code)]
+    for inline in INLINE_PATH.finditer(code):
+        if any(start <= inline.start() < end for start, end in spans):
+            continue
+        line = code.count("\n", 0, inline.start()) + 1
+        found.append((line, re.split(r"\s*::\s*", inline.group(0))))
+    appended, seen = [], set()
+    for line, path in found:
+        if path[0] not in ("crate", "self", "super"):
+            continue
+        target = resolve(current, [p for p in path if p != "*"])
+        if target is None or target == current or not target:
+            continue
+        if path[0] == "super" and current[: len(target)] == target:
+            continue  # an item of an ancestor, written `super::Item`: how a child builds on its parent
+        if target in seen:
+            continue
+        seen.add(target)
+        appended.append((line, target))
+    lines = text.count("\n") + (0 if text.endswith("\n") else 1)
+    if appended and not text.endswith("\n"):
+        text += "\n"
+    for offset, (line, target) in enumerate(appended, start=1):
+        text += "use crate::" + "::".join(target) + "::Reached;\n"
+        LINE_MAP.setdefault(relative, {})[lines + offset] = line
+    target_file = os.path.join(copy_root, relative)
+    os.makedirs(os.path.dirname(target_file), exist_ok=True)
+    with open(target_file, "w", encoding="utf-8") as f:
+        f.write(text)
+
+import json
+
+with open(os.path.join(copy_root, os.pardir, os.pardir, "line-map.json"), "w") as f:
+    json.dump(LINE_MAP, f)
 PY
     # The command itself: cargo-cycles on the copy, from the copy's root (it reads ./Cargo.toml and
     # names modules by their path from there: `ferrokube_informer::delta_fifo`). It prints each
@@ -304,7 +500,28 @@ PY
     status=$?
     set -e
     # Back from the copy's paths to the real ones: ./ferrokube_informer/src/x.rs -> informer/src/x.rs.
-    sed -e "s#\./$crate_ident/src/#${src_dir#"$repo_root"/}/#g" -e "s/ ->   / -> /g" "$work/out" > "$work/report"
+    # An appended `use` (the imports the tool does not see, above) reports the line it stands for.
+    python3 - "$copy/line-map.json" "./$crate_ident/src/" "$work/out" > "$work/out.mapped" <<'PY'
+import json
+import re
+import sys
+
+with open(sys.argv[1]) as f:
+    line_map = json.load(f)
+prefix = sys.argv[2]
+
+
+def real_line(match):
+    relative, line = match.group(1), match.group(2)
+    return f"{prefix}{relative}:{line_map.get(relative, {}).get(line, line)}"
+
+
+with open(sys.argv[3]) as f:
+    report = f.readlines()
+for text in report:
+    sys.stdout.write(re.sub(re.escape(prefix) + r"(\S+\.rs):(\d+)", real_line, text))
+PY
+    sed -e "s#\./$crate_ident/src/#${src_dir#"$workspace"/}/#g" -e "s/ ->   / -> /g" "$work/out.mapped" > "$work/report"
     if [[ $status -eq 0 ]]; then
         echo "$crate_name: no module circles"
     elif grep -q '^Cycle ' "$work/report"; then

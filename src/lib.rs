@@ -56,9 +56,7 @@
 //! ```
 
 pub use ferrokube_client::crd::schemars;
-pub use ferrokube_client::{
-    api, client, config, crd, error, list_watch, watch, watcher, write_gate,
-};
+pub use ferrokube_client::{client, config, crd, error, list_watch, watch, watcher, write_gate};
 /// `#[derive(CustomResource)]` on a spec struct: the resource type, its `k8s_openapi::Resource`
 /// and `Metadata` impls, `new(name, spec)` and `crd()`. The keys of `#[resource(...)]`, the
 /// validation markers and an example: the docs of crate `ferrokube-derive`; the runtime side
@@ -67,7 +65,7 @@ pub use ferrokube_derive::CustomResource;
 /// Sharding (crate `ferrokube-runtime`); needs the `shard` feature.
 #[cfg(feature = "shard")]
 pub use ferrokube_runtime::shard;
-pub use ferrokube_runtime::{controller, leader, manager};
+pub use ferrokube_runtime::{controller, freshness, leader, manager, toolkit};
 /// The live view (crate `ferrokube-view`); needs the `view` feature.
 #[cfg(feature = "view")]
 pub use ferrokube_view as view;
@@ -77,18 +75,41 @@ pub use ferrokube_view as view;
 pub use ferrokube_apiserver as apiserver;
 #[cfg(feature = "apiserver")]
 pub mod testing;
-pub use ferrokube_client::{
-    Api, ApiResource, Client, Config, DynamicObject, Error, Kind, ListWatch, Object,
-};
+pub use ferrokube_client::{Api, Client, Config, DynamicObject, Error, ListWatch};
 /// The object model (crate `ferrokube-core`): objects and keys, scopes, label and field selectors,
 /// the clock, uids, backoff, and the `pipeline_event!` macro every layer emits through.
 pub use ferrokube_core as core;
+/// The object model's traits and keys, from their home, crate `ferrokube-core`.
+pub use ferrokube_core::{ApiResource, Kind, Object, backoff};
 /// Deterministic runs of a controller on the embedded server, the fault explorer's foundation
 /// (crate `ferrokube-explore`); needs the `explore` feature.
 #[cfg(feature = "explore")]
 pub use ferrokube_explore as explore;
-pub use ferrokube_informer as informer;
-pub use ferrokube_informer::backoff;
+
+/// Typed and dynamic access to one resource (crate `ferrokube-client`, module `api`).
+///
+/// The object model's traits (`Object`, `Kind`, `ApiResource`) live in crate `ferrokube-core`
+/// (`ferrokube::core`); they are named here too, beside the `Api` that takes them, because that is
+/// where a client-go reader looks for them. The workspace's own crates import them from core.
+pub mod api {
+    pub use ferrokube_client::api::*;
+    pub use ferrokube_core::{ApiResource, Kind, Object};
+}
+
+/// Informers: list + watch into a cache, shared by handlers (crate `ferrokube-informer`).
+///
+/// The object model the informers hold (objects and keys, scopes, label selectors, backoff) lives in
+/// crate `ferrokube-core` (`ferrokube::core`); it is named here too, under the paths a client-go
+/// reader looks for (`ferrokube::informer::Scope` beside `SharedInformerFactory`). The workspace's
+/// own crates import it from core.
+pub mod informer {
+    pub use ferrokube_core::{ApiResource, Kind, Object};
+    pub use ferrokube_core::{
+        Backoff, LabelSelector, ObjectKey, Scope, ScopeMatcher, SelectorError, backoff,
+        drop_managed_fields, labels, object,
+    };
+    pub use ferrokube_informer::*;
+}
 pub use ferrokube_workqueue as workqueue;
 pub use k8s_openapi;
 

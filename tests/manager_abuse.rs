@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use ferrokube::api::PostParams;
 use ferrokube::apiserver::ApiServer;
 use ferrokube::controller::{Action, Context, Reconciler};
-use ferrokube::informer::Scope;
+use ferrokube::core::Scope;
 use ferrokube::manager::{DEFAULT_MAX_CONNECTIONS, Manager};
 use ferrokube::{Api, Client};
 use k8s_openapi::api::core::v1::ConfigMap;

@@ -15,7 +15,7 @@ use std::time::Duration;
 use ferrokube::api::PostParams;
 use ferrokube::apiserver::ApiServer;
 use ferrokube::controller::{Action, Context as ReconcileContext, Controller, Reconciler};
-use ferrokube::informer::Scope;
+use ferrokube::core::Scope;
 use ferrokube::{Api, Client};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;

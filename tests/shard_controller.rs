@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use ferrokube::api::PostParams;
 use ferrokube::apiserver::ApiServer;
 use ferrokube::controller::{Action, Controller, from_fn};
-use ferrokube::informer::Scope;
+use ferrokube::core::Scope;
 use ferrokube::leader::Timings;
 use ferrokube::shard::{HashRing, ShardMember};
 use ferrokube::view::Journal;

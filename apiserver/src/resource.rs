@@ -406,6 +406,8 @@ impl Default for Catalog {
     /// the other stable groups of 1.37 as stored objects (see `stored_only`). Pods, services, replication
     /// controllers and the apps workloads are in the `all` category, as on kube-apiserver (`kubectl get all`).
     fn default() -> Catalog {
+        // Long: the built-in types as data (each kind with its field selectors, printer columns
+        // and categories), not logic.
         let pod_fields = [
             "status.phase",
             "spec.nodeName",
@@ -555,6 +557,7 @@ fn reviews() -> Vec<ResourceType> {
 /// credential may do everything); StatefulSets, PersistentVolume(Claim)s and the DRA kinds of
 /// `resource.k8s.io` get no defaults and no controller.
 fn stored_only() -> Vec<ResourceType> {
+    // Long: a table, one line per stored-only kind, not logic.
     let cluster = |group: &str, version: &str, kind: &str| {
         ResourceType::new(group, version, kind).cluster_scoped()
     };

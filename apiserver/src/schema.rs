@@ -430,6 +430,8 @@ impl Schema {
 
     /// Reads one node and everything below it.
     fn parse(value: &Value, path: &str) -> Result<Schema, SchemaError> {
+        // Long: one short step per keyword of the schema language, in one place so that the
+        // keywords this server understands can be read (and compared with Kubernetes') at once.
         let malformed = |keyword, expected| SchemaError::Malformed {
             path: path.to_string(),
             keyword,

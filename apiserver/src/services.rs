@@ -230,6 +230,11 @@ pub(crate) fn stored(store: &Store, resource: &ResourceType) -> Vec<Arc<Value>> 
 /// cluster IP and its node ports. Checks that addresses and ports it asks
 /// for are in range and held by no other Service of `stored` (from [`stored`], with the
 /// allocator held until the write is stored).
+///
+/// The steps, each a function below: the cluster IP ([`allocate_cluster_ip`]); for a type without
+/// node ports, letting them go or refusing them ([`without_node_ports`]); else the node ports
+/// asked for checked ([`check_asked_node_ports`]) and the missing ones assigned
+/// ([`assign_node_ports`]).
 pub(crate) fn allocate(
     stored: &[Arc<Value>],
     resource: &ResourceType,
@@ -254,6 +259,41 @@ pub(crate) fn allocate(
     let invalid =
         |field: &str, message: String| cause(resource, name, "FieldValueInvalid", field, message);
 
+    allocate_cluster_ip(spec, &others, &invalid)?;
+    if !takes_node_ports(&kind) {
+        let had_node_ports = before.is_some_and(|old| {
+            old.get("spec")
+                .and_then(Value::as_object)
+                .is_some_and(|spec| takes_node_ports(kind_of(spec)))
+        });
+        return without_node_ports(spec, &kind, had_node_ports, resource, name);
+    }
+    let Some(ports) = spec.get_mut("ports").and_then(Value::as_array_mut) else {
+        return Ok(());
+    };
+    let taken = held_node_ports(&others);
+    let asked = check_asked_node_ports(ports, &taken, &invalid)?;
+    // Unavailable for a fresh node port: held by another Service, asked for by this one, or held
+    // by this one before (an update that leaves its node ports out gets new ones, as on
+    // kube-apiserver 1.20).
+    let mut unavailable: HashSet<u16> = taken;
+    unavailable.extend(asked.iter().map(|(port, _)| *port));
+    if let Some(old) = before {
+        unavailable.extend(held_node_ports(&[old]));
+    }
+    assign_node_ports(ports, unavailable)
+}
+
+/// How a field's invalid value is refused (`FieldValueInvalid` on this Service).
+type Invalid<'a> = dyn Fn(&str, String) -> StatusError + 'a;
+
+/// The cluster IP: `None` (headless) kept, one asked for checked (a valid address, in range, held
+/// by none of `others`), else the lowest free one.
+fn allocate_cluster_ip(
+    spec: &mut Map<String, Value>,
+    others: &[&Value],
+    invalid: &Invalid<'_>,
+) -> Result<(), StatusError> {
     let asked = spec
         .get("clusterIP")
         .and_then(Value::as_str)
@@ -264,7 +304,7 @@ pub(crate) fn allocate(
             spec.insert("clusterIPs".into(), json!(["None"]));
         }
         Some(ip) => {
-            let held = held_ips(&others);
+            let held = held_ips(others);
             let parsed: Option<Ipv4Addr> = ip.parse().ok();
             match parsed {
                 Some(address) if !in_range(address) => {
@@ -297,51 +337,57 @@ pub(crate) fn allocate(
             }
         }
         None => {
-            let address = free_ip(&held_ips(&others)).ok_or_else(|| {
+            let address = free_ip(&held_ips(others)).ok_or_else(|| {
                 StatusError::internal("failed to allocate a serviceIP: range is full")
             })?;
             spec.insert("clusterIP".into(), address.to_string().into());
             spec.insert("clusterIPs".into(), json!([address.to_string()]));
         }
     }
+    Ok(())
+}
 
-    let had_node_ports = before.is_some_and(|old| {
-        old.get("spec")
-            .and_then(Value::as_object)
-            .is_some_and(|spec| takes_node_ports(kind_of(spec)))
-    });
-    if !takes_node_ports(&kind) {
-        if had_node_ports {
-            // A NodePort Service turned ClusterIP lets its node ports go.
-            if let Some(ports) = spec.get_mut("ports").and_then(Value::as_array_mut) {
-                for port in ports.iter_mut().filter_map(Value::as_object_mut) {
-                    port.remove("nodePort");
-                }
+/// A Service whose type has no node ports (`kind`): one that had them (a NodePort Service turned
+/// ClusterIP) lets them go; one that asks for a node port is refused.
+fn without_node_ports(
+    spec: &mut Map<String, Value>,
+    kind: &str,
+    had_node_ports: bool,
+    resource: &ResourceType,
+    name: &str,
+) -> Result<(), StatusError> {
+    if had_node_ports {
+        if let Some(ports) = spec.get_mut("ports").and_then(Value::as_array_mut) {
+            for port in ports.iter_mut().filter_map(Value::as_object_mut) {
+                port.remove("nodePort");
             }
-            spec.remove("externalTrafficPolicy");
-            return Ok(());
         }
-        let asked = spec
-            .get("ports")
-            .and_then(Value::as_array)
-            .and_then(|ports| ports.iter().position(|port| node_port_of(port).is_some()));
-        return match asked {
-            Some(index) => Err(cause(
-                resource,
-                name,
-                "FieldValueForbidden",
-                &format!("spec.ports[{index}].nodePort"),
-                format!("Forbidden: may not be used when `type` is '{kind}'"),
-            )),
-            None => Ok(()),
-        };
-    }
-    let Some(ports) = spec.get_mut("ports").and_then(Value::as_array_mut) else {
+        spec.remove("externalTrafficPolicy");
         return Ok(());
-    };
-    let taken = held_node_ports(&others);
-    // The node ports asked for: in range, held by no other Service, and shared within this one
-    // only by entries of different protocols.
+    }
+    let asked = spec
+        .get("ports")
+        .and_then(Value::as_array)
+        .and_then(|ports| ports.iter().position(|port| node_port_of(port).is_some()));
+    match asked {
+        Some(index) => Err(cause(
+            resource,
+            name,
+            "FieldValueForbidden",
+            &format!("spec.ports[{index}].nodePort"),
+            format!("Forbidden: may not be used when `type` is '{kind}'"),
+        )),
+        None => Ok(()),
+    }
+}
+
+/// The node ports `ports` asks for, as (port, protocol): each in range, held by no other Service
+/// (`taken`), and shared within this one only by entries of different protocols.
+fn check_asked_node_ports(
+    ports: &[Value],
+    taken: &HashSet<u16>,
+    invalid: &Invalid<'_>,
+) -> Result<Vec<(u16, String)>, StatusError> {
     let mut asked: Vec<(u16, String)> = Vec::new();
     for (index, port) in ports.iter().enumerate() {
         let Some(number) = node_port_of(port) else {
@@ -386,14 +432,15 @@ pub(crate) fn allocate(
         }
         asked.push((fits, protocol));
     }
-    // Fresh node ports: shared by the entries of one port number, else the lowest port that no
-    // other Service holds, none of this one asks for, and this one did not hold before (an update
-    // that leaves its node ports out gets new ones, as on kube-apiserver 1.20).
-    let mut unavailable: HashSet<u16> = taken;
-    unavailable.extend(asked.iter().map(|(port, _)| *port));
-    if let Some(old) = before {
-        unavailable.extend(held_node_ports(&[old]));
-    }
+    Ok(asked)
+}
+
+/// Fresh node ports for the entries without one: shared by the entries of one port number, else
+/// the lowest port not in `unavailable`.
+fn assign_node_ports(
+    ports: &mut [Value],
+    mut unavailable: HashSet<u16>,
+) -> Result<(), StatusError> {
     let mut by_number: Vec<(Value, u16)> = ports
         .iter()
         .filter_map(|port| {

@@ -32,7 +32,7 @@
 //!
 //! ## What it stands on, and who stands on it
 //!
-//! Among ferrokube's crates it depends on `ferrokube-core` (the object model: [`Object`],
+//! Among ferrokube's crates it depends on `ferrokube-core` (the object model: [`Object`](ferrokube_core::Object),
 //! selectors, the clock, the backoff) and `ferrokube-informer`, for one thing only: the seam the
 //! informers are fed through (`ListerWatcher`). The informers do no I/O and know nothing of HTTP;
 //! they say what they need, and [`list_watch`] supplies it from an [`Api`]. The write gate is the
@@ -44,6 +44,7 @@ pub mod api;
 pub mod client;
 pub mod config;
 pub mod crd;
+pub mod dial;
 pub mod error;
 pub mod list_watch;
 pub mod watch;
@@ -51,7 +52,7 @@ pub mod watcher;
 pub mod write_gate;
 pub mod write_observer;
 
-pub use api::{Api, ApiResource, DynamicObject, Kind, Object};
+pub use api::{Api, DynamicObject};
 pub use client::Client;
 pub use config::Config;
 pub use error::Error;

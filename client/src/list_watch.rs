@@ -12,15 +12,16 @@
 //! | 429, 5xx, server timeout, transport, our timeout, a malformed event | `Unavailable` | back off, resume |
 //! | any other status (400, 403, 422, …), a bad request | `Rejected` | back off, relist |
 
+use ferrokube_core::{Kind, Object, Scope};
 use ferrokube_informer::{
     Event, EventStream, ListPage, ListRequest, ListVersion, ListWatchError, ListerWatcher,
-    ListerWatcherSource, Prepare, Scope, WatchRequest,
+    ListerWatcherSource, Prepare, WatchRequest,
 };
 use futures_util::StreamExt;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ListMeta;
 use std::sync::Arc;
 
-use crate::api::{Api, Kind, ListParams, Object, ObjectList, VersionMatch, WatchParams};
+use crate::api::{Api, ListParams, ObjectList, VersionMatch, WatchParams};
 use crate::client::Client;
 use crate::error::Error;
 use crate::watch::WatchEvent;

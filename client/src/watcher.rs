@@ -17,10 +17,11 @@
 
 use futures_util::StreamExt;
 
-use crate::api::{Api, Object, WatchParams};
+use crate::api::{Api, WatchParams};
 use crate::error::Error;
 use crate::watch::{WatchEvent, WatchStream};
 use ferrokube_core::Backoff;
+use ferrokube_core::Object;
 
 /// What can interrupt a resuming watch.
 #[derive(Debug, thiserror::Error)]

@@ -11,6 +11,8 @@ use syn::{DeriveInput, LitStr};
 use crate::attrs::Options;
 
 pub fn expand(input: &DeriveInput, options: Options) -> syn::Result<TokenStream> {
+    // Long: most of it is the one `quote!` template of what the derive emits (the resource type,
+    // its trait impls, `new`, `crd`), read top to bottom in the order it is generated.
     if !input.generics.params.is_empty() {
         return Err(syn::Error::new_spanned(
             &input.generics,

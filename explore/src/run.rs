@@ -350,6 +350,9 @@ impl Explorer {
         scenario: Scenario,
         controller: ControllerFn,
     ) -> Result<RunOutcome, ExploreError> {
+        // Long: one run from start to verdict in the order it happens (clock, server, tap,
+        // supervisor, scenario, quiet window, stop, checks); the steps share the run's handles and
+        // channels, and a deterministic run is easiest to follow as one sequence.
         // The wall clock of every layer on this thread, for the length of the run: virtual time
         // since the start, from a fixed epoch.
         let started = tokio::time::Instant::now();

@@ -160,7 +160,11 @@ impl Tap {
     }
 
     /// Forwards `request` (through the fault plan, for the controller), records it with its
-    /// answer, and returns the answer.
+    /// answer, and returns the answer. The steps: the plan's verdict on the request
+    /// ([`Tap::pass_plan`]); the request sent; a watch handed back as a stream to follow
+    /// ([`Tap::follow_watch`]); otherwise the whole answer read, re-read as it was for a lagging
+    /// replica ([`Tap::as_lagging_replica`]), recorded ([`Tap::record_answer`]) and, for the
+    /// controller, the faults that strike after the write ([`Tap::after_write`]).
     async fn forward(
         &self,
         request: Request<Incoming>,
@@ -172,63 +176,24 @@ impl Tap {
                 return Err(TapError::Crashed(incarnation.actor()));
             }
         }
-        let actor = match caller {
-            Caller::Actor(actor) => actor.clone(),
-            Caller::Controller(incarnation) => incarnation.actor(),
+        let call = Call {
+            actor: match caller {
+                Caller::Actor(actor) => actor.clone(),
+                Caller::Controller(incarnation) => incarnation.actor(),
+            },
+            method: request.method().clone(),
+            path: request
+                .uri()
+                .path_and_query()
+                .map_or_else(|| "/".to_string(), |path| path.as_str().to_string()),
         };
-        let method = request.method().clone();
-        let path = request
-            .uri()
-            .path_and_query()
-            .map_or_else(|| "/".to_string(), |path| path.as_str().to_string());
-        let is_watch = query_has(&path, |p| p == "watch=true" || p == "watch=1");
+        let is_watch = query_has(&call.path, |p| p == "watch=true" || p == "watch=1");
         let (parts, body) = request.into_parts();
         let body = body.collect().await?.to_bytes();
-
-        // The controller's request is a point: the plan may crash it, fail it, or let it by.
-        let mut crash_after = None;
-        let mut timeout = None;
-        if let Caller::Controller(incarnation) = caller {
-            let point = self.shared.pass(
-                Point::Request(0),
-                format!("{method} {path}"),
-                incarnation.number,
-            );
-            for fault in self.shared.plan().at(point) {
-                match *fault {
-                    Fault::CrashBefore(_) | Fault::RestartLagging { .. } => {
-                        self.shared.crash(
-                            incarnation,
-                            fault,
-                            &format!("before {method} {path} was sent"),
-                        );
-                        return Err(TapError::Crashed(incarnation.actor()));
-                    }
-                    Fault::CrashAfter(_) => crash_after = Some(*fault),
-                    Fault::Fail {
-                        failure: Failure::Timeout,
-                        ..
-                    } => timeout = Some(*fault),
-                    Fault::Fail { failure, .. } => {
-                        self.shared.note(
-                            fault,
-                            format!("{method} {path} answered {}", failure.status()),
-                        );
-                        self.shared.recorder.push(TraceEntry::Request {
-                            actor,
-                            method: method.to_string(),
-                            path,
-                            status: failure.status(),
-                            resource_version: None,
-                            name: None,
-                            watch: None,
-                        });
-                        return Ok(status_response(failure, &fault.to_string()));
-                    }
-                    _ => {}
-                }
-            }
-        }
+        let after = match self.pass_plan(caller, &call)? {
+            Verdict::Answered(response) => return Ok(response),
+            Verdict::Pass(after) => after,
+        };
 
         let lag = match caller {
             Caller::Controller(incarnation) => incarnation
@@ -236,64 +201,162 @@ impl Tap {
                 .filter(|lag| tokio::time::Instant::now() < lag.until),
             Caller::Actor(_) => None,
         };
-        let from_cache = lag.is_some_and(|lag| may_be_served_stale(&path, lag.revision));
-        let again = (method == http::Method::GET && from_cache && !is_watch).then(|| RequestCopy {
-            method: parts.method.clone(),
-            uri: parts.uri.clone(),
-            headers: parts.headers.clone(),
-            body: body.clone(),
-        });
+        let from_cache = lag.is_some_and(|lag| may_be_served_stale(&call.path, lag.revision));
+        let again =
+            (call.method == http::Method::GET && from_cache && !is_watch).then(|| RequestCopy {
+                method: parts.method.clone(),
+                uri: parts.uri.clone(),
+                headers: parts.headers.clone(),
+                body: body.clone(),
+            });
         let request = Request::from_parts(parts, Full::new(body));
         let response = send(sender, request).await?;
-        let status = response.status().as_u16();
-        let (parts, body) = response.into_parts();
-        if is_watch && status == 200 {
-            let watch = self.shared.recorder.next_watch();
-            self.shared.recorder.push(TraceEntry::Request {
-                actor,
-                method: method.to_string(),
-                path,
-                status,
-                resource_version: None,
-                name: None,
-                watch: Some(watch),
-            });
-            let body = TapBody::Watch(Box::new(WatchBody {
-                inner: body,
-                partial: Vec::new(),
-                lines: VecDeque::new(),
-                front_counted: false,
-                mode: WatchMode::Passing,
-                watch,
-                shared: self.shared.clone(),
-                controller: match caller {
-                    Caller::Controller(incarnation) => Some(incarnation.clone()),
-                    Caller::Actor(_) => None,
-                },
-            }));
-            return Ok(Response::from_parts(parts, body));
+        if is_watch && response.status() == 200 {
+            return Ok(self.follow_watch(call, caller, response));
         }
-        let mut bytes = body.collect().await?.to_bytes();
-        let mut parts = parts;
-        let mut status = status;
-        // A lagging replica answers a list as it was `behind` revisions ago.
-        if let (Some(lag), Some(again)) = (lag, again) {
-            if status == 200
-                && is_a_fresh_list(&bytes, lag.revision)
-                && !query_has(&path, |p| p.starts_with("continue="))
-            {
-                if let Ok(request) = again.at_revision(lag.revision) {
-                    let response = send(sender, request).await?;
-                    if response.status().is_success() {
-                        let (stale_parts, stale_body) = response.into_parts();
-                        bytes = stale_body.collect().await?.to_bytes();
-                        parts = stale_parts;
-                        status = parts.status.as_u16();
-                    }
-                }
+        let (parts, body) = response.into_parts();
+        let bytes = body.collect().await?.to_bytes();
+        let (parts, bytes) = match (lag, again) {
+            (Some(lag), Some(again)) => {
+                self.as_lagging_replica(sender, &call.path, lag.revision, again, parts, bytes)
+                    .await?
+            }
+            _ => (parts, bytes),
+        };
+        let status = parts.status.as_u16();
+        let name = self.record_answer(&call, status, &bytes);
+        if let Caller::Controller(incarnation) = caller {
+            if let Some(answer) = self.after_write(incarnation, &call, status, name, after)? {
+                return Ok(answer);
             }
         }
-        let metadata = serde_json::from_slice::<serde_json::Value>(&bytes)
+        Ok(Response::from_parts(parts, TapBody::Whole(Some(bytes))))
+    }
+
+    /// The controller's request is a point: the plan may crash it, fail it (answered here), or let
+    /// it by with faults that strike once it has taken effect. A scenario's actor always passes.
+    fn pass_plan(&self, caller: &Caller, call: &Call) -> Result<Verdict, TapError> {
+        let mut after = AfterWrite::default();
+        let Caller::Controller(incarnation) = caller else {
+            return Ok(Verdict::Pass(after));
+        };
+        let Call {
+            actor,
+            method,
+            path,
+        } = call;
+        let point = self.shared.pass(
+            Point::Request(0),
+            format!("{method} {path}"),
+            incarnation.number,
+        );
+        for fault in self.shared.plan().at(point) {
+            match *fault {
+                Fault::CrashBefore(_) | Fault::RestartLagging { .. } => {
+                    self.shared.crash(
+                        incarnation,
+                        fault,
+                        &format!("before {method} {path} was sent"),
+                    );
+                    return Err(TapError::Crashed(incarnation.actor()));
+                }
+                Fault::CrashAfter(_) => after.crash = Some(*fault),
+                Fault::Fail {
+                    failure: Failure::Timeout,
+                    ..
+                } => after.timeout = Some(*fault),
+                Fault::Fail { failure, .. } => {
+                    self.shared.note(
+                        fault,
+                        format!("{method} {path} answered {}", failure.status()),
+                    );
+                    self.shared.recorder.push(TraceEntry::Request {
+                        actor: actor.clone(),
+                        method: method.to_string(),
+                        path: path.clone(),
+                        status: failure.status(),
+                        resource_version: None,
+                        name: None,
+                        watch: None,
+                    });
+                    return Ok(Verdict::Answered(status_response(
+                        failure,
+                        &fault.to_string(),
+                    )));
+                }
+                _ => {}
+            }
+        }
+        Ok(Verdict::Pass(after))
+    }
+
+    /// A watch the server accepted: recorded under a watch number, its body followed line by line
+    /// (see [`WatchBody`]).
+    fn follow_watch(
+        &self,
+        call: Call,
+        caller: &Caller,
+        response: Response<Incoming>,
+    ) -> Response<TapBody> {
+        let (parts, body) = response.into_parts();
+        let watch = self.shared.recorder.next_watch();
+        self.shared.recorder.push(TraceEntry::Request {
+            actor: call.actor,
+            method: call.method.to_string(),
+            path: call.path,
+            status: parts.status.as_u16(),
+            resource_version: None,
+            name: None,
+            watch: Some(watch),
+        });
+        let body = TapBody::Watch(Box::new(WatchBody {
+            inner: body,
+            partial: Vec::new(),
+            lines: VecDeque::new(),
+            front_counted: false,
+            mode: WatchMode::Passing,
+            watch,
+            shared: self.shared.clone(),
+            controller: match caller {
+                Caller::Controller(incarnation) => Some(incarnation.clone()),
+                Caller::Actor(_) => None,
+            },
+        }));
+        Response::from_parts(parts, body)
+    }
+
+    /// A lagging replica answers a list as it was at `revision`: a fresh, first-page list is read
+    /// again there (`again`); any other answer, or a failed re-read, stays as it was.
+    async fn as_lagging_replica(
+        &self,
+        sender: &tokio::sync::Mutex<SendRequest<Full<Bytes>>>,
+        path: &str,
+        revision: u64,
+        again: RequestCopy,
+        parts: http::response::Parts,
+        bytes: Bytes,
+    ) -> Result<(http::response::Parts, Bytes), TapError> {
+        if parts.status != 200
+            || !is_a_fresh_list(&bytes, revision)
+            || query_has(path, |p| p.starts_with("continue="))
+        {
+            return Ok((parts, bytes));
+        }
+        let Ok(request) = again.at_revision(revision) else {
+            return Ok((parts, bytes));
+        };
+        let response = send(sender, request).await?;
+        if !response.status().is_success() {
+            return Ok((parts, bytes));
+        }
+        let (stale_parts, stale_body) = response.into_parts();
+        Ok((stale_parts, stale_body.collect().await?.to_bytes()))
+    }
+
+    /// Records a whole answer in the trace (with the object's name and resourceVersion when it
+    /// is one object); returns the name.
+    fn record_answer(&self, call: &Call, status: u16, bytes: &Bytes) -> Option<String> {
+        let metadata = serde_json::from_slice::<serde_json::Value>(bytes)
             .ok()
             .map(|value| value["metadata"].clone());
         let field = |name: &str| {
@@ -304,50 +367,88 @@ impl Tap {
         };
         let name = field("name");
         self.shared.recorder.push(TraceEntry::Request {
-            actor,
-            method: method.to_string(),
-            path: path.clone(),
+            actor: call.actor.clone(),
+            method: call.method.to_string(),
+            path: call.path.clone(),
             status,
             resource_version: field("resourceVersion"),
             name: name.clone(),
             watch: None,
         });
-        if let Caller::Controller(incarnation) = caller {
-            if method != http::Method::GET {
-                let created = (method == http::Method::POST && status == 201)
-                    .then(|| {
-                        let (resource, namespace) = resource_of(&path)?;
-                        let name = name.clone()?;
-                        Some((
-                            resource,
-                            match namespace {
-                                Some(namespace) => format!("{namespace}/{name}"),
-                                None => name,
-                            },
-                        ))
-                    })
-                    .flatten();
-                self.shared
-                    .controller_wrote(format!("{method} {path} -> {status}"), created);
-            }
-            if let Some(fault) = timeout {
-                self.shared.note(
-                    &fault,
-                    format!("{method} {path} took effect ({status}); the answer is 504 Timeout"),
-                );
-                return Ok(status_response(Failure::Timeout, &fault.to_string()));
-            }
-            if let Some(fault) = crash_after {
-                self.shared.crash(
-                    incarnation,
-                    &fault,
-                    &format!("{method} {path} took effect ({status}); its answer was lost"),
-                );
-                return Err(TapError::Crashed(incarnation.actor()));
-            }
-        }
-        Ok(Response::from_parts(parts, TapBody::Whole(Some(bytes))))
+        name
     }
+
+    /// After the controller's request took effect: a write is noted (and an object it created
+    /// counted), then the plan's late faults strike: a timeout answers 504 instead (`Some`), a
+    /// crash loses the answer (an error ends the connection).
+    fn after_write(
+        &self,
+        incarnation: &Arc<Incarnation>,
+        call: &Call,
+        status: u16,
+        name: Option<String>,
+        after: AfterWrite,
+    ) -> Result<Option<Response<TapBody>>, TapError> {
+        let Call { method, path, .. } = call;
+        if *method != http::Method::GET {
+            let created = (*method == http::Method::POST && status == 201)
+                .then(|| {
+                    let (resource, namespace) = resource_of(path)?;
+                    let name = name?;
+                    Some((
+                        resource,
+                        match namespace {
+                            Some(namespace) => format!("{namespace}/{name}"),
+                            None => name,
+                        },
+                    ))
+                })
+                .flatten();
+            self.shared
+                .controller_wrote(format!("{method} {path} -> {status}"), created);
+        }
+        if let Some(fault) = after.timeout {
+            self.shared.note(
+                &fault,
+                format!("{method} {path} took effect ({status}); the answer is 504 Timeout"),
+            );
+            return Ok(Some(status_response(Failure::Timeout, &fault.to_string())));
+        }
+        if let Some(fault) = after.crash {
+            self.shared.crash(
+                incarnation,
+                &fault,
+                &format!("{method} {path} took effect ({status}); its answer was lost"),
+            );
+            return Err(TapError::Crashed(incarnation.actor()));
+        }
+        Ok(None)
+    }
+}
+
+/// One request through the tap: who sent it, and what it asks.
+struct Call {
+    actor: String,
+    method: http::Method,
+    /// Path and query.
+    path: String,
+}
+
+/// The fault plan's word on a controller's request before it is sent.
+enum Verdict {
+    /// Failed by the plan: this is the answer, nothing reaches the server.
+    Answered(Response<TapBody>),
+    /// Sent, with the faults that strike once it has taken effect.
+    Pass(AfterWrite),
+}
+
+/// Faults that strike after a request took effect.
+#[derive(Default)]
+struct AfterWrite {
+    /// The answer is lost: the controller crashes.
+    crash: Option<Fault>,
+    /// The answer becomes a 504.
+    timeout: Option<Fault>,
 }
 
 /// Sends one request on the tap's connection to the server.

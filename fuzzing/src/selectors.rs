@@ -6,7 +6,7 @@ use std::sync::{Arc, OnceLock};
 
 use ferrokube::apiserver::resource::{Registry, ResourceType};
 use ferrokube::apiserver::selection::Selection;
-use ferrokube::informer::labels::LabelSelector;
+use ferrokube::core::labels::LabelSelector;
 use serde_json::json;
 
 /// Parses `data` as a label selector. Properties: a failure is a `SelectorError`; a selector

@@ -46,7 +46,7 @@ use std::marker::PhantomData;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::object::Object;
+use ferrokube_core::object::Object;
 
 /// The stored JSON of a [`Compact`] object did not encode or decode as its type.
 #[derive(Debug, thiserror::Error)]
@@ -177,7 +177,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::object::drop_managed_fields;
+    use ferrokube_core::object::drop_managed_fields;
 
     fn pod() -> Pod {
         serde_json::from_value(json!({

@@ -10,7 +10,7 @@
 
 use std::sync::Arc;
 
-use crate::object::{Object, ObjectKey};
+use ferrokube_core::object::{Object, ObjectKey};
 
 /// What a delete handler receives.
 #[derive(Debug, Clone, PartialEq)]

@@ -48,9 +48,9 @@ use ferrokube_core::pipeline_event;
 use parking_lot::Mutex;
 use tokio::sync::{Notify, watch};
 
-use crate::object::{Object, ObjectKey};
 use crate::pipeline::{DeltaNames, DeltasKey};
 use crate::store::Store;
+use ferrokube_core::object::{Object, ObjectKey};
 
 // What the fifo records. The types live in their own module, `delta`, because the pipeline's
 // printing (`pipeline`) needs them too, and the fifo uses that printing: kept here, they would make

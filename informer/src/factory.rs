@@ -22,7 +22,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-pub use ferrokube_core::scope::{Scope, ScopeMatcher};
+use ferrokube_core::scope::Scope;
 
 use crate::lister_watcher::ListerWatcher;
 use crate::metrics::InformerMetrics;

@@ -28,7 +28,7 @@ use crate::lister_watcher::{
     Event, EventStream, ListPage, ListRequest, ListVersion, ListWatchError, ListerWatcher,
     WatchRequest,
 };
-use crate::object::{Object, ObjectKey};
+use ferrokube_core::object::{Object, ObjectKey};
 
 type Sender<K> = mpsc::UnboundedSender<Result<Event<K>, ListWatchError>>;
 

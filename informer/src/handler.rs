@@ -23,7 +23,7 @@ use parking_lot::{Condvar, Mutex};
 
 use crate::delta::DeletedObject;
 use crate::metrics::HandlerQueueMetrics;
-use crate::object::{Object, ObjectKey};
+use ferrokube_core::object::{Object, ObjectKey};
 
 /// Reacts to changes in an informer's store. Every method has an empty default.
 pub trait EventHandler<K>: Send + Sync + 'static {

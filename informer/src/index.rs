@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-use crate::object::Object;
+use ferrokube_core::object::Object;
 
 /// Maps an object to its index values.
 pub type IndexFn<K> = Arc<dyn Fn(&K) -> Vec<String> + Send + Sync>;

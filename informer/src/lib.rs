@@ -56,7 +56,7 @@
 //!
 //! | module | holds |
 //! |---|---|
-//! | [`object`], [`labels`] | re-exported from `ferrokube-core`, the object model below this crate: [`Object`] (what we need of an object: its metadata), [`ObjectKey`], [`LabelSelector`] |
+//! | (crate `ferrokube-core`) | the object model below this crate, imported from there: [`Object`](ferrokube_core::Object) (what we need of an object: its metadata), [`ObjectKey`](ferrokube_core::ObjectKey), [`LabelSelector`](ferrokube_core::LabelSelector), [`Scope`](ferrokube_core::Scope), [`backoff`](ferrokube_core::backoff) |
 //! | [`compact`] | [`Compact`]: an object stored as typed metadata + JSON bytes, for big caches |
 //! | `lister_watcher` | the [`ListerWatcher`] seam and its request, page, event and error types |
 //! | `reflector` | [`Reflector`]: list, watch, resume, relist on 410, backoff, streaming lists |
@@ -67,9 +67,8 @@
 //! | [`freshness`] | [`StoreRevision`]: how far a cache has caught up, as an etcd revision; the one "has this cache seen that write" |
 //! | `handler` | [`EventHandler`], [`HandlerFns`], per-handler buffers and threads, [`Delivery`] |
 //! | `lister` | [`Lister`], [`NamespaceLister`] |
-//! | `factory` | [`SharedInformerFactory`]; the [`Scope`] it keys informers by (from `ferrokube-core`) |
+//! | `factory` | [`SharedInformerFactory`]; the [`Scope`](ferrokube_core::Scope) it keys informers by (from `ferrokube-core`) |
 //! | [`metrics`] | what an informer reports, and a Prometheus implementation |
-//! | [`backoff`] | exponential backoff with jitter (from `ferrokube-core`, re-exported), shared with the client's watcher |
 //! | [`fake`] | an in-memory ListerWatcher with fault injection |
 
 mod delta;
@@ -89,9 +88,6 @@ pub mod reflector;
 pub mod shared_informer;
 pub mod store;
 
-/// The object model, defined in `ferrokube-core` and re-exported under the paths it had here.
-pub use ferrokube_core::{backoff, labels, object};
-
 /// The sources of the modules whose docs `ferrokube::view` serves beside each stage of its page
 /// (file name, text): embedded here so that they ship with this crate.
 #[doc(hidden)]
@@ -104,23 +100,19 @@ pub const MODULE_SOURCES: &[(&str, &str)] = &[
     ("handler.rs", include_str!("handler.rs")),
 ];
 
-pub use backoff::Backoff;
 pub use compact::{Compact, CompactError};
 pub use delta::{DeletedObject, Delta};
 pub use delta_fifo::{Changes, DeltaFifo, Popped};
-pub use factory::{ListerWatcherSource, Scope, ScopeMatcher, SharedInformerFactory};
-pub use ferrokube_core::{ApiResource, Kind};
+pub use factory::{ListerWatcherSource, SharedInformerFactory};
 pub use freshness::StoreRevision;
 pub use handler::{Delivery, EventHandler, HandlerFns, HandlerOptions, HandlerRegistration};
 pub use index::{IndexFn, Indexers, NAMESPACE_INDEX};
-pub use labels::{LabelSelector, SelectorError};
 pub use lister::{Lister, NamespaceLister};
 pub use lister_watcher::{
     BoxError, Event, EventStream, ListPage, ListRequest, ListVersion, ListWatchError,
     ListerWatcher, Prepare, Transform, WatchRequest,
 };
 pub use metrics::{InformerMetrics, PrometheusInformerMetrics};
-pub use object::{Object, ObjectKey, drop_managed_fields};
 pub use reflector::{
     DEFAULT_WATCH_IDLE_TIMEOUT, FirstList, ListMode, Reflector, ReflectorOptions, ReflectorStatus,
     WatchErrorHandler,

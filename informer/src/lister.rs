@@ -13,9 +13,9 @@
 use std::sync::Arc;
 
 use crate::index::NAMESPACE_INDEX;
-use crate::labels::LabelSelector;
-use crate::object::{Object, ObjectKey};
 use crate::store::Store;
+use ferrokube_core::labels::LabelSelector;
+use ferrokube_core::object::{Object, ObjectKey};
 
 /// See the [module docs](self).
 pub struct Lister<K> {

@@ -15,7 +15,7 @@ use std::fmt;
 
 use crate::delta::Delta;
 use crate::lister_watcher::Event;
-use crate::object::{Object, ObjectKey};
+use ferrokube_core::object::{Object, ObjectKey};
 
 /// A key's deltas as `Added,Updated,...`: formatted only when a subscriber records the event.
 pub(crate) struct DeltaNames<'a, K>(pub(crate) &'a [Delta<K>]);

@@ -56,9 +56,9 @@ use crate::lister_watcher::{
     Transform, WatchRequest,
 };
 use crate::metrics::{EventKind, InformerMetrics};
-use crate::object::{Object, ObjectKey};
 use crate::pipeline::{WatchEventKey, WatchEventVersion, watch_event_type};
 use ferrokube_core::Backoff;
+use ferrokube_core::object::{Object, ObjectKey};
 
 /// Called with every list or watch error (client-go's `WatchErrorHandler`). The reflector recovers
 /// by itself; the hook is for logging, metrics or alerting.

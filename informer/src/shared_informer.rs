@@ -50,10 +50,10 @@ use crate::lister::Lister;
 use crate::lister_watcher::ListerWatcher;
 use crate::lister_watcher::Transform;
 use crate::metrics::InformerMetrics;
-use crate::object::{Object, ObjectKey};
 use crate::pipeline::delta_name;
 use crate::reflector::{Reflector, ReflectorOptions, ReflectorStatus};
 use crate::store::Store;
+use ferrokube_core::object::{Object, ObjectKey};
 
 /// Why an informer could not start.
 #[derive(Debug, thiserror::Error)]

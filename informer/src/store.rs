@@ -51,7 +51,7 @@ use parking_lot::{Mutex, RwLock};
 use tokio::sync::watch;
 
 use crate::index::{IndexFn, Indexers};
-use crate::object::{Object, ObjectKey};
+use ferrokube_core::object::{Object, ObjectKey};
 
 /// A read asked for an index the store does not have.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

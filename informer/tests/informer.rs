@@ -5,11 +5,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use ferrokube_core::{Backoff, LabelSelector, ObjectKey};
 use ferrokube_informer::fake::FakeListerWatcher;
 use ferrokube_informer::{
-    Backoff, DeletedObject, EventHandler, EventStream, HandlerFns, HandlerOptions, ListMode,
-    ListPage, ListRequest, ListVersion, ListWatchError, ListerWatcher, ObjectKey, Prepare,
-    ReflectorOptions, SharedIndexInformer, WatchRequest,
+    DeletedObject, EventHandler, EventStream, HandlerFns, HandlerOptions, ListMode, ListPage,
+    ListRequest, ListVersion, ListWatchError, ListerWatcher, Prepare, ReflectorOptions,
+    SharedIndexInformer, WatchRequest,
 };
 use k8s_openapi::api::core::v1::ConfigMap;
 use parking_lot::Mutex;
@@ -819,12 +820,12 @@ async fn the_error_handler_hears_every_failure_and_listers_read_the_cache() {
     assert_eq!(errors.load(Ordering::SeqCst), 1);
 
     let lister = informer.lister();
-    let selector = ferrokube_informer::LabelSelector::parse("app=web").unwrap();
+    let selector = LabelSelector::parse("app=web").unwrap();
     assert_eq!(lister.list(&selector).len(), 1);
     assert_eq!(
         lister
             .namespace("default")
-            .list(&ferrokube_informer::LabelSelector::everything())
+            .list(&LabelSelector::everything())
             .len(),
         2
     );
@@ -936,7 +937,7 @@ async fn relists_are_atomic_so_no_reader_sees_a_stale_and_fresh_mix() {
         let (lister, stop, seen) = (lister.clone(), stop.clone(), seen.clone());
         std::thread::spawn(move || {
             let (mut reads, mut mixed_reads) = (0u64, 0u64);
-            let everything = ferrokube_informer::LabelSelector::everything();
+            let everything = LabelSelector::everything();
             while !stop.load(Ordering::Relaxed) {
                 let markers: std::collections::BTreeSet<String> = lister
                     .list(&everything)
@@ -965,7 +966,7 @@ async fn relists_are_atomic_so_no_reader_sees_a_stale_and_fresh_mix() {
         eventually("relisted", || informer.reflector_status().lists() > lists).await;
         eventually("the new generation is cached", || {
             lister
-                .list(&ferrokube_informer::LabelSelector::everything())
+                .list(&LabelSelector::everything())
                 .iter()
                 .all(|o| marker_of(o) == round.to_string())
         })

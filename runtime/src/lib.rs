@@ -6,7 +6,9 @@
 //!
 //! | module | holds | client-go / controller-runtime counterpart |
 //! |---|---|---|
-//! | [`controller`] | the reconciler runtime (sources, filters, workers, metrics) and the toolkit: expectations, stale-cache protection, claiming, events, finalizers, conditions, owner references | kubernetes' `pkg/controller`, `tools/record`; controller-runtime's `controller`, `builder` |
+//! | [`controller`] | the reconciler runtime: the builder, sources, filters, workers, context, metrics | controller-runtime's `controller`, `builder` |
+//! | [`freshness`] | never acting on a cache older than your own writes: the consistency store, read-your-writes, expectations | kube-controller-manager's stale controller handling (KEP-5647); `pkg/controller` expectations |
+//! | [`toolkit`] | what a reconcile calls: claiming, events, finalizers, conditions, owner references, stabilization | `controllerutil`, `ControllerRefManager`, `tools/record` |
 //! | [`leader`] | leader election on a Lease, and the write gate it plugs into the client | `tools/leaderelection` |
 //! | [`manager`] | one process's controllers, leader election, health and metrics endpoints, graceful shutdown | controller-runtime's `manager` |
 //! | `shard` | (feature `shard`) a controller's objects split across replicas by a hash ring on Leases | |
@@ -38,10 +40,12 @@
 
 pub mod controller;
 mod deadline;
+pub mod freshness;
 pub mod leader;
 pub mod manager;
 #[cfg(feature = "shard")]
 pub mod shard;
+pub mod toolkit;
 
 /// The sources of the modules whose docs `ferrokube::view` serves beside each stage of its page
 /// (path under `src/`, text): embedded here so that they ship with this crate.
@@ -50,8 +54,8 @@ pub const MODULE_SOURCES: &[(&str, &str)] = &[
     ("controller/source.rs", include_str!("controller/source.rs")),
     ("controller/worker.rs", include_str!("controller/worker.rs")),
     (
-        "controller/consistency.rs",
-        include_str!("controller/consistency.rs"),
+        "freshness/consistency.rs",
+        include_str!("freshness/consistency.rs"),
     ),
     ("shard/assigner.rs", include_str!("shard/assigner.rs")),
 ];

@@ -6,9 +6,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ferrokube::api::ListParams;
+use ferrokube::core::{Backoff, ObjectKey};
 use ferrokube::informer::{
-    Backoff, DeletedObject, EventHandler, ListerWatcher, ObjectKey, ReflectorOptions,
-    SharedIndexInformer,
+    DeletedObject, EventHandler, ListerWatcher, ReflectorOptions, SharedIndexInformer,
 };
 use ferrokube::{Api, Client, ListWatch, Object};
 use parking_lot::Mutex;

@@ -17,7 +17,7 @@ use ferrokube::Client;
 use ferrokube::api::{Api, DeleteParams, ListParams, PostParams};
 use ferrokube::controller::finalizer::{finalize, has_finalizer};
 use ferrokube::controller::{Action, Controller, from_fn};
-use ferrokube::informer::{ObjectKey, Scope};
+use ferrokube::core::{ObjectKey, Scope};
 use k8s_openapi::api::core::v1::ConfigMap;
 use parking_lot::Mutex;
 use tokio::sync::oneshot;

@@ -18,9 +18,10 @@ use std::time::{Duration, Instant};
 use ferrokube::api::{DeleteParams, Deleted, Patch, PatchParams, PostParams};
 use ferrokube::apiserver::{ApiServer, RunningServer};
 use ferrokube::controller::{ReadError, ReadYourWrites};
+use ferrokube::core::{LabelSelector, Scope};
 use ferrokube::informer::{
-    Event, EventStream, LabelSelector, ListPage, ListRequest, ListWatchError, ListerWatcher, Scope,
-    SharedIndexInformer, WatchRequest,
+    Event, EventStream, ListPage, ListRequest, ListWatchError, ListerWatcher, SharedIndexInformer,
+    WatchRequest,
 };
 use ferrokube::{Api, Client, ListWatch, Object};
 use futures_util::StreamExt;

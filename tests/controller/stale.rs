@@ -15,7 +15,7 @@ use ferrokube::Api;
 use ferrokube::api::PostParams;
 use ferrokube::apiserver::{ApiServer, RunningServer};
 use ferrokube::controller::{Action, ConsistencyStore, Context, Controller, Metrics, Reconciler};
-use ferrokube::informer::{ObjectKey, Scope};
+use ferrokube::core::{ObjectKey, Scope};
 use k8s_openapi::api::core::v1::ConfigMap;
 use tokio::sync::oneshot;
 

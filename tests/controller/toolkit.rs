@@ -19,7 +19,7 @@ use ferrokube::controller::finalizer::{
 use ferrokube::controller::owner::{
     CreateOrUpdateError, Outcome, controller_of, create_or_update, set_controller_reference,
 };
-use ferrokube::informer::LabelSelector;
+use ferrokube::core::LabelSelector;
 use ferrokube::{Api, Client};
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};

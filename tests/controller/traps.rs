@@ -15,7 +15,7 @@ use std::time::Duration;
 use ferrokube::api::PostParams;
 use ferrokube::apiserver::ApiServer;
 use ferrokube::controller::{Action, Controller, ControllerError, Filter, Metrics, from_fn};
-use ferrokube::informer::{ObjectKey, Scope};
+use ferrokube::core::{ObjectKey, Scope};
 use ferrokube::{Api, Client};
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};

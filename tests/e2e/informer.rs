@@ -17,9 +17,10 @@ use common::informer::{Replay, assert_converges, quick_reflector, start_synced};
 use common::{client, compact_etcd, config_map, namespace, pod_template};
 use ferrokube::api::{DeleteParams, PostParams};
 use ferrokube::client::Call;
+use ferrokube::core::Scope;
 use ferrokube::informer::{
     EventStream, ListMode, ListPage, ListRequest, ListWatchError, ListerWatcher, ReflectorOptions,
-    Scope, SharedIndexInformer, SharedInformerFactory, WatchRequest,
+    SharedIndexInformer, SharedInformerFactory, WatchRequest,
 };
 use ferrokube::{Api, ListWatch, Object};
 use k8s_openapi::api::core::v1::{ConfigMap, PodTemplate};

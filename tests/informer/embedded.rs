@@ -13,9 +13,8 @@ use std::time::Duration;
 use common::informer::{Replay, assert_converges, quick_reflector, start_synced};
 use ferrokube::api::{DeleteParams, PostParams};
 use ferrokube::apiserver::{ApiServer, RunningServer, WriteFailure};
-use ferrokube::informer::{
-    Compact, LabelSelector, ListMode, ReflectorOptions, SharedIndexInformer,
-};
+use ferrokube::core::LabelSelector;
+use ferrokube::informer::{Compact, ListMode, ReflectorOptions, SharedIndexInformer};
 use ferrokube::{Api, Client, ListWatch, Object};
 use k8s_openapi::api::core::v1::ConfigMap;
 use serde_json::json;

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use ferrokube::api::PostParams;
 use ferrokube::apiserver::{ApiServer, RunningServer, WriteFailure};
 use ferrokube::controller::{Action, Context, Reconciler};
-use ferrokube::informer::Scope;
+use ferrokube::core::Scope;
 use ferrokube::leader::LeaderState;
 use ferrokube::manager::{Manager, ManagerBuilder, ManagerError};
 use ferrokube::{Api, Client, Error};

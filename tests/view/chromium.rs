@@ -25,7 +25,7 @@ use fantoccini::{Client as WebDriver, ClientBuilder, Locator};
 use ferrokube::api::PostParams;
 use ferrokube::apiserver::ApiServer;
 use ferrokube::controller::{Action, Context, Controller, Reconciler};
-use ferrokube::informer::Scope;
+use ferrokube::core::Scope;
 use ferrokube::view::{DEFAULT_EVENTS_LIMIT, Journal, LiveView};
 use ferrokube::{Api, Client, Config};
 use hyper_util::client::legacy::connect::HttpConnector;

@@ -1,12 +1,13 @@
 //! The texts the page links to, compiled into the binary: the module docs (`//!`) of the file that
-//! does each stage's work, and the guided tour (`docs/tour.md`). Nothing is read from disk at run
-//! time, so the view works from an installed binary far from its sources.
+//! does each stage's work, and the guided tour (`view/docs/tour.md`: inside this package, so that
+//! it ships with it). Nothing is read from disk at run time, so the view works from an installed
+//! binary far from its sources.
 //!
 //! `include_str!` embeds whole files; only their leading `//!` block is served, extracted on each
 //! request (they are small, and requests are rare).
 
-/// The guided tour, `docs/tour.md`.
-pub(crate) const TOUR: &str = include_str!("../../docs/tour.md");
+/// The guided tour, `view/docs/tour.md`.
+pub(crate) const TOUR: &str = include_str!("../docs/tour.md");
 
 /// A source file whose module docs `/doc/{path}` serves.
 pub(crate) struct EmbeddedSource {
@@ -80,11 +81,11 @@ pub(crate) const SOURCES: &[EmbeddedSource] = &[
         source: source_in(ferrokube_runtime::MODULE_SOURCES, "controller/worker.rs"),
     },
     EmbeddedSource {
-        path: "runtime/src/controller/consistency.rs",
+        path: "runtime/src/freshness/consistency.rs",
         stage: "",
         source: source_in(
             ferrokube_runtime::MODULE_SOURCES,
-            "controller/consistency.rs",
+            "freshness/consistency.rs",
         ),
     },
     EmbeddedSource {

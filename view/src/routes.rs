@@ -11,7 +11,7 @@
 //! | POST | `/api/actions/{id}` | [`ActionOutcome`](super::ActionOutcome); 404 for an unknown id |
 //! | GET | `/doc` | the embedded files: `[{"path", "stage"}]` |
 //! | GET | `/doc/{path}` | that file's module docs, Markdown as plain text |
-//! | GET | `/tour` | `docs/tour.md`, Markdown as plain text |
+//! | GET | `/tour` | `view/docs/tour.md`, Markdown as plain text |
 //!
 //! A bad parameter is a 400, an unknown path a 404, a known path with the wrong method a 405.
 //! Before any of that, a request whose `Host` or `Origin` names a host the view does not answer to

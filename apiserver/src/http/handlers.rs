@@ -1,6 +1,7 @@
 //! One HTTP request in, one response out: check the caller (host, origin, token), route the path,
 //! then answer discovery and the fault switches here, and hand a resource request, parsed into an
-//! [`ApiRequest`] (see [`super::request`]), to its verb's handler ([`super::verbs`]).
+//! [`ApiRequest`] (see [`super::request`]), to its verb's handler ([`super::verbs`]). What both
+//! share (the server's state, the reply type) is in [`super::shared`].
 //!
 //! Requests whose `Accept` header asks for a Table (`kubectl get`) are answered with one, written by
 //! [`crate::table`] (a write's Table has the written object's row), and those asking for metadata
@@ -11,7 +12,6 @@
 //! [`crate::protobuf`]); answers are always JSON.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use http::{HeaderValue, Method, Request, Response, StatusCode, header};
 use hyper::body::Incoming;
@@ -19,36 +19,14 @@ use serde_json::Value;
 
 use super::body::{Body, bytes_response, error_response, json_response, read_body};
 use super::discovery;
-use super::guard::HostPolicy;
 use super::request::{ApiRequest, FaultActions, Path};
 use super::route::{Route, route};
+use super::shared::{Reply, Shared, same_secret};
 use super::verbs;
-use crate::api::Api;
-use crate::audit::{AuditEntry, AuditLog};
-use crate::faults::{FaultSettings, Faults};
+use crate::audit::AuditEntry;
+use crate::faults::FaultSettings;
 use crate::resource::Catalog;
 use crate::status::StatusError;
-
-/// Everything a request handler needs.
-pub struct Shared {
-    pub api: Api,
-    pub faults: Arc<Faults>,
-    /// `host:port`, for `/api`'s serverAddressByClientCIDRs.
-    pub address: String,
-    /// A bearer token every request must carry, if set.
-    pub token: Option<String>,
-    /// The hosts and origins a request from the listening socket may name (see [`super::guard`]).
-    pub hosts: HostPolicy,
-    /// How long a watch without `timeoutSeconds` stays open.
-    pub default_watch_timeout: Duration,
-    /// Write requests, when auditing is on.
-    pub audit: Arc<AuditLog>,
-    /// Discovery documents, rendered once per catalog.
-    pub discovery: discovery::DiscoveryCache,
-}
-
-/// A handler's answer: a response, or the `Status` of its refusal.
-pub type Reply = Result<Response<Body>, StatusError>;
 
 /// Serves one request. `from_socket`: it came through the listening socket, so its `Host` and
 /// `Origin` are checked first (see [`super::guard`]); connections handed in by
@@ -129,17 +107,6 @@ fn unauthorized(shared: &Shared, request: &Request<Incoming>) -> Option<StatusEr
         message: "Unauthorized".into(),
         details: None,
     })
-}
-
-/// Whether `sent` is `secret`, in a time that does not depend on where they first differ (so the
-/// answer's timing does not leak the token a byte at a time).
-pub(super) fn same_secret(sent: &[u8], secret: &[u8]) -> bool {
-    sent.len() == secret.len()
-        && sent
-            .iter()
-            .zip(secret)
-            .fold(0u8, |differ, (a, b)| differ | (a ^ b))
-            == 0
 }
 
 async fn dispatch(

@@ -47,6 +47,7 @@ mod partial;
 mod query;
 mod request;
 mod route;
+mod shared;
 mod tls;
 mod verbs;
 
@@ -82,8 +83,8 @@ use crate::quota::QuotaController;
 use crate::resource::{Catalog, Registry, ResourceType};
 use crate::service_accounts::ServiceAccounts;
 use crate::store::Store;
-use handlers::Shared;
 use limits::{Answering, Connections, Handle, LONGEST_TIMEOUT, Watched};
+use shared::Shared;
 
 /// Builder for an in-process API server; every option has a default. Its `Debug` does not show
 /// the token.

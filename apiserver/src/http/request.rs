@@ -446,6 +446,8 @@ fn one_object(
     name: String,
     subresource: Option<Subresource>,
 ) -> Result<(Verb, Wanted), StatusError> {
+    // Long: a table more than logic: first what this resource serves (each refusal as
+    // kube-apiserver words it), then one arm per HTTP method with the options that verb reads.
     if resource.review {
         return Err(StatusError::method_not_allowed(method.as_str()));
     }

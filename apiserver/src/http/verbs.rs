@@ -22,12 +22,12 @@ use super::body::{
     Body, bytes_response, json_response, read_body, read_custom_object, read_delete_options,
     read_json_and_text, read_object, read_object_and_text, stored_response,
 };
-use super::handlers::{Reply, Shared};
 use super::partial;
 use super::request::{
     Answer, ApiRequest, ApplyQuery, BodyFormat, Deferred, DeleteQuery, ObjectTarget, Verb,
     WriteQuery,
 };
+use super::shared::{Reply, Shared, same_secret};
 use crate::api::{Deletion, ListOptions, UpdateOptions, WatchOptions, WriteOptions};
 use crate::apply::verb::ApplyTarget;
 use crate::faults::Faults;
@@ -128,7 +128,7 @@ async fn review(
         shared
             .token
             .as_deref()
-            .is_some_and(|own| super::handlers::same_secret(token.as_bytes(), own.as_bytes()))
+            .is_some_and(|own| same_secret(token.as_bytes(), own.as_bytes()))
     };
     let answer = review::answer(&resource.kind, review, known_token);
     Ok(json_response(StatusCode::CREATED, &answer))

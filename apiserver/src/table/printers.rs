@@ -394,6 +394,8 @@ fn containers(object: &Value, pointer: &str) -> (Value, Value) {
 /// (`Terminating`, unless it has finished) or by a scheduling gate (`SchedulingGated`), as
 /// kube-apiserver 1.37 prints it. Sidecars (restartable init containers) count in READY and RESTARTS.
 fn pod(pod: &Value, now: Instant) -> Row {
+    // Long: a port of Kubernetes' `printPod` (pkg/printers/internalversion), kept in its order so
+    // that the two read side by side when kube-apiserver's output changes.
     // Sidecars (init containers with `restartPolicy: Always`, 1.28+) count as containers: in
     // READY's total, in READY once started, and their restarts in RESTARTS.
     let init_specs = list(pod, "/spec/initContainers");

@@ -41,14 +41,14 @@ pub use params::{
 };
 use query::Query;
 
-pub use ferrokube_core::Object;
+use ferrokube_core::Object;
 
 use crate::client::{Call, Client};
 use crate::error::Error;
 use crate::watch::WatchStream;
 use crate::write_observer::{DeleteNote, DeleteOutcome, WriteObserver};
 use ferrokube_core::ObjectKey;
-pub use ferrokube_core::{ApiResource, Kind};
+use ferrokube_core::{ApiResource, Kind};
 
 /// A page of a list.
 #[derive(Debug, Clone, Deserialize)]

@@ -88,7 +88,6 @@
 //! reported to the gate ([`WritePermit::on_abandon`]): it may still land, and the elector then
 //! lets its lease run out instead of handing it over early.
 
-pub mod dial;
 mod pool;
 mod proxy;
 mod rate_limit;
@@ -111,13 +110,17 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use serde::de::DeserializeOwned;
 
-pub use dial::{Dial, DialFuture, DialIo, DialedStream};
+pub use crate::config::RetryPolicy;
+/// How a connection is opened: a crate-level module (the [`Config`] holds a [`Dial`]), named here
+/// too, beside the client that dials.
+pub use crate::dial;
+pub use crate::dial::{Dial, DialFuture, DialIo, DialedStream};
 pub use rate_limit::Priority;
-pub use retry::RetryPolicy;
 
 use crate::config::{Auth, Config, ConfigError};
 use crate::error::{ApiError, Error};
-use crate::write_gate::{NotLeader, WriteGate, WritePermit};
+use crate::write_gate::enforce::{self, Departure, GatedWrite, SendError};
+use crate::write_gate::{WriteGate, WritePermit};
 use crate::write_observer::WriteObserver;
 use ferrokube_core::{pipeline_enabled, pipeline_event};
 use proxy::Dialer;
@@ -578,24 +581,12 @@ impl Client {
         Err(error_from_response(response, &url).await)
     }
 
-    /// Asks the write gate, if this handle has one and `method` writes.
+    /// Asks the write gate, if this handle has one and `method` writes (see
+    /// [`crate::write_gate`]).
     fn admit(&self, method: &http::Method, url: &str) -> Result<Option<WritePermit>, Error> {
-        let Some(gate) = &self.gate else {
-            return Ok(None);
-        };
-        if !is_write(method) {
-            return Ok(None);
-        }
-        match gate.admit() {
-            Ok(permit) => Ok(Some(permit)),
-            Err(refusal) => {
-                tracing::debug!(%method, url, %refusal, "write refused by the write gate");
-                Err(Error::NotLeader {
-                    method: method.to_string(),
-                    url: url.to_string(),
-                    source: Box::new(refusal),
-                })
-            }
+        match &self.gate {
+            Some(gate) if is_write(method) => enforce::admit(gate.as_ref(), method, url).map(Some),
+            _ => Ok(None),
         }
     }
 
@@ -869,158 +860,6 @@ impl Body for RequestBody {
             // without a body), polling the body once: the departure check, then the end.
             (None, Some(_)) => SizeHint::default(),
             (None, None) => SizeHint::with_exact(0),
-        }
-    }
-}
-
-/// A gated write's passage through hyper: whether it has started to leave.
-struct Departure {
-    gate: Arc<dyn WriteGate>,
-    /// Invariant: moves only `Waiting → Left` or `Waiting → Refused`, once.
-    state: parking_lot::Mutex<DepartureState>,
-}
-
-enum DepartureState {
-    /// hyper has not asked for the body yet: nothing of the request has left.
-    Waiting,
-    /// The gate said yes a second time and the request is on its way.
-    Left,
-    /// The gate said no: the request was abandoned before its body.
-    Refused(NotLeader),
-}
-
-impl Departure {
-    /// The second look at the gate.
-    fn leave(&self) -> Result<(), NotLeader> {
-        let verdict = self.gate.admit().map(drop);
-        *self.state.lock() = match &verdict {
-            Ok(()) => DepartureState::Left,
-            Err(refusal) => DepartureState::Refused(refusal.clone()),
-        };
-        verdict
-    }
-
-    fn has_left(&self) -> bool {
-        matches!(*self.state.lock(), DepartureState::Left)
-    }
-
-    fn refusal(&self) -> Option<NotLeader> {
-        match &*self.state.lock() {
-            DepartureState::Refused(refusal) => Some(refusal.clone()),
-            _ => None,
-        }
-    }
-}
-
-/// One attempt of a request, gated or not: its permit, its departure, and whether its answer came.
-/// Dropped without an answer after the request left, it tells the permit (see
-/// [`WritePermit::on_abandon`]).
-struct GatedWrite {
-    permit: Option<WritePermit>,
-    departure: Option<Arc<Departure>>,
-    answered: bool,
-}
-
-/// Why an attempt produced no response.
-enum SendError {
-    Hyper(hyper_util::client::legacy::Error),
-    Timeout {
-        url: String,
-        after: Duration,
-    },
-    /// The permit ran out while the write was still waiting for a connection.
-    Expired,
-}
-
-impl GatedWrite {
-    fn new(permit: Option<WritePermit>, gate: Option<Arc<dyn WriteGate>>) -> GatedWrite {
-        let departure = match (&permit, gate) {
-            (Some(_), Some(gate)) => Some(Arc::new(Departure {
-                gate,
-                state: parking_lot::Mutex::new(DepartureState::Waiting),
-            })),
-            _ => None,
-        };
-        GatedWrite {
-            permit,
-            departure,
-            answered: false,
-        }
-    }
-
-    /// Awaits `sent`; for a permit with a limit, gives the request up if the limit passes before
-    /// it has started to leave.
-    async fn send(
-        &self,
-        sent: impl Future<Output = Result<Response<Incoming>, hyper_util::client::legacy::Error>>,
-    ) -> Result<Response<Incoming>, SendError> {
-        let until = self.permit.as_ref().and_then(WritePermit::until);
-        let (Some(until), Some(departure)) = (until, &self.departure) else {
-            return sent.await.map_err(SendError::Hyper);
-        };
-        tokio::pin!(sent);
-        tokio::select! {
-            // An answer that is there wins over a limit that passed in the same poll.
-            biased;
-            response = &mut sent => return response.map_err(SendError::Hyper),
-            () = tokio::time::sleep_until(until) => {}
-        }
-        if departure.has_left() {
-            // Already on the wire: only the answer is awaited now.
-            sent.await.map_err(SendError::Hyper)
-        } else {
-            // Dropping `sent` here cancels the request before hyper writes it.
-            Err(SendError::Expired)
-        }
-    }
-
-    /// The answer's head arrived: the write is over, whatever its status.
-    fn answered(&mut self) {
-        self.answered = true;
-    }
-
-    /// The client error for `error`.
-    fn error(&self, error: SendError, method: &http::Method, url: &str) -> Error {
-        let not_leader = |refusal: NotLeader| Error::NotLeader {
-            method: method.to_string(),
-            url: url.to_string(),
-            source: Box::new(refusal),
-        };
-        if let Some(refusal) = self.departure.as_ref().and_then(|d| d.refusal()) {
-            tracing::debug!(%method, url, %refusal, "write refused by the write gate as it was leaving");
-            return not_leader(refusal);
-        }
-        match error {
-            SendError::Hyper(source) => Error::Transport {
-                url: url.to_string(),
-                source: Box::new(source),
-            },
-            SendError::Timeout { url, after } => Error::Timeout { url, after },
-            SendError::Expired => {
-                // Nothing left. Ask the gate why: it is closed by now, unless a renewal reopened
-                // it meanwhile, and then the connection was simply too slow.
-                match self.departure.as_ref().map(|d| d.gate.admit()) {
-                    Some(Err(refusal)) => {
-                        tracing::debug!(%method, url, %refusal, "write gave up waiting for a connection past its permit");
-                        not_leader(refusal)
-                    }
-                    _ => Error::Timeout {
-                        url: url.to_string(),
-                        after: Duration::ZERO,
-                    },
-                }
-            }
-        }
-    }
-}
-
-impl Drop for GatedWrite {
-    fn drop(&mut self) {
-        let left = self.departure.as_ref().is_some_and(|d| d.has_left());
-        if left && !self.answered {
-            if let Some(permit) = &mut self.permit {
-                permit.abandon();
-            }
         }
     }
 }

@@ -28,8 +28,8 @@ use hyper_util::client::legacy::connect::proxy::{SocksV5, Tunnel};
 use hyper_util::rt::TokioIo;
 use tower_service::Service;
 
-use super::dial::{Conn, Dial};
 use crate::config::ConfigError;
+use crate::dial::{Conn, Dial};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 

@@ -14,36 +14,14 @@
 //!
 //! Backoff: `initial · 2^attempt`, capped at `max`, with "equal jitter" (a random point in the upper
 //! half), so a crowd of clients that failed together does not retry together.
+//!
+//! The settings ([`RetryPolicy`]) are part of the [`Config`](crate::Config) and live beside it
+//! (`config/retry.rs`); this module is what the client does with them.
 
 use std::time::Duration;
 
 use crate::Error;
-
-/// Retry settings, part of [`Config`](crate::Config).
-#[derive(Debug, Clone)]
-pub struct RetryPolicy {
-    /// Retries after the first attempt. Default 5; 0 disables retries.
-    pub max_retries: u32,
-    /// Backoff before the first retry. Default 100 ms.
-    pub initial_backoff: Duration,
-    /// Longest backoff of our own (when the server gives no `Retry-After`). Default 10 s.
-    pub max_backoff: Duration,
-    /// Longest `Retry-After` honoured; a longer one waits this long. Default 60 s: above
-    /// kube-apiserver's own 30 s ceiling (client-go honours any value), a bound only against a
-    /// server that asks for hours.
-    pub max_retry_after: Duration,
-}
-
-impl Default for RetryPolicy {
-    fn default() -> Self {
-        RetryPolicy {
-            max_retries: 5,
-            initial_backoff: Duration::from_millis(100),
-            max_backoff: Duration::from_secs(10),
-            max_retry_after: Duration::from_secs(60),
-        }
-    }
-}
+use crate::config::RetryPolicy;
 
 impl RetryPolicy {
     /// How long to wait before retry number `attempt` (0-based) after `error`, or `None` to give up.

@@ -25,6 +25,7 @@ mod auth;
 mod exec;
 mod incluster;
 pub mod kubeconfig;
+mod retry;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -37,6 +38,9 @@ use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 pub use auth::{Auth, TokenFile};
 pub use exec::ExecCredentials;
 pub use kubeconfig::Kubeconfig;
+pub use retry::RetryPolicy;
+
+use crate::dial::Dial;
 
 /// Why a configuration could not be built. Each variant names the file, entry or field at fault.
 #[derive(Debug, thiserror::Error)]
@@ -205,8 +209,8 @@ pub struct Config {
     pub qps: Option<f32>,
     /// Requests that may go at once above `qps`. Default 10 (client-go's default).
     pub burst: u32,
-    /// Retries of failed requests (see [`RetryPolicy`](crate::client::RetryPolicy)).
-    pub retry: crate::client::RetryPolicy,
+    /// Retries of failed requests (see [`RetryPolicy`]).
+    pub retry: RetryPolicy,
     /// Offer HTTP/2 in the TLS handshake (ALPN `h2`), so that every request and watch shares one
     /// connection. Default `false`: HTTP/1.1, one connection per request in flight and per watch.
     ///
@@ -260,8 +264,8 @@ pub struct Config {
     /// [`cluster_url`](Config::cluster_url) (through [`proxy_url`](Config::proxy_url) if set).
     /// `Some`: the caller's function makes each connection, e.g. an in-memory pipe to an
     /// embedded API server; the proxy is then not used. Set it with [`Config::with_dial`]; see
-    /// [`client::dial`](crate::client::dial).
-    pub dial: Option<crate::client::Dial>,
+    /// [`dial`](crate::dial).
+    pub dial: Option<Dial>,
 }
 
 impl fmt::Debug for Config {
@@ -369,7 +373,7 @@ impl Config {
             tcp_keepalive: Some(DEFAULT_TCP_KEEPALIVE),
             qps: Some(DEFAULT_QPS),
             burst: DEFAULT_BURST,
-            retry: crate::client::RetryPolicy::default(),
+            retry: RetryPolicy::default(),
             http2: false,
             user_agent: None,
             max_idle_conns_per_host: DEFAULT_MAX_IDLE_CONNS_PER_HOST,
@@ -380,8 +384,8 @@ impl Config {
     }
 
     /// This config with its connections opened by `dial` instead of TCP (see [`Config::dial`]
-    /// and [`client::dial`](crate::client::dial)).
-    pub fn with_dial(mut self, dial: crate::client::Dial) -> Config {
+    /// and [`dial`](crate::dial)).
+    pub fn with_dial(mut self, dial: Dial) -> Config {
         self.dial = Some(dial);
         self
     }

@@ -32,10 +32,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use clap::{Args, Parser, Subcommand};
 use ferrokube::api::{ListParams, Patch, PatchParams, PostParams};
-use ferrokube::core::ManagedFields;
+use ferrokube::core::{ManagedFields, drop_managed_fields};
 use ferrokube::informer::{
     Compact, EventHandler, FirstList, ListMode, ReflectorOptions, SharedIndexInformer,
-    drop_managed_fields,
 };
 use ferrokube::{Api, Client, Config, ListWatch, Object};
 use futures_util::StreamExt;

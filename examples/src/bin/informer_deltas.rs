@@ -31,10 +31,11 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use ferrokube::core::{Object, ObjectKey};
 use ferrokube::informer::fake::FakeListerWatcher;
 use ferrokube::informer::{
-    Changes, DeletedObject, Delta, DeltaFifo, Indexers, ListerWatcher, Object, ObjectKey,
-    Reflector, ReflectorOptions, ReflectorStatus, Store,
+    Changes, DeletedObject, Delta, DeltaFifo, Indexers, ListerWatcher, Reflector, ReflectorOptions,
+    ReflectorStatus, Store,
 };
 use ferrokube::{Api, Client};
 use k8s_openapi::api::core::v1::Pod;

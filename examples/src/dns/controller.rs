@@ -20,7 +20,7 @@ use ferrokube::controller::conditions::{ConditionBuilder, set_condition, update_
 use ferrokube::controller::finalizer::{FinalizerError, finalize};
 use ferrokube::controller::owner::{self, CreateOrUpdateError, OwnerError};
 use ferrokube::controller::{Action, Context, Reconciler};
-use ferrokube::informer::ObjectKey;
+use ferrokube::core::ObjectKey;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;

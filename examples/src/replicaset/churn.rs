@@ -193,7 +193,7 @@ impl Witness {
 
 /// Watches `api` from its list's resourceVersion until the task is aborted, handing each object to
 /// `seen` (with `true` when deleted). Resumes after a dropped watch, relists after 410.
-async fn witness<K: ferrokube::api::Object>(api: Api<K>, seen: impl Fn(&K, bool)) {
+async fn witness<K: ferrokube::core::Object>(api: Api<K>, seen: impl Fn(&K, bool)) {
     loop {
         let Ok(list) = api.list(&ListParams::default()).await else {
             // The server is away (or the namespace not there yet): try again shortly.

@@ -15,7 +15,7 @@
 //! 3. **gate**: the workers wait for what must come first (the member's Lease when sharded,
 //!    [`start_workers_after`](Controller::start_workers_after));
 //! 4. **spawn**: the stream sources and `workers` workers start; before each reconcile a worker
-//!    asks the controller's [consistency store](super::consistency) whether every cache the key's
+//!    asks the controller's [consistency store](crate::freshness::consistency) whether every cache the key's
 //!    own last writes went through shows them yet, and if not, skips the key for
 //!    [`stale_requeue`](Controller::stale_requeue);
 //! 5. **drain**: when `shutdown` resolves, the handlers come off and the streams stop (no new
@@ -37,21 +37,20 @@ use std::pin::Pin;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use ferrokube_informer::{
-    ObjectKey, Scope, SharedIndexInformer, SharedInformerFactory, StartError,
-};
+use ferrokube_core::{ObjectKey, Scope};
+use ferrokube_informer::{SharedIndexInformer, SharedInformerFactory, StartError};
 use ferrokube_workqueue::{WorkQueue, default_controller_rate_limiter};
 use futures_util::Stream;
 
-use super::consistency::{ConsistencyStore, DEFAULT_STALE_REQUEUE};
 use super::filter::{Filter, KindFilter, SourceKind};
 use super::metrics::Metrics;
 use super::source::{self, Enqueue, MapEvent, ObjectEvent};
 use super::wiring::{self, Attach, KeyStream, SourceName, Wiring};
+use crate::freshness::consistency::{ConsistencyStore, DEFAULT_STALE_REQUEUE};
 #[cfg(feature = "shard")]
 use crate::shard::{DependentKind, Dependents, ShardMember};
-use ferrokube_client::api::{ApiResource, Kind};
 use ferrokube_client::client::Client;
+use ferrokube_core::{ApiResource, Kind};
 
 /// Workers of a controller unless set (controller-runtime's `MaxConcurrentReconciles` default, 1:
 /// a reconciler need not be written for concurrency to be correct; raise it when reconciles wait
@@ -319,7 +318,7 @@ impl<K: Kind> Controller<K> {
             .clone()
     }
 
-    /// The controller's [consistency store](super::consistency): every write a reconcile makes
+    /// The controller's [consistency store](crate::freshness::consistency): every write a reconcile makes
     /// through its [`Context`](super::Context) is recorded there for the key, and the workers
     /// check it before each reconcile. It knows the controller's informers once `run` has
     /// attached them. Given out for its counters ([`skips`](ConsistencyStore::skips)) and for
@@ -338,7 +337,7 @@ impl<K: Kind> Controller<K> {
     }
 
     /// Whether reconciles wait for the caches to show the controller's own writes (see
-    /// [`consistency`](super::consistency)). Default on; off, the store records nothing and every
+    /// [`consistency`](crate::freshness::consistency)). Default on; off, the store records nothing and every
     /// check passes. A sharded controller keeps it on whatever this says.
     pub fn stale_protection(mut self, on: bool) -> Self {
         self.stale_protection = on;
@@ -596,10 +595,11 @@ impl<K: Kind> Controller<K> {
                 informer,
                 dynamic,
                 Box::new(move |child: &C| {
-                    super::owner::controller_of(child.meta())
+                    crate::toolkit::owner::controller_of(child.meta())
                         .filter(|reference| {
                             reference.kind == owner.kind
-                                && super::owner::group_of(&reference.api_version) == owner.group
+                                && crate::toolkit::owner::group_of(&reference.api_version)
+                                    == owner.group
                         })
                         .map(|reference| reference.uid.clone())
                 }),

@@ -5,10 +5,10 @@
 //! is the reason the context exists. Every write made through it, through any [`Api`] built from
 //! it ([`api`](Context::api), [`api_in`](Context::api_in), [`api_for`](Context::api_for),
 //! [`dynamic_api`](Context::dynamic_api)) and by every toolkit helper given such an `Api`
-//! ([`finalize`](super::finalizer::finalize), [`update_status`](super::conditions::update_status),
-//! [`create_or_update`](super::owner::create_or_update), the [`Claimer`](super::claim::Claimer)),
-//! is recorded in the controller's [consistency store](super::consistency) for this key before
-//! the write's `await` returns. The [event recorder](super::events::EventRecorder) takes the
+//! ([`finalize`](crate::toolkit::finalizer::finalize), [`update_status`](crate::toolkit::conditions::update_status),
+//! [`create_or_update`](crate::toolkit::owner::create_or_update), the [`Claimer`](crate::toolkit::claim::Claimer)),
+//! is recorded in the controller's [consistency store](crate::freshness::consistency) for this key before
+//! the write's `await` returns. The [event recorder](crate::toolkit::events::EventRecorder) takes the
 //! context too (`record(&ctx, ..)`) and records each event for the key when its posting task has
 //! written it:
 //!
@@ -50,13 +50,13 @@ use std::sync::{Arc, OnceLock};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::{ClusterResourceScope, NamespaceResourceScope};
 
-use super::consistency::{ConsistencyStore, Writes};
-use super::read_your_writes::{DEFAULT_MAX_WAIT, ReadError};
-use ferrokube_client::api::{Api, ApiResource, DynamicObject, Object};
+use crate::freshness::consistency::{ConsistencyStore, Writes};
+use crate::freshness::read_your_writes::{DEFAULT_MAX_WAIT, ReadError};
+use ferrokube_client::api::{Api, DynamicObject};
 use ferrokube_client::client::Client;
-use ferrokube_informer::{
-    LabelSelector, ObjectKey, Scope, SharedIndexInformer, SharedInformerFactory,
-};
+use ferrokube_core::{ApiResource, Object};
+use ferrokube_core::{LabelSelector, ObjectKey, Scope};
+use ferrokube_informer::{SharedIndexInformer, SharedInformerFactory};
 use ferrokube_workqueue::WorkQueue;
 
 /// Labels a new child for the member of a sharded controller; see [`Context::mark_child`].
@@ -252,7 +252,7 @@ impl Context {
     /// Labels a child this reconcile is about to create as belonging to this member of a sharded
     /// controller, so that it lands in this member's caches and moves with its owner; does
     /// nothing for a controller that is not sharded. Call it on every new child (with
-    /// [`set_controller_reference`](super::owner::set_controller_reference)).
+    /// [`set_controller_reference`](crate::toolkit::owner::set_controller_reference)).
     pub fn mark_child(&self, meta: &mut ObjectMeta) {
         if let Some(mark) = &self.shared.mark {
             mark(meta);

@@ -45,7 +45,7 @@ use std::any::TypeId;
 use std::fmt;
 use std::sync::Arc;
 
-use ferrokube_client::api::Kind;
+use ferrokube_core::Kind;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 /// One informer event, as a filter sees it: the metadata involved.

@@ -15,7 +15,7 @@
 //! | `controller_runtime_max_concurrent_reconciles` | gauge | controller | the number of workers |
 //! | `controller_runtime_active_workers` | gauge | controller | workers reconciling right now |
 //! | `controller_mapper_keys_refused_total` | counter | controller, mapper | keys a source returned that cannot name a primary object (no namespace for a namespaced primary, or one for a cluster-scoped primary), refused before the queue ([`source`](super::source#keys-that-name-no-primary)) |
-//! | `stale_sync_skips_total` | counter | controller | reconciles skipped because a cache had not caught up with the controller's own write for the key ([`consistency`](super::consistency)) |
+//! | `stale_sync_skips_total` | counter | controller | reconciles skipped because a cache had not caught up with the controller's own write for the key ([`consistency`](crate::freshness::consistency)) |
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -51,7 +51,7 @@
 //! ```no_run
 //! use std::sync::Arc;
 //! use ferrokube_runtime::controller::{Action, Context, Controller, Reconciler};
-//! use ferrokube_informer::Scope;
+//! use ferrokube_core::Scope;
 //! use ferrokube_client::Client;
 //! use k8s_openapi::api::apps::v1::Deployment;
 //! use k8s_openapi::api::core::v1::ConfigMap;
@@ -80,6 +80,10 @@
 //!
 //! ## Where each concept lives
 //!
+//! This module is the runtime; the freshness guards and the toolkit live in modules of their own
+//! ([`crate::freshness`], [`crate::toolkit`]) and are named here too, under the paths authors know
+//! (`controller::finalizer`, `controller::Expectations`).
+//!
 //! | module | holds | upstream counterpart |
 //! |---|---|---|
 //! | [`builder`] | [`Controller`]: records the primary, owned, watched and stream sources, filters per kind, options | controller-runtime's builder, kube-rs's `Controller` |
@@ -91,48 +95,37 @@
 //! | [`filter`] | [`Filter`]: generation, labels, annotations, resourceVersion, any closure; per kind, with defaults | `predicate`, `builder.WithPredicates` |
 //! | `worker` | the workers' loop: span, metrics, panics, requeue | `controller.reconcileHandler` |
 //! | [`metrics`] | [`Metrics`]: `controller_runtime_*`, with the queue's and informers' | controller-runtime's metrics |
-//! | [`expectations`] | [`Expectations`]: creates and deletes not yet seen in the cache | `pkg/controller` `ControllerExpectations` |
-//! | [`consistency`] | [`ConsistencyStore`]: the controller's own writes per key; skip a reconcile until the caches show them | KEP-5647's consistency store (kube-controller-manager 1.36) |
-//! | [`read_your_writes`] | [`ReadYourWrites`]: a client whose cache reads wait (bounded) until they show its own completed writes | none in client-go; a controller-runtime design proposal (2026) |
-//! | [`stabilization`] | [`Stabilization`]: lower a wanted count only to the highest value wanted within a window | the HPA's scale-down stabilization window |
-//! | [`claim`] | adopting orphans and releasing children that no longer match | `ControllerRefManager` |
-//! | [`events`] | [`EventRecorder`]: events, correlated, spam-filtered, retried | `tools/record` |
-//! | [`finalizer`] | add, run cleanup on delete, remove | kube-rs `finalizer`, `controllerutil` |
-//! | [`conditions`] | status conditions with `observedGeneration` | `meta.SetStatusCondition` |
-//! | [`owner`] | controller references, `create_or_update` | `controllerutil` |
+//! | [`crate::freshness`] | the consistency store (the automatic skip), [`ReadYourWrites`], [`Expectations`]: never acting on a cache older than your own writes | KEP-5647; `pkg/controller` expectations |
+//! | [`crate::toolkit`] | what a reconcile calls: [`claim`], [`events`], [`finalizer`], [`conditions`], [`owner`], [`stabilization`] | `controllerutil`, `tools/record` |
 
 pub mod action;
 pub mod builder;
-pub mod claim;
-pub mod conditions;
-pub mod consistency;
 pub mod context;
-pub mod events;
-pub mod expectations;
 pub mod filter;
-pub mod finalizer;
 pub mod metrics;
-pub mod owner;
-pub mod read_your_writes;
 pub mod reconciler;
 mod run;
 pub mod source;
-pub mod stabilization;
 mod wiring;
 mod worker;
 
 pub use action::Action;
 pub use builder::{Controller, ControllerError};
-pub use consistency::{ConsistencyStore, StaleCache, Writes};
 pub use context::{CachedReads, Context};
-pub use events::{EventRecorder, EventType};
-pub use expectations::Expectations;
 pub use filter::{Change, Filter};
 pub use metrics::Metrics;
-pub use read_your_writes::{ReadError, ReadYourWrites};
 pub use reconciler::{FnReconciler, Reconciler, from_fn};
 pub use source::{Enqueue, LOW_PRIORITY, ObjectEvent};
-pub use stabilization::Stabilization;
+
+// What a controller author reaches for beside the runtime: the freshness guards
+// (`crate::freshness`) and the toolkit (`crate::toolkit`), each at home in its own module, named
+// here too under the paths authors know (`controller::finalizer`, `controller::Expectations`).
+pub use crate::freshness::{
+    ConsistencyStore, Expectations, ReadError, ReadYourWrites, StaleCache, Writes,
+};
+pub use crate::freshness::{consistency, expectations, read_your_writes};
+pub use crate::toolkit::{EventRecorder, EventType, Stabilization};
+pub use crate::toolkit::{claim, conditions, events, finalizer, owner, stabilization};
 
 /// The current time as the API's timestamps count it (events, conditions, a pod's readiness):
 /// the object model's one reading of the clock, here where a controller looks for it.
@@ -144,10 +137,11 @@ mod error_conversions {
     //! most, `Box<dyn Error + Send + Sync>` (the README's) and `anyhow::Error`, whatever error the
     //! caller's own closures return. This module does not compile if one does not.
 
-    use super::claim::ClaimError;
-    use super::finalizer::{FinalizerError, FinalizerPatchError};
-    use super::owner::{CreateOrUpdateError, OwnerError};
-    use super::{ControllerError, ReadError};
+    use super::ControllerError;
+    use crate::freshness::read_your_writes::ReadError;
+    use crate::toolkit::claim::ClaimError;
+    use crate::toolkit::finalizer::{FinalizerError, FinalizerPatchError};
+    use crate::toolkit::owner::{CreateOrUpdateError, OwnerError};
 
     type BoxError = Box<dyn std::error::Error + Send + Sync>;
 

@@ -8,7 +8,7 @@
 //!
 //! Beside the object it gets a [`Context`]: the key, the retry count, and the controller's
 //! client, whose writes (through any `Api` the context hands out) are recorded in the
-//! controller's [consistency store](super::consistency), so that the next reconcile of the key
+//! controller's [consistency store](crate::freshness::consistency), so that the next reconcile of the key
 //! waits until the caches show them. Write through the context: that is what keeps a reconcile
 //! from acting on a cache older than its own writes.
 //!
@@ -21,7 +21,7 @@ use std::future::Future;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
-use ferrokube_informer::ObjectKey;
+use ferrokube_core::ObjectKey;
 
 use super::action::Action;
 use super::context::Context;
@@ -47,7 +47,7 @@ pub trait Reconciler<K>: Send + Sync + 'static {
     /// A deletion that happened while no informer watched (the process was down, or the delete
     /// happened between two lists and the relist found it gone) still arrives if the informer had
     /// cached the object; one of an object never cached does not. Cleanup that must happen belongs
-    /// in a finalizer ([`finalizer`](super::finalizer)), which the server waits for. A panic in
+    /// in a finalizer ([`finalizer`](crate::toolkit::finalizer)), which the server waits for. A panic in
     /// this hook is retried like an error. Writes through `context` are recorded as a
     /// reconcile's are. Default: nothing.
     fn deleted(

@@ -35,10 +35,10 @@ use super::wiring::{Attached, KeyStream, SourceName, Wiring, attach};
 use super::worker::Workers;
 #[cfg(feature = "shard")]
 use crate::shard::{DependentKind, ShardGate};
-use ferrokube_client::api::Kind;
-#[cfg(feature = "shard")]
-use ferrokube_client::api::Object;
 use ferrokube_client::client::Client;
+use ferrokube_core::Kind;
+#[cfg(feature = "shard")]
+use ferrokube_core::Object;
 
 /// Every handler a running controller put on an informer. Dropped however `run` ends: takes
 /// them off, and stops the informers of a factory the controller owns.
@@ -71,7 +71,8 @@ impl<K: Kind> Controller<K> {
     }
 }
 
-/// Runs `controller` with `reconciler` until `shutdown`: the sequence in the [module docs](self).
+/// Runs `controller` with `reconciler` until `shutdown`: the sequence in the [module docs](self),
+/// one call per step.
 async fn run<K, R>(
     mut controller: Controller<K>,
     reconciler: R,
@@ -91,23 +92,69 @@ where
     let factory = controller.factory().clone();
     #[cfg(feature = "shard")]
     let shard_gate = shard_gate(&mut controller);
+    #[cfg(not(feature = "shard"))]
+    let shard_gate = NoShard;
     if !sync(&controller.name, &factory, &mut shutdown).await? {
         return Ok(());
     }
+    if !gate(&mut controller, &shard_gate, &mut shutdown).await {
+        return Ok(());
+    }
+    let workers = workers(&controller, &factory, tombstones, reconciler, &shard_gate);
+    let stopping = Stopping::new();
+    let running = spawn(&mut controller, &workers, &enqueue, &stopping, &shard_gate);
+    tracing::info!(controller = %controller.name, workers = controller.workers, "controller started");
+
+    shutdown.await;
+    tracing::info!(controller = %controller.name, "shutting down: no new keys; waiting for reconciles in flight");
+    drop(attachments);
+    stopping.set();
+    queue.shut_down();
+    stop(
+        &controller.name,
+        controller.shutdown_timeout,
+        &workers,
+        running,
+    )
+    .await;
+    tracing::info!(controller = %controller.name, "controller stopped");
+    Ok(())
+}
+
+/// Without the `shard` feature, the place of the shard gate in [`run`]'s steps: nothing to wait
+/// for, nothing to report.
+#[cfg(not(feature = "shard"))]
+struct NoShard;
+
+/// The shard gate of [`run`]'s steps: `Some` for a sharded controller.
+#[cfg(feature = "shard")]
+type ShardGateOf = Option<Arc<ShardGate>>;
+#[cfg(not(feature = "shard"))]
+type ShardGateOf = NoShard;
+
+/// Gate: after the caches synced, the workers wait for ring membership (sharded) and for the
+/// recorded `workers_after` gate. `false`: `shutdown` came first, and no worker may start.
+async fn gate<K: Kind>(
+    controller: &mut Controller<K>,
+    shard_gate: &ShardGateOf,
+    shutdown: &mut Pin<&mut (impl Future<Output = ()> + Send)>,
+) -> bool {
+    #[cfg(not(feature = "shard"))]
+    let _ = shard_gate; // without sharding: nothing to wait for or report
     #[cfg(feature = "shard")]
-    if let Some(gate) = &shard_gate {
+    if let Some(gate) = shard_gate {
         tracing::debug!(controller = %controller.name, "caches synced; workers wait for ring membership");
         let joined = gate.member().membership().acquired();
         tokio::select! {
             // Shutdown first: no worker starts once asked to stop.
             biased;
-            () = &mut shutdown => {
+            () = &mut *shutdown => {
                 tracing::info!(controller = %controller.name, "shut down before joining the ring");
-                return Ok(());
+                return false;
             }
             joined = joined => if joined.is_err() {
                 tracing::warn!(controller = %controller.name, "membership ended before it began");
-                return Ok(());
+                return false;
             },
         }
     }
@@ -116,14 +163,29 @@ where
         tokio::select! {
             // Shutdown first: no worker starts once asked to stop.
             biased;
-            () = &mut shutdown => {
+            () = &mut *shutdown => {
                 tracing::info!(controller = %controller.name, "shut down before the workers started");
-                return Ok(());
+                return false;
             }
             () = gate => {}
         }
     }
-    let workers = Arc::new(Workers {
+    true
+}
+
+/// What every worker shares: the queue, the primary cache, the reconciler, the metrics, the
+/// consistency store and what each reconcile's `Context` is made of.
+fn workers<K: Kind, R: Reconciler<K>>(
+    controller: &Controller<K>,
+    factory: &Arc<SharedInformerFactory<Client>>,
+    tombstones: Arc<Tombstones<K>>,
+    reconciler: R,
+    shard_gate: &ShardGateOf,
+) -> Arc<Workers<K, R>> {
+    #[cfg(not(feature = "shard"))]
+    let _ = shard_gate; // without sharding: nothing to wait for or report
+    let queue = controller.queue_handle();
+    Arc::new(Workers {
         name: controller.name.clone(),
         queue: queue.clone(),
         cache: factory
@@ -142,15 +204,36 @@ where
                 .clone()
                 .unwrap_or_else(|| factory.source().clone()),
             consistency: controller.consistency.clone(),
-            mark: mark_child(&controller),
+            mark: mark_child(controller),
             factory: Some(factory.clone()),
-            queue: Some(queue.clone()),
+            queue: Some(queue),
         }),
         stale_requeue: controller.stale_requeue,
         #[cfg(feature = "shard")]
         shard: shard_gate.clone(),
-    });
-    let stopping = Stopping::new();
+    })
+}
+
+/// What [`spawn`] started, for [`stop`] to wait on.
+struct Running {
+    /// The streams' forwarders, the workers, and (sharded) the share reporter.
+    tasks: JoinSet<()>,
+    /// Sharded: this replica's candidacy for the ring's assigner, until shutdown.
+    #[cfg(feature = "shard")]
+    assigner: Option<tokio::task::JoinHandle<Result<(), crate::shard::ShardError>>>,
+}
+
+/// Spawn: the recorded streams' forwarders and the workers; sharded, the share reporter and the
+/// candidacy for the ring's assigner. Each stops when `stopping` is set.
+fn spawn<K: Kind, R: Reconciler<K>>(
+    controller: &mut Controller<K>,
+    workers: &Arc<Workers<K, R>>,
+    enqueue: &Enqueue,
+    stopping: &Stopping,
+    shard_gate: &ShardGateOf,
+) -> Running {
+    #[cfg(not(feature = "shard"))]
+    let _ = shard_gate; // without sharding: nothing to wait for or report
     let mut tasks = JoinSet::new();
     for keys in std::mem::take(&mut controller.streams) {
         tasks.spawn(forward(keys, enqueue.clone(), stopping.subscribe()));
@@ -162,14 +245,14 @@ where
         tasks.spawn(workers.clone().work(worker, stopping.subscribe()));
     }
     #[cfg(feature = "shard")]
-    if let Some(gate) = &shard_gate {
-        let store = factory
+    if let Some(gate) = shard_gate {
+        let store = controller
+            .factory()
             .informer_for::<K>(&controller.dynamic, &controller.scope, |builder| builder)
             .store()
             .clone();
         report_share(gate, store, stopping.subscribe(), &mut tasks);
     }
-    // Sharded: this replica stands for the ring's assigner until shutdown.
     #[cfg(feature = "shard")]
     let assigner =
         controller
@@ -188,32 +271,38 @@ where
                     },
                 ))
             });
-    tracing::info!(controller = %controller.name, workers = controller.workers, "controller started");
+    Running {
+        tasks,
+        #[cfg(feature = "shard")]
+        assigner,
+    }
+}
 
-    shutdown.await;
-    tracing::info!(controller = %controller.name, "shutting down: no new keys; waiting for reconciles in flight");
-    drop(attachments);
-    stopping.set();
-    queue.shut_down();
-    drain(&controller.name, controller.shutdown_timeout, &mut tasks).await;
+/// Drain, once the handlers are off and `stopping` is set: the workers finish the key in hand
+/// (bounded by the shutdown timeout); sharded, the assigner candidacy releases its Lease.
+async fn stop<K: Kind, R: Reconciler<K>>(
+    name: &str,
+    timeout: Duration,
+    workers: &Workers<K, R>,
+    mut running: Running,
+) {
+    drain(name, timeout, &mut running.tasks).await;
     if let Some(metrics) = &workers.metrics {
         metrics.max_concurrent.set(0);
     }
     #[cfg(feature = "shard")]
-    if let Some(assigner) = assigner {
+    if let Some(assigner) = running.assigner {
         // Its candidacy saw `stopping` and releases the assigner Lease if it held it.
         match assigner.await {
             Ok(Ok(())) => {}
             Ok(Err(error)) => {
-                tracing::warn!(controller = %controller.name, %error, "assigner candidacy failed")
+                tracing::warn!(controller = %name, %error, "assigner candidacy failed")
             }
             Err(error) => {
-                tracing::warn!(controller = %controller.name, %error, "assigner candidacy panicked")
+                tracing::warn!(controller = %name, %error, "assigner candidacy panicked")
             }
         }
     }
-    tracing::info!(controller = %controller.name, "controller stopped");
-    Ok(())
 }
 
 /// Refuses what cannot work as recorded; applies the recorded settings to the consistency store.

@@ -39,12 +39,13 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ferrokube_informer::{DeletedObject, EventHandler, ObjectKey};
+use ferrokube_core::ObjectKey;
+use ferrokube_informer::{DeletedObject, EventHandler};
 use ferrokube_workqueue::{AddOptions, WorkQueue};
 use parking_lot::Mutex;
 
 use super::filter::{Change, Filters};
-use ferrokube_client::api::{ApiResource, Object};
+use ferrokube_core::{ApiResource, Object};
 use ferrokube_core::{pipeline_enabled, pipeline_event};
 
 /// The priority of keys that come from an informer's first list or a resync
@@ -344,9 +345,9 @@ pub(crate) fn primary<K: Object>(tombstones: Arc<Tombstones<K>>) -> Box<MapEvent
 /// The key of the object of kind `owner_kind` that controls `child`, from its controller
 /// ownerReference, if it is of that kind (same kind and group; any version).
 pub(crate) fn controller_key<C: Object>(owner_kind: &ApiResource, child: &C) -> Option<ObjectKey> {
-    let owner = super::owner::controller_of(child.meta())?;
+    let owner = crate::toolkit::owner::controller_of(child.meta())?;
     if owner.kind != owner_kind.kind
-        || super::owner::group_of(&owner.api_version) != owner_kind.group
+        || crate::toolkit::owner::group_of(&owner.api_version) != owner_kind.group
     {
         return None;
     }

@@ -14,20 +14,21 @@ use std::time::Duration;
 
 use std::sync::Arc;
 
+use ferrokube_core::{ObjectKey, Scope};
 use ferrokube_informer::{
-    HandlerOptions, HandlerRegistration, ObjectKey, Scope, SharedIndexInformer,
-    SharedInformerFactory, StartError, Store, UnknownIndex,
+    HandlerOptions, HandlerRegistration, SharedIndexInformer, SharedInformerFactory, StartError,
+    Store, UnknownIndex,
 };
 use futures_util::Stream;
 
-use super::consistency::ConsistencyStore;
 use super::filter::{Filter, Filters, KindFilter, SourceKind};
 use super::metrics::Metrics;
 use super::source::{Enqueue, KeyCheck, MapEvent, SourceHandler};
+use crate::freshness::consistency::ConsistencyStore;
 #[cfg(feature = "shard")]
 use crate::shard::ShardMember;
-use ferrokube_client::api::{Kind, Object};
 use ferrokube_client::client::Client;
+use ferrokube_core::{Kind, Object};
 
 pub(super) type KeyStream = Pin<Box<dyn Stream<Item = ObjectKey> + Send>>;
 

@@ -14,7 +14,7 @@
 //!  queue.done(key)   (always: a key added meanwhile comes back; never two workers on one key)
 //! ```
 //!
-//! The freshness check is the [consistency store](super::consistency)'s: a skipped key is not a
+//! The freshness check is the [consistency store](crate::freshness::consistency)'s: a skipped key is not a
 //! reconcile (no result is counted, its backoff is untouched), only `stale_sync_skips_total`.
 //!
 //! A sharded controller asks its member's `ShardGate` about the object just
@@ -31,21 +31,22 @@ use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ferrokube_informer::{Lister, ObjectKey};
+use ferrokube_core::ObjectKey;
+use ferrokube_informer::Lister;
 use ferrokube_workqueue::WorkQueue;
 use futures_util::FutureExt;
 use tokio::sync::watch;
 use tracing::Instrument;
 
 use super::action::{Action, Next};
-use super::consistency::{ConsistencyStore, StaleCache};
 use super::context::{Context, Shared as ContextShared};
 use super::metrics::{ControllerMetrics, Outcome};
 use super::reconciler::Reconciler;
 use super::source::Tombstones;
+use crate::freshness::consistency::{ConsistencyStore, StaleCache};
 #[cfg(feature = "shard")]
 use crate::shard::{ShardError, ShardGate, Turn};
-use ferrokube_client::api::Object;
+use ferrokube_core::Object;
 use ferrokube_core::pipeline_event;
 
 /// What every worker of one controller shares.

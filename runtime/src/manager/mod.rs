@@ -25,7 +25,7 @@
 //! ```no_run
 //! use std::sync::Arc;
 //! use ferrokube_runtime::controller::{Action, Context, Reconciler};
-//! use ferrokube_informer::Scope;
+//! use ferrokube_core::Scope;
 //! use ferrokube_runtime::manager::Manager;
 //! use ferrokube_client::Client;
 //! use k8s_openapi::api::core::v1::ConfigMap;
@@ -105,7 +105,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use ferrokube_informer::{Scope, SharedInformerFactory};
+use ferrokube_core::Scope;
+use ferrokube_informer::SharedInformerFactory;
 use prometheus_client::registry::Registry;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
@@ -119,7 +120,8 @@ pub use endpoints::{
     DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, EndpointOptions,
 };
 use endpoints::{Endpoints, Health};
-use ferrokube_client::{Client, Kind};
+use ferrokube_client::Client;
+use ferrokube_core::Kind;
 pub use signal::shutdown_signal;
 
 /// controller-runtime's default for the whole graceful shutdown: 30 s.
@@ -538,7 +540,11 @@ impl Manager {
     }
 
     /// Runs everything until `shutdown` resolves, this replica loses its lease, or a runnable
-    /// fails; then shuts down gracefully. See the [module docs](self) for the order of things.
+    /// fails; then shuts down gracefully. See the [module docs](self) for the order of things;
+    /// each step is a function below: the endpoints (`serve_endpoints`), the elector
+    /// (`spawn_elector`), the runnables (`spawn_runnables`), the wait for a reason to stop
+    /// (`wait_for_stop`), then the stop in order: runnables (`drain_runnables`), the lease
+    /// (`stop_elector`), the factory, the endpoints.
     pub async fn run_until(
         self,
         shutdown: impl Future<Output = ()> + Send,
@@ -547,92 +553,23 @@ impl Manager {
         let synced = Arc::new(AtomicUsize::new(0));
         let health = Health::new(self.leadership.clone(), synced.clone(), controllers);
         let (stop_endpoints, endpoints_stopped) = watch::channel(false);
-        let endpoints = match self.listener {
-            Some(listener) => {
-                let addr = listener.local_addr().ok();
-                let server = Endpoints::from_std(
-                    listener,
-                    health,
-                    Arc::new(self.registry),
-                    self.endpoint_options,
-                )
-                .map_err(|source| ManagerError::Bind {
-                    addr: addr.unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0))),
-                    source,
-                })?;
-                tracing::info!(?addr, "serving /healthz, /readyz and /metrics");
-                Some(tokio::spawn(server.serve(endpoints_stopped)))
-            }
-            None => None,
-        };
-
-        // The elector runs until told to stop, or until leadership is lost; a follower stops
-        // campaigning as soon as the manager starts stopping (see `elector_shutdown`).
-        let (stop_elector, elector_stopped) = watch::channel(false);
+        let endpoints = serve_endpoints(
+            self.listener,
+            health,
+            self.registry,
+            self.endpoint_options,
+            endpoints_stopped,
+        )?;
+        let (stop_elector_tx, elector_stopped) = watch::channel(false);
         let (stop_runnables, runnables_stopped) = watch::channel(false);
-        let elector = self.elector.map(|elector| {
-            let shutdown = elector_shutdown(
-                elector.leadership(),
-                runnables_stopped.clone(),
-                elector_stopped,
-            );
-            tokio::spawn(async move { elector.run(shutdown).await })
-        });
-
+        let elector = spawn_elector(self.elector, runnables_stopped.clone(), elector_stopped);
         let context = Context {
             leadership: self.leadership.clone(),
             stop: runnables_stopped,
             synced,
         };
-        let mut tasks = JoinSet::new();
-        for runnable in self.runnables {
-            let context = context.clone();
-            let warm = self.warm_followers;
-            tasks.spawn(async move {
-                if !warm {
-                    tokio::select! {
-                        // Stopped first: a runnable never starts once the manager is stopping.
-                        biased;
-                        () = context.stopped() => return (runnable.name, Ok(())),
-                        () = context.elected() => {}
-                    }
-                }
-                let result = (runnable.run)(context).await;
-                (runnable.name, result)
-            });
-        }
-
-        // Wait for the reason to stop.
-        let lost = {
-            let leadership = self.leadership.clone();
-            async move {
-                match leadership {
-                    Some(leadership) => {
-                        if leadership.acquired().await.is_ok() {
-                            leadership.lost().await;
-                        } else {
-                            std::future::pending::<()>().await;
-                        }
-                    }
-                    None => std::future::pending::<()>().await,
-                }
-            }
-        };
-        let mut outcome: Result<(), ManagerError> = Ok(());
-        tokio::select! {
-            // The asked-for shutdown first, then the loss, then a runnable's end: only a
-            // coincidence in one poll is decided by the order (each branch ends the wait, so
-            // none can starve another), and then the stop that was asked for is what happened.
-            biased;
-            () = shutdown => tracing::info!("shutdown signal: stopping the controllers"),
-            () = lost => {
-                tracing::error!("leader election lost: stopping the controllers");
-                outcome = Err(ManagerError::LeadershipLost);
-            }
-            Some(joined) = tasks.join_next(), if !tasks.is_empty() => {
-                outcome = Err(runnable_failure(joined));
-            }
-        }
+        let mut tasks = spawn_runnables(self.runnables, &context, self.warm_followers);
+        let mut outcome = wait_for_stop(shutdown, self.leadership.clone(), &mut tasks).await;
 
         // Stop: controllers first (no new keys, reconciles in flight finish), then the lease.
         let _ = stop_runnables.send(true);
@@ -640,37 +577,10 @@ impl Manager {
             tokio::time::Instant::now(),
             self.graceful_shutdown_timeout,
         );
-        let drained = tokio::time::timeout_at(deadline, async {
-            while let Some(joined) = tasks.join_next().await {
-                if let Err(error) = runnable_result(joined) {
-                    tracing::warn!(%error, "stopping");
-                }
-            }
-        })
-        .await;
-        if drained.is_err() {
-            tasks.abort_all();
-            tracing::warn!(timeout = ?self.graceful_shutdown_timeout, "graceful shutdown timed out");
-            if outcome.is_ok() {
-                outcome = Err(ManagerError::ShutdownTimeout(
-                    self.graceful_shutdown_timeout,
-                ));
-            }
-        }
-        let _ = stop_elector.send(true);
-        if let Some(elector) = elector {
-            match tokio::time::timeout_at(deadline + Duration::from_secs(5), elector).await {
-                Ok(Ok(Ok(()))) => {}
-                Ok(Ok(Err(error))) => {
-                    tracing::warn!(%error, "leader election ended with an error");
-                    if outcome.is_ok() {
-                        outcome = Err(ManagerError::LeaderElection(error));
-                    }
-                }
-                Ok(Err(error)) => tracing::warn!(%error, "leader election task failed"),
-                Err(_) => tracing::warn!("leader election did not stop in time"),
-            }
-        }
+        let drained = drain_runnables(tasks, deadline, self.graceful_shutdown_timeout).await;
+        outcome = outcome.and(drained);
+        let _ = stop_elector_tx.send(true);
+        outcome = outcome.and(stop_elector(elector, deadline).await);
         self.factory.shutdown();
         let _ = stop_endpoints.send(true);
         if let Some(endpoints) = endpoints {
@@ -678,6 +588,155 @@ impl Manager {
         }
         tracing::info!("manager stopped");
         outcome
+    }
+}
+
+/// Serves `/healthz`, `/readyz` and `/metrics` on `listener`, if there is one, until
+/// `stopped` turns true.
+fn serve_endpoints(
+    listener: Option<std::net::TcpListener>,
+    health: Health,
+    registry: Registry,
+    options: EndpointOptions,
+    stopped: watch::Receiver<bool>,
+) -> Result<Option<tokio::task::JoinHandle<()>>, ManagerError> {
+    let Some(listener) = listener else {
+        return Ok(None);
+    };
+    let addr = listener.local_addr().ok();
+    let server =
+        Endpoints::from_std(listener, health, Arc::new(registry), options).map_err(|source| {
+            ManagerError::Bind {
+                addr: addr.unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0))),
+                source,
+            }
+        })?;
+    tracing::info!(?addr, "serving /healthz, /readyz and /metrics");
+    Ok(Some(tokio::spawn(server.serve(stopped))))
+}
+
+/// The elector's task. It runs until told to stop (`stop`), or until leadership is lost; a
+/// follower stops campaigning as soon as the manager starts stopping (`stopping`; see
+/// [`elector_shutdown`]).
+fn spawn_elector(
+    elector: Option<Campaign>,
+    stopping: watch::Receiver<bool>,
+    stop: watch::Receiver<bool>,
+) -> Option<tokio::task::JoinHandle<Result<(), BoxError>>> {
+    elector.map(|elector| {
+        let shutdown = elector_shutdown(elector.leadership(), stopping, stop);
+        tokio::spawn(async move { elector.run(shutdown).await })
+    })
+}
+
+/// Each runnable in a task of its own; with cold followers (`warm` false), started only once
+/// elected, and never once the manager is stopping.
+fn spawn_runnables(
+    runnables: Vec<Runnable>,
+    context: &Context,
+    warm: bool,
+) -> JoinSet<(String, Result<(), BoxError>)> {
+    let mut tasks = JoinSet::new();
+    for runnable in runnables {
+        let context = context.clone();
+        tasks.spawn(async move {
+            if !warm {
+                tokio::select! {
+                    // Stopped first: a runnable never starts once the manager is stopping.
+                    biased;
+                    () = context.stopped() => return (runnable.name, Ok(())),
+                    () = context.elected() => {}
+                }
+            }
+            let result = (runnable.run)(context).await;
+            (runnable.name, result)
+        });
+    }
+    tasks
+}
+
+/// Waits for the reason to stop: `shutdown`, the loss of the lease, or a runnable's end. `Ok`
+/// for the asked-for shutdown; the loss or the runnable's end is the manager's error.
+async fn wait_for_stop(
+    shutdown: impl Future<Output = ()> + Send,
+    leadership: Option<Leadership>,
+    tasks: &mut JoinSet<(String, Result<(), BoxError>)>,
+) -> Result<(), ManagerError> {
+    let lost = async move {
+        match leadership {
+            Some(leadership) => {
+                if leadership.acquired().await.is_ok() {
+                    leadership.lost().await;
+                } else {
+                    std::future::pending::<()>().await;
+                }
+            }
+            None => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        // The asked-for shutdown first, then the loss, then a runnable's end: only a
+        // coincidence in one poll is decided by the order (each branch ends the wait, so
+        // none can starve another), and then the stop that was asked for is what happened.
+        biased;
+        () = shutdown => {
+            tracing::info!("shutdown signal: stopping the controllers");
+            Ok(())
+        }
+        () = lost => {
+            tracing::error!("leader election lost: stopping the controllers");
+            Err(ManagerError::LeadershipLost)
+        }
+        Some(joined) = tasks.join_next(), if !tasks.is_empty() => Err(runnable_failure(joined)),
+    }
+}
+
+/// Waits until `deadline` for the runnables to end (they were told to stop); past it, aborts
+/// them and reports the timeout (`timeout`, the graceful shutdown's).
+async fn drain_runnables(
+    mut tasks: JoinSet<(String, Result<(), BoxError>)>,
+    deadline: tokio::time::Instant,
+    timeout: Duration,
+) -> Result<(), ManagerError> {
+    let drained = tokio::time::timeout_at(deadline, async {
+        while let Some(joined) = tasks.join_next().await {
+            if let Err(error) = runnable_result(joined) {
+                tracing::warn!(%error, "stopping");
+            }
+        }
+    })
+    .await;
+    if drained.is_err() {
+        tasks.abort_all();
+        tracing::warn!(?timeout, "graceful shutdown timed out");
+        return Err(ManagerError::ShutdownTimeout(timeout));
+    }
+    Ok(())
+}
+
+/// Waits (5 s past `deadline` at most) for the elector, told to stop, to release the lease; an
+/// error it ended with is the manager's.
+async fn stop_elector(
+    elector: Option<tokio::task::JoinHandle<Result<(), BoxError>>>,
+    deadline: tokio::time::Instant,
+) -> Result<(), ManagerError> {
+    let Some(elector) = elector else {
+        return Ok(());
+    };
+    match tokio::time::timeout_at(deadline + Duration::from_secs(5), elector).await {
+        Ok(Ok(Ok(()))) => Ok(()),
+        Ok(Ok(Err(error))) => {
+            tracing::warn!(%error, "leader election ended with an error");
+            Err(ManagerError::LeaderElection(error))
+        }
+        Ok(Err(error)) => {
+            tracing::warn!(%error, "leader election task failed");
+            Ok(())
+        }
+        Err(_) => {
+            tracing::warn!("leader election did not stop in time");
+            Ok(())
+        }
     }
 }
 

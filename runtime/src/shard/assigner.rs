@@ -64,9 +64,11 @@ use super::ring::HashRing;
 use crate::leader::{LeaderElector, Leadership, RunOutcome};
 use ferrokube_client::api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use ferrokube_client::list_watch::ListWatch;
-use ferrokube_client::{Api, ApiResource, Client, DynamicObject, Kind, Object};
+use ferrokube_client::{Api, Client, DynamicObject};
 use ferrokube_core::pipeline_event;
-use ferrokube_informer::{HandlerFns, LabelSelector, ObjectKey, Scope, SharedIndexInformer};
+use ferrokube_core::{ApiResource, Kind, Object};
+use ferrokube_core::{LabelSelector, ObjectKey, Scope};
+use ferrokube_informer::{HandlerFns, SharedIndexInformer};
 use ferrokube_workqueue::WorkQueue;
 
 /// How often the assigner re-reads the member Leases for liveness.

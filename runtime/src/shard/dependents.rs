@@ -15,9 +15,11 @@ use serde_json::{Value, json};
 use super::ShardError;
 use super::marks::{Marks, format_handover};
 use ferrokube_client::api::{ListParams, Patch, PatchParams};
-use ferrokube_client::{Api, ApiResource, Client, Error, Kind, Object};
+use ferrokube_client::{Api, Client, Error};
+use ferrokube_core::ObjectKey;
+use ferrokube_core::{ApiResource, Kind, Object};
 use ferrokube_informer::SharedIndexInformer;
-use ferrokube_informer::{ObjectKey, StoreRevision};
+use ferrokube_informer::StoreRevision;
 
 /// One dependent object, as far as sharding cares.
 #[derive(Debug, Clone, PartialEq, Eq)]

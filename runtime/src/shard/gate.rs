@@ -39,9 +39,10 @@ use super::dependents::{DependentKind, MovedChildren};
 use super::marks::parse_handover;
 use super::member::ShardMember;
 use ferrokube_client::api::{Patch, PatchParams};
-use ferrokube_client::{Api, ApiResource, DynamicObject, Object};
+use ferrokube_client::{Api, DynamicObject};
+use ferrokube_core::ObjectKey;
 use ferrokube_core::pipeline_event;
-use ferrokube_informer::ObjectKey;
+use ferrokube_core::{ApiResource, Object};
 
 /// What the member does with an object this turn.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -11,7 +11,7 @@
 
 use std::collections::BTreeMap;
 
-use ferrokube_informer::Scope;
+use ferrokube_core::Scope;
 
 /// The label on every member Lease of a ring (value: the ring's name): the assigner watches only
 /// these, and never touches another Lease.

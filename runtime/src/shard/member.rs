@@ -32,7 +32,7 @@ use super::marks::{Marks, RING_LABEL, check_member_name};
 use super::metrics::ShardMetrics;
 use crate::leader::{LeaderElector, Leadership, RunOutcome, Timings};
 use ferrokube_client::Client;
-use ferrokube_informer::Scope;
+use ferrokube_core::Scope;
 
 /// One replica's membership in a ring; cheap to clone. See the [module docs](self).
 #[derive(Clone)]

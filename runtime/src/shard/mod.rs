@@ -60,7 +60,7 @@
 //! relabelled, and B does not reconcile it until its informer of that kind has caught up to it, so
 //! B never sees the object without its children (and never creates them again). The old owner's
 //! cache holds every child it created because a sharded controller records its writes in the
-//! [consistency store](crate::controller::consistency) (every write through the reconcile's
+//! [consistency store](crate::freshness::consistency) (every write through the reconcile's
 //! [`Context`](crate::controller::Context)), which the workers check before the handover.
 //!
 //! [`Reconciler::deleted`]: crate::controller::Reconciler::deleted
@@ -69,7 +69,7 @@
 //!
 //! ```no_run
 //! # use ferrokube_runtime::controller::Controller;
-//! # use ferrokube_informer::Scope;
+//! # use ferrokube_core::Scope;
 //! # use ferrokube_runtime::shard::ShardMember;
 //! # use k8s_openapi::api::apps::v1::ReplicaSet;
 //! # use k8s_openapi::api::core::v1::Pod;

@@ -17,7 +17,7 @@ use std::io::Write as _;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ferrokube::informer::LabelSelector;
+use ferrokube::core::LabelSelector;
 use parking_lot::Mutex;
 use tokio::sync::watch;
 

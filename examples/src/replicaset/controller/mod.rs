@@ -60,9 +60,8 @@ use ferrokube::controller::{
     Action, ConsistencyStore, Context, Controller, Enqueue, EventRecorder, Expectations,
     ObjectEvent, Reconciler, Stabilization,
 };
-use ferrokube::informer::{
-    LabelSelector, Lister, ObjectKey, Scope, SharedIndexInformer, drop_managed_fields,
-};
+use ferrokube::core::{LabelSelector, ObjectKey, Scope, drop_managed_fields};
+use ferrokube::informer::{Lister, SharedIndexInformer};
 use ferrokube::manager::Manager;
 use ferrokube::workqueue::WorkQueue;
 use futures_util::future::join_all;

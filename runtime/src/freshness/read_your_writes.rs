@@ -21,7 +21,8 @@
 //! use std::time::Duration;
 //! use ferrokube_client::api::{Patch, PatchParams};
 //! use ferrokube_runtime::controller::ReadYourWrites;
-//! use ferrokube_informer::{Scope, SharedInformerFactory};
+//! use ferrokube_core::Scope;
+//! use ferrokube_informer::SharedInformerFactory;
 //! use ferrokube_client::{Api, Client};
 //! use k8s_openapi::api::core::v1::ConfigMap;
 //!
@@ -167,14 +168,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use ferrokube_informer::{
-    LabelSelector, Lister, ObjectKey, Scope, ScopeMatcher, SharedIndexInformer, StoreRevision,
-};
+use ferrokube_core::{LabelSelector, ObjectKey, Scope, ScopeMatcher};
+use ferrokube_informer::{Lister, SharedIndexInformer, StoreRevision};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use parking_lot::Mutex;
 
-use ferrokube_client::api::{Api, ApiResource, Object};
+use ferrokube_client::api::Api;
 use ferrokube_client::write_observer::{DeleteNote, DeleteOutcome, WriteObserver};
+use ferrokube_core::{ApiResource, Object};
 
 /// How long a read waits for the cache by default: see [Choosing `max_wait`](self#choosing-max_wait).
 pub const DEFAULT_MAX_WAIT: Duration = Duration::from_secs(3);

@@ -24,7 +24,7 @@
 //! reconciles is not in it: the rule is conservative only about what was seen.
 //!
 //! The window is counted on the tokio runtime's clock (`tokio::time::Instant`), like
-//! [`expectations`](super::expectations): real time in production, virtual time in a
+//! [`expectations`](crate::freshness::expectations): real time in production, virtual time in a
 //! deterministic run. A key's history is kept until [`Stabilization::forget`] (call it when the
 //! object is deleted) and is at most as long as the number of changes within one window.
 

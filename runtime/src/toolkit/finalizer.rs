@@ -45,7 +45,7 @@ use serde_json::{Value, json};
 
 use ferrokube_client::api::{Api, Patch, PatchParams};
 use ferrokube_client::error::Error;
-use ferrokube_informer::Object;
+use ferrokube_core::Object;
 
 /// Why adding or removing a finalizer failed.
 #[derive(Debug, thiserror::Error)]

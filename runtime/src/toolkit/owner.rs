@@ -35,7 +35,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 
 use ferrokube_client::api::{Api, PostParams};
 use ferrokube_client::error::Error;
-use ferrokube_informer::{Kind, Object};
+use ferrokube_core::{Kind, Object};
 
 /// Why [`set_controller_reference`] refused to set a reference.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -33,12 +33,12 @@
 //!
 //! ## Recording writes
 //!
-//! A reconcile records nothing by hand. Its [`Context`](super::Context) hands out a client (and
+//! A reconcile records nothing by hand. Its [`Context`](crate::controller::Context) hands out a client (and
 //! `Api`s built on it) whose [write observer](ferrokube_client::write_observer) is a [`Writes`]
 //! for the key being reconciled: every create, replace, patch, status write and delete the server
 //! commits through it is recorded before the write's `await` returns, and so is every write of a
 //! toolkit helper given such an `Api` (finalizers, status, `create_or_update`, adoptions and
-//! releases of a [`Claimer`](super::claim::Claimer)). Outside a reconcile, [`Writes::client`] and
+//! releases of a [`Claimer`](crate::toolkit::claim::Claimer)). Outside a reconcile, [`Writes::client`] and
 //! [`Writes::api`] attach the same observer to a client of your own. A delete answered with the
 //! object (a graceful delete, finalizers) records its resourceVersion; one answered with a
 //! `Status` (gone at once) records that the informer must no longer hold the object.
@@ -79,7 +79,7 @@
 //! Per key, one record per informer (the highest version written; a newer write replaces it) plus
 //! one per object deleted with a `Status` answer. Records go when a check finds their informer
 //! caught up, when the key's object is deleted (the worker clears the key before
-//! [`Reconciler::deleted`](super::Reconciler::deleted)), and in a sweep that runs whenever the
+//! [`Reconciler::deleted`](crate::controller::Reconciler::deleted)), and in a sweep that runs whenever the
 //! number of keys with records doubles (from 1,024): so the store holds at most about twice the
 //! keys whose writes some informer has not shown yet, or 1,024. When no key has a record, the check
 //! costs one atomic load.
@@ -89,19 +89,21 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use ferrokube_informer::{ObjectKey, Scope, ScopeMatcher, SharedIndexInformer, StoreRevision};
+use ferrokube_core::{ObjectKey, Scope, ScopeMatcher};
+use ferrokube_informer::{SharedIndexInformer, StoreRevision};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use parking_lot::{Mutex, RwLock};
 
 use ferrokube_client::Client;
-use ferrokube_client::api::{Api, ApiResource, Kind, Object};
+use ferrokube_client::api::Api;
 use ferrokube_client::write_observer::{DeleteNote, DeleteOutcome, WriteObserver};
+use ferrokube_core::{ApiResource, Kind, Object};
 
 /// How long a skipped key waits before it is tried again, unless an event brings it sooner
 /// (which the write's own watch event usually does). Long enough for a healthy watch (a few
 /// milliseconds behind the write) to have delivered, short enough to go unnoticed next to the
 /// requests a reconcile makes. Set with
-/// [`Controller::stale_requeue`](super::Controller::stale_requeue).
+/// [`Controller::stale_requeue`](crate::controller::Controller::stale_requeue).
 pub const DEFAULT_STALE_REQUEUE: Duration = Duration::from_millis(100);
 
 /// Keys with records at which the first sweep runs; later sweeps run each time the count doubles.
@@ -241,7 +243,7 @@ struct Inner {
 
 /// Records a controller's writes per key and says whether its caches show them yet: see the
 /// [module docs](self). Cheap to clone; clones share one store. A controller makes one
-/// ([`Controller::consistency`](super::Controller::consistency)); its workers check
+/// ([`Controller::consistency`](crate::controller::Controller::consistency)); its workers check
 /// it before each reconcile, and its reconciler records through [`writes`](Self::writes).
 #[derive(Clone)]
 pub struct ConsistencyStore {

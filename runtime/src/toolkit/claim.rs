@@ -55,9 +55,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use serde_json::{Value, json};
 
 use super::owner::controller_of;
-use ferrokube_client::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
+use ferrokube_client::api::{Api, DynamicObject, Patch, PatchParams};
 use ferrokube_client::error::Error;
-use ferrokube_informer::{LabelSelector, Object, ObjectKey};
+use ferrokube_core::ApiResource;
+use ferrokube_core::{LabelSelector, Object, ObjectKey};
 
 /// How adopt and release patches are written. Default: [`PatchStyle::Strategic`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -126,7 +127,7 @@ impl ClaimError {
 /// ```no_run
 /// # use std::sync::Arc;
 /// # use ferrokube_runtime::controller::claim::Claimer;
-/// # use ferrokube_informer::LabelSelector;
+/// # use ferrokube_core::LabelSelector;
 /// # use ferrokube_client::{Api, Client};
 /// # use k8s_openapi::api::apps::v1::ReplicaSet;
 /// # use k8s_openapi::api::core::v1::Pod;
@@ -152,7 +153,7 @@ impl<O: Object> Claimer<O> {
     /// kind in its namespace: the recheck reads the owner through it, and the controller reference
     /// takes its apiVersion and kind from `owner_api.resource()` (so dynamic owners work too). Its
     /// client writes the children, so an `owner_api` from the reconcile context
-    /// ([`Context::api`](super::Context::api)) records every adoption and release in the
+    /// ([`Context::api`](crate::controller::Context::api)) records every adoption and release in the
     /// controller's consistency store. Refuses an owner without name or uid, and an `owner_api` for
     /// another namespace. Patches are [`PatchStyle::Strategic`] unless [`patch_style`](Self::patch_style)
     /// says otherwise.

@@ -44,7 +44,7 @@ use k8s_openapi::jiff::Timestamp;
 
 use ferrokube_client::api::{Api, PostParams};
 use ferrokube_client::error::Error;
-use ferrokube_informer::Object;
+use ferrokube_core::Object;
 
 /// The `status` of a condition that holds.
 pub const TRUE: &str = "True";
@@ -209,7 +209,7 @@ fn is_unset(time: &Time) -> bool {
 
 /// Now, in whole seconds (the precision the API stores).
 fn now() -> Timestamp {
-    let now = super::now();
+    let now = ferrokube_core::time::now();
     Timestamp::new(now.as_second(), 0).unwrap_or(now)
 }
 

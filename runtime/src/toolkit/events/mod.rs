@@ -50,13 +50,14 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use parking_lot::Mutex;
 use tokio::sync::mpsc;
 
-use super::consistency::Writes;
-use super::context::Context;
+use crate::controller::context::Context;
+use crate::freshness::consistency::Writes;
 use correlator::{Delivery, EventCorrelator};
-use ferrokube_client::api::{Api, ApiResource, Kind, Patch, PatchParams, PostParams};
+use ferrokube_client::api::{Api, Patch, PatchParams, PostParams};
 use ferrokube_client::client::{Client, Priority};
 use ferrokube_client::error::Error;
 use ferrokube_client::write_observer::WriteObserver;
+use ferrokube_core::{ApiResource, Kind};
 
 /// Events one object may emit at once (client-go's spam filter burst).
 const SPAM_BURST: f64 = 25.0;
@@ -235,7 +236,7 @@ fn event_about<O: Kind>(
     reason: &str,
     message: String,
 ) -> Event {
-    let now = super::now();
+    let now = ferrokube_core::time::now();
     let meta = object.meta();
     let (api_version, involved_kind) = object.api_version_and_kind();
     let name = meta.name.clone().unwrap_or_default();

@@ -1,25 +1,5 @@
-//! The write gate: the seam through which a layer above the client decides, write by write,
-//! whether a [`Client`](crate::Client)'s writes may leave.
-//!
-//! The client knows nothing of leases. A process that must write only while it holds one (a
-//! leader-elected controller) hands its client a [`WriteGate`] with
-//! [`Client::with_write_gate`](crate::Client::with_write_gate); the runtime's leader election
-//! (`ferrokube::leader::Leadership`) is the gate ferrokube provides, and it plugs in here from the
-//! layer above, so the arrow runs one way: the leader depends on the client, never back.
-//!
-//! ```text
-//!   Api::create ─▶ Client: rate limit ─▶ credentials ─▶ gate.admit() ──no──▶ Error::NotLeader (unsent)
-//!                                                         │ yes: a WritePermit
-//!                                                         ▼
-//!                           hyper has a connection, polls the body ─▶ gate.admit() again ──no──▶ aborted
-//!                                                         │ yes
-//!                                                         ▼
-//!                                answer's head arrives ─▶ permit dropped (the gate may count it done)
-//!                                no answer ever        ─▶ permit's on_abandon (it may still land)
-//! ```
-//!
-//! A refusal is a [`NotLeader`], carried by [`Error::NotLeader`](crate::Error::NotLeader). See the
-//! [client's module docs](crate::client#write-gates) for why a write is checked twice.
+//! The seam itself: [`WriteGate`], the [`WritePermit`] it grants and the [`NotLeader`] refusal.
+//! The story of the gate is in the parent module's docs.
 
 use std::time::Duration;
 

@@ -32,7 +32,7 @@
 //! (`creation_observed` for each child not created).
 //!
 //! Keys are the owner's key (`namespace/name`); forget an owner's record when it is deleted
-//! ([`Reconciler::deleted`](super::Reconciler::deleted) is the place).
+//! ([`Reconciler::deleted`](crate::controller::Reconciler::deleted) is the place).
 //!
 //! The timeout is counted on the tokio runtime's clock (`tokio::time::Instant`), the clock the
 //! controller's requeues wait on: real time in production, virtual time in a deterministic run on

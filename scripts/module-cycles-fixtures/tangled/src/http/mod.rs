@@ -1,0 +1,2 @@
+mod handlers;
+mod verbs;

@@ -1,0 +1,3 @@
+use super::Item;
+
+pub struct Child(pub Item);
