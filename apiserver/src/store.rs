@@ -152,6 +152,16 @@ pub struct ListPage {
     pub remaining: Option<u64>,
 }
 
+/// A [`Store::commit`] that lost the race: the key no longer holds what the caller read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the object changed after it was read (read at {read:?}, now at {now:?})")]
+pub struct Raced {
+    /// The revision the caller read (`None`: the key was empty).
+    pub read: Option<u64>,
+    /// The revision at the key when the commit came (`None`: the key is empty now).
+    pub now: Option<u64>,
+}
+
 /// What a transaction decided to do with the key.
 #[derive(Debug)]
 pub enum Write {
@@ -209,6 +219,11 @@ impl Store {
 
     /// Atomically reads `key` and applies what `decide` returns. Returns the change made (`None` for
     /// [`Write::Keep`], or a `Put` equal to the current object) and the object now at the key.
+    ///
+    /// `decide` runs **under the store's lock**: every other reader and writer of any key waits for
+    /// it. Keep it to a few comparisons (the in-process controllers' status writes, a create's
+    /// "is the name taken"); anything that validates, patches or walks an object belongs in
+    /// [`Store::commit`]'s read-compute-swap loop instead (see [`crate::api`]).
     pub fn transact(
         &self,
         table: &Arc<str>,
@@ -218,29 +233,64 @@ impl Store {
         let mut state = self.state.lock();
         let current = state.tables.get(table).and_then(|t| t.get(key)).cloned();
         let write = decide(current.as_ref())?;
+        Ok(self.apply(&mut state, table, key, current, write))
+    }
+
+    /// Writes `write` at `key` if the key still holds what the caller read: the object of revision
+    /// `read`, or nothing when `read` is `None`. This is etcd's compare-and-swap on the key's
+    /// modification revision, the last step of kube-apiserver's `GuaranteedUpdate`: the caller read
+    /// the object ([`Store::get`]), computed the new one without the lock, and now either commits
+    /// it or learns that another write came first ([`Raced`]) and computes again from a new read.
+    ///
+    /// Only the comparison, the stamping and the delivery to watchers run under the lock.
+    pub fn commit(
+        &self,
+        table: &Arc<str>,
+        key: &str,
+        read: Option<u64>,
+        write: Write,
+    ) -> Result<(Option<Arc<Change>>, Option<Stored>), Raced> {
+        let mut state = self.state.lock();
+        let current = state.tables.get(table).and_then(|t| t.get(key)).cloned();
+        let now = current.as_ref().map(|c| c.revision);
+        if now != read {
+            return Err(Raced { read, now });
+        }
+        Ok(self.apply(&mut state, table, key, current, write))
+    }
+
+    /// Applies a decided `write` to `key`, whose object is `current`; the caller holds the lock.
+    fn apply(
+        &self,
+        state: &mut State,
+        table: &Arc<str>,
+        key: &str,
+        current: Option<Stored>,
+        write: Write,
+    ) -> (Option<Arc<Change>>, Option<Stored>) {
         let (event, object) = match write {
-            Write::Keep => return Ok((None, current)),
+            Write::Keep => return (None, current),
             Write::Put(object) => {
                 let unchanged = current
                     .as_ref()
                     .is_some_and(|c| same_apart_from_version(&c.object, &object));
                 if unchanged {
-                    return Ok((None, current));
+                    return (None, current);
                 }
                 let event = if current.is_some() {
                     EventType::Modified
                 } else {
                     EventType::Added
                 };
-                (event, Some(object))
+                (event, object)
             }
             Write::Delete => match &current {
-                Some(c) => (EventType::Deleted, Some((*c.object).clone())),
-                None => return Ok((None, None)),
+                Some(c) => (EventType::Deleted, (*c.object).clone()),
+                None => return (None, None),
             },
         };
         let revision = state.revision + 1;
-        let stored = stamp(object.unwrap_or(Value::Null), revision)?;
+        let stored = stamp(object, revision);
         state.revision = revision;
         let table_map = state.tables.entry(table.clone()).or_default();
         if event == EventType::Deleted {
@@ -256,9 +306,9 @@ impl Store {
             object: stored.clone(),
             previous: current,
         });
-        self.record(&mut state, &change);
+        self.record(state, &change);
         let now = (event != EventType::Deleted).then_some(stored);
-        Ok((Some(change), now))
+        (Some(change), now)
     }
 
     fn record(&self, state: &mut State, change: &Arc<Change>) {
@@ -479,19 +529,19 @@ impl Store {
 }
 
 /// Writes `revision` into the object and serializes it.
-fn stamp(mut object: Value, revision: u64) -> Result<Stored, StatusError> {
+fn stamp(mut object: Value, revision: u64) -> Stored {
     meta::metadata_mut(&mut object).insert(
         "resourceVersion".into(),
         Value::String(revision.to_string()),
     );
     let encoded = crate::wire::encode_object(&object);
-    Ok(Stored {
+    Stored {
         object: Arc::new(object),
         json: Bytes::from(encoded.json),
         untyped_from: encoded.untyped_from,
         revision,
         written: Instant::now(),
-    })
+    }
 }
 
 impl Stored {
