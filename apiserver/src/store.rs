@@ -1,19 +1,33 @@
 //! The versioned object store: etcd and the watch cache in one small type.
 //!
-//! Every write goes through [`Store::transact`], which, under one lock:
+//! One lock guards it all, so everything done under the lock must be short: every reader and
+//! writer of any key waits for it. Writes come in two shapes:
 //!
-//! 1. reads the current object at a key and lets the caller decide what to do with it
-//!    (put a new value, delete, or nothing);
-//! 2. assigns the next **global** resourceVersion (one counter for all kinds, like etcd's revision)
+//! - [`Store::commit`], etcd's compare-and-swap, for the REST verbs: the caller read the object
+//!   ([`Store::get`], a moment under the lock), computed the new one **without** the lock (patch,
+//!   defaults, admission, schema and CEL validation, managed fields: see [`crate::api`]), and
+//!   commits it only if the key still holds the revision it read; else it gets [`Raced`] and
+//!   computes again from a fresh read.
+//! - [`Store::transact`], read and decide under the lock in one step, for decisions of a few
+//!   comparisons (a create's "is the name taken", the in-process controllers' status writes).
+//!
+//! Either way, once the write is decided, still under the lock, the store:
+//!
+//! 1. assigns the next **global** resourceVersion (one counter for all kinds, like etcd's revision)
 //!    and writes it into `metadata.resourceVersion`;
-//! 3. serializes the object once ([`Stored::json`]) — lists and every watcher reuse those bytes;
-//! 4. appends a [`Change`] to the history window and hands it to every matching watcher.
+//! 2. serializes the object once ([`Stored::json`]) — lists and every watcher reuse those bytes;
+//! 3. appends a [`Change`] to the history window and hands it to every matching watcher.
 //!
 //! ```text
-//!  transact ──► tables[type][key] = Stored      (current state, keys sorted like etcd's)
-//!           └─► history.push_back(Change)       (bounded window; oldest dropped = "compacted")
-//!           └─► watcher.try_send(item)          (bounded buffer each; a full one is closed)
+//!  get ──► (no lock) compute ──► commit(read revision) ─┬─ key moved on? ──► Raced: get again
+//!                                                       └─► tables[type][key] = Stored
+//!                                                           history.push_back(Change)
+//!                                                           watcher.try_send(item)
+//!  transact(decide) ──────────────────────────────────────► (the same three, decide under the lock)
 //! ```
+//!
+//! `tables` keeps keys sorted like etcd's; `history` is a bounded window (the oldest dropped =
+//! "compacted"); each watcher has a bounded buffer, and a full one is closed.
 //!
 //! Because history keeps each change's previous object, the store can also answer a list *at* an older
 //! revision (`resourceVersionMatch=Exact`, and every page after the first of a paginated list) by
@@ -22,7 +36,8 @@
 //!
 //! Invariants, all under the one lock: `compacted <= revision`; every change in `history` has a revision
 //! in `(compacted, revision]`, strictly increasing; a watcher registered at revision `r` has received
-//! (in its backlog or channel) every matching change with revision > `r`, in order, or has been closed.
+//! (in its backlog or channel) every matching change with revision > `r`, in order, or has been closed;
+//! a [`Store::commit`] writes only over the revision its caller read.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;

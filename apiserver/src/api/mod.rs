@@ -1,10 +1,39 @@
 //! The REST verbs — get, list, watch, create, update, patch, delete, deletecollection and the scale
 //! subresource — over the [`Store`], with no HTTP in sight.
 //!
-//! The HTTP layer (`http/`) parses a request into a call here and renders the result; the garbage
-//! collector and the pod simulator call the same methods in-process. Each write is one
-//! [`Store::transact`]: read, decide (validate, check the resourceVersion, apply the patch), write — so
-//! two clients racing on one object get exactly one success and one 409, as with etcd's compare-and-swap.
+//! The HTTP layer (`http/`) parses a request into a call here and renders the result (running
+//! each write on tokio's blocking pool, since a write may compute for a while); the garbage
+//! collector and the pod simulator call the same methods in-process.
+//!
+//! # How a write flows: kube-apiserver's `GuaranteedUpdate`
+//!
+//! The store has one lock for every key. A write must not hold it while it does the slow part of
+//! its work, or one hostile object (a CEL rule at the edge of its cost limit, a huge patch, a
+//! long list of finalizers) stalls every client of the server. So an update, a patch, an apply or
+//! a delete is a loop ([`Api::guaranteed`]):
+//!
+//! ```text
+//!        ┌──────────────────────────────────────────────────────────────┐
+//!        ▼                                                              │ lost the race
+//!  read: store.get(key) ──► current object, its revision r   (lock: a moment)
+//!        │                                                              │
+//!  compute, without the lock:                                           │
+//!        preconditions (a resourceVersion sent ≠ r ──► 409, no retry)   │
+//!        apply the patch / take the new object                          │
+//!        strategy: keep what may not change, defaults, generation       │
+//!        validation: schema, CEL rules (on their big-stack thread)      │
+//!        managed fields (server-side apply's walk), Service addresses   │
+//!        │                                                              │
+//!  commit: store.commit(key, r, write)   (lock: compare, stamp, notify) │
+//!        ├── key still at r ──► written: the next revision, watchers told
+//!        └── key moved on ─────────────────────────────────────────────┘ (at most MAX_WRITE_ATTEMPTS)
+//! ```
+//!
+//! Two clients racing on one object without a resourceVersion therefore both land (the loser
+//! computes again over the winner's object); with the same stale resourceVersion one lands and the
+//! other gets 409 Conflict, as with etcd's compare-and-swap. A create validates everything before
+//! it takes the lock, whose decision is then only "is the name taken". A dry run reads and
+//! computes, and commits nothing.
 
 mod establish;
 
