@@ -882,3 +882,83 @@ async fn abuse_a_write_at_the_edge_of_the_cel_budget_stalls_no_other_client() {
     eprintln!("{seen:?} bound {bound:?}");
     assert_served_throughout("a CEL rule at the edge of the budget", &seen, bound);
 }
+
+/// An HTTP/2 connection (prior knowledge, no TLS) to `server`: the request sender and the
+/// connection's task, which ends when the connection does.
+async fn http2_connection(
+    server: &RunningServer,
+) -> (
+    hyper::client::conn::http2::SendRequest<http_body_util::Empty<bytes::Bytes>>,
+    tokio::task::JoinHandle<Result<(), hyper::Error>>,
+) {
+    let address = server.url().trim_start_matches("http://").to_string();
+    let stream = tokio::net::TcpStream::connect(&address)
+        .await
+        .expect("connect");
+    let (sender, connection) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(stream),
+    )
+    .await
+    .expect("HTTP/2 handshake");
+    (sender, tokio::spawn(connection))
+}
+
+fn http2_get(
+    server: &RunningServer,
+    path: &str,
+) -> http::Request<http_body_util::Empty<bytes::Bytes>> {
+    http::Request::get(format!("{}{path}", server.url()))
+        .body(http_body_util::Empty::new())
+        .expect("request")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn abuse_an_idle_http2_connection_is_closed_after_the_idle_timeout() {
+    use http_body_util::BodyExt;
+    let idle = Duration::from_millis(300);
+    let server = ApiServer::new()
+        .idle_timeout(Some(idle))
+        .start()
+        .await
+        .expect("server");
+    // A connection with a watch open: never idle.
+    let (mut watching, watch_connection) = http2_connection(&server).await;
+    let watch = watching
+        .send_request(http2_get(&server, &format!("{CONFIG_MAPS}?watch=1")))
+        .await
+        .expect("the watch opens");
+    assert_eq!(watch.status(), 200);
+    let mut watch_body = watch.into_body();
+    // A connection that makes one request, then keeps quiet.
+    let (mut quiet, quiet_connection) = http2_connection(&server).await;
+    let answer = quiet
+        .send_request(http2_get(&server, "/api/v1/namespaces/default"))
+        .await
+        .expect("answered");
+    assert_eq!(answer.status(), 200);
+    answer.into_body().collect().await.expect("the body");
+    let answered = std::time::Instant::now();
+    // The server closes it (GOAWAY): its task ends. A bound on a broken test, not a wait.
+    let ended = tokio::time::timeout(Duration::from_secs(60), quiet_connection).await;
+    let closed_after = answered.elapsed();
+    assert!(
+        matches!(ended, Ok(Ok(Ok(())))),
+        "the idle connection ended cleanly: {ended:?}"
+    );
+    assert!(closed_after >= idle, "closed after {closed_after:?}");
+    // The watching connection, older than the quiet one, is still open and delivering.
+    assert!(!watch_connection.is_finished(), "a watch is not idle");
+    create_config_map(&server, "seen-by-the-watch", json!({"k": "v"})).await;
+    let mut received = Vec::new();
+    while !String::from_utf8_lossy(&received).contains("seen-by-the-watch") {
+        let frame = tokio::time::timeout(Duration::from_secs(60), watch_body.frame())
+            .await
+            .expect("a watch event")
+            .expect("the stream goes on")
+            .expect("a frame");
+        if let Some(data) = frame.data_ref() {
+            received.extend_from_slice(data);
+        }
+    }
+}
