@@ -962,3 +962,41 @@ async fn abuse_an_idle_http2_connection_is_closed_after_the_idle_timeout() {
         }
     }
 }
+
+/// Finalizers on the hostile ConfigMap, and as many more in the patch: about 1 MiB each.
+const HOSTILE_FINALIZERS: usize = 40_000;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn abuse_a_huge_strategic_merge_patch_of_many_finalizers_stalls_no_other_client() {
+    let server = server_with_elsewhere().await;
+    let finalizers = |from: usize| -> Vec<String> {
+        (from..from + HOSTILE_FINALIZERS)
+            .map(|i| format!("example.com/f-{i}"))
+            .collect()
+    };
+    let many = json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "many", "finalizers": finalizers(0)}, "data": {"k": "v"}});
+    let started = std::time::Instant::now();
+    let created = Ask::new("POST", CONFIG_MAPS)
+        .json("application/json", &many)
+        .to(&server)
+        .await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    eprintln!("created the object with many finalizers in {:?}", started.elapsed());
+    let bound = bystander_bound(&server).await;
+    // A strategic merge patch merges `finalizers` as a set: every one is looked up, validated,
+    // recorded in managedFields and encoded.
+    let patch = json!({"metadata": {"finalizers": finalizers(HOSTILE_FINALIZERS)}});
+    let hostile = Ask::new("PATCH", "/api/v1/namespaces/default/configmaps/many")
+        .json("application/strategic-merge-patch+json", &patch);
+    let seen = while_hostile(&server, hostile, 200).await;
+    eprintln!("{seen:?} bound {bound:?}");
+    assert_served_throughout("a huge strategic merge patch", &seen, bound);
+    let stored = Ask::new("GET", "/api/v1/namespaces/default/configmaps/many")
+        .to(&server)
+        .await;
+    let count = stored.json()["metadata"]["finalizers"]
+        .as_array()
+        .map_or(0, Vec::len);
+    assert_eq!(count, 2 * HOSTILE_FINALIZERS);
+}
