@@ -982,7 +982,10 @@ async fn abuse_a_huge_strategic_merge_patch_of_many_finalizers_stalls_no_other_c
         .to(&server)
         .await;
     assert_eq!(created.status, 201, "{}", created.body);
-    eprintln!("created the object with many finalizers in {:?}", started.elapsed());
+    eprintln!(
+        "created the object with many finalizers in {:?}",
+        started.elapsed()
+    );
     let bound = bystander_bound(&server).await;
     // A strategic merge patch merges `finalizers` as a set: every one is looked up, validated,
     // recorded in managedFields and encoded.

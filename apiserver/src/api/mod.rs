@@ -10,7 +10,7 @@
 //! The store has one lock for every key. A write must not hold it while it does the slow part of
 //! its work, or one hostile object (a CEL rule at the edge of its cost limit, a huge patch, a
 //! long list of finalizers) stalls every client of the server. So an update, a patch, an apply or
-//! a delete is a loop ([`Api::guaranteed`]):
+//! a delete is a loop (`Api::guaranteed`):
 //!
 //! ```text
 //!        ┌──────────────────────────────────────────────────────────────┐
@@ -55,7 +55,7 @@ use crate::status::StatusError;
 use crate::store::{Change, ListPage, Store, Stored, WatchFeed, WatchFilter, WatchStart, Write};
 use crate::strategy::{self, Endpoint};
 
-/// How many times [`Api::guaranteed`] computes a write before it gives up with a 409. Each lost
+/// How many times `Api::guaranteed` computes a write before it gives up with a 409. Each lost
 /// race means another write of the same object committed meanwhile, so a write fails only when
 /// this many others overtake it one after the other.
 pub const MAX_WRITE_ATTEMPTS: usize = 32;
@@ -351,14 +351,12 @@ impl Api {
             return Ok(object);
         }
         strategy::refuse_sent_version(&object)?;
+        // A compare-and-swap over "nothing there": encoded before the lock, refused if the name
+        // is taken.
         let (_, stored) = self
             .store
-            .transact(&Api::table(resource), &key, |current| {
-                if current.is_some() {
-                    return Err(StatusError::already_exists(resource, &name));
-                }
-                Ok(Write::Put(object))
-            })?;
+            .commit(&Api::table(resource), &key, None, Write::Put(object))
+            .map_err(|_| StatusError::already_exists(resource, &name))?;
         let created = stored
             .map(|s| (*s.object).clone())
             .ok_or_else(|| StatusError::internal("the created object vanished"))?;
@@ -592,8 +590,7 @@ impl Api {
             if matches!(write, Write::Keep) {
                 return Ok((None, current));
             }
-            let read = current.as_ref().map(|c| c.revision);
-            match self.store.commit(&table, key, read, write) {
+            match self.store.commit(&table, key, current.as_ref(), write) {
                 Ok(done) => return Ok(done),
                 Err(raced) => {
                     tracing::debug!(key, attempt, %raced, "a write lost the race to commit; computing it again");
