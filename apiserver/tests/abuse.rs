@@ -763,14 +763,15 @@ impl Ask<'_> {
 }
 
 /// The bound on the other clients' typical round during the hostile write, from an unloaded
-/// baseline measured by the same test: 100 ms, or ten times the slowest of a few unloaded rounds
+/// baseline measured by the same test: 100 ms, or ten times the median of a few unloaded rounds
 /// on a machine slow enough (a loaded CI machine) that 100 ms is not much more than one round.
 async fn bystander_bound(server: &RunningServer) -> Duration {
-    let mut slowest = Duration::ZERO;
+    let mut rounds = Vec::new();
     for round in 0..5 {
-        slowest = slowest.max(bystander_round(server, round).await);
+        rounds.push(bystander_round(server, round).await);
     }
-    Duration::from_millis(100).max(slowest * 10)
+    rounds.sort();
+    Duration::from_millis(100).max(rounds[rounds.len() / 2] * 10)
 }
 
 /// Asserts that other clients were served throughout the hostile write, and that the hostile
@@ -782,9 +783,10 @@ async fn bystander_bound(server: &RunningServer) -> Duration {
 /// typical round within `bound` (100 ms, or ten times the unloaded rounds), the longest wait
 /// (a descheduled thread, one slow round) within a quarter of the hostile write and a second.
 fn assert_served_throughout(what: &str, seen: &Bystanders, bound: Duration) {
+    // Seconds in a debug build; half a second is still many rounds of the other clients.
     assert!(
-        seen.hostile >= bound * 8,
-        "{what}: the hostile write took only {:?}, too short to tell (bound {bound:?}): make it heavier",
+        seen.hostile >= Duration::from_millis(500),
+        "{what}: the hostile write took only {:?}, too short to tell: make it heavier",
         seen.hostile
     );
     // Ordering, not wall time: other clients were answered, several times over, while the

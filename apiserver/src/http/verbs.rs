@@ -125,10 +125,19 @@ struct Call<'a> {
 /// ends. On the blocking pool it holds one thread of its own: the workers go on answering other
 /// clients, and (the store's lock being taken only to read and to commit, see [`crate::api`])
 /// so does the store.
+///
+/// On a current-thread runtime the write runs in place (see below).
 async fn off_the_runtime<T: Send + 'static>(
     shared: &Arc<Shared>,
     work: impl FnOnce(&crate::api::Api) -> Result<T, StatusError> + Send + 'static,
 ) -> Result<T, StatusError> {
+    // On a current-thread runtime there is no other worker to keep free, and the explorer's
+    // deterministic runs (a paused current-thread runtime) need every step on that one thread:
+    // a write on another thread would finish at a moment that varies from run to run.
+    let flavor = tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor());
+    if matches!(flavor, Ok(tokio::runtime::RuntimeFlavor::CurrentThread)) {
+        return work(&shared.api);
+    }
     let shared = shared.clone();
     tokio::task::spawn_blocking(move || work(&shared.api))
         .await
