@@ -40,8 +40,8 @@
 //! depth serde_json reads back, so a patched object is never deeper than a create could have made
 //! it (unless it already was). Shifts: inserting at or removing from the front of an array moves
 //! every element after it, so ten thousand `remove`s of `/list/0` on a million-element list move
-//! ten billion elements, for seconds to minutes under the store's lock; Go's evanphx/json-patch
-//! does the same work, but kube-apiserver does not hold a global lock while it does.
+//! ten billion elements, for seconds to minutes of a blocking-pool thread (no longer under the
+//! store's lock: see [`crate::api`]); Go's evanphx/json-patch does the same work.
 
 use std::collections::hash_map::RandomState;
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -152,7 +152,7 @@ fn is_merged_set(field: &str) -> bool {
 ///
 /// Every list operation finds items by hash ([`ValueIndex`], [`KeyedSlots`]), so a patch of `m`
 /// items on a list of `n` costs `n + m`, not `n · m`: a 3 MiB patch deleting from a list of a
-/// hundred thousand items would otherwise cost ~10^11 comparisons under the store's lock.
+/// hundred thousand items would otherwise cost ~10^11 comparisons for one request.
 fn strategic(target: Value, patch: &Value) -> Value {
     let Some(patch_map) = patch.as_object() else {
         return patch.clone();

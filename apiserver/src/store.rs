@@ -1,19 +1,35 @@
 //! The versioned object store: etcd and the watch cache in one small type.
 //!
-//! Every write goes through [`Store::transact`], which, under one lock:
+//! One lock guards it all, so everything done under the lock must be short: every reader and
+//! writer of any key waits for it. Writes come in two shapes:
 //!
-//! 1. reads the current object at a key and lets the caller decide what to do with it
-//!    (put a new value, delete, or nothing);
-//! 2. assigns the next **global** resourceVersion (one counter for all kinds, like etcd's revision)
+//! - [`Store::commit`], etcd's compare-and-swap, for the REST verbs: the caller read the object
+//!   ([`Store::get`], a moment under the lock; a create reads nothing), computed the new one
+//!   **without** the lock (patch, defaults, admission, schema and CEL validation, managed
+//!   fields: see [`crate::api`]), and commits it only if the key still holds the revision it
+//!   read (for a create: nothing); else it gets [`Raced`] and computes again from a fresh read.
+//!   The commit compares and encodes the object before it takes the lock (`Encoding`).
+//! - [`Store::transact`], read and decide under the lock in one step, for decisions of a few
+//!   comparisons (the in-process controllers' status writes, the CRD cleanup's deletes).
+//!
+//! Either way, once the write is decided, still under the lock, the store:
+//!
+//! 1. assigns the next **global** resourceVersion (one counter for all kinds, like etcd's revision)
 //!    and writes it into `metadata.resourceVersion`;
-//! 3. serializes the object once ([`Stored::json`]) — lists and every watcher reuse those bytes;
-//! 4. appends a [`Change`] to the history window and hands it to every matching watcher.
+//! 2. serializes the object once ([`Stored::json`]; a commit only fills the resourceVersion into
+//!    bytes encoded before the lock) — lists and every watcher reuse those bytes;
+//! 3. appends a [`Change`] to the history window and hands it to every matching watcher.
 //!
 //! ```text
-//!  transact ──► tables[type][key] = Stored      (current state, keys sorted like etcd's)
-//!           └─► history.push_back(Change)       (bounded window; oldest dropped = "compacted")
-//!           └─► watcher.try_send(item)          (bounded buffer each; a full one is closed)
+//!  get ──► (no lock) compute ──► commit(read revision) ─┬─ key moved on? ──► Raced: get again
+//!                                                       └─► tables[type][key] = Stored
+//!                                                           history.push_back(Change)
+//!                                                           watcher.try_send(item)
+//!  transact(decide) ──────────────────────────────────────► (the same three, decide under the lock)
 //! ```
+//!
+//! `tables` keeps keys sorted like etcd's; `history` is a bounded window (the oldest dropped =
+//! "compacted"); each watcher has a bounded buffer, and a full one is closed.
 //!
 //! Because history keeps each change's previous object, the store can also answer a list *at* an older
 //! revision (`resourceVersionMatch=Exact`, and every page after the first of a paginated list) by
@@ -22,7 +38,8 @@
 //!
 //! Invariants, all under the one lock: `compacted <= revision`; every change in `history` has a revision
 //! in `(compacted, revision]`, strictly increasing; a watcher registered at revision `r` has received
-//! (in its backlog or channel) every matching change with revision > `r`, in order, or has been closed.
+//! (in its backlog or channel) every matching change with revision > `r`, in order, or has been closed;
+//! a [`Store::commit`] writes only over the revision its caller read.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
@@ -152,6 +169,16 @@ pub struct ListPage {
     pub remaining: Option<u64>,
 }
 
+/// A [`Store::commit`] that lost the race: the key no longer holds what the caller read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the object changed after it was read (read at {read:?}, now at {now:?})")]
+pub struct Raced {
+    /// The revision the caller read (`None`: the key was empty).
+    pub read: Option<u64>,
+    /// The revision at the key when the commit came (`None`: the key is empty now).
+    pub now: Option<u64>,
+}
+
 /// What a transaction decided to do with the key.
 #[derive(Debug)]
 pub enum Write {
@@ -209,6 +236,10 @@ impl Store {
 
     /// Atomically reads `key` and applies what `decide` returns. Returns the change made (`None` for
     /// [`Write::Keep`], or a `Put` equal to the current object) and the object now at the key.
+    ///
+    /// `decide` runs **under the store's lock**: every other reader and writer of any key waits for
+    /// it. Keep it to a few comparisons (the in-process controllers' status writes); anything that validates, patches or walks an object belongs in
+    /// [`Store::commit`]'s read-compute-swap loop instead (see [`crate::api`]).
     pub fn transact(
         &self,
         table: &Arc<str>,
@@ -218,30 +249,108 @@ impl Store {
         let mut state = self.state.lock();
         let current = state.tables.get(table).and_then(|t| t.get(key)).cloned();
         let write = decide(current.as_ref())?;
+        Ok(self.apply(&mut state, table, key, current, write))
+    }
+
+    /// Writes `write` at `key` if the key still holds what the caller read: `read` (the object
+    /// [`Store::get`] gave, at its revision), or nothing when `read` is `None`. This is etcd's
+    /// compare-and-swap on the key's modification revision, the last step of kube-apiserver's
+    /// `GuaranteedUpdate`: the caller read the object, computed the new one without the lock,
+    /// and now either commits it or learns that another write came first ([`Raced`]) and
+    /// computes again from a new read.
+    ///
+    /// What grows with the object is done before the lock too: the comparison with what was read
+    /// (an unchanged object writes nothing, as kube-apiserver's byte comparison), and the
+    /// encoding (`Encoding`, which leaves a hole for the resourceVersion). Under the lock: the
+    /// revision compared, the hole filled (a copy of the bytes), the change recorded and sent.
+    pub fn commit(
+        &self,
+        table: &Arc<str>,
+        key: &str,
+        read: Option<&Stored>,
+        write: Write,
+    ) -> Result<(Option<Arc<Change>>, Option<Stored>), Raced> {
         let (event, object) = match write {
-            Write::Keep => return Ok((None, current)),
+            Write::Keep => return Ok((None, read.cloned())),
+            Write::Put(object) => {
+                if read.is_some_and(|r| same_apart_from_version(&r.object, &object)) {
+                    return Ok((None, read.cloned()));
+                }
+                let event = match read {
+                    Some(_) => EventType::Modified,
+                    None => EventType::Added,
+                };
+                (event, object)
+            }
+            Write::Delete => match read {
+                Some(r) => (EventType::Deleted, (*r.object).clone()),
+                None => return Ok((None, None)),
+            },
+        };
+        let encoding = Encoding::new(object);
+        let mut state = self.state.lock();
+        let current = state.tables.get(table).and_then(|t| t.get(key)).cloned();
+        let (was, now) = (
+            read.map(|r| r.revision),
+            current.as_ref().map(|c| c.revision),
+        );
+        if was != now {
+            return Err(Raced { read: was, now });
+        }
+        let revision = state.revision + 1;
+        let stored = encoding.finish(revision);
+        state.revision = revision;
+        Ok(self.insert(&mut state, table, key, current, event, stored))
+    }
+
+    /// Applies a decided `write` to `key`, whose object is `current`; the caller holds the lock.
+    fn apply(
+        &self,
+        state: &mut State,
+        table: &Arc<str>,
+        key: &str,
+        current: Option<Stored>,
+        write: Write,
+    ) -> (Option<Arc<Change>>, Option<Stored>) {
+        let (event, object) = match write {
+            Write::Keep => return (None, current),
             Write::Put(object) => {
                 let unchanged = current
                     .as_ref()
                     .is_some_and(|c| same_apart_from_version(&c.object, &object));
                 if unchanged {
-                    return Ok((None, current));
+                    return (None, current);
                 }
                 let event = if current.is_some() {
                     EventType::Modified
                 } else {
                     EventType::Added
                 };
-                (event, Some(object))
+                (event, object)
             }
             Write::Delete => match &current {
-                Some(c) => (EventType::Deleted, Some((*c.object).clone())),
-                None => return Ok((None, None)),
+                Some(c) => (EventType::Deleted, (*c.object).clone()),
+                None => return (None, None),
             },
         };
         let revision = state.revision + 1;
-        let stored = stamp(object.unwrap_or(Value::Null), revision)?;
+        let stored = stamp(object, revision);
         state.revision = revision;
+        self.insert(state, table, key, current, event, stored)
+    }
+
+    /// Stores `stored`, the object `event` made at `key` (the next revision, already counted), and
+    /// records the change; the caller holds the lock.
+    fn insert(
+        &self,
+        state: &mut State,
+        table: &Arc<str>,
+        key: &str,
+        current: Option<Stored>,
+        event: EventType,
+        stored: Stored,
+    ) -> (Option<Arc<Change>>, Option<Stored>) {
+        let revision = stored.revision;
         let table_map = state.tables.entry(table.clone()).or_default();
         if event == EventType::Deleted {
             table_map.remove(key);
@@ -256,9 +365,9 @@ impl Store {
             object: stored.clone(),
             previous: current,
         });
-        self.record(&mut state, &change);
+        self.record(state, &change);
         let now = (event != EventType::Deleted).then_some(stored);
-        Ok((Some(change), now))
+        (Some(change), now)
     }
 
     fn record(&self, state: &mut State, change: &Arc<Change>) {
@@ -478,20 +587,83 @@ impl Store {
     }
 }
 
+/// An object serialized before its revision is known: the JSON before and after the
+/// resourceVersion's value, to be joined around it under the lock ([`Store::commit`]).
+///
+/// The value is found by writing a random 128-bit marker in its place and looking for it, so no
+/// client can place the same text elsewhere in the object; if it is not found exactly once (it
+/// always is), the object is encoded whole when the revision is known, as [`stamp`] does.
+struct Encoding {
+    object: Value,
+    /// The JSON up to the resourceVersion's value (its opening quote included) and after it
+    /// (from its closing quote), and where the type entries end (see [`crate::wire::Encoded`]).
+    split: Option<(Vec<u8>, Vec<u8>, usize)>,
+}
+
+impl Encoding {
+    fn new(mut object: Value) -> Encoding {
+        let marker = format!("ferrokube-revision-{}", ferrokube_core::id::uuid_v4());
+        meta::metadata_mut(&mut object).insert("resourceVersion".into(), marker.clone().into());
+        let encoded = crate::wire::encode_object(&object);
+        let quoted = format!("\"{marker}\"");
+        let mut found = find_all(&encoded.json, quoted.as_bytes());
+        let split = match (found.next(), found.next()) {
+            // The marker sits after the type entries (in `metadata`), so their end stays put.
+            (Some(at), None) if at >= encoded.untyped_from => {
+                let head = encoded.json[..=at].to_vec();
+                let tail = encoded.json[at + quoted.len() - 1..].to_vec();
+                Some((head, tail, encoded.untyped_from))
+            }
+            _ => None,
+        };
+        Encoding { object, split }
+    }
+
+    /// The stored object at `revision`.
+    fn finish(self, revision: u64) -> Stored {
+        let Encoding { mut object, split } = self;
+        let Some((head, tail, untyped_from)) = split else {
+            return stamp(object, revision);
+        };
+        let version = revision.to_string();
+        meta::metadata_mut(&mut object).insert("resourceVersion".into(), version.clone().into());
+        let mut json = Vec::with_capacity(head.len() + version.len() + tail.len());
+        json.extend_from_slice(&head);
+        json.extend_from_slice(version.as_bytes());
+        json.extend_from_slice(&tail);
+        Stored {
+            object: Arc::new(object),
+            json: Bytes::from(json),
+            untyped_from,
+            revision,
+            written: Instant::now(),
+        }
+    }
+}
+
+/// Where `needle` starts in `haystack`, each time.
+fn find_all<'a>(haystack: &'a [u8], needle: &'a [u8]) -> impl Iterator<Item = usize> + 'a {
+    haystack
+        .windows(needle.len().max(1))
+        .enumerate()
+        .filter(move |(_, window)| *window == needle)
+        .map(|(at, _)| at)
+}
+
 /// Writes `revision` into the object and serializes it.
-fn stamp(mut object: Value, revision: u64) -> Result<Stored, StatusError> {
+fn stamp(mut object: Value, revision: u64) -> Stored {
     meta::metadata_mut(&mut object).insert(
         "resourceVersion".into(),
         Value::String(revision.to_string()),
     );
     let encoded = crate::wire::encode_object(&object);
-    Ok(Stored {
+    Stored {
         object: Arc::new(object),
         json: Bytes::from(encoded.json),
         untyped_from: encoded.untyped_from,
         revision,
         written: Instant::now(),
-    })
+    }
 }
 
 impl Stored {
@@ -647,6 +819,39 @@ mod tests {
         assert!(!same_apart_from_version(&b, &more));
         let no_meta = json!({"data": {"k": "v"}});
         assert!(!same_apart_from_version(&b, &no_meta));
+    }
+
+    #[test]
+    fn an_object_encoded_before_its_revision_is_the_object_encoded_after() {
+        let object = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "x", "namespace": "n", "annotations": {"a": "\"ferrokube-revision-"}},
+            "data": {"k": "v"}});
+        let early = Encoding::new(object.clone()).finish(42);
+        let late = stamp(object, 42);
+        assert_eq!(early.json, late.json);
+        assert_eq!(early.untyped_from, late.untyped_from);
+        assert_eq!(early.object, late.object);
+    }
+
+    #[test]
+    fn a_commit_over_a_revision_no_longer_current_is_raced() {
+        let store = Store::new(100, 10);
+        put(&store, "a", "1");
+        let read = store.get("configmaps", "n/a");
+        put(&store, "a", "2");
+        let object = json!({"metadata": {"name": "a", "namespace": "n"}, "data": {"v": "3"}});
+        let raced = store
+            .commit(&table(), "n/a", read.as_ref(), Write::Put(object.clone()))
+            .expect_err("another write came first");
+        assert_eq!((raced.read, raced.now), (Some(1), Some(2)));
+        let fresh = store.get("configmaps", "n/a");
+        let (change, now) = store
+            .commit(&table(), "n/a", fresh.as_ref(), Write::Put(object))
+            .expect("committed");
+        assert_eq!(change.map(|c| c.revision), Some(3));
+        let now = now.expect("stored");
+        assert_eq!(now.object["data"]["v"], "3");
+        assert_eq!(now.json, stamp((*now.object).clone(), 3).json);
     }
 
     #[test]

@@ -36,7 +36,7 @@ pub(crate) fn reconcile(api: &Api, name: &str) {
         if crd.get("status") != Some(&status) {
             let written = api.write(&definitions, None, name, false, |current| {
                 let mut next = current.clone();
-                next["status"] = status;
+                next["status"] = status.clone();
                 Ok(next)
             });
             if let Err(e) = written {

@@ -1,10 +1,39 @@
 //! The REST verbs — get, list, watch, create, update, patch, delete, deletecollection and the scale
 //! subresource — over the [`Store`], with no HTTP in sight.
 //!
-//! The HTTP layer (`http/`) parses a request into a call here and renders the result; the garbage
-//! collector and the pod simulator call the same methods in-process. Each write is one
-//! [`Store::transact`]: read, decide (validate, check the resourceVersion, apply the patch), write — so
-//! two clients racing on one object get exactly one success and one 409, as with etcd's compare-and-swap.
+//! The HTTP layer (`http/`) parses a request into a call here and renders the result (running
+//! each write on tokio's blocking pool, since a write may compute for a while); the garbage
+//! collector and the pod simulator call the same methods in-process.
+//!
+//! # How a write flows: kube-apiserver's `GuaranteedUpdate`
+//!
+//! The store has one lock for every key. A write must not hold it while it does the slow part of
+//! its work, or one hostile object (a CEL rule at the edge of its cost limit, a huge patch, a
+//! long list of finalizers) stalls every client of the server. So an update, a patch, an apply or
+//! a delete is a loop (`Api::guaranteed`):
+//!
+//! ```text
+//!        ┌──────────────────────────────────────────────────────────────┐
+//!        ▼                                                              │ lost the race
+//!  read: store.get(key) ──► current object, its revision r   (lock: a moment)
+//!        │                                                              │
+//!  compute, without the lock:                                           │
+//!        preconditions (a resourceVersion sent ≠ r ──► 409, no retry)   │
+//!        apply the patch / take the new object                          │
+//!        strategy: keep what may not change, defaults, generation       │
+//!        validation: schema, CEL rules (on their big-stack thread)      │
+//!        managed fields (server-side apply's walk), Service addresses   │
+//!        │                                                              │
+//!  commit: store.commit(key, r, write)   (lock: compare, stamp, notify) │
+//!        ├── key still at r ──► written: the next revision, watchers told
+//!        └── key moved on ─────────────────────────────────────────────┘ (at most MAX_WRITE_ATTEMPTS)
+//! ```
+//!
+//! Two clients racing on one object without a resourceVersion therefore both land (the loser
+//! computes again over the winner's object); with the same stale resourceVersion one lands and the
+//! other gets 409 Conflict, as with etcd's compare-and-swap. A create validates everything before
+//! it takes the lock, whose decision is then only "is the name taken". A dry run reads and
+//! computes, and commits nothing.
 
 mod establish;
 
@@ -23,8 +52,13 @@ use crate::resource::{Registry, ResourceType};
 use crate::selection::Selection;
 use crate::services::{self, ServiceAllocator};
 use crate::status::StatusError;
-use crate::store::{ListPage, Store, Stored, WatchFeed, WatchFilter, WatchStart, Write};
+use crate::store::{Change, ListPage, Store, Stored, WatchFeed, WatchFilter, WatchStart, Write};
 use crate::strategy::{self, Endpoint};
+
+/// How many times `Api::guaranteed` computes a write before it gives up with a 409. Each lost
+/// race means another write of the same object committed meanwhile, so a write fails only when
+/// this many others overtake it one after the other.
+pub const MAX_WRITE_ATTEMPTS: usize = 32;
 
 /// The field manager of writes made in-process (tests, examples) with the default
 /// [`WriteOptions`] and [`UpdateOptions`]; HTTP requests name theirs (see [`crate::apply`]).
@@ -317,14 +351,12 @@ impl Api {
             return Ok(object);
         }
         strategy::refuse_sent_version(&object)?;
+        // A compare-and-swap over "nothing there": encoded before the lock, refused if the name
+        // is taken.
         let (_, stored) = self
             .store
-            .transact(&Api::table(resource), &key, |current| {
-                if current.is_some() {
-                    return Err(StatusError::already_exists(resource, &name));
-                }
-                Ok(Write::Put(object))
-            })?;
+            .commit(&Api::table(resource), &key, None, Write::Put(object))
+            .map_err(|_| StatusError::already_exists(resource, &name))?;
         let created = stored
             .map(|s| (*s.object).clone())
             .ok_or_else(|| StatusError::internal("the created object vanished"))?;
@@ -410,7 +442,7 @@ impl Api {
         }
         let source = self.type_source(resource);
         let updated = self.write(resource, namespace, name, dry_run, |current| {
-            let mut object = object;
+            let mut object = object.clone();
             strategy::prepare_update(resource, current, &mut object, endpoint)?;
             self.record_update(
                 resource,
@@ -477,7 +509,7 @@ impl Api {
         namespace: Option<&str>,
         name: &str,
         dry_run: bool,
-        change: impl FnOnce(&Value) -> Result<Value, StatusError>,
+        mut change: impl FnMut(&Value) -> Result<Value, StatusError>,
     ) -> Result<Value, StatusError> {
         let key = resource.key(namespace, name);
         let mut preview = None;
@@ -491,35 +523,35 @@ impl Api {
         } else {
             Vec::new()
         };
-        let (change, stored) = self
-            .store
-            .transact(&Api::table(resource), &key, |current| {
-                let current = current.ok_or_else(|| StatusError::not_found(resource, name))?;
-                let mut object = change(&current.object)?;
-                if is_service {
-                    services::allocate(&stored_services, resource, namespace, name, &mut object)?;
-                }
-                if dry_run {
-                    preview = Some(object);
-                    return Ok(Write::Keep);
-                }
-                let finished = meta::string(&object, "deletionTimestamp").is_some()
-                    && meta::finalizers(&object).is_empty()
-                    && !self.waits_for_kubelet(resource, &object)
-                    && !waits_for_namespace_finalizers(resource, &object);
-                if !finished {
-                    return Ok(Write::Put(object));
-                }
-                // kube-apiserver answers with the object as the write made it, at the version
-                // it replaced: the deletion that follows is storage's, not the client's write
-                // (the DELETED event carries a later version and the object as it was stored).
-                let replaced = meta::string(&current.object, "resourceVersion")
-                    .unwrap_or_default()
-                    .to_string();
-                meta::metadata_mut(&mut object).insert("resourceVersion".into(), replaced.into());
-                finished_as = Some(object);
-                Ok(Write::Delete)
-            })?;
+        let (change, stored) = self.guaranteed(resource, name, &key, |current| {
+            preview = None;
+            finished_as = None;
+            let current = current.ok_or_else(|| StatusError::not_found(resource, name))?;
+            let mut object = change(&current.object)?;
+            if is_service {
+                services::allocate(&stored_services, resource, namespace, name, &mut object)?;
+            }
+            if dry_run {
+                preview = Some(object);
+                return Ok(Write::Keep);
+            }
+            let finished = meta::string(&object, "deletionTimestamp").is_some()
+                && meta::finalizers(&object).is_empty()
+                && !self.waits_for_kubelet(resource, &object)
+                && !waits_for_namespace_finalizers(resource, &object);
+            if !finished {
+                return Ok(Write::Put(object));
+            }
+            // kube-apiserver answers with the object as the write made it, at the version
+            // it replaced: the deletion that follows is storage's, not the client's write
+            // (the DELETED event carries a later version and the object as it was stored).
+            let replaced = meta::string(&current.object, "resourceVersion")
+                .unwrap_or_default()
+                .to_string();
+            meta::metadata_mut(&mut object).insert("resourceVersion".into(), replaced.into());
+            finished_as = Some(object);
+            Ok(Write::Delete)
+        })?;
         if let Some(preview) = preview {
             return Ok(preview);
         }
@@ -530,6 +562,47 @@ impl Api {
             (None, Some(change), None) => Ok((*change.object.object).clone()),
             (None, None, _) => Err(StatusError::not_found(resource, name)),
         }
+    }
+
+    /// kube-apiserver's `GuaranteedUpdate`: the read-compute-swap loop every update, patch, apply
+    /// and delete goes through (see the [module docs](self)).
+    ///
+    /// Each attempt reads the object at `key` (a moment under the store's lock), runs `decide` on
+    /// it **without** the lock, then commits what `decide` returned as a compare-and-swap on the
+    /// revision it read ([`Store::commit`]). If another write committed in between, the attempt is
+    /// thrown away and `decide` runs again on the new object: so `decide` must compute from what it
+    /// is given, and reset whatever it records for the caller. An error of `decide` (a 409 for a
+    /// resourceVersion the request named, a 422) ends the loop at once: only a lost race retries.
+    ///
+    /// kube-apiserver retries until the request's deadline; here at most [`MAX_WRITE_ATTEMPTS`]
+    /// attempts, then the 409 a client retries on (`the object has been modified`).
+    fn guaranteed(
+        &self,
+        resource: &ResourceType,
+        name: &str,
+        key: &str,
+        mut decide: impl FnMut(Option<&Stored>) -> Result<Write, StatusError>,
+    ) -> Result<(Option<Arc<Change>>, Option<Stored>), StatusError> {
+        let table = Api::table(resource);
+        for attempt in 1..=MAX_WRITE_ATTEMPTS {
+            let current = self.store.get(&table, key);
+            let write = decide(current.as_ref())?;
+            if matches!(write, Write::Keep) {
+                return Ok((None, current));
+            }
+            match self.store.commit(&table, key, current.as_ref(), write) {
+                Ok(done) => return Ok(done),
+                Err(raced) => {
+                    tracing::debug!(key, attempt, %raced, "a write lost the race to commit; computing it again");
+                }
+            }
+        }
+        tracing::info!(
+            key,
+            attempts = MAX_WRITE_ATTEMPTS,
+            "a write kept losing the race to commit"
+        );
+        Err(StatusError::conflict(resource, name, StatusError::MODIFIED))
     }
 
     /// A pod bound to a node, in its grace period: only the (simulated) kubelet finishes it.
@@ -570,23 +643,22 @@ impl Api {
     ) -> Result<Deletion, StatusError> {
         let key = resource.key(namespace, name);
         let mut preview = None;
-        let (change, stored) = self
-            .store
-            .transact(&Api::table(resource), &key, |current| {
-                let current = current.ok_or_else(|| StatusError::not_found(resource, name))?;
-                check_preconditions(resource, name, &current.object, options)?;
-                let write = self.deletion(resource, &current.object, options);
-                if dry_run {
-                    // Answer what the delete would have done, and store nothing.
-                    preview = Some(match write {
-                        Write::Delete => Deletion::Deleted(current.clone()),
-                        Write::Keep => Deletion::Pending(current.clone()),
-                        Write::Put(marked) => Deletion::Pending(current.with_object(marked)),
-                    });
-                    return Ok(Write::Keep);
-                }
-                Ok(write)
-            })?;
+        let (change, stored) = self.guaranteed(resource, name, &key, |current| {
+            preview = None;
+            let current = current.ok_or_else(|| StatusError::not_found(resource, name))?;
+            check_preconditions(resource, name, &current.object, options)?;
+            let write = self.deletion(resource, &current.object, options);
+            if dry_run {
+                // Answer what the delete would have done, and store nothing.
+                preview = Some(match write {
+                    Write::Delete => Deletion::Deleted(current.clone()),
+                    Write::Keep => Deletion::Pending(current.clone()),
+                    Write::Put(marked) => Deletion::Pending(current.with_object(marked)),
+                });
+                return Ok(Write::Keep);
+            }
+            Ok(write)
+        })?;
         if let Some(preview) = preview {
             return Ok(preview);
         }
@@ -723,7 +795,7 @@ impl Api {
         namespace: Option<&str>,
         name: &str,
         dry_run: bool,
-        change: impl FnOnce(Value) -> Result<Value, StatusError>,
+        mut change: impl FnMut(Value) -> Result<Value, StatusError>,
     ) -> Result<Value, StatusError> {
         let object = self.write(resource, namespace, name, dry_run, |current| {
             let wanted = change(self.scale_view(resource, current))?;
@@ -965,6 +1037,138 @@ mod tests {
             (42, "ns/b".to_string())
         );
         assert_eq!(decode_continue("%%%").expect_err("garbage").code, 400);
+    }
+
+    /// An API over an empty store, with the built-in types, and the ConfigMap `default/race`.
+    fn api_with_a_config_map() -> (Api, Arc<ResourceType>) {
+        let api = Api {
+            store: Arc::new(Store::new(100, 10)),
+            registry: Registry::default(),
+            graceful_pods: false,
+            services: Default::default(),
+        };
+        let namespaces = api
+            .registry
+            .find("", "v1", "namespaces")
+            .expect("Namespaces are built in");
+        let default =
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}});
+        api.create(&namespaces, None, default, &WriteOptions::default())
+            .expect("namespace created");
+        let config_maps = api
+            .registry
+            .find("", "v1", "configmaps")
+            .expect("ConfigMaps are built in");
+        let object = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "race", "namespace": "default"}, "data": {"k": "0"}});
+        api.create(
+            &config_maps,
+            Some("default"),
+            object,
+            &WriteOptions::default(),
+        )
+        .expect("created");
+        (api, config_maps)
+    }
+
+    /// A write of `data.<key> = <value>` to `default/race` by another client.
+    fn racing_write(api: &Api, config_maps: &ResourceType, key: &str, value: &str) {
+        let patch = json!({"data": {key: value}});
+        api.patch(
+            config_maps,
+            Some("default"),
+            "race",
+            PatchType::Merge,
+            &patch,
+            &UpdateOptions::default(),
+        )
+        .expect("the racing write lands");
+    }
+
+    #[test]
+    fn a_write_that_loses_the_race_is_computed_again_from_the_winner() {
+        let (api, config_maps) = api_with_a_config_map();
+        let mut seen = Vec::new();
+        // The first computation is overtaken by another client's write (it runs without the
+        // store's lock: under the lock, this nested write would deadlock).
+        let written = api
+            .write(&config_maps, Some("default"), "race", false, |current| {
+                seen.push(current["data"].clone());
+                if seen.len() == 1 {
+                    racing_write(&api, &config_maps, "other", "1");
+                }
+                let mut next = current.clone();
+                next["data"]["mine"] = "1".into();
+                Ok(next)
+            })
+            .expect("the write lands on its second attempt");
+        assert_eq!(seen.len(), 2, "computed twice: {seen:?}");
+        assert_eq!(seen[1]["other"], "1", "the second attempt read the winner");
+        assert_eq!(
+            written["data"],
+            json!({"k": "0", "other": "1", "mine": "1"})
+        );
+        let stored = api
+            .get(&config_maps, Some("default"), "race")
+            .expect("there");
+        assert_eq!(stored.object["data"], written["data"], "both writes landed");
+        assert_eq!(
+            api.store.revision(),
+            4,
+            "the namespace, the create, the racing write, this one"
+        );
+    }
+
+    #[test]
+    fn a_resource_version_precondition_that_loses_the_race_is_a_conflict() {
+        let (api, config_maps) = api_with_a_config_map();
+        let read = api
+            .get(&config_maps, Some("default"), "race")
+            .expect("there");
+        let mut sent = (*read.object).clone();
+        sent["data"]["k"] = "mine".into();
+        let mut attempts = 0;
+        let error = api
+            .write(&config_maps, Some("default"), "race", false, |current| {
+                attempts += 1;
+                if attempts == 1 {
+                    racing_write(&api, &config_maps, "other", "1");
+                }
+                let mut next = sent.clone();
+                strategy::prepare_update(&config_maps, current, &mut next, Endpoint::Main)?;
+                Ok(next)
+            })
+            .expect_err("the version sent is no longer the stored one");
+        assert_eq!((error.code, error.reason), (409, "Conflict"));
+        assert_eq!(attempts, 2, "one lost race, then the precondition fails");
+        let stored = api
+            .get(&config_maps, Some("default"), "race")
+            .expect("there");
+        assert_eq!(stored.object["data"], json!({"k": "0", "other": "1"}));
+    }
+
+    #[test]
+    fn a_write_overtaken_every_time_gives_up_with_a_conflict() {
+        let (api, config_maps) = api_with_a_config_map();
+        let mut attempts = 0;
+        let error = api
+            .write(&config_maps, Some("default"), "race", false, |current| {
+                attempts += 1;
+                racing_write(&api, &config_maps, "other", &attempts.to_string());
+                let mut next = current.clone();
+                next["data"]["mine"] = "1".into();
+                Ok(next)
+            })
+            .expect_err("never commits");
+        assert_eq!((error.code, error.reason), (409, "Conflict"));
+        assert_eq!(
+            error.message,
+            format!(
+                "Operation cannot be fulfilled on configmaps \"race\": {}",
+                StatusError::MODIFIED
+            )
+        );
+        assert_eq!(attempts, MAX_WRITE_ATTEMPTS);
     }
 
     #[test]

@@ -137,8 +137,8 @@ pub fn parse_body(body: &[u8]) -> Result<Value, StatusError> {
     Ok(value)
 }
 
-/// Where the types of a resource's fields come from. Read before a write's transaction (reading
-/// a CRD takes the store's lock, which the transaction holds).
+/// Where the types of a resource's fields come from. Read once before a write's read-compute-commit
+/// loop (see [`crate::api`]), not again on each attempt.
 pub(crate) enum TypeSource {
     BuiltIn,
     /// A custom resource's `openAPIV3Schema` (from its CRD, read when the request comes).

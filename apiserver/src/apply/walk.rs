@@ -84,7 +84,7 @@ fn with_key_defaults(item: &Value, kind: &ListKind, shape: &Shape<'_>) -> Value 
 ///
 /// Linear in the list's length: duplicates are found with a hash set of the elements seen so far
 /// (a list may be hundreds of thousands of items long, a `finalizers` set in a 3 MiB body, and
-/// this runs under the store's lock on every write). The first item that repeats an earlier one
+/// this runs on every write). The first item that repeats an earlier one
 /// is the one reported, as a scan from the front would report it.
 fn keyed_items<'v>(
     kind: &ListKind,

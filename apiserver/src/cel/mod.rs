@@ -169,7 +169,8 @@ pub const RUNTIME_COST_BUDGET: f64 = 10_000_000.0;
 /// kube-apiserver's cost limit of one evaluation (`PerCallLimit`).
 pub const PER_CALL_LIMIT: f64 = 1_000_000.0;
 /// How long the rules of one write may run, whatever their cost: the last resort behind the cost
-/// limits (an update runs its rules while it holds the store's lock).
+/// limits (a write's rules hold a blocking-pool thread and the big-stack thread while they run;
+/// since the lock-free writes of [`crate::api`], not the store's lock).
 /// (Unoptimized builds evaluate some ten times slower, and get more time.)
 pub const EVALUATION_DEADLINE: Duration = if cfg!(debug_assertions) {
     Duration::from_secs(30)

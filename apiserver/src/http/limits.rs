@@ -9,6 +9,7 @@
 //! | limit | default | what it stops | peer |
 //! |---|---|---|---|
 //! | header-read timeout | [`DEFAULT_HEADER_READ_TIMEOUT`] (32 s) | a connection that sends nothing, half a TLS handshake or half a request head, then waits | kube-apiserver's `ReadHeaderTimeout` (k8s.io/apiserver `pkg/server/secure_serving.go`) |
+//! | idle timeout | [`DEFAULT_IDLE_TIMEOUT`] (90 s) | a connection (an HTTP/2 one: HTTP/1.1's wait for its next head is the header-read timeout's) that keeps no request in flight, its client's pings notwithstanding | kube-apiserver's `IdleTimeout` of `http.Server` and `http2.Server` (`secure_serving.go`) |
 //! | connection cap | [`DEFAULT_MAX_CONNECTIONS`] (1,024) | thousands of connections, each a descriptor | none in kube-apiserver (Go's `http.Server` has no cap); the manager endpoint's eviction rule |
 //!
 //! # How data flows
@@ -47,6 +48,11 @@ use super::body::Body;
 /// next request to the end of its head: 32 s, kube-apiserver's `ReadHeaderTimeout` ("just shy of
 /// requestTimeoutUpperBound").
 pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(32);
+
+/// How long a connection may keep no request in flight before it is closed (on HTTP/2, with a
+/// GOAWAY): 90 s, kube-apiserver's `IdleTimeout` ("matches http.DefaultTransport keep-alive
+/// timeout"). Pings do not count as requests, as in Go's HTTP/2 server.
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
 
 /// How many connections from the listening socket are served at once: 1,024. Far more than a
 /// test's clients open (one per HTTP/1.1 watch plus a small pool), and the usual soft limit of
@@ -168,11 +174,30 @@ impl Handle {
     pub(super) fn start_request(&self) -> InFlight {
         self.requested.store(true, Ordering::SeqCst);
         self.in_flight.fetch_add(1, Ordering::SeqCst);
-        InFlight(self.in_flight.clone())
+        InFlight {
+            count: self.in_flight.clone(),
+            activity: self.activity.clone(),
+        }
     }
 
     pub(super) fn busy(&self) -> bool {
         self.in_flight.load(Ordering::SeqCst) > 0
+    }
+
+    /// Resolves once the connection has had no request in flight for `timeout`: since it was
+    /// accepted, or since its last request was answered in full. Sleeps until the earliest moment
+    /// that could be so, then looks again (a request may have come and gone meanwhile).
+    pub(super) async fn idle_for(&self, timeout: Duration) {
+        loop {
+            let idle_since = self.activity.idle_since();
+            let due = idle_since.and_then(|since| since.checked_add(timeout));
+            match due {
+                Some(due) if !self.busy() && Instant::now() >= due => return,
+                Some(due) if !self.busy() => tokio::time::sleep_until(due).await,
+                // Busy now: idle no sooner than `timeout` after it stops.
+                _ => tokio::time::sleep(timeout).await,
+            }
+        }
     }
 
     /// Resolves at `deadline` if no request has reached the handlers by then; never otherwise.
@@ -188,11 +213,17 @@ impl Handle {
 }
 
 /// A request in flight, while alive.
-pub(super) struct InFlight(Arc<AtomicUsize>);
+pub(super) struct InFlight {
+    count: Arc<AtomicUsize>,
+    /// Told when the last request in flight ends (the idle timeout counts from there).
+    activity: Arc<Activity>,
+}
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::SeqCst);
+        if self.count.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.activity.request_ended();
+        }
     }
 }
 
@@ -223,11 +254,14 @@ impl http_body::Body for Answering {
     }
 }
 
-/// When a connection last moved a byte.
+/// When a connection last moved a byte, and when its last request ended.
 pub(super) struct Activity {
     since: Instant,
     /// Milliseconds from `since` to the last byte read or written.
     last: AtomicU64,
+    /// Milliseconds from `since` to the end of the last request answered in full (0: none yet,
+    /// idle since the accept).
+    idle_from: AtomicU64,
 }
 
 impl Activity {
@@ -235,7 +269,19 @@ impl Activity {
         Activity {
             since: Instant::now(),
             last: AtomicU64::new(0),
+            idle_from: AtomicU64::new(0),
         }
+    }
+
+    fn request_ended(&self) {
+        let millis = u64::try_from(self.since.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.idle_from.store(millis, Ordering::SeqCst);
+    }
+
+    /// When the connection last had no request in flight from (meaningful while none is).
+    fn idle_since(&self) -> Option<Instant> {
+        self.since
+            .checked_add(Duration::from_millis(self.idle_from.load(Ordering::SeqCst)))
     }
 
     fn touch(&self) {

@@ -72,7 +72,7 @@ use tokio_rustls::TlsAcceptor;
 pub use body::MAX_BODY;
 pub use discovery::VERSION;
 pub use guard::HostPolicy;
-pub use limits::{DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_MAX_CONNECTIONS};
+pub use limits::{DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS};
 
 use crate::ServerError;
 use crate::api::{Api, WriteOptions};
@@ -112,6 +112,8 @@ pub struct ApiServer {
     header_read_timeout: Option<Duration>,
     /// See [`ApiServer::max_connections`]; at least 1.
     max_connections: usize,
+    /// See [`ApiServer::idle_timeout`]; `None`: no limit. At most [`LONGEST_TIMEOUT`].
+    idle_timeout: Option<Duration>,
 }
 
 impl Default for ApiServer {
@@ -133,6 +135,7 @@ impl Default for ApiServer {
             builtin_controllers: true,
             header_read_timeout: Some(DEFAULT_HEADER_READ_TIMEOUT),
             max_connections: DEFAULT_MAX_CONNECTIONS,
+            idle_timeout: Some(DEFAULT_IDLE_TIMEOUT),
         }
     }
 }
@@ -292,6 +295,16 @@ impl ApiServer {
         self
     }
 
+    /// How long a connection from the listening socket may stay open with no request in flight
+    /// (no stream open, on HTTP/2) before the server closes it (GOAWAY on HTTP/2, see [`limits`]).
+    /// `None`: no limit. Default [`DEFAULT_IDLE_TIMEOUT`] (90 s, kube-apiserver's `IdleTimeout`).
+    /// An HTTP/1.1 keep-alive connection waiting for its next request is closed sooner, by the
+    /// [header-read timeout](ApiServer::header_read_timeout).
+    pub fn idle_timeout(mut self, timeout: Option<Duration>) -> ApiServer {
+        self.idle_timeout = timeout.map(|t| t.min(LONGEST_TIMEOUT));
+        self
+    }
+
     /// How many connections from the listening socket are served at once (at least 1). A new
     /// connection beyond it is still admitted: the oldest connection with no request in flight is
     /// closed (or, if every one is answering, the one that moved no byte for the longest, see
@@ -387,6 +400,7 @@ impl ApiServer {
             SocketLimits {
                 connections: Arc::new(Connections::new(self.max_connections)),
                 header_read_timeout: self.header_read_timeout,
+                idle_timeout: self.idle_timeout,
             },
         )));
         tracing::info!(%url, "ferrokube-apiserver serving");
@@ -454,6 +468,7 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(1);
 struct SocketLimits {
     connections: Arc<Connections>,
     header_read_timeout: Option<Duration>,
+    idle_timeout: Option<Duration>,
 }
 
 /// How one connection is limited: its place under the cap, and when its first request's head
@@ -463,6 +478,7 @@ struct Limited {
     connections: Arc<Connections>,
     first_request_by: Option<tokio::time::Instant>,
     header_read_timeout: Option<Duration>,
+    idle_timeout: Option<Duration>,
 }
 
 /// Gives the connection's place under the cap back when its task ends, however it ends.
@@ -499,6 +515,7 @@ async fn accept_loop(
                 .header_read_timeout
                 .and_then(|t| tokio::time::Instant::now().checked_add(t)),
             header_read_timeout: limits.header_read_timeout,
+            idle_timeout: limits.idle_timeout,
             connections: limits.connections.clone(),
             handle,
         };
@@ -585,6 +602,13 @@ async fn serve<I>(
             None => std::future::pending().await,
         }
     };
+    let idle_timeout = limited.as_ref().and_then(|l| l.idle_timeout);
+    let idle = async {
+        match (&close, idle_timeout) {
+            (Some(handle), Some(timeout)) => handle.idle_for(timeout).await,
+            _ => std::future::pending().await,
+        }
+    };
     let served = tokio::select! {
         // A connection that ended is reported as such; only a live one is shut down gracefully.
         // The connection is ready once (when it ends), so it cannot starve the stop.
@@ -593,6 +617,15 @@ async fn serve<I>(
         () = slow_head => {
             tracing::debug!(%peer, "no request head within the header-read timeout: closed");
             return;
+        }
+        () = idle => {
+            // Nothing in flight: a GOAWAY (HTTP/2) or a close, and the connection ends.
+            tracing::debug!(%peer, "idle for the idle timeout: closed");
+            connection.as_mut().graceful_shutdown();
+            match tokio::time::timeout(SHUTDOWN_GRACE, connection.as_mut()).await {
+                Ok(served) => served,
+                Err(_) => return,
+            }
         }
         () = evicted => {
             // Chosen while idle, a request may have arrived since: it may finish (no further

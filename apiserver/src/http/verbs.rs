@@ -99,6 +99,13 @@ pub async fn serve(shared: &Arc<Shared>, request: ApiRequest, body: Incoming) ->
     }
 }
 
+impl Call<'_> {
+    /// The namespace of the path, owned (for a write moved to the blocking pool).
+    fn owned_namespace(&self) -> Option<String> {
+        self.namespace.map(str::to_string)
+    }
+}
+
 /// What every verb's handler shares: the server, the type and namespace of the path, the
 /// representation asked for.
 struct Call<'a> {
@@ -107,6 +114,37 @@ struct Call<'a> {
     /// See [`ApiRequest::namespace`].
     namespace: Option<&'a str>,
     answer: &'a Answer,
+}
+
+/// Runs a write of the [`Api`] on tokio's blocking pool and waits for it there.
+///
+/// A write computes for as long as its object and request ask: a patch applied, the schema and
+/// the CEL rules of a custom type evaluated (each write's rules on a big-stack thread the call
+/// joins, see [`crate::cel`]), managed fields walked. All of that is synchronous code; run on a
+/// runtime worker it would hold the worker, and every connection the worker serves, until it
+/// ends. On the blocking pool it holds one thread of its own: the workers go on answering other
+/// clients, and (the store's lock being taken only to read and to commit, see [`crate::api`])
+/// so does the store.
+///
+/// On a current-thread runtime the write runs in place (see below).
+async fn off_the_runtime<T: Send + 'static>(
+    shared: &Arc<Shared>,
+    work: impl FnOnce(&crate::api::Api) -> Result<T, StatusError> + Send + 'static,
+) -> Result<T, StatusError> {
+    // On a current-thread runtime there is no other worker to keep free, and the explorer's
+    // deterministic runs (a paused current-thread runtime) need every step on that one thread:
+    // a write on another thread would finish at a moment that varies from run to run.
+    let flavor = tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor());
+    if matches!(flavor, Ok(tokio::runtime::RuntimeFlavor::CurrentThread)) {
+        return work(&shared.api);
+    }
+    let shared = shared.clone();
+    tokio::task::spawn_blocking(move || work(&shared.api))
+        .await
+        .map_err(|e| {
+            tracing::error!(error = %e, "a write panicked or was cancelled");
+            StatusError::internal("the write did not complete")
+        })?
 }
 
 /// POST of a review: answered by its kind, never stored (see [`crate::review`]). A TokenReview's
@@ -256,14 +294,16 @@ impl Call<'_> {
             read_object_and_text(body, format).await?
         };
         let warnings = self.judge_unknown_fields(options, &mut object, text.as_deref())?;
-        let options = WriteOptions {
-            dry_run: options.dry_run,
-            manager: &options.field_manager,
-        };
-        let created = self
-            .shared
-            .api
-            .create(self.resource, self.namespace, object, &options)?;
+        let (resource, namespace) = (self.resource.clone(), self.owned_namespace());
+        let (dry_run, manager) = (options.dry_run, options.field_manager.clone());
+        let created = off_the_runtime(self.shared, move |api| {
+            let options = WriteOptions {
+                dry_run,
+                manager: &manager,
+            };
+            api.create(&resource, namespace.as_deref(), object, &options)
+        })
+        .await?;
         with_warnings(self.object_reply(StatusCode::CREATED, &created), &warnings)
     }
 
@@ -287,18 +327,26 @@ impl Call<'_> {
         } else {
             self.judge_unknown_fields(options, &mut object, text.as_deref())?
         };
-        let api = &self.shared.api;
-        let (resource, ns, name) = (self.resource, self.namespace, target.name.as_str());
-        let updated = if target.is_scale() {
-            api.update_scale(resource, ns, name, options.dry_run, |_| Ok(object))?
-        } else {
+        let (resource, ns, name) = (
+            self.resource.clone(),
+            self.owned_namespace(),
+            target.name.clone(),
+        );
+        let (scale, endpoint) = (target.is_scale(), target.endpoint());
+        let (dry_run, manager) = (options.dry_run, options.field_manager.clone());
+        let updated = off_the_runtime(self.shared, move |api| {
+            let ns = ns.as_deref();
+            if scale {
+                return api.update_scale(&resource, ns, &name, dry_run, |_| Ok(object.clone()));
+            }
             let options = UpdateOptions {
-                endpoint: target.endpoint(),
-                dry_run: options.dry_run,
-                manager: &options.field_manager,
+                endpoint,
+                dry_run,
+                manager: &manager,
             };
-            api.update(resource, ns, name, object, &options)?
-        };
+            api.update(&resource, ns, &name, object, &options)
+        })
+        .await?;
         with_warnings(self.object_reply(StatusCode::OK, &updated), &warnings)
     }
 
@@ -321,20 +369,28 @@ impl Call<'_> {
             }
             _ => Vec::new(),
         };
-        let api = &self.shared.api;
-        let (resource, ns, name) = (self.resource, self.namespace, target.name.as_str());
-        let patched = if target.is_scale() {
-            api.update_scale(resource, ns, name, options.dry_run, |current| {
-                crate::patch::apply(kind, &current, &patch)
-            })?
-        } else {
+        let (resource, ns, name) = (
+            self.resource.clone(),
+            self.owned_namespace(),
+            target.name.clone(),
+        );
+        let (scale, endpoint) = (target.is_scale(), target.endpoint());
+        let (dry_run, manager) = (options.dry_run, options.field_manager.clone());
+        let patched = off_the_runtime(self.shared, move |api| {
+            let ns = ns.as_deref();
+            if scale {
+                return api.update_scale(&resource, ns, &name, dry_run, |current| {
+                    crate::patch::apply(kind, &current, &patch)
+                });
+            }
             let options = UpdateOptions {
-                endpoint: target.endpoint(),
-                dry_run: options.dry_run,
-                manager: &options.field_manager,
+                endpoint,
+                dry_run,
+                manager: &manager,
             };
-            api.patch(resource, ns, name, kind, &patch, &options)?
-        };
+            api.patch(&resource, ns, &name, kind, &patch, &options)
+        })
+        .await?;
         with_warnings(self.object_reply(StatusCode::OK, &patched), &warnings)
     }
 
@@ -356,14 +412,23 @@ impl Call<'_> {
             manager: options.field_manager.clone(),
             force: options.force,
         };
-        let (object, outcome) = self.shared.api.apply_to(
-            self.resource,
-            self.namespace,
-            name,
-            &applied,
-            options.dry_run,
-            target,
-        )?;
+        let (resource, namespace, owned_name) = (
+            self.resource.clone(),
+            self.owned_namespace(),
+            name.to_string(),
+        );
+        let dry_run = options.dry_run;
+        let (object, outcome) = off_the_runtime(self.shared, move |api| {
+            api.apply_to(
+                &resource,
+                namespace.as_deref(),
+                &owned_name,
+                &applied,
+                dry_run,
+                target,
+            )
+        })
+        .await?;
         if target == ApplyTarget::Scale {
             return Ok(json_response(StatusCode::OK, &object));
         }
@@ -415,11 +480,16 @@ impl Call<'_> {
         let body = read_delete_options(body, options.body).await?;
         let (options, dry_run) = options.options(&body)?;
         let resource = self.resource;
-        match self
-            .shared
-            .api
-            .delete(resource, self.namespace, name, &options, dry_run)?
-        {
+        let (owned, namespace, owned_name) = (
+            self.resource.clone(),
+            self.owned_namespace(),
+            name.to_string(),
+        );
+        let deletion = off_the_runtime(self.shared, move |api| {
+            api.delete(&owned, namespace.as_deref(), &owned_name, &options, dry_run)
+        })
+        .await?;
+        match deletion {
             Deletion::Pending(stored) => self.stored_reply(&stored),
             Deletion::Deleted(stored) if resource.returns_deleted_object => {
                 self.stored_reply(&stored)
@@ -453,8 +523,11 @@ impl Call<'_> {
         let (options, dry_run) = options.options(&body)?;
         let api = &self.shared.api;
         let resource = self.resource;
-        let deleted =
-            api.delete_collection(resource, self.namespace, &selection, &options, dry_run)?;
+        let (owned, namespace) = (self.resource.clone(), self.owned_namespace());
+        let deleted = off_the_runtime(self.shared, move |api| {
+            api.delete_collection(&owned, namespace.as_deref(), &selection, &options, dry_run)
+        })
+        .await?;
         let revision = api.store.revision();
         if let Some(version) = self.answer.table {
             let writer = self.table_writer(version)?;

@@ -822,6 +822,100 @@ conformance!(
     watch_sequences
 );
 
+/// How many clients write one object at once in [`concurrent_writes`].
+const WRITERS: usize = 8;
+
+/// Clients writing one object at the same time: writes without a resourceVersion all land (the
+/// server retries a lost compare-and-swap itself), writes that name the same stale
+/// resourceVersion give one success and 409s, and a watch sees every change once, its
+/// resourceVersions strictly increasing.
+async fn concurrent_writes(t: &Target, ns: &str) -> Value {
+    let cms = format!("/api/v1/namespaces/{ns}/configmaps");
+    let one = format!("{cms}/race");
+    let created = t
+        .call(Method::POST, &cms, Some(config_map("race", "0")))
+        .await;
+    assert_eq!(created.code, 201, "{}: {:?}", t.name, created.body);
+    // Merge patches without a resourceVersion, each adding its own key.
+    let patches = (0..WRITERS).map(|i| {
+        t.call(
+            Method::PATCH,
+            &one,
+            Some(json!({"data": {format!("w{i}"): i.to_string()}})),
+        )
+    });
+    let patched: Vec<u16> = futures_util::future::join_all(patches)
+        .await
+        .iter()
+        .map(|s| s.code)
+        .collect();
+    let after_patches = t.call(Method::GET, &one, None).await;
+    let mut keys: Vec<String> = after_patches.body["data"]
+        .as_object()
+        .map(|d| d.keys().cloned().collect())
+        .unwrap_or_default();
+    keys.sort();
+    assert_eq!(
+        keys.len(),
+        WRITERS + 1,
+        "{}: every patch landed: {keys:?}",
+        t.name
+    );
+    // Updates without a resourceVersion (a ConfigMap allows them): each replaces the data.
+    let puts = (0..2).map(|i| {
+        let mut object = config_map("race", &format!("put-{i}"));
+        object["metadata"]["namespace"] = ns.into();
+        t.call(Method::PUT, &one, Some(object))
+    });
+    let put: Vec<u16> = futures_util::future::join_all(puts)
+        .await
+        .iter()
+        .map(|s| s.code)
+        .collect();
+    // Writes that all name the resourceVersion read now: one lands, the others are stale.
+    let read = t.call(Method::GET, &one, None).await;
+    let version = read.body["metadata"]["resourceVersion"].clone();
+    let stale = (0..WRITERS).map(|i| {
+        let patch = json!({"metadata": {"resourceVersion": version},
+                           "data": {format!("s{i}"): "1"}});
+        t.call(Method::PATCH, &one, Some(patch))
+    });
+    let stale: Vec<Seen> = futures_util::future::join_all(stale).await;
+    let mut stale_codes: Vec<u16> = stale.iter().map(|s| s.code).collect();
+    stale_codes.sort();
+    let conflicts: Vec<Value> = stale
+        .iter()
+        .filter(|s| s.code == 409)
+        .map(Seen::status)
+        .collect();
+    let writes = WRITERS + 2 + 1;
+    let events = t
+        .watch(
+            &format!("{cms}?watch=1&resourceVersion={}", created.rv()),
+            writes,
+            Duration::from_secs(10),
+        )
+        .await;
+    let rvs: Vec<u64> = events.iter().map(|(_, o)| rv_of(o)).collect();
+    assert!(
+        rvs.windows(2).all(|w| w[0] < w[1]),
+        "{}: strictly increasing {rvs:?}",
+        t.name
+    );
+    let types: Vec<&str> = events.iter().map(|(kind, _)| kind.as_str()).collect();
+    json!({
+        "patched": patched,
+        "keys": keys,
+        "put": put,
+        "stale": stale_codes,
+        // Every 409 is the same Conflict (which writer lost is a race).
+        "conflict": conflicts.first(),
+        "conflicts_alike": conflicts.windows(2).all(|w| w[0] == w[1]),
+        "events": types,
+    })
+}
+conformance!(concurrent_writes_retry_or_conflict, concurrent_writes);
+
 async fn selectors(t: &Target, ns: &str) -> Value {
     let pods = format!("/api/v1/namespaces/{ns}/pods");
     let specs = [

@@ -134,3 +134,47 @@ async fn connection_abuse_connections_past_the_cap_close_the_oldest_and_a_reques
         "the oldest connections over the cap are closed"
     );
 }
+
+/// At the cap with every connection answering (a watch each, a request in flight for ever), a
+/// new connection is still served: the busy connection that moved no byte for the longest is cut.
+#[tokio::test]
+async fn connection_abuse_at_the_cap_with_every_connection_busy_one_is_cut() {
+    let cap = 4;
+    let server = ApiServer::new()
+        .max_connections(cap)
+        .start()
+        .await
+        .expect("server starts");
+    let addr = addr(server.url());
+    let mut watches = Vec::new();
+    for _ in 0..cap {
+        let mut stream = TcpStream::connect(&addr).await.expect("connect");
+        let request = format!(
+            "GET /api/v1/namespaces/default/configmaps?watch=1 HTTP/1.1\r\nHost: {addr}\r\n\r\n"
+        );
+        stream.write_all(request.as_bytes()).await.expect("send");
+        // The watch's response head: its request is in flight from now on.
+        let mut head = Vec::new();
+        let mut buffer = [0u8; 1024];
+        while !String::from_utf8_lossy(&head).contains("\r\n\r\n") {
+            let read = tokio::time::timeout(Duration::from_secs(10), stream.read(&mut buffer))
+                .await
+                .expect("the watch answers within 10 s")
+                .expect("read");
+            assert!(read > 0, "the watch connection closed early");
+            head.extend_from_slice(&buffer[..read]);
+        }
+        assert!(String::from_utf8_lossy(&head).starts_with("HTTP/1.1 200"));
+        watches.push(stream);
+    }
+    let status = tokio::time::timeout(Duration::from_secs(10), get_version(&addr))
+        .await
+        .expect("an answer at the cap within 10 s");
+    assert!(status.contains("200"), "answered at the cap: {status}");
+    // One watch (the first: no byte moved since its head, like the others, and it is the oldest
+    // to have stopped moving) was cut to make room.
+    let cut = tokio::time::timeout(Duration::from_secs(10), read_until_closed(&mut watches[0]))
+        .await
+        .is_ok();
+    assert!(cut, "a busy connection was cut to admit the new one");
+}
