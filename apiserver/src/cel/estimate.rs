@@ -329,6 +329,8 @@ fn cost_of<'s>(
     self_val: &Val<'s>,
     scopes: &mut Vec<(String, Val<'s>)>,
 ) -> (f64, Val<'s>) {
+    // Long: one arm per kind of expression, as cel-go's estimator walks them; each arm is the
+    // formula of that kind and nothing else.
     match &expr.expr {
         Expr::Literal(literal) => {
             let val = match literal {
@@ -507,6 +509,8 @@ fn call_cost<'s>(
     arg_costs: &[f64],
     arg_exprs: &[IdedExpr],
 ) -> (f64, Val<'s>) {
+    // Long: a table, one arm per CEL and Kubernetes library function, in the order of cel-go's
+    // `functionCost` and Kubernetes' `EstimateCallCost`, so that the three read side by side.
     let args_sum = arg_costs.iter().fold(0.0, |a, b| add(a, *b));
     let arg = |i: usize| args.get(i).cloned().unwrap_or_else(Val::unknown);
     let boolean = || Val::scalar(1.0);

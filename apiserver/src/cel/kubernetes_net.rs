@@ -167,6 +167,8 @@ fn parse_ipv4_fields(input: &str, from: usize, to: usize) -> Result<[u8; 4], Net
 
 /// netip's `parseIPv6`: hex groups, one `::`, an embedded IPv4 address at the end, a zone.
 fn parse_ipv6(input: &str) -> Result<Parsed, NetError> {
+    // Long: a step-by-step port of Go's `netip.parseIPv6`, kept in its order so that what it
+    // accepts and the error it gives for each input read side by side with Go's.
     let (mut s, zone) = match input.find('%') {
         Some(i) => {
             let zone = &input[i + 1..];

@@ -803,6 +803,8 @@ impl Instrument<'_> {
     }
 
     fn call(&mut self, expr: &IdedExpr, call: &CallExpr) -> IdedExpr {
+        // Long: one branch per function whose work the meter must see before it allocates
+        // (`replace`, `split`, `join`, the searches, the comprehensions' producers): a table.
         let name = call.func_name.as_str();
         let namespaced = matches!(call.target.as_deref(),
             Some(IdedExpr { expr: Expr::Ident(t), .. }) if !self.is_variable(t));

@@ -537,13 +537,56 @@ fn compile_node(schema: &mut Schema, root: bool, cardinality: Option<f64>) {
     }
 }
 
+/// Compiles one rule of `node` into `rule.compiled`, or records why not in `rule.problems`, in
+/// kube-apiserver's order: the rule's own fields, the expression and its cost, the message
+/// expression and its cost, then instrumenting for metering.
 fn compile_rule(rule: &mut Rule, node: &Schema, root: bool, cardinality: f64) {
     rule.problems.clear();
     rule.compiled = None;
     let spec = rule.spec.clone();
     // The checks of the rule's own fields come first; compiling happens only without them.
+    let field_path = match check_rule_fields(&spec, node) {
+        Ok(field_path) => field_path,
+        Err(problems) => {
+            rule.problems = problems;
+            return;
+        }
+    };
+    if spec.optional_old_self.is_some() {
+        let detail = "optionalOldSelf is not supported by this server";
+        rule.problems
+            .push(invalid_rule(rule, "optionalOldSelf", detail));
+        return;
+    }
+    let self_type = Ty::of_schema(node, root);
+    let Some((program, uses_old_self, rule_cost)) =
+        compile_condition(rule, &self_type, node, root, cardinality)
+    else {
+        return;
+    };
+    let (message, message_cost) = compile_message(rule, &self_type, node, root);
+    rule.cost = rule_cost;
+    rule.message_cost = message_cost;
+    if rule.problems.is_empty() {
+        rule.compiled = instrumented(rule, &program, message.as_ref(), uses_old_self, field_path);
+    }
+}
+
+/// A problem with the rule as a whole, quoting it as kube-apiserver does.
+fn invalid_rule(rule: &Rule, field: &'static str, detail: &str) -> Problem {
+    Problem {
+        field,
+        reason: "FieldValueInvalid",
+        message: format!("Invalid value: {}: {detail}", go_json(rule)),
+    }
+}
+
+/// The checks of the rule's own fields (`rule`, `message`, `messageExpression`, `reason`,
+/// `fieldPath`), before any compiling: the normalized field path, or every problem found.
+fn check_rule_fields(spec: &RuleSpec, node: &Schema) -> Result<Option<String>, Vec<Problem>> {
+    let mut problems = Vec::new();
     if spec.rule.trim().is_empty() {
-        rule.problems.push(Problem {
+        problems.push(Problem {
             field: "rule",
             reason: "FieldValueRequired",
             message: "Required value: rule is not specified".into(),
@@ -551,7 +594,7 @@ fn compile_rule(rule: &mut Rule, node: &Schema, root: bool, cardinality: f64) {
     }
     if let Some(message) = &spec.message {
         if message.trim().is_empty() {
-            rule.problems.push(Problem {
+            problems.push(Problem {
                 field: "message",
                 reason: "FieldValueInvalid",
                 message: format!(
@@ -560,7 +603,7 @@ fn compile_rule(rule: &mut Rule, node: &Schema, root: bool, cardinality: f64) {
                 ),
             });
         } else if message.contains('\n') {
-            rule.problems.push(Problem {
+            problems.push(Problem {
                 field: "message",
                 reason: "FieldValueInvalid",
                 message: format!(
@@ -570,7 +613,7 @@ fn compile_rule(rule: &mut Rule, node: &Schema, root: bool, cardinality: f64) {
             });
         }
     } else if spec.rule.contains('\n') {
-        rule.problems.push(Problem {
+        problems.push(Problem {
             field: "message",
             reason: "FieldValueRequired",
             message: "Required value: message must be specified if rule contains line breaks"
@@ -582,7 +625,7 @@ fn compile_rule(rule: &mut Rule, node: &Schema, root: bool, cardinality: f64) {
         .as_deref()
         .is_some_and(|m| m.trim().is_empty())
     {
-        rule.problems.push(Problem {
+        problems.push(Problem {
             field: "messageExpression",
             reason: "FieldValueRequired",
             message: "Required value: messageExpression must be non-empty if specified".into(),
@@ -590,7 +633,7 @@ fn compile_rule(rule: &mut Rule, node: &Schema, root: bool, cardinality: f64) {
     }
     if let Some(reason) = spec.reason.as_deref() {
         if !REASONS.contains(&reason) {
-            rule.problems.push(Problem {
+            problems.push(Problem {
                 field: "reason",
                 reason: "FieldValueNotSupported",
                 message: format!(
@@ -609,32 +652,34 @@ fn compile_rule(rule: &mut Rule, node: &Schema, root: bool, cardinality: f64) {
             message: format!("Invalid value: {}: {why}", go_q(path)),
         };
         if path.trim().is_empty() {
-            rule.problems.push(bad("must be non-empty if specified"));
+            problems.push(bad("must be non-empty if specified"));
         } else if path.contains('\n') {
-            rule.problems.push(bad("must not contain line breaks"));
+            problems.push(bad("must not contain line breaks"));
         } else {
             match normalize_field_path(path, node) {
                 Some(normalized) => field_path = Some(normalized),
-                None => rule.problems.push(bad("must be a valid path")),
+                None => problems.push(bad("must be a valid path")),
             }
         }
     }
-    if !rule.problems.is_empty() {
-        return;
+    match problems.is_empty() {
+        true => Ok(field_path),
+        false => Err(problems),
     }
-    let invalid = |rule: &Rule, field: &'static str, detail: &str| Problem {
-        field,
-        reason: "FieldValueInvalid",
-        message: format!("Invalid value: {}: {detail}", go_json(rule)),
-    };
-    if spec.optional_old_self.is_some() {
-        let detail = "optionalOldSelf is not supported by this server";
-        rule.problems.push(invalid(rule, "optionalOldSelf", detail));
-        return;
-    }
-    let self_type = Ty::of_schema(node, root);
-    let checked = compile_expression(&spec.rule, &self_type, node, root, Want::Bool);
-    let (program, uses_old_self, rule_cost) = match checked {
+}
+
+/// Compiles the rule's expression (it must be a bool) and checks its cost, times the node's
+/// cardinality, against the per-rule limit as kube-apiserver does. `None` when it does not
+/// compile (the problem recorded); a cost over the limit is recorded and compiling goes on.
+fn compile_condition(
+    rule: &mut Rule,
+    self_type: &Ty<'_>,
+    node: &Schema,
+    root: bool,
+    cardinality: f64,
+) -> Option<(IdedExpr, bool, f64)> {
+    let checked = compile_expression(&rule.spec.rule, self_type, node, root, Want::Bool);
+    let (program, uses_old_self, cost) = match checked {
         Ok(ok) => ok,
         Err(e) => {
             let detail = match &e {
@@ -647,83 +692,93 @@ fn compile_rule(rule: &mut Rule, node: &Schema, root: bool, cardinality: f64) {
             } else {
                 detail
             };
-            rule.problems.push(invalid(rule, "rule", &detail));
-            return;
+            let problem = invalid_rule(rule, "rule", &detail);
+            rule.problems.push(problem);
+            return None;
         }
     };
-    // As kube-apiserver: the rule's cost times its cardinality against the per-rule limit (and
-    // into the CRD's total); the messageExpression's cost alone against the same limit.
-    let rule_cost = (rule_cost * cardinality).min(estimate::SATURATED);
-    if rule_cost > STATIC_COST_LIMIT {
+    // The rule's cost times its cardinality goes against the per-rule limit (and into the
+    // CRD's total).
+    let cost = (cost * cardinality).min(estimate::SATURATED);
+    if cost > STATIC_COST_LIMIT {
         rule.problems.push(Problem {
             field: "rule",
             reason: "FieldValueForbidden",
             message: format!(
                 "Forbidden: {}",
-                cost_message("estimated rule cost", rule_cost, STATIC_COST_LIMIT)
+                cost_message("estimated rule cost", cost, STATIC_COST_LIMIT)
             ),
         });
     }
-    let mut message_cost = 0.0;
-    let mut message = None;
-    if let Some(source) = spec.message_expression.as_deref() {
-        match compile_expression(source, &self_type, node, root, Want::String) {
-            Ok((program, _, cost)) => {
-                message_cost = cost;
-                if cost > STATIC_COST_LIMIT {
-                    rule.problems.push(Problem {
-                        field: "messageExpression",
-                        reason: "FieldValueForbidden",
-                        message: format!(
-                            "Forbidden: {}",
-                            cost_message(
-                                "estimated messageExpression cost",
-                                cost,
-                                STATIC_COST_LIMIT
-                            )
-                        ),
-                    });
+    Some((program, uses_old_self, cost))
+}
+
+/// Compiles the rule's `messageExpression`, if it has one (it must be a string), and checks its
+/// cost alone against the per-rule limit: the program and its cost (0 without one).
+fn compile_message(
+    rule: &mut Rule,
+    self_type: &Ty<'_>,
+    node: &Schema,
+    root: bool,
+) -> (Option<IdedExpr>, f64) {
+    let Some(source) = rule.spec.message_expression.clone() else {
+        return (None, 0.0);
+    };
+    match compile_expression(&source, self_type, node, root, Want::String) {
+        Ok((program, _, cost)) => {
+            if cost > STATIC_COST_LIMIT {
+                rule.problems.push(Problem {
+                    field: "messageExpression",
+                    reason: "FieldValueForbidden",
+                    message: format!(
+                        "Forbidden: {}",
+                        cost_message("estimated messageExpression cost", cost, STATIC_COST_LIMIT)
+                    ),
+                });
+            }
+            (Some(program), cost)
+        }
+        Err(e) => {
+            let detail = match &e {
+                CompileError::Issues(i) if i == "must evaluate to a string" => {
+                    "messageExpression must evaluate to a string".to_string()
                 }
-                message = Some(program);
-            }
-            Err(e) => {
-                let detail = match &e {
-                    CompileError::Issues(i) if i == "must evaluate to a string" => {
-                        "messageExpression must evaluate to a string".to_string()
-                    }
-                    CompileError::Issues(i) | CompileError::TooBig(i) => {
-                        format!("messageExpression compilation failed: {i}")
-                    }
-                    other => other.to_string(),
-                };
-                rule.problems
-                    .push(invalid(rule, "messageExpression", &detail));
-            }
+                CompileError::Issues(i) | CompileError::TooBig(i) => {
+                    format!("messageExpression compilation failed: {i}")
+                }
+                other => other.to_string(),
+            };
+            let problem = invalid_rule(rule, "messageExpression", &detail);
+            rule.problems.push(problem);
+            (None, 0.0)
         }
     }
-    rule.cost = rule_cost;
-    rule.message_cost = message_cost;
-    if rule.problems.is_empty() {
-        // Instrumenting recurses on the expression's depth too (see `compile_expression`).
-        let instrumented = on_big_stack(|| {
-            let metered = meter::instrument(&program);
-            let message_metered = message.as_ref().map(meter::instrument);
-            (metered, message_metered)
-        });
-        let (metered, message_metered) = match instrumented {
-            Ok(both) => both,
-            Err(e) => {
-                let detail = CompileError::Internal(e).to_string();
-                rule.problems.push(invalid(rule, "rule", &detail));
-                return;
-            }
-        };
-        rule.compiled = Some(Arc::new(Compiled {
+}
+
+/// The rule's programs instrumented for metering (on the big-stack thread: instrumenting
+/// recurses on the expression's depth too, see `compile_expression`); `None`, with the problem
+/// recorded, if that thread could not run.
+fn instrumented(
+    rule: &mut Rule,
+    program: &IdedExpr,
+    message: Option<&IdedExpr>,
+    uses_old_self: bool,
+    field_path: Option<String>,
+) -> Option<Arc<Compiled>> {
+    let both = on_big_stack(|| (meter::instrument(program), message.map(meter::instrument)));
+    match both {
+        Ok((metered, message_metered)) => Some(Arc::new(Compiled {
             metered,
             message_metered,
             uses_old_self,
             field_path,
-        }));
+        })),
+        Err(e) => {
+            let detail = CompileError::Internal(e).to_string();
+            let problem = invalid_rule(rule, "rule", &detail);
+            rule.problems.push(problem);
+            None
+        }
     }
 }
 
@@ -1865,6 +1920,9 @@ impl Walk {
         path: Option<&str>,
         root: bool,
     ) -> Result<(), OutOfBudget> {
+        // Long: one rule after another in kube-apiserver's order (compile errors, `oldSelf`,
+        // the budget, evaluation, the message expression, the field path, the reason), each step
+        // reading the walk's budget and causes; split, the steps would pass all of them around.
         let here = path.unwrap_or("<nil>").to_string();
         let type_name = if root { "object" } else { schema.type_name() };
         let invalid_here = |detail: String| Cause {

@@ -203,6 +203,8 @@ impl std::fmt::Debug for Client {
 impl Client {
     /// Builds a client (and its TLS configuration) from `config`. Needs a tokio runtime to send.
     pub fn new(config: Config) -> Result<Client, Error> {
+        // Long: hyper's builders, one setting a line or two, in the order a request meets them
+        // (dial, TCP, TLS, pool, HTTP/2, rate limit, retries): a list of settings, not logic.
         let mut http = HttpConnector::new();
         http.enforce_http(false);
         http.set_connect_timeout(Some(config.connect_timeout));
