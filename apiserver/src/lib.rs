@@ -42,7 +42,7 @@
 //!  api (and api::establish)                   the verbs, and what a write sets off in-request
 //!  strategy, validation, services, quota      what happens to an object on a write; admission
 //!  store                                      objects, revisions, watches
-//!  selection, crd, patch                      selectors, a CRD as an object, patches
+//!  selection, shard, crd, patch               selectors, a CRD as an object, patches
 //!  resource                                   the served types (and the errors about their objects)
 //!  schema, cel, meta, status, faults,         leaves
 //!  protobuf, wire,
@@ -62,6 +62,7 @@
 //! | [`protobuf`] | protobuf request bodies (kubectl's generators) decoded to JSON |
 //! | [`apply`] | server-side apply, field managers and `managedFields` |
 //! | [`selection`] | label and field selectors |
+//! | [`shard`] | `shardSelector` (server-side sharded list and watch, KEP-5866): its parser and errors |
 //! | [`resource`] | the served types: a [`Catalog`] snapshot per request, the live [`Registry`] |
 //! | [`quota`] | ResourceQuota admission (403 when a create would exceed one) and usage status |
 //! | [`review`] | token, self-subject and access reviews: answered, never stored |
@@ -213,6 +214,7 @@ pub mod resource;
 pub mod review;
 pub mod schema;
 pub mod selection;
+pub mod shard;
 pub mod service_accounts;
 pub mod services;
 pub mod status;

@@ -254,7 +254,7 @@ fn env() -> Arc<Env> {
 }
 
 /// Runs `work` on a thread with a [`STACK_BYTES`] stack; a panic becomes `Err`.
-fn on_big_stack<T: Send>(work: impl FnOnce() -> T + Send) -> Result<T, String> {
+pub(crate) fn on_big_stack<T: Send>(work: impl FnOnce() -> T + Send) -> Result<T, String> {
     std::thread::scope(|scope| {
         let handle = std::thread::Builder::new()
             .name("cel".into())
@@ -268,7 +268,7 @@ fn on_big_stack<T: Send>(work: impl FnOnce() -> T + Send) -> Result<T, String> {
 }
 
 /// Refuses sources the parser should not see (see the module docs).
-fn guard(source: &str) -> Result<(), CompileError> {
+pub(crate) fn guard(source: &str) -> Result<(), CompileError> {
     if source.len() > MAX_RULE_BYTES {
         return Err(CompileError::TooBig(format!(
             "expression is {} bytes long, more than this server's limit of {MAX_RULE_BYTES}",

@@ -45,6 +45,8 @@ pub struct Shared {
     pub audit: Arc<AuditLog>,
     /// Discovery documents, rendered once per catalog.
     pub discovery: discovery::DiscoveryCache,
+    /// The feature gates requests are read under (see [`super::ApiServer::sharded_list_and_watch`]).
+    pub gates: super::request::Gates,
 }
 
 /// A handler's answer: a response, or the `Status` of its refusal.
@@ -212,7 +214,7 @@ async fn dispatch(
         },
     };
     let (head, body) = request.into_parts();
-    let parsed = ApiRequest::parse(&head, path)?;
+    let parsed = ApiRequest::parse(&head, path, shared.gates)?;
     verbs::serve(shared, parsed, body).await
 }
 
