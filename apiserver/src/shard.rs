@@ -120,9 +120,9 @@ fn walk(tree: &IdedExpr, out: &mut Vec<(ShardField, ShardRange)>) -> Result<(), 
             "unsupported function {:?}; only shardRange() and || are allowed",
             call.func_name
         )),
-        Expr::Select(select) if select.test => Err(
-            "unsupported function \"has\"; only shardRange() and || are allowed".into(),
-        ),
+        Expr::Select(select) if select.test => {
+            Err("unsupported function \"has\"; only shardRange() and || are allowed".into())
+        }
         other => Err(format!(
             "unexpected expression kind {}; expected shardRange() call or || operator",
             kind(other)
@@ -149,7 +149,9 @@ fn shard_range(args: &[IdedExpr]) -> Result<(ShardField, ShardRange), String> {
     let start = u64::try_from(start)
         .ok()
         .and_then(|start| ShardRange::new(start, end).ok())
-        .ok_or_else(|| format!("shard range start {start_text} must be less than end {end_text}"))?;
+        .ok_or_else(|| {
+            format!("shard range start {start_text} must be less than end {end_text}")
+        })?;
     Ok((field, start))
 }
 
@@ -157,9 +159,11 @@ fn shard_range(args: &[IdedExpr]) -> Result<(ShardField, ShardRange), String> {
 fn field_path(expr: &Expr) -> Result<String, String> {
     match expr {
         Expr::Ident(name) => Ok(name.clone()),
-        Expr::Select(select) if !select.test => {
-            Ok(format!("{}.{}", field_path(&select.operand.expr)?, select.field))
-        }
+        Expr::Select(select) if !select.test => Ok(format!(
+            "{}.{}",
+            field_path(&select.operand.expr)?,
+            select.field
+        )),
         other => Err(format!(
             "expected field path (e.g. object.metadata.uid), got expression kind {}",
             kind(other)
@@ -232,7 +236,8 @@ fn hex_literal(expr: &Expr, name: &str) -> Result<(String, u128), String> {
 mod tests {
     use super::*;
 
-    const HALF: &str = "shardRange(object.metadata.uid, '0x0000000000000000', '0x8000000000000000')";
+    const HALF: &str =
+        "shardRange(object.metadata.uid, '0x0000000000000000', '0x8000000000000000')";
 
     #[test]
     fn shard_selector_parses_ranges_and_echoes_canonical_text() {
@@ -245,10 +250,13 @@ mod tests {
         let three = "shardRange(object.metadata.uid, '0x0000000000000000', '0x0000000000000005') || shardRange(object.metadata.uid, '0x0000000000000005', '0x000000000000000a') || shardRange(object.metadata.uid, '0x000000000000000a', '0x000000000000000f')";
         assert_eq!(parse(three).expect("parses").ranges().len(), 3);
         assert_eq!(parse(three).expect("parses").to_string(), three);
-        let spaced = "  shardRange( object.metadata.uid ,\"0x0000000000000000\",'0x8000000000000000' )  ";
+        let spaced =
+            "  shardRange( object.metadata.uid ,\"0x0000000000000000\",'0x8000000000000000' )  ";
         assert_eq!(parse(spaced).expect("parses").to_string(), HALF);
-        let ns = parse("shardRange(object.metadata.namespace,'0x00000000000000aa','0x00000000000000ff')")
-            .expect("parses");
+        let ns = parse(
+            "shardRange(object.metadata.namespace,'0x00000000000000aa','0x00000000000000ff')",
+        )
+        .expect("parses");
         assert_eq!(ns.field(), ShardField::Namespace);
     }
 
@@ -337,7 +345,11 @@ mod tests {
             ),
         ];
         for (input, want) in cases {
-            assert_eq!(parse(input).map(|s| s.to_string()), Err(want.to_string()), "{input}");
+            assert_eq!(
+                parse(input).map(|s| s.to_string()),
+                Err(want.to_string()),
+                "{input}"
+            );
         }
         let error = invalid("x");
         assert_eq!((error.code, error.reason), (500, ""));

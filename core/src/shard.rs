@@ -135,7 +135,8 @@ impl ShardRange {
             return Err(ShardRangeError::NoSuchPart { index, count });
         }
         let bound = |i: u64| HASH_SPACE_END * u128::from(i) / u128::from(count);
-        let start = u64::try_from(bound(index)).map_err(|_| ShardRangeError::NoSuchPart { index, count })?;
+        let start = u64::try_from(bound(index))
+            .map_err(|_| ShardRangeError::NoSuchPart { index, count })?;
         ShardRange::new(start, bound(index + 1))
     }
 
@@ -286,7 +287,13 @@ mod tests {
             ShardRange::part(1, 4).expect("part"),
             ShardRange::new(0x4000_0000_0000_0000, 0x8000_0000_0000_0000).expect("range")
         );
-        for hash in [0u64, 1, 0x3fff_ffff_ffff_ffff, 0x4000_0000_0000_0000, u64::MAX] {
+        for hash in [
+            0u64,
+            1,
+            0x3fff_ffff_ffff_ffff,
+            0x4000_0000_0000_0000,
+            u64::MAX,
+        ] {
             let owners = (0..4)
                 .filter(|i| ShardRange::part(*i, 4).expect("part").contains(hash))
                 .count();

@@ -657,7 +657,11 @@ fn watch_options(
 /// The label, field and shard selectors. A bad label or field selector is a 400 before the shard
 /// selector is read; a bad shard selector is kube-apiserver's 500 (see [`crate::shard`]). An
 /// empty `shardSelector` is no selector, as there.
-fn selection(resource: &ResourceType, query: &Query, gates: Gates) -> Result<Selection, StatusError> {
+fn selection(
+    resource: &ResourceType,
+    query: &Query,
+    gates: Gates,
+) -> Result<Selection, StatusError> {
     let selection = Selection::parse(
         resource,
         query.text("labelSelector"),

@@ -654,10 +654,7 @@ fn list_body(
 ) -> Bytes {
     let mut metadata = list_metadata(revision, continue_token, remaining);
     if let (Some(shard), Some(map)) = (shard, metadata.as_object_mut()) {
-        map.insert(
-            "shardInfo".into(),
-            json!({"selector": shard.to_string()}),
-        );
+        map.insert("shardInfo".into(), json!({"selector": shard.to_string()}));
     }
     let head = json!({"kind": format!("{}List", resource.kind), "apiVersion": resource.api_version(), "metadata": metadata});
     let (before, after) = crate::wire::list_frame(&head);

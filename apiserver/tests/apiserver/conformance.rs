@@ -2324,4 +2324,5 @@ mod apply;
 mod cluster;
 
 mod fidelity;
+mod shard;
 mod subresources;
