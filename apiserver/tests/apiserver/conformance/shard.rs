@@ -15,6 +15,7 @@ use super::*;
 use std::collections::{BTreeMap, BTreeSet};
 
 use ferrokube_core::shard::{ShardRange, ShardSelector, shard_hash};
+use k8s_openapi::api::core::v1::ConfigMap;
 
 /// How many shards the collection is cut into.
 const SHARDS: u64 = 4;
@@ -395,6 +396,17 @@ async fn run_sharded(gated: bool, case: &str) {
     let mut observed: Vec<(&str, Value)> = Vec::new();
     for target in &targets {
         let ns = target.namespace(case).await;
+        let api: ferrokube_client::Api<ConfigMap> =
+            ferrokube_client::Api::namespaced(target.client.clone(), &ns);
+        let detected = api.supports_shard_selector().await.expect("detection list");
+        assert_eq!(detected, gated, "{}: the client's detection", target.name);
+        let half = ShardSelector::uid(ShardRange::part(0, 2).expect("part"));
+        let list = api
+            .list(&ferrokube_client::api::ListParams::default().shard(&half))
+            .await
+            .expect("sharded list");
+        let echoed = list.shard_selector().map(str::to_string);
+        assert_eq!(echoed, gated.then(|| half.to_string()), "{}", target.name);
         let seen = match gated {
             true => shard_selector_case(target, &ns).await,
             false => shard_selector_ignored_case(target, &ns).await,
