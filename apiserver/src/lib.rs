@@ -187,6 +187,14 @@
 //!   Endpoints or EndpointSlices (see [`services`]). A dry-run create answers the addresses a create
 //!   would get, as 1.37 does (1.20 left the cluster IP out and answered a node port outside the
 //!   range).
+//! - `shardSelector` (server-side sharding, [`shard`]; gate `ShardedListAndWatch`, on here by
+//!   default, off by default in kube-apiserver): a syntax error's "expecting" set is the `cel`
+//!   crate's ANTLR runtime's (`expecting {'==', '!=', ...}` where cel-go says `expecting ')'`); a
+//!   comprehension macro (`x.all(...)`) is "unexpected expression kind 1" where cel-go, parsing
+//!   without macros, names the function; a selector over 16 KiB, 32 brackets deep or with 1,000
+//!   operators is refused with this server's CEL limits. A bad selector with a bad
+//!   `resourceVersion`/`continue` combination is refused for the selector first (kube-apiserver
+//!   checks the list options first).
 //! - The release imitated is the current one, 1.37 (`/version` says so); the conformance suite
 //!   documents, case by case, where 1.20 answered differently.
 //! - Several schema violations in one object are reported in alphabetical field order; kube-apiserver
