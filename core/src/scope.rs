@@ -102,3 +102,27 @@ impl ScopeMatcher {
         namespace_ok && labels_ok && shard_ok && !self.has_field_selector
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::shard::{ShardRange, shard_hash};
+
+    #[test]
+    fn shard_selector_scope_matcher_tests_the_uid_hash() {
+        let uid = "0b8e4c1e-5f0a-4d6e-9a43-3f1d2c7b9e10";
+        let meta = ObjectMeta {
+            uid: Some(uid.into()),
+            namespace: Some("default".into()),
+            ..ObjectMeta::default()
+        };
+        let hash = shard_hash(uid);
+        let own = ShardRange::new(hash, u128::from(hash) + 1).expect("range");
+        let scope = Scope::namespace("default").shard(ShardSelector::uid(own));
+        assert!(scope.matcher().expect("matcher").matches(&meta));
+        let below = ShardRange::new(0, u128::from(hash)).expect("this uid's hash is not 0");
+        let scope = Scope::namespace("default").shard(ShardSelector::uid(below));
+        assert!(!scope.matcher().expect("matcher").matches(&meta));
+        assert_ne!(Scope::all(), Scope::all().shard(ShardSelector::uid(own)));
+    }
+}
