@@ -30,7 +30,8 @@
 //!
 //! Known difference: cel-go's parser runs with no macros, the `cel` crate's expands them, so
 //! `has(x)` or `x.all(...)` arrive here already expanded; `has` is recognised, the comprehension
-//! macros are reported as calls without their name.
+//! macros are reported as calls without their name. cel-go's limits are kept (100,000 code
+//! points, a recursion depth of 250), the latter approximately (counted here in brackets).
 
 use cel::common::ast::{Expr, IdedExpr, LiteralValue};
 use ferrokube_core::shard::{HASH_SPACE_END, ShardField, ShardRange, ShardSelector};
@@ -52,10 +53,11 @@ pub fn parse(text: &str) -> Result<ShardSelector, String> {
             "empty shard selector is not allowed; omit the parameter for unfiltered lists".into(),
         );
     }
-    crate::cel::guard(text).map_err(|e| e.to_string())?;
+    guard(text)?;
     let owned = text.to_string();
     let parsed = crate::cel::on_big_stack(move || {
         cel::parser::Parser::new()
+            .max_recursion_depth(MAX_DEPTH)
             .parse(&owned)
             .map_err(|errors| match errors.errors.first() {
                 Some(first) => format!("CEL parse error: {}", first.msg),
@@ -84,6 +86,41 @@ pub fn parse(text: &str) -> Result<ShardSelector, String> {
         selector = selector.or(range);
     }
     Ok(selector)
+}
+
+/// cel-go's limit on the length of an expression, in code points (its parser's default).
+pub const MAX_CODE_POINTS: usize = 100_000;
+/// cel-go's parser's default recursion limit; here also the deepest nesting of brackets let
+/// through to the `cel` crate's parser (a legitimate selector nests two deep).
+pub const MAX_DEPTH: u16 = 250;
+
+/// Refuses what the parser should not see: cel-go's size limit (its message), and brackets
+/// nested deeper than its recursion limit (cel-go counts per grammar rule, so its limit falls at
+/// about this depth; the message is its).
+fn guard(text: &str) -> Result<(), String> {
+    let size = text.chars().count();
+    if size > MAX_CODE_POINTS {
+        return Err(format!(
+            "CEL parse error: expression code point size exceeds limit: size: {size}, limit {MAX_CODE_POINTS}"
+        ));
+    }
+    let (mut depth, mut deepest) = (0usize, 0usize);
+    for c in text.chars() {
+        match c {
+            '(' | '[' | '{' => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            ')' | ']' | '}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    if deepest > usize::from(MAX_DEPTH) {
+        return Err(format!(
+            "CEL parse error: expression recursion limit exceeded: {MAX_DEPTH}"
+        ));
+    }
+    Ok(())
 }
 
 /// cel-go's number for an expression's kind (its `ast.ExprKind`, which prints as a number in
@@ -258,6 +295,42 @@ mod tests {
         )
         .expect("parses");
         assert_eq!(ns.field(), ShardField::Namespace);
+    }
+
+    #[test]
+    fn shard_selector_takes_hundreds_of_ranges_as_kube_apiserver_does() {
+        let ranges: Vec<String> = (0..400u64)
+            .map(|i| {
+                let range = ferrokube_core::shard::ShardRange::part(i, 400).expect("part");
+                format!(
+                    "shardRange(object.metadata.uid, '0x{:016x}', '0x{:016x}')",
+                    range.start(),
+                    range.end()
+                )
+            })
+            .collect();
+        let text = ranges.join(" || ");
+        let selector = parse(&text).expect("400 ranges parse");
+        assert_eq!(selector.ranges().len(), 400);
+        assert_eq!(selector.to_string(), text);
+        let long = "a".repeat(MAX_CODE_POINTS + 1);
+        assert_eq!(
+            parse(&long),
+            Err(format!(
+                "CEL parse error: expression code point size exceeds limit: size: {}, limit 100000",
+                MAX_CODE_POINTS + 1
+            ))
+        );
+        let deep = format!("{}1{}", "(".repeat(300), ")".repeat(300));
+        assert_eq!(
+            parse(&deep),
+            Err("CEL parse error: expression recursion limit exceeded: 250".to_string())
+        );
+        let shallow = format!("{}1{}", "(".repeat(240), ")".repeat(240));
+        assert_eq!(
+            parse(&shallow),
+            Err("unexpected expression kind 5; expected shardRange() call or || operator".into())
+        );
     }
 
     #[test]

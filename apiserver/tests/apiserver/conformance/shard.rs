@@ -374,6 +374,28 @@ async fn shard_selector_case(t: &Target, ns: &str) -> Value {
         };
         corners.insert(text.to_string(), outcome);
     }
+    // A member of a hash ring owns many arcs: 400 ranges in one selector (a 42 KB query).
+    let many = (1..400u64).fold(
+        ShardSelector::uid(ShardRange::part(0, 400).expect("part")),
+        |selector, i| selector.or(ShardRange::part(i, 400).expect("part")),
+    );
+    let seen = t
+        .call(
+            Method::GET,
+            &format!("{cms}?shardSelector={}", query(&many.to_string())),
+            None,
+        )
+        .await;
+    assert_eq!(
+        names(&seen.body),
+        live,
+        "{}: 400 ranges cover everything",
+        t.name
+    );
+    let many_ranges = json!([
+        seen.code,
+        seen.body["metadata"]["shardInfo"]["selector"] == json!(many.to_string())
+    ]);
     let empty = t
         .call(Method::GET, &format!("{cms}?shardSelector="), None)
         .await;
@@ -390,6 +412,7 @@ async fn shard_selector_case(t: &Target, ns: &str) -> Value {
         "empty": keys(&empty.body),
         "refused": refused,
         "corners": corners,
+        "many_ranges": many_ranges,
     })
 }
 
