@@ -191,8 +191,8 @@
 //!   default, off by default in kube-apiserver): a syntax error's "expecting" set is the `cel`
 //!   crate's ANTLR runtime's (`expecting {'==', '!=', ...}` where cel-go says `expecting ')'`); a
 //!   comprehension macro (`x.all(...)`) is "unexpected expression kind 1" where cel-go, parsing
-//!   without macros, names the function; a selector over 16 KiB, 32 brackets deep or with 1,000
-//!   operators is refused with this server's CEL limits. A bad selector with a bad
+//!   without macros, names the function; cel-go's recursion limit (250) is approximated by
+//!   bracket depth. A bad selector with a bad
 //!   `resourceVersion`/`continue` combination is refused for the selector first (kube-apiserver
 //!   checks the list options first).
 //! - The release imitated is the current one, 1.37 (`/version` says so); the conformance suite

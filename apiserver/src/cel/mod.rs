@@ -268,7 +268,7 @@ pub(crate) fn on_big_stack<T: Send>(work: impl FnOnce() -> T + Send) -> Result<T
 }
 
 /// Refuses sources the parser should not see (see the module docs).
-pub(crate) fn guard(source: &str) -> Result<(), CompileError> {
+fn guard(source: &str) -> Result<(), CompileError> {
     if source.len() > MAX_RULE_BYTES {
         return Err(CompileError::TooBig(format!(
             "expression is {} bytes long, more than this server's limit of {MAX_RULE_BYTES}",
