@@ -41,7 +41,8 @@
 # 22 min of CPU (see build_modules below).
 #
 # Settings (environment): APISERVER_FLAGS (extra kube-apiserver flags, words; e.g. the leader
-# benchmark's --feature-gates=APIServerIdentity=false), K8S_VERSION (1.20.2), STATE (default /tmp/ferrokube-apiserver), APISERVER_PORT
+# benchmark's --feature-gates=APIServerIdentity=false, or --feature-gates=ShardedListAndWatch=true
+# for the apiserver crate's shard_selector cases to compare sharding itself), K8S_VERSION (1.20.2), STATE (default /tmp/ferrokube-apiserver), APISERVER_PORT
 # (16443), ETCD_PORT (12379), WATCH_CACHE_SIZE (default-watch-cache-size, 100), ETCD_VERSION (module
 # builds: overrides the etcd the release names), WITH_KCM (0). Go's own GOCACHE, GOMODCACHE, GOPROXY
 # and GOTOOLCHAIN apply to the module builds.

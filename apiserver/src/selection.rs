@@ -6,9 +6,14 @@
 //! server's own is the field set: `metadata.name`, `metadata.namespace` and the few fields each
 //! resource type allows ([`ResourceType::selectable_fields`]), any other field being a 400 as on the
 //! real server, and how a field's value is read from a stored object (`field_value`).
+//!
+//! A third, optional part is a shard selector (`shardSelector`, see [`crate::shard`]): the hash of
+//! the object's uid or namespace must fall in its ranges. It rides here so that every reader of a
+//! selection (list, the watch's backlog and live events, deletecollection) applies it too.
 
 use ferrokube_core::fields::{FieldSelector, FieldSelectorError};
 use ferrokube_core::labels::LabelSelector;
+use ferrokube_core::shard::{ShardField, ShardSelector};
 use serde_json::Value;
 
 use crate::meta;
@@ -20,6 +25,8 @@ use crate::status::StatusError;
 pub struct Selection {
     labels: LabelSelector,
     fields: FieldSelector,
+    /// `None`: every shard.
+    shard: Option<ShardSelector>,
 }
 
 impl Selection {
@@ -50,16 +57,40 @@ impl Selection {
                 }
             })
         })?;
-        Ok(Selection { labels, fields })
+        Ok(Selection {
+            labels,
+            fields,
+            shard: None,
+        })
+    }
+
+    /// This selection narrowed to a shard (or widened to every shard with `None`).
+    pub fn with_shard(mut self, shard: Option<ShardSelector>) -> Selection {
+        self.shard = shard;
+        self
+    }
+
+    /// The shard selector, echoed in a list's `metadata.shardInfo`.
+    pub fn shard(&self) -> Option<&ShardSelector> {
+        self.shard.as_ref()
     }
 
     /// True when the selection matches every object.
     pub fn is_everything(&self) -> bool {
-        self.labels.is_everything() && self.fields.is_everything()
+        self.labels.is_everything() && self.fields.is_everything() && self.shard.is_none()
     }
 
     /// True if `object` is selected.
     pub fn matches(&self, object: &Value) -> bool {
+        if let Some(shard) = &self.shard {
+            let value = match shard.field() {
+                ShardField::Uid => meta::uid(object),
+                ShardField::Namespace => meta::namespace(object),
+            };
+            if !shard.matches_value(value.unwrap_or("")) {
+                return false;
+            }
+        }
         if !self.labels.is_everything() && !self.labels.matches(Some(&meta::labels(object))) {
             return false;
         }

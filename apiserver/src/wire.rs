@@ -59,8 +59,8 @@ const OBJECT_ORDER: &[&str] = &[
     "code",
 ];
 
-/// `ObjectMeta`'s fields in their Go order, with `ListMeta`'s (`continue`, `remainingItemCount`)
-/// after `resourceVersion` as in their own struct (the two never meet).
+/// `ObjectMeta`'s fields in their Go order, with `ListMeta`'s (`continue`, `remainingItemCount`,
+/// `shardInfo`) after `resourceVersion` as in their own struct (the two never meet).
 const METADATA_ORDER: &[&str] = &[
     "name",
     "generateName",
@@ -70,6 +70,7 @@ const METADATA_ORDER: &[&str] = &[
     "resourceVersion",
     "continue",
     "remainingItemCount",
+    "shardInfo",
     "generation",
     "creationTimestamp",
     "deletionTimestamp",

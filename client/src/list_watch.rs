@@ -34,12 +34,13 @@ pub struct ListWatch<K> {
     api: Api<K>,
     label_selector: Option<String>,
     field_selector: Option<String>,
+    shard_selector: Option<String>,
 }
 
 impl<K: Kind> ListWatch<K> {
     /// The objects of `scope`, through `client`: [`Api::all_with`] (of the kind `dynamic` names:
     /// `&()` for a typed kind) narrowed to the scope's namespace (ignored for a cluster-scoped
-    /// kind), with its label and field selectors. The one translation of a [`Scope`] into a list
+    /// kind), with its label, field and shard selectors. The one translation of a [`Scope`] into a list
     /// and watch.
     pub fn scoped(client: Client, dynamic: &K::DynamicType, scope: &Scope) -> ListWatch<K> {
         let mut api = Api::<K>::all_with(client, dynamic);
@@ -53,6 +54,9 @@ impl<K: Kind> ListWatch<K> {
         if let Some(selector) = &scope.field_selector {
             list_watch = list_watch.fields(selector);
         }
+        if let Some(selector) = &scope.shard {
+            list_watch = list_watch.shard_selector(&selector.to_string());
+        }
         list_watch
     }
 }
@@ -63,6 +67,7 @@ impl<K: Object> ListWatch<K> {
             api,
             label_selector: None,
             field_selector: None,
+            shard_selector: None,
         }
     }
     /// Only objects whose labels match, e.g. `app=web`.
@@ -73,6 +78,11 @@ impl<K: Object> ListWatch<K> {
     /// Only objects whose fields match, e.g. `spec.nodeName=node-1`.
     pub fn fields(mut self, selector: &str) -> Self {
         self.field_selector = Some(selector.to_string());
+        self
+    }
+    /// Only one shard, as the server applies it (`shardSelector`; see [`ListParams::shard_selector`]).
+    pub fn shard_selector(mut self, selector: &str) -> Self {
+        self.shard_selector = Some(selector.to_string());
         self
     }
 }
@@ -103,6 +113,7 @@ impl<K: Object> ListWatch<K> {
         ListParams {
             label_selector: self.label_selector.clone(),
             field_selector: self.field_selector.clone(),
+            shard_selector: self.shard_selector.clone(),
             limit: request.limit,
             continue_token: request.continue_token,
             resource_version: version,
@@ -150,6 +161,7 @@ impl<K: Object> ListerWatcher<K> for ListWatch<K> {
         let params = WatchParams {
             label_selector: self.label_selector.clone(),
             field_selector: self.field_selector.clone(),
+            shard_selector: self.shard_selector.clone(),
             timeout_seconds: request.timeout_seconds,
             allow_bookmarks: request.allow_bookmarks,
             send_initial_events: request.send_initial_events,

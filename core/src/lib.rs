@@ -10,7 +10,8 @@
 //! | [`kind`] | [`Kind`]: what it takes to know a type's kind (nothing for typed kinds, an [`ApiResource`] for dynamic objects); [`ApiResource`]: where a kind is served | `schema.GroupVersionResource`, kube-rs's `Resource::DynamicType` |
 //! | [`labels`] | [`LabelSelector`]: the grammar (`app=web,tier in (a,b),!canary`), a workload's `spec.selector`, matching | `labels.Selector` |
 //! | [`fields`] | [`FieldSelector`]: the grammar (`metadata.name=web,status.phase!=Running`) and matching | `fields.Selector` |
-//! | [`scope`] | [`Scope`] (namespace, label selector, field selector of a list or watch) and [`ScopeMatcher`] | the options of `NewFilteredSharedInformerFactory` |
+//! | [`scope`] | [`Scope`] (namespace, label selector, field selector, shard selector of a list or watch) and [`ScopeMatcher`] | the options of `NewFilteredSharedInformerFactory` |
+//! | [`shard`] | [`ShardSelector`]: server-side sharding's hash ranges over `metadata.uid` or `.namespace`, FNV-1a 64, the wire text | `k8s.io/apimachinery/pkg/sharding` |
 //! | [`time`] | the wall clock read in one place ([`time::now`]), RFC 3339 as the API writes it | `metav1.Now`, `time.RFC3339` |
 //! | [`backoff`] | [`Backoff`]: exponential backoff with jitter, reset after a healthy stretch (the reflector's and the watcher's reconnect waits) | `wait.Backoff`, the reflector's `BackoffManager` |
 //! | [`id`] | random version-4 UUIDs ([`id::uuid_v4`]): `metadata.uid`, a candidate's identity | `uuid.NewUUID` |
@@ -68,6 +69,7 @@ pub mod pipeline;
 pub mod protobuf;
 pub mod random;
 pub mod scope;
+pub mod shard;
 pub mod time;
 
 pub use backoff::Backoff;
@@ -76,5 +78,6 @@ pub use kind::{ApiResource, Kind};
 pub use labels::{LabelSelector, SelectorError};
 pub use object::{ManagedFields, Object, ObjectKey, drop_managed_fields};
 pub use scope::{Scope, ScopeMatcher};
+pub use shard::{ShardField, ShardRange, ShardRangeError, ShardSelector, shard_hash};
 
 pub use ferrokube_pipeline::{pipeline_enabled, pipeline_event};

@@ -84,16 +84,14 @@ pub async fn assert_converges<K: Object + PartialEq + std::fmt::Debug>(
         let server = fresh_list(api).await;
         let store = informer.store();
         let store_equal = store.len() == server.len()
-            && server
-                .iter()
-                .all(|(key, object)| {
-                    // An informer that keeps managedFields holds them; the fresh list has none.
-                    store.get_by_key(key).is_some_and(|stored| {
-                        let mut stored = (*stored).clone();
-                        stored.clear_managed_fields();
-                        stored == *object
-                    })
-                });
+            && server.iter().all(|(key, object)| {
+                // An informer that keeps managedFields holds them; the fresh list has none.
+                store.get_by_key(key).is_some_and(|stored| {
+                    let mut stored = (*stored).clone();
+                    stored.clear_managed_fields();
+                    stored == *object
+                })
+            });
         let replayed: BTreeMap<String, String> = server
             .iter()
             .map(|(key, object)| (key.clone(), object.resource_version().to_string()))

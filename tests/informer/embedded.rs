@@ -272,3 +272,72 @@ async fn managed_fields_not_cached_by_default_and_a_put_keeps_the_servers() {
     let (_server, client) = server().await;
     common::informer::check_managed_fields_not_cached(&client, "default").await;
 }
+
+/// Four informers over the four uid shards of one collection (a [`Scope`] with a shard
+/// selector, sent as `shardSelector`): each caches exactly the objects its range holds, before
+/// and after live writes, and together they hold the collection once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shard_selector_informers_partition_the_collection() {
+    use ferrokube::core::shard::ShardSelector;
+    use ferrokube::informer::Scope;
+    use std::collections::BTreeSet;
+
+    let (_server, client) = server().await;
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    for name in numbered("pre-", 20) {
+        api.create(&PostParams::default(), &common::config_map(&name, "0"))
+            .await
+            .expect("create");
+    }
+    let mut informers = Vec::new();
+    for i in 0..4 {
+        let selector = ShardSelector::member(i, 4).expect("member");
+        let scope = Scope::namespace("default").shard(selector.clone());
+        let (informer, _) = start_synced(
+            ListWatch::<ConfigMap>::scoped(client.clone(), &(), &scope),
+            quick_reflector(),
+        )
+        .await;
+        informers.push((selector, informer));
+    }
+    for name in numbered("live-", 20) {
+        api.create(&PostParams::default(), &common::config_map(&name, "0"))
+            .await
+            .expect("create");
+    }
+    api.delete("pre-0", &DeleteParams::default())
+        .await
+        .expect("delete");
+    let all: BTreeSet<(String, String)> = api
+        .list(&Default::default())
+        .await
+        .expect("list")
+        .items
+        .iter()
+        .map(|cm| {
+            (
+                cm.meta().name.clone().unwrap_or_default(),
+                cm.meta().uid.clone().unwrap_or_default(),
+            )
+        })
+        .collect();
+    for (selector, informer) in &informers {
+        let want: BTreeSet<String> = all
+            .iter()
+            .filter(|(_, uid)| selector.matches_value(uid))
+            .map(|(name, _)| name.clone())
+            .collect();
+        let store = informer.store().clone();
+        let cached = move || -> BTreeSet<String> {
+            store
+                .list()
+                .iter()
+                .filter_map(|cm| cm.meta().name.clone())
+                .collect()
+        };
+        common::lease_window::wait_until(Duration::from_secs(10), || cached() == want).await;
+        assert_eq!(cached(), want, "{selector}");
+    }
+    let total: usize = informers.iter().map(|(_, i)| i.store().list().len()).sum();
+    assert_eq!(total, all.len(), "every object cached once");
+}

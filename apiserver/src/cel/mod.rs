@@ -283,7 +283,7 @@ fn env() -> Arc<Env> {
 }
 
 /// Runs `work` on a thread with a [`STACK_BYTES`] stack; a panic becomes `Err`.
-fn on_big_stack<T: Send>(work: impl FnOnce() -> T + Send) -> Result<T, String> {
+pub(crate) fn on_big_stack<T: Send>(work: impl FnOnce() -> T + Send) -> Result<T, String> {
     std::thread::scope(|scope| {
         let handle = std::thread::Builder::new()
             .name("cel".into())

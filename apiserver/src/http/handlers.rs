@@ -179,7 +179,7 @@ async fn dispatch(
         },
     };
     let (head, body) = request.into_parts();
-    let parsed = ApiRequest::parse(&head, path)?;
+    let parsed = ApiRequest::parse(&head, path, shared.gates)?;
     verbs::serve(shared, parsed, body).await
 }
 

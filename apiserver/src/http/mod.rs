@@ -114,6 +114,8 @@ pub struct ApiServer {
     max_connections: usize,
     /// See [`ApiServer::idle_timeout`]; `None`: no limit. At most [`LONGEST_TIMEOUT`].
     idle_timeout: Option<Duration>,
+    /// See [`ApiServer::sharded_list_and_watch`].
+    gates: request::Gates,
 }
 
 impl Default for ApiServer {
@@ -136,6 +138,7 @@ impl Default for ApiServer {
             header_read_timeout: Some(DEFAULT_HEADER_READ_TIMEOUT),
             max_connections: DEFAULT_MAX_CONNECTIONS,
             idle_timeout: Some(DEFAULT_IDLE_TIMEOUT),
+            gates: request::Gates::default(),
         }
     }
 }
@@ -175,6 +178,7 @@ impl fmt::Debug for ApiServer {
             .field("builtin_controllers", &self.builtin_controllers)
             .field("header_read_timeout", &self.header_read_timeout)
             .field("max_connections", &self.max_connections)
+            .field("gates", &self.gates)
             .finish()
     }
 }
@@ -314,6 +318,19 @@ impl ApiServer {
         self
     }
 
+    /// kube-apiserver's `ShardedListAndWatch` feature gate (alpha in 1.36 and 1.37, off there by
+    /// default): lists, watches and deletecollections honour `shardSelector`, sending only the
+    /// objects whose uid (or namespace) hashes into its ranges, and a sharded list says so in
+    /// `metadata.shardInfo` (see [`crate::shard`]). Default **on** here, like this server's other
+    /// newer behaviours: a client that sends no selector sees no difference, and a test of a
+    /// sharded client needs it. Off, the parameter is ignored as by a server without the gate
+    /// (every object, no `shardInfo`, a bad selector not refused): the way to test a client's
+    /// fallback for servers that do not shard.
+    pub fn sharded_list_and_watch(mut self, on: bool) -> ApiServer {
+        self.gates.sharded_list_and_watch = on;
+        self
+    }
+
     /// Binds and starts serving; must be called inside a tokio runtime.
     pub async fn start(self) -> Result<RunningServer, ServerError> {
         let listener = TcpListener::bind(self.address)
@@ -349,6 +366,7 @@ impl ApiServer {
             default_watch_timeout: self.watch_timeout,
             audit: Arc::new(AuditLog::new(self.audit)),
             discovery: Default::default(),
+            gates: self.gates,
         });
         create_builtin_objects(&shared.api)?;
         let mut tasks = Vec::new();

@@ -351,7 +351,7 @@ pub struct Path {
 impl ApiRequest {
     /// Parses the method, query and headers of a request whose path named `path`, in the order
     /// kube-apiserver refuses them (see the [module docs](self)).
-    pub fn parse(head: &Parts, path: Path) -> Result<ApiRequest, StatusError> {
+    pub fn parse(head: &Parts, path: Path, gates: Gates) -> Result<ApiRequest, StatusError> {
         let Path {
             resource,
             namespace,
@@ -361,7 +361,7 @@ impl ApiRequest {
         let headers = Headers(&head.headers);
         let method = &head.method;
         let (verb, wanted) = match object {
-            None => collection(&resource, method, &query, headers)?,
+            None => collection(&resource, method, &query, headers, gates)?,
             Some((name, subresource)) => {
                 one_object(&resource, method, &query, headers, name, subresource)?
             }
@@ -385,12 +385,30 @@ impl ApiRequest {
     }
 }
 
+/// The feature gates that change how a request is read (kube-apiserver's `--feature-gates`).
+#[derive(Debug, Clone, Copy)]
+pub struct Gates {
+    /// `ShardedListAndWatch`: lists, watches and deletecollections honour `shardSelector` (see
+    /// [`crate::shard`]); off, the parameter is ignored, bad or not.
+    pub sharded_list_and_watch: bool,
+}
+
+impl Default for Gates {
+    /// Every gate this server implements on.
+    fn default() -> Gates {
+        Gates {
+            sharded_list_and_watch: true,
+        }
+    }
+}
+
 /// A verb on a collection and the Table it wants.
 fn collection(
     resource: &ResourceType,
     method: &Method,
     query: &Query,
     headers: Headers,
+    gates: Gates,
 ) -> Result<(Verb, Wanted), StatusError> {
     // An access review is create-only: kube-apiserver answers anything else with 405.
     if resource.review {
@@ -418,18 +436,18 @@ fn collection(
     let verb = match *method {
         Method::GET if query.flag("watch") => {
             let wanted = headers.wanted(true)?;
-            return Ok((Verb::Watch(watch_options(resource, query)?), wanted));
+            return Ok((Verb::Watch(watch_options(resource, query, gates)?), wanted));
         }
         Method::GET => {
             let wanted = headers.wanted(true)?;
-            return Ok((Verb::List(list_options(resource, query)?), wanted));
+            return Ok((Verb::List(list_options(resource, query, gates)?), wanted));
         }
         Method::POST => Verb::Create {
             options: write_query(query, headers, Some("CreateOptions"))?,
             body: headers.body_format(),
         },
         Method::DELETE if resource.delete_collection => Verb::DeleteCollection {
-            selection: Deferred(selection(resource, query)),
+            selection: Deferred(selection(resource, query, gates)),
             options: DeleteQuery::parse(query, headers.body_format()),
         },
         _ => return Err(StatusError::method_not_allowed(method.as_str())),
@@ -587,7 +605,11 @@ fn action(
 
 /// `limit`, `continue`, `resourceVersion`, `resourceVersionMatch` and the selectors of a list.
 /// The resourceVersion and its match are checked by [`crate::api::Api::list`].
-fn list_options(resource: &ResourceType, query: &Query) -> Result<ListOptions, StatusError> {
+fn list_options(
+    resource: &ResourceType,
+    query: &Query,
+    gates: Gates,
+) -> Result<ListOptions, StatusError> {
     let limit = match query.text("limit").map(str::parse::<usize>) {
         None => None,
         Some(Ok(limit)) => Some(limit),
@@ -598,7 +620,7 @@ fn list_options(resource: &ResourceType, query: &Query) -> Result<ListOptions, S
         }
     };
     Ok(ListOptions {
-        selection: selection(resource, query)?,
+        selection: selection(resource, query, gates)?,
         limit,
         continue_token: query
             .text("continue")
@@ -611,7 +633,11 @@ fn list_options(resource: &ResourceType, query: &Query) -> Result<ListOptions, S
 
 /// `timeoutSeconds`, `resourceVersion`, `allowWatchBookmarks`, `sendInitialEvents` and the
 /// selectors of a watch. Their combination is checked by [`crate::api::Api::watch`].
-fn watch_options(resource: &ResourceType, query: &Query) -> Result<WatchOptions, StatusError> {
+fn watch_options(
+    resource: &ResourceType,
+    query: &Query,
+    gates: Gates,
+) -> Result<WatchOptions, StatusError> {
     let timeout = match query.text("timeoutSeconds").map(str::parse::<u64>) {
         None => None,
         Some(Ok(seconds)) => Some(Duration::from_secs(seconds)),
@@ -622,7 +648,7 @@ fn watch_options(resource: &ResourceType, query: &Query) -> Result<WatchOptions,
         }
     };
     Ok(WatchOptions {
-        selection: selection(resource, query)?,
+        selection: selection(resource, query, gates)?,
         resource_version: query.text("resourceVersion").map(str::to_string),
         bookmarks: query.flag("allowWatchBookmarks"),
         send_initial_events: query.flag("sendInitialEvents"),
@@ -630,12 +656,26 @@ fn watch_options(resource: &ResourceType, query: &Query) -> Result<WatchOptions,
     })
 }
 
-fn selection(resource: &ResourceType, query: &Query) -> Result<Selection, StatusError> {
-    Selection::parse(
+/// The label, field and shard selectors. A bad label or field selector is a 400 before the shard
+/// selector is read; a bad shard selector is kube-apiserver's 500 (see [`crate::shard`]). An
+/// empty `shardSelector` is no selector, as there.
+fn selection(
+    resource: &ResourceType,
+    query: &Query,
+    gates: Gates,
+) -> Result<Selection, StatusError> {
+    let selection = Selection::parse(
         resource,
         query.text("labelSelector"),
         query.text("fieldSelector"),
-    )
+    )?;
+    let shard = match query.text("shardSelector") {
+        Some(text) if gates.sharded_list_and_watch && !text.is_empty() => {
+            Some(crate::shard::parse(text).map_err(|e| crate::shard::invalid(&e))?)
+        }
+        _ => None,
+    };
+    Ok(selection.with_shard(shard))
 }
 
 /// The options of a write. `kind` names the options type kube-apiserver decodes for it
@@ -755,7 +795,7 @@ mod tests {
             namespace: Some("default".into()),
             object: object.map(|(name, sub)| (name.to_string(), sub)),
         };
-        ApiRequest::parse(&head, path)
+        ApiRequest::parse(&head, path, Gates::default())
     }
 
     #[test]

@@ -35,6 +35,8 @@ pub struct Shared {
     pub audit: Arc<AuditLog>,
     /// Discovery documents, rendered once per catalog.
     pub discovery: discovery::DiscoveryCache,
+    /// The feature gates requests are read under (see [`super::ApiServer::sharded_list_and_watch`]).
+    pub gates: super::request::Gates,
 }
 
 /// A handler's answer: a response, or the `Status` of its refusal.

@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};
+use ferrokube_core::shard::ShardSelector;
 use http::{HeaderValue, Response, StatusCode, header};
 use hyper::body::Incoming;
 use serde_json::{Value, json};
@@ -249,6 +250,7 @@ impl Call<'_> {
             &result.page.items,
             result.continue_token.as_deref(),
             result.page.remaining,
+            options.selection.shard(),
         );
         Ok(bytes_response(StatusCode::OK, body))
     }
@@ -524,6 +526,7 @@ impl Call<'_> {
         let api = &self.shared.api;
         let resource = self.resource;
         let (owned, namespace) = (self.resource.clone(), self.owned_namespace());
+        let shard = selection.shard().cloned();
         let deleted = off_the_runtime(self.shared, move |api| {
             api.delete_collection(&owned, namespace.as_deref(), &selection, &options, dry_run)
         })
@@ -543,7 +546,7 @@ impl Call<'_> {
         {
             return reply;
         }
-        let body = list_body(resource, revision, &deleted, None, None);
+        let body = list_body(resource, revision, &deleted, None, None, shard.as_ref());
         Ok(bytes_response(StatusCode::OK, body))
     }
 
@@ -712,15 +715,21 @@ fn list_metadata(revision: u64, continue_token: Option<&str>, remaining: Option<
     metadata
 }
 
-/// A `<Kind>List` body, assembled from each object's stored bytes.
+/// A `<Kind>List` body, assembled from each object's stored bytes. A list of one shard carries
+/// `metadata.shardInfo.selector`, the selector's canonical text (a Table or a
+/// `PartialObjectMetadataList` does not: kube-apiserver 1.37 drops it in their conversion).
 fn list_body(
     resource: &ResourceType,
     revision: u64,
     items: &[Stored],
     continue_token: Option<&str>,
     remaining: Option<u64>,
+    shard: Option<&ShardSelector>,
 ) -> Bytes {
-    let metadata = list_metadata(revision, continue_token, remaining);
+    let mut metadata = list_metadata(revision, continue_token, remaining);
+    if let (Some(shard), Some(map)) = (shard, metadata.as_object_mut()) {
+        map.insert("shardInfo".into(), json!({"selector": shard.to_string()}));
+    }
     let head = json!({"kind": format!("{}List", resource.kind), "apiVersion": resource.api_version(), "metadata": metadata});
     let (before, after) = crate::wire::list_frame(&head);
     let size: usize = items.iter().map(|s| s.json.len() + 1).sum();

@@ -2418,4 +2418,5 @@ mod apply;
 mod cluster;
 
 mod fidelity;
+mod shard;
 mod subresources;

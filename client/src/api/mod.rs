@@ -68,6 +68,16 @@ impl<K> ObjectList<K> {
             .as_deref()
             .unwrap_or_default()
     }
+
+    /// The shard selector the server applied to this list (`metadata.shardInfo.selector`, in its
+    /// canonical text), or `None`: a list asked with no `shardSelector`, or a server without
+    /// server-side sharding (which ignores the parameter and lists every object).
+    pub fn shard_selector(&self) -> Option<&str> {
+        self.metadata
+            .shard_info
+            .as_ref()
+            .map(|info| info.selector.as_str())
+    }
 }
 
 /// What a delete answered: the object itself while it waits on finalizers or a grace period, or a
@@ -261,6 +271,19 @@ impl<K: Object> Api<K> {
     /// One page (or, without a limit, all) of the objects `params` selects.
     pub async fn list(&self, params: &ListParams) -> Result<ObjectList<K>, Error> {
         self.list_mapped(params, |object| object).await
+    }
+
+    /// Whether the server applies shard selectors to this resource (server-side sharded list and
+    /// watch, Kubernetes 1.36+ with the `ShardedListAndWatch` feature gate): found out, not
+    /// configured, by one list of at most one object over the whole hash space, which such a
+    /// server answers with `metadata.shardInfo` and any other without (it ignores the parameter).
+    pub async fn supports_shard_selector(&self) -> Result<bool, Error> {
+        let everything = ferrokube_core::shard::ShardSelector::uid(
+            ferrokube_core::shard::ShardRange::everything(),
+        );
+        let params = ListParams::default().limit(1).shard(&everything);
+        let list = self.list_mapped(&params, |_| ()).await?;
+        Ok(list.shard_selector().is_some())
     }
 
     /// Lists, passing each object through `map` as soon as it is decoded, while the rest of the

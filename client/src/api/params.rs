@@ -1,6 +1,7 @@
 //! Options of the API verbs, as query parameters and request bodies. Defaults are the server's.
 
 use ferrokube_core::ManagedFields;
+use ferrokube_core::shard::ShardSelector;
 use serde::Serialize;
 
 use super::query::Query;
@@ -30,6 +31,11 @@ pub struct ListParams {
     pub label_selector: Option<String>,
     /// e.g. `metadata.name=web,status.phase=Running`.
     pub field_selector: Option<String>,
+    /// `shardSelector`: only the objects of some hash ranges of their uid or namespace, e.g. the
+    /// text of a [`ShardSelector`] (server-side sharding, Kubernetes 1.36+ with the
+    /// `ShardedListAndWatch` gate; other servers ignore it, and their lists then carry no
+    /// `metadata.shardInfo`).
+    pub shard_selector: Option<String>,
     /// Page size; `None` lists everything in one answer.
     pub limit: Option<u32>,
     /// The `continue` token of the previous page.
@@ -56,6 +62,16 @@ impl ListParams {
         self.limit = Some(limit);
         self
     }
+    /// Only one shard: `selector` is sent as `shardSelector` as written (a [`ShardSelector`]'s
+    /// `to_string()`, or any text, e.g. to see the server refuse it).
+    pub fn shard_selector(mut self, selector: &str) -> Self {
+        self.shard_selector = Some(selector.to_string());
+        self
+    }
+    /// Only the objects `selector` selects (see [`ListParams::shard_selector`]).
+    pub fn shard(self, selector: &ShardSelector) -> Self {
+        self.shard_selector(&selector.to_string())
+    }
     /// See [`ListParams::managed_fields`](ListParams#structfield.managed_fields).
     pub fn managed_fields(mut self, managed_fields: ManagedFields) -> Self {
         self.managed_fields = managed_fields;
@@ -70,6 +86,7 @@ impl ListParams {
     pub(crate) fn write(&self, query: &mut Query) {
         query.opt("labelSelector", self.label_selector.as_deref());
         query.opt("fieldSelector", self.field_selector.as_deref());
+        query.opt("shardSelector", self.shard_selector.as_deref());
         query.opt("limit", self.limit.map(|l| l.to_string()).as_deref());
         query.opt("continue", self.continue_token.as_deref());
         query.opt("resourceVersion", self.resource_version.as_deref());
@@ -85,6 +102,8 @@ impl ListParams {
 pub struct WatchParams {
     pub label_selector: Option<String>,
     pub field_selector: Option<String>,
+    /// `shardSelector`, as [`ListParams::shard_selector`](ListParams#structfield.shard_selector).
+    pub shard_selector: Option<String>,
     /// The server ends the watch after this long (it picks its own limit, minutes, if `None`).
     pub timeout_seconds: Option<u32>,
     /// Ask for BOOKMARK events, which carry only a newer resourceVersion. Default true.
@@ -109,6 +128,7 @@ impl Default for WatchParams {
         WatchParams {
             label_selector: None,
             field_selector: None,
+            shard_selector: None,
             timeout_seconds: None,
             allow_bookmarks: true,
             send_initial_events: false,
@@ -127,6 +147,15 @@ impl WatchParams {
         self.field_selector = Some(selector.to_string());
         self
     }
+    /// Only one shard: `selector` is sent as `shardSelector` as written.
+    pub fn shard_selector(mut self, selector: &str) -> Self {
+        self.shard_selector = Some(selector.to_string());
+        self
+    }
+    /// Only the objects `selector` selects.
+    pub fn shard(self, selector: &ShardSelector) -> Self {
+        self.shard_selector(&selector.to_string())
+    }
     pub fn timeout(mut self, seconds: u32) -> Self {
         self.timeout_seconds = Some(seconds);
         self
@@ -140,6 +169,7 @@ impl WatchParams {
         query.pair("watch", "true");
         query.opt("labelSelector", self.label_selector.as_deref());
         query.opt("fieldSelector", self.field_selector.as_deref());
+        query.opt("shardSelector", self.shard_selector.as_deref());
         query.opt(
             "timeoutSeconds",
             self.timeout_seconds.map(|t| t.to_string()).as_deref(),
@@ -343,6 +373,25 @@ mod tests {
         assert_eq!(
             query.finish(),
             "?watch=true&timeoutSeconds=1&allowWatchBookmarks=true&resourceVersion=42&sendInitialEvents=true&resourceVersionMatch=NotOlderThan"
+        );
+    }
+
+    #[test]
+    fn shard_selector_is_sent_on_lists_and_watches() {
+        let selector = ShardSelector::member(3, 4).expect("member");
+        let mut query = Query::default();
+        ListParams::default().shard(&selector).write(&mut query);
+        assert_eq!(
+            query.finish(),
+            "?shardSelector=shardRange%28object.metadata.uid%2C%20%270xc000000000000000%27%2C%20%270x10000000000000000%27%29"
+        );
+        let mut query = Query::default();
+        WatchParams::default()
+            .shard_selector("x || y")
+            .write(&mut query, "");
+        assert_eq!(
+            query.finish(),
+            "?watch=true&shardSelector=x%20%7C%7C%20y&allowWatchBookmarks=true"
         );
     }
 

@@ -15,6 +15,8 @@
 
 use std::collections::BTreeSet;
 
+use ferrokube_core::shard::{HASH_SPACE_END, ShardRange, ShardSelector, shard_hash};
+
 /// How many positions each member takes on the ring (kubernetes-controller-sharding uses 100 too).
 pub const TOKENS_PER_MEMBER: u32 = 100;
 
@@ -74,6 +76,77 @@ impl HashRing {
             .get(at)
             .or_else(|| self.tokens.first())
             .map(|(_, member)| member.as_str())
+    }
+}
+
+/// The ring read over objects' uids, for server-side sharding (KEP-5866, `shardSelector`): a
+/// uid's point is [`shard_hash`] of it, the plain FNV-1a the server computes (no mixer: the
+/// server could not apply one), and its owner is the member of the first token at or after that
+/// point, as [`HashRing::owner`] finds it for a key. Each member's points are then a union of
+/// arcs, which [`HashRing::uid_ranges`] writes as a [`ShardSelector`] the server can filter by.
+///
+/// Not used by the sharded controller yet: its members select their objects by the assigner's
+/// label (see the [module docs](super)); this is the mapping a range-based mode would start from.
+impl HashRing {
+    /// The member that owns the object with this uid in the uid reading of the ring.
+    pub fn owner_of_uid(&self, uid: &str) -> Option<&str> {
+        self.owner_of_point(shard_hash(uid))
+    }
+
+    fn owner_of_point(&self, point: u64) -> Option<&str> {
+        let at = self
+            .tokens
+            .partition_point(|(position, _)| *position < point);
+        self.tokens
+            .get(at)
+            .or_else(|| self.tokens.first())
+            .map(|(_, member)| member.as_str())
+    }
+
+    /// `member`'s arcs over the uid hash space, adjacent arcs merged, as a uid shard selector
+    /// (`None` if `member` is not in the ring). A token at `t` owns the points after the token
+    /// before it, up to and including `t`; the first token also owns the points after the last.
+    /// With 100 tokens per member, about 100 ranges (a query of some 10 KB, which kube-apiserver
+    /// and the embedded server take).
+    pub fn uid_ranges(&self, member: &str) -> Option<ShardSelector> {
+        if !self.contains(member) {
+            return None;
+        }
+        // [start, end) pieces; the wrap-around arc is cut at 2^64 / 0.
+        let mut pieces: Vec<(u128, u128)> = Vec::new();
+        let last = self
+            .tokens
+            .last()
+            .map(|(position, _)| u128::from(*position));
+        for (i, (position, owner)) in self.tokens.iter().enumerate() {
+            if owner != member {
+                continue;
+            }
+            let end = u128::from(*position) + 1;
+            match i.checked_sub(1).and_then(|before| self.tokens.get(before)) {
+                Some((before, _)) => pieces.push((u128::from(*before) + 1, end)),
+                None => {
+                    pieces.push((0, end));
+                    if let Some(last) = last {
+                        pieces.push((last + 1, HASH_SPACE_END));
+                    }
+                }
+            }
+        }
+        pieces.sort_unstable();
+        let mut merged: Vec<(u128, u128)> = Vec::with_capacity(pieces.len());
+        for (start, end) in pieces {
+            match merged.last_mut() {
+                Some(previous) if previous.1 >= start => previous.1 = previous.1.max(end),
+                _ => merged.push((start, end)),
+            }
+        }
+        let mut ranges = merged.into_iter().filter_map(|(start, end)| {
+            let start = u64::try_from(start).ok()?;
+            ShardRange::new(start, end).ok()
+        });
+        let first = ranges.next()?;
+        Some(ranges.fold(ShardSelector::uid(first), ShardSelector::or))
     }
 }
 
@@ -175,6 +248,57 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn shard_selector_uid_ranges_of_the_ring_partition_the_space() {
+        let ring = HashRing::new(["a", "b", "c", "d"]);
+        let selectors: Vec<(&str, ShardSelector)> = ["a", "b", "c", "d"]
+            .into_iter()
+            .map(|m| (m, ring.uid_ranges(m).expect("a member")))
+            .collect();
+        for (member, selector) in &selectors {
+            assert!(
+                selector.ranges().len() <= TOKENS_PER_MEMBER as usize + 1,
+                "{member}"
+            );
+            assert!(
+                selector
+                    .ranges()
+                    .windows(2)
+                    .all(|w| u128::from(w[1].start()) > w[0].end())
+            );
+        }
+        // Every uid (and every token's own point, and the ends of the space) is in exactly the
+        // ranges of the member that owns it.
+        let mut points: Vec<u64> = ring
+            .tokens
+            .iter()
+            .flat_map(|(p, _)| [*p, p.wrapping_add(1)])
+            .collect();
+        points.extend([0, 1, u64::MAX]);
+        for point in points {
+            let owner = ring.owner_of_point(point).expect("owner");
+            let holders: Vec<&str> = selectors
+                .iter()
+                .filter(|(_, s)| s.ranges().iter().any(|r| r.contains(point)))
+                .map(|(m, _)| *m)
+                .collect();
+            assert_eq!(holders, vec![owner], "point {point:#x}");
+        }
+        for i in 0..5_000 {
+            let uid = format!("5d0c7e2a-{i:04}-4b8e-9f31-2c6a1e0b7d{:02}", i % 97);
+            let owner = ring.owner_of_uid(&uid).expect("owner");
+            let holders: Vec<&str> = selectors
+                .iter()
+                .filter(|(_, s)| s.matches_value(&uid))
+                .map(|(m, _)| *m)
+                .collect();
+            assert_eq!(holders, vec![owner], "{uid}");
+        }
+        assert_eq!(ring.uid_ranges("e"), None);
+        let alone = HashRing::new(["only"]).uid_ranges("only").expect("member");
+        assert_eq!(alone.ranges(), [ShardRange::everything()]);
     }
 
     #[test]
