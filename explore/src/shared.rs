@@ -19,7 +19,8 @@ use parking_lot::Mutex;
 use tokio::sync::{mpsc, watch};
 
 use crate::fault::{Fault, FaultPlan, Point};
-use crate::oracle::{Invariant, Violation};
+use crate::stale::Staleness;
+use crate::oracle::{Invariant, Liveness, Violation, Within};
 use crate::trace::{Recorder, TraceEntry};
 use crate::world::World;
 
@@ -43,11 +44,24 @@ pub(crate) struct Incarnation {
     /// held until the replica catches up.
     pub(crate) lag: Option<Lag>,
     pub(crate) stop: watch::Sender<bool>,
+    /// The collections (paths without their query) this incarnation has watched so far.
+    pub(crate) watched: Mutex<std::collections::BTreeSet<String>>,
 }
 
 impl Incarnation {
     pub(crate) fn alive(&self) -> bool {
         self.alive.load(Ordering::Acquire)
+    }
+
+    /// Whether a watch of `path` is a re-watch: this incarnation has watched the same
+    /// collection before (an informer's resume after its watch timed out, was dropped or went
+    /// idle). A re-watch is not a point: it decides nothing, and in a fault-free run most of
+    /// them are idle resumes whose number depends only on how long the run lasts, so counting
+    /// them would spend the search's budget on faults that change nothing and would shift every
+    /// later point when a step moves. Notes `path` as watched.
+    pub(crate) fn watches_again(&self, path: &str) -> bool {
+        let collection = path.split('?').next().unwrap_or(path).to_string();
+        !self.watched.lock().insert(collection)
     }
 
     pub(crate) fn actor(&self) -> String {
@@ -99,6 +113,10 @@ pub(crate) struct RunShared {
     pub(crate) restarts: mpsc::UnboundedSender<RestartOrder>,
     pub(crate) world: Mutex<World>,
     pub(crate) invariants: Vec<Invariant>,
+    /// The liveness properties, and for each whether it has held since the current step began
+    /// (only `always_eventually` ones are tracked between steps; see [`crate::Liveness`]).
+    pub(crate) liveness: Vec<Liveness>,
+    pub(crate) held: Mutex<Vec<bool>>,
     /// Invariants already broken (each is reported once, at the first change that broke it).
     pub(crate) violations: Mutex<Vec<Violation>>,
     /// Every write of the controller: when, and what.
@@ -108,6 +126,8 @@ pub(crate) struct RunShared {
     /// Turns true when the run has failed before its end (an invariant broke, the controller ran
     /// away): the runner then stops waiting and ends the run there.
     pub(crate) decided: watch::Sender<bool>,
+    /// The lasting faults (a lagging replica, a partitioned watch) and the steps that end them.
+    pub(crate) stale: Staleness,
 }
 
 impl RunShared {
@@ -159,6 +179,14 @@ impl RunShared {
                     self.note(
                         fault,
                         format!("history compacted at rv={revision}, every watch ended"),
+                    );
+                }
+                Fault::LaggingReplica { behind, steps, .. } => {
+                    let revision = self.server.store().revision().saturating_sub(*behind);
+                    self.stale.lag_replica(revision, *steps);
+                    self.note(
+                        fault,
+                        format!("the controller's replica stopped at rv={revision}"),
                     );
                 }
                 Fault::DropWatches(_) => {
@@ -262,7 +290,64 @@ impl RunShared {
         self.decided.send_replace(true);
     }
 
+    /// Notes which `always_eventually` properties hold in `world` (after a change).
+    fn note_liveness(&self, world: &World) {
+        let mut held = self.held.lock();
+        for (property, held) in self.liveness.iter().zip(held.iter_mut()) {
+            if property.within == Within::EveryStep && !*held && (property.check)(world).is_ok() {
+                *held = true;
+            }
+        }
+    }
+
+    /// A step begins: every `always_eventually` property must hold again before the next one.
+    pub(crate) fn step_begins(&self) {
+        self.held.lock().iter_mut().for_each(|held| *held = false);
+    }
+
+    /// A step's settle has ended: each `always_eventually` property that has not held since the
+    /// step began, and does not hold now, is violated (`when` says where). Whether one was.
+    pub(crate) fn step_settled(&self, when: &str) -> bool {
+        let world = self.world.lock();
+        let held = self.held.lock().clone();
+        let mut violations = self.violations.lock();
+        let mut violated = false;
+        for (property, held) in self.liveness.iter().zip(held) {
+            if property.within != Within::EveryStep || held {
+                continue;
+            }
+            if let Err(last) = (property.check)(&world) {
+                violations.push(Violation::Liveness {
+                    name: property.name.clone(),
+                    when: when.to_string(),
+                    last,
+                });
+                violated = true;
+            }
+        }
+        if violated {
+            self.decided.send_replace(true);
+        }
+        violated
+    }
+
+    /// The run is over and the world quiet: every liveness property that does not hold now.
+    pub(crate) fn liveness_at_end(&self, world: &World) -> Vec<Violation> {
+        self.liveness
+            .iter()
+            .filter_map(|property| {
+                let last = (property.check)(world).err()?;
+                Some(Violation::Liveness {
+                    name: property.name.clone(),
+                    when: "once the world was quiet after the last step".into(),
+                    last,
+                })
+            })
+            .collect()
+    }
+
     pub(crate) fn check_invariants(&self, world: &World, after: &str) {
+        self.note_liveness(world);
         if self.invariants.is_empty() {
             return;
         }

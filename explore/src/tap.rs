@@ -37,6 +37,7 @@ use hyper_util::rt::TokioIo;
 use crate::ExploreError;
 use crate::fault::{COALESCE_WINDOW, Failure, Fault, Point};
 use crate::shared::{Incarnation, RunShared};
+use crate::stale::{Release, collection_of};
 use crate::trace::TraceEntry;
 
 /// The capacity of each in-memory pipe, in bytes (a writer waits when it is full).
@@ -185,10 +186,17 @@ impl Tap {
         let (parts, body) = request.into_parts();
         let body = body.collect().await?.to_bytes();
 
-        // The controller's request is a point: the plan may crash it, fail it, or let it by.
+        // The controller's request is a point: the plan may crash it, fail it, or let it by. A
+        // re-watch is not (see `Incarnation::watches_again`).
         let mut crash_after = None;
         let mut timeout = None;
-        if let Caller::Controller(incarnation) = caller {
+        let point_of = match caller {
+            Caller::Controller(incarnation) if !(is_watch && incarnation.watches_again(&path)) => {
+                Some(incarnation)
+            }
+            _ => None,
+        };
+        if let Some(incarnation) = point_of {
             let point = self.shared.pass(
                 Point::Request(0),
                 format!("{method} {path}"),
@@ -219,6 +227,7 @@ impl Tap {
                             method: method.to_string(),
                             path,
                             status: failure.status(),
+                            reason: Some(failure.reason().to_string()),
                             resource_version: None,
                             name: None,
                             watch: None,
@@ -230,13 +239,17 @@ impl Tap {
             }
         }
 
+        // The revision of the controller's replica while it lags (after a lagging restart, or
+        // for as long as a lagging-replica fault lasts).
         let lag = match caller {
             Caller::Controller(incarnation) => incarnation
                 .lag
-                .filter(|lag| tokio::time::Instant::now() < lag.until),
+                .filter(|lag| tokio::time::Instant::now() < lag.until)
+                .map(|lag| lag.revision)
+                .or_else(|| self.shared.stale.replica_revision()),
             Caller::Actor(_) => None,
         };
-        let from_cache = lag.is_some_and(|lag| may_be_served_stale(&path, lag.revision));
+        let from_cache = lag.is_some_and(|lag| may_be_served_stale(&path, lag));
         let again = (method == http::Method::GET && from_cache && !is_watch).then(|| RequestCopy {
             method: parts.method.clone(),
             uri: parts.uri.clone(),
@@ -249,11 +262,13 @@ impl Tap {
         let (parts, body) = response.into_parts();
         if is_watch && status == 200 {
             let watch = self.shared.recorder.next_watch();
+            let collection = collection_of(&path).to_string();
             self.shared.recorder.push(TraceEntry::Request {
                 actor,
                 method: method.to_string(),
                 path,
                 status,
+                reason: None,
                 resource_version: None,
                 name: None,
                 watch: Some(watch),
@@ -265,6 +280,7 @@ impl Tap {
                 front_counted: false,
                 mode: WatchMode::Passing,
                 watch,
+                collection,
                 shared: self.shared.clone(),
                 controller: match caller {
                     Caller::Controller(incarnation) => Some(incarnation.clone()),
@@ -279,10 +295,10 @@ impl Tap {
         // A lagging replica answers a list as it was `behind` revisions ago.
         if let (Some(lag), Some(again)) = (lag, again) {
             if status == 200
-                && is_a_fresh_list(&bytes, lag.revision)
+                && is_a_fresh_list(&bytes, lag)
                 && !query_has(&path, |p| p.starts_with("continue="))
             {
-                if let Ok(request) = again.at_revision(lag.revision) {
+                if let Ok(request) = again.at_revision(lag) {
                     let response = send(sender, request).await?;
                     if response.status().is_success() {
                         let (stale_parts, stale_body) = response.into_parts();
@@ -293,9 +309,9 @@ impl Tap {
                 }
             }
         }
-        let metadata = serde_json::from_slice::<serde_json::Value>(&bytes)
-            .ok()
-            .map(|value| value["metadata"].clone());
+        let answer = serde_json::from_slice::<serde_json::Value>(&bytes).ok();
+        let reason = answer.as_ref().and_then(|answer| status_reason(status, answer));
+        let metadata = answer.map(|value| value["metadata"].clone());
         let field = |name: &str| {
             metadata
                 .as_ref()
@@ -308,6 +324,7 @@ impl Tap {
             method: method.to_string(),
             path: path.clone(),
             status,
+            reason,
             resource_version: field("resourceVersion"),
             name: name.clone(),
             watch: None,
@@ -429,6 +446,14 @@ fn is_a_fresh_list(bytes: &[u8], revision: u64) -> bool {
             .is_some_and(|rv| rv > revision)
 }
 
+/// The `reason` of an error answer's `Status` body (`Conflict`, `AlreadyExists`), for the trace.
+fn status_reason(status: u16, answer: &serde_json::Value) -> Option<String> {
+    if status < 400 || answer["kind"] != "Status" {
+        return None;
+    }
+    answer["reason"].as_str().map(str::to_string)
+}
+
 /// Whether a query parameter of `path` satisfies `test`.
 fn query_has(path: &str, test: impl Fn(&str) -> bool) -> bool {
     path.split_once('?')
@@ -503,6 +528,8 @@ struct WatchBody {
     front_counted: bool,
     mode: WatchMode,
     watch: u64,
+    /// The collection watched (the path without its query), for a partition's faults.
+    collection: String,
     shared: Arc<RunShared>,
     /// The incarnation reading this watch, when it is the controller's.
     controller: Option<Arc<Incarnation>>,
@@ -514,6 +541,8 @@ enum WatchMode {
     Passing,
     /// Holding the front line until the timer ends (a delay, a lagging replica).
     Holding(Pin<Box<tokio::time::Sleep>>),
+    /// Holding the front line until a lasting fault ends (see [`crate::stale`]).
+    Stale(Release),
     /// Hiding every line (a coalesce) until `key`'s object changes again or the window ends;
     /// then the watch ends with 410.
     Hiding {
@@ -643,6 +672,12 @@ impl WatchBody {
                     }
                     self.mode = WatchMode::Passing;
                 }
+                WatchMode::Stale(release) => {
+                    if release.as_mut().poll(cx).is_pending() {
+                        return Poll::Pending;
+                    }
+                    self.mode = WatchMode::Passing;
+                }
                 WatchMode::Hiding { key, window, fault } => {
                     let (key, fault) = (key.clone(), fault.clone());
                     let mut changed = false;
@@ -691,6 +726,14 @@ impl WatchBody {
                                 )));
                                 continue;
                             }
+                        }
+                        let revisioned = event.is_object_event() || event.kind_of_event == "BOOKMARK";
+                        if let Some(release) = revisioned
+                            .then(|| self.shared.stale.holds(&self.collection, event.revision()))
+                            .flatten()
+                        {
+                            self.mode = WatchMode::Stale(release);
+                            continue;
                         }
                         if event.is_object_event() && !self.front_counted {
                             self.front_counted = true;
@@ -751,6 +794,17 @@ impl WatchBody {
                         window: Box::pin(tokio::time::sleep(COALESCE_WINDOW)),
                         fault: fault.to_string(),
                     });
+                }
+                Fault::Partition { steps, .. } => {
+                    let stale = &self.shared.stale;
+                    stale.partition(&self.collection, event.revision(), steps);
+                    self.shared.note(
+                        fault,
+                        format!("{} partitioned from {what} on", self.collection),
+                    );
+                    return stale
+                        .holds(&self.collection, event.revision())
+                        .map(WatchMode::Stale);
                 }
                 Fault::Delay { by, .. } => {
                     self.shared.note(

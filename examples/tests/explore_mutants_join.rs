@@ -1,0 +1,200 @@
+//! The commonest join bug, a missing watch (issue 46), found under the default budget.
+//!
+//! A controller labels each Pod with the colour of the Group it belongs to (`group=<name>`). It
+//! reads Groups from an informer's cache. The correct one also *watches* Groups: a recolour
+//! reconciles every Pod. The mutant reads the cache but never reconciles on a Group change, so
+//! a Pod follows its Group only when something else touches the Pod.
+//!
+//! The scenario is written the natural way: create a Group and two Pods; recolour the Group;
+//! touch the Pods in the next step. Without a fault the mutant ends right (the touch reconciles
+//! the Pods, and by then the Group cache has the new colour), and every fault that leaves the
+//! controller's view stale for a moment only (a delayed event, a coalesced one, a restart from
+//! a replica that catches up 10 s later) is over before the touch. What exposes it is staleness
+//! that lasts as it does in production: the Group watch partitioned from the recolour on, across
+//! resumes, until the touch has settled (`partition(1)@event:N`). The Pods are labelled from the
+//! stale cache, the recolour arrives later, and the mutant never looks again.
+//!
+//! Each search declares both the Group kind (served from the start of every run, from the
+//! derive's CRD) and a liveness oracle: once the world is quiet, every Pod carries its Group's
+//! colour. That property cannot be an invariant (it is false for a moment after every recolour,
+//! in every correct run).
+
+use std::sync::Arc;
+
+use ferrokube::Api;
+use ferrokube::CustomResource;
+use ferrokube::api::{Patch, PatchParams, PostParams};
+use ferrokube::controller::{Action, Context, Controller, Reconciler};
+use ferrokube::explore::{
+    Budget, ControllerStart, Exploration, Fault, Scenario, Searched, Step, Violation, World,
+};
+use ferrokube::informer::Lister;
+use ferrokube::informer::Scope;
+use ferrokube::k8s_openapi::api::core::v1::Pod;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+type Error = Box<dyn std::error::Error + Send + Sync>;
+
+const NS: &str = "default";
+
+/// A group of Pods with a colour.
+#[derive(CustomResource, Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[resource(group = "example.ferrokube.dev", version = "v1", kind = "Group", namespaced)]
+pub struct GroupSpec {
+    /// The colour every Pod of the group wears as its `colour` label.
+    pub colour: String,
+}
+
+/// Labels each Pod `colour=<its Group's colour>`, reading Groups from `groups`.
+struct Colourer {
+    groups: Lister<Group>,
+}
+
+impl Reconciler<Pod> for Colourer {
+    type Error = Error;
+
+    async fn reconcile(&self, pod: Arc<Pod>, ctx: Context) -> Result<Action, Error> {
+        let labels = pod.metadata.labels.clone().unwrap_or_default();
+        let Some(group) = labels.get("group") else {
+            return Ok(Action::await_change());
+        };
+        let Some(group) = self.groups.get(Some(NS), group) else {
+            return Ok(Action::await_change());
+        };
+        let colour = &group.spec.colour;
+        if labels.get("colour") != Some(colour) {
+            let name = pod.metadata.name.clone().unwrap_or_default();
+            let patch = Patch::Merge(json!({"metadata": {"labels": {"colour": colour}}}));
+            ctx.api_here::<Pod>()
+                .patch(&name, &PatchParams::default(), &patch)
+                .await?;
+        }
+        Ok(Action::await_change())
+    }
+}
+
+/// The controller; `watches_groups: false` is the mutant.
+async fn colourer(start: ControllerStart, watches_groups: bool) {
+    let scope = Scope::namespace(NS);
+    let mut controller = Controller::<Pod>::new(start.client, scope.clone().labels("group"));
+    let groups = controller
+        .factory()
+        .informer_for::<Group>(&(), &scope, |builder| builder)
+        .lister();
+    if watches_groups {
+        controller = controller.reconcile_all_on::<Group>(scope);
+    }
+    if let Err(error) = controller.run(Colourer { groups }, start.shutdown).await {
+        tracing::warn!(%error, "the colourer stopped with an error");
+    }
+}
+
+fn pod(name: &str) -> Result<Pod, serde_json::Error> {
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": NS, "labels": {"group": "g"}},
+        "spec": {"containers": [{"name": "app", "image": "example.com/app:1"}]},
+    }))
+}
+
+/// Create, recolour, touch: no gap tuned to the explorer.
+fn scenario() -> Scenario {
+    Scenario::new()
+        .step(Step::new("create group g (red) and pods a, b", |client| async move {
+            let group = Group::new("g", GroupSpec { colour: "red".into() });
+            Api::<Group>::namespaced(client.clone(), NS)
+                .create(&PostParams::default(), &group)
+                .await?;
+            for name in ["a", "b"] {
+                Api::<Pod>::namespaced(client.clone(), NS)
+                    .create(&PostParams::default(), &pod(name)?)
+                    .await?;
+            }
+            Ok(())
+        }))
+        .step(Step::new("recolour g blue", |client| async move {
+            let blue = Patch::Merge(json!({"spec": {"colour": "blue"}}));
+            Api::<Group>::namespaced(client, NS)
+                .patch("g", &PatchParams::default(), &blue)
+                .await?;
+            Ok(())
+        }))
+        .step(Step::new("touch pods a, b", |client| async move {
+            for name in ["a", "b"] {
+                let touch = Patch::Merge(json!({"metadata": {"annotations": {"touched": "yes"}}}));
+                Api::<Pod>::namespaced(client.clone(), NS)
+                    .patch(name, &PatchParams::default(), &touch)
+                    .await?;
+            }
+            Ok(())
+        }))
+}
+
+/// Every Pod of a Group carries its colour.
+fn pods_wear_their_colour(world: &World) -> Result<(), String> {
+    for (key, pod) in world.objects("pods") {
+        let labels = &pod["metadata"]["labels"];
+        let Some(group) = labels["group"].as_str() else {
+            continue;
+        };
+        let colour = world
+            .get("groups.example.ferrokube.dev", &format!("{NS}/{group}"))
+            .and_then(|group| group["spec"]["colour"].as_str());
+        if labels["colour"].as_str() != colour {
+            return Err(format!(
+                "pod {key} wears {} but group {group} is {}",
+                labels["colour"],
+                colour.unwrap_or("<gone>")
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn search(watches_groups: bool, budget: Budget) -> Exploration {
+    Exploration::new(
+        move |start: ControllerStart| colourer(start, watches_groups),
+        scenario,
+    )
+    .eventually("every pod wears its group's colour", pods_wear_their_colour)
+    .custom_resource::<Group>()
+    .budget(budget)
+}
+
+#[test]
+fn explore_mutant_join_missing_watch_is_found_under_the_default_budget() {
+    let found = match search(false, Budget::default()).explore() {
+        Err(Searched::Found(found)) => found,
+        Ok(report) => panic!("the missing watch was not found: {report}"),
+        Err(other) => panic!("{other}"),
+    };
+    println!("{found}");
+    assert_eq!(found.plan.faults.len(), 1, "{found}");
+    assert!(
+        matches!(
+            found.plan.faults[0],
+            Fault::Partition { .. } | Fault::LaggingReplica { .. }
+        ),
+        "{found}"
+    );
+    assert!(
+        matches!(&found.violation, Violation::Liveness { last, .. } if last.contains("red")),
+        "{found}"
+    );
+    // The plan replays word for word.
+    let replayed = search(false, Budget::default())
+        .replay(&found.plan.to_string())
+        .map(|(violation, _)| violation);
+    assert!(
+        matches!(replayed, Ok(Some(Violation::Liveness { .. }))),
+        "{replayed:?}"
+    );
+}
+
+#[test]
+fn explore_mutant_join_the_correct_controller_stays_clean() {
+    let report = search(true, Budget::default()).check();
+    println!("{report}");
+    assert_eq!(report.covered, report.candidates, "{report}");
+}
