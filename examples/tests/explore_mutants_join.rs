@@ -41,7 +41,12 @@ const NS: &str = "default";
 
 /// A group of Pods with a colour.
 #[derive(CustomResource, Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[resource(group = "example.ferrokube.dev", version = "v1", kind = "Group", namespaced)]
+#[resource(
+    group = "example.ferrokube.dev",
+    version = "v1",
+    kind = "Group",
+    namespaced
+)]
 pub struct GroupSpec {
     /// The colour every Pod of the group wears as its `colour` label.
     pub colour: String,
@@ -101,18 +106,26 @@ fn pod(name: &str) -> Result<Pod, serde_json::Error> {
 /// Create, recolour, touch: no gap tuned to the explorer.
 fn scenario() -> Scenario {
     Scenario::new()
-        .step(Step::new("create group g (red) and pods a, b", |client| async move {
-            let group = Group::new("g", GroupSpec { colour: "red".into() });
-            Api::<Group>::namespaced(client.clone(), NS)
-                .create(&PostParams::default(), &group)
-                .await?;
-            for name in ["a", "b"] {
-                Api::<Pod>::namespaced(client.clone(), NS)
-                    .create(&PostParams::default(), &pod(name)?)
+        .step(Step::new(
+            "create group g (red) and pods a, b",
+            |client| async move {
+                let group = Group::new(
+                    "g",
+                    GroupSpec {
+                        colour: "red".into(),
+                    },
+                );
+                Api::<Group>::namespaced(client.clone(), NS)
+                    .create(&PostParams::default(), &group)
                     .await?;
-            }
-            Ok(())
-        }))
+                for name in ["a", "b"] {
+                    Api::<Pod>::namespaced(client.clone(), NS)
+                        .create(&PostParams::default(), &pod(name)?)
+                        .await?;
+                }
+                Ok(())
+            },
+        ))
         .step(Step::new("recolour g blue", |client| async move {
             let blue = Patch::Merge(json!({"spec": {"colour": "blue"}}));
             Api::<Group>::namespaced(client, NS)

@@ -32,8 +32,8 @@
 //! | `delay(D)@event:N` | event N and everything after it on the same watch arrive D late: one informer lags another | stale state |
 //! | `fail(409)@request:N`, `fail(500)`, `fail(429)` | the request is answered with that error and never reaches the server (429 carries `Retry-After: 1`) | |
 //! | `fail(timeout)@request:N` | the request takes effect, and the answer is a 504 Timeout: the caller cannot tell whether it did | |
-//! | `lagging-replica(N,S)@P` | from P until S more steps have settled (see [`crate::stale`]), the controller's API server replica is stuck N revisions behind where the server was at P: every watch holds lines past that revision (through resumes and relists), lists that allow a cache are answered at it; no crash | stale state, lasting |
-//! | `partition(S)@event:N` | from event N until S more steps have settled, the watch that carried it and every later watch of the same collection deliver nothing from N's revision on | unobserved state, lasting |
+//! | `lagging-replica(N,S)@P` | from P until S more steps have settled (see [`crate::stale`]), the controller's API server replica is stuck N revisions behind where the server was at P: every watch holds lines past that revision (the new watch of a resumed or relisted informer too), lists that allow a cache are answered at it, consistent lists and GETs read the present (as kube-apiserver's do); no crash | stale state, lasting |
+//! | `partition(S)@event:N` | from event N until S more steps have settled, the watch that carried it and every later watch of the same collection (an informer's resume, or its watch after a relist) deliver nothing from N's revision on | unobserved state, lasting |
 //! | `compact@P` | before P, the server compacts its history and ends every watch: each informer gets 410 and relists | |
 //! | `drop-watches@P` | before P, the server ends every watch: each informer resumes from its last resourceVersion | |
 

@@ -163,7 +163,7 @@
 //!  0 s          2 s (start grace)    +5 s (settle)        +5 s              +60 s (finish)  +30 s (quiet)
 //!  │ controller  │ step 0 ──settle──▶ │ step 1 ──settle──▶ │ ...last step ──▶│ converge ────▶│ no write ──▶ end
 //!  │ lists,      │                    │                    │                 │               │ liveness checked
-//!  │ watches     │  always_eventually checked at the end of each settle     │               │ at the end
+//!  │ watches     │  always_eventually: noted at each change and settle end  │               │ at the end
 //! ```
 //!
 //! - The first step comes [`Explorer::start_grace`] (2 s) after the controller starts; each

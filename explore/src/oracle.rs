@@ -4,7 +4,7 @@
 //! |---|---|---|
 //! | safety invariants ([`Invariant`]) | after every change on the server and every outside call | the author's predicate over the [`World`] returns an error |
 //! | liveness, `eventually` ([`Liveness::eventually`], [`Liveness::ready_at_generation`]) | once, when the world is quiet after the last step (the end of the run) | the predicate does not hold there |
-//! | liveness, `always_eventually` ([`Liveness::always_eventually`]) | after every change, and at the end of every step's settle | some step's settle ends without the predicate having held at any moment since the step began (or it does not hold at the end) |
+//! | liveness, `always_eventually` ([`Liveness::always_eventually`]) | after every change and at the end of every step's settle; judged at the end of the run | it does not hold at the end, and has not held at any moment since the last step began |
 //! | end state | at the end | the normalised world differs from the fault-free run's (see [`crate::world::Normalizer`]) |
 //! | fixed point | in a quiet window after the last step and every fault; and all along, a bound on requests ([`crate::RUNAWAY_REQUESTS`]) | the controller still writes (an object rewritten forever, a status that never settles), or loops without ever letting virtual time pass ([`Violation::Runaway`]) |
 //! | nothing left behind ([`crate::Exploration::leaves_nothing_behind`]) | at the end, when the scenario deleted every primary | an object the controller created still exists, an object is stuck with a finalizer, or an outside record remains |
@@ -12,8 +12,9 @@
 //! Safety says "nothing bad ever happens", so it is checked at every change; a property that a
 //! correct controller makes true only after it has reacted ("every pod carries its group's
 //! colour") breaks at the first change of the fault-free run and is a liveness property: it must
-//! hold *once the controller had time*, which the runner defines as the end of a step's settle
-//! (always_eventually) or the end of the run, after the finish and quiet windows (eventually). A
+//! hold *once the controller had time*, which the runner defines as the end of the run, after the
+//! finish and quiet windows (`eventually`), or some moment after each step (`always_eventually`:
+//! a property that may be false again at the end, like "a rollout completed"). A
 //! liveness violation names the property and what the predicate said about the last state seen.
 //!
 //! A run passes when no oracle fails. The fault-free run is judged too (all but the end-state
@@ -89,9 +90,11 @@ impl Liveness {
         }
     }
 
-    /// `check` holds at some moment after each step, before the next one begins (within the
-    /// step's settle: make it long enough for the controller to converge under a fault, a crash
-    /// costs [`crate::RESTART_DELAY`]), and at the end of the run.
+    /// `check` holds at some moment after each step began (after a change, at the end of a
+    /// settle, or at the end of the run): it may be false at the end if it held after the last
+    /// step began. A fault may delay it past the next step; it need not hold before the next
+    /// step begins, only at some moment after each (holding after the last one covers the
+    /// earlier ones too, so a violation names the step since which it never held).
     pub fn always_eventually(
         name: impl Into<String>,
         check: impl Fn(&World) -> Result<(), String> + Send + Sync + 'static,
@@ -114,7 +117,9 @@ impl Liveness {
         Liveness::eventually(name, move |world| {
             let not_ready: Vec<String> = world
                 .objects(&resource)
-                .filter_map(|(key, object)| not_ready_at_generation(object).map(|why| format!("{key}: {why}")))
+                .filter_map(|(key, object)| {
+                    not_ready_at_generation(object).map(|why| format!("{key}: {why}"))
+                })
                 .collect();
             match not_ready.is_empty() {
                 true => Ok(()),
@@ -180,8 +185,8 @@ pub enum Violation {
     Liveness {
         /// The property's name.
         name: String,
-        /// When it had to hold (`once the world was quiet after the last step`, `after step 1
-        /// (recolour), before step 2`).
+        /// When it had to hold (`once the world was quiet after the last step`, `at any moment
+        /// after step 1 (recolour)`).
         when: String,
         /// What its check said about the last state seen.
         last: String,
@@ -294,5 +299,53 @@ impl fmt::Display for Violation {
             }
             Violation::Panicked { message } => write!(f, "the controller panicked: {message}"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn world_with(object: serde_json::Value) -> World {
+        let mut world = World::default();
+        world.put(
+            "mirrors.example.com",
+            "default/m",
+            std::sync::Arc::new(object),
+        );
+        world
+    }
+
+    #[test]
+    fn explore_ready_at_generation_wants_ready_true_at_the_objects_generation() {
+        let property = Liveness::ready_at_generation("mirrors.example.com");
+        let ready = |status: &str, observed: i64| {
+            json!({"metadata": {"generation": 2}, "status": {"conditions": [
+                {"type": "Ready", "status": status, "reason": "Copied",
+                 "observedGeneration": observed}]}})
+        };
+        assert_eq!((property.check)(&world_with(ready("True", 2))), Ok(()));
+        let stale = (property.check)(&world_with(ready("True", 1)));
+        assert!(
+            stale
+                .as_ref()
+                .is_err_and(|why| why.contains("observed generation 1")),
+            "{stale:?}"
+        );
+        let not_ready = (property.check)(&world_with(ready("False", 2)));
+        assert!(
+            not_ready
+                .as_ref()
+                .is_err_and(|why| why.contains("default/m: Ready=False")),
+            "{not_ready:?}"
+        );
+        let none = (property.check)(&world_with(json!({"metadata": {"generation": 1}})));
+        assert!(none.is_err_and(|why| why.contains("no Ready condition")));
+        // status.observedGeneration stands in for the condition's.
+        let top = json!({"metadata": {"generation": 3}, "status": {"observedGeneration": 3,
+            "conditions": [{"type": "Ready", "status": "True"}]}});
+        assert_eq!((property.check)(&world_with(top)), Ok(()));
+        assert_eq!((property.check)(&World::default()), Ok(()));
     }
 }

@@ -419,7 +419,8 @@ impl Explorer {
             world: Mutex::new(world),
             invariants: self.invariants.clone(),
             liveness: self.liveness.clone(),
-            held: Mutex::new(vec![false; self.liveness.len()]),
+            held: Mutex::new(vec![None; self.liveness.len()]),
+            steps: Mutex::new(Vec::new()),
             violations: Mutex::new(Vec::new()),
             writes: Mutex::new(Vec::new()),
             created: Mutex::new(Vec::new()),
@@ -454,7 +455,7 @@ impl Explorer {
                 index,
                 name: step.name.clone(),
             });
-            shared.step_begins();
+            shared.step_begins(&step.name);
             let done = match step.action {
                 Action::Client(action) => action(tap.client(&step.actor)?).await,
                 Action::Server(action) => action(&server),
@@ -468,10 +469,7 @@ impl Explorer {
                 break;
             }
             cut_short = wait(&mut decided, self.settle).await;
-            if !cut_short {
-                let when = format!("after step {index} ({}), before the next step", step.name);
-                cut_short = shared.step_settled(&when);
-            }
+            shared.step_settled();
             shared.stale.step_settled();
         }
         shared.stale.steps_over();

@@ -210,9 +210,7 @@ impl Exploration {
 
     /// Serves the custom resource kind `K` from the start of every run (see
     /// [`Explorer::custom_resource`]).
-    pub fn custom_resource<K: ferrokube_client::crd::CustomResourceExt>(
-        mut self,
-    ) -> Exploration {
+    pub fn custom_resource<K: ferrokube_client::crd::CustomResourceExt>(mut self) -> Exploration {
         self.explorer = self.explorer.custom_resource::<K>();
         self
     }
@@ -323,9 +321,7 @@ impl Exploration {
             // One batch of plans, one per thread, in search order; the first that fails (in
             // that order, not in the order the threads finish) is the one reported, so the plan
             // found does not depend on the number of threads.
-            let room = total
-                .saturating_sub(runs)
-                .min(self.threads.max(1));
+            let room = total.saturating_sub(runs).min(self.threads.max(1));
             let batch: Vec<FaultPlan> = (0..room)
                 .map_while(|_| match systematic.next() {
                     Some(fault) => Some(FaultPlan::one(*fault)),

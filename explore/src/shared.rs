@@ -19,8 +19,8 @@ use parking_lot::Mutex;
 use tokio::sync::{mpsc, watch};
 
 use crate::fault::{Fault, FaultPlan, Point};
-use crate::stale::Staleness;
 use crate::oracle::{Invariant, Liveness, Violation, Within};
+use crate::stale::Staleness;
 use crate::trace::{Recorder, TraceEntry};
 use crate::world::World;
 
@@ -113,10 +113,12 @@ pub(crate) struct RunShared {
     pub(crate) restarts: mpsc::UnboundedSender<RestartOrder>,
     pub(crate) world: Mutex<World>,
     pub(crate) invariants: Vec<Invariant>,
-    /// The liveness properties, and for each whether it has held since the current step began
-    /// (only `always_eventually` ones are tracked between steps; see [`crate::Liveness`]).
+    /// The liveness properties, and for each `always_eventually` one how many steps had begun
+    /// when it last held (see [`crate::Liveness`]).
     pub(crate) liveness: Vec<Liveness>,
-    pub(crate) held: Mutex<Vec<bool>>,
+    pub(crate) held: Mutex<Vec<Option<usize>>>,
+    /// The names of the steps begun so far.
+    pub(crate) steps: Mutex<Vec<String>>,
     /// Invariants already broken (each is reported once, at the first change that broke it).
     pub(crate) violations: Mutex<Vec<Violation>>,
     /// Every write of the controller: when, and what.
@@ -290,56 +292,58 @@ impl RunShared {
         self.decided.send_replace(true);
     }
 
-    /// Notes which `always_eventually` properties hold in `world` (after a change).
+    /// Notes which `always_eventually` properties hold in `world` (after a change, or at the
+    /// end of a step's settle): each one that does has held since the current step began.
     fn note_liveness(&self, world: &World) {
+        let begun = self.steps.lock().len();
         let mut held = self.held.lock();
         for (property, held) in self.liveness.iter().zip(held.iter_mut()) {
-            if property.within == Within::EveryStep && !*held && (property.check)(world).is_ok() {
-                *held = true;
+            if property.within == Within::EveryStep
+                && *held != Some(begun)
+                && (property.check)(world).is_ok()
+            {
+                *held = Some(begun);
             }
         }
     }
 
-    /// A step begins: every `always_eventually` property must hold again before the next one.
-    pub(crate) fn step_begins(&self) {
-        self.held.lock().iter_mut().for_each(|held| *held = false);
+    /// Step `name` begins.
+    pub(crate) fn step_begins(&self, name: &str) {
+        self.steps.lock().push(name.to_string());
     }
 
-    /// A step's settle has ended: each `always_eventually` property that has not held since the
-    /// step began, and does not hold now, is violated (`when` says where). Whether one was.
-    pub(crate) fn step_settled(&self, when: &str) -> bool {
+    /// A step's settle has ended: the world as it is counts as a moment after the step.
+    pub(crate) fn step_settled(&self) {
         let world = self.world.lock();
-        let held = self.held.lock().clone();
-        let mut violations = self.violations.lock();
-        let mut violated = false;
-        for (property, held) in self.liveness.iter().zip(held) {
-            if property.within != Within::EveryStep || held {
-                continue;
-            }
-            if let Err(last) = (property.check)(&world) {
-                violations.push(Violation::Liveness {
-                    name: property.name.clone(),
-                    when: when.to_string(),
-                    last,
-                });
-                violated = true;
-            }
-        }
-        if violated {
-            self.decided.send_replace(true);
-        }
-        violated
+        self.note_liveness(&world);
     }
 
-    /// The run is over and the world quiet: every liveness property that does not hold now.
+    /// The run is over and the world quiet: every liveness property violated. An `eventually`
+    /// one must hold now; an `always_eventually` one must hold now, or have held at some moment
+    /// since the last step began (then it held after every step, the ones before included).
     pub(crate) fn liveness_at_end(&self, world: &World) -> Vec<Violation> {
+        let steps = self.steps.lock().clone();
+        let held = self.held.lock().clone();
         self.liveness
             .iter()
-            .filter_map(|property| {
+            .zip(held)
+            .filter_map(|(property, held)| {
                 let last = (property.check)(world).err()?;
+                let when = match property.within {
+                    Within::End => "once the world was quiet after the last step".to_string(),
+                    Within::EveryStep if held == Some(steps.len()) => return None,
+                    Within::EveryStep => {
+                        // It held last while step `n - 1` was under way: never since step `n`.
+                        let since = held.unwrap_or(0);
+                        match steps.get(since) {
+                            Some(name) => format!("at any moment after step {since} ({name})"),
+                            None => "at any moment of the run".to_string(),
+                        }
+                    }
+                };
                 Some(Violation::Liveness {
                     name: property.name.clone(),
-                    when: "once the world was quiet after the last step".into(),
+                    when,
                     last,
                 })
             })

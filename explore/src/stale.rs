@@ -177,7 +177,10 @@ mod tests {
         assert!(stale.holds("/api/v1/pods", 9).is_none());
         assert!(stale.holds("/api/v1/configmaps", 10).is_none());
         stale.step_settled();
-        assert!(stale.holds("/api/v1/pods", 12).is_some(), "outlasts one step");
+        assert!(
+            stale.holds("/api/v1/pods", 12).is_some(),
+            "outlasts one step"
+        );
         stale.step_settled();
         assert!(stale.holds("/api/v1/pods", 12).is_none());
 

@@ -310,7 +310,9 @@ impl Tap {
             }
         }
         let answer = serde_json::from_slice::<serde_json::Value>(&bytes).ok();
-        let reason = answer.as_ref().and_then(|answer| status_reason(status, answer));
+        let reason = answer
+            .as_ref()
+            .and_then(|answer| status_reason(status, answer));
         let metadata = answer.map(|value| value["metadata"].clone());
         let field = |name: &str| {
             metadata
@@ -727,7 +729,8 @@ impl WatchBody {
                                 continue;
                             }
                         }
-                        let revisioned = event.is_object_event() || event.kind_of_event == "BOOKMARK";
+                        let revisioned =
+                            event.is_object_event() || event.kind_of_event == "BOOKMARK";
                         if let Some(release) = revisioned
                             .then(|| self.shared.stale.holds(&self.collection, event.revision()))
                             .flatten()

@@ -156,15 +156,12 @@ fn explore_a_custom_resource_is_served_before_the_controller_starts() {
             start.shutdown.await;
         })
         .expect("the run");
-    let first = trace
-        .entries
-        .iter()
-        .find_map(|entry| match entry {
-            TraceEntry::Request { actor, status, .. } if actor.starts_with("controller") => {
-                Some(*status)
-            }
-            _ => None,
-        });
+    let first = trace.entries.iter().find_map(|entry| match entry {
+        TraceEntry::Request { actor, status, .. } if actor.starts_with("controller") => {
+            Some(*status)
+        }
+        _ => None,
+    });
     assert_eq!(first, Some(200), "{trace}");
 
     // A CRD kube-apiserver would refuse fails the run's setup, with the reason.
@@ -191,9 +188,9 @@ fn http_get(path: &str) -> ferrokube_client::client::Call {
 
 #[test]
 fn explore_the_trace_names_the_reason_of_an_error() {
-    let scenario = Scenario::new()
-        .step(create("a"))
-        .step(Step::new("create a again, then write a stale a", |client| async move {
+    let scenario = Scenario::new().step(create("a")).step(Step::new(
+        "create a again, then write a stale a",
+        |client| async move {
             let api = Api::<ConfigMap>::namespaced(client, NS);
             let again = api.create(&PostParams::default(), &configmap("a")?).await;
             assert!(again.is_err());
@@ -202,10 +199,9 @@ fn explore_the_trace_names_the_reason_of_an_error() {
             let stale = api.replace("a", &PostParams::default(), &stale).await;
             assert!(stale.is_err());
             Ok(())
-        }));
-    let trace = Explorer::new(1)
-        .run(scenario, labeller)
-        .expect("the run");
+        },
+    ));
+    let trace = Explorer::new(1).run(scenario, labeller).expect("the run");
     let text = trace.to_string();
     assert!(text.contains("-> 409 AlreadyExists"), "{text}");
     assert!(text.contains("-> 409 Conflict"), "{text}");
@@ -214,9 +210,7 @@ fn explore_the_trace_names_the_reason_of_an_error() {
 #[test]
 fn explore_re_watches_are_not_points() {
     // Three minutes between two steps: the informer resumes its idle watch many times.
-    let scenario = Scenario::new()
-        .step(create("a"))
-        .step(create("b"));
+    let scenario = Scenario::new().step(create("a")).step(create("b"));
     let outcome = Explorer::new(1)
         .settle(Duration::from_secs(180))
         .run_plan(&FaultPlan::none(), scenario, labeller)
@@ -271,20 +265,23 @@ fn explore_the_default_budget_covers_every_candidate() {
 
 #[test]
 fn explore_liveness_names_the_property_and_the_last_state() {
-    // The property holds at the end, but not after step 0: `eventually` passes,
-    // `always_eventually` fails there.
+    // b exists after step 1 and goes in step 2: it held after step 1 began, never after step 2.
+    // `always_eventually` names step 2; `eventually` fails at the end.
     let scenario = || {
         Scenario::new()
-            .step(Step::new("nothing yet", |_client| async move {
+            .step(create("a"))
+            .step(create("b"))
+            .step(Step::new("delete b", |client| async move {
+                Api::<ConfigMap>::namespaced(client, NS)
+                    .delete("b", &Default::default())
+                    .await?;
                 Ok::<(), BoxError>(())
             }))
-            .step(create("b"))
     };
     let b_exists = |world: &World| match world.get("configmaps", "default/b") {
         Some(_) => Ok(()),
         None => Err("no ConfigMap b".to_string()),
     };
-    search_of(scenario).eventually("b exists", b_exists).check();
     let found = match search_of(scenario)
         .always_eventually("b exists", b_exists)
         .explore()
@@ -295,10 +292,17 @@ fn explore_liveness_names_the_property_and_the_last_state() {
     assert!(found.plan.is_empty(), "{found}");
     let text = found.violation.to_string();
     assert!(
-        text.contains("\"b exists\" never held after step 0 (nothing yet)")
+        text.contains("\"b exists\" never held at any moment after step 2 (delete b)")
             && text.contains("no ConfigMap b"),
         "{text}"
     );
+    // Without the deletion it holds after every step: no violation, though it did not hold
+    // after step 0.
+    let without_deletion = || Scenario::new().step(create("a")).step(create("b"));
+    search_of(without_deletion)
+        .always_eventually("b exists", b_exists)
+        .eventually("b exists at the end", b_exists)
+        .check();
 
     // A controller that never labels: the property never holds, and says what it saw last.
     let found = match Exploration::new(
