@@ -70,10 +70,7 @@ fn all_seen(world: &World) -> Result<(), String> {
         .objects("configmaps")
         .find(|(_, cm)| cm["metadata"]["labels"]["seen"] != "yes")
     {
-        Some((key, cm)) => Err(format!(
-            "{key} has labels {}",
-            cm["metadata"]["labels"].to_string()
-        )),
+        Some((key, cm)) => Err(format!("{key} has labels {}", cm["metadata"]["labels"])),
         None => Ok(()),
     }
 }
