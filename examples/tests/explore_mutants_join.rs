@@ -14,6 +14,10 @@
 //! resumes, until the touch has settled (`partition(1)@event:N`). The Pods are labelled from the
 //! stale cache, the recolour arrives later, and the mutant never looks again.
 //!
+//! A second mutant labels a Pod once and never again (a field change never propagated): its
+//! fault-free run already ends wrong, which only the liveness oracle can say (the end-state
+//! comparison is relative to that run).
+//!
 //! Each search declares both the Group kind (served from the start of every run, from the
 //! derive's CRD) and a liveness oracle: once the world is quiet, every Pod carries its Group's
 //! colour. That property cannot be an invariant (it is false for a moment after every recolour,
@@ -26,7 +30,7 @@ use ferrokube::CustomResource;
 use ferrokube::api::{Patch, PatchParams, PostParams};
 use ferrokube::controller::{Action, Context, Controller, Reconciler};
 use ferrokube::explore::{
-    Budget, ControllerStart, Exploration, Fault, Scenario, Searched, Step, Violation, World,
+    Budget, ControllerStart, Exploration, Fault, Found, Scenario, Searched, Step, Violation, World,
 };
 use ferrokube::informer::Lister;
 use ferrokube::informer::Scope;
@@ -52,9 +56,19 @@ pub struct GroupSpec {
     pub colour: String,
 }
 
+/// The bugs planted in the colourer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mutant {
+    /// Reads Groups from a cache but never reconciles on a Group change.
+    MissingWatch,
+    /// Labels a Pod once and never again: a change of the Group's colour is never propagated.
+    NeverPropagates,
+}
+
 /// Labels each Pod `colour=<its Group's colour>`, reading Groups from `groups`.
 struct Colourer {
     groups: Lister<Group>,
+    mutant: Option<Mutant>,
 }
 
 impl Reconciler<Pod> for Colourer {
@@ -69,6 +83,10 @@ impl Reconciler<Pod> for Colourer {
             return Ok(Action::await_change());
         };
         let colour = &group.spec.colour;
+        let labelled = labels.contains_key("colour");
+        if self.mutant == Some(Mutant::NeverPropagates) && labelled {
+            return Ok(Action::await_change());
+        }
         if labels.get("colour") != Some(colour) {
             let name = pod.metadata.name.clone().unwrap_or_default();
             let patch = Patch::Merge(json!({"metadata": {"labels": {"colour": colour}}}));
@@ -80,18 +98,19 @@ impl Reconciler<Pod> for Colourer {
     }
 }
 
-/// The controller; `watches_groups: false` is the mutant.
-async fn colourer(start: ControllerStart, watches_groups: bool) {
+/// The controller, with `mutant` planted if any.
+async fn colourer(start: ControllerStart, mutant: Option<Mutant>) {
     let scope = Scope::namespace(NS);
     let mut controller = Controller::<Pod>::new(start.client, scope.clone().labels("group"));
     let groups = controller
         .factory()
         .informer_for::<Group>(&(), &scope, |builder| builder)
         .lister();
-    if watches_groups {
+    if mutant != Some(Mutant::MissingWatch) {
         controller = controller.reconcile_all_on::<Group>(scope);
     }
-    if let Err(error) = controller.run(Colourer { groups }, start.shutdown).await {
+    let colourer = Colourer { groups, mutant };
+    if let Err(error) = controller.run(colourer, start.shutdown).await {
         tracing::warn!(%error, "the colourer stopped with an error");
     }
 }
@@ -165,9 +184,9 @@ fn pods_wear_their_colour(world: &World) -> Result<(), String> {
     Ok(())
 }
 
-fn search(watches_groups: bool, budget: Budget) -> Exploration {
+fn search(mutant: Option<Mutant>, budget: Budget) -> Exploration {
     Exploration::new(
-        move |start: ControllerStart| colourer(start, watches_groups),
+        move |start: ControllerStart| colourer(start, mutant),
         scenario,
     )
     .eventually("every pod wears its group's colour", pods_wear_their_colour)
@@ -175,14 +194,37 @@ fn search(watches_groups: bool, budget: Budget) -> Exploration {
     .budget(budget)
 }
 
-#[test]
-fn explore_mutant_join_missing_watch_is_found_under_the_default_budget() {
-    let found = match search(false, Budget::default()).explore() {
+/// Searches `mutant` under the default budget: what it found, with one raw benchmark line
+/// printed (runs and seconds, as `benches/explore/` keeps them).
+fn found(case: &str, mutant: Mutant) -> Box<Found> {
+    let found = match search(Some(mutant), Budget::default()).explore() {
         Err(Searched::Found(found)) => found,
-        Ok(report) => panic!("the missing watch was not found: {report}"),
+        Ok(report) => panic!("{case} was not found: {report}"),
         Err(other) => panic!("{other}"),
     };
     println!("{found}");
+    println!(
+        "{}",
+        json!({"date": "2026-11-29", "build": "debug", "sample": "colourer (join)", "case": case,
+            "budget": "default", "violation": found.violation.class(), "runs": found.runs,
+            "seconds": (found.elapsed.as_secs_f64() * 100.0).round() / 100.0,
+            "plan": found.plan.to_string(),
+            "source": "cargo test -p ferrokube-examples --test explore_mutants_join -- --nocapture"})
+    );
+    // The plan replays word for word.
+    let replayed = search(Some(mutant), Budget::default())
+        .replay(&found.plan.to_string())
+        .map(|(violation, _)| violation.map(|violation| violation.class()));
+    assert!(
+        matches!(replayed, Ok(Some(class)) if class == found.violation.class()),
+        "{replayed:?}"
+    );
+    found
+}
+
+#[test]
+fn explore_mutant_join_missing_watch_is_found_under_the_default_budget() {
+    let found = found("missing watch in a join", Mutant::MissingWatch);
     assert_eq!(found.plan.faults.len(), 1, "{found}");
     assert!(
         matches!(
@@ -195,19 +237,33 @@ fn explore_mutant_join_missing_watch_is_found_under_the_default_budget() {
         matches!(&found.violation, Violation::Liveness { last, .. } if last.contains("red")),
         "{found}"
     );
-    // The plan replays word for word.
-    let replayed = search(false, Budget::default())
-        .replay(&found.plan.to_string())
-        .map(|(violation, _)| violation);
+}
+
+#[test]
+fn explore_mutant_join_a_change_never_propagated_is_found() {
+    // No fault needed: the liveness oracle fails the fault-free run (which the end-state
+    // comparison, being relative to it, never could).
+    let found = found("a field change never propagated", Mutant::NeverPropagates);
+    assert!(found.plan.is_empty(), "{found}");
     assert!(
-        matches!(replayed, Ok(Some(Violation::Liveness { .. }))),
-        "{replayed:?}"
+        matches!(&found.violation, Violation::Liveness { last, .. } if last.contains("red")),
+        "{found}"
     );
 }
 
 #[test]
 fn explore_mutant_join_the_correct_controller_stays_clean() {
-    let report = search(true, Budget::default()).check();
+    // Twice the default budget's random plans after every candidate.
+    let report = search(None, Budget::every_candidate(200)).check();
     println!("{report}");
+    println!(
+        "{}",
+        json!({"date": "2026-11-29", "build": "debug", "sample": "colourer (join)",
+            "case": "correct", "budget": "every candidate + 200 random plans",
+            "violation": "none", "runs": report.runs, "candidates": report.candidates,
+            "covered": report.covered,
+            "seconds": (report.elapsed.as_secs_f64() * 100.0).round() / 100.0,
+            "source": "cargo test -p ferrokube-examples --test explore_mutants_join -- --nocapture"})
+    );
     assert_eq!(report.covered, report.candidates, "{report}");
 }
