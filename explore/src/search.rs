@@ -562,8 +562,9 @@ fn candidates(points: &[PointSeen], trace: &crate::Trace) -> Vec<Fault> {
 ///
 /// - `partition(1)` at the first event of each kind after each step (and before the first):
 ///   that kind's change stays unseen while the next step acts;
-/// - `lagging-replica(0,1)` at the controller's last point before each step: its replica stops
-///   just before the step, and shows neither the step nor the next one until both have settled.
+/// - `lagging-replica(0,2)` at the controller's last point before each step: its replica stops
+///   just before the step (the point is in the step before's window, which counts as the one
+///   under way), and shows neither the step nor the next one until both have settled.
 fn lasting(points: &[PointSeen], trace: &crate::Trace) -> Vec<Fault> {
     let step_starts: Vec<usize> = trace
         .entries
@@ -604,7 +605,7 @@ fn lasting(points: &[PointSeen], trace: &crate::Trace) -> Vec<Fault> {
             let fault = Fault::LaggingReplica {
                 at: before.point,
                 behind: 0,
-                steps: 1,
+                steps: 2,
             };
             if !faults.contains(&fault) {
                 faults.push(fault);

@@ -323,3 +323,65 @@ fn explore_liveness_names_the_property_and_the_last_state() {
 fn search_of(scenario: fn() -> Scenario) -> Exploration {
     Exploration::new(labeller, scenario).budget(Budget::runs(1))
 }
+
+#[test]
+fn explore_a_lagging_replica_stays_stale_until_its_steps_have_settled() {
+    let scenario = || {
+        Scenario::new()
+            .step(create("a"))
+            .step(create("b"))
+            .step(create("c"))
+    };
+    let explorer = Explorer::new(1);
+    let reference = explorer
+        .run_plan(&FaultPlan::none(), scenario(), labeller)
+        .expect("the reference run");
+    let step_1 = reference
+        .trace
+        .entries
+        .iter()
+        .position(|entry| matches!(entry, TraceEntry::Step { index: 1, .. }))
+        .expect("step 1");
+    let before = reference
+        .points
+        .iter()
+        .rev()
+        .find(|seen| seen.at < step_1)
+        .expect("a point before step 1");
+    // When (virtual ms) the controller first read the ADDED event of `name`.
+    let added = |outcome: &ferrokube_explore::RunOutcome, name: &str| {
+        let key = format!("{NS}/{name}");
+        outcome
+            .trace
+            .entries
+            .iter()
+            .zip(&outcome.trace.times)
+            .find_map(|(entry, time)| match entry {
+                TraceEntry::Event {
+                    kind_of_event,
+                    key: seen,
+                    ..
+                } if kind_of_event == "ADDED" && *seen == key => Some(*time),
+                _ => None,
+            })
+    };
+    // Steps at 2 s, 7 s, 12 s; settles of 5 s. Without the fault b is seen at 7 s.
+    assert_eq!(added(&reference, "b"), Some(7_000), "{}", reference.trace);
+    for (steps, seen_at) in [(1, 12_000), (2, 17_000)] {
+        let plan: FaultPlan = format!("lagging-replica(0,{steps})@{}", before.point)
+            .parse()
+            .expect("a plan");
+        let outcome = explorer
+            .run_plan(&plan, scenario(), labeller)
+            .expect("the run");
+        // The replica stopped before step 1: b (and, when it lasts 2 steps, c) stays unseen
+        // until the steps have settled, across the informer's resumes.
+        assert_eq!(
+            added(&outcome, "b"),
+            Some(seen_at),
+            "{plan}: {}",
+            outcome.trace
+        );
+        assert!(outcome.violations.is_empty(), "{:?}", outcome.violations);
+    }
+}
