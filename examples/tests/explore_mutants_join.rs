@@ -18,6 +18,13 @@
 //! fault-free run already ends wrong, which only the liveness oracle can say (the end-state
 //! comparison is relative to that run).
 //!
+//! A third keeps a count in each Group's status (`status.labelled`, Pods wearing a colour) and
+//! bumps it after it labels a Pod, instead of counting: a crash between the label and the bump
+//! (`crash-after@request:N`) loses the bump for good (the counter-then-create). The
+//! counting colourer and its oracle are separate from the first two searches: each write it adds
+//! is one more point, where one-moment faults (a restart from a replica one revision behind)
+//! can find the missing watch too.
+//!
 //! Each search declares both the Group kind (served from the start of every run, from the
 //! derive's CRD) and a liveness oracle: once the world is quiet, every Pod carries its Group's
 //! colour. That property cannot be an invariant (it is false for a moment after every recolour,
@@ -49,11 +56,20 @@ const NS: &str = "default";
     group = "example.ferrokube.dev",
     version = "v1",
     kind = "Group",
-    namespaced
+    namespaced,
+    status = "GroupStatus"
 )]
 pub struct GroupSpec {
     /// The colour every Pod of the group wears as its `colour` label.
     pub colour: String,
+}
+
+/// What the colourer reports about a Group.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct GroupStatus {
+    /// How many of its Pods wear a colour.
+    #[serde(default)]
+    pub labelled: i64,
 }
 
 /// The bugs planted in the colourer.
@@ -63,12 +79,53 @@ enum Mutant {
     MissingWatch,
     /// Labels a Pod once and never again: a change of the Group's colour is never propagated.
     NeverPropagates,
+    /// Keeps `status.labelled` as a counter bumped after each first label (read fresh, so no
+    /// lost update without a fault), rather than counting: a crash between the label and the
+    /// bump loses the bump for good.
+    CounterAfterWrite,
 }
 
 /// Labels each Pod `colour=<its Group's colour>`, reading Groups from `groups`.
 struct Colourer {
     groups: Lister<Group>,
+    pods: Lister<Pod>,
+    /// Whether it keeps `status.labelled` of each Group (the colourer does not: each
+    /// write it adds is one more point, where other faults may find the missing watch).
+    counts: bool,
     mutant: Option<Mutant>,
+}
+
+impl Colourer {
+    /// Brings `status.labelled` of `group` up to date after a Pod of it was labelled (`first`:
+    /// it wore no colour before).
+    async fn count(&self, group: &Group, first: bool, ctx: &Context) -> Result<(), Error> {
+        let name = group.metadata.name.clone().unwrap_or_default();
+        let api = Api::<Group>::namespaced(ctx.client().clone(), NS);
+        let labelled = match self.mutant {
+            Some(Mutant::CounterAfterWrite) if !first => return Ok(()),
+            Some(Mutant::CounterAfterWrite) => {
+                let fresh = api.get(&name).await?;
+                fresh.status.unwrap_or_default().labelled + 1
+            }
+            _ => {
+                let colourful = self
+                    .pods
+                    .list(&Default::default())
+                    .into_iter()
+                    .filter(|pod| {
+                        let labels = pod.metadata.labels.clone().unwrap_or_default();
+                        labels.get("group") == Some(&name) && labels.contains_key("colour")
+                    });
+                i64::try_from(colourful.count()).unwrap_or(i64::MAX)
+            }
+        };
+        if first || group.status.as_ref().map(|status| status.labelled) != Some(labelled) {
+            let status = Patch::Merge(json!({"status": {"labelled": labelled}}));
+            api.patch_status(&name, &PatchParams::default(), &status)
+                .await?;
+        }
+        Ok(())
+    }
 }
 
 impl Reconciler<Pod> for Colourer {
@@ -93,23 +150,35 @@ impl Reconciler<Pod> for Colourer {
             ctx.api_here::<Pod>()
                 .patch(&name, &PatchParams::default(), &patch)
                 .await?;
+            if self.counts {
+                self.count(&group, !labelled, &ctx).await?;
+            }
+        } else if self.counts && self.mutant != Some(Mutant::CounterAfterWrite) {
+            self.count(&group, false, &ctx).await?;
         }
         Ok(Action::await_change())
     }
 }
 
-/// The controller, with `mutant` planted if any.
-async fn colourer(start: ControllerStart, mutant: Option<Mutant>) {
+/// The controller, keeping counts in the Groups' status if `counts`, with `mutant` planted if
+/// any.
+async fn colourer(start: ControllerStart, counts: bool, mutant: Option<Mutant>) {
     let scope = Scope::namespace(NS);
     let mut controller = Controller::<Pod>::new(start.client, scope.clone().labels("group"));
     let groups = controller
         .factory()
         .informer_for::<Group>(&(), &scope, |builder| builder)
         .lister();
+    let pods = controller.primary_informer().lister();
     if mutant != Some(Mutant::MissingWatch) {
         controller = controller.reconcile_all_on::<Group>(scope);
     }
-    let colourer = Colourer { groups, mutant };
+    let colourer = Colourer {
+        groups,
+        pods,
+        counts,
+        mutant,
+    };
     if let Err(error) = controller.run(colourer, start.shutdown).await {
         tracing::warn!(%error, "the colourer stopped with an error");
     }
@@ -184,12 +253,40 @@ fn pods_wear_their_colour(world: &World) -> Result<(), String> {
     Ok(())
 }
 
-fn search(mutant: Option<Mutant>, budget: Budget) -> Exploration {
+/// Every Group counts the Pods that wear a colour.
+fn groups_count_their_pods(world: &World) -> Result<(), String> {
+    for (key, group) in world.objects("groups.example.ferrokube.dev") {
+        let name = group["metadata"]["name"].as_str().unwrap_or_default();
+        let colourful = world
+            .objects("pods")
+            .filter(|(_, pod)| {
+                let labels = &pod["metadata"]["labels"];
+                labels["group"] == name && labels.get("colour").is_some()
+            })
+            .count();
+        let counted = group["status"]["labelled"].as_i64().unwrap_or(0);
+        if usize::try_from(counted).ok() != Some(colourful) {
+            return Err(format!(
+                "group {key} counts {counted} labelled pods, {colourful} wear a colour"
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn search(counts: bool, mutant: Option<Mutant>, budget: Budget) -> Exploration {
     Exploration::new(
-        move |start: ControllerStart| colourer(start, mutant),
+        move |start: ControllerStart| colourer(start, counts, mutant),
         scenario,
     )
     .eventually("every pod wears its group's colour", pods_wear_their_colour)
+    .eventually(
+        "every group counts its labelled pods",
+        move |world| match counts {
+            true => groups_count_their_pods(world),
+            false => Ok(()),
+        },
+    )
     .custom_resource::<Group>()
     .budget(budget)
 }
@@ -197,7 +294,8 @@ fn search(mutant: Option<Mutant>, budget: Budget) -> Exploration {
 /// Searches `mutant` under the default budget: what it found, with one raw benchmark line
 /// printed (runs and seconds, as `benches/explore/` keeps them).
 fn found(case: &str, mutant: Mutant) -> Box<Found> {
-    let found = match search(Some(mutant), Budget::default()).explore() {
+    let counts = mutant == Mutant::CounterAfterWrite;
+    let found = match search(counts, Some(mutant), Budget::default()).explore() {
         Err(Searched::Found(found)) => found,
         Ok(report) => panic!("{case} was not found: {report}"),
         Err(other) => panic!("{other}"),
@@ -212,7 +310,7 @@ fn found(case: &str, mutant: Mutant) -> Box<Found> {
             "source": "cargo test -p ferrokube-examples --test explore_mutants_join -- --nocapture"})
     );
     // The plan replays word for word.
-    let replayed = search(Some(mutant), Budget::default())
+    let replayed = search(counts, Some(mutant), Budget::default())
         .replay(&found.plan.to_string())
         .map(|(violation, _)| violation.map(|violation| violation.class()));
     assert!(
@@ -252,18 +350,39 @@ fn explore_mutant_join_a_change_never_propagated_is_found() {
 }
 
 #[test]
-fn explore_mutant_join_the_correct_controller_stays_clean() {
-    // Twice the default budget's random plans after every candidate.
-    let report = search(None, Budget::every_candidate(200)).check();
-    println!("{report}");
-    println!(
-        "{}",
-        json!({"date": "2026-11-29", "build": "debug", "sample": "colourer (join)",
-            "case": "correct", "budget": "every candidate + 200 random plans",
-            "violation": "none", "runs": report.runs, "candidates": report.candidates,
-            "covered": report.covered,
-            "seconds": (report.elapsed.as_secs_f64() * 100.0).round() / 100.0,
-            "source": "cargo test -p ferrokube-examples --test explore_mutants_join -- --nocapture"})
+fn explore_mutant_counter_after_write_across_a_crash_is_found() {
+    let found = found(
+        "counter bumped after the write (crash between)",
+        Mutant::CounterAfterWrite,
     );
-    assert_eq!(report.covered, report.candidates, "{report}");
+    assert_eq!(found.plan.faults.len(), 1, "{found}");
+    assert!(found.plan.faults[0].restarts(), "{found}");
+    assert!(
+        matches!(&found.violation, Violation::Liveness { name, .. } if name.contains("counts")),
+        "{found}"
+    );
+}
+
+#[test]
+fn explore_mutant_join_the_correct_controller_stays_clean() {
+    // Twice the default budget's random plans after every candidate, without and with counts.
+    for counts in [false, true] {
+        let report = search(counts, None, Budget::every_candidate(200)).check();
+        println!("{report}");
+        let case = if counts {
+            "correct, counting"
+        } else {
+            "correct"
+        };
+        println!(
+            "{}",
+            json!({"date": "2026-11-29", "build": "debug", "sample": "colourer (join)",
+                "case": case, "budget": "every candidate + 200 random plans",
+                "violation": "none", "runs": report.runs, "candidates": report.candidates,
+                "covered": report.covered,
+                "seconds": (report.elapsed.as_secs_f64() * 100.0).round() / 100.0,
+                "source": "cargo test -p ferrokube-examples --test explore_mutants_join -- --nocapture"})
+        );
+        assert_eq!(report.covered, report.candidates, "{report}");
+    }
 }
