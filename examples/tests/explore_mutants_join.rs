@@ -25,6 +25,10 @@
 //! is one more point, where one-moment faults (a restart from a replica one revision behind)
 //! can find the missing watch too.
 //!
+//! A fourth writes the label with a full update of its cached Pod and, on any failure, sends
+//! the same update again at once, forever: after an update that took effect but timed out
+//! (`fail(timeout)`), every retry is a 409 Conflict, and the run stops as a runaway.
+//!
 //! Each search declares both the Group kind (served from the start of every run, from the
 //! derive's CRD) and a liveness oracle: once the world is quiet, every Pod carries its Group's
 //! colour. That property cannot be an invariant (it is false for a moment after every recolour,
@@ -83,6 +87,9 @@ enum Mutant {
     /// lost update without a fault), rather than counting: a crash between the label and the
     /// bump loses the bump for good.
     CounterAfterWrite,
+    /// Writes the label with a full update of the cached Pod, and on a failure sends the same
+    /// update again at once, forever: a stale cache (409 Conflict) never ends.
+    UnboundedRetry,
 }
 
 /// Labels each Pod `colour=<its Group's colour>`, reading Groups from `groups`.
@@ -144,7 +151,19 @@ impl Reconciler<Pod> for Colourer {
         if self.mutant == Some(Mutant::NeverPropagates) && labelled {
             return Ok(Action::await_change());
         }
-        if labels.get("colour") != Some(colour) {
+        if labels.get("colour") != Some(colour) && self.mutant == Some(Mutant::UnboundedRetry) {
+            let name = pod.metadata.name.clone().unwrap_or_default();
+            let mut labelled = (*pod).clone();
+            labelled
+                .metadata
+                .labels
+                .get_or_insert_default()
+                .insert("colour".into(), colour.clone());
+            let api = ctx.api_here::<Pod>();
+            while let Err(error) = api.replace(&name, &PostParams::default(), &labelled).await {
+                tracing::debug!(%error, "the update failed: again");
+            }
+        } else if labels.get("colour") != Some(colour) {
             let name = pod.metadata.name.clone().unwrap_or_default();
             let patch = Patch::Merge(json!({"metadata": {"labels": {"colour": colour}}}));
             ctx.api_here::<Pod>()
@@ -307,7 +326,7 @@ fn found(case: &str, mutant: Mutant) -> Box<Found> {
             "budget": "default", "violation": found.violation.class(), "runs": found.runs,
             "seconds": (found.elapsed.as_secs_f64() * 100.0).round() / 100.0,
             "plan": found.plan.to_string(),
-            "source": "cargo test -p ferrokube-examples --test explore_mutants_join -- --nocapture"})
+            "source": "cargo test -p ferrokube-examples --test explore_mutants_join -- --nocapture --test-threads=1"})
     );
     // The plan replays word for word.
     let replayed = search(counts, Some(mutant), Budget::default())
@@ -364,6 +383,18 @@ fn explore_mutant_counter_after_write_across_a_crash_is_found() {
 }
 
 #[test]
+fn explore_mutant_unbounded_retry_is_found() {
+    let found = found("unbounded retry of a stale update", Mutant::UnboundedRetry);
+    assert!(
+        matches!(
+            &found.violation,
+            Violation::Runaway { .. } | Violation::NeverSettles { .. }
+        ),
+        "{found}"
+    );
+}
+
+#[test]
 fn explore_mutant_join_the_correct_controller_stays_clean() {
     // Twice the default budget's random plans after every candidate, without and with counts.
     for counts in [false, true] {
@@ -381,7 +412,7 @@ fn explore_mutant_join_the_correct_controller_stays_clean() {
                 "violation": "none", "runs": report.runs, "candidates": report.candidates,
                 "covered": report.covered,
                 "seconds": (report.elapsed.as_secs_f64() * 100.0).round() / 100.0,
-                "source": "cargo test -p ferrokube-examples --test explore_mutants_join -- --nocapture"})
+                "source": "cargo test -p ferrokube-examples --test explore_mutants_join -- --nocapture --test-threads=1"})
         );
         assert_eq!(report.covered, report.candidates, "{report}");
     }
