@@ -24,7 +24,7 @@
 //! ```
 //!
 //! Consistent lists and GETs read the present, as kube-apiserver's do (it never answers them from
-//! a cache behind etcd). The runner counts settled steps ([`Staleness::step_settled`]); once the
+//! a cache behind etcd). The runner counts settled steps (`Staleness::step_settled`); once the
 //! last step has settled every lasting fault ends, so that the finish window sees the
 //! controller converge.
 
