@@ -5,7 +5,10 @@
 //!        │                      and the normalised end state
 //!        ▼
 //!  systematic: each fault class at each point it fits, one fault per run, in class order
-//!        ▼                      (crashes around writes first: they find the most)
+//!        │                      (crashes around writes first: they find the most; the lasting
+//!        │                      faults of a join last: a partition, a lagging replica per step)
+//!        │                      the default budget tries every one of these candidates
+//!        ▼
 //!  random: plans of 1–3 faults drawn from the same candidates with the seed
 //!        ▼  first run an oracle rejects
 //!  shrink: drop each fault while the run still fails the same way; then try each fault's
@@ -16,6 +19,10 @@
 //!
 //! Every run is a function of (controller, scenario, seed, plan), so a found plan replays
 //! exactly ([`Exploration::replay`]), and so does the whole search.
+//!
+//! A search that passes returns a [`Report`] saying how many of the single-fault candidates it
+//! covered; under a budget that must cover them all (the default), running out of wall-clock
+//! time first is [`Searched::Incomplete`], a failure, never a quiet pass.
 
 use std::fmt;
 use std::future::Future;
