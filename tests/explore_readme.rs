@@ -127,7 +127,7 @@ fn readme_explore_the_readme_shows_this_code() {
 fn readme_explore_finds_the_finalizer_dropped_before_the_record() {
     let found = match explore(true).explore() {
         Err(Searched::Found(found)) => found,
-        Err(Searched::Error(error)) => panic!("{error}"),
+        Err(other) => panic!("{other}"),
         Ok(report) => panic!("nothing found: {report:?}"),
     };
     println!("{found}");

@@ -263,7 +263,7 @@ fn status(mutant: Option<Mutant>) -> Exploration {
 fn found(what: &str, search: Exploration) -> Box<Found> {
     let found = match search.explore() {
         Err(Searched::Found(found)) => found,
-        Err(Searched::Error(error)) => panic!("{what}: the exploration could not run: {error}"),
+        Err(other) => panic!("{what}: {other}"),
         Ok(report) => panic!("{what}: nothing found in {report:?}"),
     };
     println!(

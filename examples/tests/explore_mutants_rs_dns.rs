@@ -416,7 +416,7 @@ fn find(what: &str, search: &Exploration) -> Box<Found> {
             );
             found
         }
-        Err(Searched::Error(error)) => panic!("{what}: the search could not run: {error}"),
+        Err(other) => panic!("{what}: {other}"),
         Ok(report) => panic!("{what}: nothing found in {report:?}"),
     }
 }

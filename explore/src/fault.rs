@@ -4,7 +4,9 @@
 //! the order they happen, counted over every incarnation of the controller (a restart goes on
 //! counting):
 //!
-//! - `request:N`: the controller's N-th request to the API server (reads, writes and watches);
+//! - `request:N`: the controller's N-th request to the API server (reads, writes and watches;
+//!   not re-watches: a watch of a collection the same incarnation has watched before is an
+//!   informer resuming, which decides nothing);
 //! - `event:N`: the N-th watch event (`ADDED`, `MODIFIED`, `DELETED`; not bookmarks) delivered
 //!   to the controller;
 //! - `outside:N`: the controller's N-th call to the outside system ([`crate::OutsideClient`]).
@@ -30,6 +32,8 @@
 //! | `delay(D)@event:N` | event N and everything after it on the same watch arrive D late: one informer lags another | stale state |
 //! | `fail(409)@request:N`, `fail(500)`, `fail(429)` | the request is answered with that error and never reaches the server (429 carries `Retry-After: 1`) | |
 //! | `fail(timeout)@request:N` | the request takes effect, and the answer is a 504 Timeout: the caller cannot tell whether it did | |
+//! | `lagging-replica(N,S)@P` | from P until S more steps have settled (see [`crate::stale`]), the controller's API server replica is stuck N revisions behind where the server was at P: every watch holds lines past that revision (the new watch of a resumed or relisted informer too), lists that allow a cache are answered at it, consistent lists and GETs read the present (as kube-apiserver's do); no crash | stale state, lasting |
+//! | `partition(S)@event:N` | from event N until S more steps have settled, the watch that carried it and every later watch of the same collection (an informer's resume, or its watch after a relist) deliver nothing from N's revision on | unobserved state, lasting |
 //! | `compact@P` | before P, the server compacts its history and ends every watch: each informer gets 410 and relists | |
 //! | `drop-watches@P` | before P, the server ends every watch: each informer resumes from its last resourceVersion | |
 
@@ -149,6 +153,24 @@ pub enum Fault {
         /// The answer.
         failure: Failure,
     },
+    /// From the point until `steps` more steps have settled, the controller's replica is stuck
+    /// `behind` revisions behind the server's revision at the point.
+    LaggingReplica {
+        /// Where the replica stops.
+        at: Point,
+        /// How many revisions behind the server it stops.
+        behind: u64,
+        /// How many steps after the current one it outlasts.
+        steps: u32,
+    },
+    /// From the event at the point until `steps` more steps have settled, the controller's
+    /// watches of that event's collection deliver nothing from its revision on (events only).
+    Partition {
+        /// The first event held.
+        at: Point,
+        /// How many steps after the current one it outlasts.
+        steps: u32,
+    },
     /// Compact the history and end every watch, before the point.
     Compact(Point),
     /// End every watch, before the point.
@@ -165,6 +187,8 @@ impl Fault {
             | Fault::Coalesce(at)
             | Fault::Delay { at, .. }
             | Fault::Fail { at, .. }
+            | Fault::LaggingReplica { at, .. }
+            | Fault::Partition { at, .. }
             | Fault::Compact(at)
             | Fault::DropWatches(at) => at,
         }
@@ -201,6 +225,13 @@ impl Fault {
                 simpler
             }
             Fault::Compact(at) => vec![Fault::DropWatches(at)],
+            Fault::LaggingReplica { at, behind, steps } => (0..steps)
+                .map(|steps| Fault::LaggingReplica { at, behind, steps })
+                .chain((0..behind).map(|behind| Fault::LaggingReplica { at, behind, steps }))
+                .collect(),
+            Fault::Partition { at, steps } => (0..steps)
+                .map(|steps| Fault::Partition { at, steps })
+                .collect(),
             _ => Vec::new(),
         }
     }
@@ -215,6 +246,10 @@ impl fmt::Display for Fault {
             Fault::Coalesce(at) => write!(f, "coalesce@{at}"),
             Fault::Delay { at, by } => write!(f, "delay({}ms)@{at}", by.as_millis()),
             Fault::Fail { at, failure } => write!(f, "fail({failure})@{at}"),
+            Fault::LaggingReplica { at, behind, steps } => {
+                write!(f, "lagging-replica({behind},{steps})@{at}")
+            }
+            Fault::Partition { at, steps } => write!(f, "partition({steps})@{at}"),
             Fault::Compact(at) => write!(f, "compact@{at}"),
             Fault::DropWatches(at) => write!(f, "drop-watches@{at}"),
         }
@@ -317,18 +352,37 @@ impl FromStr for Fault {
                     _ => return Err(error("fail(F): F is 409, 500, 429 or timeout")),
                 },
             },
+            ("lagging-replica", Some(arguments)) => {
+                let (behind, steps) = arguments
+                    .split_once(',')
+                    .and_then(|(behind, steps)| {
+                        Some((behind.trim().parse().ok()?, steps.trim().parse().ok()?))
+                    })
+                    .ok_or_else(|| {
+                        error("lagging-replica(N,S): N revisions behind, for S more steps")
+                    })?;
+                Fault::LaggingReplica { at, behind, steps }
+            }
+            ("partition", Some(steps)) => Fault::Partition {
+                at,
+                steps: steps
+                    .parse()
+                    .map_err(|_| error("partition(S): S is a number of steps"))?,
+            },
             ("compact", None) => Fault::Compact(at),
             ("drop-watches", None) => Fault::DropWatches(at),
             _ => return Err(error("unknown fault class")),
         };
         let fits = match fault {
-            Fault::Coalesce(_) | Fault::Delay { .. } => matches!(at, Point::Event(_)),
+            Fault::Coalesce(_) | Fault::Delay { .. } | Fault::Partition { .. } => {
+                matches!(at, Point::Event(_))
+            }
             Fault::Fail { .. } => matches!(at, Point::Request(_)),
             _ => true,
         };
         if !fits {
             return Err(error(
-                "coalesce and delay take an event point, fail a request point",
+                "coalesce, delay and partition take an event point, fail a request point",
             ));
         }
         Ok(fault)
@@ -434,7 +488,16 @@ mod tests {
             .with(Fault::Coalesce(Point::Event(1)))
             .with(Fault::Compact(Point::Event(9)))
             .with(Fault::DropWatches(Point::Request(1)))
-            .with(Fault::CrashBefore(Point::Event(7)));
+            .with(Fault::CrashBefore(Point::Event(7)))
+            .with(Fault::LaggingReplica {
+                at: Point::Request(5),
+                behind: 0,
+                steps: 1,
+            })
+            .with(Fault::Partition {
+                at: Point::Event(3),
+                steps: 2,
+            });
         let text = plan.to_string();
         assert_eq!(text.parse::<FaultPlan>(), Ok(plan));
         assert_eq!("no faults".parse::<FaultPlan>(), Ok(FaultPlan::none()));
@@ -458,6 +521,8 @@ mod tests {
             "fail(409)@event:3",
             "delay(soon)@event:1",
             "restart-lagging(x)@request:1",
+            "partition(1)@request:2",
+            "lagging-replica(1)@event:2",
         ] {
             assert!(bad.parse::<FaultPlan>().is_err(), "{bad} parsed");
         }

@@ -14,14 +14,19 @@
 //! 2. **Faults** ([`fault`]) placed at **points** (the controller's N-th request, N-th watch event
 //!    read, N-th outside call): crashes and restarts with fresh caches, restarts from a lagging
 //!    replica, coalesced events, a delayed informer, 409/500/429/timeouts, compaction, dropped
-//!    watches. They act in the tap between the clients and the server and in the outside system
+//!    watches; and staleness that lasts a number of steps ([`stale`]): a lagging API server
+//!    replica, a watch partitioned across its resumes. They act in the tap between the clients and the server and in the outside system
 //!    ([`OutsideClient`]), so the controller under test is the one its author runs.
-//! 3. **Oracles** ([`oracle`]): invariants over the [`World`] after every change, the end state
-//!    against the fault-free run's ([`Normalizer`]), a fixed point after the faults, nothing left
-//!    behind after the primaries go.
+//! 3. **Oracles** ([`oracle`]): invariants over the [`World`] after every change, liveness
+//!    properties once the world is quiet ([`Liveness`]: `eventually`, `always_eventually`, every
+//!    custom resource Ready at its generation), the end state against the fault-free run's
+//!    ([`Normalizer`]), a fixed point after the faults, nothing left behind after the primaries
+//!    go.
 //! 4. **Search and shrinking** ([`search`], [`Exploration`]): every fault class at every point of
-//!    the fault-free run, then random plans, within a [`Budget`]; a failure comes back as a
-//!    minimal [`FaultPlan`], a replay line and the trace around it ([`Found`]).
+//!    the fault-free run, then random plans, within a [`Budget`] that counts runs (by default
+//!    every single-fault candidate, with a wall-clock cap that fails the search if it comes
+//!    first); a failure comes back as a minimal [`FaultPlan`], a replay line and the trace around
+//!    it ([`Found`]).
 //!
 //! It is the layer above both the embedded API server (`ferrokube-apiserver`) and the client
 //! (`ferrokube-client`), the only one that knows both: it connects them in memory and records
@@ -115,6 +120,11 @@
 //! # Ok(()) }
 //! ```
 //!
+//! A controller of a custom resource needs its kind served before it starts, or its first list
+//! is a 404: [`Explorer::custom_resource`] (the derive's `Kind::crd()`) or [`Explorer::crd`] (any
+//! CustomResourceDefinition) registers it in every run's server before the controller's first
+//! request.
+//!
 //! A step may also act on the server itself rather than through its API
 //! ([`Step::on_server`]: close every watch, compact the history, switch a fault on), and
 //! [`Explorer::server`] shapes the embedded server of every run before it starts. A step done
@@ -134,11 +144,46 @@
 //!     || Scenario::new(), // creates, edits, edits behind the controller's back, deletes
 //! )
 //! .invariant("never two leaders", |_world| Ok(()))
+//! .eventually("every child exists", |_world| Ok(()))
 //! .leaves_nothing_behind()
 //! .budget(Budget::runs(300))
 //! .check(); // panics with the minimal plan, how to replay it, and the trace around it
-//! println!("{} runs", report.runs);
+//! println!("{report}"); // runs made, candidates covered
 //! ```
+//!
+//! The settings of an [`Exploration`] and of an [`Explorer`] given to it
+//! ([`Exploration::explorer`]) combine in any order: oracles and CRDs add up, the explorer brings
+//! the timings and the server's shape.
+//!
+//! ## Time: steps, settles and fault windows
+//!
+//! A run's clock is virtual and starts at 0 when the controller's first incarnation does:
+//!
+//! ```text
+//!  0 s          2 s (start grace)    +5 s (settle)        +5 s              +60 s (finish)  +30 s (quiet)
+//!  │ controller  │ step 0 ──settle──▶ │ step 1 ──settle──▶ │ ...last step ──▶│ converge ────▶│ no write ──▶ end
+//!  │ lists,      │                    │                    │                 │               │ liveness checked
+//!  │ watches     │  always_eventually: noted at each change and settle end  │               │ at the end
+//! ```
+//!
+//! - The first step comes [`Explorer::start_grace`] (2 s) after the controller starts; each
+//!   step's requests then run to completion, and the next step begins [`Explorer::settle`] (5 s)
+//!   later. The runner does not wait for the controller to be idle: a controller that needs
+//!   more than the settle to react acts on the next step's world, as it would in production.
+//! - Faults at one point act for seconds: a crash costs [`RESTART_DELAY`] (1 s), a
+//!   `delay(D)` holds a watch D (the search tries 4 s), a coalesced watch relists within
+//!   [`fault::COALESCE_WINDOW`] (5 s), a lagging restart catches up after
+//!   [`fault::LAG_CATCH_UP`] (10 s). An informer also resumes an idle watch by itself (every
+//!   15 s or so), which shows the present again. So a stale view of these faults rarely outlives
+//!   the step after it.
+//! - Lasting faults ([`stale`]) are measured in steps instead: `partition(S)` and
+//!   `lagging-replica(N,S)` hold until the step under way and S more have settled, across
+//!   resumes and relists; the end of the last step's settle ends them all, so the 60 s finish
+//!   sees the controller converge.
+//! - The points of a run are the controller's requests (not its re-watches: an informer resuming
+//!   a watch decides nothing), the watch events it reads and its outside calls. Point numbers
+//!   follow the fault-free run, so a plan names the same moment in every run up to its first
+//!   fault.
 //!
 //! Write steps that wait for what they need (an object the controller makes may come later
 //! under a fault): a step that fails ends its run as a failure ([`Violation::Step`]).
@@ -159,17 +204,18 @@ mod outside;
 mod run;
 pub mod search;
 mod shared;
+pub mod stale;
 mod tap;
 pub mod trace;
 pub mod world;
 
 pub use fault::{Failure, Fault, FaultPlan, Point};
-pub use oracle::{Invariant, Violation};
+pub use oracle::{Invariant, Liveness, Violation};
 pub use outside::{OutsideClient, OutsideError};
 pub use run::{
     BoxError, BoxFuture, ControllerStart, Explorer, RESTART_DELAY, RunOutcome, Scenario, Step,
 };
-pub use search::{Budget, Exploration, Found, Report, Searched};
+pub use search::{Budget, Exploration, Found, Report, Runs, Searched};
 pub use shared::{PointSeen, RUNAWAY_REQUESTS};
 pub use tap::in_memory_client;
 pub use trace::{Difference, Trace, TraceEntry};

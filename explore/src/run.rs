@@ -29,9 +29,10 @@ use tokio::task::JoinHandle;
 
 use crate::ExploreError;
 use crate::fault::{FaultPlan, LAG_CATCH_UP};
-use crate::oracle::{Invariant, Violation};
+use crate::oracle::{Invariant, Liveness, Violation};
 use crate::outside::{OutsideClient, Records};
 use crate::shared::{Counts, Incarnation, Lag, PointSeen, RestartOrder, RunShared};
+use crate::stale::Staleness;
 use crate::tap::Tap;
 use crate::trace::{Recorder, Trace, TraceEntry};
 use crate::world::{Normalizer, World};
@@ -176,8 +177,15 @@ pub struct Explorer {
     quiet: Duration,
     stop_grace: Duration,
     configure: Option<ConfigureServer>,
+    /// The CustomResourceDefinitions every run's server serves from its start, as JSON (or why
+    /// one could not be turned into JSON: the run then fails to set up, with that reason).
+    pub(crate) crds: Vec<Result<serde_json::Value, String>>,
     pub(crate) invariants: Vec<Invariant>,
+    pub(crate) liveness: Vec<Liveness>,
     pub(crate) normalizer: Normalizer,
+    /// Whether [`Explorer::normalizer`] was called: an [`crate::Exploration`] merging this
+    /// runner in keeps its own normalizer otherwise.
+    pub(crate) normalizer_set: bool,
     pub(crate) leaves_nothing_behind: bool,
 }
 
@@ -189,15 +197,18 @@ impl std::fmt::Debug for Explorer {
             .field("finish", &self.finish)
             .field("quiet", &self.quiet)
             .field("configured_server", &self.configure.is_some())
+            .field("crds", &self.crds.len())
             .field("invariants", &self.invariants)
+            .field("liveness", &self.liveness)
             .field("leaves_nothing_behind", &self.leaves_nothing_behind)
             .finish()
     }
 }
 
 impl Explorer {
-    /// A runner for `seed`: a settle of 5 s after each step, 60 s to finish after the last, a
-    /// quiet window of 30 s (all virtual time).
+    /// A runner for `seed`: the first step 2 s after the controller starts, a settle of 5 s after
+    /// each step, 60 s to finish after the last, a quiet window of 30 s (all virtual time; see
+    /// the [crate docs](crate#time-steps-settles-and-fault-windows)).
     pub fn new(seed: u64) -> Explorer {
         Explorer {
             seed,
@@ -207,8 +218,11 @@ impl Explorer {
             quiet: Duration::from_secs(30),
             stop_grace: Duration::from_secs(5),
             configure: None,
+            crds: Vec::new(),
             invariants: Vec::new(),
+            liveness: Vec::new(),
             normalizer: Normalizer::default(),
+            normalizer_set: false,
             leaves_nothing_behind: false,
         }
     }
@@ -225,9 +239,33 @@ impl Explorer {
         self
     }
 
-    /// How long (virtual time) the runner waits after the controller starts and after each
-    /// step, so that the controller reacts before the next step. Time is virtual: a long settle
-    /// costs nothing while everything is idle.
+    /// Serves a custom resource kind from the start of every run, as `crd` (a
+    /// CustomResourceDefinition: the derive's `Kind::crd()`, a k8s-openapi object, or JSON)
+    /// describes it, so that a controller of that kind lists it from its first request rather
+    /// than into a 404. The defaults kube-apiserver fills in are applied; a CRD it would refuse
+    /// makes every run fail to set up ([`ExploreError::Setup`]) with the reasons.
+    pub fn crd(mut self, crd: impl serde::Serialize) -> Explorer {
+        self.crds
+            .push(serde_json::to_value(crd).map_err(|error| error.to_string()));
+        self
+    }
+
+    /// Serves the custom resource kind `K` from the start of every run ([`Explorer::crd`] of
+    /// `K::crd()`).
+    pub fn custom_resource<K: ferrokube_client::crd::CustomResourceExt>(self) -> Explorer {
+        self.crd(K::crd())
+    }
+
+    /// How long the runner waits between the controller's start and the first step (default
+    /// 2 s of virtual time): long enough for its first lists and watches.
+    pub fn start_grace(mut self, grace: Duration) -> Explorer {
+        self.start_grace = grace;
+        self
+    }
+
+    /// How long (virtual time) the runner waits after each step, so that the controller reacts
+    /// before the next step (default 5 s). Time is virtual: a long settle costs nothing while
+    /// everything is idle.
     pub fn settle(mut self, settle: Duration) -> Explorer {
         self.settle = settle;
         self
@@ -256,6 +294,13 @@ impl Explorer {
     /// Sets how end states are compared (see [`Normalizer`]).
     pub fn normalizer(mut self, normalizer: Normalizer) -> Explorer {
         self.normalizer = normalizer;
+        self.normalizer_set = true;
+        self
+    }
+
+    /// Adds a liveness property, checked once the world is quiet (see [`Liveness`]).
+    pub fn liveness(mut self, property: Liveness) -> Explorer {
+        self.liveness.push(property);
         self
     }
 
@@ -359,7 +404,7 @@ impl Explorer {
         let _clock = ferrokube_core::time::set_thread_clock(move || {
             VIRTUAL_EPOCH.saturating_add(started.elapsed())
         });
-        let server = start_server(self.seed, self.configure.as_deref()).await?;
+        let server = start_server(self.seed, self.configure.as_deref(), &self.crds).await?;
         let recorder = Arc::new(Recorder::new(started));
         let (restarts, orders) = mpsc::unbounded_channel();
         let (objects, changes) = server.store().subscribe_with_state();
@@ -376,10 +421,14 @@ impl Explorer {
             restarts,
             world: Mutex::new(world),
             invariants: self.invariants.clone(),
+            liveness: self.liveness.clone(),
+            held: Mutex::new(vec![None; self.liveness.len()]),
+            steps: Mutex::new(Vec::new()),
             violations: Mutex::new(Vec::new()),
             writes: Mutex::new(Vec::new()),
             created: Mutex::new(Vec::new()),
             decided: watch::Sender::new(false),
+            stale: Staleness::default(),
         });
         // Once an invariant has broken the run has failed: it ends there rather than after the
         // rest of its scenario, which also ends a controller that loops in zero virtual time.
@@ -409,6 +458,7 @@ impl Explorer {
                 index,
                 name: step.name.clone(),
             });
+            shared.step_begins(&step.name);
             let done = match step.action {
                 Action::Client(action) => action(tap.client(&step.actor)?).await,
                 Action::Server(action) => action(&server),
@@ -422,7 +472,10 @@ impl Explorer {
                 break;
             }
             cut_short = wait(&mut decided, self.settle).await;
+            shared.step_settled();
+            shared.stale.step_settled();
         }
+        shared.stale.steps_over();
         cut_short = cut_short || wait(&mut decided, self.finish).await;
         let quiet_from = tokio::time::Instant::now();
         cut_short = cut_short || wait(&mut decided, self.quiet).await;
@@ -464,6 +517,9 @@ impl Explorer {
             found.push(Violation::NeverSettles {
                 writes: late_writes,
             });
+        }
+        if !cut_short {
+            found.extend(shared.liveness_at_end(&world));
         }
         if self.leaves_nothing_behind && !cut_short {
             let left = left_behind(&world, &shared.created.lock(), &self.normalizer);
@@ -548,6 +604,7 @@ impl Supervisor {
             alive: AtomicBool::new(true),
             lag,
             stop,
+            watched: Mutex::new(Default::default()),
         });
         let shutdown: BoxFuture<()> = Box::pin(async move {
             let mut stopped = stopped;
@@ -597,6 +654,32 @@ impl Supervisor {
     }
 }
 
+/// `server` serving the kinds `crd` describes, as kube-apiserver would once it is established:
+/// its defaults filled in, refused with kube-apiserver's reasons if it is not valid.
+fn serve_crd(
+    server: ApiServer,
+    crd: &Result<serde_json::Value, String>,
+) -> Result<ApiServer, ExploreError> {
+    let mut crd = crd
+        .clone()
+        .map_err(|error| ExploreError::Setup(format!("a CRD that is not JSON: {error}")))?;
+    ferrokube_apiserver::crd::apply_defaults(&mut crd);
+    let causes = ferrokube_apiserver::crd::validate(&crd);
+    if !causes.is_empty() {
+        let name = crd["metadata"]["name"].as_str().unwrap_or("<no name>");
+        let why: Vec<String> = causes
+            .iter()
+            .map(|cause| format!("{}: {}", cause.field, cause.message))
+            .collect();
+        return Err(ExploreError::Setup(format!(
+            "the CRD {name} is invalid: {}",
+            why.join("; ")
+        )));
+    }
+    let served = ferrokube_apiserver::crd::served_types(&crd, false);
+    Ok(served.into_iter().fold(server, ApiServer::register))
+}
+
 /// The wall-clock time at which every run starts: 2026-01-01T00:00:00Z.
 const VIRTUAL_EPOCH: Duration = Duration::from_secs(1_767_225_600);
 
@@ -604,11 +687,15 @@ const VIRTUAL_EPOCH: Duration = Duration::from_secs(1_767_225_600);
 async fn start_server(
     seed: u64,
     configure: Option<&(dyn Fn(ApiServer) -> ApiServer + Send + Sync)>,
+    crds: &[Result<serde_json::Value, String>],
 ) -> Result<Arc<RunningServer>, ExploreError> {
-    let server = match configure {
+    let mut server = match configure {
         Some(configure) => configure(ApiServer::new()),
         None => ApiServer::new(),
     };
+    for crd in crds {
+        server = serve_crd(server, crd)?;
+    }
     let server = server
         .start()
         .await

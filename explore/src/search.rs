@@ -5,7 +5,10 @@
 //!        │                      and the normalised end state
 //!        ▼
 //!  systematic: each fault class at each point it fits, one fault per run, in class order
-//!        ▼                      (crashes around writes first: they find the most)
+//!        │                      (crashes around writes first: they find the most; the lasting
+//!        │                      faults of a join last: a partition, a lagging replica per step)
+//!        │                      the default budget tries every one of these candidates
+//!        ▼
 //!  random: plans of 1–3 faults drawn from the same candidates with the seed
 //!        ▼  first run an oracle rejects
 //!  shrink: drop each fault while the run still fails the same way; then try each fault's
@@ -16,6 +19,10 @@
 //!
 //! Every run is a function of (controller, scenario, seed, plan), so a found plan replays
 //! exactly ([`Exploration::replay`]), and so does the whole search.
+//!
+//! A search that passes returns a [`Report`] saying how many of the single-fault candidates it
+//! covered; under a budget that must cover them all (the default), running out of wall-clock
+//! time first is [`Searched::Incomplete`], a failure, never a quiet pass.
 
 use std::fmt;
 use std::future::Future;
@@ -24,27 +31,66 @@ use std::time::{Duration, Instant};
 
 use crate::ExploreError;
 use crate::fault::{Failure, Fault, FaultPlan, Point};
-use crate::oracle::{Invariant, Violation};
+use crate::oracle::{Invariant, Liveness, Violation};
 use crate::run::{ControllerFn, ControllerStart, Explorer, RunOutcome, Scenario};
 use crate::shared::PointSeen;
 use crate::world::{NormalWorld, Normalizer};
 
-/// How much searching one exploration may do: it stops at whichever limit comes first.
+/// How many runs a search makes (see [`Budget`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Budget {
-    /// At most this many runs (the reference run included).
-    pub runs: usize,
-    /// At most this much wall-clock time (a run under way is finished).
-    pub time: Duration,
+pub enum Runs {
+    /// Every single-fault candidate of the scenario (one run each; how many there are is known
+    /// from the fault-free run), then `then` random plans of several faults.
+    EveryCandidate {
+        /// Random plans after the systematic phase.
+        then: usize,
+    },
+    /// At most this many runs (the reference run included), whether or not they cover every
+    /// candidate.
+    AtMost(usize),
 }
 
+/// How much searching one exploration may do: a count of runs, and a wall-clock cap.
+///
+/// The default covers every single-fault candidate, so what a search tries does not depend on
+/// the machine's speed; its cap (10 minutes) is a guard, and a search that hits it before every
+/// candidate was tried **fails** ([`Searched::Incomplete`]: "coverage incomplete: 195 of 277
+/// candidates") rather than passing on what it happened to reach.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Budget {
+    /// How many runs.
+    pub runs: Runs,
+    /// At most this much wall-clock time (a run under way is finished).
+    pub time: Duration,
+    /// Whether running out of `time` before every single-fault candidate was tried fails the
+    /// search ([`Searched::Incomplete`]) rather than ending it quietly.
+    pub must_cover: bool,
+}
+
+/// The default budget's wall-clock cap.
+pub const DEFAULT_CAP: Duration = Duration::from_secs(600);
+
+/// How many random plans the default budget tries after every single-fault candidate.
+pub const DEFAULT_RANDOM_PLANS: usize = 100;
+
 impl Budget {
-    /// At most `runs` runs, however long they take: the budget for a test, whose outcome must
-    /// not depend on the machine's speed.
+    /// Every single-fault candidate, then `then` random plans, within [`DEFAULT_CAP`]; failing
+    /// loudly if the cap comes first. `Budget::default()` is `Budget::every_candidate(100)`.
+    pub fn every_candidate(then: usize) -> Budget {
+        Budget {
+            runs: Runs::EveryCandidate { then },
+            time: DEFAULT_CAP,
+            must_cover: true,
+        }
+    }
+
+    /// At most `runs` runs, however long they take (the report says how many candidates they
+    /// covered).
     pub fn runs(runs: usize) -> Budget {
         Budget {
-            runs,
+            runs: Runs::AtMost(runs),
             time: Duration::MAX,
+            must_cover: false,
         }
     }
 
@@ -52,19 +98,33 @@ impl Budget {
     /// benchmark (a test with it would pass or fail with the machine's speed).
     pub fn time(time: Duration) -> Budget {
         Budget {
-            runs: usize::MAX,
+            runs: Runs::AtMost(usize::MAX),
             time,
+            must_cover: false,
+        }
+    }
+
+    /// The same budget with another wall-clock cap.
+    pub fn cap(mut self, time: Duration) -> Budget {
+        self.time = time;
+        self
+    }
+
+    /// How many runs in all, for a scenario with `candidates` single-fault candidates (the
+    /// reference run included).
+    pub fn total_runs(&self, candidates: usize) -> usize {
+        match self.runs {
+            Runs::EveryCandidate { then } => 1 + candidates + if candidates > 0 { then } else { 0 },
+            Runs::AtMost(runs) => runs,
         }
     }
 }
 
 impl Default for Budget {
-    /// 2,000 runs or 60 seconds.
+    /// Every single-fault candidate, then 100 random plans; a 10-minute cap that fails the
+    /// search if it comes first.
     fn default() -> Budget {
-        Budget {
-            runs: 2_000,
-            time: Duration::from_secs(60),
-        }
+        Budget::every_candidate(DEFAULT_RANDOM_PLANS)
     }
 }
 
@@ -82,6 +142,9 @@ pub struct Exploration {
     max_random_faults: usize,
     /// How many runs go at once, each on a thread of its own.
     threads: usize,
+    /// Whether [`Exploration::seed`] was called: its seed then wins over a runner's merged in
+    /// later.
+    seed_set: bool,
 }
 
 impl fmt::Debug for Exploration {
@@ -112,19 +175,83 @@ impl Exploration {
             budget: Budget::default(),
             max_random_faults: 3,
             threads: std::thread::available_parallelism().map_or(1, usize::from),
+            seed_set: false,
         }
     }
 
     /// The seed of every run (and of the random part of the search).
     pub fn seed(mut self, seed: u64) -> Exploration {
         self.explorer.set_seed(seed);
+        self.seed_set = true;
         self
     }
 
-    /// Replaces the runner's settings (timings, server shape, invariants, normalizer) with
-    /// `explorer`'s, keeping its seed.
+    /// Takes the runner's timings and server shape from `explorer`, and **adds** its oracles to
+    /// the ones set so far, so the order of the calls does not matter: invariants, liveness
+    /// properties and CRDs of both (these first), nothing-left-behind if either declares it,
+    /// `explorer`'s normalizer if it set one (else the one set here), and the seed given to
+    /// [`Exploration::seed`] if it was called (else `explorer`'s).
     pub fn explorer(mut self, explorer: Explorer) -> Exploration {
-        self.explorer = explorer;
+        let mut merged = explorer;
+        if self.seed_set {
+            merged.set_seed(self.explorer.seed());
+        }
+        let ours = self.explorer;
+        merged.invariants = [ours.invariants, merged.invariants].concat();
+        merged.liveness = [ours.liveness, merged.liveness].concat();
+        merged.crds = [ours.crds, merged.crds].concat();
+        merged.leaves_nothing_behind |= ours.leaves_nothing_behind;
+        if !merged.normalizer_set && ours.normalizer_set {
+            merged.normalizer = ours.normalizer;
+            merged.normalizer_set = true;
+        }
+        self.explorer = merged;
+        self
+    }
+
+    /// Serves a custom resource kind from the start of every run (see [`Explorer::crd`]).
+    pub fn crd(mut self, crd: impl serde::Serialize) -> Exploration {
+        self.explorer = self.explorer.crd(crd);
+        self
+    }
+
+    /// Serves the custom resource kind `K` from the start of every run (see
+    /// [`Explorer::custom_resource`]).
+    pub fn custom_resource<K: ferrokube_client::crd::CustomResourceExt>(mut self) -> Exploration {
+        self.explorer = self.explorer.custom_resource::<K>();
+        self
+    }
+
+    /// Adds a liveness property: `check` holds once the world is quiet after the last step (see
+    /// [`Liveness::eventually`]).
+    pub fn eventually(
+        mut self,
+        name: impl Into<String>,
+        check: impl Fn(&crate::World) -> Result<(), String> + Send + Sync + 'static,
+    ) -> Exploration {
+        self.explorer = self.explorer.liveness(Liveness::eventually(name, check));
+        self
+    }
+
+    /// Adds a liveness property: `check` holds at some moment after every step, before the
+    /// next (see [`Liveness::always_eventually`]).
+    pub fn always_eventually(
+        mut self,
+        name: impl Into<String>,
+        check: impl Fn(&crate::World) -> Result<(), String> + Send + Sync + 'static,
+    ) -> Exploration {
+        self.explorer = self
+            .explorer
+            .liveness(Liveness::always_eventually(name, check));
+        self
+    }
+
+    /// Adds the liveness property "every object of `resource` is eventually Ready=True at its
+    /// generation" (see [`Liveness::ready_at_generation`]).
+    pub fn ready_at_generation(mut self, resource: impl Into<String>) -> Exploration {
+        self.explorer = self
+            .explorer
+            .liveness(Liveness::ready_at_generation(resource));
         self
     }
 
@@ -159,7 +286,8 @@ impl Exploration {
         self
     }
 
-    /// How much to search (default: 2,000 runs or 60 s).
+    /// How much to search (default: every single-fault candidate then 100 random plans, within
+    /// a 10-minute cap that fails the search if it comes first; see [`Budget`]).
     pub fn budget(mut self, budget: Budget) -> Exploration {
         self.budget = budget;
         self
@@ -170,8 +298,7 @@ impl Exploration {
     pub fn check(&self) -> Report {
         match self.explore() {
             Ok(report) => report,
-            Err(Searched::Found(found)) => panic!("{found}"),
-            Err(Searched::Error(error)) => panic!("the exploration could not run: {error}"),
+            Err(searched) => panic!("{searched}"),
         }
     }
 
@@ -192,19 +319,16 @@ impl Exploration {
             })));
         }
         let normal = self.explorer.normalizer.normalize(&reference.world);
-        let candidates = candidates(&reference.points);
+        let candidates = candidates(&reference.points, &reference.trace);
         let mut random = SplitMix(self.explorer.seed() ^ 0x5eed_f00d_cafe_d00d);
         let mut systematic = candidates.iter();
-        let within = |runs: usize| runs < self.budget.runs && began.elapsed() < self.budget.time;
+        let total = self.budget.total_runs(candidates.len());
+        let within = |runs: usize| runs < total && began.elapsed() < self.budget.time;
         while within(runs) {
             // One batch of plans, one per thread, in search order; the first that fails (in
             // that order, not in the order the threads finish) is the one reported, so the plan
             // found does not depend on the number of threads.
-            let room = self
-                .budget
-                .runs
-                .saturating_sub(runs)
-                .min(self.threads.max(1));
+            let room = total.saturating_sub(runs).min(self.threads.max(1));
             let batch: Vec<FaultPlan> = (0..room)
                 .map_while(|_| match systematic.next() {
                     Some(fault) => Some(FaultPlan::one(*fault)),
@@ -238,13 +362,20 @@ impl Exploration {
                 })));
             }
         }
-        Ok(Report {
+        // The systematic phase tries the candidates in order, one run each, after the reference.
+        let covered = (runs - 1).min(candidates.len());
+        let report = Report {
             seed: self.explorer.seed(),
             runs,
             points: reference.points.len(),
             candidates: candidates.len(),
+            covered,
             elapsed: began.elapsed(),
-        })
+        };
+        if self.budget.must_cover && covered < candidates.len() {
+            return Err(Searched::Incomplete(report));
+        }
+        Ok(report)
     }
 
     /// Runs `plan` once (text as [`FaultPlan`] prints it) and judges it, end state included: the
@@ -365,7 +496,7 @@ impl Exploration {
 }
 
 /// Every single fault the systematic phase tries, in order: by class, then by point.
-fn candidates(points: &[PointSeen]) -> Vec<Fault> {
+fn candidates(points: &[PointSeen], trace: &crate::Trace) -> Vec<Fault> {
     let writes: Vec<Point> = points
         .iter()
         .filter(|seen| match seen.point {
@@ -429,6 +560,65 @@ fn candidates(points: &[PointSeen]) -> Vec<Fault> {
     }));
     faults.extend(events.iter().map(|&at| Fault::Compact(at)));
     faults.extend(events.iter().map(|&at| Fault::DropWatches(at)));
+    faults.extend(lasting(points, trace));
+    faults
+}
+
+/// The lasting faults worth a run each (see [`crate::stale`]), for a controller that watches
+/// more than one kind (a join: the kind whose changes another kind's objects depend on):
+///
+/// - `partition(1)` at the first event of each kind after each step (and before the first):
+///   that kind's change stays unseen while the next step acts;
+/// - `lagging-replica(0,2)` at the controller's last point before each step: its replica stops
+///   just before the step (the point is in the step before's window, which counts as the one
+///   under way), and shows neither the step nor the next one until both have settled.
+fn lasting(points: &[PointSeen], trace: &crate::Trace) -> Vec<Fault> {
+    let step_starts: Vec<usize> = trace
+        .entries
+        .iter()
+        .enumerate()
+        .filter(|(_, entry)| matches!(entry, crate::TraceEntry::Step { .. }))
+        .map(|(at, _)| at)
+        .collect();
+    // The step a point belongs to: how many steps had begun before it (0: before the first).
+    let window = |at: usize| step_starts.iter().filter(|&&start| start < at).count();
+    // `event MODIFIED Group default/g rv=5`: the kind is the third word.
+    let kind = |what: &str| what.split(' ').nth(2).map(str::to_string);
+    let mut first_events: Vec<((usize, String), Point)> = Vec::new();
+    for seen in points {
+        if !matches!(seen.point, Point::Event(_)) {
+            continue;
+        }
+        let Some(kind) = kind(&seen.what) else {
+            continue;
+        };
+        let key = (window(seen.at), kind);
+        if !first_events.iter().any(|(seen_key, _)| *seen_key == key) {
+            first_events.push((key, seen.point));
+        }
+    }
+    let mut kinds: Vec<&String> = first_events.iter().map(|((_, kind), _)| kind).collect();
+    kinds.sort();
+    kinds.dedup();
+    if kinds.len() < 2 {
+        return Vec::new();
+    }
+    let mut faults: Vec<Fault> = first_events
+        .iter()
+        .map(|&(_, at)| Fault::Partition { at, steps: 1 })
+        .collect();
+    for &start in &step_starts {
+        if let Some(before) = points.iter().rev().find(|seen| seen.at < start) {
+            let fault = Fault::LaggingReplica {
+                at: before.point,
+                behind: 0,
+                steps: 2,
+            };
+            if !faults.contains(&fault) {
+                faults.push(fault);
+            }
+        }
+    }
     faults
 }
 
@@ -469,6 +659,10 @@ pub enum Searched {
     Found(Box<Found>),
     /// A run could not be made at all.
     Error(ExploreError),
+    /// The wall-clock cap came before every single-fault candidate was tried, under a budget
+    /// that must cover them ([`Budget::must_cover`]): no bug found, but not because there is
+    /// none to find.
+    Incomplete(Report),
 }
 
 impl fmt::Display for Searched {
@@ -476,6 +670,15 @@ impl fmt::Display for Searched {
         match self {
             Searched::Found(found) => found.fmt(f),
             Searched::Error(error) => write!(f, "the exploration could not run: {error}"),
+            Searched::Incomplete(report) => write!(
+                f,
+                "coverage incomplete: {} of {} candidates in {:.1} s ({} runs); the cap came \
+                 first: raise it (Budget::cap), or shorten the scenario",
+                report.covered,
+                report.candidates,
+                report.elapsed.as_secs_f64(),
+                report.runs
+            ),
         }
     }
 }
@@ -491,8 +694,26 @@ pub struct Report {
     pub points: usize,
     /// Single faults the systematic phase had to try.
     pub candidates: usize,
+    /// How many of them it tried (all of them under the default budget).
+    pub covered: usize,
     /// Wall-clock time.
     pub elapsed: Duration,
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "no bug found (seed {}): {} runs, {} of {} single-fault candidates covered, {} points, \
+             {:.1} s",
+            self.seed,
+            self.runs,
+            self.covered,
+            self.candidates,
+            self.points,
+            self.elapsed.as_secs_f64()
+        )
+    }
 }
 
 impl Report {

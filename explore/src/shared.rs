@@ -19,7 +19,8 @@ use parking_lot::Mutex;
 use tokio::sync::{mpsc, watch};
 
 use crate::fault::{Fault, FaultPlan, Point};
-use crate::oracle::{Invariant, Violation};
+use crate::oracle::{Invariant, Liveness, Violation, Within};
+use crate::stale::Staleness;
 use crate::trace::{Recorder, TraceEntry};
 use crate::world::World;
 
@@ -43,11 +44,24 @@ pub(crate) struct Incarnation {
     /// held until the replica catches up.
     pub(crate) lag: Option<Lag>,
     pub(crate) stop: watch::Sender<bool>,
+    /// The collections (paths without their query) this incarnation has watched so far.
+    pub(crate) watched: Mutex<std::collections::BTreeSet<String>>,
 }
 
 impl Incarnation {
     pub(crate) fn alive(&self) -> bool {
         self.alive.load(Ordering::Acquire)
+    }
+
+    /// Whether a watch of `path` is a re-watch: this incarnation has watched the same
+    /// collection before (an informer's resume after its watch timed out, was dropped or went
+    /// idle). A re-watch is not a point: it decides nothing, and in a fault-free run most of
+    /// them are idle resumes whose number depends only on how long the run lasts, so counting
+    /// them would spend the search's budget on faults that change nothing and would shift every
+    /// later point when a step moves. Notes `path` as watched.
+    pub(crate) fn watches_again(&self, path: &str) -> bool {
+        let collection = path.split('?').next().unwrap_or(path).to_string();
+        !self.watched.lock().insert(collection)
     }
 
     pub(crate) fn actor(&self) -> String {
@@ -99,6 +113,12 @@ pub(crate) struct RunShared {
     pub(crate) restarts: mpsc::UnboundedSender<RestartOrder>,
     pub(crate) world: Mutex<World>,
     pub(crate) invariants: Vec<Invariant>,
+    /// The liveness properties, and for each `always_eventually` one how many steps had begun
+    /// when it last held (see [`crate::Liveness`]).
+    pub(crate) liveness: Vec<Liveness>,
+    pub(crate) held: Mutex<Vec<Option<usize>>>,
+    /// The names of the steps begun so far.
+    pub(crate) steps: Mutex<Vec<String>>,
     /// Invariants already broken (each is reported once, at the first change that broke it).
     pub(crate) violations: Mutex<Vec<Violation>>,
     /// Every write of the controller: when, and what.
@@ -108,6 +128,8 @@ pub(crate) struct RunShared {
     /// Turns true when the run has failed before its end (an invariant broke, the controller ran
     /// away): the runner then stops waiting and ends the run there.
     pub(crate) decided: watch::Sender<bool>,
+    /// The lasting faults (a lagging replica, a partitioned watch) and the steps that end them.
+    pub(crate) stale: Staleness,
 }
 
 impl RunShared {
@@ -159,6 +181,14 @@ impl RunShared {
                     self.note(
                         fault,
                         format!("history compacted at rv={revision}, every watch ended"),
+                    );
+                }
+                Fault::LaggingReplica { behind, steps, .. } => {
+                    let revision = self.server.store().revision().saturating_sub(*behind);
+                    self.stale.lag_replica(revision, *steps);
+                    self.note(
+                        fault,
+                        format!("the controller's replica stopped at rv={revision}"),
                     );
                 }
                 Fault::DropWatches(_) => {
@@ -262,7 +292,66 @@ impl RunShared {
         self.decided.send_replace(true);
     }
 
+    /// Notes which `always_eventually` properties hold in `world` (after a change, or at the
+    /// end of a step's settle): each one that does has held since the current step began.
+    fn note_liveness(&self, world: &World) {
+        let begun = self.steps.lock().len();
+        let mut held = self.held.lock();
+        for (property, held) in self.liveness.iter().zip(held.iter_mut()) {
+            if property.within == Within::EveryStep
+                && *held != Some(begun)
+                && (property.check)(world).is_ok()
+            {
+                *held = Some(begun);
+            }
+        }
+    }
+
+    /// Step `name` begins.
+    pub(crate) fn step_begins(&self, name: &str) {
+        self.steps.lock().push(name.to_string());
+    }
+
+    /// A step's settle has ended: the world as it is counts as a moment after the step.
+    pub(crate) fn step_settled(&self) {
+        let world = self.world.lock();
+        self.note_liveness(&world);
+    }
+
+    /// The run is over and the world quiet: every liveness property violated. An `eventually`
+    /// one must hold now; an `always_eventually` one must hold now, or have held at some moment
+    /// since the last step began (then it held after every step, the ones before included).
+    pub(crate) fn liveness_at_end(&self, world: &World) -> Vec<Violation> {
+        let steps = self.steps.lock().clone();
+        let held = self.held.lock().clone();
+        self.liveness
+            .iter()
+            .zip(held)
+            .filter_map(|(property, held)| {
+                let last = (property.check)(world).err()?;
+                let when = match property.within {
+                    Within::End => "once the world was quiet after the last step".to_string(),
+                    Within::EveryStep if held == Some(steps.len()) => return None,
+                    Within::EveryStep => {
+                        // It held last while step `n - 1` was under way: never since step `n`.
+                        let since = held.unwrap_or(0);
+                        match steps.get(since) {
+                            Some(name) => format!("at any moment after step {since} ({name})"),
+                            None => "at any moment of the run".to_string(),
+                        }
+                    }
+                };
+                Some(Violation::Liveness {
+                    name: property.name.clone(),
+                    when,
+                    last,
+                })
+            })
+            .collect()
+    }
+
     pub(crate) fn check_invariants(&self, world: &World, after: &str) {
+        self.note_liveness(world);
         if self.invariants.is_empty() {
             return;
         }

@@ -37,6 +37,7 @@ use hyper_util::rt::TokioIo;
 use crate::ExploreError;
 use crate::fault::{COALESCE_WINDOW, Failure, Fault, Point};
 use crate::shared::{Incarnation, RunShared};
+use crate::stale::{Release, collection_of};
 use crate::trace::TraceEntry;
 
 /// The capacity of each in-memory pipe, in bytes (a writer waits when it is full).
@@ -190,18 +191,22 @@ impl Tap {
         let is_watch = query_has(&call.path, |p| p == "watch=true" || p == "watch=1");
         let (parts, body) = request.into_parts();
         let body = body.collect().await?.to_bytes();
-        let after = match self.pass_plan(caller, &call)? {
+        let after = match self.pass_plan(caller, &call, is_watch)? {
             Verdict::Answered(response) => return Ok(response),
             Verdict::Pass(after) => after,
         };
 
+        // The revision of the controller's replica while it lags (after a lagging restart, or
+        // for as long as a lagging-replica fault lasts).
         let lag = match caller {
             Caller::Controller(incarnation) => incarnation
                 .lag
-                .filter(|lag| tokio::time::Instant::now() < lag.until),
+                .filter(|lag| tokio::time::Instant::now() < lag.until)
+                .map(|lag| lag.revision)
+                .or_else(|| self.shared.stale.replica_revision()),
             Caller::Actor(_) => None,
         };
-        let from_cache = lag.is_some_and(|lag| may_be_served_stale(&call.path, lag.revision));
+        let from_cache = lag.is_some_and(|lag| may_be_served_stale(&call.path, lag));
         let again =
             (call.method == http::Method::GET && from_cache && !is_watch).then(|| RequestCopy {
                 method: parts.method.clone(),
@@ -218,7 +223,7 @@ impl Tap {
         let bytes = body.collect().await?.to_bytes();
         let (parts, bytes) = match (lag, again) {
             (Some(lag), Some(again)) => {
-                self.as_lagging_replica(sender, &call.path, lag.revision, again, parts, bytes)
+                self.as_lagging_replica(sender, &call.path, lag, again, parts, bytes)
                     .await?
             }
             _ => (parts, bytes),
@@ -234,12 +239,16 @@ impl Tap {
     }
 
     /// The controller's request is a point: the plan may crash it, fail it (answered here), or let
-    /// it by with faults that strike once it has taken effect. A scenario's actor always passes.
-    fn pass_plan(&self, caller: &Caller, call: &Call) -> Result<Verdict, TapError> {
+    /// it by with faults that strike once it has taken effect. A scenario's actor always passes,
+    /// and so does a re-watch (see `Incarnation::watches_again`): it is not a point.
+    fn pass_plan(&self, caller: &Caller, call: &Call, is_watch: bool) -> Result<Verdict, TapError> {
         let mut after = AfterWrite::default();
         let Caller::Controller(incarnation) = caller else {
             return Ok(Verdict::Pass(after));
         };
+        if is_watch && incarnation.watches_again(&call.path) {
+            return Ok(Verdict::Pass(after));
+        }
         let Call {
             actor,
             method,
@@ -275,6 +284,7 @@ impl Tap {
                         method: method.to_string(),
                         path: path.clone(),
                         status: failure.status(),
+                        reason: Some(failure.reason().to_string()),
                         resource_version: None,
                         name: None,
                         watch: None,
@@ -300,11 +310,13 @@ impl Tap {
     ) -> Response<TapBody> {
         let (parts, body) = response.into_parts();
         let watch = self.shared.recorder.next_watch();
+        let collection = collection_of(&call.path).to_string();
         self.shared.recorder.push(TraceEntry::Request {
             actor: call.actor,
             method: call.method.to_string(),
             path: call.path,
             status: parts.status.as_u16(),
+            reason: None,
             resource_version: None,
             name: None,
             watch: Some(watch),
@@ -316,6 +328,7 @@ impl Tap {
             front_counted: false,
             mode: WatchMode::Passing,
             watch,
+            collection,
             shared: self.shared.clone(),
             controller: match caller {
                 Caller::Controller(incarnation) => Some(incarnation.clone()),
@@ -356,9 +369,11 @@ impl Tap {
     /// Records a whole answer in the trace (with the object's name and resourceVersion when it
     /// is one object); returns the name.
     fn record_answer(&self, call: &Call, status: u16, bytes: &Bytes) -> Option<String> {
-        let metadata = serde_json::from_slice::<serde_json::Value>(bytes)
-            .ok()
-            .map(|value| value["metadata"].clone());
+        let answer = serde_json::from_slice::<serde_json::Value>(bytes).ok();
+        let reason = answer
+            .as_ref()
+            .and_then(|answer| status_reason(status, answer));
+        let metadata = answer.map(|value| value["metadata"].clone());
         let field = |name: &str| {
             metadata
                 .as_ref()
@@ -371,6 +386,7 @@ impl Tap {
             method: call.method.to_string(),
             path: call.path.clone(),
             status,
+            reason,
             resource_version: field("resourceVersion"),
             name: name.clone(),
             watch: None,
@@ -530,6 +546,14 @@ fn is_a_fresh_list(bytes: &[u8], revision: u64) -> bool {
             .is_some_and(|rv| rv > revision)
 }
 
+/// The `reason` of an error answer's `Status` body (`Conflict`, `AlreadyExists`), for the trace.
+fn status_reason(status: u16, answer: &serde_json::Value) -> Option<String> {
+    if status < 400 || answer["kind"] != "Status" {
+        return None;
+    }
+    answer["reason"].as_str().map(str::to_string)
+}
+
 /// Whether a query parameter of `path` satisfies `test`.
 fn query_has(path: &str, test: impl Fn(&str) -> bool) -> bool {
     path.split_once('?')
@@ -604,6 +628,8 @@ struct WatchBody {
     front_counted: bool,
     mode: WatchMode,
     watch: u64,
+    /// The collection watched (the path without its query), for a partition's faults.
+    collection: String,
     shared: Arc<RunShared>,
     /// The incarnation reading this watch, when it is the controller's.
     controller: Option<Arc<Incarnation>>,
@@ -615,6 +641,8 @@ enum WatchMode {
     Passing,
     /// Holding the front line until the timer ends (a delay, a lagging replica).
     Holding(Pin<Box<tokio::time::Sleep>>),
+    /// Holding the front line until a lasting fault ends (see [`crate::stale`]).
+    Stale(Release),
     /// Hiding every line (a coalesce) until `key`'s object changes again or the window ends;
     /// then the watch ends with 410.
     Hiding {
@@ -744,6 +772,12 @@ impl WatchBody {
                     }
                     self.mode = WatchMode::Passing;
                 }
+                WatchMode::Stale(release) => {
+                    if release.as_mut().poll(cx).is_pending() {
+                        return Poll::Pending;
+                    }
+                    self.mode = WatchMode::Passing;
+                }
                 WatchMode::Hiding { key, window, fault } => {
                     let (key, fault) = (key.clone(), fault.clone());
                     let mut changed = false;
@@ -792,6 +826,15 @@ impl WatchBody {
                                 )));
                                 continue;
                             }
+                        }
+                        let revisioned =
+                            event.is_object_event() || event.kind_of_event == "BOOKMARK";
+                        if let Some(release) = revisioned
+                            .then(|| self.shared.stale.holds(&self.collection, event.revision()))
+                            .flatten()
+                        {
+                            self.mode = WatchMode::Stale(release);
+                            continue;
                         }
                         if event.is_object_event() && !self.front_counted {
                             self.front_counted = true;
@@ -852,6 +895,17 @@ impl WatchBody {
                         window: Box::pin(tokio::time::sleep(COALESCE_WINDOW)),
                         fault: fault.to_string(),
                     });
+                }
+                Fault::Partition { steps, .. } => {
+                    let stale = &self.shared.stale;
+                    stale.partition(&self.collection, event.revision(), steps);
+                    self.shared.note(
+                        fault,
+                        format!("{} partitioned from {what} on", self.collection),
+                    );
+                    return stale
+                        .holds(&self.collection, event.revision())
+                        .map(WatchMode::Stale);
                 }
                 Fault::Delay { by, .. } => {
                     self.shared.note(

@@ -9,7 +9,12 @@
 //! request scenario POST /api/v1/namespaces/default/configmaps -> 201 rv=12 name=a
 //! request controller GET /api/v1/configmaps?watch=true&resourceVersion=11&timeoutSeconds=412 -> 200 watch=1
 //! event watch=1 ADDED ConfigMap default/a rv=12
+//! request controller PUT /api/v1/namespaces/default/configmaps/a -> 409 Conflict
 //! ```
+//!
+//! An error's status is followed by the `reason` of its `Status` body: `409 Conflict` (a stale
+//! resourceVersion) and `409 AlreadyExists` (a create of a name in use) call for different
+//! fixes.
 
 use std::fmt;
 
@@ -36,6 +41,9 @@ pub enum TraceEntry {
         path: String,
         /// The answer's HTTP status.
         status: u16,
+        /// The `reason` of an error's `Status` body (`Conflict`, `AlreadyExists`, `NotFound`):
+        /// a 409 alone does not say whether the object changed or already exists.
+        reason: Option<String>,
         /// `metadata.resourceVersion` of the answer's body (an object's or a list's), if any.
         resource_version: Option<String>,
         /// `metadata.name` of the answer's body, if it names an object.
@@ -89,11 +97,15 @@ impl fmt::Display for TraceEntry {
                 method,
                 path,
                 status,
+                reason,
                 resource_version,
                 name,
                 watch,
             } => {
                 write!(f, "request {actor} {method} {path} -> {status}")?;
+                if let Some(reason) = reason {
+                    write!(f, " {reason}")?;
+                }
                 if let Some(watch) = watch {
                     write!(f, " watch={watch}")?;
                 }
@@ -261,6 +273,7 @@ impl Trace {
                     method,
                     path,
                     status,
+                    reason,
                     resource_version,
                     name,
                     watch,
@@ -272,6 +285,7 @@ impl Trace {
                     json!({
                         "path": path,
                         "status": status,
+                        "reason": reason,
                         "resource_version": resource_version,
                         "watch": watch,
                     }),

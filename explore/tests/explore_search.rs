@@ -188,7 +188,7 @@ fn explore_the_correct_controller_passes_the_search() {
 fn explore_finds_the_finalizer_removed_before_the_outside_cleanup() {
     let found = match exploration(true).explore() {
         Err(Searched::Found(found)) => found,
-        Err(Searched::Error(error)) => panic!("{error}"),
+        Err(other) => panic!("{other}"),
         Ok(report) => panic!("nothing found in {report:?}"),
     };
     println!("{found}");

@@ -166,7 +166,7 @@ fn found(exploration: &Exploration) -> Box<Found> {
             println!("{found}");
             found
         }
-        Err(Searched::Error(error)) => panic!("{error}"),
+        Err(other) => panic!("{other}"),
         Ok(report) => panic!("the explorer found nothing: {report:?}"),
     }
 }
