@@ -813,27 +813,8 @@ impl WatchBody {
                     };
                     let event = EventLine::parse(&line);
                     if let (Some(incarnation), Some(event)) = (&self.controller, &event) {
-                        // A lagging replica has not seen this line's revision yet.
-                        if let Some(lag) = incarnation.lag {
-                            let behind =
-                                event.is_object_event() || event.kind_of_event == "BOOKMARK";
-                            if behind
-                                && event.revision() > lag.revision
-                                && tokio::time::Instant::now() < lag.until
-                            {
-                                self.mode = WatchMode::Holding(Box::pin(tokio::time::sleep_until(
-                                    lag.until,
-                                )));
-                                continue;
-                            }
-                        }
-                        let revisioned =
-                            event.is_object_event() || event.kind_of_event == "BOOKMARK";
-                        if let Some(release) = revisioned
-                            .then(|| self.shared.stale.holds(&self.collection, event.revision()))
-                            .flatten()
-                        {
-                            self.mode = WatchMode::Stale(release);
+                        if let Some(held) = self.held_back(incarnation, event) {
+                            self.mode = held;
                             continue;
                         }
                         if event.is_object_event() && !self.front_counted {
@@ -866,6 +847,27 @@ impl WatchBody {
                 }
             }
         }
+    }
+
+    /// Whether the controller's replica may not show `event` yet, and how long it is held: a
+    /// lagging replica (after a lagging restart) has not seen its revision before `lag.until`;
+    /// a lasting fault (a partition, a lagging-replica fault: [`crate::stale`]) holds it until
+    /// the fault ends.
+    fn held_back(&self, incarnation: &Incarnation, event: &EventLine) -> Option<WatchMode> {
+        let revisioned = event.is_object_event() || event.kind_of_event == "BOOKMARK";
+        if !revisioned {
+            return None;
+        }
+        if let Some(lag) = incarnation.lag {
+            if event.revision() > lag.revision && tokio::time::Instant::now() < lag.until {
+                let until = Box::pin(tokio::time::sleep_until(lag.until));
+                return Some(WatchMode::Holding(until));
+            }
+        }
+        self.shared
+            .stale
+            .holds(&self.collection, event.revision())
+            .map(WatchMode::Stale)
     }
 
     /// Counts the front line as a point and applies the plan's faults there: the mode to go
