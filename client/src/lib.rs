@@ -46,6 +46,7 @@ pub mod config;
 pub mod crd;
 pub mod error;
 pub mod list_watch;
+pub mod protobuf;
 pub mod watch;
 pub mod watcher;
 pub mod write_gate;
@@ -53,7 +54,7 @@ pub mod write_observer;
 
 pub use api::{Api, ApiResource, DynamicObject, Kind, Object};
 pub use client::Client;
-pub use config::Config;
+pub use config::{Config, ContentType};
 pub use error::Error;
 pub use list_watch::ListWatch;
 
