@@ -50,6 +50,7 @@
 //! | [`field_selector`](fn@field_selector) | a `fieldSelector` | a parsed selection matches any object; errors are 400s |
 //! | [`server_requests`](fn@server_requests) | HTTP requests | answered in time; errors are `Status` objects, 4xx |
 //! | [`protobuf_body`](fn@protobuf_body) | a protobuf request body | decodes to an object with apiVersion and kind, or a `DecodeError` |
+//! | [`protobuf_response`](fn@protobuf_response) | a protobuf object, list or watch body (the client's decoders) | dropping managedFields changes nothing else; chunking changes nothing; errors are typed |
 //!
 //! Chunked targets take their chunking from the input: the first two bytes choose two chunk sizes
 //! that alternate over the rest ([`split_control`]), so the fuzzer explores chunk boundaries too.
@@ -79,6 +80,7 @@
 //! Fix the parser (or the harness, if the finding is about the harness), then add the input as a
 //! named test in `tests/fuzz/regressions.rs`: it failed before the fix and passes since.
 
+pub mod client_protobuf;
 pub mod kubeconfig;
 pub mod list;
 pub mod protobuf;
@@ -88,6 +90,7 @@ pub mod watch;
 
 // The targets at the crate's root: `ferrokube_fuzzing::<target>` is what fuzz/fuzz_targets/ and
 // the tests call.
+pub use client_protobuf::protobuf_response;
 pub use kubeconfig::kubeconfig;
 pub use list::list_body;
 pub use protobuf::protobuf_body;
