@@ -184,7 +184,8 @@ impl<'de> Deserializer<'de> for ValueDe<'de> {
                     return visitor.visit_unit();
                 }
                 let micros = matches!(self.ty, Ty::MicroTime);
-                visitor.visit_string(time(bytes, micros)?)
+                let mut text = [0u8; TIME_LEN];
+                visitor.visit_str(time(bytes, micros, &mut text)?)
             }
             Ty::Json => {
                 let raw = json_bytes(self.len()?)?;
@@ -558,6 +559,9 @@ struct Frame<'de> {
     reader: Reader<'de>,
     /// Field numbers below 64 already presented (the table's highest is 37).
     seen: u64,
+    /// Where in `schema.fields` the next field probably is: Go writes fields in number order,
+    /// so the one after the last found is tried before a search.
+    hint: usize,
 }
 
 impl<'de> Frame<'de> {
@@ -566,7 +570,19 @@ impl<'de> Frame<'de> {
             schema,
             reader: Reader::new(bytes, schema.name),
             seen: 0,
+            hint: 0,
         }
+    }
+
+    /// The schema's field numbered `number`.
+    fn field(&mut self, number: u32) -> Option<&'static Field> {
+        let fields: &'static [Field] = self.schema.fields;
+        let at = match fields.get(self.hint) {
+            Some(field) if field.number == number => self.hint,
+            _ => fields.binary_search_by_key(&number, |f| f.number).ok()?,
+        };
+        self.hint = at + 1;
+        fields.get(at)
     }
 
     /// Marks `number` as presented; false when it already was. Numbers of 64 and above (none in
@@ -645,7 +661,7 @@ impl<'de> MessageAccess<'de> {
             };
             let raw = frame.reader.value(wire)?;
             let schema = frame.schema;
-            let Some(field) = schema.field(number) else {
+            let Some(field) = frame.field(number) else {
                 // A field this release does not know (a newer server's): skipped, as Go does.
                 continue;
             };
@@ -674,9 +690,11 @@ impl<'de> MessageAccess<'de> {
                             field: number,
                         });
                     }
-                    let slot = self.frames.get_mut(self.depth).ok_or(Error::TooDeep {
-                        message: schema.name,
-                    })?;
+                    let Some(slot) = self.frames.get_mut(self.depth) else {
+                        return Err(Error::TooDeep {
+                            message: schema.name,
+                        });
+                    };
                     *slot = Frame::new(inner, bytes);
                     self.depth += 1;
                 }
@@ -889,7 +907,7 @@ fn quantity(bytes: &[u8]) -> Result<&str, Error> {
 /// UTC: `2006-01-02T15:04:05Z`, with six fractional digits for a `MicroTime`. Go normalizes nanos
 /// outside a second into the seconds (`time.Unix`), and so does this; a year outside 0..=9999,
 /// which Go refuses to write, is an error.
-fn time(bytes: &[u8], micros: bool) -> Result<String, Error> {
+fn time<'a>(bytes: &[u8], micros: bool, out: &'a mut [u8; TIME_LEN]) -> Result<&'a str, Error> {
     const NAME: &str = "meta.v1.Time";
     let (mut seconds, mut nanos) = (0i64, 0i64);
     let mut reader = Reader::new(bytes, NAME);
@@ -917,16 +935,32 @@ fn time(bytes: &[u8], micros: bool) -> Result<String, Error> {
     if !(0..=9999).contains(&year) {
         return Err(Error::TimeRange { seconds });
     }
-    let (h, m, s) = (of_day / 3600, of_day / 60 % 60, of_day % 60);
-    Ok(if micros {
-        format!(
-            "{year:04}-{month:02}-{day:02}T{h:02}:{m:02}:{s:02}.{:06}Z",
-            nanos / 1_000
-        )
+    // Written digit by digit into `out` (no allocation: a Pod has a dozen timestamps).
+    let mut at = 0;
+    let mut digits = |value: u32, width: u32, then: u8| {
+        for place in (0..width).rev() {
+            out[at] = b'0' + (value / 10u32.pow(place) % 10) as u8;
+            at += 1;
+        }
+        out[at] = then;
+        at += 1;
+    };
+    digits(year as u32, 4, b'-');
+    digits(month, 2, b'-');
+    digits(day, 2, b'T');
+    digits(of_day / 3600, 2, b':');
+    digits(of_day / 60 % 60, 2, b':');
+    if micros {
+        digits(of_day % 60, 2, b'.');
+        digits((nanos / 1_000) as u32, 6, b'Z');
     } else {
-        format!("{year:04}-{month:02}-{day:02}T{h:02}:{m:02}:{s:02}Z")
-    })
+        digits(of_day % 60, 2, b'Z');
+    }
+    std::str::from_utf8(&out[..at]).map_err(|_| Error::TimeRange { seconds })
 }
+
+/// The longest timestamp text: `2006-01-02T15:04:05.000000Z`.
+const TIME_LEN: usize = 27;
 
 /// The proleptic Gregorian date `days` after 1970-01-01: (year, month 1-12, day 1-31). The
 /// calendar repeats every 400 years (146,097 days); counting eras from 0000-03-01 puts the leap
@@ -981,23 +1015,31 @@ mod tests {
             bytes.push(v as u8);
             bytes
         };
+        let time = |bytes: Vec<u8>, micros: bool| {
+            let mut out = [0u8; TIME_LEN];
+            time(&bytes, micros, &mut out).map(str::to_string)
+        };
         assert_eq!(
-            time(&encode(1_700_000_000, 123_456_789), false).unwrap(),
+            time(encode(1_700_000_000, 123_456_789), false).unwrap(),
             "2023-11-14T22:13:20Z"
         );
         assert_eq!(
-            time(&encode(1_700_000_000, 123_456_789), true).unwrap(),
+            time(encode(1_700_000_000, 123_456_789), true).unwrap(),
             "2023-11-14T22:13:20.123456Z"
         );
-        assert_eq!(time(&encode(-1, 0), false).unwrap(), "1969-12-31T23:59:59Z");
+        assert_eq!(time(encode(-1, 0), false).unwrap(), "1969-12-31T23:59:59Z");
         assert_eq!(
-            time(&encode(0, -1), true).unwrap(),
+            time(encode(0, -1), true).unwrap(),
             "1969-12-31T23:59:59.999999Z"
         );
+        assert_eq!(
+            time(encode(-62_135_596_800, 0), false).unwrap(),
+            "0001-01-01T00:00:00Z"
+        );
         assert!(matches!(
-            time(&encode(300_000_000_000, 0), false),
+            time(encode(300_000_000_000, 0), false),
             Err(Error::TimeRange { .. })
         ));
-        assert!(time(&encode(i64::MIN, i32::MIN), false).is_err());
+        assert!(time(encode(i64::MIN, i32::MIN), false).is_err());
     }
 }

@@ -105,13 +105,21 @@ impl<'de> Reader<'de> {
 
     /// A varint: at most ten bytes, no bits past the 64th.
     pub(crate) fn varint(&mut self) -> Result<u64, Error> {
+        // Most varints (keys, lengths of small values, small numbers) are one byte.
+        if let Some(&byte) = self.bytes.get(self.at) {
+            if byte < 0x80 {
+                self.at += 1;
+                return Ok(u64::from(byte));
+            }
+        }
         let start = self.at;
         let mut value = 0u64;
         for i in 0..10 {
-            let byte = *self.bytes.get(self.at).ok_or(Error::Truncated {
-                message: self.message,
-                at: self.at,
-            })?;
+            // `let else`, not `ok_or`: the error is built only when needed (it has a
+            // destructor, and this is the innermost loop).
+            let Some(&byte) = self.bytes.get(self.at) else {
+                return Err(self.truncated(self.at));
+            };
             self.at += 1;
             let bits = u64::from(byte & 0x7f);
             if i == 9 && bits > 1 {
@@ -130,17 +138,23 @@ impl<'de> Reader<'de> {
 
     /// Eight little-endian bytes.
     pub(crate) fn fixed64(&mut self) -> Result<u64, Error> {
-        let bytes: [u8; 8] = self
+        let bytes: Option<[u8; 8]> = self
             .at
             .checked_add(8)
             .and_then(|end| self.bytes.get(self.at..end))
-            .and_then(|slice| slice.try_into().ok())
-            .ok_or(Error::Truncated {
-                message: self.message,
-                at: self.at,
-            })?;
+            .and_then(|slice| slice.try_into().ok());
+        let Some(bytes) = bytes else {
+            return Err(self.truncated(self.at));
+        };
         self.at += 8;
         Ok(u64::from_le_bytes(bytes))
+    }
+
+    fn truncated(&self, at: usize) -> Error {
+        Error::Truncated {
+            message: self.message,
+            at,
+        }
     }
 
     /// A length varint and that many bytes.
@@ -150,11 +164,10 @@ impl<'de> Reader<'de> {
         let end = usize::try_from(length)
             .ok()
             .and_then(|length| start.checked_add(length))
-            .filter(|&end| end <= self.bytes.len())
-            .ok_or(Error::Truncated {
-                message: self.message,
-                at: start,
-            })?;
+            .filter(|&end| end <= self.bytes.len());
+        let Some(end) = end else {
+            return Err(self.truncated(start));
+        };
         self.at = end;
         Ok(&self.bytes[start..end])
     }
