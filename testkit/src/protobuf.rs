@@ -218,6 +218,14 @@ pub async fn check_protobuf_reads_equal_json(
         "the server's answer to a protobuf read"
     );
 
+    // An error answers in the encoding asked for: a protobuf `Status` from kube-apiserver.
+    let missing = pods.get("no-such-pod").await.expect_err("404");
+    assert!(missing.is_not_found(), "{missing}");
+    assert!(
+        missing.to_string().contains("no-such-pod"),
+        "the Status' message: {missing}"
+    );
+
     let pod = same_get(&pods, &pods_json, "rich-1").await;
     assert_eq!(pod.spec.as_ref().map(|s| s.containers.len()), Some(1));
     assert!(

@@ -168,10 +168,17 @@ impl<'a> Envelope<'a> {
         if self.kind.is_empty() {
             return Err(Error::NoTypeMeta);
         }
-        top_level(self.api_version, self.kind).ok_or_else(|| Error::UnknownKind {
-            api_version: self.api_version.to_string(),
-            kind: self.kind.to_string(),
-        })
+        // A `Status` (an error, a watch's ERROR event) is meta.k8s.io's under any group version
+        // it is sent in, as Go registers it; kube-apiserver names it `v1`.
+        let status = (self.kind == "Status")
+            .then(|| top_level("v1", "Status"))
+            .flatten();
+        top_level(self.api_version, self.kind)
+            .or(status)
+            .ok_or_else(|| Error::UnknownKind {
+                api_version: self.api_version.to_string(),
+                kind: self.kind.to_string(),
+            })
     }
 }
 

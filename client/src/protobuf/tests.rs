@@ -341,7 +341,7 @@ fn protobuf_watch_frames_and_events() {
     let stream = [
         event("ADDED", &vector.protobuf),
         event("BOOKMARK", &envelope("v1", "Pod", &bookmark)),
-        event("ERROR", &envelope("v1", "Status", &status)),
+        event("ERROR", &envelope("apps/v1", "Status", &status)),
     ]
     .concat();
     for cut in 0..stream.len() {
