@@ -168,17 +168,23 @@ impl<'a> Envelope<'a> {
         if self.kind.is_empty() {
             return Err(Error::NoTypeMeta);
         }
-        // A `Status` (an error, a watch's ERROR event) is meta.k8s.io's under any group version
-        // it is sent in, as Go registers it; kube-apiserver names it `v1`.
-        let status = (self.kind == "Status")
-            .then(|| top_level("v1", "Status"))
-            .flatten();
-        top_level(self.api_version, self.kind)
-            .or(status)
-            .ok_or_else(|| Error::UnknownKind {
-                api_version: self.api_version.to_string(),
-                kind: self.kind.to_string(),
-            })
+        top_level(self.api_version, self.kind).ok_or_else(|| Error::UnknownKind {
+            api_version: self.api_version.to_string(),
+            kind: self.kind.to_string(),
+        })
+    }
+
+    /// The envelope, a `Status` under any group version read as the `v1` `Status` it is: Go
+    /// registers meta.k8s.io's `Status` in every group version, and kube-apiserver names it `v1`
+    /// (an error's body, a watch's ERROR event), as k8s-openapi's `Status` expects.
+    fn normalized(self) -> Envelope<'a> {
+        match self.kind {
+            "Status" => Envelope {
+                api_version: "v1",
+                ..self
+            },
+            _ => self,
+        }
     }
 }
 
@@ -216,7 +222,7 @@ pub fn from_slice<K: DeserializeOwned>(
     body: &[u8],
     managed_fields: ManagedFields,
 ) -> Result<K, Error> {
-    let envelope = Envelope::read(body)?;
+    let envelope = Envelope::read(body)?.normalized();
     let schema = envelope.schema()?;
     from_message(
         schema,
