@@ -9,7 +9,7 @@
 #                                                to fuzz/seeds (committed, replayed by cargo test)
 #
 # Targets: kubeconfig watch_stream list_body label_selector field_selector server_requests
-# protobuf_body, cel_rules (all by default). Coverage-guided means cargo-fuzz (libFuzzer) on the stable toolchain with
+# protobuf_body, protobuf_response, cel_rules (all by default). Coverage-guided means cargo-fuzz (libFuzzer) on the stable toolchain with
 # `--sanitizer none` (ferrokube has no unsafe code outside one test; a sanitizer needs nightly);
 # cargo-fuzz is installed from crates.io if it is missing, and if it cannot be, the script falls
 # back to proptest. Each target's working corpus is fuzz/corpus/<target> (not committed), started
@@ -20,7 +20,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-ALL=(kubeconfig watch_stream list_body label_selector field_selector server_requests protobuf_body cel_rules)
+ALL=(kubeconfig watch_stream list_body label_selector field_selector server_requests protobuf_body protobuf_response cel_rules)
 mode=time
 amount=60
 case "${1:-}" in

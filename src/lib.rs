@@ -56,7 +56,9 @@
 //! ```
 
 pub use ferrokube_client::crd::schemars;
-pub use ferrokube_client::{client, config, crd, error, list_watch, watch, watcher, write_gate};
+pub use ferrokube_client::{
+    client, config, crd, error, list_watch, protobuf, watch, watcher, write_gate,
+};
 /// `#[derive(CustomResource)]` on a spec struct: the resource type, its `k8s_openapi::Resource`
 /// and `Metadata` impls, `new(name, spec)` and `crd()`. The keys of `#[resource(...)]`, the
 /// validation markers and an example: the docs of crate `ferrokube-derive`; the runtime side

@@ -59,6 +59,14 @@ pub enum Error {
         #[source]
         source: serde_json::Error,
     },
+    /// A protobuf body (`application/vnd.kubernetes.protobuf`, see [`crate::protobuf`]) did not
+    /// decode as what it should be.
+    #[error("could not decode {what} (protobuf): {source}")]
+    DecodeProtobuf {
+        what: String,
+        #[source]
+        source: crate::protobuf::Error,
+    },
     /// A request could not be built (for example a name that is not a valid URL path segment).
     #[error("invalid request: {0}")]
     InvalidRequest(String),

@@ -12,6 +12,7 @@
 //! | [`api`] | [`Api`]: the verbs on one resource, typed (`Api<Pod>`) or dynamic (`Api<DynamicObject>`) | clientset, `dynamic` |
 //! //! | [`watch`] | watch streams: one HTTP watch decoded line by line into events | `watch` |
 //! | [`watcher`] | [`ResumingWatcher`](watcher::ResumingWatcher): watches strung together from the last resourceVersion, saying when to relist | `RetryWatcher` |
+//! | [`protobuf`] | Kubernetes' protobuf encoding read straight into k8s-openapi's types (a serde `Deserializer` driven by core's schema table), for gets, streaming lists and watch frames of built-in kinds; on by default ([`Config::content_type`](config::Config::content_type)) | `runtime/serializer/protobuf` |
 //! | [`error`] | [`Error`]: the server's `Status` as a typed error (`is_conflict()`, `is_gone()`, …) and what broke on the way | `api/errors` |
 //! | [`list_watch`] | [`ListWatch`]: an `Api<K>` as the informer's `ListerWatcher`, a `Client` as a factory's source | `cache.ListWatch`, `NewListWatchFromClient` |
 //! | [`crd`] | custom resources: a CustomResourceDefinition from Rust types (structural schema via schemars), applied and waited for until Established; the runtime side of `#[derive(CustomResource)]` | `apiextensions` clientset, kube-rs's `CustomResourceExt` |
@@ -26,7 +27,7 @@
 //!    in-cluster)  │                                                                      │
 //!   Api<K>: verb ─┘  ◀── decoded K, or Error (Status, transport, timeout, NotLeader) ◀────┘
 //!                    └─ a committed write ─▶ the handle's write observers (if any), then returned
-//!   Api<K>::watch ───▶ WatchStream<K>: body chunks ─▶ lines ─▶ WatchEvent<K>
+//!   Api<K>::watch ───▶ WatchStream<K>: body chunks ─▶ lines (JSON) or frames (protobuf) ─▶ WatchEvent<K>
 //!                      ResumingWatcher: reopens from the last resourceVersion; 410 ─▶ relist
 //! ```
 //!
@@ -47,6 +48,7 @@ pub mod crd;
 pub mod dial;
 pub mod error;
 pub mod list_watch;
+pub mod protobuf;
 pub mod watch;
 pub mod watcher;
 pub mod write_gate;
@@ -54,7 +56,7 @@ pub mod write_observer;
 
 pub use api::{Api, DynamicObject};
 pub use client::Client;
-pub use config::Config;
+pub use config::{Config, ContentType};
 pub use error::Error;
 pub use list_watch::ListWatch;
 

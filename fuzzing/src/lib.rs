@@ -51,6 +51,7 @@
 //! | [`server_requests`](fn@server_requests) | HTTP requests | answered in time; errors are `Status` objects, 4xx |
 //! | [`protobuf_body`](fn@protobuf_body) | a protobuf request body | decodes to an object with apiVersion and kind, or a `DecodeError` |
 //! | [`cel_rules`](fn@cel_rules) | a CRD validation rule and an object | the rule is accepted or refused, the object admitted or refused, every answer in time, no 5xx, messages bounded |
+//! | [`protobuf_response`](fn@protobuf_response) | a protobuf object, list or watch body (the client's decoders) | dropping managedFields changes nothing else; chunking changes nothing; errors are typed |
 //!
 //! Chunked targets take their chunking from the input: the first two bytes choose two chunk sizes
 //! that alternate over the rest ([`split_control`]), so the fuzzer explores chunk boundaries too.
@@ -81,6 +82,7 @@
 //! named test in `tests/fuzz/regressions.rs`: it failed before the fix and passes since.
 
 pub mod cel;
+pub mod client_protobuf;
 pub mod kubeconfig;
 pub mod list;
 pub mod protobuf;
@@ -91,6 +93,7 @@ pub mod watch;
 // The targets at the crate's root: `ferrokube_fuzzing::<target>` is what fuzz/fuzz_targets/ and
 // the tests call.
 pub use cel::cel_rules;
+pub use client_protobuf::protobuf_response;
 pub use kubeconfig::kubeconfig;
 pub use list::list_body;
 pub use protobuf::protobuf_body;

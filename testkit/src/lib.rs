@@ -13,6 +13,7 @@
 pub mod fault_proxy;
 pub mod informer;
 pub mod lease_window;
+pub mod protobuf;
 
 use std::collections::BTreeMap;
 

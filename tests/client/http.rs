@@ -131,7 +131,11 @@ async fn sends_standard_headers_and_credentials() {
     );
     let headers = &seen.headers[0];
     assert_eq!(headers["authorization"], "Bearer secret");
-    assert_eq!(headers["accept"], "application/json");
+    // A built-in kind is read in protobuf where the server has it (client-go's default).
+    assert_eq!(
+        headers["accept"],
+        "application/vnd.kubernetes.protobuf, application/json"
+    );
     assert!(
         headers["user-agent"]
             .to_str()
@@ -606,5 +610,105 @@ async fn abuse_error_body_longer_than_the_cap_keeps_its_status() {
         status.message.contains("longer than"),
         "the message says the body was cut: {}",
         status.message
+    );
+}
+
+/// Reads of built-in kinds offer protobuf (and take the JSON this server answers), writes and
+/// `DynamicObject` stay JSON, and `Config::content_type = Json` offers JSON only.
+#[tokio::test]
+async fn protobuf_offered_for_built_in_reads_only_and_json_when_configured() {
+    let (url, seen) = serve(|_, request| {
+        match (
+            request.method().as_str(),
+            request.uri().path().ends_with("/configmaps"),
+        ) {
+            ("GET", true) => respond(200, LIST),
+            _ => respond(200, CM),
+        }
+    })
+    .await;
+    let cms = api(config(&url));
+    cms.get("a").await.expect("get, JSON answered");
+    cms.list(&Default::default())
+        .await
+        .expect("list, JSON answered");
+    cms.create(&Default::default(), &ConfigMap::default())
+        .await
+        .expect("create");
+    let dynamic: Api<ferrokube::DynamicObject> = Api::dynamic(
+        cms.client().clone(),
+        ferrokube::ApiResource::of::<ConfigMap>(),
+        Some("ns"),
+    );
+    dynamic.get("a").await.expect("dynamic get");
+    let mut json_only = config(&url);
+    json_only.content_type = ferrokube::config::ContentType::Json;
+    let cms_json = api(json_only);
+    assert!(!cms_json.reads_protobuf());
+    cms_json.get("a").await.expect("get");
+    let accepts: Vec<String> = seen
+        .lock()
+        .expect("lock")
+        .headers
+        .iter()
+        .map(|h| h["accept"].to_str().expect("ascii").to_string())
+        .collect();
+    let protobuf = "application/vnd.kubernetes.protobuf, application/json";
+    assert_eq!(
+        accepts,
+        [
+            protobuf,
+            protobuf,
+            "application/json",
+            "application/json",
+            "application/json"
+        ]
+    );
+}
+
+/// A server that will not answer protobuf (406) is asked again in JSON, for gets, lists and
+/// watches alike.
+#[tokio::test]
+async fn protobuf_refused_with_406_is_asked_again_in_json() {
+    let (url, seen) = serve(|_, request| {
+        let accept = request
+            .headers()
+            .get("accept")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default();
+        if accept.contains("protobuf") {
+            return respond(
+                406,
+                r#"{"kind":"Status","code":406,"reason":"NotAcceptable"}"#,
+            );
+        }
+        match request.uri().query() {
+            Some(q) if q.contains("watch") => {
+                respond(200, &format!(r#"{{"type":"ADDED","object":{CM}}}"#))
+            }
+            Some(_) => respond(200, LIST),
+            None if request.uri().path().ends_with("configmaps") => respond(200, LIST),
+            None => respond(200, CM),
+        }
+    })
+    .await;
+    let cms = api(config(&url));
+    assert!(cms.reads_protobuf());
+    cms.get("a").await.expect("get");
+    assert_eq!(
+        cms.list(&Default::default())
+            .await
+            .expect("list")
+            .resource_version(),
+        "9"
+    );
+    let mut watch = cms.watch(&Default::default(), "5").await.expect("watch");
+    let event = watch.next().await.expect("an event").expect("decoded");
+    assert!(matches!(event, ferrokube::watch::WatchEvent::Added(_)));
+    let seen = seen.lock().expect("lock");
+    assert_eq!(
+        seen.requests.len(),
+        6,
+        "each read twice: protobuf refused, then JSON"
     );
 }

@@ -685,3 +685,13 @@ async fn managed_fields_not_cached_by_default_and_a_put_keeps_the_servers() {
     let ns = namespace(&client, "managed-fields").await;
     common::informer::check_managed_fields_not_cached(&client, &ns).await;
 }
+
+/// Protobuf on the wire: kube-apiserver answers the client's protobuf reads in protobuf, and
+/// Pods with rich specs, a ConfigMap, a Service, a Deployment and a Node decode equal to the same
+/// objects read as JSON (gets, lists), as do an informer's cache and a watch's events.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn protobuf_reads_equal_json_reads_on_kube_apiserver() {
+    let client = client(None);
+    let ns = namespace(&client, "protobuf").await;
+    common::protobuf::check_protobuf_reads_equal_json(&client, &ns, true).await;
+}

@@ -341,3 +341,13 @@ async fn shard_selector_informers_partition_the_collection() {
     let total: usize = informers.iter().map(|(_, i)| i.store().list().len()).sum();
     assert_eq!(total, all.len(), "every object cached once");
 }
+
+/// Reads of built-in kinds ask for protobuf by default; the embedded server answers JSON, which
+/// the client decodes (the answer's Content-Type decides): gets, lists, an informer and a watch
+/// equal to JSON-only reads (the same check runs on kube-apiserver, which answers protobuf, in
+/// `tests/e2e/informer.rs`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn protobuf_reads_fall_back_to_json_and_equal_json_reads() {
+    let (_server, client) = server().await;
+    common::protobuf::check_protobuf_reads_equal_json(&client, "default", false).await;
+}

@@ -95,6 +95,12 @@ pub struct Api<K> {
     resource: ApiResource,
     /// `None`: all namespaces, or a cluster-scoped resource.
     namespace: Option<String>,
+    /// Reads ask for protobuf: a built-in kind (in core's protobuf schema), read through its
+    /// typed API, with a client that prefers protobuf ([`Config::content_type`]). Never for
+    /// [`DynamicObject`] or a custom resource.
+    ///
+    /// [`Config::content_type`]: crate::Config::content_type
+    protobuf: bool,
     kind: PhantomData<fn() -> K>,
 }
 
@@ -110,9 +116,11 @@ impl<K> std::fmt::Debug for Api<K> {
 impl<K: k8s_openapi::Resource<Scope = NamespaceResourceScope>> Api<K> {
     /// A namespaced resource in `namespace`.
     pub fn namespaced(client: Client, namespace: &str) -> Api<K> {
+        let resource = ApiResource::of::<K>();
         Api {
+            protobuf: speaks_protobuf(&client, &resource),
             client,
-            resource: ApiResource::of::<K>(),
+            resource,
             namespace: Some(namespace.to_string()),
             kind: PhantomData,
         }
@@ -128,9 +136,11 @@ impl<K: k8s_openapi::Resource<Scope = NamespaceResourceScope>> Api<K> {
 impl<K: k8s_openapi::Resource> Api<K> {
     /// A namespaced resource across all namespaces (list and watch), or a cluster-scoped one.
     pub fn all(client: Client) -> Api<K> {
+        let resource = ApiResource::of::<K>();
         Api {
+            protobuf: speaks_protobuf(&client, &resource),
             client,
-            resource: ApiResource::of::<K>(),
+            resource,
             namespace: None,
             kind: PhantomData,
         }
@@ -158,6 +168,7 @@ impl Api<DynamicObject> {
             client,
             resource,
             namespace,
+            protobuf: false,
             kind: PhantomData,
         }
     }
@@ -167,9 +178,13 @@ impl<K: Kind> Api<K> {
     /// [`Api::all`] for code generic over the kind, typed or not: the kind is named by `dynamic`
     /// (`&()` for a typed kind, the [`ApiResource`] for a [`DynamicObject`]).
     pub fn all_with(client: Client, dynamic: &K::DynamicType) -> Api<K> {
+        let resource = K::api_resource(dynamic);
+        // A typed kind names itself (`DynamicType = ()`); a `DynamicObject` stays JSON.
+        let typed = std::any::TypeId::of::<K::DynamicType>() == std::any::TypeId::of::<()>();
         Api {
+            protobuf: typed && speaks_protobuf(&client, &resource),
             client,
-            resource: K::api_resource(dynamic),
+            resource,
             namespace: None,
             kind: PhantomData,
         }
@@ -197,6 +212,18 @@ impl<K: Object> Api<K> {
 
     pub fn client(&self) -> &Client {
         &self.client
+    }
+
+    /// Whether reads (get, list, watch) ask for protobuf: see [`crate::protobuf`].
+    pub fn reads_protobuf(&self) -> bool {
+        self.protobuf
+    }
+
+    /// The same `Api`, reading JSON only (`false`) or, for a built-in kind through its typed
+    /// API with a client that prefers it, protobuf (`true`).
+    pub fn with_protobuf(mut self, on: bool) -> Api<K> {
+        self.protobuf = on && speaks_protobuf(&self.client, &self.resource);
+        self
     }
 
     /// The same `Api`, whose committed writes are also reported to `observer`: see
@@ -264,8 +291,24 @@ impl<K: Object> Api<K> {
     }
 
     async fn get_subresource(&self, name: &str, sub: Option<&str>) -> Result<K, Error> {
-        let call = self.call(Method::GET, self.object_path(name, sub)?, Bytes::new())?;
-        self.client.request(call).await
+        let path = self.object_path(name, sub)?;
+        let first = self.read(path.clone(), self.protobuf).await;
+        let (content_type, body) = match first {
+            Err(error) if self.protobuf && refused_protobuf(&error) => {
+                self.read(path.clone(), false).await?
+            }
+            other => other?,
+        };
+        decode_object(&path, content_type.as_deref(), &body)
+    }
+
+    /// A GET of `path`, asking for protobuf when `protobuf`; the answer's body and type.
+    async fn read(&self, path: String, protobuf: bool) -> Result<(Option<String>, Bytes), Error> {
+        let mut call = self.call(Method::GET, path, Bytes::new())?;
+        if protobuf {
+            accept_protobuf(&mut call);
+        }
+        self.client.request_typed_bytes(call).await
     }
 
     /// One page (or, without a limit, all) of the objects `params` selects.
@@ -311,25 +354,57 @@ impl<K: Object> Api<K> {
         let mut query = Query::default();
         params.write(&mut query);
         let path = self.collection_path() + &query.finish();
-        let call = self.call(Method::GET, path.clone(), Bytes::new())?;
-        let decode_error = |source| Error::Decode {
-            what: format!("the response of {path}"),
-            source,
-        };
-        let mut decoder = list::ListDecoder::new(map).managed_fields(params.managed_fields);
         let mut on_metadata = Some(on_metadata);
-        self.client
-            .request_chunks(call, |chunk| {
-                decoder
-                    .push_telling(chunk, &mut on_metadata)
-                    .map_err(decode_error)
-            })
-            .await?;
-        let list = decoder.finish().map_err(decode_error)?;
-        if let Some(tell) = on_metadata.take() {
-            tell(&list.metadata);
+        let mut map = Some(map);
+        let mut protobuf = self.protobuf;
+        loop {
+            let mut call = self.call(Method::GET, path.clone(), Bytes::new())?;
+            if protobuf {
+                accept_protobuf(&mut call);
+            }
+            // Decided by the answer's Content-Type, at the first piece of the body.
+            let mut decoder = None;
+            let listed = self
+                .client
+                .request_chunks_typed(call, |content_type, chunk| {
+                    if decoder.is_none() {
+                        decoder = map
+                            .take()
+                            .map(|map| ListBody::new(content_type, map, params.managed_fields));
+                    }
+                    match &mut decoder {
+                        Some(decoder) => decoder.push(chunk, &mut on_metadata, &path),
+                        None => Ok(()),
+                    }
+                })
+                .await;
+            let content_type = match listed {
+                // A server (or an aggregated API) that will not send protobuf: once more in JSON.
+                Err(error) if protobuf && refused_protobuf(&error) && map.is_some() => {
+                    protobuf = false;
+                    continue;
+                }
+                Err(error) => return Err(error),
+                Ok(content_type) => content_type,
+            };
+            let decoder = match (decoder, map.take()) {
+                (Some(decoder), _) => decoder,
+                // An empty body: decoded (and refused) as what it claims to be.
+                (None, Some(map)) => {
+                    ListBody::new(content_type.as_deref(), map, params.managed_fields)
+                }
+                (None, None) => {
+                    return Err(Error::InvalidRequest(
+                        "a list body without a decoder".into(),
+                    ));
+                }
+            };
+            let list = decoder.finish(&path)?;
+            if let Some(tell) = on_metadata.take() {
+                tell(&list.metadata);
+            }
+            return Ok(list);
         }
-        Ok(list)
     }
 
     /// Every page of the list, following `continue` tokens; the result carries the resourceVersion
@@ -529,19 +604,137 @@ impl<K: Object> Api<K> {
         let mut query = Query::default();
         params.write(&mut query, resource_version);
         let path = self.collection_path() + &query.finish();
-        let mut call = self.call(Method::GET, path, Bytes::new())?;
-        call.streaming = true;
+        let open = |protobuf: bool| {
+            let mut call = self.call(Method::GET, path.clone(), Bytes::new())?;
+            call.streaming = true;
+            if protobuf {
+                accept_protobuf(&mut call);
+            }
+            Ok::<_, Error>(call)
+        };
+        let call = open(self.protobuf)?;
         let url = call.request.uri().to_string();
-        let response = self.client.send(call).await?;
+        let response = match self.client.send(call).await {
+            Err(error) if self.protobuf && refused_protobuf(&error) => {
+                self.client.send(open(false)?).await?
+            }
+            other => other?,
+        };
         let idle = params.idle_timeout.or_else(|| {
             crate::watch::promised_idle(params.timeout_seconds, params.allow_bookmarks)
         });
+        let protobuf = crate::client::content_type(response.headers())
+            .is_some_and(crate::protobuf::is_protobuf);
         Ok(WatchStream::new(
             response.into_body(),
             url,
             idle,
             params.managed_fields,
+            protobuf,
         ))
+    }
+}
+
+/// Whether the kind has a protobuf form (core's schema knows it) and the client prefers it.
+fn speaks_protobuf(client: &Client, resource: &ApiResource) -> bool {
+    client.prefers_protobuf()
+        && ferrokube_core::protobuf::top_level(&resource.api_version(), &resource.kind).is_some()
+}
+
+/// Asks for protobuf, JSON accepted (what client-go's clientsets send for built-in kinds).
+fn accept_protobuf(call: &mut Call) {
+    call.request.headers_mut().insert(
+        http::header::ACCEPT,
+        http::HeaderValue::from_static(crate::protobuf::ACCEPT),
+    );
+}
+
+/// A server that will not answer in any encoding offered (406), or that refuses the request's
+/// media type (415): asked again in JSON only.
+fn refused_protobuf(error: &Error) -> bool {
+    matches!(error, Error::Api(api) if api.code == 406 || api.code == 415)
+}
+
+/// One object's body, decoded by its Content-Type.
+fn decode_object<K: DeserializeOwned>(
+    path: &str,
+    content_type: Option<&str>,
+    body: &[u8],
+) -> Result<K, Error> {
+    if content_type.is_some_and(crate::protobuf::is_protobuf) {
+        return crate::protobuf::from_slice(body, ferrokube_core::ManagedFields::Keep).map_err(
+            |source| Error::DecodeProtobuf {
+                what: format!("the response of {path}"),
+                source,
+            },
+        );
+    }
+    serde_json::from_slice(body).map_err(|source| Error::Decode {
+        what: format!("the response of {path}"),
+        source,
+    })
+}
+
+/// A list body being decoded, in the encoding the server chose.
+enum ListBody<K, T, F> {
+    Json(list::ListDecoder<K, T, F>),
+    Protobuf(crate::protobuf::ListDecoder<K, T, F>),
+}
+
+impl<K: DeserializeOwned, T, F: FnMut(K) -> T> ListBody<K, T, F> {
+    fn new(
+        content_type: Option<&str>,
+        map: F,
+        managed_fields: ferrokube_core::ManagedFields,
+    ) -> Self {
+        if content_type.is_some_and(crate::protobuf::is_protobuf) {
+            ListBody::Protobuf(
+                crate::protobuf::ListDecoder::new(map).managed_fields(managed_fields),
+            )
+        } else {
+            ListBody::Json(list::ListDecoder::new(map).managed_fields(managed_fields))
+        }
+    }
+
+    fn push(
+        &mut self,
+        chunk: &[u8],
+        tell: &mut Option<impl FnOnce(&ListMeta)>,
+        path: &str,
+    ) -> Result<(), Error> {
+        match self {
+            ListBody::Json(decoder) => decoder
+                .push_telling(chunk, tell)
+                .map_err(|source| list_json_error(path, source)),
+            ListBody::Protobuf(decoder) => decoder
+                .push_telling(chunk, tell)
+                .map_err(|source| list_protobuf_error(path, source)),
+        }
+    }
+
+    fn finish(self, path: &str) -> Result<ObjectList<T>, Error> {
+        match self {
+            ListBody::Json(decoder) => decoder
+                .finish()
+                .map_err(|source| list_json_error(path, source)),
+            ListBody::Protobuf(decoder) => decoder
+                .finish()
+                .map_err(|source| list_protobuf_error(path, source)),
+        }
+    }
+}
+
+fn list_json_error(path: &str, source: serde_json::Error) -> Error {
+    Error::Decode {
+        what: format!("the response of {path}"),
+        source,
+    }
+}
+
+fn list_protobuf_error(path: &str, source: crate::protobuf::Error) -> Error {
+    Error::DecodeProtobuf {
+        what: format!("the response of {path}"),
+        source,
     }
 }
 

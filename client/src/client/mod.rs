@@ -122,7 +122,8 @@ use crate::error::{ApiError, Error};
 use crate::write_gate::enforce::{self, Departure, GatedWrite, SendError};
 use crate::write_gate::{WriteGate, WritePermit};
 use crate::write_observer::WriteObserver;
-use ferrokube_core::{pipeline_enabled, pipeline_event};
+use ferrokube_core::{ManagedFields, pipeline_enabled, pipeline_event};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Status;
 use proxy::Dialer;
 use rate_limit::RateLimit;
 
@@ -167,6 +168,8 @@ struct Inner {
     retry: RetryPolicy,
     default_namespace: String,
     user_agent: HeaderValue,
+    /// Ask for protobuf when reading built-in kinds ([`Config::content_type`]).
+    protobuf: bool,
 }
 
 /// With [`Config::http2`], how long a ping may go unanswered before the connection is closed
@@ -315,6 +318,7 @@ impl Client {
                 retry: config.retry,
                 default_namespace: config.default_namespace,
                 user_agent,
+                protobuf: config.content_type == crate::config::ContentType::Protobuf,
             }),
             priority: Priority::default(),
             gate: None,
@@ -428,6 +432,11 @@ impl Client {
         Client::new(Config::infer()?)
     }
 
+    /// Whether reads of built-in kinds ask for protobuf ([`Config::content_type`]).
+    pub fn prefers_protobuf(&self) -> bool {
+        self.inner.protobuf
+    }
+
     /// The namespace of the config's context (or `default`).
     pub fn default_namespace(&self) -> &str {
         &self.inner.default_namespace
@@ -471,6 +480,18 @@ impl Client {
         })
     }
 
+    /// Sends `call` and returns the whole 2xx body and its `Content-Type`.
+    pub async fn request_typed_bytes(&self, call: Call) -> Result<(Option<String>, Bytes), Error> {
+        let mut body = BytesMut::new();
+        let kind = self
+            .request_chunks_typed(call, |_, chunk| {
+                body.extend_from_slice(chunk);
+                Ok(())
+            })
+            .await?;
+        Ok((kind, body.freeze()))
+    }
+
     /// Sends `call` and returns the whole 2xx body. Reading the body has its own request timeout.
     pub async fn request_bytes(&self, call: Call) -> Result<Bytes, Error> {
         let mut body = BytesMut::new();
@@ -489,10 +510,25 @@ impl Client {
     pub async fn request_chunks(
         &self,
         call: Call,
-        each: impl FnMut(&[u8]) -> Result<(), Error>,
+        mut each: impl FnMut(&[u8]) -> Result<(), Error>,
     ) -> Result<(), Error> {
+        self.request_chunks_typed(call, |_, chunk| each(chunk))
+            .await
+            .map(drop)
+    }
+
+    /// [`request_chunks`](Self::request_chunks), handing `each` the answer's `Content-Type`
+    /// (`None` without one) with every piece, and returning it: what decides how the body is
+    /// decoded when the request offered more than one encoding.
+    pub async fn request_chunks_typed(
+        &self,
+        call: Call,
+        mut each: impl FnMut(Option<&str>, &[u8]) -> Result<(), Error>,
+    ) -> Result<Option<String>, Error> {
         let url = call.request.uri().to_string();
         let response = self.send(call).await?;
+        let kind = content_type(response.headers()).map(str::to_string);
+        let each = |chunk: &[u8]| each(kind.as_deref(), chunk);
         let came_through = response.extensions().get::<CameThrough>().copied();
         let read = read_chunks(response.into_body(), &url, self.inner.timeout, each).await;
         if let (Err(Error::Idle { .. }), Some(CameThrough(generation))) = (&read, came_through) {
@@ -501,7 +537,7 @@ impl Client {
                 .pool
                 .condemn(generation, "an answer's body stalled");
         }
-        read
+        read.map(|()| kind)
     }
 
     async fn send_once(&self, call: &Call) -> Result<Response<Incoming>, Error> {
@@ -720,8 +756,16 @@ async fn read_chunks(
     }
 }
 
+/// A response's `Content-Type`, if it has a readable one.
+pub(crate) fn content_type(headers: &http::HeaderMap) -> Option<&str> {
+    headers.get(CONTENT_TYPE).and_then(|v| v.to_str().ok())
+}
+
 async fn error_from_response(response: Response<Incoming>, url: &str) -> Error {
     let code = response.status().as_u16();
+    // A server answers an error in the encoding it would have answered the request in: a
+    // protobuf `Status` to a client that asked for protobuf.
+    let protobuf = content_type(response.headers()).is_some_and(crate::protobuf::is_protobuf);
     let retry_after = response
         .headers()
         .get(RETRY_AFTER)
@@ -758,6 +802,20 @@ async fn error_from_response(response: Response<Incoming>, url: &str) -> Error {
     if code == StatusCode::UNAUTHORIZED.as_u16() {
         tracing::debug!(url, "401 Unauthorized");
     }
+    let body = match protobuf {
+        true => {
+            let status = crate::protobuf::from_slice::<Status>(&body, ManagedFields::Keep);
+            match status
+                .ok()
+                .and_then(|status| serde_json::to_vec(&status).ok())
+            {
+                Some(json) => Bytes::from(json),
+                // Not a Status after all: the error keeps its HTTP status, without a message.
+                None => Bytes::new(),
+            }
+        }
+        false => body,
+    };
     Error::Api(Box::new(ApiError::from_response(code, &body, retry_after)))
 }
 

@@ -150,6 +150,16 @@ impl std::fmt::Debug for Identity {
     }
 }
 
+/// The encoding a client asks for when it reads built-in kinds ([`Config::content_type`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ContentType {
+    /// Protobuf where the kind has a protobuf form, JSON where the server answers JSON.
+    #[default]
+    Protobuf,
+    /// JSON only.
+    Json,
+}
+
 /// Everything needed to talk to one API server as one user. Build it with [`Config::infer`],
 /// [`Config::from_kubeconfig`] or [`Config::incluster`], then adjust the public fields.
 ///
@@ -235,6 +245,13 @@ pub struct Config {
     /// `ferrokube/<version>`. Give each replica or component its own to tell their requests apart
     /// in the API server's audit log and metrics.
     pub user_agent: Option<String>,
+    /// The encoding asked for when reading built-in kinds (client-go's `rest.Config.ContentType`).
+    /// Default [`ContentType::Protobuf`]: gets, lists and watches of kinds in Kubernetes'
+    /// protobuf schema send `Accept: application/vnd.kubernetes.protobuf, application/json`
+    /// and decode whichever the server answers (see [`crate::protobuf`]); custom resources,
+    /// `DynamicObject`, patches and write bodies are JSON either way. [`ContentType::Json`]
+    /// asks for JSON only.
+    pub content_type: ContentType,
     /// How many idle keep-alive connections the pool keeps open for reuse. Default 25
     /// ([`DEFAULT_MAX_IDLE_CONNS_PER_HOST`], client-go's `MaxIdleConnsPerHost`). A client talks to
     /// one server, so this caps the whole pool; `0` keeps none (every request opens a connection
@@ -291,6 +308,7 @@ impl fmt::Debug for Config {
             retry,
             http2,
             user_agent,
+            content_type,
             max_idle_conns_per_host,
             idle_conn_timeout,
             idle_conn_stale_after,
@@ -323,6 +341,7 @@ impl fmt::Debug for Config {
             .field("retry", retry)
             .field("http2", http2)
             .field("user_agent", user_agent)
+            .field("content_type", content_type)
             .field("max_idle_conns_per_host", max_idle_conns_per_host)
             .field("idle_conn_timeout", idle_conn_timeout)
             .field("idle_conn_stale_after", idle_conn_stale_after)
@@ -376,6 +395,7 @@ impl Config {
             retry: RetryPolicy::default(),
             http2: false,
             user_agent: None,
+            content_type: ContentType::default(),
             max_idle_conns_per_host: DEFAULT_MAX_IDLE_CONNS_PER_HOST,
             idle_conn_timeout: Some(DEFAULT_IDLE_CONN_TIMEOUT),
             idle_conn_stale_after: DEFAULT_IDLE_CONN_STALE_AFTER,

@@ -108,9 +108,16 @@ pub struct WatchStream<K> {
     inner: Pin<Box<dyn Stream<Item = Result<WatchEvent<K>, Error>> + Send>>,
 }
 
+/// How the events are framed: JSON lines, or (`application/vnd.kubernetes.protobuf;stream=watch`)
+/// length-prefixed protobuf frames.
+enum Framing {
+    Lines(LineDecoder),
+    Frames(crate::protobuf::FrameDecoder),
+}
+
 struct State {
     body: Incoming,
-    decoder: LineDecoder,
+    decoder: Framing,
     url: String,
     /// The longest the body may stay silent; `None`: forever.
     idle: Option<Duration>,
@@ -126,10 +133,15 @@ impl<K: DeserializeOwned + Send + 'static> WatchStream<K> {
         url: String,
         idle: Option<Duration>,
         managed_fields: ManagedFields,
+        protobuf: bool,
     ) -> WatchStream<K> {
+        let decoder = match protobuf {
+            true => Framing::Frames(crate::protobuf::FrameDecoder::new(MAX_EVENT_BYTES)),
+            false => Framing::Lines(LineDecoder::new()),
+        };
         let state = State {
             body,
-            decoder: LineDecoder::new(),
+            decoder,
             url,
             idle,
             managed_fields,
@@ -155,17 +167,43 @@ async fn next_event<K: DeserializeOwned>(
         return None;
     }
     loop {
-        if let Some(line) = state.decoder.next_line() {
-            if line.len() > MAX_EVENT_BYTES {
-                return Some(Err(too_large(state)));
+        match &mut state.decoder {
+            Framing::Lines(lines) => {
+                if let Some(line) = lines.next_line() {
+                    if line.len() > MAX_EVENT_BYTES {
+                        return Some(Err(too_large(state)));
+                    }
+                    if line.iter().all(u8::is_ascii_whitespace) {
+                        continue;
+                    }
+                    return Some(decoder::decode_event_with(&line, state.managed_fields));
+                }
+                if lines.buffered() > MAX_EVENT_BYTES {
+                    return Some(Err(too_large(state)));
+                }
             }
-            if line.iter().all(u8::is_ascii_whitespace) {
-                continue;
-            }
-            return Some(decoder::decode_event_with(&line, state.managed_fields));
-        }
-        if state.decoder.buffered() > MAX_EVENT_BYTES {
-            return Some(Err(too_large(state)));
+            Framing::Frames(frames) => match frames.next_frame() {
+                Ok(Some(frame)) => {
+                    return Some(
+                        crate::protobuf::decode_event(&frame, state.managed_fields).map_err(
+                            |source| Error::DecodeProtobuf {
+                                what: "a watch event".to_string(),
+                                source,
+                            },
+                        ),
+                    );
+                }
+                Ok(None) => {}
+                Err(crate::protobuf::Error::FrameTooLarge { .. }) => {
+                    return Some(Err(too_large(state)));
+                }
+                Err(source) => {
+                    return Some(Err(Error::DecodeProtobuf {
+                        what: "a watch event".to_string(),
+                        source,
+                    }));
+                }
+            },
         }
         let frame = match state.idle {
             Some(idle) => match tokio::time::timeout(idle, state.body.frame()).await {
@@ -183,7 +221,10 @@ async fn next_event<K: DeserializeOwned>(
         match frame {
             Some(Ok(frame)) => {
                 if let Some(data) = frame.data_ref() {
-                    state.decoder.push(data);
+                    match &mut state.decoder {
+                        Framing::Lines(lines) => lines.push(data),
+                        Framing::Frames(frames) => frames.push(data),
+                    }
                 }
             }
             Some(Err(source)) => {
@@ -194,7 +235,15 @@ async fn next_event<K: DeserializeOwned>(
             }
             None => {
                 state.finished = true;
-                return state.decoder.finish().map(|rest| decode_event(&rest));
+                return match &mut state.decoder {
+                    Framing::Lines(lines) => lines.finish().map(|rest| decode_event(&rest)),
+                    Framing::Frames(frames) => frames.finish().err().map(|source| {
+                        Err(Error::DecodeProtobuf {
+                            what: "a watch event".to_string(),
+                            source,
+                        })
+                    }),
+                };
             }
         }
     }

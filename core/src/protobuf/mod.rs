@@ -1,7 +1,8 @@
 //! The schema of Kubernetes' protobuf encoding for every built-in kind of Kubernetes 1.37: per
 //! message, each field's number, JSON name, type, wire shape and presence rule. Plain static data,
-//! no decoder: a decoder (the embedded server's, `ferrokube-apiserver`'s `protobuf` module; later
-//! the client's) drives itself with it straight from the bytes to its own target.
+//! no decoder: each decoder (the embedded server's, `ferrokube-apiserver`'s `protobuf` module, into
+//! JSON values; the client's, `ferrokube-client`'s `protobuf` module, a serde `Deserializer`
+//! straight into k8s-openapi's types) drives itself with it from the bytes to its own target.
 //!
 //! # Why it exists, and why here
 //!

@@ -48,6 +48,10 @@ fn client(qps: f32, burst: u32) -> Client {
     let mut config = Config::infer().expect("a kubeconfig (KUBECONFIG)");
     config.qps = Some(qps);
     config.burst = burst;
+    // Protobuf reads are the default; FERROKUBE_CONTENT_TYPE=json measures the JSON-only client.
+    if std::env::var("FERROKUBE_CONTENT_TYPE").is_ok_and(|v| v.eq_ignore_ascii_case("json")) {
+        config.content_type = ferrokube::config::ContentType::Json;
+    }
     Client::new(config).expect("client")
 }
 

@@ -27,14 +27,14 @@ use serde_json::{Value, json};
 use ferrokube_fuzzing::server::{Request, parse_requests, render_requests};
 use ferrokube_fuzzing::{
     cel_rules, field_selector, kubeconfig, label_selector, list_body, protobuf_body,
-    server_requests, watch_stream,
+    protobuf_response, server_requests, watch_stream,
 };
 
 /// The default seed of the short run.
 const SEED: u64 = 0x6b75_6265_6675_7a7a;
 
 /// Cases per target in the short run: a few seconds each in a debug build on two cores.
-const CASES: [(&str, u32); 8] = [
+const CASES: [(&str, u32); 9] = [
     ("kubeconfig", 2000),
     ("watch_stream", 2000),
     ("list_body", 2000),
@@ -43,6 +43,7 @@ const CASES: [(&str, u32); 8] = [
     ("server_requests", 1000),
     ("protobuf_body", 5000),
     ("cel_rules", 150),
+    ("protobuf_response", 3000),
 ];
 
 /// Bytes that print as text when a case fails.
@@ -1205,4 +1206,61 @@ fn cel_inputs() -> BoxedStrategy<Input> {
 fn fuzz_cel_rules() {
     replay("cel_rules", cel_rules);
     run("cel_rules", cel_inputs(), cel_rules);
+}
+
+/// The client's protobuf decoders: Go's own encodings and random messages as one object, as the
+/// items of a list (`XList {1 metadata, 2 items}` in an envelope) or as watch frames, mutated.
+fn protobuf_responses() -> BoxedStrategy<Input> {
+    let object = (prop::sample::select(pb_kinds()), pb_message())
+        .prop_map(|((api_version, kind), raw)| pb_body(api_version, kind, raw));
+    let objects = prop_oneof![1 => object, 1 => prop::sample::select(go_bodies())];
+    let as_list = (vec(pb_message(), 0..4), vec(1..46u32, 0..3)).prop_map(|(items, others)| {
+        let mut list = pb_field(
+            1,
+            PbValue::Bytes(pb_field(2, PbValue::Bytes(b"7".to_vec()))),
+        );
+        for item in items {
+            list.extend(pb_field(2, PbValue::Bytes(item)));
+        }
+        for number in others {
+            list.extend(pb_field(number, PbValue::Int(1)));
+        }
+        pb_body("v1", "PodList", list)
+    });
+    let as_watch = vec(
+        (
+            prop::sample::select(vec![
+                "ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR", "X",
+            ]),
+            objects.clone(),
+        ),
+        0..4,
+    )
+    .prop_map(|events| {
+        let mut stream = Vec::new();
+        for (kind, object) in events {
+            let event = [
+                pb_field(1, PbValue::Bytes(kind.as_bytes().to_vec())),
+                pb_field(2, PbValue::Bytes(pb_field(1, PbValue::Bytes(object)))),
+            ]
+            .concat();
+            stream.extend((event.len() as u32).to_be_bytes());
+            stream.extend(event);
+        }
+        stream
+    });
+    let shaped = prop_oneof![
+        objects.prop_map(|body| (0u8, body)),
+        as_list.prop_map(|body| (1u8, body)),
+        as_watch.prop_map(|body| (2u8, body)),
+    ];
+    let good = (shaped, any::<[u8; 2]>())
+        .prop_map(|((shape, body), control)| [vec![shape], control.to_vec(), body].concat());
+    family(good)
+}
+
+#[test]
+fn fuzz_protobuf_response() {
+    replay("protobuf_response", protobuf_response);
+    run("protobuf_response", protobuf_responses(), protobuf_response);
 }
