@@ -30,7 +30,6 @@
 //!                    refused (422) with a Status; a refused rule's message stays bounded
 //! ```
 
-use std::cell::RefCell;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -38,8 +37,6 @@ use ferrokube::apiserver::{ApiServer, RunningServer};
 use http::Method;
 use http::header::{CONTENT_TYPE, HOST};
 use http_body_util::{BodyExt, Full};
-use hyper::client::conn::http1::SendRequest;
-use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
 
 /// How long one answer may take before the harness calls it a hang. kube-apiserver's CEL limits
@@ -74,11 +71,6 @@ pub fn render_input(rule: &str, spec: &Value) -> Vec<u8> {
     format!("{rule}{SEPARATOR}{spec}").into_bytes()
 }
 
-thread_local! {
-    /// One runtime per thread, as in the server target.
-    static RUNTIME: RefCell<Option<tokio::runtime::Runtime>> = const { RefCell::new(None) };
-}
-
 /// Installs the rule of `data` in a CRD on a fresh embedded server and writes an object of it;
 /// panics on a hang, a 5xx, a dropped connection, or an unbounded error message.
 pub fn cel_rules(data: &[u8]) {
@@ -86,20 +78,7 @@ pub fn cel_rules(data: &[u8]) {
     if rule.trim().is_empty() {
         return;
     }
-    RUNTIME.with(|cell| {
-        let mut slot = cell.borrow_mut();
-        let runtime = match slot.as_ref() {
-            Some(runtime) => runtime,
-            None => match tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            {
-                Ok(runtime) => slot.insert(runtime),
-                Err(error) => panic!("fuzz harness: no tokio runtime: {error}"),
-            },
-        };
-        runtime.block_on(exchange(&rule, spec));
-    });
+    crate::on_thread_runtime(|runtime| runtime.block_on(exchange(&rule, spec)));
 }
 
 fn crd(rule: &str) -> Value {
@@ -199,7 +178,7 @@ async fn send(
     path: &str,
     body: Option<Value>,
 ) -> (u16, Vec<u8>) {
-    let mut sender = connect(server).await;
+    let mut sender = crate::server::connect(server).await;
     let bytes = body.map_or_else(Bytes::new, |value| Bytes::from(value.to_string()));
     let request = match http::Request::builder()
         .method(method.clone())
@@ -224,16 +203,4 @@ async fn send(
         Ok(Ok(body)) => body.to_bytes().to_vec(),
     };
     (status, body)
-}
-
-async fn connect(server: &RunningServer) -> SendRequest<Full<Bytes>> {
-    let (client_end, server_end) = tokio::io::duplex(64 * 1024);
-    server.serve_connection(server_end);
-    match hyper::client::conn::http1::handshake(TokioIo::new(client_end)).await {
-        Ok((sender, connection)) => {
-            tokio::spawn(connection);
-            sender
-        }
-        Err(error) => panic!("fuzz harness: no HTTP/1.1 connection over a pipe: {error}"),
-    }
 }

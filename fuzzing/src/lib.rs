@@ -101,6 +101,31 @@ pub use selectors::{field_selector, label_selector};
 pub use server::server_requests;
 pub use watch::watch_stream;
 
+thread_local! {
+    /// One current-thread runtime per thread, for the targets that drive the embedded server: the
+    /// fuzzer calls a harness many times on one thread, and `cargo test` runs tests on several.
+    static RUNTIME: std::cell::RefCell<Option<tokio::runtime::Runtime>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Runs `work` on this thread's runtime (made on first use); panics if none can be made.
+pub(crate) fn on_thread_runtime<T>(work: impl FnOnce(&tokio::runtime::Runtime) -> T) -> T {
+    RUNTIME.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        let runtime = match slot.as_ref() {
+            Some(runtime) => runtime,
+            None => match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(runtime) => slot.insert(runtime),
+                Err(error) => panic!("fuzz harness: no tokio runtime: {error}"),
+            },
+        };
+        work(runtime)
+    })
+}
+
 /// The chunk sizes a chunked target uses, from the input's first two bytes, and the rest of the
 /// input (the body). Sizes alternate: `1 + first % 64` (byte-level boundaries) and
 /// `1 + second * 16` (up to 4 KiB, whole lines and items).

@@ -138,12 +138,6 @@ fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     haystack.windows(needle.len()).position(|w| w == needle)
 }
 
-thread_local! {
-    /// One runtime per thread: the fuzzer calls the harness many times on one thread, and
-    /// `cargo test` runs tests on several.
-    static RUNTIME: RefCell<Option<tokio::runtime::Runtime>> = const { RefCell::new(None) };
-}
-
 /// Sends the requests of `data` to a fresh embedded server; panics on a hang, a dropped
 /// connection (a panic in a handler drops it), or an answer that breaks the checks of the
 /// [module docs](self).
@@ -153,18 +147,7 @@ pub fn server_requests(data: &[u8]) {
         return;
     }
     watch_panics();
-    RUNTIME.with(|cell| {
-        let mut slot = cell.borrow_mut();
-        let runtime = match slot.as_ref() {
-            Some(runtime) => runtime,
-            None => match tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            {
-                Ok(runtime) => slot.insert(runtime),
-                Err(error) => panic!("fuzz harness: no tokio runtime: {error}"),
-            },
-        };
+    crate::on_thread_runtime(|runtime| {
         TASK_PANIC.with(|panic| panic.borrow_mut().take());
         WATCHING.with(|on| on.set(true));
         runtime.block_on(exchange(&requests));
@@ -368,7 +351,8 @@ fn uri(target: &str) -> Option<http::Uri> {
     encoded.parse().ok()
 }
 
-async fn connect(server: &RunningServer) -> SendRequest<Full<Bytes>> {
+/// An HTTP/1.1 connection to `server` over an in-memory pipe (no socket).
+pub(crate) async fn connect(server: &RunningServer) -> SendRequest<Full<Bytes>> {
     let (client_end, server_end) = tokio::io::duplex(64 * 1024);
     server.serve_connection(server_end);
     match hyper::client::conn::http1::handshake(TokioIo::new(client_end)).await {
