@@ -66,7 +66,7 @@ impl ListShape {
     }
 }
 
-/// Decodes a protobuf list body pushed in chunks; see the [module docs](self). Each item is
+/// Decodes a protobuf list body pushed in chunks; see the `protobuf::list` module docs. Each item is
 /// decoded as a `K` (keeping or skipping `metadata.managedFields`), passed through `map`, and only
 /// what `map` returns is kept.
 pub struct ListDecoder<K, T, F> {
