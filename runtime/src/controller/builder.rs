@@ -330,7 +330,7 @@ impl<K: Kind> Controller<K> {
     /// The client reconciles write with, through their [`Context`](super::Context) (which
     /// records each write for the key). Default: the client of the controller's informer factory
     /// (the one given to [`new`](Self::new)); a [`Manager`](crate::manager::Manager) sets its
-    /// gated client, and [`shard`](Self::shard) the member's.
+    /// gated client, and `shard` (feature `shard`) the member's.
     pub fn client(mut self, client: Client) -> Self {
         self.client = Some(client);
         self
@@ -368,7 +368,7 @@ impl<K: Kind> Controller<K> {
     }
 
     /// The informer of the primary type (created now if the factory has none yet): its lister is
-    /// how a reconciler reads other `K`s. Call it after [`shard`](Self::shard).
+    /// how a reconciler reads other `K`s. Call it after `shard` (feature `shard`).
     pub fn primary_informer(&self) -> SharedIndexInformer<K> {
         self.factory()
             .informer_for::<K>(&self.dynamic, &self.scope, |builder| builder)
