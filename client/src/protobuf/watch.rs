@@ -20,7 +20,6 @@ use serde::de::DeserializeOwned;
 
 use super::wire::{Raw, Reader};
 use super::{Error, from_slice};
-use crate::error::ApiError;
 use crate::watch::{Bookmark, WatchEvent};
 
 /// Splits a byte stream into length-prefixed frames.
@@ -135,11 +134,7 @@ pub fn decode_event<K: DeserializeOwned>(
         }
         "ERROR" => {
             let status: Status = from_slice(object, ManagedFields::Keep)?;
-            let code = status
-                .code
-                .and_then(|c| u16::try_from(c).ok())
-                .unwrap_or(500);
-            WatchEvent::Error(Box::new(ApiError::from_status(status, code)))
+            crate::watch::error_event(status)
         }
         other => {
             return Err(Error::Custom(format!("unknown watch event type {other:?}")));

@@ -104,6 +104,15 @@ struct BookmarkMeta {
     annotations: Option<BTreeMap<String, String>>,
 }
 
+/// An ERROR event's `Status` as the event, in either encoding: its `code`, else 500.
+pub(crate) fn error_event<K>(status: Status) -> WatchEvent<K> {
+    let code = status
+        .code
+        .and_then(|c| u16::try_from(c).ok())
+        .unwrap_or(500);
+    WatchEvent::Error(Box::new(ApiError::from_status(status, code)))
+}
+
 /// Decodes one line of a watch stream.
 pub fn decode_event<K: DeserializeOwned>(line: &[u8]) -> Result<WatchEvent<K>, Error> {
     decode_event_with(line, ManagedFields::Keep)
@@ -140,11 +149,7 @@ pub fn decode_event_with<K: DeserializeOwned>(
         "ERROR" => {
             let status: Status =
                 serde_json::from_str(object).map_err(|e| fail("an ERROR event", e))?;
-            let code = status
-                .code
-                .and_then(|c| u16::try_from(c).ok())
-                .unwrap_or(500);
-            WatchEvent::Error(Box::new(ApiError::from_status(status, code)))
+            error_event(status)
         }
         other => {
             return Err(fail(

@@ -47,6 +47,7 @@ use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use serde::de::DeserializeOwned;
 
+pub(crate) use decoder::error_event;
 pub use decoder::{LineDecoder, decode_event, decode_event_with};
 
 use crate::error::{ApiError, Error};
