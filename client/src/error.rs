@@ -65,7 +65,7 @@ pub enum Error {
     DecodeProtobuf {
         what: String,
         #[source]
-        source: crate::protobuf::Error,
+        source: crate::protobuf::error::Error,
     },
     /// A request could not be built (for example a name that is not a valid URL path segment).
     #[error("invalid request: {0}")]

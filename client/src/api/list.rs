@@ -26,7 +26,7 @@ use ferrokube_core::ManagedFields;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ListMeta;
 use serde::de::{DeserializeOwned, Error as _};
 
-use super::ObjectList;
+use super::object_list::ObjectList;
 
 /// Decodes a whole list body held in memory, passing each item through `map` as it is decoded.
 #[cfg(test)]

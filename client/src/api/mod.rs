@@ -20,6 +20,7 @@
 pub mod decode;
 mod dynamic;
 pub(crate) mod list;
+pub(crate) mod object_list;
 mod params;
 mod query;
 
@@ -35,6 +36,7 @@ use serde::{Deserialize, Serialize};
 
 pub use dynamic::DynamicObject;
 pub use list::ListDecoder;
+pub use object_list::ObjectList;
 pub use params::{
     DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions, PropagationPolicy,
     VersionMatch, WatchParams,
@@ -49,36 +51,6 @@ use crate::watch::WatchStream;
 use crate::write_observer::{DeleteNote, DeleteOutcome, WriteObserver};
 use ferrokube_core::ObjectKey;
 use ferrokube_core::{ApiResource, Kind};
-
-/// A page of a list.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(bound = "K: DeserializeOwned")]
-pub struct ObjectList<K> {
-    #[serde(default)]
-    pub metadata: ListMeta,
-    #[serde(default)]
-    pub items: Vec<K>,
-}
-
-impl<K> ObjectList<K> {
-    /// The list's resourceVersion: watch from here to see every later change.
-    pub fn resource_version(&self) -> &str {
-        self.metadata
-            .resource_version
-            .as_deref()
-            .unwrap_or_default()
-    }
-
-    /// The shard selector the server applied to this list (`metadata.shardInfo.selector`, in its
-    /// canonical text), or `None`: a list asked with no `shardSelector`, or a server without
-    /// server-side sharding (which ignores the parameter and lists every object).
-    pub fn shard_selector(&self) -> Option<&str> {
-        self.metadata
-            .shard_info
-            .as_ref()
-            .map(|info| info.selector.as_str())
-    }
-}
 
 /// What a delete answered: the object itself while it waits on finalizers or a grace period, or a
 /// `Status` once it is gone.

@@ -45,6 +45,14 @@ use super::wire::{Raw, Reader, WireType};
 /// serde_json's 128 at this bound (the same the embedded server uses).
 pub const MAX_DEPTH: usize = 64;
 
+/// The error for a message nested deeper than [`MAX_DEPTH`].
+fn too_deep(message: &'static str) -> Error {
+    Error::TooDeep {
+        message,
+        limit: MAX_DEPTH,
+    }
+}
+
 /// How many inlined Go structs may nest inside one message (`Volume` ─ `VolumeSource`): one in
 /// Kubernetes 1.37; a few more are allowed.
 const MAX_INLINE: usize = 4;
@@ -130,9 +138,7 @@ impl<'de> ValueDe<'de> {
     fn message_access(&self, schema: &'static Schema) -> Result<MessageAccess<'de>, Error> {
         let walk = self.walk.child();
         if walk.depth > MAX_DEPTH {
-            return Err(Error::TooDeep {
-                message: schema.name,
-            });
+            return Err(too_deep(schema.name));
         }
         Ok(MessageAccess::new(
             schema,
@@ -211,9 +217,7 @@ impl<'de> Deserializer<'de> for ValueDe<'de> {
                 let bytes = self.len()?;
                 let walk = self.walk.child();
                 if walk.depth > MAX_DEPTH {
-                    return Err(Error::TooDeep {
-                        message: schema.name,
-                    });
+                    return Err(too_deep(schema.name));
                 }
                 match fold_choice(schema, fold, bytes)? {
                     Choice::Null => visitor.visit_unit(),
@@ -239,9 +243,7 @@ impl<'de> Deserializer<'de> for ValueDe<'de> {
                     Some(field) if walk.depth <= MAX_DEPTH => {
                         visitor.visit_seq(Gather::new(field, Reader::new(bytes, schema.name), walk))
                     }
-                    Some(_) => Err(Error::TooDeep {
-                        message: schema.name,
-                    }),
+                    Some(_) => Err(too_deep(schema.name)),
                     None => visitor.visit_seq(de::value::SeqDeserializer::<
                         std::iter::Empty<()>,
                         Error,
@@ -691,9 +693,7 @@ impl<'de> MessageAccess<'de> {
                         });
                     }
                     let Some(slot) = self.frames.get_mut(self.depth) else {
-                        return Err(Error::TooDeep {
-                            message: schema.name,
-                        });
+                        return Err(too_deep(schema.name));
                     };
                     *slot = Frame::new(inner, bytes);
                     self.depth += 1;

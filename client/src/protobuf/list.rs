@@ -23,7 +23,7 @@ use serde::de::DeserializeOwned;
 
 use super::wire::{Raw, Reader, varint_prefix};
 use super::{Error, MAGIC, UNKNOWN, from_message, read_type_meta};
-use crate::api::ObjectList;
+use crate::api::object_list::ObjectList;
 
 /// Where the decoder is in the body.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -34,6 +34,7 @@
 //! See `de.rs` for how a message maps onto its JSON form (and so onto `K`).
 
 mod de;
+pub(crate) mod error;
 mod list;
 mod watch;
 mod wire;
@@ -43,6 +44,7 @@ use ferrokube_core::protobuf::{Schema, Ty, top_level};
 use serde::de::{Deserialize, DeserializeOwned};
 
 pub use de::MAX_DEPTH;
+pub use error::Error;
 pub use list::ListDecoder;
 pub use watch::{FrameDecoder, decode_event};
 
@@ -67,56 +69,6 @@ pub fn is_protobuf(content_type: &str) -> bool {
         .split(';')
         .next()
         .is_some_and(|media| media.trim().eq_ignore_ascii_case(CONTENT_TYPE))
-}
-
-/// Why protobuf bytes could not be decoded. Every malformed input ends here; nothing panics.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum Error {
-    #[error("the body does not start with the Kubernetes protobuf magic bytes \"k8s\\0\"")]
-    Magic,
-    #[error("truncated protobuf input in {message} at byte {at}")]
-    Truncated { message: &'static str, at: usize },
-    #[error("malformed varint in {message} at byte {at}")]
-    Varint { message: &'static str, at: usize },
-    #[error("invalid field number {number} in {message}")]
-    FieldNumber { message: &'static str, number: u64 },
-    #[error("{message} field {field} has wire type {wire}, which Kubernetes' messages never use")]
-    WireType {
-        message: &'static str,
-        field: u32,
-        wire: u8,
-    },
-    #[error("{message} field {field} has the wrong wire type for its type")]
-    WrongType { message: &'static str, field: u32 },
-    #[error("{message} field {field} occurs twice")]
-    Repeated { message: &'static str, field: u32 },
-    #[error("{message} field {field} is not valid UTF-8")]
-    Utf8 { message: &'static str, field: u32 },
-    #[error("{message} field {field} does not hold valid JSON: {reason}")]
-    Json {
-        message: &'static str,
-        field: u32,
-        reason: String,
-    },
-    #[error("{message} field {field} is not a finite number")]
-    NotFinite { message: &'static str, field: u32 },
-    #[error("a time {seconds} s from 1970 is outside the years 0 to 9999")]
-    TimeRange { seconds: i64 },
-    #[error("protobuf messages nested deeper than {MAX_DEPTH} levels (in {message})")]
-    TooDeep { message: &'static str },
-    #[error("the protobuf envelope names no apiVersion/kind")]
-    NoTypeMeta,
-    #[error("unsupported protobuf contentEncoding {0:?}")]
-    ContentEncoding(String),
-    #[error("no protobuf schema for {api_version} {kind}")]
-    UnknownKind { api_version: String, kind: String },
-    #[error("a watch frame of {length} bytes is longer than the {limit}-byte limit")]
-    FrameTooLarge { length: usize, limit: usize },
-    #[error("the body ended inside {0}")]
-    Incomplete(&'static str),
-    /// What the target type refused (a wrong `kind`, a missing field, ...).
-    #[error("{0}")]
-    Custom(String),
 }
 
 /// An enveloped object: `runtime.Unknown`'s type and the object's own message bytes.

@@ -20,7 +20,7 @@ use serde::de::DeserializeOwned;
 
 use super::wire::{Raw, Reader};
 use super::{Error, from_slice};
-use crate::watch::{Bookmark, WatchEvent};
+use crate::watch::event::{Bookmark, WatchEvent, error_event};
 
 /// Splits a byte stream into length-prefixed frames.
 #[derive(Debug)]
@@ -134,7 +134,7 @@ pub fn decode_event<K: DeserializeOwned>(
         }
         "ERROR" => {
             let status: Status = from_slice(object, ManagedFields::Keep)?;
-            crate::watch::error_event(status)
+            error_event(status)
         }
         other => {
             return Err(Error::Custom(format!("unknown watch event type {other:?}")));

@@ -20,8 +20,8 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::value::RawValue;
 
-use super::{Bookmark, WatchEvent};
-use crate::error::{ApiError, Error};
+use super::event::{Bookmark, WatchEvent, error_event};
+use crate::error::Error;
 
 /// Splits a byte stream into lines. Invariant: `buf[..scanned]` holds no `\n`.
 #[derive(Debug, Default)]
@@ -102,15 +102,6 @@ struct BookmarkMeta {
     resource_version: String,
     #[serde(default)]
     annotations: Option<BTreeMap<String, String>>,
-}
-
-/// An ERROR event's `Status` as the event, in either encoding: its `code`, else 500.
-pub(crate) fn error_event<K>(status: Status) -> WatchEvent<K> {
-    let code = status
-        .code
-        .and_then(|c| u16::try_from(c).ok())
-        .unwrap_or(500);
-    WatchEvent::Error(Box::new(ApiError::from_status(status, code)))
 }
 
 /// Decodes one line of a watch stream.

@@ -35,8 +35,8 @@
 //! [`WatchParams::idle_timeout`]: crate::api::WatchParams::idle_timeout
 
 mod decoder;
+pub(crate) mod event;
 
-use std::collections::BTreeMap;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -47,10 +47,10 @@ use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use serde::de::DeserializeOwned;
 
-pub(crate) use decoder::error_event;
 pub use decoder::{LineDecoder, decode_event, decode_event_with};
+pub use event::{Bookmark, WatchEvent};
 
-use crate::error::{ApiError, Error};
+use crate::error::Error;
 
 /// How often a server that allows bookmarks sends one at the latest, give or take: kube-apiserver's
 /// watch cache aims at every minute (`bookmarkFrequency`), as does the embedded server.
@@ -71,35 +71,6 @@ pub fn promised_idle(timeout_seconds: Option<u32>, bookmarks: bool) -> Option<Du
     match (by_timeout, by_bookmarks) {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
-    }
-}
-
-/// One change, as the API server reports it.
-#[derive(Debug, Clone)]
-pub enum WatchEvent<K> {
-    Added(K),
-    Modified(K),
-    /// The object's last state.
-    Deleted(K),
-    /// Nothing changed, but the stream has reached this resourceVersion.
-    Bookmark(Bookmark),
-    /// The server's `Status` (decoded; e.g. 410 "too old resource version").
-    Error(Box<ApiError>),
-}
-
-/// A BOOKMARK event's content.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Bookmark {
-    pub resource_version: String,
-    pub annotations: BTreeMap<String, String>,
-}
-
-impl Bookmark {
-    /// True for the bookmark that ends the initial events of a streaming list.
-    pub fn is_initial_events_end(&self) -> bool {
-        self.annotations
-            .get("k8s.io/initial-events-end")
-            .is_some_and(|v| v == "true")
     }
 }
 
