@@ -40,7 +40,7 @@ readonly TOOL="$TOOL_ROOT/bin/cargo-cycles"
 # Names not (yet) in the workspace are skipped, so the list can name crates before they exist.
 # A workspace crate missing from the list fails the check: a new crate needs a place first.
 readonly LAYERS=(
-    "ferrokube-pipeline ferrokube-derive"     # the live view's tracing seam: one macro; #[derive(CustomResource)] (code generation only)
+    "ferrokube-pipeline ferrokube-derive ferrokube-listen"  # the live view's tracing seam: one macro; #[derive(CustomResource)] (code generation only); what every listening socket shares
     "ferrokube-core"                          # the object model: no I/O
     "ferrokube-workqueue"                     # keys waiting for a worker
     "ferrokube-informer"                      # list + watch into a cache
@@ -54,7 +54,7 @@ readonly LAYERS=(
 # Tighter than the layers for some crates: the only workspace crates each may depend on.
 # The embedded API server stands beside the controller stack, not on it: it sees only the model.
 readonly ONLY_ALLOWED=(
-    "ferrokube-apiserver: ferrokube-core ferrokube-pipeline"
+    "ferrokube-apiserver: ferrokube-core ferrokube-pipeline ferrokube-listen"
 )
 
 # --- Setup ------------------------------------------------------------------------------------------

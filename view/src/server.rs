@@ -39,10 +39,9 @@ use super::actions::{ActionTable, RegisteredAction};
 use super::host_guard::HostGuard;
 use super::journal::Journal;
 use super::layer::PipelineLayer;
-use super::limits::{
-    Connections, DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_MAX_CONNECTIONS, LONGEST_TIMEOUT,
-};
+use super::limits::{DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_MAX_CONNECTIONS};
 use super::routes::{ViewState, answer};
+use ferrokube_listen::{Answering, Connections, LONGEST_TIMEOUT};
 
 /// How long to wait after a failed `accept` before the next one.
 const ACCEPT_RETRY: Duration = Duration::from_millis(100);
@@ -208,7 +207,7 @@ impl LiveView {
             guard: HostGuard::new(addr, &self.allowed_hosts),
         };
         let limits = Limits {
-            connections: Arc::new(Connections::new(self.max_connections)),
+            connections: Arc::new(Connections::new("live view", self.max_connections)),
             header_read_timeout: self.header_read_timeout,
         };
         let task = tokio::spawn(accept_until_stopped(listener, state, stopped, limits));
@@ -311,32 +310,32 @@ async fn accept_until_stopped(
             let answering = handle.clone();
             let service = service_fn(move |request: hyper::Request<Incoming>| {
                 let state = state.clone();
+                // Counted in flight until hyper has written the reply and dropped its body.
                 let in_flight = answering.start_request();
                 async move {
                     let reply = answer(request, &state).await;
-                    drop(in_flight);
-                    Ok::<_, Infallible>(reply)
+                    Ok::<_, Infallible>(reply.map(|body| Answering::new(body, Some(in_flight))))
                 }
             });
             let connection = hyper::server::conn::http1::Builder::new()
                 .timer(TokioTimer::new())
                 .header_read_timeout(header_read_timeout)
-                .serve_connection(TokioIo::new(stream), service);
+                .serve_connection(TokioIo::new(handle.watch(stream)), service);
             tokio::pin!(connection);
             tokio::select! {
                 served = connection.as_mut() => if let Err(error) = served {
                     tracing::debug!(%error, "live view: connection ended");
                 },
-                () = handle.close.notified() => {
+                () = handle.close_requested() => {
                     // Chosen while idle, a request may have arrived since: let it finish.
-                    if handle.busy() && !handle.cut.load(std::sync::atomic::Ordering::SeqCst) {
+                    if handle.busy() && !handle.was_cut() {
                         connection.as_mut().graceful_shutdown();
                         let _ = tokio::time::timeout(CLOSE_GRACE, connection.as_mut()).await;
                     }
                 }
                 _ = until_stopped(stopped) => {}
             }
-            connections.forget(handle.id);
+            connections.forget(handle.id());
         });
     }
 }

@@ -83,7 +83,7 @@ use crate::quota::QuotaController;
 use crate::resource::{Catalog, Registry, ResourceType};
 use crate::service_accounts::ServiceAccounts;
 use crate::store::Store;
-use limits::{Answering, Connections, Handle, LONGEST_TIMEOUT, Watched};
+use ferrokube_listen::{Answering, Connections, Handle, LONGEST_TIMEOUT};
 use shared::Shared;
 
 /// Builder for an in-process API server; every option has a default. Its `Debug` does not show
@@ -416,7 +416,7 @@ impl ApiServer {
             shared.clone(),
             stopping,
             SocketLimits {
-                connections: Arc::new(Connections::new(self.max_connections)),
+                connections: Arc::new(Connections::new("API server", self.max_connections)),
                 header_read_timeout: self.header_read_timeout,
                 idle_timeout: self.idle_timeout,
             },
@@ -502,7 +502,7 @@ struct Limited {
 /// Gives the connection's place under the cap back when its task ends, however it ends.
 impl Drop for Limited {
     fn drop(&mut self) {
-        self.connections.forget(self.handle.id);
+        self.connections.forget(self.handle.id());
     }
 }
 
@@ -537,10 +537,7 @@ async fn accept_loop(
             connections: limits.connections.clone(),
             handle,
         };
-        let stream = Watched {
-            inner: stream,
-            activity: limited.handle.activity.clone(),
-        };
+        let stream = limited.handle.watch(stream);
         tokio::spawn(async move {
             match tls {
                 Some(acceptor) => {
@@ -548,7 +545,7 @@ async fn accept_loop(
                         // Stopping first: no handshake is finished for a server going away.
                         biased;
                         () = stopped(&mut stopping) => return,
-                        () = limited.handle.close.notified() => return,
+                        () = limited.handle.close_requested() => return,
                         () = limited.handle.no_request_by(limited.first_request_by) => {
                             tracing::debug!(%peer, "TLS handshake not done within the header-read timeout: closed");
                             return;
@@ -588,10 +585,7 @@ async fn serve<I>(
         let in_flight = handle.as_ref().map(Handle::start_request);
         async move {
             let response = handlers::handle(shared, request, from_socket).await;
-            Ok::<_, Infallible>(response.map(|body| Answering {
-                body,
-                _in_flight: in_flight,
-            }))
+            Ok::<_, Infallible>(response.map(|body| Answering::new(body, in_flight)))
         }
     });
     let mut builder = auto::Builder::new(TokioExecutor::new());
@@ -610,7 +604,7 @@ async fn serve<I>(
     };
     let evicted = async {
         match &close {
-            Some(handle) => handle.close.notified().await,
+            Some(handle) => handle.close_requested().await,
             None => std::future::pending().await,
         }
     };
@@ -648,7 +642,7 @@ async fn serve<I>(
         () = evicted => {
             // Chosen while idle, a request may have arrived since: it may finish (no further
             // request is read), within the shutdown grace. One chosen while busy is cut.
-            let busy = close.as_ref().is_some_and(|h| h.busy() && !h.cut.load(std::sync::atomic::Ordering::SeqCst));
+            let busy = close.as_ref().is_some_and(|h| h.busy() && !h.was_cut());
             if busy {
                 connection.as_mut().graceful_shutdown();
                 let _ = tokio::time::timeout(SHUTDOWN_GRACE, connection.as_mut()).await;

@@ -13,27 +13,23 @@
 //! The limits against hostile and broken clients (timeouts, a connection cap, a back-off on failed
 //! `accept`s) and why they are what they are: see [`EndpointOptions`].
 
-use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::future::Future;
-use std::pin::{Pin, pin};
+use std::pin::pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::task::{Context, Poll};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
+use ferrokube_listen::{Answering, Connections, Handle};
 use http::{Request, Response, StatusCode};
 use http_body_util::Full;
-use hyper::body::{Body, Frame, SizeHint};
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use parking_lot::Mutex;
 use prometheus_client::registry::Registry;
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, watch};
-use tokio::time::Instant;
+use tokio::sync::watch;
 
 use crate::leader::Leadership;
 
@@ -327,7 +323,7 @@ impl<A: Acceptor> Endpoints<A> {
             registry,
             options,
         } = self;
-        let connections = Arc::new(Connections::new(options.max_connections));
+        let connections = Arc::new(Connections::new("health endpoint", options.max_connections));
         let mut backoff =
             AcceptBackoff::new(options.accept_backoff_initial, options.accept_backoff_max);
         // Whether the last connection found the endpoint full: warn once per episode, not once
@@ -356,152 +352,30 @@ impl<A: Acceptor> Endpoints<A> {
                     }
                 }
             };
-            let permit = match connections.permits.clone().try_acquire_owned() {
-                Ok(permit) => {
-                    full = false;
-                    permit
+            // At the cap, admitting closes the oldest idle connection, or, if every connection has
+            // a request in flight, cuts the one stalled longest: a new connection (a probe) is
+            // never kept waiting behind clients that do not read their responses.
+            if connections.len() >= connections.max() {
+                if !full {
+                    tracing::warn!(
+                        max = options.max_connections,
+                        "health endpoint: connection limit reached; closing the oldest idle connections to admit new ones"
+                    );
+                    full = true;
                 }
-                Err(_) => {
-                    if !full {
-                        tracing::warn!(
-                            max = options.max_connections,
-                            "health endpoint: connection limit reached; closing the oldest idle connections to admit new ones"
-                        );
-                        full = true;
-                    }
-                    // If every connection has a request in flight, the one stalled longest is cut,
-                    // so a new connection (a probe) is never kept waiting behind clients that do
-                    // not read their responses.
-                    connections.make_room();
-                    tokio::select! {
-                        // Stop first: no connection is admitted once asked to stop.
-                        biased;
-                        _ = stop.wait_for(|stop| *stop) => return,
-                        permit = connections.permits.clone().acquire_owned() => match permit {
-                            Ok(permit) => permit,
-                            // The semaphore is never closed.
-                            Err(_) => return,
-                        },
-                    }
-                }
-            };
+            } else {
+                full = false;
+            }
             // Registered here, not in its task: a connection's age is its place in the accept order.
-            let (id, handle) = connections.register();
+            let handle = connections.admit();
             tokio::spawn(serve_connection(
                 stream,
-                permit,
-                (id, handle),
+                handle,
                 connections.clone(),
                 health.clone(),
                 registry.clone(),
                 options.clone(),
             ));
-        }
-    }
-}
-
-/// The connections being served, oldest first, for the cap.
-struct Connections {
-    /// One permit per connection served; a connection gives its permit back when it ends.
-    permits: Arc<Semaphore>,
-    open: Mutex<OpenConnections>,
-}
-
-#[derive(Default)]
-struct OpenConnections {
-    next_id: u64,
-    /// By id, which grows with each accepted connection: the first entry is the oldest.
-    by_age: BTreeMap<u64, ConnectionHandle>,
-}
-
-/// What the accept loop knows of a connection: whether it is answering, when it last moved a
-/// byte, and how to close it.
-#[derive(Clone)]
-struct ConnectionHandle {
-    /// Requests received and not yet answered in full (0 or 1 for HTTP/1).
-    in_flight: Arc<AtomicUsize>,
-    /// When the connection last read or wrote a byte.
-    activity: Arc<Activity>,
-    /// Set before `close` is notified when the connection is closed although a request is in
-    /// flight (it was the one stalled longest): it is then dropped at once, its response cut,
-    /// rather than given time to finish.
-    cut: Arc<std::sync::atomic::AtomicBool>,
-    close: Arc<Notify>,
-}
-
-impl Default for ConnectionHandle {
-    fn default() -> Self {
-        ConnectionHandle {
-            in_flight: Arc::default(),
-            activity: Arc::new(Activity::new()),
-            cut: Arc::default(),
-            close: Arc::default(),
-        }
-    }
-}
-
-impl Connections {
-    fn new(max: usize) -> Connections {
-        Connections {
-            permits: Arc::new(Semaphore::new(max.clamp(1, Semaphore::MAX_PERMITS))),
-            open: Mutex::new(OpenConnections::default()),
-        }
-    }
-
-    fn register(&self) -> (u64, ConnectionHandle) {
-        let mut open = self.open.lock();
-        let id = open.next_id;
-        open.next_id += 1;
-        let handle = ConnectionHandle::default();
-        open.by_age.insert(id, handle.clone());
-        (id, handle)
-    }
-
-    /// A connection's task ended (its permit is given back with it).
-    fn forget(&self, id: u64) {
-        self.open.lock().by_age.remove(&id);
-    }
-
-    /// Tells the oldest connection with no request in flight to close. False if every
-    /// connection has one.
-    fn close_oldest_idle(&self) -> bool {
-        let mut open = self.open.lock();
-        let oldest = open
-            .by_age
-            .iter()
-            .find(|(_, handle)| handle.in_flight.load(Ordering::SeqCst) == 0)
-            .map(|(id, _)| *id);
-        match oldest.and_then(|id| open.by_age.remove(&id)) {
-            Some(handle) => {
-                handle.close.notify_one();
-                true
-            }
-            None => false,
-        }
-    }
-
-    /// Makes room for a new connection: closes the oldest idle connection, or, if every
-    /// connection has a request in flight, cuts the one that has moved no byte for the longest
-    /// (a client that stopped reading its responses, e.g. one that pipelines requests and never
-    /// opens its receive window). A kubelet probe's connection has just moved its request, so it
-    /// is never that one while others stall. False only with no connection at all.
-    fn make_room(&self) -> bool {
-        if self.close_oldest_idle() {
-            return true;
-        }
-        let mut open = self.open.lock();
-        let stalled = open
-            .by_age
-            .iter()
-            .min_by_key(|(_, handle)| handle.activity.last())
-            .map(|(id, _)| *id);
-        match stalled.and_then(|id| open.by_age.remove(&id)) {
-            Some(handle) => {
-                handle.cut.store(true, Ordering::SeqCst);
-                handle.close.notify_one();
-                true
-            }
-            None => false,
         }
     }
 }
@@ -514,11 +388,10 @@ enum Ended {
 }
 
 /// Serves one connection until the client closes it, a timeout closes it, or the cap needs its
-/// place; then gives its permit back.
+/// place; then gives its place back.
 async fn serve_connection<S>(
     stream: S,
-    permit: OwnedSemaphorePermit,
-    (id, handle): (u64, ConnectionHandle),
+    handle: Handle,
     connections: Arc<Connections>,
     health: Health,
     registry: Arc<Registry>,
@@ -526,33 +399,27 @@ async fn serve_connection<S>(
 ) where
     S: AsyncRead + AsyncWrite + Send + Unpin + 'static,
 {
-    let activity = handle.activity.clone();
-    let in_flight = handle.in_flight.clone();
+    let answering = handle.clone();
     let service = service_fn(move |request: Request<hyper::body::Incoming>| {
         // Counted from here until hyper drops the response's body, i.e. has written it.
-        let answering = InFlight::start(&in_flight);
-        let reply = answer(request.uri().path(), &health, &registry).map(|body| Reply {
-            body,
-            _answering: answering,
-        });
+        let in_flight = answering.start_request();
+        let reply = answer(request.uri().path(), &health, &registry)
+            .map(|body| Answering::new(body, Some(in_flight)));
         async move { Ok::<_, Infallible>(reply) }
     });
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder
         .timer(TokioTimer::new())
         .header_read_timeout(options.header_read_timeout);
-    let io = TokioIo::new(Watched {
-        inner: stream,
-        activity: activity.clone(),
-    });
+    let io = TokioIo::new(handle.watch(stream));
     let mut connection = pin!(builder.serve_connection(io, service));
-    let mut idle = pin!(idle_for(&activity, options.idle_timeout));
+    let mut idle = pin!(handle.quiet_for(options.idle_timeout));
     let ended = tokio::select! {
         // A connection that ended is reported as such; of the two ways to close one, the asked-for
         // close first, as it lets a request that just arrived finish. Each is ready once.
         biased;
         served = connection.as_mut() => Ended::Served(served),
-        () = handle.close.notified() => Ended::Closed,
+        () = handle.close_requested() => Ended::Closed,
         () = idle.as_mut() => Ended::Idle,
     };
     match ended {
@@ -564,8 +431,8 @@ async fn serve_connection<S>(
         Ended::Closed => {
             // Chosen while idle, but a request may have arrived since: let its response finish
             // (no further request is read), within the idle timeout.
-            let cut = handle.cut.load(Ordering::SeqCst);
-            if handle.in_flight.load(Ordering::SeqCst) > 0 && !cut {
+            let cut = handle.was_cut();
+            if handle.busy() && !cut {
                 connection.as_mut().graceful_shutdown();
                 tokio::select! {
                     // Both end the wait; the response that finished first, then the bound.
@@ -580,155 +447,7 @@ async fn serve_connection<S>(
             );
         }
     }
-    connections.forget(id);
-    drop(permit);
-}
-
-/// Counts a request in flight while alive.
-struct InFlight(Arc<AtomicUsize>);
-
-impl InFlight {
-    fn start(count: &Arc<AtomicUsize>) -> InFlight {
-        count.fetch_add(1, Ordering::SeqCst);
-        InFlight(count.clone())
-    }
-}
-
-impl Drop for InFlight {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::SeqCst);
-    }
-}
-
-/// A response body that keeps its request counted in flight until hyper has sent it and
-/// dropped it.
-struct Reply {
-    body: Full<Bytes>,
-    _answering: InFlight,
-}
-
-impl Body for Reply {
-    type Data = Bytes;
-    type Error = Infallible;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-        Pin::new(&mut self.get_mut().body).poll_frame(cx)
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.body.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.body.size_hint()
-    }
-}
-
-/// When a connection last moved a byte.
-struct Activity {
-    since: Instant,
-    /// Milliseconds from `since` to the last byte read or written.
-    last: AtomicU64,
-}
-
-impl Activity {
-    fn new() -> Activity {
-        Activity {
-            since: Instant::now(),
-            last: AtomicU64::new(0),
-        }
-    }
-
-    fn touch(&self) {
-        let millis = u64::try_from(self.since.elapsed().as_millis()).unwrap_or(u64::MAX);
-        self.last.store(millis, Ordering::Relaxed);
-    }
-
-    fn last(&self) -> Option<Instant> {
-        self.since
-            .checked_add(Duration::from_millis(self.last.load(Ordering::Relaxed)))
-    }
-}
-
-/// Resolves once the connection has moved no byte for `timeout`; never without a timeout.
-async fn idle_for(activity: &Activity, timeout: Option<Duration>) {
-    let Some(timeout) = timeout else {
-        return std::future::pending().await;
-    };
-    loop {
-        let Some(deadline) = activity.last().and_then(|last| last.checked_add(timeout)) else {
-            return std::future::pending().await;
-        };
-        if Instant::now() >= deadline {
-            return;
-        }
-        tokio::time::sleep_until(deadline).await;
-    }
-}
-
-/// A stream that notes in its [`Activity`] every read or write that moved bytes.
-struct Watched<S> {
-    inner: S,
-    activity: Arc<Activity>,
-}
-
-impl<S: AsyncRead + Unpin> AsyncRead for Watched<S> {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<std::io::Result<()>> {
-        let this = self.get_mut();
-        let before = buf.filled().len();
-        let polled = Pin::new(&mut this.inner).poll_read(cx, buf);
-        if matches!(polled, Poll::Ready(Ok(()))) && buf.filled().len() > before {
-            this.activity.touch();
-        }
-        polled
-    }
-}
-
-impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<std::io::Result<usize>> {
-        let this = self.get_mut();
-        let polled = Pin::new(&mut this.inner).poll_write(cx, buf);
-        if matches!(polled, Poll::Ready(Ok(written)) if written > 0) {
-            this.activity.touch();
-        }
-        polled
-    }
-
-    fn poll_write_vectored(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[std::io::IoSlice<'_>],
-    ) -> Poll<std::io::Result<usize>> {
-        let this = self.get_mut();
-        let polled = Pin::new(&mut this.inner).poll_write_vectored(cx, bufs);
-        if matches!(polled, Poll::Ready(Ok(written)) if written > 0) {
-            this.activity.touch();
-        }
-        polled
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.inner.is_write_vectored()
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
-    }
+    connections.forget(handle.id());
 }
 
 fn answer(path: &str, health: &Health, registry: &Registry) -> Response<Full<Bytes>> {
@@ -798,8 +517,9 @@ fn text_response(
 mod tests {
     use std::sync::atomic::AtomicUsize;
 
-    use futures_util::FutureExt;
+    use parking_lot::Mutex;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::time::Instant;
 
     use super::*;
 
@@ -1082,46 +802,5 @@ mod tests {
             .expect("the probe is answered although every connection has a request in flight")
             .expect("read");
         assert!(response.starts_with("HTTP/1.1 200"), "{response}");
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn with_every_connection_answering_the_one_stalled_longest_is_cut_for_room() {
-        let connections = Connections::new(3);
-        let handles: Vec<_> = (0..3).map(|_| connections.register().1).collect();
-        let closed = |n: usize| handles[n].close.notified().now_or_never().is_some();
-        let _answering: Vec<_> = handles
-            .iter()
-            .map(|h| InFlight::start(&h.in_flight))
-            .collect();
-        // The middle one moved a byte last a second ago, the others since.
-        tokio::time::advance(Duration::from_secs(1)).await;
-        handles[0].activity.touch();
-        handles[2].activity.touch();
-        assert!(!connections.close_oldest_idle(), "none is idle");
-        assert!(connections.make_room());
-        assert!(closed(1) && handles[1].cut.load(Ordering::SeqCst));
-        assert!(!closed(0) && !closed(2));
-        assert!(!handles[0].cut.load(Ordering::SeqCst));
-    }
-
-    #[test]
-    fn the_connection_closed_for_room_is_the_oldest_without_a_request_in_flight() {
-        let connections = Connections::new(3);
-        let handles: Vec<_> = (0..3).map(|_| connections.register().1).collect();
-        let closed = |n: usize| handles[n].close.notified().now_or_never().is_some();
-        let answering = InFlight::start(&handles[0].in_flight);
-        assert!(connections.close_oldest_idle());
-        assert!(!closed(0), "busy: kept");
-        assert!(closed(1), "oldest idle: closed");
-        assert!(!closed(2), "younger: kept");
-        assert!(connections.close_oldest_idle());
-        assert!(closed(2));
-        assert!(
-            !connections.close_oldest_idle(),
-            "a connection answering is never closed"
-        );
-        drop(answering);
-        assert!(connections.close_oldest_idle());
-        assert!(closed(0));
     }
 }
