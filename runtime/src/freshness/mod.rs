@@ -6,7 +6,7 @@
 //! writes a status that goes backwards. The guards against that live here, apart from the runtime
 //! that calls them, so each can be read (and tested) alone.
 //!
-//! One [record](record) keeps what this process wrote and what its caches have shown, fed by one
+//! One [record] keeps what this process wrote and what its caches have shown, fed by one
 //! write observer on the client; the automatic skip and the cached reads are views over it:
 //!
 //! ```text

@@ -52,9 +52,9 @@
 //!
 //! Waits go when a check finds them met, when their account is forgotten (a controller's key
 //! whose object was deleted), and in a sweep that drops every met wait whenever the number of
-//! waits passes a mark: first [`FIRST_SWEEP`], then twice what the sweep left. So the record
+//! waits passes a mark: first 1,024, then twice what the sweep left. So the record
 //! holds at most about twice the waits some cache has not met yet, or 1,024. Hidden uids: the
-//! last [`HIDDEN_UIDS`]. When no account has a wait, a check costs one atomic load.
+//! last 1,024. When no account has a wait, a check costs one atomic load.
 //!
 //! ## One error, one timeout
 //!
