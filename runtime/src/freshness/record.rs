@@ -113,6 +113,7 @@ impl std::fmt::Display for GoneObject {
 /// freshness guards. The workers skip a key on it (and requeue); a read returns it after its
 /// `max_wait` (requeue, or read the server). See the [module docs](self).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub struct Stale {
     /// The key the writes were made for (a reconcile's key) or the object read (`get`); `None`
     /// for a read of many objects.
