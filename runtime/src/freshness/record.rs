@@ -292,11 +292,11 @@ impl Wait {
         }
     }
 
-    /// This wait and `other` are for the same informer and the same thing, or `other` asks for
-    /// a version this one covers.
-    fn covers(&self, other: &Wait) -> bool {
-        Arc::ptr_eq(&self.informer, &other.informer)
-            && match (&self.awaited, &other.awaited) {
+    /// Whether `met` (a wait just found met) settles this one too: the same informer, and the
+    /// same object gone or a version at least this one's.
+    fn settled_by(&self, met: &Wait) -> bool {
+        Arc::ptr_eq(&self.informer, &met.informer)
+            && match (&self.awaited, &met.awaited) {
                 (Awaited::Version(held), Awaited::Version(met)) => held <= met,
                 (held, met) => held == met,
             }
@@ -741,7 +741,7 @@ impl<A: Eq + Hash + Clone + Send + Sync + 'static> WriteRecord<A> {
         }
     }
 
-    /// Forgets the waits of `account` that `met` covers (they were just found met).
+    /// Forgets the waits of `account` that `met` (waits just found met) settles.
     fn forget_met(&self, account: &A, met: &[Wait]) {
         let mut book = self.inner.book.lock();
         let book = &mut *book;
@@ -749,7 +749,7 @@ impl<A: Eq + Hash + Clone + Send + Sync + 'static> WriteRecord<A> {
             return;
         };
         let before = list.len();
-        list.retain(|wait| !met.iter().any(|seen| wait.covers(seen)));
+        list.retain(|wait| !met.iter().any(|seen| wait.settled_by(seen)));
         book.count -= before - list.len();
         if list.is_empty() {
             book.waits.remove(account);
