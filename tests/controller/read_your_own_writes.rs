@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use ferrokube::api::{DeleteParams, Deleted, Patch, PatchParams, PostParams};
 use ferrokube::apiserver::{ApiServer, RunningServer};
 use ferrokube::controller::{ReadError, ReadYourWrites};
-use ferrokube::core::{LabelSelector, Scope};
+use ferrokube::core::{LabelSelector, ObjectKey, Scope};
 use ferrokube::informer::{
     Event, EventStream, ListPage, ListRequest, ListWatchError, ListerWatcher, SharedIndexInformer,
     WatchRequest,
@@ -424,11 +424,15 @@ async fn read_your_own_writes_a_read_never_waits_for_a_write_that_started_after_
     // A read that starts now waits for B, which is still held.
     let impatient = rw.clone().max_wait(Duration::from_millis(100));
     match impatient.get(Some(NS), "web").await {
-        Err(ReadError::Timeout { needs, .. }) => {
+        Err(ReadError::Stale(stale)) => {
             assert_eq!(
-                needs,
+                stale.wanted_version,
+                Some(b.resource_version().parse().expect("integer"))
+            );
+            assert_eq!(
+                stale.needs(),
                 format!("resourceVersion >= {}", b.resource_version())
-            )
+            );
         }
         other => panic!("expected a timeout waiting for B, got {other:?}"),
     }
@@ -511,28 +515,24 @@ async fn read_your_own_writes_the_wait_is_bounded() {
     let waited = started.elapsed();
     assert!(waited >= Duration::from_millis(100), "{waited:?}");
     assert!(waited < Duration::from_secs(1), "gave up late: {waited:?}");
-    let ReadError::Timeout {
-        needs,
-        store_version,
-        waited,
-        ..
-    } = &error
-    else {
+    let ReadError::Stale(stale) = &error else {
         panic!("{error:?}");
     };
-    assert_eq!(*waited, Duration::from_millis(100));
+    assert_eq!(stale.waited, Duration::from_millis(100));
+    assert_eq!(stale.key, Some(ObjectKey::new(Some(NS), "web")));
     assert_eq!(
-        *needs,
-        format!("resourceVersion >= {}", created.resource_version())
+        stale.wanted_version,
+        Some(created.resource_version().parse().expect("integer"))
     );
+    assert!(stale.wanted_gone.is_empty());
     assert!(
-        store_version.parse::<u64>().expect("integer")
+        stale.seen_version.parse::<u64>().expect("integer")
             < created.resource_version().parse().expect("integer")
     );
     assert!(
         error
             .to_string()
-            .contains("did not show this client's writes"),
+            .contains("does not show this process's writes for"),
         "{error}"
     );
 

@@ -51,7 +51,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::{ClusterResourceScope, NamespaceResourceScope};
 
 use crate::freshness::consistency::{ConsistencyStore, Writes};
-use crate::freshness::read_your_writes::{DEFAULT_MAX_WAIT, ReadError};
+use crate::freshness::record::{DEFAULT_MAX_WAIT, ReadError};
 use ferrokube_client::api::{Api, DynamicObject};
 use ferrokube_client::client::Client;
 use ferrokube_core::{ApiResource, Object};
@@ -270,7 +270,8 @@ pub struct CachedReads<O> {
 }
 
 impl<O: Object> CachedReads<O> {
-    /// How long a read waits for the cache (default 3 s, as the read-your-own-writes client).
+    /// How long a read waits for the cache before it fails with [`ReadError::Stale`] (default
+    /// [`DEFAULT_MAX_WAIT`], 3 s, as the read-your-own-writes client).
     pub fn max_wait(mut self, max_wait: std::time::Duration) -> Self {
         self.max_wait = max_wait;
         self
@@ -284,7 +285,9 @@ impl<O: Object> CachedReads<O> {
         name: &str,
     ) -> Result<Option<Arc<O>>, ReadError> {
         self.wait().await?;
-        Ok(self.informer.lister().get(namespace, name))
+        let object = self.informer.lister().get(namespace, name);
+        let store = self.writes.store();
+        Ok(object.filter(|object| !store.is_hidden(object.meta())))
     }
 
     /// The objects of `namespace` (`None`: all) that `selector` matches, once the cache shows
@@ -296,14 +299,17 @@ impl<O: Object> CachedReads<O> {
     ) -> Result<Vec<Arc<O>>, ReadError> {
         self.wait().await?;
         let lister = self.informer.lister();
-        Ok(match namespace {
+        let mut objects = match namespace {
             Some(namespace) => lister.namespace(namespace).list(selector),
             None => lister.list(selector),
-        })
+        };
+        self.writes.store().drop_hidden(&mut objects);
+        Ok(objects)
     }
 
     async fn wait(&self) -> Result<(), ReadError> {
-        self.writes
+        let waited = self
+            .writes
             .store()
             .wait_fresh_in(
                 &self.key,
@@ -311,12 +317,7 @@ impl<O: Object> CachedReads<O> {
                 self.informer.watch_store_resource_version(),
                 self.max_wait,
             )
-            .await
-            .map_err(|stale| ReadError::Timeout {
-                informer: stale.informer,
-                waited: self.max_wait,
-                needs: stale.needs,
-                store_version: stale.store_version,
-            })
+            .await;
+        Ok(waited?)
     }
 }

@@ -121,9 +121,9 @@ pub use source::{Enqueue, LOW_PRIORITY, ObjectEvent};
 // (`crate::freshness`) and the toolkit (`crate::toolkit`), each at home in its own module, named
 // here too under the paths authors know (`controller::finalizer`, `controller::Expectations`).
 pub use crate::freshness::{
-    ConsistencyStore, Expectations, ReadError, ReadYourWrites, StaleCache, Writes,
+    ConsistencyStore, Expectations, ReadError, ReadYourWrites, Stale, Writes,
 };
-pub use crate::freshness::{consistency, expectations, read_your_writes};
+pub use crate::freshness::{consistency, expectations, read_your_writes, record};
 pub use crate::toolkit::{EventRecorder, EventType, Stabilization};
 pub use crate::toolkit::{claim, conditions, events, finalizer, owner, stabilization};
 
@@ -138,7 +138,7 @@ mod error_conversions {
     //! caller's own closures return. This module does not compile if one does not.
 
     use super::ControllerError;
-    use crate::freshness::read_your_writes::ReadError;
+    use crate::freshness::record::ReadError;
     use crate::toolkit::claim::ClaimError;
     use crate::toolkit::finalizer::{FinalizerError, FinalizerPatchError};
     use crate::toolkit::owner::{CreateOrUpdateError, OwnerError};
@@ -185,12 +185,16 @@ mod error_conversions {
         both(|| FinalizerPatchError::Unnamed);
         both(|| ClaimError::IncompleteOwner { missing: "uid" });
         both(owned);
-        both(|| ReadError::Timeout {
+        let stale = || crate::freshness::Stale {
+            key: None,
             informer: "configmaps".into(),
+            wanted_version: Some(1),
+            wanted_gone: Vec::new(),
+            seen_version: String::new(),
             waited: std::time::Duration::ZERO,
-            needs: "resourceVersion >= 1".into(),
-            store_version: String::new(),
-        });
+        };
+        both(|| ReadError::from(stale()));
+        both(stale);
         both(|| ControllerError::CacheSync("c".into()));
         both(|| ferrokube_client::Error::InvalidRequest("x".into()));
     }

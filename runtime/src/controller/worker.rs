@@ -43,7 +43,8 @@ use super::context::{Context, Shared as ContextShared};
 use super::metrics::{ControllerMetrics, Outcome};
 use super::reconciler::Reconciler;
 use super::source::Tombstones;
-use crate::freshness::consistency::{ConsistencyStore, StaleCache};
+use crate::freshness::consistency::ConsistencyStore;
+use crate::freshness::record::Stale;
 #[cfg(feature = "shard")]
 use crate::shard::{ShardError, ShardGate, Turn};
 use ferrokube_core::Object;
@@ -71,7 +72,7 @@ pub(crate) struct Workers<K, R> {
 enum Ran {
     Reconciled(Action),
     /// A cache was older than the key's own last write: nothing ran.
-    Skipped(StaleCache),
+    Skipped(Stale),
     /// Sharded: the object is not this member's (any more); nothing ran.
     #[cfg(feature = "shard")]
     NotMine(&'static str),
@@ -268,7 +269,7 @@ impl<K: Object, R: Reconciler<K>> Workers<K, R> {
     }
 
     /// A key whose caches were stale: counted, and back after `stale_requeue` (or an event).
-    fn skipped(&self, key: &ObjectKey, stale: &StaleCache) {
+    fn skipped(&self, key: &ObjectKey, stale: &Stale) {
         tracing::debug!(controller = %self.name, %key, %stale, "cache older than this controller's own write; reconcile skipped");
         self.consistency.count_skip();
         if let Some(metrics) = &self.metrics {

@@ -60,11 +60,11 @@
 //! there and clean up a second time. So such a write records that the informers must no longer
 //! hold the object (its uid), as a delete answered with a `Status` does.
 //!
-//! One case is not covered: a delete answered with a `Status` of an object the informer has not
-//! shown yet (created by someone else a moment ago) is "gone" at once, and its creation and
-//! deletion still arrive later. A controller deletes what its cache showed it, so this needs a
-//! delete of an object it never saw; the [read-your-own-writes client](super::read_your_writes)
-//! handles it by remembering the uid.
+//! A delete answered with a `Status` of an object the informer has not shown yet (created by
+//! someone else a moment ago) is "gone" at once, while its creation and deletion still arrive
+//! later: its uid is remembered and left out of the context's cached reads
+//! ([`Context::cache`](crate::controller::Context::cache)), as the read-your-own-writes client
+//! does (the [record](super::record)'s delete rule).
 //!
 //! ## Comparing resourceVersions
 //!
@@ -74,186 +74,53 @@
 //! controller, with a warning in the log: from then on nothing is recorded and nothing skipped.
 //! A store that has not listed yet (`""`) counts as behind.
 //!
-//! ## Bounds
+//! ## One record, two views
 //!
-//! Per key, one record per informer (the highest version written; a newer write replaces it) plus
-//! one per object deleted with a `Status` answer. Records go when a check finds their informer
-//! caught up, when the key's object is deleted (the worker clears the key before
-//! [`Reconciler::deleted`](crate::controller::Reconciler::deleted)), and in a sweep that runs whenever the
-//! number of keys with records doubles (from 1,024): so the store holds at most about twice the
-//! keys whose writes some informer has not shown yet, or 1,024. When no key has a record, the check
-//! costs one atomic load.
+//! The store is a view over the [write record](super::record), whose accounts are the
+//! controller's keys: what is recorded, when a wait is met and how the record stays bounded
+//! (met waits forgotten, the key's waits cleared when its object is deleted, before
+//! [`Reconciler::deleted`](crate::controller::Reconciler::deleted), and a sweep) are the record's,
+//! shared with the [read-your-own-writes client](super::read_your_writes). A stale key is a
+//! [`Stale`]: the informer behind, the version wanted and the one seen, the objects still to go.
+//! When no key has a record, the check costs one atomic load.
 
-use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use ferrokube_core::{ObjectKey, Scope, ScopeMatcher};
-use ferrokube_informer::{SharedIndexInformer, StoreRevision};
+use ferrokube_core::{ObjectKey, Scope};
+use ferrokube_informer::SharedIndexInformer;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use parking_lot::{Mutex, RwLock};
 
+use super::record::{Recorder, Stale, WriteRecord};
 use ferrokube_client::Client;
 use ferrokube_client::api::Api;
 use ferrokube_client::write_observer::{DeleteNote, DeleteOutcome, WriteObserver};
 use ferrokube_core::{ApiResource, Kind, Object};
 
 /// How long a skipped key waits before it is tried again, unless an event brings it sooner
-/// (which the write's own watch event usually does). Long enough for a healthy watch (a few
-/// milliseconds behind the write) to have delivered, short enough to go unnoticed next to the
-/// requests a reconcile makes. Set with
-/// [`Controller::stale_requeue`](crate::controller::Controller::stale_requeue).
+/// (which the write's own watch event usually does). Not a timeout: the workers never wait for
+/// a cache, they skip and come back. Long enough for a healthy watch (a few milliseconds behind
+/// the write) to have delivered, short enough to go unnoticed next to the requests a reconcile
+/// makes. Set with [`Controller::stale_requeue`](crate::controller::Controller::stale_requeue).
 pub const DEFAULT_STALE_REQUEUE: Duration = Duration::from_millis(100);
 
-/// Keys with records at which the first sweep runs; later sweeps run each time the count doubles.
-const FIRST_SWEEP: usize = 1024;
-
-/// Why a key may not be reconciled yet: one of the informers it wrote through has not caught up.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "the cache of {informer} for {key} is stale: it is at resourceVersion {store_version:?}, the last write for the key needs {needs}"
-)]
-pub struct StaleCache {
-    pub key: ObjectKey,
-    /// The informer's name (`pods`, `replicasets/demo`, …).
-    pub informer: String,
-    /// What the write needs: `>= <resourceVersion>`, or that an object be gone.
-    pub needs: String,
-    /// The informer's store resourceVersion when checked.
-    pub store_version: String,
-}
-
-/// What the store needs of one informer, whatever its type: the informer's own answers.
-trait Progress: Send + Sync {
-    fn store_revision(&self) -> StoreRevision;
-    /// The store holds `key` (with this uid, if given).
-    fn holds(&self, key: &ObjectKey, uid: Option<&str>) -> bool;
-}
-
-impl<K: Object> Progress for SharedIndexInformer<K> {
-    fn store_revision(&self) -> StoreRevision {
-        SharedIndexInformer::store_revision(self)
-    }
-    fn holds(&self, key: &ObjectKey, uid: Option<&str>) -> bool {
-        SharedIndexInformer::holds(self, key, uid)
-    }
-}
-
-/// One informer of the controller, and which objects its scope holds.
-struct Watched {
-    name: String,
-    scope: Scope,
-    /// The scope as a test of metadata; `None` if its label selector did not parse (then only
-    /// the "store holds it" rule records anything).
-    matcher: Option<ScopeMatcher>,
-    progress: Box<dyn Progress>,
-}
-
-impl Watched {
-    /// Whether the informer will show a write of an object with this metadata.
-    fn holds_scope_of(&self, meta: &ObjectMeta) -> bool {
-        self.matcher.as_ref().is_some_and(|m| m.matches(meta))
-    }
-}
-
-/// The API group and kind of a resource: how writes find the informers caching them.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-struct GroupKind {
-    group: String,
-    kind: String,
-}
-
-/// One thing a key waits for before it may be reconciled.
-enum Wait {
-    /// The informer's store must reach `version`.
-    Version {
-        informer: Arc<Watched>,
-        version: u64,
-    },
-    /// The informer's store must no longer hold `object` (with `uid`, if known).
-    Gone {
-        informer: Arc<Watched>,
-        object: ObjectKey,
-        uid: Option<String>,
-    },
-}
-
-/// The outcome of looking at one wait.
-enum Met {
-    Yes,
-    No(StaleCache),
-    /// The store's version is not an integer: the protection must go.
-    Unusable(String),
-}
-
-impl Wait {
-    fn informer(&self) -> &Arc<Watched> {
-        match self {
-            Wait::Version { informer, .. } | Wait::Gone { informer, .. } => informer,
-        }
-    }
-
-    fn met(&self, key: &ObjectKey) -> Met {
-        let informer = self.informer();
-        let stale = |needs: String, store_version: String| StaleCache {
-            key: key.clone(),
-            informer: informer.name.clone(),
-            needs,
-            store_version,
-        };
-        match self {
-            Wait::Version { version, .. } => match informer.progress.store_revision() {
-                revision if revision.reached(*version) => Met::Yes,
-                StoreRevision::Opaque(current) => Met::Unusable(current),
-                behind => Met::No(stale(format!(">= {version}"), behind.to_string())),
-            },
-            Wait::Gone { object, uid, .. } => {
-                if informer.progress.holds(object, uid.as_deref()) {
-                    let current = informer.progress.store_revision().to_string();
-                    Met::No(stale(format!("{object} gone"), current))
-                } else {
-                    Met::Yes
-                }
-            }
-        }
-    }
-}
-
-/// The records, by key. Invariant: no key maps to an empty list.
-struct Pending {
-    waits: HashMap<ObjectKey, Vec<Wait>>,
-    /// Sweep when `waits` grows past this.
-    sweep_at: usize,
-}
-
-struct Inner {
-    /// The controller's name, for logs.
-    controller: RwLock<String>,
-    /// The protection is wanted (a builder option).
-    enabled: AtomicBool,
-    /// A resourceVersion was not an integer: the protection is off for good.
-    unusable: AtomicBool,
-    informers: RwLock<HashMap<GroupKind, Vec<Arc<Watched>>>>,
-    pending: Mutex<Pending>,
-    /// `pending.waits.len()`, readable without the lock: the check's fast path.
-    keys: AtomicUsize,
-    skips: AtomicU64,
-}
-
 /// Records a controller's writes per key and says whether its caches show them yet: see the
-/// [module docs](self). Cheap to clone; clones share one store. A controller makes one
+/// [module docs](self). A view over the [write record](super::record), whose accounts are the
+/// controller's keys. Cheap to clone; clones share one store. A controller makes one
 /// ([`Controller::consistency`](crate::controller::Controller::consistency)); its workers check
 /// it before each reconcile, and its reconciler records through [`writes`](Self::writes).
 #[derive(Clone)]
 pub struct ConsistencyStore {
-    inner: Arc<Inner>,
+    record: WriteRecord<ObjectKey>,
+    /// Reconciles skipped so far because a cache was stale.
+    skips: Arc<AtomicU64>,
 }
 
 impl std::fmt::Debug for ConsistencyStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ConsistencyStore")
-            .field("controller", &*self.inner.controller.read())
+            .field("controller", &self.record.owner())
             .field("active", &self.is_active())
             .field("keys", &self.pending_keys())
             .finish()
@@ -266,39 +133,26 @@ impl ConsistencyStore {
     /// its own when it runs).
     pub fn new(controller: &str) -> ConsistencyStore {
         ConsistencyStore {
-            inner: Arc::new(Inner {
-                controller: RwLock::new(controller.to_string()),
-                enabled: AtomicBool::new(true),
-                unusable: AtomicBool::new(false),
-                informers: RwLock::new(HashMap::new()),
-                pending: Mutex::new(Pending {
-                    waits: HashMap::new(),
-                    sweep_at: FIRST_SWEEP,
-                }),
-                keys: AtomicUsize::new(0),
-                skips: AtomicU64::new(0),
-            }),
+            record: WriteRecord::new(controller),
+            skips: Arc::new(AtomicU64::new(0)),
         }
     }
 
     /// Renames the controller (in logs).
     pub(crate) fn set_controller(&self, name: &str) {
-        *self.inner.controller.write() = name.to_string();
+        self.record.rename(name);
     }
 
     /// Turns the protection on or off (on by default). Off, nothing is recorded and every check
     /// passes: the controller behaves as one without it.
     pub fn set_enabled(&self, enabled: bool) {
-        self.inner.enabled.store(enabled, Ordering::Relaxed);
-        if !enabled {
-            self.clear_all();
-        }
+        self.record.set_enabled(enabled);
     }
 
     /// Whether writes are recorded and checked: enabled, and no resourceVersion so far was
     /// anything but an integer.
     pub fn is_active(&self) -> bool {
-        self.inner.enabled.load(Ordering::Relaxed) && !self.inner.unusable.load(Ordering::Relaxed)
+        self.record.is_active()
     }
 
     /// Makes writes of `informer`'s kind count against it (`scope`: the objects it caches). An
@@ -319,58 +173,15 @@ impl ConsistencyStore {
         resource: &ApiResource,
         scope: &Scope,
     ) {
-        let kind = GroupKind {
-            group: resource.group.clone(),
-            kind: resource.kind.clone(),
-        };
-        let mut informers = self.inner.informers.write();
-        let list = informers.entry(kind).or_default();
-        if list.iter().any(|w| w.scope == *scope) {
-            return;
-        }
-        let matcher = scope
-            .matcher()
-            .inspect_err(|error| {
-                tracing::warn!(
-                    controller = %self.inner.controller.read(), informer = informer.name(), %error,
-                    "the informer's label selector does not parse here; only writes of objects it \
-                     already caches will wait for it"
-                );
-            })
-            .ok();
-        list.push(Arc::new(Watched {
-            name: informer.name().to_string(),
-            scope: scope.clone(),
-            matcher,
-            progress: Box::new(informer.clone()),
-        }));
-    }
-
-    /// Tracks a stand-in for an informer of `resource`'s kind over `scope`, for tests.
-    #[cfg(test)]
-    fn track_progress(&self, resource: &ApiResource, scope: &Scope, progress: Box<dyn Progress>) {
-        let kind = GroupKind {
-            group: resource.group.clone(),
-            kind: resource.kind.clone(),
-        };
-        self.inner
-            .informers
-            .write()
-            .entry(kind)
-            .or_default()
-            .push(Arc::new(Watched {
-                name: "fake".into(),
-                scope: scope.clone(),
-                matcher: scope.matcher().ok(),
-                progress,
-            }));
+        self.record
+            .track(resource, informer.name(), scope, Box::new(informer.clone()));
     }
 
     /// A handle that records writes made for `key` (the key being reconciled).
     pub fn writes(&self, key: ObjectKey) -> Writes {
         Writes {
             store: self.clone(),
-            key,
+            recorder: Arc::new(self.record.recorder(key)),
         }
     }
 
@@ -378,43 +189,7 @@ impl ConsistencyStore {
     /// server answered it) at its resourceVersion, in the informers caching `resource`'s kind that
     /// hold it.
     pub fn wrote(&self, key: &ObjectKey, resource: &ApiResource, written: &ObjectMeta) {
-        if !self.is_active() {
-            return;
-        }
-        let version = written.resource_version.as_deref().unwrap_or_default();
-        let Ok(version) = version.parse::<u64>() else {
-            self.turn_off(&format!("a write answered resourceVersion {version:?}"));
-            return;
-        };
-        let object = ObjectKey::new(
-            written.namespace.as_deref(),
-            written.name.as_deref().unwrap_or_default(),
-        );
-        let ended = ends_the_object(written);
-        let waits: Vec<Wait> = self
-            .informers_of(resource)
-            .into_iter()
-            // In its scope now, or cached (then the write moved it out of the scope, and the
-            // informer will hear of that as a delete at this version).
-            .filter(|informer| {
-                informer.holds_scope_of(written) || informer.progress.holds(&object, None)
-            })
-            .map(|informer| {
-                if ended {
-                    // Its answer's version may be one the cache shows already, the object
-                    // still in it (kube-apiserver's): only the object's absence says the
-                    // cache has seen the end.
-                    Wait::Gone {
-                        informer,
-                        object: object.clone(),
-                        uid: written.uid.clone(),
-                    }
-                } else {
-                    Wait::Version { informer, version }
-                }
-            })
-            .collect();
-        self.record(key, waits);
+        self.record.wrote(key, resource, written);
     }
 
     /// Records that a write made for `key` deleted `object` (of `resource`'s kind), and the
@@ -428,61 +203,17 @@ impl ConsistencyStore {
         object: &ObjectKey,
         outcome: DeleteOutcome<'_>,
     ) {
-        match outcome {
-            DeleteOutcome::Pending(still_there) => self.wrote(key, resource, still_there),
-            DeleteOutcome::Gone { uid } => {
-                if !self.is_active() {
-                    return;
-                }
-                let waits = self
-                    .informers_of(resource)
-                    .into_iter()
-                    .map(|informer| Wait::Gone {
-                        informer,
-                        object: object.clone(),
-                        uid: uid.map(str::to_string),
-                    })
-                    .collect();
-                self.record(key, waits);
-            }
-        }
-    }
-
-    fn informers_of(&self, resource: &ApiResource) -> Vec<Arc<Watched>> {
-        let kind = GroupKind {
-            group: resource.group.clone(),
-            kind: resource.kind.clone(),
-        };
-        self.inner
-            .informers
-            .read()
-            .get(&kind)
-            .cloned()
-            .unwrap_or_default()
-    }
-
-    fn record(&self, key: &ObjectKey, waits: Vec<Wait>) {
-        if waits.is_empty() {
-            return;
-        }
-        let mut pending = self.inner.pending.lock();
-        let list = pending.waits.entry(key.clone()).or_default();
-        for wait in waits {
-            merge(list, wait);
-        }
-        if pending.waits.len() > pending.sweep_at {
-            sweep(&mut pending);
-            pending.sweep_at = (pending.waits.len() * 2).max(FIRST_SWEEP);
-        }
-        self.inner
-            .keys
-            .store(pending.waits.len(), Ordering::Relaxed);
+        self.record
+            .deleted(key, resource, object, DeleteNote::empty(), outcome);
     }
 
     /// `Ok` if every informer `key`'s recorded writes went through has caught up (forgetting
-    /// those records); else which one is behind. Always `Ok` when the protection is off.
-    pub fn ensure_fresh(&self, key: &ObjectKey) -> Result<(), StaleCache> {
-        self.fresh_in(key, None)
+    /// those records); else which one is behind, and what it misses. Always `Ok` when the
+    /// protection is off.
+    pub fn ensure_fresh(&self, key: &ObjectKey) -> Result<(), Stale> {
+        self.record
+            .settle(key, None)
+            .map_err(|stale| stale.for_key(key))
     }
 
     /// Waits until the informer named `informer` shows every write recorded for `key` that it
@@ -492,180 +223,96 @@ impl ConsistencyStore {
         &self,
         key: &ObjectKey,
         informer: &str,
-        mut versions: tokio::sync::watch::Receiver<String>,
+        versions: tokio::sync::watch::Receiver<String>,
         max_wait: Duration,
-    ) -> Result<(), StaleCache> {
-        let deadline = crate::deadline::saturating_deadline(tokio::time::Instant::now(), max_wait);
-        loop {
-            let stale = match self.fresh_in(key, Some(informer)) {
-                Ok(()) => return Ok(()),
-                Err(stale) => stale,
-            };
-            match tokio::time::timeout_at(deadline, versions.changed()).await {
-                Ok(Ok(())) => {}
-                Ok(Err(_)) | Err(_) => return Err(stale),
-            }
-        }
+    ) -> Result<(), Stale> {
+        let check = || self.record.settle(key, Some(informer));
+        super::record::wait_until(check, versions, max_wait)
+            .await
+            .map_err(|stale| stale.for_key(key))
     }
 
-    /// [`ensure_fresh`](Self::ensure_fresh), for the records of the informer named `only` if
-    /// given, else of all.
-    fn fresh_in(&self, key: &ObjectKey, only: Option<&str>) -> Result<(), StaleCache> {
-        if self.inner.keys.load(Ordering::Relaxed) == 0 || !self.is_active() {
-            return Ok(());
-        }
-        let mut pending = self.inner.pending.lock();
-        let Some(list) = pending.waits.get_mut(key) else {
-            return Ok(());
-        };
-        let mut behind = None;
-        let mut unusable = None;
-        let concerned = |wait: &Wait| only.is_none_or(|name| wait.informer().name == name);
-        list.retain(|wait| {
-            if !concerned(wait) {
-                return true;
-            }
-            match wait.met(key) {
-                Met::Yes => false,
-                Met::No(stale) => {
-                    behind.get_or_insert(stale);
-                    true
-                }
-                Met::Unusable(version) => {
-                    unusable = Some(version);
-                    true
-                }
-            }
-        });
-        if list.is_empty() {
-            pending.waits.remove(key);
-        }
-        self.inner
-            .keys
-            .store(pending.waits.len(), Ordering::Relaxed);
-        drop(pending);
-        if let Some(version) = unusable {
-            self.turn_off(&format!(
-                "an informer's store is at resourceVersion {version:?}"
-            ));
-            return Ok(());
-        }
-        match behind {
-            Some(stale) => Err(stale),
-            None => Ok(()),
-        }
+    /// Whether `meta` is of an object a write of this controller deleted before any of its
+    /// caches showed it (its creation may still arrive): reads leave it out.
+    pub(crate) fn is_hidden(&self, meta: &ObjectMeta) -> bool {
+        self.record.is_hidden(meta)
+    }
+
+    /// Leaves out of `objects` those [hidden](Self::is_hidden).
+    pub(crate) fn drop_hidden<K: Object>(&self, objects: &mut Vec<Arc<K>>) {
+        self.record.drop_hidden(objects);
     }
 
     /// Forgets every record of `key` (its object was deleted).
     pub fn forget(&self, key: &ObjectKey) {
-        if self.inner.keys.load(Ordering::Relaxed) == 0 {
-            return;
-        }
-        let mut pending = self.inner.pending.lock();
-        pending.waits.remove(key);
-        self.inner
-            .keys
-            .store(pending.waits.len(), Ordering::Relaxed);
+        self.record.forget(key);
     }
 
     /// Keys with records now.
     pub fn pending_keys(&self) -> usize {
-        self.inner.keys.load(Ordering::Relaxed)
+        self.record.accounts()
     }
 
     /// Reconciles skipped so far because a cache was stale.
     pub fn skips(&self) -> u64 {
-        self.inner.skips.load(Ordering::Relaxed)
+        self.skips.load(Ordering::Relaxed)
     }
 
     pub(crate) fn count_skip(&self) {
-        self.inner.skips.fetch_add(1, Ordering::Relaxed);
+        self.skips.fetch_add(1, Ordering::Relaxed);
     }
 
-    fn turn_off(&self, why: &str) {
-        if !self.inner.unusable.swap(true, Ordering::Relaxed) {
-            tracing::warn!(
-                controller = %self.inner.controller.read(),
-                "{why}, which is not an integer: resourceVersions cannot be compared on this \
-                 server, so the stale-cache protection is off for this controller"
-            );
-        }
-        self.clear_all();
+    /// Tracks a stand-in for an informer of `resource`'s kind over `scope`, for tests.
+    #[cfg(test)]
+    fn track_progress(
+        &self,
+        resource: &ApiResource,
+        scope: &Scope,
+        progress: Box<dyn super::record::Progress>,
+    ) {
+        self.record.track(resource, "fake", scope, progress);
     }
-
-    fn clear_all(&self) {
-        let mut pending = self.inner.pending.lock();
-        pending.waits.clear();
-        self.inner.keys.store(0, Ordering::Relaxed);
-    }
-}
-
-/// Whether a write answered with `written` ended its object: it is being deleted
-/// (`deletionTimestamp`), with no grace period left to wait out and no finalizer left to hold it,
-/// so the server removes it now. The write that removes the last finalizer of a terminating
-/// object is the usual one. (A Pod's graceful delete has a grace period: it stays until then.)
-fn ends_the_object(written: &ObjectMeta) -> bool {
-    written.deletion_timestamp.is_some()
-        && written.finalizers.as_ref().is_none_or(Vec::is_empty)
-        && written.deletion_grace_period_seconds.unwrap_or(0) == 0
-}
-
-/// Adds `wait` to a key's list: a version wait replaces an older one for the same informer.
-fn merge(list: &mut Vec<Wait>, wait: Wait) {
-    if let Wait::Version { informer, version } = &wait {
-        for existing in list.iter_mut() {
-            if let Wait::Version {
-                informer: held,
-                version: held_version,
-            } = existing
-            {
-                if Arc::ptr_eq(held, informer) {
-                    *held_version = (*held_version).max(*version);
-                    return;
-                }
-            }
-        }
-    }
-    list.push(wait);
-}
-
-/// Drops every wait already met (a store that caught up), and keys left with none.
-fn sweep(pending: &mut Pending) {
-    pending.waits.retain(|key, list| {
-        list.retain(|wait| !matches!(wait.met(key), Met::Yes));
-        !list.is_empty()
-    });
 }
 
 /// Records the writes made for one key: see the [module docs](self). Cheap to clone.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Writes {
     store: ConsistencyStore,
-    key: ObjectKey,
+    /// The record's write observer for this key: what every client and `Api` handed out carries.
+    recorder: Arc<Recorder<ObjectKey>>,
+}
+
+impl std::fmt::Debug for Writes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Writes")
+            .field("store", &self.store)
+            .field("key", self.key())
+            .finish()
+    }
 }
 
 impl Writes {
     /// The key the writes are made for.
     pub fn key(&self) -> &ObjectKey {
-        &self.key
+        self.recorder.account()
     }
 
     /// `client`, with every write the server commits through it (through any `Api` built on it)
     /// recorded for this key. The reconcile context hands each reconcile such a client.
     pub fn client(&self, client: &Client) -> Client {
-        client.with_write_observer(Arc::new(self.clone()))
+        client.with_write_observer(self.recorder.clone())
     }
 
     /// `api`, with every write the server commits through it recorded for this key (see
     /// [`client`](Self::client)).
     pub fn api<O: Object>(&self, api: Api<O>) -> Api<O> {
-        api.with_write_observer(Arc::new(self.clone()))
+        api.with_write_observer(self.recorder.clone())
     }
 
     /// Records a write made some other way: `written` is the object of kind `resource` as the
     /// server answered it.
     pub fn wrote<O: Object>(&self, resource: &ApiResource, written: &O) {
-        self.store.wrote(&self.key, resource, written.meta());
+        self.store.wrote(self.key(), resource, written.meta());
     }
 
     /// The store the writes are recorded in.
@@ -674,27 +321,35 @@ impl Writes {
     }
 }
 
-/// Each write committed through a client observed by a `Writes` is recorded for its key.
+/// A `Writes` is its key's write observer too (for writes reported to it by hand, as the event
+/// recorder's posting task does): it hands each to the record's one observer.
 impl WriteObserver for Writes {
     fn committed(&self, resource: &ApiResource, written: &ObjectMeta) {
-        self.store.wrote(&self.key, resource, written);
+        self.recorder.committed(resource, written);
+    }
+
+    fn deleting(&self, resource: &ApiResource, object: &ObjectKey) -> DeleteNote {
+        self.recorder.deleting(resource, object)
     }
 
     fn deleted(
         &self,
         resource: &ApiResource,
         object: &ObjectKey,
-        _: DeleteNote,
+        note: DeleteNote,
         outcome: DeleteOutcome<'_>,
     ) {
-        self.store.deleted(&self.key, resource, object, outcome);
+        self.recorder.deleted(resource, object, note, outcome);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::freshness::record::Progress;
+    use ferrokube_informer::StoreRevision;
     use k8s_openapi::api::core::v1::ConfigMap;
+    use std::sync::atomic::AtomicBool;
 
     fn config_map(resource_version: &str) -> ConfigMap {
         let mut cm = ConfigMap::default();
@@ -732,8 +387,10 @@ mod tests {
         fn store_revision(&self) -> StoreRevision {
             StoreRevision::of(&self.revision.load(Ordering::Relaxed).to_string())
         }
-        fn holds(&self, _: &ObjectKey, _: Option<&str>) -> bool {
-            self.holds.load(Ordering::Relaxed)
+        fn held_uid(&self, _: &ObjectKey) -> Option<Option<String>> {
+            self.holds
+                .load(Ordering::Relaxed)
+                .then(|| Some("u1".to_string()))
         }
     }
 

@@ -70,7 +70,7 @@
 //!   a resourceVersion of the server at least as new as every write in *W*, so the result is the
 //!   informer's view of one state the server had, except that objects this client deleted
 //!   before the cache ever showed them are left out (see [How it works](self#how-it-works)); or
-//! - fails with [`ReadError::Timeout`] after [`max_wait`](ReadYourWrites::max_wait), saying what it
+//! - fails with [`ReadError::Stale`] after [`max_wait`](ReadYourWrites::max_wait), saying what it
 //!   waited for and where the store was. It never returns a result that misses a write of *W*.
 //!   An informer that is stopped, not started, or whose watch is broken makes every read that
 //!   needs a write fail this way: the error is the signal.
@@ -133,22 +133,14 @@
 //!   each change it applies, so a delete applied wakes it too), checks again, and gives up at the
 //!   deadline. No polling.
 //!
-//! ## Bounds
+//! ## Bounds, and choosing `max_wait`
 //!
-//! All writes together cost one integer (the highest version), except deletes answered with a
-//! `Status`: one record per object deleted while the store still held it, which goes as soon as
-//! a read (or a sweep, run whenever the number of records doubles, from 1,024) finds the object
-//! absent, so there are at most about twice as many records as such deletes the cache has not
-//! shown yet, or 1,024; and the uids of deleted objects the store never held, the last 1,024.
-//!
-//! ## Choosing `max_wait`
-//!
-//! Default [`DEFAULT_MAX_WAIT`], 3 s. client-go has no such setting (it has no client that
-//! waits: client-go 1.36's consistency store never waits, it skips the reconcile and requeues). 3 s is what kube-apiserver's watch cache itself waits for a
-//! resourceVersion it has not reached yet before giving up: a watch further behind than that is
-//! not merely slow but broken (reconnecting, relisting, backing off), and a worker blocked longer
-//! holds its key while nothing improves; the error lets the caller requeue instead. It is far
-//! below the client's 30 s request timeout.
+//! The client is a view over the [write record](super::record) with one account (the client)
+//! and one informer: all writes together cost one wait (the highest version), plus one per object
+//! deleted while the store still held it, until a read finds it absent; the sweep and the hidden
+//! uids are the record's. The wait's default is the record's one timeout, [`DEFAULT_MAX_WAIT`]
+//! (3 s; why that figure: see its docs). A read that gives up returns [`ReadError::Stale`],
+//! the same [`Stale`] the controller's workers skip on, with what was missing.
 //!
 //! ## Compared with upstream
 //!
@@ -162,117 +154,33 @@
 //!   cache with no freshness promise. `benches/peers/READ_YOUR_WRITES.md` compares the two.
 //! - **kube-rs** has neither.
 
-use std::collections::{HashMap, HashSet, VecDeque};
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::time::Duration;
 
-use ferrokube_core::{LabelSelector, ObjectKey, Scope, ScopeMatcher};
-use ferrokube_informer::{Lister, SharedIndexInformer, StoreRevision};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use parking_lot::Mutex;
+use ferrokube_core::{LabelSelector, ObjectKey, Scope};
+use ferrokube_informer::{Lister, SharedIndexInformer};
 
+use super::record::{Stale, Wait, WriteRecord, wait_until};
 use ferrokube_client::api::Api;
-use ferrokube_client::write_observer::{DeleteNote, DeleteOutcome, WriteObserver};
-use ferrokube_core::{ApiResource, Object};
+use ferrokube_core::Object;
 
-/// How long a read waits for the cache by default: see [Choosing `max_wait`](self#choosing-max_wait).
-pub const DEFAULT_MAX_WAIT: Duration = Duration::from_secs(3);
+pub use super::record::{DEFAULT_MAX_WAIT, ReadError};
 
-/// Records of deleted objects at which the first sweep runs; later sweeps run each time the count
-/// doubles.
-const FIRST_SWEEP: usize = 1024;
-
-/// How many uids of deleted objects the store never held are remembered (and filtered).
-const DELETED_UIDS: usize = 1024;
-
-/// Why a read failed.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum ReadError {
-    /// The informer's store did not show this client's earlier writes within `waited`. The watch
-    /// is slow or broken; requeue and try again, or read the server.
-    #[error(
-        "the cache of informer {informer:?} did not show this client's writes within {waited:?}: \
-         the read needs {needs}; the store is at resourceVersion {store_version:?}"
-    )]
-    Timeout {
-        /// The informer's name.
-        informer: String,
-        /// The read's `max_wait`.
-        waited: Duration,
-        /// What was still missing: `resourceVersion >= <r>`, and/or `<key> (uid <u>) gone`.
-        needs: String,
-        /// The store's resourceVersion at the deadline (`""`: it has not listed yet).
-        store_version: String,
-    },
-    /// A reconcile context's cached read of an informer the controller does not run (it was not
-    /// taken from the controller's factory before `run`, so nothing started it): it would read an
-    /// empty cache. Take it from `Controller::factory()` before `run`, or read the server.
-    #[error(
-        "informer {informer:?} is not synced: the controller does not run it (take it from \
-         Controller::factory() before run)"
-    )]
-    NotRunning {
-        /// The informer's name.
-        informer: String,
-    },
-}
-
-/// A deleted object the store must stop holding: its key and, if known, its uid (then a newer
-/// object under the same key does not count).
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Gone {
-    key: ObjectKey,
-    uid: Option<String>,
-}
-
-/// What this client's completed writes ask of the cache.
-struct Records {
-    /// The highest resourceVersion the server answered to a completed write the informer will
-    /// show; `None` before the first one. Only ever grows (until the protection goes off).
-    version: Option<u64>,
-    /// Objects deleted (answered with a `Status`) while the store still held them, by key.
-    /// Invariant: no key maps to an empty list; an entry goes once a check finds it absent.
-    gone: HashMap<ObjectKey, Vec<Option<String>>>,
-    /// Number of entries in `gone` (all keys), and the count at which the next sweep runs.
-    gone_count: usize,
-    sweep_at: usize,
-    /// Uids of objects deleted (answered with a `Status`) that the store did not hold then:
-    /// filtered out of reads. Oldest first, at most `DELETED_UIDS`; `deleted_set` holds the same.
-    deleted_order: VecDeque<String>,
-    deleted_set: HashSet<String>,
-}
-
-/// What one read waits for: the records as they were when it started.
-#[derive(Debug, Default)]
-struct Needs {
-    version: Option<u64>,
-    gone: Vec<Gone>,
-}
-
-/// The outcome of checking a read's needs against the store.
-enum Check {
-    Met,
-    /// Still missing this (for the error message).
-    Behind(String),
-    /// The store's resourceVersion is not an integer: the protection must go.
-    Unusable(String),
-}
+/// The client's one account in its record: every write through it counts for every read.
+type Client = ();
 
 struct Shared<K> {
     api: Api<K>,
     informer: SharedIndexInformer<K>,
-    /// The informer's scope as a test of metadata; `None` if its label selector did not parse
-    /// (then only the "store holds it" rule counts a write).
-    matcher: Option<ScopeMatcher>,
-    records: Mutex<Records>,
-    /// A resourceVersion was not an integer: the protection is off for good.
-    off: AtomicBool,
+    /// What this client's completed writes ask of the informer's cache (one account, one
+    /// informer). The `Api` above reports to it; it holds the informer, never the `Api`.
+    record: WriteRecord<Client>,
 }
 
 /// A client whose cache reads include its own completed writes: see the [module docs](self).
+/// A view over the [write record](super::record) with one account (the client) and one
+/// informer.
 ///
 /// Cheap to clone; clones share the records (a write through one is waited for by reads through
 /// all). [`max_wait`](Self::max_wait) belongs to the handle, so clones may wait differently.
@@ -292,13 +200,11 @@ impl<K> Clone for ReadYourWrites<K> {
 
 impl<K: Object> std::fmt::Debug for ReadYourWrites<K> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let records = self.shared.records.lock();
         f.debug_struct("ReadYourWrites")
             .field("informer", &self.shared.informer.name())
             .field("active", &self.is_active())
             .field("max_wait", &self.max_wait)
-            .field("version", &records.version)
-            .field("gone", &records.gone_count)
+            .field("waits", &self.shared.record.waits())
             .finish()
     }
 }
@@ -308,41 +214,28 @@ impl<K: Object> ReadYourWrites<K> {
     /// `scope` (pass the scope the informer was made with: it decides which writes the cache
     /// will show, and so which ones reads wait for). Waits at most [`DEFAULT_MAX_WAIT`].
     pub fn new(api: Api<K>, informer: SharedIndexInformer<K>, scope: &Scope) -> ReadYourWrites<K> {
-        let matcher = scope
-            .matcher()
-            .inspect_err(|error| {
-                tracing::warn!(
-                    informer = informer.name(), %error,
-                    "the scope's label selector does not parse here; only writes of objects the \
-                     cache already holds will be waited for"
-                );
-            })
-            .ok();
-        let (group, kind) = (api.resource().group.clone(), api.resource().kind.clone());
+        let record = WriteRecord::new(&format!(
+            "read-your-own-writes client of {}",
+            informer.name()
+        ));
+        record.track(
+            api.resource(),
+            informer.name(),
+            scope,
+            Box::new(informer.clone()),
+        );
+        let api = api.with_write_observer(Arc::new(record.recorder(())));
         ReadYourWrites {
-            shared: Arc::new_cyclic(|shared| Shared {
-                api: api.with_write_observer(Arc::new(RecordWrites {
-                    shared: shared.clone(),
-                    group,
-                    kind,
-                })),
+            shared: Arc::new(Shared {
+                api,
                 informer,
-                matcher,
-                records: Mutex::new(Records {
-                    version: None,
-                    gone: HashMap::new(),
-                    gone_count: 0,
-                    sweep_at: FIRST_SWEEP,
-                    deleted_order: VecDeque::new(),
-                    deleted_set: HashSet::new(),
-                }),
-                off: AtomicBool::new(false),
+                record,
             }),
             max_wait: DEFAULT_MAX_WAIT,
         }
     }
 
-    /// How long a read waits for the cache before it fails with [`ReadError::Timeout`]. Default
+    /// How long a read waits for the cache before it fails with [`ReadError::Stale`]. Default
     /// [`DEFAULT_MAX_WAIT`] (3 s). `Duration::ZERO`: reads never wait, they fail at once if the
     /// cache is behind.
     pub fn max_wait(mut self, max_wait: Duration) -> Self {
@@ -369,10 +262,8 @@ impl<K: Object> ReadYourWrites<K> {
 
     /// Whether reads wait for writes: false once a resourceVersion was not an integer.
     pub fn is_active(&self) -> bool {
-        !self.shared.off.load(Ordering::Relaxed)
+        self.shared.record.is_active()
     }
-
-    // ---- reads -------------------------------------------------------------------------------
 
     /// The object `namespace`/`name` (`namespace` `None` if cluster-scoped) from the cache, once
     /// the cache shows every write this client completed before this call. The read starts at the
@@ -383,12 +274,14 @@ impl<K: Object> ReadYourWrites<K> {
         name: &str,
     ) -> impl Future<Output = Result<Option<Arc<K>>, ReadError>> + Send + 'static {
         let key = ObjectKey::new(namespace, name);
-        let needs = self.needs(Some(&key));
+        let needs = self.shared.record.needs(&(), None, Some(&key));
         let this = self.clone();
         async move {
-            this.wait(needs).await?;
+            this.wait(needs)
+                .await
+                .map_err(|stale| stale.for_key(&key))?;
             let object = this.shared.informer.store().get_by_key(&key);
-            Ok(object.filter(|object| !this.deleted_uid(object)))
+            Ok(object.filter(|object| !this.shared.record.is_hidden(object.meta())))
         }
     }
 
@@ -400,7 +293,7 @@ impl<K: Object> ReadYourWrites<K> {
         namespace: Option<&str>,
         selector: &LabelSelector,
     ) -> impl Future<Output = Result<Vec<Arc<K>>, ReadError>> + Send + 'static {
-        let needs = self.needs(None);
+        let needs = self.shared.record.needs(&(), None, None);
         let this = self.clone();
         let namespace = namespace.map(str::to_string);
         let selector = selector.clone();
@@ -411,7 +304,7 @@ impl<K: Object> ReadYourWrites<K> {
                 Some(namespace) => lister.namespace(namespace).list(&selector),
                 None => lister.list(&selector),
             };
-            this.drop_deleted_uids(&mut objects);
+            this.shared.record.drop_hidden(&mut objects);
             Ok(objects)
         }
     }
@@ -422,381 +315,21 @@ impl<K: Object> ReadYourWrites<K> {
     /// objects deleted while the store had not shown them yet (see the
     /// [module docs](self#how-it-works)).
     pub fn wait_for_writes(&self) -> impl Future<Output = Result<(), ReadError>> + Send + 'static {
-        let needs = self.needs(None);
+        let needs = self.shared.record.needs(&(), None, None);
         let this = self.clone();
-        async move { this.wait(needs).await }
+        async move { Ok(this.wait(needs).await?) }
     }
 
-    /// The records now: what a read starting now waits for (deleted objects only of `key`, if
-    /// given).
-    fn needs(&self, key: Option<&ObjectKey>) -> Needs {
-        if !self.is_active() {
-            return Needs::default();
-        }
-        let records = self.shared.records.lock();
-        let to_gone = |key: &ObjectKey, uids: &Vec<Option<String>>| {
-            uids.iter()
-                .map(|uid| Gone {
-                    key: key.clone(),
-                    uid: uid.clone(),
-                })
-                .collect::<Vec<_>>()
-        };
-        let gone = match key {
-            Some(key) => records
-                .gone
-                .get(key)
-                .map(|uids| to_gone(key, uids))
-                .unwrap_or_default(),
-            None => records
-                .gone
-                .iter()
-                .flat_map(|(key, uids)| to_gone(key, uids))
-                .collect(),
-        };
-        Needs {
-            version: records.version,
-            gone,
-        }
-    }
-
-    /// Waits until the store meets `needs`, woken by each move of its resourceVersion, at most
-    /// `max_wait`.
-    async fn wait(&self, needs: Needs) -> Result<(), ReadError> {
-        if needs.version.is_none() && needs.gone.is_empty() {
+    /// Waits until the store meets `needs` (the record as the read found it when it started),
+    /// woken by each move of its resourceVersion, at most `max_wait`.
+    async fn wait(&self, needs: Vec<Wait>) -> Result<(), Stale> {
+        if needs.is_empty() {
             return Ok(());
         }
         // Subscribe before the first check: a move between the check and the wait still wakes us.
-        let mut versions = self.shared.informer.watch_store_resource_version();
-        let deadline =
-            crate::deadline::saturating_deadline(tokio::time::Instant::now(), self.max_wait);
-        loop {
-            let missing = match self.check(&needs) {
-                Check::Met => {
-                    self.forget_gone(&needs.gone);
-                    return Ok(());
-                }
-                Check::Unusable(version) => {
-                    self.turn_off(&format!(
-                        "the informer's store is at resourceVersion {version:?}"
-                    ));
-                    return Ok(());
-                }
-                Check::Behind(missing) => missing,
-            };
-            match tokio::time::timeout_at(deadline, versions.changed()).await {
-                Ok(Ok(())) => continue,
-                // The sender lives in the store, which our informer keeps: it cannot be gone. If it
-                // were, nothing could move any more: fail as at the deadline.
-                Ok(Err(_)) | Err(_) => {
-                    let error = ReadError::Timeout {
-                        informer: self.shared.informer.name().to_string(),
-                        waited: self.max_wait,
-                        needs: missing,
-                        store_version: self.shared.informer.last_store_sync_resource_version(),
-                    };
-                    tracing::debug!(%error, "read gave up waiting for the cache");
-                    return Err(error);
-                }
-            }
-        }
-    }
-
-    /// Whether the store shows what `needs` asks, now.
-    fn check(&self, needs: &Needs) -> Check {
-        let mut missing = Vec::new();
-        if let Some(version) = needs.version {
-            match self.shared.informer.store_revision() {
-                revision if revision.reached(version) => {}
-                StoreRevision::Opaque(current) => return Check::Unusable(current),
-                _ => missing.push(format!("resourceVersion >= {version}")),
-            }
-        }
-        for gone in &needs.gone {
-            if self.holds(&gone.key, gone.uid.as_deref()) {
-                missing.push(match &gone.uid {
-                    Some(uid) => format!("{} (uid {uid}) gone", gone.key),
-                    None => format!("{} gone", gone.key),
-                });
-            }
-        }
-        if missing.is_empty() {
-            Check::Met
-        } else {
-            Check::Behind(missing.join(", "))
-        }
-    }
-
-    /// The store holds `key` (with this uid, if given).
-    fn holds(&self, key: &ObjectKey, uid: Option<&str>) -> bool {
-        self.shared.informer.holds(key, uid)
-    }
-
-    /// `None` if the store does not hold `key`; else the held object's uid.
-    fn held_uid(&self, key: &ObjectKey) -> Option<Option<String>> {
-        self.shared
-            .informer
-            .store()
-            .get_by_key(key)
-            .map(|held| held.meta().uid.clone())
-    }
-
-    /// Drops the records of deleted objects a check found absent (they cannot come back: a uid
-    /// is never reused, and the store never goes back).
-    fn forget_gone(&self, seen_absent: &[Gone]) {
-        if seen_absent.is_empty() {
-            return;
-        }
-        let mut records = self.shared.records.lock();
-        for gone in seen_absent {
-            let mut removed = 0;
-            if let Some(uids) = records.gone.get_mut(&gone.key) {
-                let before = uids.len();
-                uids.retain(|uid| *uid != gone.uid);
-                removed = before - uids.len();
-                if uids.is_empty() {
-                    records.gone.remove(&gone.key);
-                }
-            }
-            records.gone_count -= removed;
-        }
-    }
-
-    fn deleted_uid(&self, object: &K) -> bool {
-        let records = self.shared.records.lock();
-        !records.deleted_set.is_empty()
-            && object
-                .meta()
-                .uid
-                .as_deref()
-                .is_some_and(|uid| records.deleted_set.contains(uid))
-    }
-
-    fn drop_deleted_uids(&self, objects: &mut Vec<Arc<K>>) {
-        let records = self.shared.records.lock();
-        if records.deleted_set.is_empty() {
-            return;
-        }
-        objects.retain(|object| {
-            object
-                .meta()
-                .uid
-                .as_deref()
-                .is_none_or(|uid| !records.deleted_set.contains(uid))
-        });
-    }
-
-    // ---- recording -----------------------------------------------------------------------------
-
-    /// Whether the informer will show a write that left an object with this metadata: it is in
-    /// the scope (namespace, labels; a field selector cannot be evaluated here), or the store holds
-    /// its key (the informer will hear of it, as an update or as a delete from its selection).
-    fn will_show(&self, meta: &ObjectMeta, key: &ObjectKey) -> bool {
-        let in_scope = self
-            .shared
-            .matcher
-            .as_ref()
-            .is_some_and(|m| m.matches(meta));
-        in_scope || self.held_uid(key).is_some()
-    }
-
-    /// Records a completed write that left an object with metadata `written` (as the server
-    /// answered it).
-    fn record_written(&self, written: &ObjectMeta) {
-        if !self.is_active() {
-            return;
-        }
-        let key = ObjectKey::new(
-            written.namespace.as_deref(),
-            written.name.as_deref().unwrap_or_default(),
-        );
-        let text = written.resource_version.as_deref().unwrap_or_default();
-        if text.is_empty() {
-            // Nothing to compare (a server that answers without one); nothing to wait for.
-            tracing::debug!(%key, "a write answered no resourceVersion");
-            return;
-        }
-        let Ok(version) = text.parse::<u64>() else {
-            self.turn_off(&format!("a write answered resourceVersion {text:?}"));
-            return;
-        };
-        if !self.will_show(written, &key) {
-            tracing::trace!(%key, "write outside the informer's scope: reads will not wait for it");
-            return;
-        }
-        let mut records = self.shared.records.lock();
-        records.version = Some(records.version.map_or(version, |held| held.max(version)));
-    }
-
-    /// Records a completed delete of `key` that the server answered with a `Status` naming `uid`
-    /// (the object is gone); `held_before`: what the store held under `key` when the delete was
-    /// sent.
-    fn record_deleted(
-        &self,
-        key: &ObjectKey,
-        held_before: Option<Option<String>>,
-        uid: Option<&str>,
-    ) {
-        if !self.is_active() {
-            return;
-        }
-        let uid = uid.filter(|uid| !uid.is_empty()).map(str::to_string);
-        let held_now = self.held_uid(key);
-        match uid {
-            // The store still has it: it must go before a read may proceed.
-            Some(uid) if held_now.as_ref() == Some(&Some(uid.clone())) => {
-                self.record_gone(key, Some(uid))
-            }
-            // The store had it and has applied the delete already: nothing to wait for.
-            Some(uid) if held_before == Some(Some(uid.clone())) => {}
-            // The store never had it (its creation is still on the way): hide it from reads.
-            Some(uid) => self.remember_deleted_uid(uid),
-            // No uid: the object the store holds under the key, if any, must go.
-            None => {
-                if let Some(held) = held_now {
-                    self.record_gone(key, held);
-                }
-            }
-        }
-    }
-
-    fn record_gone(&self, key: &ObjectKey, uid: Option<String>) {
-        let mut records = self.shared.records.lock();
-        let uids = records.gone.entry(key.clone()).or_default();
-        if uids.contains(&uid) {
-            return;
-        }
-        uids.push(uid);
-        records.gone_count += 1;
-        if records.gone_count > records.sweep_at {
-            self.sweep(&mut records);
-            records.sweep_at = (records.gone_count * 2).max(FIRST_SWEEP);
-        }
-    }
-
-    /// Drops every record of a deleted object the store no longer holds.
-    fn sweep(&self, records: &mut Records) {
-        let mut count = 0;
-        records.gone.retain(|key, uids| {
-            uids.retain(|uid| self.holds(key, uid.as_deref()));
-            count += uids.len();
-            !uids.is_empty()
-        });
-        records.gone_count = count;
-    }
-
-    fn remember_deleted_uid(&self, uid: String) {
-        let mut records = self.shared.records.lock();
-        if !records.deleted_set.insert(uid.clone()) {
-            return;
-        }
-        records.deleted_order.push_back(uid);
-        while records.deleted_order.len() > DELETED_UIDS {
-            if let Some(oldest) = records.deleted_order.pop_front() {
-                records.deleted_set.remove(&oldest);
-            }
-        }
-    }
-
-    fn turn_off(&self, why: &str) {
-        if !self.shared.off.swap(true, Ordering::Relaxed) {
-            tracing::warn!(
-                informer = self.shared.informer.name(),
-                "{why}, which is not an integer: resourceVersions cannot be compared on this \
-                 server, so this read-your-own-writes client no longer waits for its writes"
-            );
-        }
-        let mut records = self.shared.records.lock();
-        records.version = None;
-        records.gone.clear();
-        records.gone_count = 0;
-        records.deleted_order.clear();
-        records.deleted_set.clear();
-    }
-}
-
-/// Whether a write answered with `written` was the one that ended its object: marked for
-/// deletion, no finalizer left and no grace period running (a Pod on a node waits for its kubelet
-/// with a positive one). A Namespace waits for its `spec.finalizers` too, which metadata does
-/// not show: its writes are never taken for its end.
-fn completes_deletion(resource: &ApiResource, written: &ObjectMeta) -> bool {
-    let namespace = resource.group.is_empty() && resource.kind == "Namespace";
-    written.deletion_timestamp.is_some()
-        && written.finalizers.as_ref().is_none_or(Vec::is_empty)
-        && written.deletion_grace_period_seconds.unwrap_or(0) == 0
-        && !namespace
-}
-
-/// The observer a [`ReadYourWrites`] puts on its `Api`: what the writes leave for reads to wait
-/// for (see [How it works](self#how-it-works)). It holds the client's records weakly: the `Api`
-/// that holds this observer lives in those records' `Shared`, and a strong reference back would
-/// keep both alive for ever.
-struct RecordWrites<K> {
-    shared: Weak<Shared<K>>,
-    /// The API group and kind of the informer's objects: writes of other kinds through the same
-    /// client are not shown by this informer, so not waited for.
-    group: String,
-    kind: String,
-}
-
-impl<K: Object> RecordWrites<K> {
-    /// The client, if it is still alive and `resource` is its kind.
-    fn client_for(&self, resource: &ApiResource) -> Option<ReadYourWrites<K>> {
-        if resource.group != self.group || resource.kind != self.kind {
-            return None;
-        }
-        self.shared.upgrade().map(|shared| ReadYourWrites {
-            shared,
-            max_wait: Duration::ZERO,
-        })
-    }
-}
-
-impl<K: Object> WriteObserver for RecordWrites<K> {
-    fn committed(&self, resource: &ApiResource, written: &ObjectMeta) {
-        let Some(client) = self.client_for(resource) else {
-            return;
-        };
-        client.record_written(written);
-        // The write that removes the last finalizer of an object being deleted ends it, but
-        // kube-apiserver answers it at the version the write replaced, with the object as the
-        // write made it: the deletion is a later version, which the recorded one does not wait
-        // for (issue 44: a reconciler read its object back and cleaned up twice). Recorded as a
-        // delete as well: the store must drop that uid before a read proceeds.
-        if completes_deletion(resource, written) {
-            let key = ObjectKey::new(
-                written.namespace.as_deref(),
-                written.name.as_deref().unwrap_or_default(),
-            );
-            client.record_deleted(&key, None, written.uid.as_deref());
-        }
-    }
-
-    /// Keeps the uid the store held under the key when the delete was sent.
-    fn deleting(&self, resource: &ApiResource, object: &ObjectKey) -> DeleteNote {
-        match self.client_for(resource) {
-            Some(client) => DeleteNote::holding(client.held_uid(object)),
-            None => DeleteNote::empty(),
-        }
-    }
-
-    fn deleted(
-        &self,
-        resource: &ApiResource,
-        object: &ObjectKey,
-        note: DeleteNote,
-        outcome: DeleteOutcome<'_>,
-    ) {
-        let Some(client) = self.client_for(resource) else {
-            return;
-        };
-        match outcome {
-            DeleteOutcome::Pending(still_there) => client.record_written(still_there),
-            DeleteOutcome::Gone { uid } => {
-                let held_before = note.take::<Option<Option<String>>>().flatten();
-                client.record_deleted(object, held_before, uid);
-            }
-        }
+        let versions = self.shared.informer.watch_store_resource_version();
+        let record = &self.shared.record;
+        wait_until(|| record.check(&(), &needs), versions, self.max_wait).await
     }
 }
 
@@ -804,8 +337,11 @@ impl<K: Object> WriteObserver for RecordWrites<K> {
 mod tests {
     use std::collections::BTreeMap;
 
+    use ferrokube_client::write_observer::DeleteOutcome;
+    use ferrokube_core::ApiResource;
     use ferrokube_informer::fake::FakeListerWatcher;
     use k8s_openapi::api::core::v1::ConfigMap;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
     use super::*;
     use ferrokube_client::{Client, Config};
@@ -832,6 +368,38 @@ mod tests {
             .max_wait(Duration::from_secs(30))
     }
 
+    impl ReadYourWrites<ConfigMap> {
+        /// What the observer does when a write through the client's `Api` completes.
+        fn record_written(&self, written: &ObjectMeta) {
+            let resource = ApiResource::of::<ConfigMap>();
+            self.shared.record.wrote(&(), &resource, written);
+        }
+
+        /// What the observer does around a delete the server answered with a `Status`; the store
+        /// is as it was when the delete was sent.
+        fn record_deleted_now(&self, key: &ObjectKey, uid: &str) {
+            let resource = ApiResource::of::<ConfigMap>();
+            let note = self.shared.record.deleting(&resource, key);
+            let gone = DeleteOutcome::Gone { uid: Some(uid) };
+            self.shared.record.deleted(&(), &resource, key, note, gone);
+        }
+
+        fn wanted_version(&self) -> Option<u64> {
+            let needs = self.shared.record.needs(&(), None, None);
+            match self.shared.record.check(&(), &needs) {
+                Ok(()) => None,
+                Err(stale) => stale.wanted_version,
+            }
+        }
+    }
+
+    fn stale<T: std::fmt::Debug>(read: Result<T, ReadError>) -> Stale {
+        match read {
+            Err(ReadError::Stale(stale)) => stale,
+            other => panic!("expected a stale cache, got {other:?}"),
+        }
+    }
+
     #[tokio::test]
     async fn read_your_own_writes_a_read_waits_only_for_writes_completed_before_it() {
         let rw = client(&Scope::all());
@@ -853,7 +421,10 @@ mod tests {
             .clone()
             .max_wait(Duration::ZERO)
             .get(Some("default"), "a");
-        assert!(matches!(late.await, Err(ReadError::Timeout { .. })));
+        let late = stale(late.await);
+        assert_eq!(late.wanted_version, Some(20));
+        assert_eq!(late.seen_version, "12");
+        assert_eq!(late.key, Some(ObjectKey::from("default/a")));
     }
 
     #[tokio::test]
@@ -886,10 +457,7 @@ mod tests {
         assert_eq!(rw.get(Some("default"), "a").await, Ok(None));
         assert!(!rw.is_active());
         rw.record_written(&cm("a", "99", "u1", "web").metadata);
-        assert!(
-            rw.needs(None).version.is_none(),
-            "nothing recorded once off"
-        );
+        assert_eq!(rw.wanted_version(), None, "nothing recorded once off");
 
         // A write answering a non-integer version does the same.
         let rw = client(&Scope::all()).max_wait(Duration::ZERO);
@@ -909,7 +477,7 @@ mod tests {
         let mut elsewhere = cm("x", "9", "u2", "web");
         elsewhere.metadata.namespace = Some("other".into());
         rw.record_written(&elsewhere.metadata);
-        assert!(rw.needs(None).version.is_none());
+        assert_eq!(rw.wanted_version(), None);
         assert_eq!(rw.get(Some("default"), "db").await, Ok(None));
 
         // The cache holds it: the write that moves it out of the selection will reach the cache
@@ -918,7 +486,7 @@ mod tests {
             .store()
             .insert(Arc::new(cm("db", "4", "u1", "web")));
         rw.record_written(&cm("db", "9", "u1", "db").metadata);
-        assert_eq!(rw.needs(None).version, Some(9));
+        assert_eq!(rw.wanted_version(), Some(9));
     }
 
     #[tokio::test]
@@ -930,20 +498,19 @@ mod tests {
         let key = ObjectKey::from("default/a");
 
         // Held when the delete returned: the read waits until the store drops it.
-        rw.record_deleted(&key, Some(Some("u1".into())), Some("u1"));
-        assert!(rw.get(Some("default"), "a").await.is_err());
+        rw.record_deleted_now(&key, "u1");
+        let waiting = stale(rw.get(Some("default"), "a").await);
+        assert_eq!(waiting.needs(), "default/a (uid u1) gone");
+        // A read of another object does not wait for it.
+        assert_eq!(rw.get(Some("default"), "z").await, Ok(None));
         // A newer object under the same name does not count as the deleted one.
         store.insert(Arc::new(cm("a", "6", "u2", "web")));
         let seen = rw.get(Some("default"), "a").await.expect("met");
         assert_eq!(seen.expect("the new one").meta().uid.as_deref(), Some("u2"));
-        assert_eq!(
-            rw.shared.records.lock().gone_count,
-            0,
-            "forgotten once seen absent"
-        );
+        assert_eq!(rw.shared.record.waits(), 0, "forgotten once seen absent");
 
         // Never held (its creation has not reached the cache): hidden from reads when it arrives.
-        rw.record_deleted(&ObjectKey::from("default/b"), None, Some("u3"));
+        rw.record_deleted_now(&ObjectKey::from("default/b"), "u3");
         store.insert(Arc::new(cm("b", "7", "u3", "web")));
         assert_eq!(rw.get(Some("default"), "b").await, Ok(None));
         let names: Vec<_> = rw
