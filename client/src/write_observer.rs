@@ -4,10 +4,9 @@
 //! Several parts of a controller must hear of each of its writes, with the object as the server
 //! answered it (its resourceVersion, its uid):
 //!
-//! - the controller's consistency store: the next reconcile of a key waits until the caches show
-//!   the key's own writes (`ferrokube::controller::consistency`);
-//! - the read-your-own-writes client: a cache read waits until it shows them
-//!   (`ferrokube::controller::ReadYourWrites`);
+//! - the controller's freshness record (`ferrokube::freshness::record`), under its two views: the
+//!   next reconcile of a key waits until the caches show the key's own writes (the consistency
+//!   store), and a cache read waits until it shows them (`ctx.cache()`, `ReadYourWrites`);
 //! - a test or an audit that counts what a controller wrote.
 //!
 //! None of them wraps the write verbs. An observer is handed to a client handle with

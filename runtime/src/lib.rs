@@ -7,7 +7,7 @@
 //! | module | holds | client-go / controller-runtime counterpart |
 //! |---|---|---|
 //! | [`controller`] | the reconciler runtime: the builder, sources, filters, workers, context, metrics | controller-runtime's `controller`, `builder` |
-//! | [`freshness`] | never acting on a cache older than your own writes: the consistency store, read-your-writes, expectations | kube-controller-manager's stale controller handling (KEP-5647); `pkg/controller` expectations |
+//! | [`freshness`] | never acting on a cache older than your own writes: one write record under two views (the workers' automatic skip, `ctx.cache()` / `ReadYourWrites` reads), one `Stale` error; expectations for child counts | kube-controller-manager's stale controller handling (KEP-5647); `pkg/controller` expectations |
 //! | [`toolkit`] | what a reconcile calls: claiming, events, finalizers, conditions, owner references, stabilization | `controllerutil`, `ControllerRefManager`, `tools/record` |
 //! | [`leader`] | leader election on a Lease, and the write gate it plugs into the client | `tools/leaderelection` |
 //! | [`manager`] | one process's controllers, leader election, health and metrics endpoints, graceful shutdown | controller-runtime's `manager` |
