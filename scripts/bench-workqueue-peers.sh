@@ -7,7 +7,8 @@
 # single-threaded floors. Each (implementation, workload) runs REPS times (default 5), every run in a
 # fresh process, implementations interleaved within each repetition; peak RSS from /usr/bin/time -v.
 # Prints a markdown table of medians (min–max) on stdout; raw JSON lines go to $OUT (default
-# target/bench-peers/results.jsonl).
+# target/bench-peers/results.jsonl), each with the `uptime` its run started under (the machine is shared).
+# Builds run under `nice -n 19`.
 #
 #   scripts/bench-workqueue-peers.sh              # full run (about 10 minutes, plus first-time builds)
 #   REPS=1 SCALE=0.1 scripts/bench-workqueue-peers.sh   # smoke run
@@ -40,20 +41,20 @@ done
 wanted() { case " $IMPLS " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 
 log "building ferrokube's runner"
-cargo build --release -q -p ferrokube-workqueue --example bench_workloads >&2
+nice -n 19 cargo build --release -q -p ferrokube-workqueue --example bench_workloads >&2
 ours=${CARGO_TARGET_DIR:-target}/release/examples/bench_workloads
 client_go_37= client_go= kube_runtime=
 if wanted client-go-v0.37.2 || wanted client-go-v0.37.2-any; then
   log "building the client-go v0.37 peer"
-  client_go_37=$(benches/peers/client-go-v0.37/build.sh workqueue | tail -n 1)
+  client_go_37=$(nice -n 19 benches/peers/client-go-v0.37/build.sh workqueue | tail -n 1)
 fi
 if wanted client-go-v1.20.2; then
   log "building the client-go 1.20 peer"
-  client_go=$(benches/peers/client-go/build.sh | tail -n 1)
+  client_go=$(nice -n 19 benches/peers/client-go/build.sh | tail -n 1)
 fi
 if wanted kube-runtime-5.0-scheduler; then
   log "building the kube-runtime peer"
-  kube_runtime=$(benches/peers/kube-runtime/build.sh | tail -n 1)
+  kube_runtime=$(nice -n 19 benches/peers/kube-runtime/build.sh | tail -n 1)
 fi
 
 every_impl=(
@@ -82,6 +83,8 @@ for rep in $(seq 1 "$REPS"); do
       entry=${impls[$(((i + rep) % n))]}
       name=${entry%%|*}
       cmd=${entry#*|}
+      # The machine is shared: every line records the load its run started under.
+      load=$(uptime)
       set +e
       # shellcheck disable=SC2086
       /usr/bin/time -v -o "$tmp/time" $cmd --workload "$w" "${scale_args[@]}" >"$tmp/out" 2>"$tmp/err"
@@ -92,13 +95,14 @@ for rep in $(seq 1 "$REPS"); do
         log "FAILED: $name $w (exit $status)"; cat "$tmp/err" >&2; exit 1
       fi
       rss_kb=$(awk -F: '/Maximum resident set size/ {gsub(/ /, "", $2); print $2}' "$tmp/time")
-      python3 - "$tmp/out" "$rss_kb" "$name" >>"$OUT" <<'PY'
+      python3 - "$tmp/out" "$rss_kb" "$name" "$load" >>"$OUT" <<'PY'
 import json, sys
 line = open(sys.argv[1]).read().strip().splitlines()
 assert len(line) == 1, f"expected one JSON line, got {len(line)}"
 rec = json.loads(line[0])
 rec["peak_rss_kib"] = int(sys.argv[2])
 rec["bench_impl"] = sys.argv[3]
+rec["uptime"] = sys.argv[4].strip()
 print(json.dumps(rec))
 PY
       log "rep $rep $w $name: $(tail -n 1 "$OUT" | python3 -c 'import json,sys; r=json.load(sys.stdin); print(round(r["per_sec"]), "/s")')"

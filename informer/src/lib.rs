@@ -114,8 +114,8 @@ pub use lister_watcher::{
 };
 pub use metrics::{InformerMetrics, PrometheusInformerMetrics};
 pub use reflector::{
-    DEFAULT_WATCH_IDLE_TIMEOUT, FirstList, ListMode, Reflector, ReflectorOptions, ReflectorStatus,
-    WatchErrorHandler,
+    DEFAULT_MAX_PAGE_SIZE, DEFAULT_WATCH_IDLE_TIMEOUT, FirstList, ListMode, Reflector,
+    ReflectorOptions, ReflectorStatus, WatchErrorHandler,
 };
 pub use shared_informer::{InformerBuilder, SharedIndexInformer, StartError};
 pub use store::{IndexConflict, Store, UnknownIndex, VersionObserver};

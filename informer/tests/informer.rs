@@ -703,7 +703,7 @@ impl ListerWatcher<ConfigMap> for ExpiringPages {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lists_are_paginated_and_an_expired_page_falls_back_to_a_full_list() {
     let fake = FakeListerWatcher::new();
-    for i in 0..1200 {
+    for i in 0..3400 {
         fake.create(cm(&format!("cm-{i:04}"), "1"));
     }
     let paged = informer(&fake);
@@ -711,8 +711,9 @@ async fn lists_are_paginated_and_an_expired_page_falls_back_to_a_full_list() {
     assert!(paged.wait_for_cache_sync().await);
     assert!(store_matches(&paged, &fake));
     let lists = fake.list_requests();
-    assert_eq!(lists.len(), 3, "500 + 500 + 200");
-    assert!(lists.iter().all(|l| l.limit == Some(500)));
+    // Each page asks for twice the one before: 500 + 1,000 + 2,000 (1,900 of them there).
+    let limits: Vec<_> = lists.iter().map(|l| l.limit).collect();
+    assert_eq!(limits, [Some(500), Some(1_000), Some(2_000)]);
     assert!(
         lists[1..]
             .iter()
@@ -779,7 +780,7 @@ impl ListerWatcher<ConfigMap> for EarlyPages {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_next_page_is_asked_for_as_soon_as_its_token_is_known() {
     let fake = FakeListerWatcher::new();
-    for i in 0..1200 {
+    for i in 0..3400 {
         fake.create(cm(&format!("cm-{i:04}"), "1"));
     }
     let (asked, _) = tokio::sync::watch::channel(0);
@@ -793,7 +794,11 @@ async fn the_next_page_is_asked_for_as_soon_as_its_token_is_known() {
         tokio::time::timeout(Duration::from_secs(20), informer.wait_for_cache_sync()).await;
     assert_eq!(synced, Ok(true), "the pages did not overlap");
     assert!(store_matches(&informer, &fake));
-    assert_eq!(fake.list_requests().len(), 3, "500 + 500 + 200, in order");
+    assert_eq!(
+        fake.list_requests().len(),
+        3,
+        "500 + 1,000 + 1,900, in order"
+    );
     informer.stop();
 }
 

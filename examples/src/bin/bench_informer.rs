@@ -126,9 +126,13 @@ struct RunArgs {
     /// Fill the cache with a streaming list (`sendInitialEvents`) instead of list + watch.
     #[arg(long)]
     streaming: bool,
-    /// Objects per list page (the reflector's `page_size`; 0: one unpaginated list).
+    /// Objects in the first list page (the reflector's `page_size`; 0: one unpaginated list).
     #[arg(long, value_name = "N", default_value_t = 500)]
     page_size: u32,
+    /// The largest list page: later pages double up to it (the reflector's `max_page_size`;
+    /// 500 with the default `--page-size`: pages of one size, the reflector before 2026-11-29).
+    #[arg(long, value_name = "N", default_value_t = ferrokube::informer::DEFAULT_MAX_PAGE_SIZE)]
+    max_page_size: u32,
     /// The first list from the server's cache (`resourceVersion=0`, client-go's list) instead of
     /// a consistent one (our default).
     #[arg(long)]
@@ -321,6 +325,7 @@ where
         } else {
             args.page_size
         },
+        max_page_size: args.max_page_size,
         first_list: if args.from_cache {
             FirstList::FromCache
         } else {
@@ -357,7 +362,8 @@ where
         json!({"event": "synced", "impl": name, "pods": cached, "sync_ms": sync_ms,
                "baseline_rss_kib": baseline_kib, "rss_kib": rss_kib, "hwm_kib": hwm_kib,
                "list_mode": list_mode, "streaming_refused": streaming_refused,
-               "page_size": args.page_size, "from_cache": args.from_cache})
+               "page_size": args.page_size, "max_page_size": args.max_page_size,
+               "from_cache": args.from_cache})
     );
 
     let deadline = Instant::now() + Duration::from_secs(180);
