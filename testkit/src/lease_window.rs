@@ -7,9 +7,9 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use ferrokube::api::PostParams;
-use ferrokube::leader::{LeaderElectionError, LeaderElector, Leadership, RunOutcome};
-use ferrokube::{Api, Client};
+use ferrokube_client::api::PostParams;
+use ferrokube_client::{Api, Client};
+use ferrokube_runtime::leader::{LeaderElectionError, LeaderElector, Leadership, RunOutcome};
 use k8s_openapi::api::core::v1::ConfigMap;
 use parking_lot::Mutex;
 
