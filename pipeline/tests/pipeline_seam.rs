@@ -3,7 +3,7 @@
 //! DeltaFifo, the store, the handler, the workqueue, the reconcile, the reconcile's own request to
 //! the API server (attributed to it through the `reconcile` span), and `done`.
 //!
-//! The events are read by a small layer written here, independent of `ferrokube::view`, so that
+//! The events are read by a small layer written here, independent of `ferrokube_view`, so that
 //! this test checks the emitters and not the view's reading of them.
 
 use ferrokube_testkit as common;
@@ -12,11 +12,15 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ferrokube::api::PostParams;
-use ferrokube::apiserver::ApiServer;
-use ferrokube::controller::{Action, Context as ReconcileContext, Controller, Reconciler};
-use ferrokube::core::Scope;
-use ferrokube::{Api, Client};
+use ferrokube_apiserver::ApiServer;
+use ferrokube_client::Api;
+use ferrokube_client::Client;
+use ferrokube_client::api::PostParams;
+use ferrokube_core::Scope;
+use ferrokube_runtime::controller::Action;
+use ferrokube_runtime::controller::Context as ReconcileContext;
+use ferrokube_runtime::controller::Controller;
+use ferrokube_runtime::controller::Reconciler;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use parking_lot::Mutex;
@@ -98,13 +102,13 @@ impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for Capture {
 struct WritesASecret(Api<Secret>);
 
 impl Reconciler<ConfigMap> for WritesASecret {
-    type Error = ferrokube::Error;
+    type Error = ferrokube_client::Error;
 
     async fn reconcile(
         &self,
         cm: Arc<ConfigMap>,
         _ctx: ReconcileContext,
-    ) -> Result<Action, ferrokube::Error> {
+    ) -> Result<Action, ferrokube_client::Error> {
         let name = format!("{}-out", cm.metadata.name.as_deref().unwrap_or_default());
         let secret = Secret {
             metadata: ObjectMeta {

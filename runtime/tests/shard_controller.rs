@@ -10,14 +10,18 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ferrokube::api::PostParams;
-use ferrokube::apiserver::ApiServer;
-use ferrokube::controller::{Action, Controller, from_fn};
-use ferrokube::core::Scope;
-use ferrokube::leader::Timings;
-use ferrokube::shard::{HashRing, ShardMember};
-use ferrokube::view::Journal;
-use ferrokube::{Api, Client};
+use ferrokube_apiserver::ApiServer;
+use ferrokube_client::Api;
+use ferrokube_client::Client;
+use ferrokube_client::api::PostParams;
+use ferrokube_core::Scope;
+use ferrokube_runtime::controller::Action;
+use ferrokube_runtime::controller::Controller;
+use ferrokube_runtime::controller::from_fn;
+use ferrokube_runtime::leader::Timings;
+use ferrokube_runtime::shard::HashRing;
+use ferrokube_runtime::shard::ShardMember;
+use ferrokube_view::Journal;
 use k8s_openapi::api::core::v1::ConfigMap;
 use parking_lot::Mutex;
 use tokio::sync::watch;
@@ -49,7 +53,7 @@ fn start_member(client: &Client, name: &str, reconciled: &Reconciled) -> watch::
     let reconciler = from_fn(move |_: Arc<ConfigMap>, ctx| {
         seen.lock()
             .insert(ctx.key().to_string(), member_name.clone());
-        async { Ok::<_, ferrokube::Error>(Action::await_change()) }
+        async { Ok::<_, ferrokube_client::Error>(Action::await_change()) }
     });
     let (controller_done, mut controller_stopped) = watch::channel(false);
     let mut stop_controller = stopped.clone();

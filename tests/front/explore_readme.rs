@@ -116,10 +116,10 @@ fn readme_explore_the_readme_shows_this_code() {
         .nth(1)
         .and_then(|rest| rest.split("// README:end").next())
         .expect("markers");
-    let readme = include_str!("../docs/src/explorer.md");
+    let readme = include_str!("../../docs/src/explorer.md");
     assert!(
         readme.contains(code),
-        "docs/src/explorer.md's block differs from tests/explore_readme.rs"
+        "docs/src/explorer.md's block differs from tests/front/explore_readme.rs"
     );
 }
 

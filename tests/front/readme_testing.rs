@@ -103,6 +103,6 @@ fn readme_testing_the_readme_shows_this_code() {
     let readme = include_str!("../../docs/src/testing.md");
     assert!(
         readme.contains(code),
-        "docs/src/testing.md's block differs from tests/controller/readme_testing.rs"
+        "docs/src/testing.md's block differs from tests/front/readme_testing.rs"
     );
 }

@@ -10,9 +10,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use ferrokube::api::WatchParams;
-use ferrokube::apiserver::ApiServer;
-use ferrokube::{Api, Client, Config};
+use ferrokube_apiserver::ApiServer;
+use ferrokube_client::Api;
+use ferrokube_client::Client;
+use ferrokube_client::Config;
+use ferrokube_client::api::WatchParams;
 use futures_util::StreamExt;
 use http::{Request, Response};
 use http_body_util::{BodyExt, Empty, Full};

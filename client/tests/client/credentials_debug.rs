@@ -10,7 +10,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use base64::Engine;
-use ferrokube::config::{Auth, Config, Kubeconfig, TokenFile};
+use ferrokube_client::config::Auth;
+use ferrokube_client::config::Config;
+use ferrokube_client::config::Kubeconfig;
+use ferrokube_client::config::TokenFile;
 
 const TOKEN: &str = "secret-kubeconfig-token-1f0e";
 const PASSWORD: &str = "secret-basic-password-77aa";
@@ -23,7 +26,7 @@ const PROVIDER_TOKEN: &str = "secret-auth-provider-id-token-4242";
 
 fn testdata(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("client/src/config/testdata")
+        .join("src/config/testdata")
         .join(name)
 }
 
@@ -291,12 +294,12 @@ users:
 /// `Debug` prints it without the password.
 #[tokio::test]
 async fn debug_of_a_client_redacts_a_password_in_its_server_url() {
-    let config = ferrokube::Config::new(
+    let config = ferrokube_client::Config::new(
         "https://someone:url-password-secret@127.0.0.1:6443"
             .parse()
             .expect("url"),
     );
-    let client = ferrokube::Client::new(config).expect("client");
+    let client = ferrokube_client::Client::new(config).expect("client");
     for shown in [format!("{client:?}"), format!("{client:#?}")] {
         assert!(!shown.contains("url-password-secret"), "{shown}");
         assert!(shown.contains("127.0.0.1:6443"), "{shown}");

@@ -8,11 +8,17 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use ferrokube::api::{ListParams, PostParams, WatchParams};
-use ferrokube::backoff::Backoff;
-use ferrokube::watch::WatchEvent;
-use ferrokube::watcher::{ResumingWatcher, WatchError};
-use ferrokube::{Api, Client, Config, Error};
+use ferrokube_client::Api;
+use ferrokube_client::Client;
+use ferrokube_client::Config;
+use ferrokube_client::Error;
+use ferrokube_client::api::ListParams;
+use ferrokube_client::api::PostParams;
+use ferrokube_client::api::WatchParams;
+use ferrokube_client::watch::WatchEvent;
+use ferrokube_client::watcher::ResumingWatcher;
+use ferrokube_client::watcher::WatchError;
+use ferrokube_core::backoff::Backoff;
 use futures_util::StreamExt;
 use http::{Request, Response};
 use http_body_util::{BodyExt, StreamBody};
@@ -109,7 +115,7 @@ const LIST: &str =
 
 fn config(url: &str) -> Config {
     let mut config = Config::new(url.parse().expect("url"));
-    config.auth = ferrokube::config::Auth::Token("secret".into());
+    config.auth = ferrokube_client::config::Auth::Token("secret".into());
     config.qps = None;
     config.retry.initial_backoff = Duration::from_millis(5);
     config
@@ -325,7 +331,7 @@ async fn the_resuming_watcher_reopens_from_the_last_version_and_reports_410() {
 
 #[tokio::test]
 async fn over_tls_the_client_speaks_http1_unless_http2_is_asked_for() {
-    let server = ferrokube::apiserver::ApiServer::new()
+    let server = ferrokube_apiserver::ApiServer::new()
         .tls(true)
         .token("version-token")
         .start()
@@ -356,7 +362,7 @@ async fn over_tls_the_client_speaks_http1_unless_http2_is_asked_for() {
             } else {
                 "/api/v1/namespaces/default/configmaps"
             };
-            let call = ferrokube::client::Call {
+            let call = ferrokube_client::client::Call {
                 request: Request::get(uri).body(Bytes::new()).expect("request"),
                 idempotent: true,
                 streaming,
@@ -376,7 +382,7 @@ async fn over_tls_the_client_speaks_http1_unless_http2_is_asked_for() {
 /// is not the certificate's is refused with a clear error, before any connection.
 #[tokio::test]
 async fn client_certificates_v1_and_v3_rsa_and_ec_are_accepted_as_kubectl_does() {
-    let server = ferrokube::apiserver::ApiServer::new()
+    let server = ferrokube_apiserver::ApiServer::new()
         .tls(true)
         .token("cert-token")
         .start()
@@ -400,14 +406,14 @@ async fn client_certificates_v1_and_v3_rsa_and_ec_are_accepted_as_kubectl_does()
     for kind in ["rsa", "ec"] {
         for version in ["v1", "v3"] {
             let client = Client::new(Config {
-                identity: Some(ferrokube::config::Identity {
+                identity: Some(ferrokube_client::config::Identity {
                     cert_pem: fixture(&format!("{kind}-{version}.crt")),
                     key_pem: fixture(&format!("{kind}.key")),
                 }),
                 ..config.clone()
             })
             .unwrap_or_else(|e| panic!("{kind} {version} client certificate refused: {e}"));
-            let call = ferrokube::client::Call {
+            let call = ferrokube_client::client::Call {
                 request: Request::get("/api/v1/namespaces/default/configmaps")
                     .body(Bytes::new())
                     .expect("request"),
@@ -422,7 +428,7 @@ async fn client_certificates_v1_and_v3_rsa_and_ec_are_accepted_as_kubectl_does()
         }
     }
     let mismatched = Client::new(Config {
-        identity: Some(ferrokube::config::Identity {
+        identity: Some(ferrokube_client::config::Identity {
             cert_pem: fixture("ec-v1.crt"),
             key_pem: fixture("rsa.key"),
         }),
@@ -582,7 +588,7 @@ async fn abuse_watch_event_longer_than_the_cap_is_a_typed_error() {
         .expect("watch opens");
     match watch.next().await {
         Some(Err(Error::TooLarge { limit, .. })) => {
-            assert_eq!(limit, ferrokube::watch::MAX_EVENT_BYTES)
+            assert_eq!(limit, ferrokube_client::watch::MAX_EVENT_BYTES)
         }
         other => panic!("expected Error::TooLarge, got {other:?}"),
     }
@@ -635,14 +641,14 @@ async fn protobuf_offered_for_built_in_reads_only_and_json_when_configured() {
     cms.create(&Default::default(), &ConfigMap::default())
         .await
         .expect("create");
-    let dynamic: Api<ferrokube::DynamicObject> = Api::dynamic(
+    let dynamic: Api<ferrokube_client::DynamicObject> = Api::dynamic(
         cms.client().clone(),
-        ferrokube::ApiResource::of::<ConfigMap>(),
+        ferrokube_core::ApiResource::of::<ConfigMap>(),
         Some("ns"),
     );
     dynamic.get("a").await.expect("dynamic get");
     let mut json_only = config(&url);
-    json_only.content_type = ferrokube::config::ContentType::Json;
+    json_only.content_type = ferrokube_client::config::ContentType::Json;
     let cms_json = api(json_only);
     assert!(!cms_json.reads_protobuf());
     cms_json.get("a").await.expect("get");
@@ -704,7 +710,10 @@ async fn protobuf_refused_with_406_is_asked_again_in_json() {
     );
     let mut watch = cms.watch(&Default::default(), "5").await.expect("watch");
     let event = watch.next().await.expect("an event").expect("decoded");
-    assert!(matches!(event, ferrokube::watch::WatchEvent::Added(_)));
+    assert!(matches!(
+        event,
+        ferrokube_client::watch::WatchEvent::Added(_)
+    ));
     let seen = seen.lock().expect("lock");
     assert_eq!(
         seen.requests.len(),

@@ -23,11 +23,17 @@ use common::fault_proxy::FaultProxy;
 use common::lease_window::{
     LEASE_DURATION, Leader, RENEW_DEADLINE, Writes, wait_until, write_until_the_gate_closes,
 };
-use ferrokube::api::PostParams;
-use ferrokube::apiserver::{ApiServer, RunningServer};
-use ferrokube::config::Kubeconfig;
-use ferrokube::informer::{HandlerFns, ReflectorOptions, SharedIndexInformer};
-use ferrokube::{Api, Client, Config, ListWatch};
+use ferrokube_apiserver::ApiServer;
+use ferrokube_apiserver::RunningServer;
+use ferrokube_client::Api;
+use ferrokube_client::Client;
+use ferrokube_client::Config;
+use ferrokube_client::ListWatch;
+use ferrokube_client::api::PostParams;
+use ferrokube_client::config::Kubeconfig;
+use ferrokube_informer::HandlerFns;
+use ferrokube_informer::ReflectorOptions;
+use ferrokube_informer::SharedIndexInformer;
 use k8s_openapi::api::core::v1::ConfigMap;
 use parking_lot::Mutex;
 
@@ -179,7 +185,7 @@ async fn dead_connection_http2_informer_resumes_without_relist() {
 /// deadline it was given, instead of waiting forever.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dead_connection_plain_watch_ends_with_idle_error() {
-    use ferrokube::api::WatchParams;
+    use ferrokube_client::api::WatchParams;
     use futures_util::StreamExt;
     let server = ApiServer::new().start().await.expect("server starts");
     let proxy = FaultProxy::start(server_addr(&server)).await;
@@ -196,7 +202,7 @@ async fn dead_connection_plain_watch_ends_with_idle_error() {
         .await
         .expect("the watch ends by itself");
     match end {
-        Some(Err(ferrokube::Error::Idle { after, .. })) => {
+        Some(Err(ferrokube_client::Error::Idle { after, .. })) => {
             assert_eq!(after, Duration::from_millis(500))
         }
         other => panic!("expected Error::Idle, got {other:?}"),
@@ -413,7 +419,7 @@ async fn lease_window_no_write_lands_after_the_gate_closes() {
         let mut config = config_through(&server, &writer_proxy);
         config.max_idle_conns_per_host = 0;
         config.user_agent = Some("lease-window-writer".into());
-        config.retry = ferrokube::client::RetryPolicy {
+        config.retry = ferrokube_client::client::RetryPolicy {
             max_retries: 0,
             ..Default::default()
         };
@@ -476,7 +482,7 @@ async fn lease_window_an_abandoned_write_keeps_the_lease_from_being_released() {
     let writer_proxy = FaultProxy::start(server_addr(&server)).await;
     let writer_client = {
         let mut config = config_through(&server, &writer_proxy);
-        config.retry = ferrokube::client::RetryPolicy {
+        config.retry = ferrokube_client::client::RetryPolicy {
             max_retries: 0,
             ..Default::default()
         };
@@ -533,7 +539,7 @@ async fn lease_window_an_abandoned_write_keeps_the_lease_from_being_released() {
     let outcome = leader.stop().await;
     assert_eq!(
         outcome,
-        ferrokube::leader::RunOutcome::ShutdownWhileLeading { released: false },
+        ferrokube_runtime::leader::RunOutcome::ShutdownWhileLeading { released: false },
         "an abandoned write in flight must keep the lease from being released early"
     );
 }

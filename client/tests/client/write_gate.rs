@@ -16,9 +16,14 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
-use ferrokube::client::{Call, RetryPolicy};
-use ferrokube::write_gate::{NotLeader, NotLeaderReason, WriteGate, WritePermit};
-use ferrokube::{Client, Config};
+use ferrokube_client::Client;
+use ferrokube_client::Config;
+use ferrokube_client::client::Call;
+use ferrokube_client::client::RetryPolicy;
+use ferrokube_client::write_gate::NotLeader;
+use ferrokube_client::write_gate::NotLeaderReason;
+use ferrokube_client::write_gate::WriteGate;
+use ferrokube_client::write_gate::WritePermit;
 use ferrokube_testkit::lease_window::wait_until;
 use parking_lot::Mutex;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

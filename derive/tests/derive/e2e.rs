@@ -13,7 +13,7 @@ use ferrokube::crd::{
 use ferrokube_testkit as common;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 
-use crate::derive_story::{self as story, Gear, GearSpec};
+use crate::story::{self, Gear, GearSpec};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn derive_story_on_kube_apiserver() {

@@ -1,7 +1,7 @@
 //! `#[derive(CustomResource)]` as a user's crate sees it: the generated type, its serde form, its
 //! trait impls, and the CRD with its structural schema. Every test name contains `derive` (`cargo
-//! test --workspace derive` runs them). The embedded-server and real-server tests are in the
-//! front crate's `tests/derive/` and `tests/e2e/derive.rs`.
+//! test --workspace derive` runs them). The embedded-server and real-server tests are beside it,
+//! in `story.rs` and `e2e.rs`.
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -1,10 +1,16 @@
-//! `#[derive(CustomResource)]` on ferrokube's embedded API server: the generated CRD installs and
-//! the derived type goes through the whole story of [`story`] (also run against kube-apiserver by
-//! `tests/e2e/derive.rs`). Test names contain `derive` (`cargo test --workspace derive`).
+//! `#[derive(CustomResource)]`, every test of it in one binary (`cargo test -p ferrokube-derive`):
+//! the generated code as a user's crate sees it ([`generated`]: the type, its serde form, its trait
+//! impls, the CRD and its structural schema), and on ferrokube's embedded API server the generated
+//! CRD installs and the derived type goes through the whole story of [`story`]. With the crate's
+//! `e2e` feature, module [`e2e`] runs the story against a real kube-apiserver too (the
+//! kubeconfig's; `scripts/e2e.sh`). Test names contain `derive` (`cargo test --workspace derive`).
 
-use ferrokube::apiserver::ApiServer;
+use ferrokube_apiserver::ApiServer;
 use ferrokube_testkit as common;
 
+#[cfg(feature = "e2e")]
+mod e2e;
+mod generated;
 mod story;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -2,10 +2,8 @@
 //! keeps closing, watches held back while the collection changes, and etcd compaction, the informer's
 //! store equals a fresh list of the server, object for object, resourceVersion included.
 //!
-//! Run by `scripts/e2e.sh` (`cargo test --features e2e --test e2e -- informer::`); see `client.rs`
-//! for running them against another cluster.
-
-#![cfg(feature = "e2e")]
+//! Run by `scripts/e2e.sh` (`cargo test -p ferrokube-informer --features e2e --test informer -- e2e::`); see the
+//! client's `tests/client/e2e/client.rs` for running them against another cluster.
 
 use ferrokube_testkit as common;
 
@@ -15,14 +13,23 @@ use std::time::Duration;
 
 use common::informer::{Replay, assert_converges, quick_reflector, start_synced};
 use common::{client, compact_etcd, config_map, namespace, pod_template};
-use ferrokube::api::{DeleteParams, PostParams};
-use ferrokube::client::Call;
-use ferrokube::core::Scope;
-use ferrokube::informer::{
-    EventStream, ListMode, ListPage, ListRequest, ListWatchError, ListerWatcher, ReflectorOptions,
-    SharedIndexInformer, SharedInformerFactory, WatchRequest,
-};
-use ferrokube::{Api, ListWatch, Object};
+use ferrokube_client::Api;
+use ferrokube_client::ListWatch;
+use ferrokube_client::api::DeleteParams;
+use ferrokube_client::api::PostParams;
+use ferrokube_client::client::Call;
+use ferrokube_core::Object;
+use ferrokube_core::Scope;
+use ferrokube_informer::EventStream;
+use ferrokube_informer::ListMode;
+use ferrokube_informer::ListPage;
+use ferrokube_informer::ListRequest;
+use ferrokube_informer::ListWatchError;
+use ferrokube_informer::ListerWatcher;
+use ferrokube_informer::ReflectorOptions;
+use ferrokube_informer::SharedIndexInformer;
+use ferrokube_informer::SharedInformerFactory;
+use ferrokube_informer::WatchRequest;
 use k8s_openapi::api::core::v1::{ConfigMap, PodTemplate};
 use parking_lot::Mutex;
 use tokio::sync::watch;
@@ -409,8 +416,8 @@ impl<K: Object, L: ListerWatcher<K>> ListerWatcher<K> for Timed<L> {
         let error = result.as_ref().err();
         let too_many_requests = error.is_some_and(|e| {
             std::error::Error::source(e)
-                .and_then(|s| s.downcast_ref::<ferrokube::Error>())
-                .is_some_and(ferrokube::Error::is_too_many_requests)
+                .and_then(|s| s.downcast_ref::<ferrokube_client::Error>())
+                .is_some_and(ferrokube_client::Error::is_too_many_requests)
         });
         self.watches.lock().push(WatchCall {
             streaming,
@@ -423,7 +430,7 @@ impl<K: Object, L: ListerWatcher<K>> ListerWatcher<K> for Timed<L> {
 }
 
 /// The server's minor release, from `/version`.
-async fn server_minor(client: &ferrokube::Client) -> u32 {
+async fn server_minor(client: &ferrokube_client::Client) -> u32 {
     let version: serde_json::Value = client
         .request(Call {
             request: http::Request::get("/version")
@@ -459,8 +466,10 @@ async fn server_minor(client: &ferrokube::Client) -> u32 {
 /// watch waits instead of answering 429: the informers must converge all the same.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_warming_watch_cache_answers_429_with_retry_after_and_informers_wait_it_out() {
-    use ferrokube::api::{ListParams, WatchParams};
-    use ferrokube::{ApiResource, DynamicObject};
+    use ferrokube_client::DynamicObject;
+    use ferrokube_client::api::ListParams;
+    use ferrokube_client::api::WatchParams;
+    use ferrokube_core::ApiResource;
     use serde_json::json;
 
     let client = client(None);
@@ -528,7 +537,7 @@ async fn a_warming_watch_cache_answers_429_with_retry_after_and_informers_wait_i
     let mut config = common::config(None);
     config.retry.max_retries = 0;
     let once = Api::dynamic(
-        ferrokube::Client::new(config).expect("client"),
+        ferrokube_client::Client::new(config).expect("client"),
         resource.clone(),
         Some(&ns),
     );
@@ -613,7 +622,7 @@ async fn a_warming_watch_cache_answers_429_with_retry_after_and_informers_wait_i
             );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        let retries = ferrokube::client::RetryPolicy::default().max_retries;
+        let retries = ferrokube_client::client::RetryPolicy::default().max_retries;
         for call in list_watch.throttled().iter().chain(&streaming.throttled()) {
             assert!(call.error.is_some(), "{call:?}");
             assert!(

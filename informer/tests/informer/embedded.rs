@@ -11,11 +11,20 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use common::informer::{Replay, assert_converges, quick_reflector, start_synced};
-use ferrokube::api::{DeleteParams, PostParams};
-use ferrokube::apiserver::{ApiServer, RunningServer, WriteFailure};
-use ferrokube::core::LabelSelector;
-use ferrokube::informer::{Compact, ListMode, ReflectorOptions, SharedIndexInformer};
-use ferrokube::{Api, Client, ListWatch, Object};
+use ferrokube_apiserver::ApiServer;
+use ferrokube_apiserver::RunningServer;
+use ferrokube_apiserver::WriteFailure;
+use ferrokube_client::Api;
+use ferrokube_client::Client;
+use ferrokube_client::ListWatch;
+use ferrokube_client::api::DeleteParams;
+use ferrokube_client::api::PostParams;
+use ferrokube_core::LabelSelector;
+use ferrokube_core::Object;
+use ferrokube_informer::Compact;
+use ferrokube_informer::ListMode;
+use ferrokube_informer::ReflectorOptions;
+use ferrokube_informer::SharedIndexInformer;
 use k8s_openapi::api::core::v1::ConfigMap;
 use serde_json::json;
 
@@ -278,8 +287,8 @@ async fn managed_fields_not_cached_by_default_and_a_put_keeps_the_servers() {
 /// and after live writes, and together they hold the collection once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shard_selector_informers_partition_the_collection() {
-    use ferrokube::core::shard::ShardSelector;
-    use ferrokube::informer::Scope;
+    use ferrokube_core::Scope;
+    use ferrokube_core::shard::ShardSelector;
     use std::collections::BTreeSet;
 
     let (_server, client) = server().await;

@@ -11,12 +11,18 @@ use ferrokube_testkit as common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ferrokube::api::PostParams;
-use ferrokube::apiserver::ApiServer;
-use ferrokube::controller::{Action, Controller, Metrics, from_fn};
-use ferrokube::core::{ObjectKey, Scope};
-use ferrokube::informer::{Indexers, index};
-use ferrokube::{Api, Client};
+use ferrokube_apiserver::ApiServer;
+use ferrokube_client::Api;
+use ferrokube_client::Client;
+use ferrokube_client::api::PostParams;
+use ferrokube_core::ObjectKey;
+use ferrokube_core::Scope;
+use ferrokube_informer::Indexers;
+use ferrokube_informer::index;
+use ferrokube_runtime::controller::Action;
+use ferrokube_runtime::controller::Controller;
+use ferrokube_runtime::controller::Metrics;
+use ferrokube_runtime::controller::from_fn;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use tokio::sync::{mpsc, oneshot};
 
@@ -87,7 +93,7 @@ async fn author_trap_indexers_for_a_running_informer_are_added_with_a_reindex() 
     let client = common::embedded_client(&server, true);
     create_cm(&client, &labelled("a", "web")).await;
     create_cm(&client, &labelled("b", "db")).await;
-    let factory = Arc::new(ferrokube::informer::SharedInformerFactory::new(
+    let factory = Arc::new(ferrokube_informer::SharedInformerFactory::new(
         client.clone(),
     ));
     let informer = factory.informer::<ConfigMap>(&Scope::namespace(NS));
@@ -331,7 +337,8 @@ async fn author_trap_index_calls_that_cannot_work_are_refused_by_name() {
     let reconciler =
         from_fn(|_: Arc<ConfigMap>, _ctx| async { Ok::<_, String>(Action::await_change()) });
     let refused = controller.run(reconciler, async {}).await;
-    let Err(ferrokube::controller::ControllerError::Misconfigured { problems, .. }) = refused
+    let Err(ferrokube_runtime::controller::ControllerError::Misconfigured { problems, .. }) =
+        refused
     else {
         panic!("run refuses: {refused:?}");
     };

@@ -14,16 +14,26 @@ use ferrokube_testkit as common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ferrokube::api::{DeleteParams, PostParams};
-use ferrokube::apiserver::{ApiServer, RunningServer};
-use ferrokube::controller::claim::Claimer;
-use ferrokube::controller::conditions::update_status;
-use ferrokube::controller::finalizer::{add_finalizer, finalize, remove_finalizer};
-use ferrokube::controller::owner::create_or_update;
-use ferrokube::controller::{ConsistencyStore, Context, EventRecorder, EventType};
-use ferrokube::core::{LabelSelector, ObjectKey, Scope};
-use ferrokube::informer::SharedInformerFactory;
-use ferrokube::{Api, Client};
+use ferrokube_apiserver::ApiServer;
+use ferrokube_apiserver::RunningServer;
+use ferrokube_client::Api;
+use ferrokube_client::Client;
+use ferrokube_client::api::DeleteParams;
+use ferrokube_client::api::PostParams;
+use ferrokube_core::LabelSelector;
+use ferrokube_core::ObjectKey;
+use ferrokube_core::Scope;
+use ferrokube_informer::SharedInformerFactory;
+use ferrokube_runtime::controller::ConsistencyStore;
+use ferrokube_runtime::controller::Context;
+use ferrokube_runtime::controller::EventRecorder;
+use ferrokube_runtime::controller::EventType;
+use ferrokube_runtime::controller::claim::Claimer;
+use ferrokube_runtime::controller::conditions::update_status;
+use ferrokube_runtime::controller::finalizer::add_finalizer;
+use ferrokube_runtime::controller::finalizer::finalize;
+use ferrokube_runtime::controller::finalizer::remove_finalizer;
+use ferrokube_runtime::controller::owner::create_or_update;
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::{ConfigMap, Event, Pod};
 use serde_json::json;
@@ -216,7 +226,10 @@ async fn context_records_claims() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn context_cached_reads_show_the_reconciles_own_writes() {
-    use ferrokube::controller::{Action, Controller, ReadError, from_fn};
+    use ferrokube_runtime::controller::Action;
+    use ferrokube_runtime::controller::Controller;
+    use ferrokube_runtime::controller::ReadError;
+    use ferrokube_runtime::controller::from_fn;
     use k8s_openapi::api::core::v1::Secret;
     use tokio::sync::{mpsc, oneshot};
 

@@ -13,14 +13,25 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use ferrokube::api::{Patch, PatchParams, PostParams};
-use ferrokube::apiserver::ApiServer;
-use ferrokube::controller::owner::{create_or_update, set_controller_reference};
-use ferrokube::controller::{Action, Context, Controller, ControllerError, Filter, from_fn};
-use ferrokube::core::{ObjectKey, Scope};
-use ferrokube::crd::apply_and_wait;
-use ferrokube::testing::ServerClient;
-use ferrokube::{Api, ApiResource, Client, DynamicObject};
+use ferrokube_apiserver::ApiServer;
+use ferrokube_client::Api;
+use ferrokube_client::Client;
+use ferrokube_client::DynamicObject;
+use ferrokube_client::api::Patch;
+use ferrokube_client::api::PatchParams;
+use ferrokube_client::api::PostParams;
+use ferrokube_client::crd::apply_and_wait;
+use ferrokube_core::ApiResource;
+use ferrokube_core::ObjectKey;
+use ferrokube_core::Scope;
+use ferrokube_runtime::controller::Action;
+use ferrokube_runtime::controller::Context;
+use ferrokube_runtime::controller::Controller;
+use ferrokube_runtime::controller::ControllerError;
+use ferrokube_runtime::controller::Filter;
+use ferrokube_runtime::controller::from_fn;
+use ferrokube_runtime::controller::owner::create_or_update;
+use ferrokube_runtime::controller::owner::set_controller_reference;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use serde_json::json;
@@ -125,7 +136,7 @@ async fn reconcile_widget(
                 ]
                 .into(),
             );
-            Ok::<_, ferrokube::controller::owner::OwnerError>(())
+            Ok::<_, ferrokube_runtime::controller::owner::OwnerError>(())
         },
     )
     .await?;
@@ -135,7 +146,7 @@ async fn reconcile_widget(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dynamic_object_controller_reconciles_a_kind_given_at_run_time() {
     let server = ApiServer::new().start().await.expect("server starts");
-    let client = server.client().expect("client");
+    let client = ferrokube_testkit::embedded_client(&server, true);
     let (widgets, gadgets) = (resource("Widget", "widgets"), resource("Gadget", "gadgets"));
     served(&client, &[&widgets, &gadgets]).await;
     let scope = Scope::namespace(NS);
@@ -228,7 +239,7 @@ async fn dynamic_object_controller_reconciles_a_kind_given_at_run_time() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dynamic_controller_refuses_filters_for_kinds_it_does_not_hear() {
     let server = ApiServer::new().start().await.expect("server starts");
-    let client = server.client().expect("client");
+    let client = ferrokube_testkit::embedded_client(&server, true);
     let (widgets, gadgets) = (resource("Widget", "widgets"), resource("Gadget", "gadgets"));
     let scope = Scope::namespace(NS);
     let refused = Controller::<DynamicObject>::new_dynamic(client.clone(), widgets, scope.clone())

@@ -1,19 +1,9 @@
-//! End-to-end tests against a real API server (feature `e2e`; `scripts/e2e.sh` starts
-//! kube-apiserver and runs each module in turn): the client, kubeconfigs kubectl accepts, the
-//! informer, network faults beside client-go, and `#[derive(CustomResource)]`. `KUBECONFIG=~/.kube/config cargo test --features
-//! e2e --test e2e -- client::` runs the client's on a cluster of yours.
+//! The controller against a real kube-apiserver (compiled with the crate's `e2e` feature only; the
+//! cluster is the kubeconfig's): the stories whose outcome hangs on what the real server answers,
+//! shared with the embedded server's tests (`cargo test -p ferrokube-runtime --features e2e --test
+//! controller -- e2e::`, run by `scripts/e2e.sh`).
 
-/// A cleanup runs once per deletion: the story shared with the embedded server's test.
-#[path = "../controller/cleanup_once.rs"]
-mod cleanup_once;
-mod client;
-mod derive;
-/// The story of a derived custom resource, shared with the embedded server's test.
-#[path = "../derive/story.rs"]
-mod derive_story;
-mod informer;
-mod kubeconfigs;
-mod network_faults;
+use crate::cleanup_once;
 
 /// Issue 44, item 3: kube-apiserver answers the write that removes the last finalizer with a
 /// version its watch has delivered already; the cleanup still runs once per deletion.

@@ -9,13 +9,27 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ferrokube::api::{DeleteParams, PostParams};
-use ferrokube::controller::conditions::{ConditionBuilder, set_condition, update_status_from};
-use ferrokube::controller::finalizer::{FinalizerError, finalize};
-use ferrokube::controller::owner::{CreateOrUpdateError, create_or_update};
-use ferrokube::controller::{Action, Context, Controller, ControllerError, ReadError, Reconciler};
-use ferrokube::core::{LabelSelector, ObjectKey, Scope, SelectorError};
-use ferrokube::{Client, CustomResource};
+use ferrokube_client::Client;
+use ferrokube_client::api::DeleteParams;
+use ferrokube_client::api::PostParams;
+use ferrokube_core::LabelSelector;
+use ferrokube_core::ObjectKey;
+use ferrokube_core::Scope;
+use ferrokube_core::SelectorError;
+use ferrokube_derive::CustomResource;
+use ferrokube_runtime::controller::Action;
+use ferrokube_runtime::controller::Context;
+use ferrokube_runtime::controller::Controller;
+use ferrokube_runtime::controller::ControllerError;
+use ferrokube_runtime::controller::ReadError;
+use ferrokube_runtime::controller::Reconciler;
+use ferrokube_runtime::controller::conditions::ConditionBuilder;
+use ferrokube_runtime::controller::conditions::set_condition;
+use ferrokube_runtime::controller::conditions::update_status_from;
+use ferrokube_runtime::controller::finalizer::FinalizerError;
+use ferrokube_runtime::controller::finalizer::finalize;
+use ferrokube_runtime::controller::owner::CreateOrUpdateError;
+use ferrokube_runtime::controller::owner::create_or_update;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use schemars::JsonSchema;
@@ -33,6 +47,8 @@ const SOURCE_INDEX: &str = "spec.source";
     kind = "Mirror",
     namespaced,
     status = "MirrorStatus",
+    // The generated code names the client's `crd` module (the front crate re-exports it).
+    crate = "ferrokube_client",
     printcolumn(name = "Copies", type = "integer", json_path = ".status.copies")
 )]
 #[serde(rename_all = "camelCase")]
@@ -54,7 +70,7 @@ pub struct MirrorStatus {
 #[derive(Debug, thiserror::Error)]
 pub enum MirrorError {
     #[error(transparent)]
-    Api(#[from] ferrokube::Error),
+    Api(#[from] ferrokube_client::Error),
     #[error(transparent)]
     Read(#[from] ReadError),
     #[error(transparent)]
@@ -194,9 +210,9 @@ pub async fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ferrokube::Api;
-    use ferrokube::apiserver::ApiServer;
-    use ferrokube::crd::apply_and_wait;
+    use ferrokube_apiserver::ApiServer;
+    use ferrokube_client::Api;
+    use ferrokube_client::crd::apply_and_wait;
     use ferrokube_testkit as common;
     use serde_json::json;
 

@@ -1,4 +1,4 @@
-//! The read-your-own-writes client (`ferrokube::controller::ReadYourWrites`) against the embedded
+//! The read-your-own-writes client (`ferrokube_runtime::controller::ReadYourWrites`) against the embedded
 //! API server, with watch delivery delayed or held back so that the cache is provably behind the
 //! client's writes: every read through the client shows the client's completed writes (and the
 //! same read through the plain lister does not, which is what proves each test can fail), deletes
@@ -15,15 +15,29 @@ use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ferrokube::api::{DeleteParams, Deleted, Patch, PatchParams, PostParams};
-use ferrokube::apiserver::{ApiServer, RunningServer};
-use ferrokube::controller::{ReadError, ReadYourWrites};
-use ferrokube::core::{LabelSelector, Scope};
-use ferrokube::informer::{
-    Event, EventStream, ListPage, ListRequest, ListWatchError, ListerWatcher, SharedIndexInformer,
-    WatchRequest,
-};
-use ferrokube::{Api, Client, ListWatch, Object};
+use ferrokube_apiserver::ApiServer;
+use ferrokube_apiserver::RunningServer;
+use ferrokube_client::Api;
+use ferrokube_client::Client;
+use ferrokube_client::ListWatch;
+use ferrokube_client::api::DeleteParams;
+use ferrokube_client::api::Deleted;
+use ferrokube_client::api::Patch;
+use ferrokube_client::api::PatchParams;
+use ferrokube_client::api::PostParams;
+use ferrokube_core::LabelSelector;
+use ferrokube_core::Object;
+use ferrokube_core::Scope;
+use ferrokube_informer::Event;
+use ferrokube_informer::EventStream;
+use ferrokube_informer::ListPage;
+use ferrokube_informer::ListRequest;
+use ferrokube_informer::ListWatchError;
+use ferrokube_informer::ListerWatcher;
+use ferrokube_informer::SharedIndexInformer;
+use ferrokube_informer::WatchRequest;
+use ferrokube_runtime::controller::ReadError;
+use ferrokube_runtime::controller::ReadYourWrites;
 use futures_util::StreamExt;
 use k8s_openapi::api::apps::v1::{ReplicaSet, ReplicaSetStatus};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};

@@ -1,4 +1,4 @@
-//! The controller runtime (`ferrokube::controller::Controller`) against the embedded API server:
+//! The controller runtime (`ferrokube_runtime::controller::Controller`) against the embedded API server:
 //! every kind of source reaches the reconciler, deletions reach it once and in order, requeues and
 //! errors come back, informers are shared between controllers (one watch per type), a key is never
 //! on two workers at once, and shutdown waits for reconciles in flight, but not forever.
@@ -10,12 +10,20 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use ferrokube::api::{DeleteParams, PostParams};
-use ferrokube::apiserver::{ApiServer, RunningServer};
-use ferrokube::controller::{Action, Context, Controller, Metrics, Reconciler};
-use ferrokube::core::{ObjectKey, Scope};
-use ferrokube::informer::SharedInformerFactory;
-use ferrokube::{Api, Client};
+use ferrokube_apiserver::ApiServer;
+use ferrokube_apiserver::RunningServer;
+use ferrokube_client::Api;
+use ferrokube_client::Client;
+use ferrokube_client::api::DeleteParams;
+use ferrokube_client::api::PostParams;
+use ferrokube_core::ObjectKey;
+use ferrokube_core::Scope;
+use ferrokube_informer::SharedInformerFactory;
+use ferrokube_runtime::controller::Action;
+use ferrokube_runtime::controller::Context;
+use ferrokube_runtime::controller::Controller;
+use ferrokube_runtime::controller::Metrics;
+use ferrokube_runtime::controller::Reconciler;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use parking_lot::Mutex;

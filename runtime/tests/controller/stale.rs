@@ -1,4 +1,4 @@
-//! The controller layer's stale-cache protection (`ferrokube::controller::consistency`) against the
+//! The controller layer's stale-cache protection (`ferrokube_runtime::controller::consistency`) against the
 //! embedded API server with watch delivery delayed: a reconciler that writes its object and asks to
 //! be run again at once would, without the protection, read its own object from a cache that has
 //! not seen the write yet and send the old resourceVersion (409). With it, the worker waits until
@@ -11,11 +11,18 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use ferrokube::Api;
-use ferrokube::api::PostParams;
-use ferrokube::apiserver::{ApiServer, RunningServer};
-use ferrokube::controller::{Action, ConsistencyStore, Context, Controller, Metrics, Reconciler};
-use ferrokube::core::{ObjectKey, Scope};
+use ferrokube_apiserver::ApiServer;
+use ferrokube_apiserver::RunningServer;
+use ferrokube_client::Api;
+use ferrokube_client::api::PostParams;
+use ferrokube_core::ObjectKey;
+use ferrokube_core::Scope;
+use ferrokube_runtime::controller::Action;
+use ferrokube_runtime::controller::ConsistencyStore;
+use ferrokube_runtime::controller::Context;
+use ferrokube_runtime::controller::Controller;
+use ferrokube_runtime::controller::Metrics;
+use ferrokube_runtime::controller::Reconciler;
 use k8s_openapi::api::core::v1::ConfigMap;
 use tokio::sync::oneshot;
 
@@ -38,13 +45,13 @@ fn count_of(cm: &ConfigMap) -> u64 {
 }
 
 impl Reconciler<ConfigMap> for Counter {
-    type Error = ferrokube::Error;
+    type Error = ferrokube_client::Error;
 
     async fn reconcile(
         &self,
         cm: Arc<ConfigMap>,
         ctx: Context,
-    ) -> Result<Action, ferrokube::Error> {
+    ) -> Result<Action, ferrokube_client::Error> {
         let count = count_of(&cm);
         if count >= TARGET {
             return Ok(Action::await_change());
@@ -112,7 +119,8 @@ async fn run(server: &RunningServer, protection: bool, delay: Duration) -> Run {
     use futures_util::StreamExt;
     while let Some(event) = changes.next().await {
         if let Ok(
-            ferrokube::watch::WatchEvent::Added(cm) | ferrokube::watch::WatchEvent::Modified(cm),
+            ferrokube_client::watch::WatchEvent::Added(cm)
+            | ferrokube_client::watch::WatchEvent::Modified(cm),
         ) = event
         {
             if count_of(&cm) >= TARGET {
@@ -201,7 +209,7 @@ async fn stale_protection_dry_runs_record_nothing_to_wait_for() {
     let scope = Scope::namespace("default");
     // The cache learns of writes only 2 s after they are made.
     server.faults().delay_watches(Duration::from_secs(2));
-    let factory = ferrokube::informer::SharedInformerFactory::new(client.clone());
+    let factory = ferrokube_informer::SharedInformerFactory::new(client.clone());
     let informer = factory.informer::<ConfigMap>(&scope);
     factory.start().expect("informers start");
     factory.wait_for_cache_sync().await;
@@ -220,7 +228,7 @@ async fn stale_protection_dry_runs_record_nothing_to_wait_for() {
         .replace("dry", &dry, &changed)
         .await
         .expect("dry replace");
-    let dry_delete = ferrokube::api::DeleteParams {
+    let dry_delete = ferrokube_client::api::DeleteParams {
         dry_run: true,
         ..Default::default()
     };

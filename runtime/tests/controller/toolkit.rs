@@ -9,18 +9,29 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use ferrokube::api::{DeleteParams, PostParams};
-use ferrokube::apiserver::{ApiServer, RunningServer};
-use ferrokube::controller::claim::{ClaimError, Claimer, PatchStyle};
-use ferrokube::controller::conditions::{update_status, update_status_from};
-use ferrokube::controller::finalizer::{
-    Finalized, FinalizerError, add_finalizer, finalize, has_finalizer, remove_finalizer,
-};
-use ferrokube::controller::owner::{
-    CreateOrUpdateError, Outcome, controller_of, create_or_update, set_controller_reference,
-};
-use ferrokube::core::LabelSelector;
-use ferrokube::{Api, Client};
+use ferrokube_apiserver::ApiServer;
+use ferrokube_apiserver::RunningServer;
+use ferrokube_client::Api;
+use ferrokube_client::Client;
+use ferrokube_client::api::DeleteParams;
+use ferrokube_client::api::PostParams;
+use ferrokube_core::LabelSelector;
+use ferrokube_runtime::controller::claim::ClaimError;
+use ferrokube_runtime::controller::claim::Claimer;
+use ferrokube_runtime::controller::claim::PatchStyle;
+use ferrokube_runtime::controller::conditions::update_status;
+use ferrokube_runtime::controller::conditions::update_status_from;
+use ferrokube_runtime::controller::finalizer::Finalized;
+use ferrokube_runtime::controller::finalizer::FinalizerError;
+use ferrokube_runtime::controller::finalizer::add_finalizer;
+use ferrokube_runtime::controller::finalizer::finalize;
+use ferrokube_runtime::controller::finalizer::has_finalizer;
+use ferrokube_runtime::controller::finalizer::remove_finalizer;
+use ferrokube_runtime::controller::owner::CreateOrUpdateError;
+use ferrokube_runtime::controller::owner::Outcome;
+use ferrokube_runtime::controller::owner::controller_of;
+use ferrokube_runtime::controller::owner::create_or_update;
+use ferrokube_runtime::controller::owner::set_controller_reference;
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
@@ -441,10 +452,10 @@ fn pod(name: &str, app: &str, owner: Option<OwnerReference>) -> Pod {
 }
 
 fn reference_to(rs: &ReplicaSet) -> OwnerReference {
-    ferrokube::controller::owner::controller_reference(rs)
+    ferrokube_runtime::controller::owner::controller_reference(rs)
 }
 
-fn names<K: ferrokube::Object>(objects: &[Arc<K>]) -> Vec<String> {
+fn names<K: ferrokube_core::Object>(objects: &[Arc<K>]) -> Vec<String> {
     let mut names: Vec<String> = objects
         .iter()
         .map(|o| o.meta().name.clone().unwrap_or_default())
@@ -700,7 +711,7 @@ async fn controller_toolkit_update_status_from_the_cached_object() {
     // Unchanged: no request at all, even to a server that fails every write.
     server.faults().fail_writes(
         1.0,
-        ferrokube::apiserver::faults::WriteFailure::InternalError,
+        ferrokube_apiserver::faults::WriteFailure::InternalError,
     );
     let mut already = cached.clone();
     already.status.get_or_insert_default().replicas = 2;
@@ -710,7 +721,7 @@ async fn controller_toolkit_update_status_from_the_cached_object() {
     assert!(none.is_none());
     server.faults().fail_writes(
         0.0,
-        ferrokube::apiserver::faults::WriteFailure::InternalError,
+        ferrokube_apiserver::faults::WriteFailure::InternalError,
     );
 
     // Current cache: one write, at the cached version.

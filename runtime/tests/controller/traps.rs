@@ -12,11 +12,18 @@ use ferrokube_testkit as common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ferrokube::api::PostParams;
-use ferrokube::apiserver::ApiServer;
-use ferrokube::controller::{Action, Controller, ControllerError, Filter, Metrics, from_fn};
-use ferrokube::core::{ObjectKey, Scope};
-use ferrokube::{Api, Client};
+use ferrokube_apiserver::ApiServer;
+use ferrokube_client::Api;
+use ferrokube_client::Client;
+use ferrokube_client::api::PostParams;
+use ferrokube_core::ObjectKey;
+use ferrokube_core::Scope;
+use ferrokube_runtime::controller::Action;
+use ferrokube_runtime::controller::Controller;
+use ferrokube_runtime::controller::ControllerError;
+use ferrokube_runtime::controller::Filter;
+use ferrokube_runtime::controller::Metrics;
+use ferrokube_runtime::controller::from_fn;
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
@@ -27,9 +34,9 @@ const NS: &str = "default";
 /// A reconciler that reports each key it reconciles, and whether the lister of Secrets held the
 /// Secret `s` then.
 fn reporting(
-    secrets: Option<ferrokube::informer::Lister<Secret>>,
+    secrets: Option<ferrokube_informer::Lister<Secret>>,
 ) -> (
-    impl ferrokube::controller::Reconciler<ConfigMap>,
+    impl ferrokube_runtime::controller::Reconciler<ConfigMap>,
     mpsc::UnboundedReceiver<(String, bool)>,
 ) {
     let (tx, rx) = mpsc::unbounded_channel();
@@ -160,7 +167,7 @@ async fn refused(controller: Controller<ConfigMap>) -> Vec<String> {
 }
 
 fn unreachable_client() -> Client {
-    let config = ferrokube::Config::new("http://127.0.0.1:9".parse().expect("url"));
+    let config = ferrokube_client::Config::new("http://127.0.0.1:9".parse().expect("url"));
     Client::new(config).expect("client")
 }
 

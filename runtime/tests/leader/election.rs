@@ -1,4 +1,4 @@
-//! Leader election (`ferrokube::leader`) against the embedded API server: one leader among
+//! Leader election (`ferrokube_runtime::leader`) against the embedded API server: one leader among
 //! candidates, never two at once (also under churn), takeover after a crash and after a graceful
 //! stop, stepping down when renewals fail or hang, the write gate (nothing is sent while not
 //! leading, also after a long rate-limit wait), a frozen leader that wakes up and writes nothing,
@@ -21,14 +21,28 @@ use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use bytes::Bytes;
-use ferrokube::api::{ListParams, Patch, PatchParams, PostParams, WatchParams};
-use ferrokube::apiserver::{ApiServer, RunningServer, WriteFailure};
-use ferrokube::leader::{
-    LeaderElectionError, LeaderElector, LeaderElectorBuilder, LeaderMetrics, LeaderState,
-    Leadership, LostReason, NotLeaderReason, RunOutcome,
-};
-use ferrokube::watch::WatchEvent;
-use ferrokube::{Api, Client, Config, Error};
+use ferrokube_apiserver::ApiServer;
+use ferrokube_apiserver::RunningServer;
+use ferrokube_apiserver::WriteFailure;
+use ferrokube_client::Api;
+use ferrokube_client::Client;
+use ferrokube_client::Config;
+use ferrokube_client::Error;
+use ferrokube_client::api::ListParams;
+use ferrokube_client::api::Patch;
+use ferrokube_client::api::PatchParams;
+use ferrokube_client::api::PostParams;
+use ferrokube_client::api::WatchParams;
+use ferrokube_client::watch::WatchEvent;
+use ferrokube_runtime::leader::LeaderElectionError;
+use ferrokube_runtime::leader::LeaderElector;
+use ferrokube_runtime::leader::LeaderElectorBuilder;
+use ferrokube_runtime::leader::LeaderMetrics;
+use ferrokube_runtime::leader::LeaderState;
+use ferrokube_runtime::leader::Leadership;
+use ferrokube_runtime::leader::LostReason;
+use ferrokube_runtime::leader::NotLeaderReason;
+use ferrokube_runtime::leader::RunOutcome;
 use futures_util::StreamExt;
 use http::{Method, Request, Response};
 use http_body_util::BodyExt;

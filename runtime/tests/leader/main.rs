@@ -1,6 +1,4 @@
-//! Leader election (`ferrokube::leader`) and the manager (`ferrokube::manager`) against the
-//! embedded API server. (`manager_abuse.rs` is a binary of its own: it lowers the process's
-//! descriptor limit.)
+//! Leader election (`ferrokube_runtime::leader`) against the embedded API server. The manager's
+//! tests, its own leader election among them, are in `tests/manager/`.
 
 mod election;
-mod manager;

@@ -20,12 +20,16 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ferrokube::api::PostParams;
-use ferrokube::apiserver::ApiServer;
-use ferrokube::controller::{Action, Context, Reconciler};
-use ferrokube::core::Scope;
-use ferrokube::manager::{DEFAULT_MAX_CONNECTIONS, Manager};
-use ferrokube::{Api, Client};
+use ferrokube_apiserver::ApiServer;
+use ferrokube_client::Api;
+use ferrokube_client::Client;
+use ferrokube_client::api::PostParams;
+use ferrokube_core::Scope;
+use ferrokube_runtime::controller::Action;
+use ferrokube_runtime::controller::Context;
+use ferrokube_runtime::controller::Reconciler;
+use ferrokube_runtime::manager::DEFAULT_MAX_CONNECTIONS;
+use ferrokube_runtime::manager::Manager;
 use k8s_openapi::api::core::v1::ConfigMap;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::oneshot;
@@ -113,12 +117,12 @@ struct Pong {
 }
 
 impl Reconciler<ConfigMap> for Pong {
-    type Error = ferrokube::Error;
+    type Error = ferrokube_client::Error;
     async fn reconcile(
         &self,
         cm: Arc<ConfigMap>,
         _ctx: Context,
-    ) -> Result<Action, ferrokube::Error> {
+    ) -> Result<Action, ferrokube_client::Error> {
         let name = cm.metadata.name.clone().unwrap_or_default();
         if let Some(n) = name.strip_prefix("ping-") {
             let pong = common::config_map(&format!("pong-{n}"), "seen");

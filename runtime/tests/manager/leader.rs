@@ -1,4 +1,4 @@
-//! The manager (`ferrokube::manager`) against the embedded API server: its HTTP endpoint, warm
+//! The manager (`ferrokube_runtime::manager`) against the embedded API server: its HTTP endpoint, warm
 //! followers and takeover, the write gate of a follower, and a leader that loses its lease. (The
 //! sample's graceful exit on SIGTERM is checked with the sample, in
 //! `examples/tests/replicaset/demo.rs`.)
@@ -8,13 +8,21 @@ use ferrokube_testkit as common;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ferrokube::api::PostParams;
-use ferrokube::apiserver::{ApiServer, RunningServer, WriteFailure};
-use ferrokube::controller::{Action, Context, Reconciler};
-use ferrokube::core::Scope;
-use ferrokube::leader::LeaderState;
-use ferrokube::manager::{Manager, ManagerBuilder, ManagerError};
-use ferrokube::{Api, Client, Error};
+use ferrokube_apiserver::ApiServer;
+use ferrokube_apiserver::RunningServer;
+use ferrokube_apiserver::WriteFailure;
+use ferrokube_client::Api;
+use ferrokube_client::Client;
+use ferrokube_client::Error;
+use ferrokube_client::api::PostParams;
+use ferrokube_core::Scope;
+use ferrokube_runtime::controller::Action;
+use ferrokube_runtime::controller::Context;
+use ferrokube_runtime::controller::Reconciler;
+use ferrokube_runtime::leader::LeaderState;
+use ferrokube_runtime::manager::Manager;
+use ferrokube_runtime::manager::ManagerBuilder;
+use ferrokube_runtime::manager::ManagerError;
 use k8s_openapi::api::core::v1::ConfigMap;
 use parking_lot::Mutex;
 use serde_json::json;

@@ -1,4 +1,4 @@
-//! The live view (`ferrokube::view`) in a real browser: headless Chromium driven through
+//! The live view (`ferrokube_view`) in a real browser: headless Chromium driven through
 //! chromedriver (WebDriver, with `fantoccini`).
 //!
 //! Chromium and chromedriver come from `$CHROMIUM` / `$CHROMEDRIVER`, or from `PATH`
@@ -22,12 +22,19 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use fantoccini::{Client as WebDriver, ClientBuilder, Locator};
-use ferrokube::api::PostParams;
-use ferrokube::apiserver::ApiServer;
-use ferrokube::controller::{Action, Context, Controller, Reconciler};
-use ferrokube::core::Scope;
-use ferrokube::view::{DEFAULT_EVENTS_LIMIT, Journal, LiveView};
-use ferrokube::{Api, Client, Config};
+use ferrokube_apiserver::ApiServer;
+use ferrokube_client::Api;
+use ferrokube_client::Client;
+use ferrokube_client::Config;
+use ferrokube_client::api::PostParams;
+use ferrokube_core::Scope;
+use ferrokube_runtime::controller::Action;
+use ferrokube_runtime::controller::Context;
+use ferrokube_runtime::controller::Controller;
+use ferrokube_runtime::controller::Reconciler;
+use ferrokube_view::DEFAULT_EVENTS_LIMIT;
+use ferrokube_view::Journal;
+use ferrokube_view::LiveView;
 use hyper_util::client::legacy::connect::HttpConnector;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -86,7 +93,7 @@ fn browser_binaries() -> (PathBuf, PathBuf) {
             if let (Some(chromium), Some(chromedriver)) = (chromium, chromedriver) {
                 return (chromium, chromedriver);
             }
-            let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/chromium.sh");
+            let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/chromium.sh");
             eprintln!(
                 "chromium / chromedriver not found: installing them with {}",
                 script.display()
@@ -936,7 +943,7 @@ async fn view_test() {
 
     if std::env::var_os("FERROKUBE_SCREENSHOT").is_some() {
         let png = driver.screenshot().await.expect("a screenshot");
-        let docs = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs");
+        let docs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs");
         std::fs::create_dir_all(&docs).expect("docs/");
         std::fs::write(docs.join("view.png"), png).expect("docs/view.png written");
     }

@@ -6,7 +6,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use bytes::Bytes;
-use ferrokube::view::{ActionInfo, ActionOutcome, EventsPage, KeyStory, LiveView, Snapshot};
+use ferrokube_view::ActionInfo;
+use ferrokube_view::ActionOutcome;
+use ferrokube_view::EventsPage;
+use ferrokube_view::KeyStory;
+use ferrokube_view::LiveView;
+use ferrokube_view::Snapshot;
 use http_body_util::{BodyExt, Empty};
 use hyper::client::conn::http1;
 use hyper_util::rt::TokioIo;

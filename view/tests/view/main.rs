@@ -1,4 +1,4 @@
-//! The live view (`ferrokube::view`) over HTTP and in a real browser (headless Chromium, installed
+//! The live view (`ferrokube_view`) over HTTP and in a real browser (headless Chromium, installed
 //! by `scripts/chromium.sh` when missing).
 
 mod chromium;

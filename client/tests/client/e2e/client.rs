@@ -1,13 +1,11 @@
 //! End-to-end tests of the client against a real API server.
 //!
 //! Run by `scripts/e2e.sh`, which starts a real kube-apiserver (`scripts/kube-apiserver.sh up`) and
-//! runs `cargo test --features e2e --test e2e -- client::`. To run them against your own cluster, point
+//! runs `cargo test -p ferrokube-client --features e2e --test client -- e2e::client::`. To run them against your own cluster, point
 //! `KUBECONFIG` at it; the tests use the current context, plus (if they exist) a context named `token`
 //! (a second admin user, authenticating by bearer token) and `viewer` (a user bound to the `view`
 //! ClusterRole), as the script's kubeconfig has; set `FERROKUBE_E2E_SINGLE_USER=1` if your
 //! kubeconfig has only one user. Every test works in a namespace of its own.
-
-#![cfg(feature = "e2e")]
 
 use ferrokube_testkit as common;
 
@@ -15,12 +13,20 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use common::{client, compact_etcd, config_map, has_context, namespace, pod_template};
-use ferrokube::api::{
-    DeleteParams, Deleted, ListParams, Patch, PatchParams, PostParams, Preconditions, WatchParams,
-};
-use ferrokube::watch::WatchEvent;
-use ferrokube::watcher::{ResumingWatcher, WatchError};
-use ferrokube::{Api, ApiResource, DynamicObject};
+use ferrokube_client::Api;
+use ferrokube_client::DynamicObject;
+use ferrokube_client::api::DeleteParams;
+use ferrokube_client::api::Deleted;
+use ferrokube_client::api::ListParams;
+use ferrokube_client::api::Patch;
+use ferrokube_client::api::PatchParams;
+use ferrokube_client::api::PostParams;
+use ferrokube_client::api::Preconditions;
+use ferrokube_client::api::WatchParams;
+use ferrokube_client::watch::WatchEvent;
+use ferrokube_client::watcher::ResumingWatcher;
+use ferrokube_client::watcher::WatchError;
+use ferrokube_core::ApiResource;
 use futures_util::StreamExt;
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, PodTemplate};
@@ -591,9 +597,9 @@ async fn x509_v1_client_certificates_authenticate_like_kubectl() {
 }
 
 /// `GET` of a path that answers text (e.g. `/metrics`) or JSON (`/version`), as bytes.
-async fn get_raw(client: &ferrokube::Client, path: &str) -> bytes::Bytes {
+async fn get_raw(client: &ferrokube_client::Client, path: &str) -> bytes::Bytes {
     client
-        .request_bytes(ferrokube::client::Call {
+        .request_bytes(ferrokube_client::client::Call {
             request: http::Request::get(path)
                 .body(bytes::Bytes::new())
                 .expect("request"),
@@ -605,7 +611,7 @@ async fn get_raw(client: &ferrokube::Client, path: &str) -> bytes::Bytes {
 }
 
 /// The server's minor version, from `/version`.
-async fn server_minor(client: &ferrokube::Client) -> u32 {
+async fn server_minor(client: &ferrokube_client::Client) -> u32 {
     let version: serde_json::Value =
         serde_json::from_slice(&get_raw(client, "/version").await).expect("/version is JSON");
     version["minor"]
@@ -617,7 +623,10 @@ async fn server_minor(client: &ferrokube::Client) -> u32 {
 /// kube-apiserver's count of consistent reads of `resource` it served from its watch cache
 /// (`apiserver_watch_cache_consistent_read_total{fallback="false",success="true"}`, 1.31+); `None`
 /// when it has no such metric.
-async fn consistent_reads_from_cache(client: &ferrokube::Client, resource: &str) -> Option<u64> {
+async fn consistent_reads_from_cache(
+    client: &ferrokube_client::Client,
+    resource: &str,
+) -> Option<u64> {
     let metrics = get_raw(client, "/metrics").await;
     let text = String::from_utf8_lossy(&metrics);
     let mut seen = None;
@@ -673,7 +682,7 @@ async fn consistent_lists_see_each_write_and_current_servers_serve_them_from_the
         assert_eq!(latest.items.len(), i + 1);
         let not_older = ListParams {
             resource_version: created.metadata.resource_version.clone(),
-            version_match: Some(ferrokube::api::VersionMatch::NotOlderThan),
+            version_match: Some(ferrokube_client::api::VersionMatch::NotOlderThan),
             ..ListParams::default()
         };
         let at_least = api.list(&not_older).await.expect("NotOlderThan list");

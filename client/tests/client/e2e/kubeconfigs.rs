@@ -18,7 +18,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use base64::Engine;
 use bytes::Bytes;
-use ferrokube::{Client, Config};
+use ferrokube_client::Client;
+use ferrokube_client::Config;
 use http::Request;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -440,7 +441,7 @@ async fn ferrokube_accepts(kubeconfig: &Path) -> Result<(), String> {
     let config = Config::from_kubeconfig_files(&[kubeconfig.to_path_buf()], None)
         .map_err(|e| format!("config: {e}"))?;
     let client = Client::new(config).map_err(|e| format!("client: {e}"))?;
-    let call = ferrokube::client::Call {
+    let call = ferrokube_client::client::Call {
         request: Request::get(PROBE)
             .body(Bytes::new())
             .map_err(|e| e.to_string())?,

@@ -19,8 +19,6 @@
 //! margin between renew deadline and lease duration; kube-apiserver's audit log must show no
 //! write of the controller received after the gate closed.
 
-#![cfg(feature = "e2e")]
-
 use ferrokube_testkit as common;
 
 use std::io::{BufRead, BufReader, Write};
@@ -32,10 +30,14 @@ use common::fault_proxy::FaultProxy;
 use common::lease_window::{
     LEASE_DURATION, Leader, RENEW_DEADLINE, Writes, wait_until, write_until_the_gate_closes,
 };
-use ferrokube::api::PostParams;
-use ferrokube::config::kubeconfig_paths;
-use ferrokube::informer::{HandlerFns, ReflectorOptions, SharedIndexInformer};
-use ferrokube::{Api, Client, ListWatch};
+use ferrokube_client::Api;
+use ferrokube_client::Client;
+use ferrokube_client::ListWatch;
+use ferrokube_client::api::PostParams;
+use ferrokube_client::config::kubeconfig_paths;
+use ferrokube_informer::HandlerFns;
+use ferrokube_informer::ReflectorOptions;
+use ferrokube_informer::SharedIndexInformer;
 use k8s_openapi::api::core::v1::ConfigMap;
 use parking_lot::Mutex;
 use serde_json::{Value, json};
@@ -334,7 +336,7 @@ async fn lease_window_kube_apiserver_no_write_lands_after_the_gate_closes() {
         let mut config = through(&writer_proxy);
         config.max_idle_conns_per_host = 0;
         config.user_agent = Some(agent.clone());
-        config.retry = ferrokube::client::RetryPolicy {
+        config.retry = ferrokube_client::client::RetryPolicy {
             max_retries: 0,
             ..Default::default()
         };
@@ -364,7 +366,7 @@ async fn lease_window_kube_apiserver_no_write_lands_after_the_gate_closes() {
     let mut ours = 0;
     let settled = wait_until(Duration::from_secs(10), || {
         let entries =
-            ferrokube::apiserver::audit::read_kube_apiserver_log(&audit_log).unwrap_or_default();
+            ferrokube_apiserver::audit::read_kube_apiserver_log(&audit_log).unwrap_or_default();
         let mine: Vec<_> = entries
             .into_iter()
             .filter(|e| e.user_agent == agent)
