@@ -93,7 +93,7 @@ fn run(target: &str, strategy: impl Strategy<Value = Input>, harness: fn(&[u8]))
 /// Every file under `fuzz/seeds/<target>/`, through `harness`.
 fn replay(target: &str, harness: fn(&[u8])) -> usize {
     let folder = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../fuzz/seeds")
+        .join("seeds")
         .join(target);
     let Ok(entries) = std::fs::read_dir(&folder) else {
         panic!("no corpus at {}", folder.display());
