@@ -136,8 +136,8 @@ pub fn quick_reflector() -> ReflectorOptions {
 /// Informers cache objects without `metadata.managedFields` by default (and with them when told
 /// to keep them), on the list and on the watch; and a cached object written back with a PUT
 /// leaves the server's managedFields as they were (an update that carries none keeps them).
-/// Run on the embedded server (`tests/informer/embedded.rs`) and on kube-apiserver
-/// (`tests/e2e/informer.rs`): the server's half is the server's behaviour, so both must agree.
+/// Run on the embedded server (`informer/tests/informer/embedded.rs`) and on kube-apiserver
+/// (`informer/tests/informer/e2e.rs`): the server's half is the server's behaviour, so both must agree.
 pub async fn check_managed_fields_not_cached(client: &Client, namespace: &str) {
     use ferrokube_client::api::{Patch, PatchParams, PostParams};
     use ferrokube_core::ManagedFields;

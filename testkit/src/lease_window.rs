@@ -1,5 +1,5 @@
-//! The lease-window drill's moving parts, shared by `tests/client/network_faults.rs` (embedded
-//! server) and `tests/e2e/network_faults.rs` (kube-apiserver): a leader with short durations, and
+//! The lease-window drill's moving parts, shared by `client/tests/client/network_faults.rs` (embedded
+//! server) and `client/tests/client/e2e/network_faults.rs` (kube-apiserver): a leader with short durations, and
 //! writers that keep writing through the leader's gate until it closes, noting when it closed.
 
 #![allow(dead_code)] // each test target uses its own subset

@@ -1,7 +1,7 @@
 //! The client's HTTP behaviour (retries, rate limits, timeouts, headers, watch streams) against a
 //! small scripted HTTP server in the test process, and the HTTP version it negotiates over TLS
 //! (against the embedded API server, which offers both). Behaviour against a real API server is in
-//! `tests/e2e/client.rs`.
+//! `client/tests/client/e2e/client.rs`.
 
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
@@ -378,7 +378,7 @@ async fn over_tls_the_client_speaks_http1_unless_http2_is_asked_for() {
 }
 
 /// A client certificate is accepted as kubectl accepts it: X.509 v1 or v3, RSA or EC (fixtures in
-/// tests/fixtures/x509/), and the connection to the embedded TLS server works with it; a key that
+/// client/tests/fixtures/x509/), and the connection to the embedded TLS server works with it; a key that
 /// is not the certificate's is refused with a clear error, before any connection.
 #[tokio::test]
 async fn client_certificates_v1_and_v3_rsa_and_ec_are_accepted_as_kubectl_does() {

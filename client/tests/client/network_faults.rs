@@ -5,7 +5,7 @@
 //!   ConfigMap is created meanwhile, and the informer must deliver it on a new connection by
 //!   resuming its watch, never relisting. Measured on HTTP/1.1 (the reflector's idle deadline)
 //!   and on HTTP/2 over TLS (pings plus the idle deadline). With `--features e2e` the same drill
-//!   (`tests/e2e/network_faults.rs`) runs on a real kube-apiserver beside a client-go v0.37
+//!   (`client/tests/client/e2e/network_faults.rs`) runs on a real kube-apiserver beside a client-go v0.37
 //!   informer behind the same proxy, frozen at the same instant, and prints both times.
 //! - **lease_window**: a leader whose renewals stop while its controller's new connections are
 //!   delayed past the gate's deadline: zero writes may reach the server after the gate closed

@@ -1,6 +1,6 @@
 //! `#[derive(CustomResource)]` against the real kube-apiserver (1.20): the generated CRD is
 //! accepted as structural and Established, the derived type goes through the story of
-//! `tests/derive/story.rs` (with `pattern` and `/scale`, which the embedded server lacks), and
+//! `derive/tests/derive/story.rs` (with `pattern` and `/scale`, which the embedded server lacks), and
 //! `apply_and_wait` reports names the server refuses and a wait that runs out, as typed errors.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};

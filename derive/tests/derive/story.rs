@@ -1,5 +1,5 @@
 //! The story a derived custom resource must get through on an API server, shared by the embedded
-//! server's test (`tests/derive/main.rs`) and the real kube-apiserver's (`tests/e2e/derive.rs`):
+//! server's test (`derive/tests/derive/main.rs`) and the real kube-apiserver's (`derive/tests/derive/e2e.rs`):
 //! install the generated CRD, create, get, list, update the status (by hand and from a running
 //! controller), be refused when a validation marker is violated, show the printer columns in
 //! `kubectl get`, and round-trip through `kubectl get -o yaml` and `kubectl replace`.

@@ -3,7 +3,7 @@
 //! store equals a fresh list of the server, object for object, resourceVersion included.
 //!
 //! Run by `scripts/e2e.sh` (`cargo test -p ferrokube-informer --features e2e --test informer -- e2e::`); see the
-//! client's `tests/client/e2e/client.rs` for running them against another cluster.
+//! client's `client/tests/client/e2e/client.rs` for running them against another cluster.
 
 use ferrokube_testkit as common;
 
@@ -687,7 +687,7 @@ async fn a_warming_watch_cache_answers_429_with_retry_after_and_informers_wait_i
         .expect("delete CRD");
 }
 
-/// As `tests/informer/embedded.rs`'s test of the same name, on kube-apiserver.
+/// As `informer/tests/informer/embedded.rs`'s test of the same name, on kube-apiserver.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn managed_fields_not_cached_by_default_and_a_put_keeps_the_servers() {
     let client = client(None);

@@ -3,7 +3,7 @@
 //! every fault sequence the informer's store equals a fresh list of the server, object for object
 //! (resourceVersion included), and the handlers' replay agrees.
 //!
-//! The same properties are checked on a real kube-apiserver by `tests/e2e/informer.rs`.
+//! The same properties are checked on a real kube-apiserver by `informer/tests/informer/e2e.rs`.
 
 use ferrokube_testkit as common;
 
@@ -275,7 +275,7 @@ async fn a_compact_informer_converges_and_decodes_to_the_typed_objects() {
 
 /// Informers drop `metadata.managedFields` by default (list and watch), keep them when told, and
 /// a cached object written back leaves the server's as they were (the same check runs on
-/// kube-apiserver in `tests/e2e/informer.rs`).
+/// kube-apiserver in `informer/tests/informer/e2e.rs`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn managed_fields_not_cached_by_default_and_a_put_keeps_the_servers() {
     let (_server, client) = server().await;
@@ -354,7 +354,7 @@ async fn shard_selector_informers_partition_the_collection() {
 /// Reads of built-in kinds ask for protobuf by default; the embedded server answers JSON, which
 /// the client decodes (the answer's Content-Type decides): gets, lists, an informer and a watch
 /// equal to JSON-only reads (the same check runs on kube-apiserver, which answers protobuf, in
-/// `tests/e2e/informer.rs`).
+/// `informer/tests/informer/e2e.rs`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn protobuf_reads_fall_back_to_json_and_equal_json_reads() {
     let (_server, client) = server().await;

@@ -354,7 +354,7 @@ async fn author_trap_index_calls_that_cannot_work_are_refused_by_name() {
     );
 }
 
-/// A cleanup runs once per deletion (the story is in `cleanup_once.rs`; `tests/e2e` runs it on
+/// A cleanup runs once per deletion (the story is in `cleanup_once.rs`; `e2e.rs` runs it on
 /// kube-apiserver).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn author_trap_a_cleanup_runs_once_per_deletion() {

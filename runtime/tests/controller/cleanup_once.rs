@@ -1,6 +1,6 @@
 //! A cleanup runs once per deletion (issue 44, item 3), on whichever server: shared by the
-//! embedded server's test (`tests/controller/author_traps.rs`) and kube-apiserver's
-//! (`tests/e2e/main.rs`).
+//! embedded server's test (`runtime/tests/controller/author_traps.rs`) and kube-apiserver's
+//! (`runtime/tests/controller/e2e.rs`).
 //!
 //! A controller of ConfigMaps guards each with a finalizer; its cleanup counts runs per uid and
 //! asks for the key back at once (and a stream source keeps every key coming back every 5 ms), so
