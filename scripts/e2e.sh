@@ -138,6 +138,7 @@ for version in $versions; do
     done
     suites=("${chosen[@]}")
     full=no
+    echo "[e2e] E2E_SUITES='$E2E_SUITES': ${#suites[@]} suite(s); the sample, the manifests and the specs skipped" >&2
   fi
   if [[ " ${suites[*]} " == *network_faults* ]]; then
     # The client-go v0.37 informer that the dead-connection drill runs beside ours (Go module proxy).
