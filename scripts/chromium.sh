@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Chromium and chromedriver (Debian's `chromium` and `chromium-driver` packages) for the real-browser
-# test of the live view (tests/view/chromium.rs). Installs them only when missing, runs
+# test of the live view (view/tests/view/chromium.rs). Installs them only when missing, runs
 # `apt-get update` only when apt has no candidate for them (or an install from the current lists
 # fails), as root or through sudo (scripts/apt-get.sh).
 #
@@ -9,7 +9,7 @@
 #   scripts/chromium.sh env       # print `export CHROMIUM=<path> CHROMEDRIVER=<path>` (installs nothing;
 #                                 # fails if either is missing)
 #
-# tests/view/chromium.rs takes the binaries from $CHROMIUM and $CHROMEDRIVER when set, from PATH
+# view/tests/view/chromium.rs takes the binaries from $CHROMIUM and $CHROMEDRIVER when set, from PATH
 # otherwise; it fails (it does not skip) when they are missing.
 set -euo pipefail
 

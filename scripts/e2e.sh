@@ -9,6 +9,8 @@
 #                                               # form: K8S_VERSION alone means that release, in full)
 #   E2E_FULL=1 scripts/e2e.sh                   # every suite on every release of the matrix
 #   KEEP=1 scripts/e2e.sh                       # leave the last server running (stop: scripts/kube-apiserver.sh down)
+#   E2E_SUITES='informer derive' scripts/e2e.sh # only the suites whose line (below) has one of these
+#                                               # words; the sample, manifests and specs are skipped
 #
 # scripts/kube-apiserver.sh's STATE, APISERVER_PORT, ETCD_PORT apply too: each release gets the same
 # state directory and ports, one after the other (its `down` clears them in between).
@@ -30,8 +32,8 @@
 #                  those expectations would rot unseen
 #   parity_e2e::   the sample against kube-controller-manager 1.20 (its --port=0 path, 1.20's status
 #                  fields without terminatingReplicas)
-# Left out on 1.20: kubeconfigs, network faults, derive, stale churn, the drills, the dns sample, the
-# manifests and Kubernetes' conformance specs: they test our own code against what any release does
+# Left out on 1.20: kubeconfigs, network faults, derive, the controller's author trap, stale churn,
+# the drills, the dns sample, the manifests and Kubernetes' conformance specs: they test our own code against what any release does
 # alike (or, for the manifests and the specs, the current release is the one that matters).
 #
 # Timings (2 cores shared with other builds, 2026-11-26, every server and e2e.test already built):
@@ -45,7 +47,15 @@
 # needs a running pod, and embedded runs the dev-profile server (no release build).
 #
 # To run the same tests against your own cluster instead, skip this script:
-#   KUBECONFIG=~/.kube/config cargo test --features e2e --test e2e -- client::
+#   KUBECONFIG=~/.kube/config cargo test -p ferrokube-client --features e2e --test client -- e2e::client::
+#
+# # How a test is marked as needing a real server
+#
+# One way for the whole workspace: the `e2e` feature of the crate that owns the test gates the
+# module holding it (`#[cfg(feature = "e2e")] mod e2e;` in the crate's test binary; the samples'
+# `*_e2e` modules and the API server's real-server targets are gated the same way). Without the
+# feature the test is not compiled, so `cargo test` never passes it silently; with it, the test
+# reads its cluster from the kubeconfig (`ferrokube_testkit::client`) and fails when there is none.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -59,10 +69,12 @@ else
   versions="$CURRENT 1.20.2"
 fi
 
-# Each end-to-end suite (a module of a test binary: `--test BINARY -- MODULE::`; later issues add
-# theirs here):
-#   e2e (tests/e2e/)                 the client, kubeconfigs, the informer, network faults, the
-#                                    CustomResource derive (its CRD, objects, kubectl, validation)
+# Each end-to-end suite (a module of a test binary: `-p PACKAGE --features e2e --test BINARY --
+# MODULE::`; later issues add theirs here):
+#   client (client/tests/client/e2e/)    the client's wire behaviour, kubeconfigs, network faults
+#   informer (informer/tests/informer/e2e.rs)  the informer converges after closed watches, compaction
+#   derive (derive/tests/derive/e2e.rs)  the CustomResource derive (its CRD, objects, kubectl, validation)
+#   controller (runtime/tests/controller/e2e.rs)  the controller's author traps that hang on the server
 #   apiserver (apiserver/tests/)     the embedded server's conformance and Table suites compared with
 #                                    the real one (its other suites need no cluster: `cargo test`);
 #                                    cel: the CRD validation rules corpus against the real server
@@ -70,11 +82,12 @@ fi
 #   replicaset, drills (examples/tests/)  the sample's parity with kube-controller-manager, the
 #                                    stale-cache churn, the leader and shard drills as processes
 all_suites=(
-  "ferrokube e2e client::"
-  "ferrokube e2e kubeconfigs::"
-  "ferrokube e2e informer::"
-  "ferrokube e2e network_faults::"
-  "ferrokube e2e derive::"
+  "ferrokube-client client e2e::client::"
+  "ferrokube-client client e2e::kubeconfigs::"
+  "ferrokube-informer informer e2e::"
+  "ferrokube-client client e2e::network_faults::"
+  "ferrokube-derive derive e2e::"
+  "ferrokube-runtime controller e2e::"
   "ferrokube-apiserver apiserver conformance::"
   "ferrokube-apiserver apiserver cel::"
   "ferrokube-apiserver apiserver tables::"
@@ -85,8 +98,8 @@ all_suites=(
 )
 # The subset an older release runs (see the matrix above).
 older_suites=(
-  "ferrokube e2e client::"
-  "ferrokube e2e informer::"
+  "ferrokube-client client e2e::client::"
+  "ferrokube-informer informer e2e::"
   "ferrokube-apiserver apiserver conformance::"
   "ferrokube-apiserver apiserver tables::"
   "ferrokube-examples replicaset parity_e2e::"
@@ -113,11 +126,24 @@ for version in $versions; do
 
   if [ $full = yes ]; then
     suites=("${all_suites[@]}")
+  else
+    suites=("${older_suites[@]}")
+  fi
+  if [ -n "${E2E_SUITES:-}" ]; then
+    chosen=()
+    for suite in "${suites[@]}"; do
+      for word in $E2E_SUITES; do
+        if [[ " $suite " == *"$word"* ]]; then chosen+=("$suite"); break; fi
+      done
+    done
+    suites=("${chosen[@]}")
+    full=no
+    echo "[e2e] E2E_SUITES='$E2E_SUITES': ${#suites[@]} suite(s); the sample, the manifests and the specs skipped" >&2
+  fi
+  if [[ " ${suites[*]} " == *network_faults* ]]; then
     # The client-go v0.37 informer that the dead-connection drill runs beside ours (Go module proxy).
     FERROKUBE_CLIENT_GO_DEADCONN=$(benches/peers/client-go-v0.37/build.sh deadconn | tail -n 1)
     export FERROKUBE_CLIENT_GO_DEADCONN
-  else
-    suites=("${older_suites[@]}")
   fi
   version_status=0
   for suite in "${suites[@]}"; do

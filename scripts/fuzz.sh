@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# Longer fuzz runs of ferrokube's parsers. The harnesses are the crate ferrokube-fuzzing (fuzzing/);
-# the short run is part of `cargo test` (`cargo test -p ferrokube-fuzzing`, fuzzing/tests/fuzz/).
+# Longer fuzz runs of ferrokube's parsers. Everything fuzzing lives in fuzz/: the harnesses are the
+# crate ferrokube-fuzzing (fuzz/, a workspace member), whose short run is part of `cargo test`
+# (`cargo test -p ferrokube-fuzzing`, fuzz/tests/fuzz/); the cargo-fuzz targets that wrap them are
+# the package in fuzz/cargo-fuzz/ (a workspace of its own); the seeds and dictionaries both read
+# are fuzz/seeds/ and fuzz/dicts/.
 #
 #   scripts/fuzz.sh [SECONDS] [TARGET...]        coverage-guided, SECONDS per target (default 60)
 #   scripts/fuzz.sh --runs N [TARGET...]         coverage-guided, N inputs per target
@@ -16,7 +19,7 @@
 # from fuzz/seeds/<target>, with the tokens of fuzz/dicts/<target>.dict where there is one. A crash
 # or a hang stops that target with its input in fuzz/artifacts/<target>/; the script goes on with
 # the next and exits 1 at the end. Turn every such input into a named test in
-# fuzzing/tests/fuzz/regressions.rs.
+# fuzz/tests/fuzz/regressions.rs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,7 +30,7 @@ case "${1:-}" in
   --runs) mode=runs; amount=${2:?--runs needs a number}; shift 2 ;;
   --proptest) mode=proptest; amount=${2:?--proptest needs a number}; shift 2 ;;
   --merge-seeds) mode=merge; shift ;;
-  -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+  -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
   '' ) ;;
   *[!0-9]*) ;;
   *) amount=$1; shift ;;
@@ -70,10 +73,12 @@ fuzz=(cargo fuzz)
 build_flags=(--sanitizer none)
 
 echo "== building the fuzz targets ($(cargo --version))"
-(cd fuzz && "${fuzz[@]}" build "${build_flags[@]}")
+# `--fuzz-dir`: cargo-fuzz would look for its package in `<the enclosing crate>/fuzz`, and the
+# enclosing crate of fuzz/cargo-fuzz/ is the harness crate fuzz/.
+"${fuzz[@]}" build --fuzz-dir fuzz/cargo-fuzz "${build_flags[@]}"
 # Run the built binaries directly: `cargo fuzz run` would rebuild first, for every target, whenever
 # a source file changed meanwhile.
-bin="fuzz/target/$(rustc -vV | sed -n 's/^host: //p')/release"
+bin="fuzz/cargo-fuzz/target/$(rustc -vV | sed -n 's/^host: //p')/release"
 
 failed=()
 for target in "${targets[@]}"; do
@@ -102,7 +107,7 @@ done
 
 if [ ${#failed[@]} -gt 0 ]; then
   echo "== findings in: ${failed[*]}; inputs in fuzz/artifacts/<target>/ (replay one with" >&2
-  echo "   '$bin/<target> <file>'); add each to fuzzing/tests/fuzz/regressions.rs" >&2
+  echo "   '$bin/<target> <file>'); add each to fuzz/tests/fuzz/regressions.rs" >&2
   exit 1
 fi
 echo "== no findings"

@@ -423,7 +423,7 @@ make_certs() {
 }
 
 # X.509 v1 client certificates (`openssl x509 -req` without `-extfile`, which kubectl accepts), RSA
-# and EC, group system:masters: the contexts cert-v1-rsa and cert-v1-ec (tests/e2e/client.rs).
+# and EC, group system:masters: the contexts cert-v1-rsa and cert-v1-ec (client/tests/client/e2e/client.rs).
 make_v1_certs() {
   local d=$STATE/pki
   [ -f "$d/v1.done" ] && return 0

@@ -12,7 +12,7 @@
 # lines, comments and the signature included (what the reader scrolls through). What counts as
 # library code: each workspace library crate's `src/`, without its binaries (`src/bin/`,
 # `src/main.rs`), without test code (`#[cfg(test)]` modules and items, `tests/`, benches), and
-# without the samples, the test kit and the fuzz harnesses (examples/, testkit/, fuzzing/).
+# without the samples, the test kit and the fuzz harnesses (examples/, testkit/, fuzz/).
 #
 # Usage: scripts/long-functions.sh [--check] [LIMIT]
 

@@ -47,9 +47,10 @@ readonly LAYERS=(
     "ferrokube-client"                        # the HTTP client of the API server
     "ferrokube-runtime"                       # controllers, leader election, the manager
     "ferrokube-view ferrokube-apiserver"      # the live view; the embedded API server
-    "ferrokube-explore"                       # deterministic runs: embedded server + clients in memory, one thread
+    "ferrokube-explore ferrokube-testkit"     # deterministic runs: embedded server + clients in memory, one thread;
+                                              # the tests' helpers, on the layers (each crate's tests use them)
     "ferrokube"                               # the front crate that re-exports it all
-    "ferrokube-testkit ferrokube-examples ferrokube-fuzzing"  # tests' helpers, samples, harnesses
+    "ferrokube-examples ferrokube-fuzzing"    # samples, fuzz harnesses (through the front crate, as a user)
 )
 # Tighter than the layers for some crates: the only workspace crates each may depend on.
 # The embedded API server stands beside the controller stack, not on it: it sees only the model.

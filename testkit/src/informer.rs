@@ -5,12 +5,12 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ferrokube::api::ListParams;
-use ferrokube::core::{Backoff, ObjectKey};
-use ferrokube::informer::{
+use ferrokube_client::api::ListParams;
+use ferrokube_client::{Api, Client, ListWatch};
+use ferrokube_core::{Backoff, Object, ObjectKey};
+use ferrokube_informer::{
     DeletedObject, EventHandler, ListerWatcher, ReflectorOptions, SharedIndexInformer,
 };
-use ferrokube::{Api, Client, ListWatch, Object};
 use parking_lot::Mutex;
 
 /// What a handler saw, replayed: key → resourceVersion, plus the deletes that were tombstones.
@@ -62,7 +62,7 @@ pub async fn start_synced<K: Object, L: ListerWatcher<K>>(
 /// The server's objects, freshly listed (a consistent read), by key; without
 /// `metadata.managedFields`, which informers do not cache by default.
 pub async fn fresh_list<K: Object>(api: &Api<K>) -> BTreeMap<String, K> {
-    let params = ListParams::default().managed_fields(ferrokube::core::ManagedFields::Drop);
+    let params = ListParams::default().managed_fields(ferrokube_core::ManagedFields::Drop);
     api.list(&params)
         .await
         .expect("fresh list")
@@ -136,11 +136,11 @@ pub fn quick_reflector() -> ReflectorOptions {
 /// Informers cache objects without `metadata.managedFields` by default (and with them when told
 /// to keep them), on the list and on the watch; and a cached object written back with a PUT
 /// leaves the server's managedFields as they were (an update that carries none keeps them).
-/// Run on the embedded server (`tests/informer/embedded.rs`) and on kube-apiserver
-/// (`tests/e2e/informer.rs`): the server's half is the server's behaviour, so both must agree.
+/// Run on the embedded server (`informer/tests/informer/embedded.rs`) and on kube-apiserver
+/// (`informer/tests/informer/e2e.rs`): the server's half is the server's behaviour, so both must agree.
 pub async fn check_managed_fields_not_cached(client: &Client, namespace: &str) {
-    use ferrokube::api::{Patch, PatchParams, PostParams};
-    use ferrokube::core::ManagedFields;
+    use ferrokube_client::api::{Patch, PatchParams, PostParams};
+    use ferrokube_core::ManagedFields;
     use k8s_openapi::api::core::v1::ConfigMap;
 
     const MANAGER: &str = "managed-fields-check";

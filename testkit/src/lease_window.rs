@@ -1,5 +1,5 @@
-//! The lease-window drill's moving parts, shared by `tests/client/network_faults.rs` (embedded
-//! server) and `tests/e2e/network_faults.rs` (kube-apiserver): a leader with short durations, and
+//! The lease-window drill's moving parts, shared by `client/tests/client/network_faults.rs` (embedded
+//! server) and `client/tests/client/e2e/network_faults.rs` (kube-apiserver): a leader with short durations, and
 //! writers that keep writing through the leader's gate until it closes, noting when it closed.
 
 #![allow(dead_code)] // each test target uses its own subset
@@ -7,9 +7,9 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use ferrokube::api::PostParams;
-use ferrokube::leader::{LeaderElectionError, LeaderElector, Leadership, RunOutcome};
-use ferrokube::{Api, Client};
+use ferrokube_client::api::PostParams;
+use ferrokube_client::{Api, Client};
+use ferrokube_runtime::leader::{LeaderElectionError, LeaderElector, Leadership, RunOutcome};
 use k8s_openapi::api::core::v1::ConfigMap;
 use parking_lot::Mutex;
 

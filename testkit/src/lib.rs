@@ -6,9 +6,20 @@
 //! compaction, a TCP proxy that makes the network fail silently ([`fault_proxy`]), the informer
 //! convergence checks ([`informer`]) and the lease-window drill ([`lease_window`]).
 //!
-//! Used by the tests of the front crate (`tests/`) and of the samples (`examples/tests/`), as a
-//! dev-dependency only; not published. It is test code: a helper that cannot do its job panics
-//! with a message, as an assertion in the test would.
+//! It stands on the layer crates (client, informer, runtime, the embedded API server), not on the
+//! front crate `ferrokube`: each crate's integration tests (`<crate>/tests/`) use it as a
+//! dev-dependency and see their own crate's API, so `cargo test -p ferrokube-runtime` builds the
+//! runtime's tests without the re-export layer above it. Not published. It is test code: a helper
+//! that cannot do its job panics with a message, as an assertion in the test would.
+//!
+//! ## Real-server tests
+//!
+//! One way to mark a test that needs a real kube-apiserver: the `e2e` feature of the crate that
+//! owns it, on the module holding it (`#[cfg(feature = "e2e")] mod e2e;` in that crate's test
+//! binary). Without the feature the test is not compiled; with it the test takes its cluster from
+//! the kubeconfig ([`client`], `KUBECONFIG`, its current context) and fails when there is none.
+//! `scripts/e2e.sh` starts kube-apiserver and runs `cargo test -p <crate> --features e2e --test
+//! <binary> -- <module>::` for each suite.
 
 pub mod fault_proxy;
 pub mod informer;
@@ -17,12 +28,11 @@ pub mod protobuf;
 
 use std::collections::BTreeMap;
 
-use ferrokube::api::PostParams;
-use ferrokube::apiserver::RunningServer;
-use ferrokube::client::RetryPolicy;
-use ferrokube::config::{Kubeconfig, kubeconfig_paths};
-use ferrokube::testing::ServerClient;
-use ferrokube::{Api, Client, Config};
+use ferrokube_apiserver::RunningServer;
+use ferrokube_client::api::PostParams;
+use ferrokube_client::client::RetryPolicy;
+use ferrokube_client::config::{Kubeconfig, kubeconfig_paths};
+use ferrokube_client::{Api, Client, Config};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, PodTemplate};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::json;
@@ -124,10 +134,20 @@ pub fn pod_template(name: &str) -> PodTemplate {
     .expect("pod template json")
 }
 
-/// A client for an embedded server ([`ServerClient`]: no client-side rate limit); retries only
-/// if `retries`.
+/// The config of an embedded server's own kubeconfig (context `ferrokube`, namespace `default`),
+/// with no client-side rate limit: what the front crate's `ferrokube::testing::ServerClient`
+/// gives a user, rebuilt here from the two crates it joins (the server and the client).
+pub fn embedded_config(server: &RunningServer) -> Config {
+    let kubeconfig = Kubeconfig::parse(&server.kubeconfig()).expect("the server's own kubeconfig");
+    let mut config = Config::from_kubeconfig(&kubeconfig, None).expect("kubeconfig usable");
+    config.qps = None;
+    config
+}
+
+/// A client for an embedded server ([`embedded_config`]: no client-side rate limit); retries
+/// only if `retries`.
 pub fn embedded_client(server: &RunningServer, retries: bool) -> Client {
-    let mut config = server.config().expect("the server's own kubeconfig");
+    let mut config = embedded_config(server);
     if !retries {
         config.retry = RetryPolicy {
             max_retries: 0,

@@ -10,10 +10,11 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use bytes::Bytes;
-use ferrokube::api::{ListParams, PostParams, WatchParams};
-use ferrokube::client::Call;
-use ferrokube::watch::WatchEvent;
-use ferrokube::{Api, Client, ListWatch, Object};
+use ferrokube_client::api::{ListParams, PostParams, WatchParams};
+use ferrokube_client::client::Call;
+use ferrokube_client::watch::WatchEvent;
+use ferrokube_client::{Api, Client, ListWatch};
+use ferrokube_core::Object;
 use futures_util::StreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod, Service};
@@ -165,7 +166,7 @@ async fn answers_protobuf(client: &Client, path: &str) -> bool {
     let (content_type, body) = client.request_typed_bytes(call).await.expect("raw get");
     let protobuf = content_type
         .as_deref()
-        .is_some_and(ferrokube::protobuf::is_protobuf);
+        .is_some_and(ferrokube_client::protobuf::is_protobuf);
     assert_eq!(protobuf, body.starts_with(b"k8s\0"), "{content_type:?}");
     protobuf
 }
@@ -251,7 +252,7 @@ pub async fn check_protobuf_reads_equal_json(
     let options = crate::informer::quick_reflector();
     let (over_protobuf, _) = start_synced(ListWatch::new(pods.clone()), options.clone()).await;
     let (over_json, _) = start_synced(ListWatch::new(pods_json.clone()), options).await;
-    let cache = |informer: &ferrokube::informer::SharedIndexInformer<Pod>| {
+    let cache = |informer: &ferrokube_informer::SharedIndexInformer<Pod>| {
         let mut pods: Vec<Pod> = informer
             .store()
             .list()

@@ -414,7 +414,7 @@ fn malformed_input_is_a_typed_error() {
 }
 
 /// Random bytes and random edits of good bodies never panic (the fuzz target `protobuf_body` of
-/// ferrokube-fuzzing, in fuzzing/, runs the same property longer). A fixed xorshift sequence keeps
+/// ferrokube-fuzzing, in fuzz/, runs the same property longer). A fixed xorshift sequence keeps
 /// it deterministic.
 #[test]
 fn random_and_mutated_bodies_never_panic() {

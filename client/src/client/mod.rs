@@ -58,7 +58,7 @@
 //! The informers add one more (`ReflectorOptions::watch_idle_timeout`, in `ferrokube-informer`): a watch that has
 //! brought nothing for 15 s is given up and resumed from its last resourceVersion, a resume and
 //! never a relist, so that a controller notices a dead watch in seconds on HTTP/1.1, where no
-//! ping exists. tests/client/network_faults.rs freezes connections in a proxy and measures it.
+//! ping exists. client/tests/client/network_faults.rs freezes connections in a proxy and measures it.
 //!
 //! One outage kills the idle pooled connections too, silently. Two rules (module `pool`) keep a
 //! request from waiting on one of them: a connection idle for 10 s is stale and not reused

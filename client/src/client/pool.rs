@@ -51,7 +51,7 @@
 //!
 //! ## HTTP/1.1 stays the default
 //!
-//! Measured with the pooled-writes drill (tests/client/network_faults.rs,
+//! Measured with the pooled-writes drill (client/tests/client/network_faults.rs,
 //! `dead_connection_*_pooled_writes_*`, on the embedded server; raw lines in
 //! benches/dead-connection/pooled-writes-ferrokube-apiserver-2026-11-29.jsonl), seconds from the
 //! freeze until the create and the update after it succeeded:

@@ -1,0 +1,723 @@
+//! The client's HTTP behaviour (retries, rate limits, timeouts, headers, watch streams) against a
+//! small scripted HTTP server in the test process, and the HTTP version it negotiates over TLS
+//! (against the embedded API server, which offers both). Behaviour against a real API server is in
+//! `client/tests/client/e2e/client.rs`.
+
+use std::convert::Infallible;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use ferrokube_client::Api;
+use ferrokube_client::Client;
+use ferrokube_client::Config;
+use ferrokube_client::Error;
+use ferrokube_client::api::ListParams;
+use ferrokube_client::api::PostParams;
+use ferrokube_client::api::WatchParams;
+use ferrokube_client::watch::WatchEvent;
+use ferrokube_client::watcher::ResumingWatcher;
+use ferrokube_client::watcher::WatchError;
+use ferrokube_core::backoff::Backoff;
+use futures_util::StreamExt;
+use http::{Request, Response};
+use http_body_util::{BodyExt, StreamBody};
+use hyper::body::{Frame, Incoming};
+use k8s_openapi::api::core::v1::ConfigMap;
+
+type Body = http_body_util::combinators::BoxBody<Bytes, Infallible>;
+
+/// What the scripted server saw: method and path-and-query of every request, and their headers.
+#[derive(Default)]
+struct Seen {
+    requests: Vec<(String, String)>,
+    headers: Vec<http::HeaderMap>,
+}
+
+/// Starts a server answering each request with `answer(n, request)` (n counts from 0).
+async fn serve<F>(answer: F) -> (String, Arc<Mutex<Seen>>)
+where
+    F: Fn(usize, &Request<Incoming>) -> Response<Body> + Send + Sync + 'static,
+{
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let url = format!("http://{}", listener.local_addr().expect("addr"));
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let answer = Arc::new(answer);
+    let state = seen.clone();
+    tokio::spawn(async move {
+        loop {
+            let Ok((socket, _)) = listener.accept().await else {
+                return;
+            };
+            let answer = answer.clone();
+            let state = state.clone();
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(move |request: Request<Incoming>| {
+                    let n = {
+                        let mut seen = state.lock().expect("lock");
+                        seen.requests.push((
+                            request.method().to_string(),
+                            request
+                                .uri()
+                                .path_and_query()
+                                .map(|p| p.to_string())
+                                .unwrap_or_default(),
+                        ));
+                        seen.headers.push(request.headers().clone());
+                        seen.requests.len() - 1
+                    };
+                    let response = answer(n, &request);
+                    async move { Ok::<_, Infallible>(response) }
+                });
+                let _ = hyper_util::server::conn::auto::Builder::new(
+                    hyper_util::rt::TokioExecutor::new(),
+                )
+                .serve_connection(hyper_util::rt::TokioIo::new(socket), service)
+                .await;
+            });
+        }
+    });
+    (url, seen)
+}
+
+fn body(text: &str) -> Body {
+    http_body_util::Full::new(Bytes::from(text.to_string()))
+        .map_err(|never| match never {})
+        .boxed()
+}
+
+fn respond(code: u16, text: &str) -> Response<Body> {
+    Response::builder()
+        .status(code)
+        .header("content-type", "application/json")
+        .body(body(text))
+        .expect("response")
+}
+
+/// A body sent as these chunks, in order.
+fn chunked(chunks: Vec<&'static [u8]>) -> Response<Body> {
+    let frames = futures_util::stream::iter(
+        chunks
+            .into_iter()
+            .map(|c| Ok::<_, Infallible>(Frame::data(Bytes::from_static(c)))),
+    );
+    Response::builder()
+        .status(200)
+        .body(BodyExt::boxed(StreamBody::new(frames)))
+        .expect("response")
+}
+
+const CM: &str = r#"{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"a","namespace":"ns","resourceVersion":"5"}}"#;
+const LIST: &str =
+    r#"{"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVersion":"9"},"items":[]}"#;
+
+fn config(url: &str) -> Config {
+    let mut config = Config::new(url.parse().expect("url"));
+    config.auth = ferrokube_client::config::Auth::Token("secret".into());
+    config.qps = None;
+    config.retry.initial_backoff = Duration::from_millis(5);
+    config
+}
+
+fn api(config: Config) -> Api<ConfigMap> {
+    Api::namespaced(Client::new(config).expect("client"), "ns")
+}
+
+#[tokio::test]
+async fn sends_standard_headers_and_credentials() {
+    let (url, seen) = serve(|_, _| respond(200, CM)).await;
+    let cm = api(config(&url)).get("a").await.expect("get");
+    assert_eq!(cm.metadata.resource_version.as_deref(), Some("5"));
+    let seen = seen.lock().expect("lock");
+    assert_eq!(
+        seen.requests[0],
+        ("GET".into(), "/api/v1/namespaces/ns/configmaps/a".into())
+    );
+    let headers = &seen.headers[0];
+    assert_eq!(headers["authorization"], "Bearer secret");
+    // A built-in kind is read in protobuf where the server has it (client-go's default).
+    assert_eq!(
+        headers["accept"],
+        "application/vnd.kubernetes.protobuf, application/json"
+    );
+    assert!(
+        headers["user-agent"]
+            .to_str()
+            .expect("ascii")
+            .starts_with("ferrokube/")
+    );
+}
+
+#[tokio::test]
+async fn a_429_is_retried_after_its_retry_after_even_for_a_create() {
+    let (url, seen) = serve(|n, _| {
+        if n == 0 {
+            Response::builder()
+                .status(429)
+                .header("retry-after", "1")
+                .body(body(
+                    r#"{"kind":"Status","status":"Failure","reason":"TooManyRequests","code":429}"#,
+                ))
+                .expect("response")
+        } else {
+            respond(201, CM)
+        }
+    })
+    .await;
+    let started = Instant::now();
+    api(config(&url))
+        .create(&PostParams::default(), &ConfigMap::default())
+        .await
+        .expect("created on the second attempt");
+    assert!(
+        started.elapsed() >= Duration::from_millis(900),
+        "waited for Retry-After"
+    );
+    assert_eq!(seen.lock().expect("lock").requests.len(), 2);
+}
+
+#[tokio::test]
+async fn a_5xx_is_retried_for_a_get_and_never_for_a_create() {
+    let (url, seen) = serve(|n, request| {
+        if request.method() == http::Method::GET && n < 2 {
+            respond(503, "")
+        } else if request.method() == http::Method::POST {
+            respond(500, r#"{"kind":"Status","status":"Failure","reason":"InternalError","code":500,"message":"etcd down"}"#)
+        } else {
+            respond(200, LIST)
+        }
+    })
+    .await;
+    let api = api(config(&url));
+    let list = api
+        .list(&ListParams::default())
+        .await
+        .expect("third GET works");
+    assert_eq!(list.resource_version(), "9");
+    let error = api
+        .create(&PostParams::default(), &ConfigMap::default())
+        .await
+        .expect_err("create is not retried");
+    assert!(error.is_server_error(), "{error}");
+    assert_eq!(error.api().map(|a| a.message.as_str()), Some("etcd down"));
+    let seen = seen.lock().expect("lock");
+    assert_eq!(seen.requests.iter().filter(|(m, _)| m == "GET").count(), 3);
+    assert_eq!(seen.requests.iter().filter(|(m, _)| m == "POST").count(), 1);
+}
+
+#[tokio::test]
+async fn the_rate_limiter_spaces_requests() {
+    let (url, _) = serve(|_, _| respond(200, CM)).await;
+    let mut config = config(&url);
+    config.qps = Some(20.0);
+    config.burst = 2;
+    let api = api(config);
+    let started = Instant::now();
+    for _ in 0..8 {
+        api.get("a").await.expect("get");
+    }
+    // 2 at once, then one every 50 ms: at least 6 × 50 ms.
+    assert!(
+        started.elapsed() >= Duration::from_millis(280),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+#[tokio::test]
+async fn a_slow_server_times_out() {
+    let (url, _) = serve(|_, _| {
+        let slow = futures_util::stream::once(async {
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            Ok::<_, Infallible>(Frame::data(Bytes::from_static(b"{}")))
+        });
+        Response::builder()
+            .status(200)
+            .body(BodyExt::boxed(StreamBody::new(slow)))
+            .expect("response")
+    })
+    .await;
+    let mut config = config(&url);
+    config.timeout = Some(Duration::from_millis(200));
+    config.retry.max_retries = 0;
+    let started = Instant::now();
+    let error = api(config).get("a").await.expect_err("times out");
+    // The head came at once; the body then said nothing for longer than the timeout.
+    assert!(matches!(error, Error::Idle { .. }), "{error}");
+    assert!(error.is_timeout());
+    assert!(started.elapsed() < Duration::from_secs(3));
+}
+
+#[tokio::test]
+async fn a_watch_decodes_across_chunks_and_ends_on_a_malformed_line() {
+    let (url, seen) = serve(|_, _| {
+        chunked(vec![
+            br#"{"type":"ADDED","object":{"metadata":{"name":"a","resourceVersion":"6"}}}"#,
+            b"\n{\"type\":\"MODI",
+            br#"FIED","object":{"metadata":{"name":"a","resourceVersion":"7"}}}"#,
+            b"\n{\"type\":\"BOOKMARK\",\"object\":{\"metadata\":{\"resourceVersion\":\"8\"}}}\n{oops\n",
+            br#"{"type":"DELETED","object":{"metadata":{"name":"a"}}}"#,
+        ])
+    })
+    .await;
+    let api = api(config(&url));
+    let mut stream = api
+        .watch(&WatchParams::default().labels("app=x"), "5")
+        .await
+        .expect("watch opens");
+    let mut kinds = Vec::new();
+    while let Some(item) = stream.next().await {
+        kinds.push(match item {
+            Ok(WatchEvent::Added(_)) => "added",
+            Ok(WatchEvent::Modified(_)) => "modified",
+            Ok(WatchEvent::Bookmark(_)) => "bookmark",
+            Ok(_) => "other",
+            Err(Error::Decode { .. }) => "decode error",
+            Err(_) => "error",
+        });
+    }
+    assert_eq!(kinds, ["added", "modified", "bookmark", "decode error"]);
+    let (_, query) = &seen.lock().expect("lock").requests[0];
+    assert_eq!(
+        query,
+        "/api/v1/namespaces/ns/configmaps?watch=true&labelSelector=app%3Dx&allowWatchBookmarks=true&resourceVersion=5"
+    );
+}
+
+#[tokio::test]
+async fn the_resuming_watcher_reopens_from_the_last_version_and_reports_410() {
+    let (url, seen) = serve(|n, _| match n {
+        0 => chunked(vec![
+            b"{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"a\",\"resourceVersion\":\"11\"}}}\n",
+        ]),
+        1 => chunked(vec![
+            b"{\"type\":\"BOOKMARK\",\"object\":{\"metadata\":{\"resourceVersion\":\"15\"}}}\n",
+        ]),
+        // (A 5xx would be retried inside the client; a broken stream reaches the watcher.)
+        2 => chunked(vec![b"{not json\n"]),
+        3 => chunked(vec![
+            b"{\"type\":\"ERROR\",\"object\":{\"kind\":\"Status\",\"status\":\"Failure\",\"reason\":\"Expired\",\"code\":410,\"message\":\"too old resource version\"}}\n",
+        ]),
+        _ => respond(410, r#"{"kind":"Status","status":"Failure","reason":"Expired","code":410}"#),
+    })
+    .await;
+    let mut watcher = ResumingWatcher::new(api(config(&url)), WatchParams::default(), "10")
+        .with_backoff(Backoff::new(
+            Duration::from_millis(1),
+            Duration::from_millis(5),
+            Duration::from_secs(60),
+        ));
+    assert!(matches!(watcher.next().await, Ok(WatchEvent::Added(_))));
+    assert!(matches!(watcher.next().await, Ok(WatchEvent::Bookmark(_))));
+    assert_eq!(watcher.resource_version(), "15");
+    assert!(matches!(watcher.next().await, Err(WatchError::Retrying(_))));
+    assert!(matches!(watcher.next().await, Err(WatchError::Gone(v)) if v == "15"));
+    assert!(
+        matches!(watcher.next().await, Err(WatchError::Gone(_))),
+        "stays gone"
+    );
+    watcher.resume_from("20");
+    assert!(matches!(watcher.next().await, Err(WatchError::Gone(v)) if v == "20"));
+    let seen = seen.lock().expect("lock");
+    let versions: Vec<&str> = seen
+        .requests
+        .iter()
+        .map(|(_, q)| q.rsplit("resourceVersion=").next().unwrap_or_default())
+        .collect();
+    assert_eq!(versions, ["10", "11", "15", "15", "20"]);
+}
+
+#[tokio::test]
+async fn over_tls_the_client_speaks_http1_unless_http2_is_asked_for() {
+    let server = ferrokube_apiserver::ApiServer::new()
+        .tls(true)
+        .token("version-token")
+        .start()
+        .await
+        .expect("server starts");
+    let path = std::env::temp_dir().join(format!(
+        "ferrokube-http-version-{}.kubeconfig",
+        std::process::id()
+    ));
+    server.write_kubeconfig(&path).expect("kubeconfig written");
+    let config = Config::from_kubeconfig_files(std::slice::from_ref(&path), None);
+    let _ = std::fs::remove_file(&path);
+    let config = config.expect("config from the server's kubeconfig");
+    assert!(!config.http2, "HTTP/1.1 is the default");
+
+    for (http2, expected) in [
+        (false, http::Version::HTTP_11),
+        (true, http::Version::HTTP_2),
+    ] {
+        let client = Client::new(Config {
+            http2,
+            ..config.clone()
+        })
+        .expect("client");
+        for streaming in [false, true] {
+            let uri = if streaming {
+                "/api/v1/namespaces/default/configmaps?watch=true&timeoutSeconds=1"
+            } else {
+                "/api/v1/namespaces/default/configmaps"
+            };
+            let call = ferrokube_client::client::Call {
+                request: Request::get(uri).body(Bytes::new()).expect("request"),
+                idempotent: true,
+                streaming,
+            };
+            let response = client.send(call).await.expect("answered");
+            assert_eq!(
+                response.version(),
+                expected,
+                "http2 = {http2}, watch = {streaming}"
+            );
+        }
+    }
+}
+
+/// A client certificate is accepted as kubectl accepts it: X.509 v1 or v3, RSA or EC (fixtures in
+/// client/tests/fixtures/x509/), and the connection to the embedded TLS server works with it; a key that
+/// is not the certificate's is refused with a clear error, before any connection.
+#[tokio::test]
+async fn client_certificates_v1_and_v3_rsa_and_ec_are_accepted_as_kubectl_does() {
+    let server = ferrokube_apiserver::ApiServer::new()
+        .tls(true)
+        .token("cert-token")
+        .start()
+        .await
+        .expect("server starts");
+    let path = std::env::temp_dir().join(format!(
+        "ferrokube-client-cert-{}.kubeconfig",
+        std::process::id()
+    ));
+    server.write_kubeconfig(&path).expect("kubeconfig written");
+    let config = Config::from_kubeconfig_files(std::slice::from_ref(&path), None);
+    let _ = std::fs::remove_file(&path);
+    let config = config.expect("config from the server's kubeconfig");
+    let fixture = |name: &str| {
+        std::fs::read(format!(
+            "{}/tests/fixtures/x509/{name}",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .expect("fixture")
+    };
+    for kind in ["rsa", "ec"] {
+        for version in ["v1", "v3"] {
+            let client = Client::new(Config {
+                identity: Some(ferrokube_client::config::Identity {
+                    cert_pem: fixture(&format!("{kind}-{version}.crt")),
+                    key_pem: fixture(&format!("{kind}.key")),
+                }),
+                ..config.clone()
+            })
+            .unwrap_or_else(|e| panic!("{kind} {version} client certificate refused: {e}"));
+            let call = ferrokube_client::client::Call {
+                request: Request::get("/api/v1/namespaces/default/configmaps")
+                    .body(Bytes::new())
+                    .expect("request"),
+                idempotent: true,
+                streaming: false,
+            };
+            let response = client
+                .send(call)
+                .await
+                .unwrap_or_else(|e| panic!("{kind} {version}: {e}"));
+            assert!(response.status().is_success(), "{kind} {version}");
+        }
+    }
+    let mismatched = Client::new(Config {
+        identity: Some(ferrokube_client::config::Identity {
+            cert_pem: fixture("ec-v1.crt"),
+            key_pem: fixture("rsa.key"),
+        }),
+        ..config.clone()
+    });
+    let Err(error) = mismatched else {
+        panic!("a key that is not the certificate's is refused");
+    };
+    assert!(
+        error.to_string().contains("not the certificate's"),
+        "unclear error: {error}"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Deadlines on every wait, and caps on what a server may send (issue: production faults).
+
+/// A body whose pieces come `every` apart, `count` of them, concatenating to `text`.
+fn paced(text: &'static str, count: usize, every: Duration) -> Response<Body> {
+    let size = text.len().div_ceil(count);
+    let pieces: Vec<Bytes> = text
+        .as_bytes()
+        .chunks(size)
+        .map(Bytes::from_static)
+        .collect();
+    let frames = futures_util::stream::unfold(pieces.into_iter(), move |mut rest| async move {
+        let piece = rest.next()?;
+        tokio::time::sleep(every).await;
+        Some((Ok::<_, Infallible>(Frame::data(piece)), rest))
+    });
+    Response::builder()
+        .status(200)
+        .body(BodyExt::boxed(StreamBody::new(frames)))
+        .expect("response")
+}
+
+/// A body that sends `first` and then nothing, forever, without closing.
+fn stalls_after(first: &'static str) -> Response<Body> {
+    let frames = futures_util::stream::once(async move {
+        Ok::<_, Infallible>(Frame::data(Bytes::from_static(first.as_bytes())))
+    })
+    .chain(futures_util::stream::pending());
+    Response::builder()
+        .status(200)
+        .body(BodyExt::boxed(StreamBody::new(frames)))
+        .expect("response")
+}
+
+/// A TCP server that accepts connections and reads what comes, and never says a word: no TLS
+/// handshake, no HTTP answer, no FIN.
+async fn silent_server() -> std::net::SocketAddr {
+    use tokio::io::AsyncReadExt;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((mut socket, _)) = listener.accept().await {
+            let mut buf = vec![0u8; 4096];
+            let _ = socket.read(&mut buf).await;
+            held.push(socket);
+        }
+    });
+    addr
+}
+
+#[tokio::test]
+async fn dead_connection_list_body_may_outlast_the_timeout_while_it_keeps_coming() {
+    let list: &'static str = Box::leak(
+        format!(
+            r#"{{"kind":"ConfigMapList","apiVersion":"v1","metadata":{{"resourceVersion":"9"}},"items":[{CM},{CM},{CM},{CM}]}}"#
+        )
+        .into_boxed_str(),
+    );
+    let (url, _) = serve(move |_, _| paced(list, 8, Duration::from_millis(150))).await;
+    let mut config = config(&url);
+    config.timeout = Some(Duration::from_millis(500));
+    let started = Instant::now();
+    let listed = api(config)
+        .list(&ListParams::default())
+        .await
+        .expect("list");
+    assert_eq!(listed.items.len(), 4);
+    assert!(
+        started.elapsed() > Duration::from_millis(500),
+        "the whole body took longer than the request timeout, and that is allowed"
+    );
+}
+
+#[tokio::test]
+async fn dead_connection_list_body_that_stalls_ends_with_an_idle_error() {
+    let (url, _) = serve(|_, _| stalls_after(r#"{"kind":"ConfigMapList","items":["#)).await;
+    let mut config = config(&url);
+    config.timeout = Some(Duration::from_millis(300));
+    config.retry.max_retries = 0;
+    let outcome = tokio::time::timeout(
+        Duration::from_secs(10),
+        api(config).list(&ListParams::default()),
+    )
+    .await
+    .expect("the list gives up by itself");
+    match outcome {
+        Err(Error::Idle { after, .. }) => assert_eq!(after, Duration::from_millis(300)),
+        other => panic!("expected Error::Idle, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn dead_connection_watch_head_has_a_deadline() {
+    let addr = silent_server().await;
+    let mut config = config(&format!("http://{addr}"));
+    config.timeout = Some(Duration::from_millis(300));
+    config.retry.max_retries = 0;
+    let outcome = tokio::time::timeout(
+        Duration::from_secs(10),
+        api(config).watch(&WatchParams::default(), "1"),
+    )
+    .await
+    .expect("the watch gives up by itself");
+    assert!(
+        matches!(outcome, Err(Error::Timeout { .. })),
+        "expected a timeout, got {:?}",
+        outcome.err()
+    );
+}
+
+#[tokio::test]
+async fn dead_connection_tls_handshake_has_a_deadline() {
+    let addr = silent_server().await;
+    let mut config = config(&format!("https://{addr}"));
+    // No request timeout at all: only the connection's own deadline can end this.
+    config.timeout = None;
+    config.connect_timeout = Duration::from_millis(200);
+    config.tls_handshake_timeout = Duration::from_millis(200);
+    config.retry.max_retries = 0;
+    let started = Instant::now();
+    let outcome = tokio::time::timeout(Duration::from_secs(10), api(config).get("a"))
+        .await
+        .expect("the request gives up by itself");
+    let error = outcome.expect_err("no TLS server there");
+    assert!(
+        error.to_string().contains("no connection within"),
+        "the connection deadline: {error}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(5));
+}
+
+#[tokio::test]
+async fn abuse_watch_event_longer_than_the_cap_is_a_typed_error() {
+    // One event line of 33 MiB, no newline: the client stops at its 32 MiB cap.
+    let huge: &'static str = Box::leak("x".repeat(33 << 20).into_boxed_str());
+    let (url, _) = serve(move |_, _| paced(huge, 33, Duration::ZERO)).await;
+    let mut watch = api(config(&url))
+        .watch(&WatchParams::default(), "1")
+        .await
+        .expect("watch opens");
+    match watch.next().await {
+        Some(Err(Error::TooLarge { limit, .. })) => {
+            assert_eq!(limit, ferrokube_client::watch::MAX_EVENT_BYTES)
+        }
+        other => panic!("expected Error::TooLarge, got {other:?}"),
+    }
+    assert!(watch.next().await.is_none(), "the stream ends after it");
+}
+
+#[tokio::test]
+async fn abuse_error_body_longer_than_the_cap_keeps_its_status() {
+    let huge: &'static str = Box::leak("<html>".repeat(400_000).into_boxed_str());
+    let (url, _) = serve(move |_, _| {
+        Response::builder()
+            .status(503)
+            .body(body(huge))
+            .expect("response")
+    })
+    .await;
+    let mut config = config(&url);
+    config.retry.max_retries = 0;
+    let error = api(config).get("a").await.expect_err("a 503");
+    let Error::Api(status) = error else {
+        panic!("expected the server's status, got {error:?}");
+    };
+    assert_eq!(status.code, 503);
+    assert!(
+        status.message.contains("longer than"),
+        "the message says the body was cut: {}",
+        status.message
+    );
+}
+
+/// Reads of built-in kinds offer protobuf (and take the JSON this server answers), writes and
+/// `DynamicObject` stay JSON, and `Config::content_type = Json` offers JSON only.
+#[tokio::test]
+async fn protobuf_offered_for_built_in_reads_only_and_json_when_configured() {
+    let (url, seen) = serve(|_, request| {
+        match (
+            request.method().as_str(),
+            request.uri().path().ends_with("/configmaps"),
+        ) {
+            ("GET", true) => respond(200, LIST),
+            _ => respond(200, CM),
+        }
+    })
+    .await;
+    let cms = api(config(&url));
+    cms.get("a").await.expect("get, JSON answered");
+    cms.list(&Default::default())
+        .await
+        .expect("list, JSON answered");
+    cms.create(&Default::default(), &ConfigMap::default())
+        .await
+        .expect("create");
+    let dynamic: Api<ferrokube_client::DynamicObject> = Api::dynamic(
+        cms.client().clone(),
+        ferrokube_core::ApiResource::of::<ConfigMap>(),
+        Some("ns"),
+    );
+    dynamic.get("a").await.expect("dynamic get");
+    let mut json_only = config(&url);
+    json_only.content_type = ferrokube_client::config::ContentType::Json;
+    let cms_json = api(json_only);
+    assert!(!cms_json.reads_protobuf());
+    cms_json.get("a").await.expect("get");
+    let accepts: Vec<String> = seen
+        .lock()
+        .expect("lock")
+        .headers
+        .iter()
+        .map(|h| h["accept"].to_str().expect("ascii").to_string())
+        .collect();
+    let protobuf = "application/vnd.kubernetes.protobuf, application/json";
+    assert_eq!(
+        accepts,
+        [
+            protobuf,
+            protobuf,
+            "application/json",
+            "application/json",
+            "application/json"
+        ]
+    );
+}
+
+/// A server that will not answer protobuf (406) is asked again in JSON, for gets, lists and
+/// watches alike.
+#[tokio::test]
+async fn protobuf_refused_with_406_is_asked_again_in_json() {
+    let (url, seen) = serve(|_, request| {
+        let accept = request
+            .headers()
+            .get("accept")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default();
+        if accept.contains("protobuf") {
+            return respond(
+                406,
+                r#"{"kind":"Status","code":406,"reason":"NotAcceptable"}"#,
+            );
+        }
+        match request.uri().query() {
+            Some(q) if q.contains("watch") => {
+                respond(200, &format!(r#"{{"type":"ADDED","object":{CM}}}"#))
+            }
+            Some(_) => respond(200, LIST),
+            None if request.uri().path().ends_with("configmaps") => respond(200, LIST),
+            None => respond(200, CM),
+        }
+    })
+    .await;
+    let cms = api(config(&url));
+    assert!(cms.reads_protobuf());
+    cms.get("a").await.expect("get");
+    assert_eq!(
+        cms.list(&Default::default())
+            .await
+            .expect("list")
+            .resource_version(),
+        "9"
+    );
+    let mut watch = cms.watch(&Default::default(), "5").await.expect("watch");
+    let event = watch.next().await.expect("an event").expect("decoded");
+    assert!(matches!(
+        event,
+        ferrokube_client::watch::WatchEvent::Added(_)
+    ));
+    let seen = seen.lock().expect("lock");
+    assert_eq!(
+        seen.requests.len(),
+        6,
+        "each read twice: protobuf refused, then JSON"
+    );
+}

@@ -1,0 +1,5 @@
+//! Fuzz target `protobuf_response`: see `ferrokube_fuzzing::protobuf_response` (crate
+//! ferrokube-fuzzing, in fuzz/) for what it reads and the properties it checks.
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| ferrokube_fuzzing::protobuf_response(data));

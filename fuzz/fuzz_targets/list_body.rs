@@ -1,5 +1,0 @@
-//! Fuzz target `list_body`: see `ferrokube_fuzzing::list_body` (crate ferrokube-fuzzing, in
-//! fuzzing/) for what it reads and the properties it checks.
-#![no_main]
-
-libfuzzer_sys::fuzz_target!(|data: &[u8]| ferrokube_fuzzing::list_body(data));

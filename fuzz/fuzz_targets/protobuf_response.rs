@@ -1,5 +1,0 @@
-//! Fuzz target `protobuf_response`: see `ferrokube_fuzzing::protobuf_response` (crate
-//! ferrokube-fuzzing, in fuzzing/) for what it reads and the properties it checks.
-#![no_main]
-
-libfuzzer_sys::fuzz_target!(|data: &[u8]| ferrokube_fuzzing::protobuf_response(data));

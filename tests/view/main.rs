@@ -1,6 +1,0 @@
-//! The live view (`ferrokube::view`) over HTTP and in a real browser (headless Chromium, installed
-//! by `scripts/chromium.sh` when missing).
-
-mod chromium;
-mod connection_abuse;
-mod http;
