@@ -199,6 +199,7 @@
 //! their answer has passed the tap, events when the client reads them.
 
 pub mod fault;
+pub mod generate;
 pub mod oracle;
 mod outside;
 mod run;
@@ -210,6 +211,7 @@ pub mod trace;
 pub mod world;
 
 pub use fault::{Failure, Fault, FaultPlan, Point};
+pub use generate::{Generated, GeneratedFound, GeneratedSearched, Generator, Sequence};
 pub use oracle::{Invariant, Liveness, Violation};
 pub use outside::{OutsideClient, OutsideError};
 pub use run::{
