@@ -3,6 +3,8 @@
 //!
 //! ```text
 //!  for each sequence i (drawn with seed + i):
+//!     each prefix (edits 0..=k), without faults ─▶ invariants, liveness, fixed point at its end
+//!        (a value mishandled at step k and overwritten at k+1 shows at the end of prefix k)
 //!     Exploration over generator.scenario(sequence)   the same controller, oracles, budget:
 //!        reference run without faults ─▶ invariants, liveness, fixed point
 //!        fault plans ─▶ the same oracles + end state = the reference's (differential)
@@ -101,52 +103,77 @@ impl Generated {
             seed: self.exploration.run_seed(),
             sequences: Vec::new(),
         };
+        let mut runs = 0;
         for index in 0..self.sequences {
             let sequence = self.sequence(index);
-            let exploration = self.over(&sequence);
             let failed = |searched| GeneratedSearched::Search {
                 sequence: sequence.clone(),
                 searched,
             };
-            match exploration.explore() {
-                Ok(searched) => {
-                    // One more fault-free run, for the count of refused steps.
-                    let reference = exploration.run(&FaultPlan::none()).map_err(failed)?;
-                    report.sequences.push(SequenceReport {
-                        steps: sequence.len(),
-                        rejected: Generator::rejected(&reference.trace),
-                        report: searched,
+            // Every prefix without faults, shortest first: the oracles at the end of each.
+            let mut rejected = 0;
+            let mut first_failure = None;
+            for end in 1..=sequence.len() {
+                let prefix = Sequence {
+                    edits: sequence.edits[..end].to_vec(),
+                };
+                let outcome = self.over(&prefix).run(&FaultPlan::none()).map_err(failed)?;
+                runs += 1;
+                rejected = Generator::rejected(&outcome.trace);
+                if let Some(violation) = outcome.violations.first().cloned() {
+                    first_failure = Some(Failing {
+                        sequence: prefix,
+                        plan: FaultPlan::none(),
+                        violation,
+                        outcome,
                     });
+                    break;
                 }
-                Err(Searched::Found(found)) => {
-                    let failing = Failing {
-                        sequence: sequence.clone(),
-                        plan: found.plan.clone(),
-                        violation: found.violation.clone(),
-                        outcome: found.outcome.clone(),
-                    };
-                    let mut shrinker = Shrinker {
-                        generated: self,
-                        class: found.violation.class(),
-                        runs: 0,
-                    };
-                    let minimal = shrinker.shrink(failing).map_err(failed)?;
-                    let before: usize = report.sequences.iter().map(|s| s.report.runs).sum();
-                    return Err(GeneratedSearched::Found(Box::new(GeneratedFound {
-                        seed: self.exploration.run_seed(),
-                        index,
-                        drawn: sequence,
-                        rejected: Generator::rejected(&minimal.outcome.trace),
-                        sequence: minimal.sequence,
-                        plan: minimal.plan,
-                        violation: minimal.violation,
-                        outcome: minimal.outcome,
-                        runs: before + found.runs + shrinker.runs,
-                        elapsed: began.elapsed(),
-                    })));
-                }
-                Err(other) => return Err(failed(other)),
             }
+            // Then the whole sequence under every fault the budget allows.
+            let failing = match first_failure {
+                Some(failing) => failing,
+                None => match self.over(&sequence).explore() {
+                    Ok(searched) => {
+                        runs += searched.runs;
+                        report.sequences.push(SequenceReport {
+                            steps: sequence.len(),
+                            rejected,
+                            prefix_runs: sequence.len(),
+                            report: searched,
+                        });
+                        continue;
+                    }
+                    Err(Searched::Found(found)) => {
+                        runs += found.runs;
+                        Failing {
+                            sequence: sequence.clone(),
+                            plan: found.plan,
+                            violation: found.violation,
+                            outcome: found.outcome,
+                        }
+                    }
+                    Err(other) => return Err(failed(other)),
+                },
+            };
+            let mut shrinker = Shrinker {
+                generated: self,
+                class: failing.violation.class(),
+                runs: 0,
+            };
+            let minimal = shrinker.shrink(failing).map_err(failed)?;
+            return Err(GeneratedSearched::Found(Box::new(GeneratedFound {
+                seed: self.exploration.run_seed(),
+                index,
+                drawn: sequence,
+                rejected: Generator::rejected(&minimal.outcome.trace),
+                sequence: minimal.sequence,
+                plan: minimal.plan,
+                violation: minimal.violation,
+                outcome: minimal.outcome,
+                runs: runs + shrinker.runs,
+                elapsed: began.elapsed(),
+            })));
         }
         Ok(report)
     }
@@ -364,7 +391,9 @@ pub struct SequenceReport {
     pub steps: usize,
     /// How many of them the server refused in the fault-free run.
     pub rejected: usize,
-    /// The fault search over it.
+    /// Fault-free runs of its prefixes (the whole sequence included).
+    pub prefix_runs: usize,
+    /// The fault search over the whole sequence.
     pub report: Report,
 }
 
@@ -380,7 +409,10 @@ pub struct GeneratedReport {
 impl GeneratedReport {
     /// Runs made in all.
     pub fn runs(&self) -> usize {
-        self.sequences.iter().map(|s| s.report.runs + 1).sum()
+        self.sequences
+            .iter()
+            .map(|s| s.report.runs + s.prefix_runs)
+            .sum()
     }
 }
 

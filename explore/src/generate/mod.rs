@@ -27,8 +27,9 @@
 //!  Sequence: create {..} / set /spec/replicas 0 / remove /spec/note / delete / create {..}
 //!     │ Exploration::generated(generator, steps)  exploration.rs
 //!     ▼
-//!  per sequence: the exploration's fault search; its oracles, and the end state of each
-//!  faulty run against the fault-free run of the same sequence
+//!  per sequence: its oracles at the end of each prefix (fault-free), then the exploration's
+//!  fault search over the whole: its oracles, and the end state of each faulty run against the
+//!  fault-free run of the same sequence
 //!     ▼ a failure
 //!  shrink the sequence (drop edits, simpler values) and the plan ─▶ GeneratedFound,
 //!  which replays word for word (Generated::replay)
