@@ -122,9 +122,8 @@ fn mirrors(world: &ferrokube::explore::World) -> Result<(), String> {
     Ok(())
 }
 
-/// 16 edits of the Pool drawn from its schema (seed 46: one sequence), each searched with every
-/// fault for 40 runs; a failing (sequence, plan) is shrunk.
-fn generated(mutant: Option<Mutant>) -> Generated {
+/// The controller (or a mutant) with the Pool kind served and the two liveness oracles.
+fn exploration(mutant: Option<Mutant>) -> Exploration {
     Exploration::new(
         move |start: ControllerStart| async move {
             let _ = Controller::<Pool>::new(start.client, Scope::namespace("default"))
@@ -137,8 +136,15 @@ fn generated(mutant: Option<Mutant>) -> Generated {
     .eventually("the ConfigMap mirrors the spec", mirrors) // judged after every prefix
     .ready_at_generation("pools.example.ferrokube.dev")
     .seed(46)
-    .budget(Budget::runs(40))
-    .generated(Generator::custom_resource::<Pool>().expect("a schema"), 16)
+}
+
+/// 16 edits of the Pool drawn from its schema (seed 46: one sequence), each prefix run without
+/// faults, then the whole searched with 40 fault plans; a failing (sequence, plan) is shrunk.
+fn generated(mutant: Option<Mutant>) -> Generated {
+    let pools = Generator::custom_resource::<Pool>().expect("a schema");
+    exploration(mutant)
+        .budget(Budget::runs(40))
+        .generated(pools, 16)
 }
 
 #[test]
@@ -234,4 +240,21 @@ fn explore_generated_sequences_are_the_seeds() {
             spec: json!({"replicas": 1, "tags": [], "note": "a"})
         }
     );
+}
+
+#[test]
+fn explore_generated_the_correct_controller_passes_every_single_fault() {
+    // A shorter sequence, every single-fault candidate of it: no false alarm from any fault class.
+    let pools = Generator::custom_resource::<Pool>().expect("a schema");
+    let report = exploration(None)
+        .budget(Budget::every_candidate(0))
+        .generated(pools, 6)
+        .check();
+    println!("{report}");
+    let searched = &report.sequences[0];
+    assert_eq!(
+        searched.report.covered, searched.report.candidates,
+        "{report}"
+    );
+    assert_eq!(searched.prefix_runs, 6);
 }
