@@ -258,3 +258,43 @@ fn explore_generated_the_correct_controller_passes_every_single_fault() {
     );
     assert_eq!(searched.prefix_runs, 6);
 }
+
+#[test]
+fn explore_generated_steps_the_server_refuses_are_counted_not_failed() {
+    // The schema admits level 0; a CEL rule on the spec does not. The generator cannot know,
+    // the server refuses the step (422), and the run goes on.
+    let crd = json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "gauges.example.ferrokube.dev"},
+        "spec": {
+            "group": "example.ferrokube.dev",
+            "scope": "Namespaced",
+            "names": {"plural": "gauges", "singular": "gauge", "kind": "Gauge", "listKind": "GaugeList"},
+            "versions": [{"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": {
+                "type": "object",
+                "properties": {"spec": {
+                    "type": "object",
+                    "required": ["level"],
+                    "x-kubernetes-validations": [{"rule": "self.level != 0", "message": "0 is reserved"}],
+                    "properties": {"level": {"type": "integer", "minimum": 0, "maximum": 3}}
+                }}
+            }}}]
+        }
+    });
+    let gauges = Generator::from_crd(&crd).expect("a schema");
+    let sequence = gauges.sequence(8, 1);
+    let zero = sequence
+        .edits
+        .iter()
+        .filter(|edit| matches!(edit, Edit::Set { value, .. } if *value == json!(0)))
+        .count();
+    assert!(zero > 0, "{sequence}");
+    let trace = ferrokube::explore::Explorer::new(1)
+        .crd(&crd)
+        .run(gauges.scenario(&sequence), |start| async move {
+            start.shutdown.await
+        })
+        .unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(Generator::rejected(&trace), zero, "{trace}");
+}
