@@ -59,6 +59,9 @@ enum Mutant {
     ZeroIsUnset,
     /// Writes the note when there is one, and never clears it when it is removed.
     KeepsRemovedNote,
+    /// Counts spec changes in the ConfigMap, guarded by the Ready condition written after it: a
+    /// crash between the two writes counts one change twice (only the end state shows it).
+    CountsTwice,
 }
 
 struct Mirror(Option<Mutant>);
@@ -69,6 +72,13 @@ impl Reconciler<Pool> for Mirror {
         let name = pool.metadata.name.clone().unwrap_or_default();
         let spec = pool.spec.clone();
         let child = format!("{name}-pool");
+        let ready_at = |pool: &Pool| {
+            let ready = pool.status.iter().flat_map(|s| &s.conditions);
+            ready
+                .filter(|c| c.type_ == "Ready")
+                .find_map(|c| c.observed_generation)
+        };
+        let new_generation = ready_at(&pool) != pool.metadata.generation;
         create_or_update(
             &ctx.api_here::<ConfigMap>(),
             &child,
@@ -83,6 +93,13 @@ impl Reconciler<Pool> for Mirror {
                     None if self.0 == Some(Mutant::KeepsRemovedNote) => None,
                     None => data.remove("note"),
                 };
+                if self.0 == Some(Mutant::CountsTwice) && new_generation {
+                    let count: u32 = data
+                        .get("changes")
+                        .and_then(|n| n.parse().ok())
+                        .unwrap_or(0);
+                    data.insert("changes".into(), (count + 1).to_string());
+                }
                 Ok::<_, Error>(())
             },
         )
@@ -155,7 +172,7 @@ fn explore_generated_the_correct_pool_controller_passes() {
 // README:end
 
 use ferrokube::explore::generate::Edit;
-use ferrokube::explore::{GeneratedFound, GeneratedSearched, Violation};
+use ferrokube::explore::{Fault, GeneratedFound, GeneratedSearched, Violation};
 use serde_json::json;
 
 #[test]
@@ -292,9 +309,26 @@ fn explore_generated_steps_the_server_refuses_are_counted_not_failed() {
     assert!(zero > 0, "{sequence}");
     let trace = ferrokube::explore::Explorer::new(1)
         .crd(&crd)
-        .run(gauges.scenario(&sequence), |start| async move {
-            start.shutdown.await
-        })
+        .run(gauges.scenario(&sequence), |start| start.shutdown)
         .unwrap_or_else(|error| panic!("{error}"));
     assert_eq!(Generator::rejected(&trace), zero, "{trace}");
+}
+
+#[test]
+fn explore_generated_finds_a_count_that_a_crash_doubles() {
+    // No oracle names the count: the differential oracle (end state against the fault-free run
+    // of the same sequence) finds it, under a crash after the ConfigMap's write.
+    let found = found(Mutant::CountsTwice);
+    println!("{found}");
+    assert!(
+        matches!(found.violation, Violation::EndState { .. }),
+        "{found}"
+    );
+    assert_eq!(found.plan.faults.len(), 1, "{found}");
+    assert!(
+        matches!(found.plan.faults[0], Fault::CrashAfter(_)),
+        "{found}"
+    );
+    assert_eq!(found.sequence.len(), 1, "a create is enough: {found}");
+    replays(&found, Mutant::CountsTwice);
 }
