@@ -27,6 +27,10 @@
 //!    every single-fault candidate, with a wall-clock cap that fails the search if it comes
 //!    first); a failure comes back as a minimal [`FaultPlan`], a replay line and the trace around
 //!    it ([`Found`]).
+//! 5. **Generated scenarios** ([`generate`]): sequences of spec changes drawn from a custom
+//!    resource's schema (boundary values, list and map edits, removals, delete and re-create),
+//!    searched the same way; a failure is shrunk in both its sequence and its plan
+//!    ([`Exploration::generated`], [`GeneratedFound`]).
 //!
 //! It is the layer above both the embedded API server (`ferrokube-apiserver`) and the client
 //! (`ferrokube-client`), the only one that knows both: it connects them in memory and records
@@ -199,6 +203,7 @@
 //! their answer has passed the tap, events when the client reads them.
 
 pub mod fault;
+pub mod generate;
 pub mod oracle;
 mod outside;
 mod run;
@@ -210,6 +215,7 @@ pub mod trace;
 pub mod world;
 
 pub use fault::{Failure, Fault, FaultPlan, Point};
+pub use generate::{Generated, GeneratedFound, GeneratedSearched, Generator, Sequence};
 pub use oracle::{Invariant, Liveness, Violation};
 pub use outside::{OutsideClient, OutsideError};
 pub use run::{

@@ -392,7 +392,7 @@ impl Exploration {
         Ok((violation, outcome))
     }
 
-    fn run(&self, plan: &FaultPlan) -> Result<RunOutcome, Searched> {
+    pub(crate) fn run(&self, plan: &FaultPlan) -> Result<RunOutcome, Searched> {
         self.explorer
             .run_boxed(plan, (self.scenario)(), &self.controller)
             .map_err(Searched::Error)
@@ -427,7 +427,7 @@ impl Exploration {
     }
 
     /// Runs `plan` and applies every oracle: the first violation, if any.
-    fn judge(
+    pub(crate) fn judge(
         &self,
         plan: &FaultPlan,
         reference: &NormalWorld,
@@ -446,7 +446,7 @@ impl Exploration {
     }
 
     /// The smallest plan found that fails with the same class of violation as `plan` does.
-    fn shrink(
+    pub(crate) fn shrink(
         &self,
         mut plan: FaultPlan,
         mut violation: Violation,
@@ -492,6 +492,30 @@ impl Exploration {
             }
         }
         Ok((plan, violation, outcome, runs))
+    }
+}
+
+/// What a generated scenario's search ([`crate::generate`]) needs of an exploration: the same
+/// search (controller, oracles, budget, seed) over another scenario.
+impl Exploration {
+    /// This exploration with `scenario` for its scenario.
+    pub(crate) fn with_scenario(
+        &self,
+        scenario: impl Fn() -> Scenario + Send + Sync + 'static,
+    ) -> Exploration {
+        let mut other = self.clone();
+        other.scenario = Arc::new(scenario);
+        other
+    }
+
+    /// The seed of its runs.
+    pub(crate) fn run_seed(&self) -> u64 {
+        self.explorer.seed()
+    }
+
+    /// The end state of `outcome`'s world as the oracles compare it.
+    pub(crate) fn normal(&self, outcome: &RunOutcome) -> NormalWorld {
+        self.explorer.normalizer.normalize(&outcome.world)
     }
 }
 
