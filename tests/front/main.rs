@@ -4,6 +4,7 @@
 //! [`readme_testing`], testing a controller) and the one module the front crate adds to its layers,
 //! `ferrokube::testing` ([`server_client`]).
 
+mod explore_generated;
 mod explore_readme;
 mod readme_testing;
 mod server_client;

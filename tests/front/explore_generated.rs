@@ -183,10 +183,10 @@ fn explore_generated_the_guide_shows_this_code() {
         .nth(1)
         .and_then(|rest| rest.split("// README:end").next())
         .expect("markers");
-    let guide = include_str!("../docs/src/explorer.md");
+    let guide = include_str!("../../docs/src/explorer.md");
     assert!(
         guide.contains(code),
-        "docs/src/explorer.md's block differs from tests/explore_generated.rs"
+        "docs/src/explorer.md's block differs from tests/front/explore_generated.rs"
     );
 }
 
