@@ -109,6 +109,7 @@ pub mod gate;
 pub mod marks;
 pub mod member;
 pub mod metrics;
+pub mod ranges;
 pub mod ring;
 
 pub use dependents::{ChildRef, DependentKind, Dependents, OwnerUid};
@@ -116,6 +117,7 @@ pub use gate::{ShardGate, Turn};
 pub use marks::Marks;
 pub use member::{ShardMember, ShardMemberBuilder};
 pub use metrics::ShardMetrics;
+pub use ranges::{Epoch, Narrowing, ShardKey};
 pub use ring::HashRing;
 
 use crate::leader::LeaderElectionError;
