@@ -331,7 +331,7 @@ impl Epoch {
     }
 
     /// Completes when this epoch must end: give it to the controller's `run` as its shutdown.
-    pub fn stopped(&self) -> impl Future<Output = ()> + Send + 'static {
+    pub fn stopped(&self) -> impl Future<Output = ()> + Send + use<> {
         let mut stop = self.stop.clone();
         async move {
             let _ = stop.wait_for(|stop| *stop).await;
@@ -364,11 +364,19 @@ impl RunningEpoch {
     }
 
     /// Asks the epoch to stop and waits until it has: after this, nothing of it runs.
-    async fn stop(self) {
+    async fn stop(mut self) {
         self.stop.send_replace(true);
-        if let Err(error) = self.task.await {
+        if let Err(error) = (&mut self.task).await {
             tracing::warn!(%error, "a shard epoch panicked");
         }
+    }
+}
+
+/// An epoch dropped without [`RunningEpoch::stop`] (its driver was cancelled) is aborted: nothing
+/// of an epoch outlives the member's driver.
+impl Drop for RunningEpoch {
+    fn drop(&mut self) {
+        self.task.abort();
     }
 }
 
