@@ -62,7 +62,9 @@ fi
 # Each end-to-end suite (a module of a test binary: `--test BINARY -- MODULE::`; later issues add
 # theirs here):
 #   e2e (tests/e2e/)                 the client, kubeconfigs, the informer, network faults, the
-#                                    CustomResource derive (its CRD, objects, kubectl, validation)
+#                                    sharded runtime (server-side ranges with APISERVER_FLAGS=
+#                                    --feature-gates=ShardedListAndWatch=true, else its label fallback),
+#                                    the CustomResource derive (its CRD, objects, kubectl, validation)
 #   apiserver (apiserver/tests/)     the embedded server's conformance and Table suites compared with
 #                                    the real one (its other suites need no cluster: `cargo test`);
 #                                    cel: the CRD validation rules corpus against the real server
@@ -75,6 +77,7 @@ all_suites=(
   "ferrokube e2e informer::"
   "ferrokube e2e network_faults::"
   "ferrokube e2e derive::"
+  "ferrokube e2e shard_selector::"
   "ferrokube-apiserver apiserver conformance::"
   "ferrokube-apiserver apiserver cel::"
   "ferrokube-apiserver apiserver tables::"

@@ -14,6 +14,7 @@ mod derive_story;
 mod informer;
 mod kubeconfigs;
 mod network_faults;
+mod shard_selector;
 
 /// Issue 44, item 3: kube-apiserver answers the write that removes the last finalizer with a
 /// version its watch has delivered already; the cleanup still runs once per deletion.

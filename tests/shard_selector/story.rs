@@ -320,4 +320,7 @@ pub async fn shard_selector_story(client: Client, server_side: bool) {
     );
     m3.kill();
     m4.kill();
+    for ns in &names {
+        let _ = namespaces.delete(ns, &Default::default()).await;
+    }
 }
