@@ -151,7 +151,7 @@ fn start(client: &Client, lease_namespace: &str, name: &str, record: &Arc<Record
                 let _ = controller.run(reconciler, stopped).await;
             }
         };
-        let result = ranges::run(
+        ranges::run(
             &run_member,
             &ApiResource::of::<ConfigMap>(),
             ShardKey::Namespace,
@@ -159,12 +159,7 @@ fn start(client: &Client, lease_namespace: &str, name: &str, record: &Arc<Record
             std::future::pending(),
         )
         .await;
-        match result {
-            Ok(()) => eprintln!(
-                "member {driver_name} stopped sharding (shut down, or its membership lost)"
-            ),
-            Err(error) => eprintln!("member {driver_name} could not shard: {error}"),
-        }
+        eprintln!("member {driver_name} stopped sharding (shut down, or its membership lost)");
         let _ = driver_done.send(true);
     });
     let membership = tokio::spawn(async move {

@@ -33,6 +33,7 @@
 //! | [`gate`] | [`ShardGate`]: before each reconcile, may this member act; the handover |
 //! | [`dependents`] | [`DependentKind`]: the owned kinds that move with their owner |
 //! | [`metrics`] | [`ShardMetrics`]: objects per member, moves, drains, time to assign |
+//! | [`ranges`] | the server-side mode: hash ranges the server filters (`shardSelector`), no assigner; [`ranges::run`] detects it and falls back to the label mode |
 //!
 //! ## Handover without overlap
 //!

@@ -61,6 +61,9 @@
 //!   acting and publishes again), peers read it as claiming nothing.
 //! - Cluster-scoped objects under [`ShardKey::Namespace`] all hash the empty namespace: one
 //!   member holds them all.
+//! - Namespaces whose names differ only in their last characters (`team-1` … `team-9`) land
+//!   close together on the ring, so mostly on one member: the server's hash is FNV-1a without a
+//!   finaliser, and a change in the last bytes barely moves its high bits.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::future::Future;
@@ -72,7 +75,6 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use super::ShardError;
 use super::assigner::{Liveness, Seen, liveness};
 use super::marks::RING_LABEL;
 use super::member::ShardMember;
@@ -129,6 +131,15 @@ impl Adoption {
 
     pub fn contains(&self, member: &str) -> bool {
         self.0.contains(member)
+    }
+
+    /// How many members the ring has.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
     }
 
     pub fn ring(&self) -> HashRing {
@@ -299,6 +310,8 @@ pub enum Narrowing {
 pub struct Epoch {
     member: ShardMember,
     narrowing: Narrowing,
+    /// The ring this epoch acts by (`None` in the label mode).
+    adopted: Option<Adoption>,
     stop: watch::Receiver<bool>,
 }
 
@@ -315,6 +328,11 @@ impl Epoch {
 
     pub fn narrowing(&self) -> &Narrowing {
         &self.narrowing
+    }
+
+    /// The members of the ring this epoch acts by; `None` in the label mode (the assigner's ring).
+    pub fn adopted(&self) -> Option<&Adoption> {
+        self.adopted.as_ref()
     }
 
     /// `Some(member)` in the label mode: the controller must be built with `.shard(member)`.
@@ -346,7 +364,12 @@ struct RunningEpoch {
 }
 
 impl RunningEpoch {
-    fn start<F, Fut>(member: &ShardMember, narrowing: Narrowing, make: &mut F) -> RunningEpoch
+    fn start<F, Fut>(
+        member: &ShardMember,
+        narrowing: Narrowing,
+        adopted: Option<Adoption>,
+        make: &mut F,
+    ) -> RunningEpoch
     where
         F: FnMut(Epoch) -> Fut,
         Fut: Future<Output = ()> + Send + 'static,
@@ -355,6 +378,7 @@ impl RunningEpoch {
         let epoch = Epoch {
             member: member.clone(),
             narrowing,
+            adopted,
             stop: stopped,
         };
         RunningEpoch {
@@ -422,7 +446,7 @@ enum Phase {
 ///     async move {
 ///         let _ = controller.run(from_fn(reconcile), epoch.stopped()).await;
 ///     }
-/// }, async { let _ = tokio::signal::ctrl_c().await; }).await?;
+/// }, async { let _ = tokio::signal::ctrl_c().await; }).await;
 /// # Ok(()) }
 /// ```
 pub async fn run<F, Fut>(
@@ -431,35 +455,40 @@ pub async fn run<F, Fut>(
     key: ShardKey,
     mut make: F,
     shutdown: impl Future<Output = ()> + Send,
-) -> Result<(), ShardError>
-where
+) where
     F: FnMut(Epoch) -> Fut,
     Fut: Future<Output = ()> + Send + 'static,
 {
     let mut shutdown = std::pin::pin!(shutdown);
-    let probe = Api::dynamic(member.base_client(), primary.clone(), None);
-    let server_side = tokio::select! {
-        biased;
-        () = &mut shutdown => return Ok(()),
-        supported = probe.supports_shard_selector() => supported.map_err(|source| ShardError::Read {
-            what: format!("ask whether the server filters {} by shardSelector", primary.plural),
-            source,
-        })?,
-    };
     let ring = member.marks().ring().to_string();
+    let probe = Api::dynamic(member.base_client(), primary.clone(), None);
+    // Asked until answered: a server that cannot be reached now says nothing about the mode.
+    let server_side = loop {
+        tokio::select! {
+            biased;
+            () = &mut shutdown => return,
+            supported = probe.supports_shard_selector() => match supported {
+                Ok(supported) => break supported,
+                Err(error) => {
+                    tracing::warn!(%ring, %error, "could not ask whether the server filters by shardSelector; asking again");
+                    tokio::time::sleep(member.timings().retry_period).await;
+                }
+            },
+        }
+    };
     if !server_side {
         tracing::info!(%ring, member = %member.identity(), "the server has no shardSelector: sharding by labels");
-        let epoch = RunningEpoch::start(member, Narrowing::Labels, &mut make);
+        let epoch = RunningEpoch::start(member, Narrowing::Labels, None, &mut make);
         shutdown.await;
         epoch.stop().await;
-        return Ok(());
+        return;
     }
     tracing::info!(%ring, member = %member.identity(), ?key, "the server filters by shardSelector: sharding by hash ranges");
     let membership = member.membership();
     tokio::select! {
         biased;
-        () = &mut shutdown => return Ok(()),
-        joined = membership.acquired() => if joined.is_err() { return Ok(()) },
+        () = &mut shutdown => return,
+        joined = membership.acquired() => if joined.is_err() { return },
     }
     let mut driver = Driver {
         member,
@@ -488,7 +517,6 @@ where
     if let Phase::Acting(_, epoch) = phase {
         epoch.stop().await;
     }
-    Ok(())
 }
 
 /// One member's server-side mode: its observer and how each step moves its [`Phase`].
@@ -550,8 +578,12 @@ impl Driver<'_> {
                     match adopted.ranges(&me, self.key.field()) {
                         Some(selector) => {
                             tracing::info!(%ring, member = %me, adopted = %adopted.text(), ranges = selector.ranges().len(), "fence clear: acting on my ranges");
-                            let epoch =
-                                RunningEpoch::start(self.member, Narrowing::Ranges(selector), make);
+                            let epoch = RunningEpoch::start(
+                                self.member,
+                                Narrowing::Ranges(selector),
+                                Some(adopted.clone()),
+                                make,
+                            );
                             Phase::Acting(adopted, epoch)
                         }
                         None => Phase::Fencing(adopted),
