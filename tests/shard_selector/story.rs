@@ -98,8 +98,10 @@ struct Running {
 impl Running {
     /// The process dies: nothing of it runs any more, and its Lease is left as it was.
     fn kill(self) {
-        self.driver.abort();
+        // The membership first: it ends gracefully (releasing the Lease, as a member leaving
+        // does) when the driver ends, so the driver must not end first.
         self.membership.abort();
+        self.driver.abort();
     }
 }
 

@@ -30,7 +30,7 @@
 //! ## The handover fence
 //!
 //! Two members never act on the same object, even while the ring changes and members die. Each
-//! member `M` keeps to three rules (the invariant is written again beside [`Phase`]):
+//! member `M` keeps to three rules (the invariant is written again beside the private `Phase` enum):
 //!
 //! 1. **Shrink before publishing.** `M` stops its epoch (every reconcile in flight finishes, the
 //!    informers stop) before it writes a new adoption into its Lease. So while `M` acts, its
