@@ -75,6 +75,9 @@ fi
 #   informer (informer/tests/informer/e2e.rs)  the informer converges after closed watches, compaction
 #   derive (derive/tests/derive/e2e.rs)  the CustomResource derive (its CRD, objects, kubectl, validation)
 #   controller (runtime/tests/controller/e2e.rs)  the controller's author traps that hang on the server
+#   shard_selector (runtime/tests/shard_selector/e2e.rs)  the sharded runtime: server-side ranges when
+#                                    the server has ShardedListAndWatch (APISERVER_FLAGS=
+#                                    --feature-gates=ShardedListAndWatch=true), else its label fallback
 #   apiserver (apiserver/tests/)     the embedded server's conformance and Table suites compared with
 #                                    the real one (its other suites need no cluster: `cargo test`);
 #                                    cel: the CRD validation rules corpus against the real server
@@ -88,6 +91,7 @@ all_suites=(
   "ferrokube-client client e2e::network_faults::"
   "ferrokube-derive derive e2e::"
   "ferrokube-runtime controller e2e::"
+  "ferrokube-runtime shard_selector e2e::"
   "ferrokube-apiserver apiserver conformance::"
   "ferrokube-apiserver apiserver cel::"
   "ferrokube-apiserver apiserver tables::"
@@ -157,6 +161,30 @@ for version in $versions; do
     fi
     echo "[e2e] $version: $filters took $((SECONDS - suite_started)) s" >&2
   done
+
+  if [ $full = yes ] && [ "$version" = "$CURRENT" ]; then
+    # Server-side sharded list and watch (KEP-5866) is alpha, off by default: the suites above ran
+    # the label fallback. The same server once more with the gate on, for the suites that compare
+    # the server-side mode (the embedded server's shardSelector, the sharded runtime's ranges).
+    echo "[e2e] $version: the shard suites again, with --feature-gates=ShardedListAndWatch=true" >&2
+    scripts/kube-apiserver.sh down
+    APISERVER_FLAGS="${APISERVER_FLAGS:-} --feature-gates=ShardedListAndWatch=true" scripts/kube-apiserver.sh up
+    eval "$(scripts/kube-apiserver.sh env)"
+    for suite in "ferrokube-apiserver apiserver shard_selector_partitions_lists_and_watches_conformance" \
+                 "ferrokube-runtime shard_selector e2e::"; do
+      read -r package binary filters <<<"$suite"
+      echo "[e2e] $version (gated): cargo test -p $package --features e2e --test $binary -- $filters" >&2
+      # shellcheck disable=SC2086 # the filters are words
+      if ! FERROKUBE_E2E_SHARD_SELECTOR=1 cargo test -p "$package" --features e2e --test "$binary" -- --test-threads=4 $filters; then
+        version_status=1
+        summary+=("$version FAILED $filters (ShardedListAndWatch on)")
+      fi
+    done
+    # Back to the server every later step expects.
+    scripts/kube-apiserver.sh down
+    scripts/kube-apiserver.sh up
+    eval "$(scripts/kube-apiserver.sh env)"
+  fi
 
   if [ $full = yes ]; then
     # The second sample controller (a CustomResource managing records outside Kubernetes): its whole

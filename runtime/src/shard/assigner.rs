@@ -149,19 +149,20 @@ const FENCE_HOLDER: &str = "ferrokube.dev/fenced-by-assigner";
 /// (`tokio::time::Instant`), which its tick and every elector's renewals count on too. Real time
 /// in production (so liveness is judged as before); in a run on a paused runtime, virtual time,
 /// in step with the members' electors.
-struct Seen {
+/// (The server-side mode's members judge their peers with the same record; see `super::ranges`.)
+pub(super) struct Seen {
     /// Its Lease's resourceVersion (`None`: no Lease).
-    resource_version: Option<String>,
-    first_seen: Instant,
+    pub(super) resource_version: Option<String>,
+    pub(super) first_seen: Instant,
     /// When the Lease last changed since this assigner first saw it; `None`: not yet.
-    changed_at: Option<Instant>,
+    pub(super) changed_at: Option<Instant>,
     /// When this assigner last wrote the fence.
-    fence_renewed: Option<Instant>,
+    pub(super) fence_renewed: Option<Instant>,
 }
 
 /// A member as the assigner sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Liveness {
+pub(super) enum Liveness {
     /// Its Lease names it and changed within the lease duration: it gets objects.
     Live,
     /// Its Lease names it but this assigner has not seen it renewed yet (it was elected less than a
@@ -191,7 +192,7 @@ impl Liveness {
 
 /// The liveness of `member` whose Lease names `holder` (`None` inside: no Lease at all), given
 /// what was `seen` of it by `now`.
-fn liveness(
+pub(super) fn liveness(
     member: &str,
     holder: Option<Option<&str>>,
     seen: &Seen,

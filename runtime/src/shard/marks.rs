@@ -8,6 +8,7 @@
 //! | annotation `shard.ferrokube.dev/<ring>-handover` | a primary object that moved | per dependent kind, the resourceVersion of the last one relabelled for the move (`Pod=123`) | whoever relabelled them |
 //! | Lease `<ring>-shard-<member>`, label `shard.ferrokube.dev/ring=<ring>` | one per member | `holderIdentity` = the member | the member (it is a leader election of one); the assigner while it fences a dead member |
 //! | Lease `<ring>-assigner` | one per ring | the replica that assigns | leader election among all members |
+//! | annotation `shard.ferrokube.dev/<ring>-adopted` on a member Lease | server-side mode only | the members of the ring the member has adopted (`a,b,c`) | the member |
 
 use std::collections::BTreeMap;
 
@@ -26,6 +27,7 @@ pub struct Marks {
     owner_label: String,
     drain_label: String,
     handover_annotation: String,
+    adopted_annotation: String,
 }
 
 impl Marks {
@@ -40,6 +42,7 @@ impl Marks {
             owner_label: format!("shard.ferrokube.dev/{ring}"),
             drain_label: format!("drain.shard.ferrokube.dev/{ring}"),
             handover_annotation: format!("shard.ferrokube.dev/{ring}-handover"),
+            adopted_annotation: format!("shard.ferrokube.dev/{ring}-adopted"),
         })
     }
 
@@ -60,6 +63,12 @@ impl Marks {
     /// The annotation with the resourceVersion of the last dependent moved with the object.
     pub fn handover_annotation(&self) -> &str {
         &self.handover_annotation
+    }
+
+    /// The annotation on a member's Lease naming the members of the ring it has adopted, in the
+    /// server-side mode (see [`super::ranges`]).
+    pub fn adopted_annotation(&self) -> &str {
+        &self.adopted_annotation
     }
 
     /// The name of `member`'s Lease.

@@ -33,6 +33,7 @@
 //! | [`gate`] | [`ShardGate`]: before each reconcile, may this member act; the handover |
 //! | [`dependents`] | [`DependentKind`]: the owned kinds that move with their owner |
 //! | [`metrics`] | [`ShardMetrics`]: objects per member, moves, drains, time to assign |
+//! | [`ranges`] | the server-side mode: hash ranges the server filters (`shardSelector`), no assigner; [`ranges::run`] detects it and falls back to the label mode |
 //!
 //! ## Handover without overlap
 //!
@@ -109,6 +110,7 @@ pub mod gate;
 pub mod marks;
 pub mod member;
 pub mod metrics;
+pub mod ranges;
 pub mod ring;
 
 pub use dependents::{ChildRef, DependentKind, Dependents, OwnerUid};
@@ -116,6 +118,7 @@ pub use gate::{ShardGate, Turn};
 pub use marks::Marks;
 pub use member::{ShardMember, ShardMemberBuilder};
 pub use metrics::ShardMetrics;
+pub use ranges::{Epoch, Narrowing, ShardKey};
 pub use ring::HashRing;
 
 use crate::leader::LeaderElectionError;

@@ -15,7 +15,7 @@
 
 use std::collections::BTreeSet;
 
-use ferrokube_core::shard::{HASH_SPACE_END, ShardRange, ShardSelector, shard_hash};
+use ferrokube_core::shard::{HASH_SPACE_END, ShardField, ShardRange, ShardSelector, shard_hash};
 
 /// How many positions each member takes on the ring (kubernetes-controller-sharding uses 100 too).
 pub const TOKENS_PER_MEMBER: u32 = 100;
@@ -79,18 +79,21 @@ impl HashRing {
     }
 }
 
-/// The ring read over objects' uids, for server-side sharding (KEP-5866, `shardSelector`): a
-/// uid's point is [`shard_hash`] of it, the plain FNV-1a the server computes (no mixer: the
-/// server could not apply one), and its owner is the member of the first token at or after that
-/// point, as [`HashRing::owner`] finds it for a key. Each member's points are then a union of
-/// arcs, which [`HashRing::uid_ranges`] writes as a [`ShardSelector`] the server can filter by.
-///
-/// Not used by the sharded controller yet: its members select their objects by the assigner's
-/// label (see the [module docs](super)); this is the mapping a range-based mode would start from.
+/// The ring read over a field the server hashes, for server-side sharding (KEP-5866,
+/// `shardSelector`): a value's point is [`shard_hash`] of it, the plain FNV-1a the server computes
+/// (no mixer: the server could not apply one), and its owner is the member of the first token at
+/// or after that point, as [`HashRing::owner`] finds it for a key. Each member's points are then a
+/// union of arcs, which [`HashRing::ranges`] writes as a [`ShardSelector`] the server can filter
+/// by. The server-side mode ([`super::ranges`]) uses it over namespaces or uids.
 impl HashRing {
     /// The member that owns the object with this uid in the uid reading of the ring.
     pub fn owner_of_uid(&self, uid: &str) -> Option<&str> {
-        self.owner_of_point(shard_hash(uid))
+        self.owner_of_value(uid)
+    }
+
+    /// The member that owns a field value (a uid, a namespace) in the server-side reading.
+    pub fn owner_of_value(&self, value: &str) -> Option<&str> {
+        self.owner_of_point(shard_hash(value))
     }
 
     fn owner_of_point(&self, point: u64) -> Option<&str> {
@@ -103,12 +106,18 @@ impl HashRing {
             .map(|(_, member)| member.as_str())
     }
 
-    /// `member`'s arcs over the uid hash space, adjacent arcs merged, as a uid shard selector
-    /// (`None` if `member` is not in the ring). A token at `t` owns the points after the token
-    /// before it, up to and including `t`; the first token also owns the points after the last.
-    /// With 100 tokens per member, about 100 ranges (a query of some 10 KB, which kube-apiserver
-    /// and the embedded server take).
+    /// `member`'s arcs over the uid hash space as a uid shard selector: [`HashRing::ranges`]
+    /// over [`ShardField::Uid`].
     pub fn uid_ranges(&self, member: &str) -> Option<ShardSelector> {
+        self.ranges(member, ShardField::Uid)
+    }
+
+    /// `member`'s arcs over the hash space, adjacent arcs merged, as a shard selector over
+    /// `field` (`None` if `member` is not in the ring). A token at `t` owns the points after the
+    /// token before it, up to and including `t`; the first token also owns the points after the
+    /// last. With 100 tokens per member, about 100 ranges (a query of some 10 KB, which
+    /// kube-apiserver and the embedded server take).
+    pub fn ranges(&self, member: &str, field: ShardField) -> Option<ShardSelector> {
         if !self.contains(member) {
             return None;
         }
@@ -146,7 +155,7 @@ impl HashRing {
             ShardRange::new(start, end).ok()
         });
         let first = ranges.next()?;
-        Some(ranges.fold(ShardSelector::uid(first), ShardSelector::or))
+        Some(ranges.fold(ShardSelector::new(field, first), ShardSelector::or))
     }
 }
 
