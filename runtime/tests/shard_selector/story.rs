@@ -1,5 +1,5 @@
-//! The sharded runtime's story, shared by the embedded server's test (tests/shard_selector.rs)
-//! and kube-apiserver's (tests/e2e/shard_selector.rs): members of one ring reconcile ConfigMaps in
+//! The sharded runtime's story, shared by the embedded server's test (main.rs)
+//! and kube-apiserver's (e2e.rs): members of one ring reconcile ConfigMaps in
 //! a dozen namespaces through `shard::ranges::run`, which picks the server-side mode when the
 //! server filters by `shardSelector` and the label mode when it does not.
 //!
