@@ -19,7 +19,7 @@
 //!
 //! [`corpus`] lists every mutant; each section comes from the branch that added it. Every
 //! mutant is searched under the default budget and every correct sample under twice its random
-//! plans; each search prints one raw benchmark line ([`bench`]), which
+//! plans; each search prints one raw benchmark line ([`mod@bench`]), which
 //! `scripts/bench-explore-corpus.sh` gathers into `benches/explore/`.
 
 pub mod bench;
