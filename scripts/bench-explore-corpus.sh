@@ -37,8 +37,9 @@ args=()
 for target in "${targets[@]}"; do args+=(--test "$target"); done
 nice -n 19 cargo test -q -p ferrokube-examples "${args[@]}" --no-run
 
-tmp="$(mktemp)"
-trap 'rm -f "$tmp"' EXIT
+# Lines go to OUT.partial as they come, so a round that fails keeps the rounds before it.
+tmp="${out}.partial"
+: >"$tmp"
 for round in $(seq 1 "$rounds"); do
     for target in "${targets[@]}"; do
         load="$(cut -d' ' -f1 /proc/loadavg)"
@@ -49,7 +50,7 @@ for round in $(seq 1 "$rounds"); do
             -- --nocapture --test-threads=1 >"$log" 2>&1; then
             cat "$log" >&2
             rm -f "$log"
-            echo "round $round: $target failed" >&2
+            echo "round $round: $target failed; the lines so far are in $tmp" >&2
             exit 1
         fi
         # `-q` prints a dot per finished test, so a line may start mid-line: match, not anchor.
@@ -65,7 +66,6 @@ for round in $(seq 1 "$rounds"); do
     done
 done
 mv "$tmp" "$out"
-trap - EXIT
 echo "wrote $(wc -l <"$out") lines to $out" >&2
 
 # Medians per search: the guide's table.
