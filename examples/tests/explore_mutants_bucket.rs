@@ -16,7 +16,7 @@
 //!  Searched::Found { plan, violation, runs, elapsed }, or a Report with nothing found
 //! ```
 //!
-//! Every search has a run budget and a fixed seed, so what it finds is the same on every machine;
+//! Every search has a budget counted in runs and a fixed seed, so what it finds is the same on every machine;
 //! the time it takes is printed (`--nocapture`), in release and debug builds alike:
 //!
 //! ```sh
@@ -31,7 +31,7 @@ use ferrokube::apiserver::ApiServer;
 use ferrokube::apiserver::crd::served_types;
 use ferrokube::controller::conditions::{ConditionBuilder, set_condition, update_status};
 use ferrokube::explore::{
-    ControllerStart, Exploration, Explorer, Fault, Found, Normalizer, OutsideClient, Point,
+    Budget, ControllerStart, Exploration, Explorer, Fault, Found, Normalizer, OutsideClient, Point,
     Scenario, Searched, Step, Violation, World,
 };
 use ferrokube::k8s_openapi::api::core::v1::Namespace;
@@ -39,12 +39,16 @@ use ferrokube_examples::bucket::controller::{self, BucketController, REGION_LABE
 use ferrokube_examples::bucket::mutant::Mutant;
 use ferrokube_examples::bucket::resource::{Bucket, BucketSpec};
 use ferrokube_examples::bucket::store::{BucketStore, StoreError, StoredBucket};
+use ferrokube_examples::mutants::bench;
 use serde_json::{Value, json};
 
 /// The seed of every search here.
 const SEED: u64 = 29;
-/// Runs per search: a mutant must be found within it, and the correct controller must pass it.
-const RUNS: usize = 200;
+/// The random plans after every single-fault candidate when the correct controller is searched:
+/// twice the default budget's. A mutant is searched under the default budget.
+const CLEAN_RANDOM_PLANS: usize = 2 * ferrokube::explore::search::DEFAULT_RANDOM_PLANS;
+/// The sample's name in the benchmark lines.
+const SAMPLE: &str = "bucket";
 /// The namespace of the Buckets (the server makes it at start).
 const NS: &str = "default";
 /// The controller never polls the store within a run: whatever it does, an event made it.
@@ -236,7 +240,7 @@ fn deletion(mutant: Option<Mutant>) -> Exploration {
     .normalizer(normalizer())
     .invariant("at most one child ConfigMap per Bucket", at_most_one_child)
     .leaves_nothing_behind()
-    .budget(ferrokube::explore::Budget::runs(RUNS))
+    .budget(budget(mutant))
 }
 
 /// The status search: a Bucket is made, another operator adds its condition, the namespace gets
@@ -256,7 +260,16 @@ fn status(mutant: Option<Mutant>) -> Exploration {
     .seed(SEED)
     .normalizer(normalizer())
     .invariant("at most one child ConfigMap per Bucket", at_most_one_child)
-    .budget(ferrokube::explore::Budget::runs(RUNS))
+    .budget(budget(mutant))
+}
+
+/// A mutant is searched under the default budget, the correct controller under every candidate
+/// and twice the default's random plans.
+fn budget(mutant: Option<Mutant>) -> Budget {
+    match mutant {
+        Some(_) => Budget::default(),
+        None => Budget::every_candidate(CLEAN_RANDOM_PLANS),
+    }
 }
 
 /// Runs `search`, which must find something; prints what, how fast, and the plan.
@@ -275,6 +288,12 @@ fn found(what: &str, search: Exploration) -> Box<Found> {
         found.plan
     );
     println!("{found}");
+    bench::print(&bench::found_line(
+        SAMPLE,
+        what,
+        bench::DEFAULT_BUDGET,
+        &found,
+    ));
     // The plan replays from its text to the same violation, word for word: a run is a function of
     // its inputs (generated names included: the embedded server draws them from the run's seed).
     match search.replay(&found.plan.to_string()) {
@@ -290,7 +309,7 @@ fn found(what: &str, search: Exploration) -> Box<Found> {
 }
 
 /// Runs `search` on the correct controller: it must find nothing, and must have used its whole
-/// budget (every single fault of the systematic phase, then random plans).
+/// budget (every single fault of the systematic phase, then twice the default's random plans).
 fn passes(what: &str, search: Exploration) {
     let report = search.check();
     println!(
@@ -301,7 +320,18 @@ fn passes(what: &str, search: Exploration) {
         report.elapsed.as_secs_f64(),
         report.runs_per_second()
     );
-    assert_eq!(report.runs, RUNS, "{report:?}");
+    bench::print(&bench::clean_line(
+        SAMPLE,
+        what,
+        bench::TWICE_THE_DEFAULT,
+        &report,
+    ));
+    assert_eq!(report.covered, report.candidates, "{report:?}");
+    assert_eq!(
+        report.runs,
+        1 + report.candidates + CLEAN_RANDOM_PLANS,
+        "{report:?}"
+    );
 }
 
 /// What was left behind, as the oracle listed it.

@@ -29,6 +29,12 @@
 //! the same update again at once, forever: after an update that took effect but timed out
 //! (`fail(timeout)`), every retry is a 409 Conflict, and the run stops as a runaway.
 //!
+//! A fifth writes the label with a full update of its cached Pod, resourceVersion cleared so
+//! that it never meets a 409 ("last write wins"). Without a fault its cache is fresh when it
+//! writes. After a failover whose new leader lists from a replica one revision behind
+//! (`restart-lagging(1)@request:N`) it writes its stale copy over the user's touch: a stale read
+//! after failover, caught by the end-state comparison (the `touched` annotation is gone).
+//!
 //! Each search declares both the Group kind (served from the start of every run, from the
 //! derive's CRD) and a liveness oracle: once the world is quiet, every Pod carries its Group's
 //! colour. That property cannot be an invariant (it is false for a moment after every recolour,
@@ -46,6 +52,7 @@ use ferrokube::explore::{
 use ferrokube::informer::Lister;
 use ferrokube::informer::Scope;
 use ferrokube::k8s_openapi::api::core::v1::Pod;
+use ferrokube_examples::mutants::bench;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -90,6 +97,10 @@ enum Mutant {
     /// Writes the label with a full update of the cached Pod, and on a failure sends the same
     /// update again at once, forever: a stale cache (409 Conflict) never ends.
     UnboundedRetry,
+    /// Writes the label with a full update of the cached Pod with its resourceVersion cleared
+    /// ("last write wins", to be rid of 409s): a copy read from a cache that trails the server
+    /// (a new leader listing from a lagging replica) overwrites whatever changed since.
+    LastWriteWins,
 }
 
 /// Labels each Pod `colour=<its Group's colour>`, reading Groups from `groups`.
@@ -163,6 +174,19 @@ impl Reconciler<Pod> for Colourer {
             while let Err(error) = api.replace(&name, &PostParams::default(), &labelled).await {
                 tracing::debug!(%error, "the update failed: again");
             }
+        } else if labels.get("colour") != Some(colour) && self.mutant == Some(Mutant::LastWriteWins)
+        {
+            let name = pod.metadata.name.clone().unwrap_or_default();
+            let mut labelled = (*pod).clone();
+            labelled.metadata.resource_version = None;
+            labelled
+                .metadata
+                .labels
+                .get_or_insert_default()
+                .insert("colour".into(), colour.clone());
+            ctx.api_here::<Pod>()
+                .replace(&name, &PostParams::default(), &labelled)
+                .await?;
         } else if labels.get("colour") != Some(colour) {
             let name = pod.metadata.name.clone().unwrap_or_default();
             let patch = Patch::Merge(json!({"metadata": {"labels": {"colour": colour}}}));
@@ -310,8 +334,12 @@ fn search(counts: bool, mutant: Option<Mutant>, budget: Budget) -> Exploration {
     .budget(budget)
 }
 
+/// The sample's name in the benchmark lines.
+const SAMPLE: &str = "colourer (join)";
+
 /// Searches `mutant` under the default budget: what it found, with one raw benchmark line
-/// printed (runs and seconds, as `benches/explore/` keeps them).
+/// printed (runs and seconds, as `benches/explore/` keeps them; see
+/// `ferrokube_examples::mutants::bench`).
 fn found(case: &str, mutant: Mutant) -> Box<Found> {
     let counts = mutant == Mutant::CounterAfterWrite;
     let found = match search(counts, Some(mutant), Budget::default()).explore() {
@@ -320,14 +348,12 @@ fn found(case: &str, mutant: Mutant) -> Box<Found> {
         Err(other) => panic!("{other}"),
     };
     println!("{found}");
-    println!(
-        "{}",
-        json!({"date": "2026-11-29", "build": "debug", "sample": "colourer (join)", "case": case,
-            "budget": "default", "violation": found.violation.class(), "runs": found.runs,
-            "seconds": (found.elapsed.as_secs_f64() * 100.0).round() / 100.0,
-            "plan": found.plan.to_string(),
-            "source": "cargo test -p ferrokube-examples --test explore_mutants_join -- --nocapture --test-threads=1"})
-    );
+    bench::print(&bench::found_line(
+        SAMPLE,
+        case,
+        bench::DEFAULT_BUDGET,
+        &found,
+    ));
     // The plan replays word for word.
     let replayed = search(counts, Some(mutant), Budget::default())
         .replay(&found.plan.to_string())
@@ -395,6 +421,27 @@ fn explore_mutant_unbounded_retry_is_found() {
 }
 
 #[test]
+fn explore_mutant_stale_read_after_failover_is_found() {
+    let found = found(
+        "last write wins from a stale cache (stale read after failover)",
+        Mutant::LastWriteWins,
+    );
+    // One failover: the new leader lists from a replica that trails the server.
+    assert_eq!(found.plan.faults.len(), 1, "{found}");
+    assert!(
+        matches!(found.plan.faults[0], Fault::RestartLagging { .. }),
+        "{found}"
+    );
+    let Violation::EndState { differences } = &found.violation else {
+        panic!("not an end-state difference: {found}");
+    };
+    assert!(
+        differences.iter().any(|line| line.contains("touched")),
+        "the user's touch is lost: {found}"
+    );
+}
+
+#[test]
 fn explore_mutant_join_the_correct_controller_stays_clean() {
     // Twice the default budget's random plans after every candidate, without and with counts.
     for counts in [false, true] {
@@ -405,15 +452,12 @@ fn explore_mutant_join_the_correct_controller_stays_clean() {
         } else {
             "correct"
         };
-        println!(
-            "{}",
-            json!({"date": "2026-11-29", "build": "debug", "sample": "colourer (join)",
-                "case": case, "budget": "every candidate + 200 random plans",
-                "violation": "none", "runs": report.runs, "candidates": report.candidates,
-                "covered": report.covered,
-                "seconds": (report.elapsed.as_secs_f64() * 100.0).round() / 100.0,
-                "source": "cargo test -p ferrokube-examples --test explore_mutants_join -- --nocapture --test-threads=1"})
-        );
+        bench::print(&bench::clean_line(
+            SAMPLE,
+            case,
+            bench::TWICE_THE_DEFAULT,
+            &report,
+        ));
         assert_eq!(report.covered, report.candidates, "{report}");
     }
 }

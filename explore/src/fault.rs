@@ -34,6 +34,7 @@
 //! | `fail(timeout)@request:N` | the request takes effect, and the answer is a 504 Timeout: the caller cannot tell whether it did | |
 //! | `lagging-replica(N,S)@P` | from P until S more steps have settled (see [`crate::stale`]), the controller's API server replica is stuck N revisions behind where the server was at P: every watch holds lines past that revision (the new watch of a resumed or relisted informer too), lists that allow a cache are answered at it, consistent lists and GETs read the present (as kube-apiserver's do); no crash | stale state, lasting |
 //! | `partition(S)@event:N` | from event N until S more steps have settled, the watch that carried it and every later watch of the same collection (an informer's resume, or its watch after a relist) deliver nothing from N's revision on | unobserved state, lasting |
+//! | `lagging-replica(N,Ts)@P`, `partition(Ts)@event:N` | the same, for T seconds of virtual time from P (or until the last step has settled, if that comes first) rather than a count of steps: a window that outlives an informer's resumes and relists however the steps fall. Written by hand; the search's candidates use the step windows | stale state, lasting |
 //! | `compact@P` | before P, the server compacts its history and ends every watch: each informer gets 410 and relists | |
 //! | `drop-watches@P` | before P, the server ends every watch: each informer resumes from its last resourceVersion | |
 
@@ -171,6 +172,24 @@ pub enum Fault {
         /// How many steps after the current one it outlasts.
         steps: u32,
     },
+    /// [`Fault::LaggingReplica`] for a span of virtual time rather than a count of steps (it
+    /// ends early if the last step settles first).
+    LaggingReplicaFor {
+        /// Where the replica stops.
+        at: Point,
+        /// How many revisions behind the server it stops.
+        behind: u64,
+        /// How long it stays there.
+        lasts: Duration,
+    },
+    /// [`Fault::Partition`] for a span of virtual time rather than a count of steps (it ends
+    /// early if the last step settles first; events only).
+    PartitionFor {
+        /// The first event held.
+        at: Point,
+        /// How long the collection's watches hold their lines.
+        lasts: Duration,
+    },
     /// Compact the history and end every watch, before the point.
     Compact(Point),
     /// End every watch, before the point.
@@ -189,6 +208,8 @@ impl Fault {
             | Fault::Fail { at, .. }
             | Fault::LaggingReplica { at, .. }
             | Fault::Partition { at, .. }
+            | Fault::LaggingReplicaFor { at, .. }
+            | Fault::PartitionFor { at, .. }
             | Fault::Compact(at)
             | Fault::DropWatches(at) => at,
         }
@@ -232,8 +253,30 @@ impl Fault {
             Fault::Partition { at, steps } => (0..steps)
                 .map(|steps| Fault::Partition { at, steps })
                 .collect(),
+            Fault::LaggingReplicaFor { at, behind, lasts } => shorter(lasts)
+                .map(|lasts| Fault::LaggingReplicaFor { at, behind, lasts })
+                .chain((0..behind).map(|behind| Fault::LaggingReplicaFor { at, behind, lasts }))
+                .collect(),
+            Fault::PartitionFor { at, lasts } => shorter(lasts)
+                .map(|lasts| Fault::PartitionFor { at, lasts })
+                .collect(),
             _ => Vec::new(),
         }
+    }
+}
+
+/// Whole seconds shorter than `lasts`, doubling from 1 s: a timed fault's simpler forms.
+fn shorter(lasts: Duration) -> impl Iterator<Item = Duration> {
+    std::iter::successors(Some(Duration::from_secs(1)), |d| Some(*d * 2))
+        .take_while(move |d| *d < lasts)
+}
+
+/// A span as a plan writes it: whole seconds (`30s`) when it is whole, else milliseconds.
+fn span(lasts: Duration) -> String {
+    if lasts.subsec_millis() == 0 {
+        format!("{}s", lasts.as_secs())
+    } else {
+        format!("{}ms", lasts.as_millis())
     }
 }
 
@@ -250,6 +293,10 @@ impl fmt::Display for Fault {
                 write!(f, "lagging-replica({behind},{steps})@{at}")
             }
             Fault::Partition { at, steps } => write!(f, "partition({steps})@{at}"),
+            Fault::LaggingReplicaFor { at, behind, lasts } => {
+                write!(f, "lagging-replica({behind},{})@{at}", span(*lasts))
+            }
+            Fault::PartitionFor { at, lasts } => write!(f, "partition({})@{at}", span(*lasts)),
             Fault::Compact(at) => write!(f, "compact@{at}"),
             Fault::DropWatches(at) => write!(f, "drop-watches@{at}"),
         }
@@ -353,28 +400,40 @@ impl FromStr for Fault {
                 },
             },
             ("lagging-replica", Some(arguments)) => {
-                let (behind, steps) = arguments
-                    .split_once(',')
-                    .and_then(|(behind, steps)| {
-                        Some((behind.trim().parse().ok()?, steps.trim().parse().ok()?))
-                    })
-                    .ok_or_else(|| {
-                        error("lagging-replica(N,S): N revisions behind, for S more steps")
-                    })?;
-                Fault::LaggingReplica { at, behind, steps }
+                let window = || {
+                    error(
+                        "lagging-replica(N,S): N revisions behind, for S more steps (or Ts, T seconds)",
+                    )
+                };
+                let (behind, lasts) = arguments.split_once(',').ok_or_else(window)?;
+                let behind = behind.trim().parse().map_err(|_| window())?;
+                match lasts.trim().parse() {
+                    Ok(steps) => Fault::LaggingReplica { at, behind, steps },
+                    Err(_) => Fault::LaggingReplicaFor {
+                        at,
+                        behind,
+                        lasts: parse_duration(lasts.trim()).ok_or_else(window)?,
+                    },
+                }
             }
-            ("partition", Some(steps)) => Fault::Partition {
-                at,
-                steps: steps
-                    .parse()
-                    .map_err(|_| error("partition(S): S is a number of steps"))?,
+            ("partition", Some(lasts)) => match lasts.trim().parse() {
+                Ok(steps) => Fault::Partition { at, steps },
+                Err(_) => Fault::PartitionFor {
+                    at,
+                    lasts: parse_duration(lasts.trim()).ok_or_else(|| {
+                        error("partition(S): S is a number of steps (or Ts, T seconds)")
+                    })?,
+                },
             },
             ("compact", None) => Fault::Compact(at),
             ("drop-watches", None) => Fault::DropWatches(at),
             _ => return Err(error("unknown fault class")),
         };
         let fits = match fault {
-            Fault::Coalesce(_) | Fault::Delay { .. } | Fault::Partition { .. } => {
+            Fault::Coalesce(_)
+            | Fault::Delay { .. }
+            | Fault::Partition { .. }
+            | Fault::PartitionFor { .. } => {
                 matches!(at, Point::Event(_))
             }
             Fault::Fail { .. } => matches!(at, Point::Request(_)),
@@ -497,10 +556,32 @@ mod tests {
             .with(Fault::Partition {
                 at: Point::Event(3),
                 steps: 2,
+            })
+            .with(Fault::LaggingReplicaFor {
+                at: Point::Request(6),
+                behind: 2,
+                lasts: Duration::from_secs(30),
+            })
+            .with(Fault::PartitionFor {
+                at: Point::Event(4),
+                lasts: Duration::from_millis(1500),
             });
         let text = plan.to_string();
         assert_eq!(text.parse::<FaultPlan>(), Ok(plan));
         assert_eq!("no faults".parse::<FaultPlan>(), Ok(FaultPlan::none()));
+        assert_eq!(
+            "lagging-replica(2,30s)@request:6; partition(45s)@event:2".parse::<FaultPlan>(),
+            Ok(FaultPlan::none()
+                .with(Fault::LaggingReplicaFor {
+                    at: Point::Request(6),
+                    behind: 2,
+                    lasts: Duration::from_secs(30),
+                })
+                .with(Fault::PartitionFor {
+                    at: Point::Event(2),
+                    lasts: Duration::from_secs(45),
+                }))
+        );
         assert_eq!(
             "delay(3s)@event:2".parse::<Fault>(),
             Ok(Fault::Delay {
@@ -523,6 +604,8 @@ mod tests {
             "restart-lagging(x)@request:1",
             "partition(1)@request:2",
             "lagging-replica(1)@event:2",
+            "lagging-replica(1,soon)@event:2",
+            "partition(30s)@request:2",
         ] {
             assert!(bad.parse::<FaultPlan>().is_err(), "{bad} parsed");
         }

@@ -591,8 +591,9 @@ fn candidates(points: &[PointSeen], trace: &crate::Trace) -> Vec<Fault> {
 /// The lasting faults worth a run each (see [`crate::stale`]), for a controller that watches
 /// more than one kind (a join: the kind whose changes another kind's objects depend on):
 ///
-/// - `partition(1)` at the first event of each kind after each step (and before the first):
-///   that kind's change stays unseen while the next step acts;
+/// - `partition(1)` at every event the controller reads (of any kind: which kind depends on
+///   which is the controller's secret): from that change on, its kind's watches stay stale
+///   while the next step acts;
 /// - `lagging-replica(0,2)` at the controller's last point before each step: its replica stops
 ///   just before the step (the point is in the step before's window, which counts as the one
 ///   under way), and shows neither the step nor the next one until both have settled.
@@ -604,30 +605,20 @@ fn lasting(points: &[PointSeen], trace: &crate::Trace) -> Vec<Fault> {
         .filter(|(_, entry)| matches!(entry, crate::TraceEntry::Step { .. }))
         .map(|(at, _)| at)
         .collect();
-    // The step a point belongs to: how many steps had begun before it (0: before the first).
-    let window = |at: usize| step_starts.iter().filter(|&&start| start < at).count();
     // `event MODIFIED Group default/g rv=5`: the kind is the third word.
     let kind = |what: &str| what.split(' ').nth(2).map(str::to_string);
-    let mut first_events: Vec<((usize, String), Point)> = Vec::new();
-    for seen in points {
-        if !matches!(seen.point, Point::Event(_)) {
-            continue;
-        }
-        let Some(kind) = kind(&seen.what) else {
-            continue;
-        };
-        let key = (window(seen.at), kind);
-        if !first_events.iter().any(|(seen_key, _)| *seen_key == key) {
-            first_events.push((key, seen.point));
-        }
-    }
-    let mut kinds: Vec<&String> = first_events.iter().map(|((_, kind), _)| kind).collect();
+    let events: Vec<(String, Point)> = points
+        .iter()
+        .filter(|seen| matches!(seen.point, Point::Event(_)))
+        .filter_map(|seen| Some((kind(&seen.what)?, seen.point)))
+        .collect();
+    let mut kinds: Vec<&String> = events.iter().map(|(kind, _)| kind).collect();
     kinds.sort();
     kinds.dedup();
     if kinds.len() < 2 {
         return Vec::new();
     }
-    let mut faults: Vec<Fault> = first_events
+    let mut faults: Vec<Fault> = events
         .iter()
         .map(|&(_, at)| Fault::Partition { at, steps: 1 })
         .collect();

@@ -20,7 +20,7 @@ use tokio::sync::{mpsc, watch};
 
 use crate::fault::{Fault, FaultPlan, Point};
 use crate::oracle::{Invariant, Liveness, Violation, Within};
-use crate::stale::Staleness;
+use crate::stale::{Staleness, Window};
 use crate::trace::{Recorder, TraceEntry};
 use crate::world::World;
 
@@ -185,7 +185,15 @@ impl RunShared {
                 }
                 Fault::LaggingReplica { behind, steps, .. } => {
                     let revision = self.server.store().revision().saturating_sub(*behind);
-                    self.stale.lag_replica(revision, *steps);
+                    self.stale.lag_replica(revision, Window::Steps(*steps));
+                    self.note(
+                        fault,
+                        format!("the controller's replica stopped at rv={revision}"),
+                    );
+                }
+                Fault::LaggingReplicaFor { behind, lasts, .. } => {
+                    let revision = self.server.store().revision().saturating_sub(*behind);
+                    self.stale.lag_replica(revision, Window::For(*lasts));
                     self.note(
                         fault,
                         format!("the controller's replica stopped at rv={revision}"),

@@ -37,7 +37,7 @@ use hyper_util::rt::TokioIo;
 use crate::ExploreError;
 use crate::fault::{COALESCE_WINDOW, Failure, Fault, Point};
 use crate::shared::{Incarnation, RunShared};
-use crate::stale::{Release, collection_of};
+use crate::stale::{Release, Window, collection_of};
 use crate::trace::TraceEntry;
 
 /// The capacity of each in-memory pipe, in bytes (a writer waits when it is full).
@@ -899,15 +899,10 @@ impl WatchBody {
                     });
                 }
                 Fault::Partition { steps, .. } => {
-                    let stale = &self.shared.stale;
-                    stale.partition(&self.collection, event.revision(), steps);
-                    self.shared.note(
-                        fault,
-                        format!("{} partitioned from {what} on", self.collection),
-                    );
-                    return stale
-                        .holds(&self.collection, event.revision())
-                        .map(WatchMode::Stale);
+                    return self.partition(fault, event, &what, Window::Steps(steps));
+                }
+                Fault::PartitionFor { lasts, .. } => {
+                    return self.partition(fault, event, &what, Window::For(lasts));
                 }
                 Fault::Delay { by, .. } => {
                     self.shared.note(
@@ -920,6 +915,26 @@ impl WatchBody {
             }
         }
         None
+    }
+
+    /// Starts `fault`, a partition of this watch's collection from `event` on for `window`: the
+    /// mode that holds its lines.
+    fn partition(
+        &self,
+        fault: &Fault,
+        event: &EventLine,
+        what: &str,
+        window: Window,
+    ) -> Option<WatchMode> {
+        let stale = &self.shared.stale;
+        stale.partition(&self.collection, event.revision(), window);
+        self.shared.note(
+            fault,
+            format!("{} partitioned from {what} on", self.collection),
+        );
+        stale
+            .holds(&self.collection, event.revision())
+            .map(WatchMode::Stale)
     }
 }
 

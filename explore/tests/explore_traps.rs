@@ -383,5 +383,22 @@ fn explore_a_lagging_replica_stays_stale_until_its_steps_have_settled() {
             outcome.trace
         );
         assert!(outcome.violations.is_empty(), "{:?}", outcome.violations);
+    } // Timed: 8 s from the point, whatever the steps do; or, when longer than the steps, until
+    // the last one has settled (17 s).
+    let stopped_at = reference.trace.times[before.at];
+    for (lasts, seen_at) in [(8_000, stopped_at + 8_000), (60_000, 17_000)] {
+        let plan: FaultPlan = format!("lagging-replica(0,{}s)@{}", lasts / 1000, before.point)
+            .parse()
+            .expect("a plan");
+        let outcome = explorer
+            .run_plan(&plan, scenario(), labeller)
+            .expect("the run");
+        assert_eq!(
+            added(&outcome, "b"),
+            Some(seen_at),
+            "{plan}: {}",
+            outcome.trace
+        );
+        assert!(outcome.violations.is_empty(), "{:?}", outcome.violations);
     }
 }

@@ -17,9 +17,14 @@
 //! knob on, with a run budget and a fixed seed, and asserts that it finds the bug, with the class
 //! of violation expected and a small plan; the same search on the correct sample finds nothing.
 //!
-//! [`corpus`] lists every mutant; each section comes from the branch that added it.
+//! [`corpus`] lists every mutant; each section comes from the branch that added it. Every
+//! mutant is searched under the default budget and every correct sample under twice its random
+//! plans; each search prints one raw benchmark line ([`mod@bench`]), which
+//! `scripts/bench-explore-corpus.sh` gathers into `benches/explore/`.
 
+pub mod bench;
 pub mod bucket;
+pub mod join;
 pub mod rs_dns;
 
 /// One mutant of the corpus: where it lives, what it breaks, who reported the class, and the test
@@ -36,7 +41,8 @@ pub struct Entry {
     pub class: &'static str,
     /// Where the literature reports the class.
     pub reference: &'static str,
-    /// The oracle that catches it (`invariant`, `end state`, `fixed point`, `left behind`).
+    /// The oracle that catches it (`invariant`, `end state`, `fixed point`, `left behind`,
+    /// `liveness`).
     pub oracle: &'static str,
     /// The test that finds it: `test target::test name` (`cargo test -p ferrokube-examples
     /// --test <target> <name>`).
@@ -52,6 +58,9 @@ pub fn corpus() -> Vec<&'static Entry> {
     // ---- section: the Bucket sample (branch mutants-b) ----
     all.extend(bucket::ENTRIES.iter());
     // ---- end of section mutants-b ----
+    // ---- section: the colourer, a join (branch excorp) ----
+    all.extend(join::ENTRIES.iter());
+    // ---- end of section excorp ----
     all
 }
 

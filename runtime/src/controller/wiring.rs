@@ -35,19 +35,27 @@ pub(super) type KeyStream = Pin<Box<dyn Stream<Item = ObjectKey> + Send>>;
 /// The primary informer's indexes, whatever the primary's type: what a
 /// [`watches_by_index`](super::Controller::watches_by_index) source looks its keys up in.
 pub(super) trait PrimaryIndex: Send + Sync {
-    /// The keys of the primaries whose index `index` has `value`.
+    /// The keys of the primaries whose index `index` has `value`, sorted (as [`all_keys`]'s).
+    ///
+    /// [`all_keys`]: PrimaryIndex::all_keys
     fn keys(&self, index: &str, value: &str) -> Result<Vec<ObjectKey>, UnknownIndex>;
-    /// The keys of every primary in the store.
+    /// The keys of every primary in the store, sorted: the order they are queued in is then the
+    /// same on every run (the store's own order comes from a randomly seeded hash, and a
+    /// deterministic run, as the fault explorer's, must not depend on it).
     fn all_keys(&self) -> Vec<ObjectKey>;
 }
 
 impl<K: Object> PrimaryIndex for Store<K> {
     fn keys(&self, index: &str, value: &str) -> Result<Vec<ObjectKey>, UnknownIndex> {
-        self.index_keys(index, value)
+        let mut keys = self.index_keys(index, value)?;
+        keys.sort_unstable();
+        Ok(keys)
     }
 
     fn all_keys(&self) -> Vec<ObjectKey> {
-        self.list_keys()
+        let mut keys = self.list_keys();
+        keys.sort_unstable();
+        keys
     }
 }
 
