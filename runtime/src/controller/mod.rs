@@ -61,7 +61,7 @@
 //! impl Reconciler<Deployment> for Stamp {
 //!     type Error = ferrokube_client::Error;
 //!     async fn reconcile(&self, deployment: Arc<Deployment>, ctx: Context) -> Result<Action, Self::Error> {
-//!         // ... read caches, write what is missing (idempotently) through ctx.api_here::<ConfigMap>() ...
+//!         // ... read caches, write what is missing (idempotently) through ctx.api_in_primary_namespace::<ConfigMap>() ...
 //!         Ok(Action::await_change())
 //!     }
 //! }
@@ -103,14 +103,17 @@ pub mod builder;
 pub mod context;
 pub mod filter;
 pub mod metrics;
+pub mod ownership;
 pub mod reconciler;
 mod run;
+#[cfg(feature = "shard")]
+mod sharded;
 pub mod source;
 mod wiring;
 mod worker;
 
 pub use action::Action;
-pub use builder::{Controller, ControllerError};
+pub use builder::{Controller, ControllerError, Objects, controller_queue};
 pub use context::{CachedReads, Context};
 pub use filter::{Change, Filter};
 pub use metrics::Metrics;

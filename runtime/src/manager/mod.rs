@@ -105,13 +105,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use ferrokube_core::Scope;
 use ferrokube_informer::SharedInformerFactory;
 use prometheus_client::registry::Registry;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
-use crate::controller::{Controller, Metrics, Reconciler};
+use crate::controller::{Controller, Metrics, Objects, Reconciler};
 use crate::leader::{LeaderElector, LeaderElectorBuilder, LeaderMetrics, LeaderState, Leadership};
 #[cfg(feature = "shard")]
 use crate::shard::ShardMember;
@@ -470,22 +469,14 @@ impl Manager {
         }
     }
 
-    /// A controller for the `K`s in `scope`, on the manager's factory and metrics: the one way to
-    /// start a controller that [`add_controller`](Self::add_controller) will run.
-    pub fn controller<K: Kind<DynamicType = ()>>(&self, scope: Scope) -> Controller<K> {
-        self.controller_dynamic((), scope)
-    }
-
-    /// [`controller`](Self::controller) for the `K`s of the kind `dynamic` names (a
-    /// `DynamicObject` controller: the custom resource's `ApiResource`).
-    pub fn controller_dynamic<K: Kind>(
-        &self,
-        dynamic: K::DynamicType,
-        scope: Scope,
-    ) -> Controller<K> {
-        Controller::with_factory_dynamic(self.factory.clone(), dynamic, scope)
+    /// A controller for the `objects` (a [`Scope`](ferrokube_core::Scope) for a typed kind, [`Objects::dynamic`] for
+    /// a kind known only at run time), on the manager's factory and metrics, writing with the
+    /// manager's gated [`client`](Self::client): the one way to start a controller that
+    /// [`add_controller`](Self::add_controller) will run.
+    pub fn controller<K: Kind>(&self, objects: impl Into<Objects<K>>) -> Controller<K> {
+        Controller::new(self.gated.clone(), objects)
+            .with_factory(self.factory.clone())
             .metrics(&self.metrics)
-            .client(self.gated.clone())
     }
 
     /// Runs `controller` with `reconciler` from [`run`](Self::run) until shutdown; its workers
