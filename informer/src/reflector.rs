@@ -100,6 +100,7 @@ pub enum FirstList {
 
 /// Reflector settings. The defaults are client-go's, but for [`FirstList`].
 #[derive(Clone)]
+#[must_use]
 pub struct ReflectorOptions {
     /// Objects per list page. Default 500.
     pub page_size: u32,

@@ -54,8 +54,6 @@ use super::ownership::{AllMine, OwnedKind, Ownership, owned_kind};
 use super::source::{self, Enqueue, MapEvent, ObjectEvent};
 use super::wiring::{self, Attach, KeyStream, SourceName, Wiring};
 use crate::freshness::consistency::{ConsistencyStore, DEFAULT_STALE_REQUEUE};
-#[cfg(feature = "shard")]
-use crate::shard::ShardMember;
 use ferrokube_client::client::Client;
 use ferrokube_core::{ApiResource, Kind};
 
@@ -518,13 +516,13 @@ impl<K: Kind> Controller<K> {
     /// informers select only `member`'s objects; the workers start once `member` holds its Lease,
     /// hand objects over when the assigner asks, and wait for a moved object's children; and
     /// this replica stands for the ring's assigner. Reconciles write with
-    /// [`ShardMember::client`] (through their [`Context`](super::Context)) and must
+    /// [`ShardMember::client`](crate::shard::ShardMember::client) (through their [`Context`](super::Context)) and must
     /// [`mark_child`](super::Context::mark_child) the children they create. Sharding relies on
     /// the consistency store, so stale protection stays on. Default: not sharded. Needs the
     /// `shard` feature; the controller sees it only as its
     /// [`Ownership`](super::ownership::Ownership).
     #[cfg(feature = "shard")]
-    pub fn shard(mut self, member: &ShardMember) -> Self {
+    pub fn shard(mut self, member: &crate::shard::ShardMember) -> Self {
         self.ownership = Arc::new(super::sharded::Sharded::<K>::new(member));
         self
     }

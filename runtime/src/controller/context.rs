@@ -267,6 +267,7 @@ impl Context {
 
 /// Cached reads of one informer that include the writes of one reconcile's key: see
 /// [`Context::cache`].
+#[must_use = "cached reads do nothing until get() or list()"]
 pub struct CachedReads<O> {
     informer: SharedIndexInformer<O>,
     key: ObjectKey,
