@@ -8,6 +8,7 @@ mod cleanup_once;
 mod context;
 mod dynamic;
 mod mirror;
+mod ownership;
 mod read_your_own_writes;
 mod readme_testing;
 mod runtime;

@@ -512,6 +512,15 @@ impl<K: Kind> Controller<K> {
         self
     }
 
+    /// Which primaries this replica reconciles, and what it does with the others: the workers
+    /// ask `ownership` before each reconcile (see [`ownership`](super::ownership) for every
+    /// point where the run asks it). Default [`AllMine`](super::ownership::AllMine): every
+    /// object the caches show. [`shard`](Self::shard) sets the sharded one.
+    pub fn ownership(mut self, ownership: impl Ownership<K>) -> Self {
+        self.ownership = Arc::new(ownership);
+        self
+    }
+
     /// Shards this controller across replicas (see `crate::shard`): the primary and owned
     /// informers select only `member`'s objects; the workers start once `member` holds its Lease,
     /// hand objects over when the assigner asks, and wait for a moved object's children; and
@@ -522,9 +531,8 @@ impl<K: Kind> Controller<K> {
     /// `shard` feature; the controller sees it only as its
     /// [`Ownership`](super::ownership::Ownership).
     #[cfg(feature = "shard")]
-    pub fn shard(mut self, member: &crate::shard::ShardMember) -> Self {
-        self.ownership = Arc::new(super::sharded::Sharded::<K>::new(member));
-        self
+    pub fn shard(self, member: &crate::shard::ShardMember) -> Self {
+        self.ownership(super::sharded::Sharded::<K>::new(member))
     }
 
     fn watched<O: Kind>(
