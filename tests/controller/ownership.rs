@@ -116,7 +116,9 @@ async fn ownership_is_asked_at_each_point_and_its_claims_are_followed() {
     let reconciler = from_fn(move |cm: Arc<ConfigMap>, ctx| {
         let mut child = ObjectMeta::default();
         ctx.mark_child(&mut child);
-        let marked = child.labels.is_some_and(|l| l.get("mine").is_some());
+        let marked = child
+            .labels
+            .is_some_and(|l| l.get("mine").is_some_and(|v| v == "yes"));
         let _ = tx.send((cm.metadata.name.clone().unwrap_or_default(), marked));
         async { Ok::<_, String>(Action::await_change()) }
     });

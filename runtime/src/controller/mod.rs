@@ -87,13 +87,14 @@
 //! | module | holds | upstream counterpart |
 //! |---|---|---|
 //! | [`builder`] | [`Controller`]: records the primary, owned, watched and stream sources, filters per kind, options | controller-runtime's builder, kube-rs's `Controller` |
-//! | `run` | what `Controller::run` does: check, attach, sync, gate, spawn, drain | controller-runtime's `Controller.Start` |
+//! | `run` | what `Controller::run` does: check, make, attach, sync, gate, spawn, drain | controller-runtime's `Controller.Start` |
 //! | [`reconciler`] | [`Reconciler`]: reconcile, deletions, error policy; [`from_fn`] | `reconcile.Reconciler` |
 //! | [`context`] | [`Context`]: the key, the retries, and the client whose writes are recorded for the key | kube-rs's `Context`, controller-runtime's `reconcile.Request` |
 //! | [`action`] | [`Action`]: await change, requeue after, rate-limited | `reconcile.Result`, kube-rs `Action` |
 //! | [`source`] | how events become keys; priorities; deletions on their way to the worker | `handler.EnqueueRequestForOwner`, `source.Channel` |
 //! | [`filter`] | [`Filter`]: generation, labels, annotations, resourceVersion, any closure; per kind, with defaults | `predicate`, `builder.WithPredicates` |
 //! | `worker` | the workers' loop: span, metrics, panics, requeue | `controller.reconcileHandler` |
+//! | [`ownership`] | [`Ownership`](ownership::Ownership): which primaries this replica reconciles, asked by the run and the workers; the one interface to sharding (its impl, feature `shard`, in `sharded`) | kubernetes-controller-sharding's shard filter |
 //! | [`metrics`] | [`Metrics`]: `controller_runtime_*`, with the queue's and informers' | controller-runtime's metrics |
 //! | [`crate::freshness`] | the consistency store (the automatic skip), [`ReadYourWrites`], [`Expectations`]: never acting on a cache older than your own writes | KEP-5647; `pkg/controller` expectations |
 //! | [`crate::toolkit`] | what a reconcile calls: [`claim`], [`events`], [`finalizer`], [`conditions`], [`owner`], [`stabilization`] | `controllerutil`, `tools/record` |

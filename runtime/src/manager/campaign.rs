@@ -7,11 +7,12 @@ use std::any::Any;
 use std::future::Future;
 use std::pin::Pin;
 
-use super::BoxError;
 use crate::leader::{LeaderElector, Leadership};
 
-/// A boxed future, as the campaign's `run` returns it.
-pub(super) type CampaignRun<'a> = Pin<Box<dyn Future<Output = Result<(), BoxError>> + Send + 'a>>;
+/// A boxed future, as the campaign's `run` returns it (the manager's `BoxError`, spelled out:
+/// this module names nothing of the manager's, so the manager may name it).
+pub(super) type CampaignRun<'a> =
+    Pin<Box<dyn Future<Output = Result<(), Box<dyn std::error::Error + Send + Sync>>> + Send + 'a>>;
 
 /// A Lease this replica campaigns for; see the [module docs](self). `Any` is a supertrait so
 /// the manager can hand out the concrete campaign (the shard member) by downcasting.
