@@ -11,7 +11,7 @@
 //! 1. **make**: the factory (the one given to [`with_factory`](Controller::with_factory), else its
 //!    own, made from the client), the queue (the one given to
 //!    [`with_queue`](Controller::with_queue), else its own), the scopes as the controller's
-//!    [`Ownership`](super::ownership::Ownership) narrows them (all of them, unless sharded), the
+//!    [`Ownership`] narrows them (all of them, unless sharded), the
 //!    indexes of [`index_field`](Controller::index_field);
 //! 2. **attach**: one handler per source on the factory's informers (shared with every other user
 //!    of the factory: one watch and one cache per type and scope in the process); a guard takes
@@ -309,7 +309,7 @@ impl<K: Kind> Controller<K> {
     /// [`filter`](super::filter#which-filters-a-source-gets)).
     ///
     /// The `C`s are the primaries' dependents: the controller's
-    /// [`Ownership`](super::ownership::Ownership) narrows their scope as it narrows the
+    /// [`Ownership`] narrows their scope as it narrows the
     /// primary's, and is told of them (when sharded, they move with their owner).
     pub fn owns<C: Kind>(self, children: impl Into<Objects<C>>) -> Self {
         let Objects { dynamic, scope } = children.into();
@@ -514,7 +514,7 @@ impl<K: Kind> Controller<K> {
 
     /// Which primaries this replica reconciles, and what it does with the others: the workers
     /// ask `ownership` before each reconcile (see [`ownership`](super::ownership) for every
-    /// point where the run asks it). Default [`AllMine`](super::ownership::AllMine): every
+    /// point where the run asks it). Default [`AllMine`]: every
     /// object the caches show. [`shard`](Self::shard) sets the sharded one.
     pub fn ownership(mut self, ownership: impl Ownership<K>) -> Self {
         self.ownership = Arc::new(ownership);
@@ -525,11 +525,12 @@ impl<K: Kind> Controller<K> {
     /// informers select only `member`'s objects; the workers start once `member` holds its Lease,
     /// hand objects over when the assigner asks, and wait for a moved object's children; and
     /// this replica stands for the ring's assigner. Reconciles write with
-    /// [`ShardMember::client`](crate::shard::ShardMember::client) (through their [`Context`](super::Context)) and must
+    /// [`ShardMember::client`](crate::shard::ShardMember::client) (through their
+    /// [`Context`](super::Context)) and must
     /// [`mark_child`](super::Context::mark_child) the children they create. Sharding relies on
     /// the consistency store, so stale protection stays on. Default: not sharded. Needs the
     /// `shard` feature; the controller sees it only as its
-    /// [`Ownership`](super::ownership::Ownership).
+    /// [`Ownership`].
     #[cfg(feature = "shard")]
     pub fn shard(self, member: &crate::shard::ShardMember) -> Self {
         self.ownership(super::sharded::Sharded::<K>::new(member))
