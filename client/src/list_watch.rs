@@ -30,6 +30,7 @@ use crate::watch::WatchEvent;
 /// namespace is the `Api`'s). `ListWatch::new(api)` covers everything the `Api` can see (its
 /// namespace, or all); [`ListWatch::scoped`] exactly a scope's objects.
 #[derive(Debug, Clone)]
+#[must_use]
 pub struct ListWatch<K> {
     api: Api<K>,
     label_selector: Option<String>,

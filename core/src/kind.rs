@@ -18,7 +18,7 @@
 //! ```
 //!
 //! The layers above take a `&K::DynamicType` wherever they need to know the kind (an informer
-//! factory's `informer_for`, a controller's `new_dynamic`, `Api::all_with`); for the typed kinds
+//! factory's `informer_for`, a controller's `Objects::dynamic`, `Api::all_with`); for the typed kinds
 //! that is `&()`, and each of those layers keeps a shorter form without it. The same split is
 //! kube-rs's `Resource::DynamicType`.
 

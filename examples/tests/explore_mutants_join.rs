@@ -49,8 +49,8 @@ use ferrokube::controller::{Action, Context, Controller, Reconciler};
 use ferrokube::explore::{
     Budget, ControllerStart, Exploration, Fault, Found, Scenario, Searched, Step, Violation, World,
 };
-use ferrokube::informer::Lister;
 use ferrokube::informer::Scope;
+use ferrokube::informer::{Lister, SharedInformerFactory};
 use ferrokube::k8s_openapi::api::core::v1::Pod;
 use ferrokube_examples::mutants::bench;
 use schemars::JsonSchema;
@@ -170,7 +170,7 @@ impl Reconciler<Pod> for Colourer {
                 .labels
                 .get_or_insert_default()
                 .insert("colour".into(), colour.clone());
-            let api = ctx.api_here::<Pod>();
+            let api = ctx.api_in_primary_namespace::<Pod>();
             while let Err(error) = api.replace(&name, &PostParams::default(), &labelled).await {
                 tracing::debug!(%error, "the update failed: again");
             }
@@ -184,13 +184,13 @@ impl Reconciler<Pod> for Colourer {
                 .labels
                 .get_or_insert_default()
                 .insert("colour".into(), colour.clone());
-            ctx.api_here::<Pod>()
+            ctx.api_in_primary_namespace::<Pod>()
                 .replace(&name, &PostParams::default(), &labelled)
                 .await?;
         } else if labels.get("colour") != Some(colour) {
             let name = pod.metadata.name.clone().unwrap_or_default();
             let patch = Patch::Merge(json!({"metadata": {"labels": {"colour": colour}}}));
-            ctx.api_here::<Pod>()
+            ctx.api_in_primary_namespace::<Pod>()
                 .patch(&name, &PatchParams::default(), &patch)
                 .await?;
             if self.counts {
@@ -207,12 +207,15 @@ impl Reconciler<Pod> for Colourer {
 /// any.
 async fn colourer(start: ControllerStart, counts: bool, mutant: Option<Mutant>) {
     let scope = Scope::namespace(NS);
-    let mut controller = Controller::<Pod>::new(start.client, scope.clone().labels("group"));
-    let groups = controller
-        .factory()
+    let primary = scope.clone().labels("group");
+    // The colourer's own factory: the listers it reads and the controller's informers in one.
+    let factory = Arc::new(SharedInformerFactory::new(start.client.clone()));
+    let groups = factory
         .informer_for::<Group>(&(), &scope, |builder| builder)
         .lister();
-    let pods = controller.primary_informer().lister();
+    let pods = factory.informer::<Pod>(&primary).lister();
+    let mut controller =
+        Controller::<Pod>::new(start.client, primary).with_factory(factory.clone());
     if mutant != Some(Mutant::MissingWatch) {
         controller = controller.reconcile_all_on::<Group>(scope);
     }
@@ -225,6 +228,7 @@ async fn colourer(start: ControllerStart, counts: bool, mutant: Option<Mutant>) 
     if let Err(error) = controller.run(colourer, start.shutdown).await {
         tracing::warn!(%error, "the colourer stopped with an error");
     }
+    factory.shutdown();
 }
 
 fn pod(name: &str) -> Result<Pod, serde_json::Error> {

@@ -76,7 +76,7 @@ impl Reconciler<ConfigMap> for Mirror {
     type Error = BoxError;
 
     async fn reconcile(&self, source: Arc<ConfigMap>, ctx: Context) -> Result<Action, BoxError> {
-        let api = ctx.api_here::<ConfigMap>();
+        let api = ctx.api_in_primary_namespace::<ConfigMap>();
         finalize(
             &api,
             FINALIZER,

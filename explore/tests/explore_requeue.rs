@@ -27,7 +27,9 @@ impl Reconciler<ConfigMap> for Poll {
     type Error = BoxError;
 
     async fn reconcile(&self, _object: Arc<ConfigMap>, ctx: Context) -> Result<Action, BoxError> {
-        ctx.api_here::<ConfigMap>().get_opt("probe").await?;
+        ctx.api_in_primary_namespace::<ConfigMap>()
+            .get_opt("probe")
+            .await?;
         Ok(Action::requeue(Duration::from_secs(60)))
     }
 }

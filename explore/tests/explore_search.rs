@@ -48,7 +48,7 @@ impl Reconciler<ConfigMap> for Records {
     type Error = BoxError;
 
     async fn reconcile(&self, source: Arc<ConfigMap>, ctx: Context) -> Result<Action, BoxError> {
-        let api = ctx.api_here::<ConfigMap>();
+        let api = ctx.api_in_primary_namespace::<ConfigMap>();
         let outside = &self.outside;
         if self.finalizer_first && source.metadata.deletion_timestamp.is_some() {
             remove_finalizer(&api, &source, FINALIZER).await?;

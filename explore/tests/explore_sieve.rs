@@ -83,14 +83,15 @@ async fn run<R: Reconciler<ConfigMap>>(
     reconciler: R,
 ) {
     let clusters = Scope::namespace(NAMESPACE).labels("role=cluster");
-    let factory = Arc::new(SharedInformerFactory::new(client));
+    let factory = Arc::new(SharedInformerFactory::new(client.clone()));
     factory.informer_with::<ConfigMap>(&clusters, |informer| {
         informer.reflector(ReflectorOptions {
             first_list: FirstList::FromCache,
             ..ReflectorOptions::default()
         })
     });
-    if let Err(error) = Controller::<ConfigMap>::with_factory(factory, clusters)
+    if let Err(error) = Controller::<ConfigMap>::new(client, clusters)
+        .with_factory(factory)
         .run(reconciler, shutdown)
         .await
     {
@@ -207,7 +208,7 @@ mod resize {
             cluster: Arc<ConfigMap>,
             ctx: Context,
         ) -> Result<Action, BoxError> {
-            let api = ctx.api_here::<ConfigMap>();
+            let api = ctx.api_in_primary_namespace::<ConfigMap>();
             let name = name_of(&cluster);
             let wanted = field(&cluster, "size");
             let (sts_name, pvc_name) = (format!("{name}-sts"), format!("{name}-pvc"));
@@ -321,7 +322,7 @@ mod stale_deletion {
             cluster: Arc<ConfigMap>,
             ctx: Context,
         ) -> Result<Action, BoxError> {
-            let api = ctx.api_here::<ConfigMap>();
+            let api = ctx.api_in_primary_namespace::<ConfigMap>();
             let select_by_name = self.select_by_name;
             finalize(
                 &api,
@@ -451,7 +452,7 @@ mod stale_scale_down {
             cluster: Arc<ConfigMap>,
             ctx: Context,
         ) -> Result<Action, BoxError> {
-            let api = ctx.api_here::<ConfigMap>();
+            let api = ctx.api_in_primary_namespace::<ConfigMap>();
             let name = name_of(&cluster);
             let replicas: usize = field(&cluster, "replicas").parse().unwrap_or(0);
             for member in 0..replicas {

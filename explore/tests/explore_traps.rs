@@ -37,7 +37,7 @@ impl Reconciler<ConfigMap> for Labeller {
         if seen.map(String::as_str) != Some("yes") {
             let name = cm.metadata.name.clone().unwrap_or_default();
             let label = Patch::Merge(json!({"metadata": {"labels": {"seen": "yes"}}}));
-            ctx.api_here::<ConfigMap>()
+            ctx.api_in_primary_namespace::<ConfigMap>()
                 .patch(&name, &PatchParams::default(), &label)
                 .await?;
         }

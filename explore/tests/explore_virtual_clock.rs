@@ -47,7 +47,9 @@ impl Reconciler<ConfigMap> for FailFirst {
 
     async fn reconcile(&self, object: Arc<ConfigMap>, ctx: Context) -> Result<Action, BoxError> {
         let name = object.metadata.name.clone().unwrap_or_default();
-        ctx.api_here::<ConfigMap>().get_opt(&name).await?;
+        ctx.api_in_primary_namespace::<ConfigMap>()
+            .get_opt(&name)
+            .await?;
         let first = {
             let mut attempts = self.attempts.lock().map_err(|_| "attempts poisoned")?;
             let times = attempts.entry(name.clone()).or_default();

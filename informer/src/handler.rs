@@ -47,6 +47,7 @@ type UpdateFn<K> = Box<dyn Fn(&Arc<K>, &Arc<K>) + Send + Sync>;
 type DeleteFn<K> = Box<dyn Fn(&DeletedObject<K>) + Send + Sync>;
 
 /// An [`EventHandler`] made of closures (client-go's `ResourceEventHandlerFuncs`).
+#[must_use]
 pub struct HandlerFns<K> {
     add: Option<AddFn<K>>,
     update: Option<UpdateFn<K>>,
@@ -101,6 +102,7 @@ impl<K: Send + Sync + 'static> EventHandler<K> for HandlerFns<K> {
 
 /// Options of one handler registration.
 #[derive(Debug, Clone, Default)]
+#[must_use]
 pub struct HandlerOptions {
     /// Shown in metrics and the thread name. Default `handler-<n>`.
     pub name: Option<String>,

@@ -17,6 +17,7 @@ pub type IndexFn<K> = Arc<dyn Fn(&K) -> Vec<String> + Send + Sync>;
 pub const NAMESPACE_INDEX: &str = "namespace";
 
 /// The named index functions of one store. Default: just [`NAMESPACE_INDEX`].
+#[must_use]
 pub struct Indexers<K> {
     pub(crate) list: Vec<(String, IndexFn<K>)>,
 }

@@ -100,6 +100,7 @@ pub enum FirstList {
 
 /// Reflector settings. The defaults are client-go's, but for [`FirstList`].
 #[derive(Clone)]
+#[must_use]
 pub struct ReflectorOptions {
     /// Objects asked for in a list's first page. Default 500 (client-go's).
     pub page_size: u32,

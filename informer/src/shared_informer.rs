@@ -112,6 +112,7 @@ impl<K> Clone for SharedIndexInformer<K> {
 }
 
 /// Builds a [`SharedIndexInformer`]; every option has client-go's default.
+#[must_use = "an informer builder does nothing until build()"]
 pub struct InformerBuilder<K, L> {
     lister_watcher: L,
     name: String,

@@ -80,7 +80,7 @@ impl Reconciler<Pool> for Mirror {
         };
         let new_generation = ready_at(&pool) != pool.metadata.generation;
         create_or_update(
-            &ctx.api_here::<ConfigMap>(),
+            &ctx.api_in_primary_namespace::<ConfigMap>(),
             &child,
             |cm: &mut ConfigMap| {
                 let data = cm.data.get_or_insert_with(BTreeMap::new);
@@ -108,12 +108,16 @@ impl Reconciler<Pool> for Mirror {
             .reason("Mirrored")
             .observed_generation(pool.metadata.generation)
             .build();
-        update_status(&ctx.api_here::<Pool>(), &name, |pool: &mut Pool| {
-            set_condition(
-                &mut pool.status.get_or_insert_default().conditions,
-                ready.clone(),
-            )
-        })
+        update_status(
+            &ctx.api_in_primary_namespace::<Pool>(),
+            &name,
+            |pool: &mut Pool| {
+                set_condition(
+                    &mut pool.status.get_or_insert_default().conditions,
+                    ready.clone(),
+                )
+            },
+        )
         .await?;
         Ok(Action::await_change())
     }

@@ -29,7 +29,7 @@ struct Records {
 impl Reconciler<ConfigMap> for Records {
     type Error = Error;
     async fn reconcile(&self, cm: Arc<ConfigMap>, ctx: Context) -> Result<Action, Error> {
-        let (api, dns) = (ctx.api_here::<ConfigMap>(), &self.dns);
+        let (api, dns) = (ctx.api_in_primary_namespace::<ConfigMap>(), &self.dns);
         let name = cm.metadata.name.clone().unwrap_or_default();
         let ip = cm.data.as_ref().and_then(|d| d.get("ip").cloned());
         if self.buggy && cm.metadata.deletion_timestamp.is_some() {

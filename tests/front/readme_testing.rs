@@ -33,7 +33,7 @@ impl Reconciler<Site> for Stamp {
             "{}-stamp",
             site.metadata.name.as_deref().unwrap_or_default()
         );
-        owner::create_or_update(&ctx.api_here::<ConfigMap>(), &name, |cm| {
+        owner::create_or_update(&ctx.api_in_primary_namespace::<ConfigMap>(), &name, |cm| {
             owner::set_controller_reference(site.as_ref(), &mut cm.metadata)?;
             cm.data = Some([("replicas".into(), site.spec.replicas.to_string())].into());
             Ok::<_, owner::OwnerError>(())

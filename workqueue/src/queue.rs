@@ -50,6 +50,7 @@ impl<K: Clone + Eq + Hash + Debug + Send + Sync + 'static> QueueKey for K {}
 /// How to add a key: at which priority, after how long, whether through the rate limiter. Every
 /// `add*` method of [`WorkQueue`] is a shorthand for [`WorkQueue::add_with`] and one of these.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[must_use]
 pub struct AddOptions {
     priority: i32,
     after: Option<Duration>,
@@ -134,6 +135,7 @@ struct Inner<K: QueueKey> {
 }
 
 /// Builds a [`WorkQueue`]. Every option has a default; `WorkQueue::new()` is `builder().build()`.
+#[must_use]
 pub struct WorkQueueBuilder<K: QueueKey> {
     name: String,
     virtual_time: bool,

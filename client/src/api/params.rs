@@ -26,6 +26,7 @@ impl VersionMatch {
 
 /// Options of `list`.
 #[derive(Debug, Clone, Default)]
+#[must_use]
 pub struct ListParams {
     /// e.g. `app=web,tier!=cache`.
     pub label_selector: Option<String>,
@@ -99,6 +100,7 @@ impl ListParams {
 
 /// Options of `watch`.
 #[derive(Debug, Clone)]
+#[must_use]
 pub struct WatchParams {
     pub label_selector: Option<String>,
     pub field_selector: Option<String>,
@@ -189,6 +191,7 @@ impl WatchParams {
 
 /// Options of `create` and `replace`.
 #[derive(Debug, Clone, Default)]
+#[must_use]
 pub struct PostParams {
     /// Validate and answer without storing.
     pub dry_run: bool,
@@ -241,6 +244,7 @@ impl<P: Serialize> Patch<P> {
 
 /// Options of `patch`.
 #[derive(Debug, Clone, Default)]
+#[must_use]
 pub struct PatchParams {
     pub dry_run: bool,
     /// Required for server-side apply.
@@ -297,6 +301,7 @@ pub struct Preconditions {
 /// Options of `delete` and `delete_collection` (sent as a `DeleteOptions` body).
 #[derive(Debug, Clone, Default, Serialize)]
 #[serde(rename_all = "camelCase")]
+#[must_use]
 pub struct DeleteParams {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub propagation_policy: Option<PropagationPolicy>,

@@ -267,7 +267,7 @@ pub async fn story(cluster: &Cluster) {
             "readyTeeth": gear.spec.teeth,
             "observedGeneration": gear.metadata.generation,
         }});
-        ctx.api_for(gear.as_ref())
+        ctx.api_for_object(gear.as_ref())
             .patch_status(&name, &PatchParams::default(), &Patch::Merge(status))
             .await?;
         Ok::<_, ferrokube::Error>(Action::await_change())

@@ -370,9 +370,11 @@ where
     // The primary informer is made first, with the transform that stamps each written object's
     // arrival; the controller then finds it in the factory.
     let scope = Scope::namespace(&namespace);
-    let factory = Arc::new(SharedInformerFactory::new(client));
+    let factory = Arc::new(SharedInformerFactory::new(client.clone()));
     factory.informer_with::<K>(&scope, |builder| builder.transform(stamp_arrival::<K>));
-    let controller = Controller::<K>::with_factory(factory, scope).workers(workers);
+    let controller = Controller::<K>::new(client, scope)
+        .with_factory(factory)
+        .workers(workers);
     let bench = Bench(recorder.clone());
     tokio::spawn(async move {
         if let Err(error) = controller.run(bench, std::future::pending()).await {

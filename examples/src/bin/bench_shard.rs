@@ -32,7 +32,7 @@ use clap::{Args, Parser, Subcommand};
 use ferrokube::api::PostParams;
 use ferrokube::controller::{Action, Controller, from_fn};
 use ferrokube::core::Scope;
-use ferrokube::informer::HandlerFns;
+use ferrokube::informer::{HandlerFns, SharedInformerFactory};
 use ferrokube::leader::Timings;
 use ferrokube::shard::ShardMember;
 use ferrokube::shard::ranges::{self, ShardKey};
@@ -186,15 +186,22 @@ fn epoch_run(
     stopped: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> impl std::future::Future<Output = ()> + Send + 'static {
     let scope = scope.labels(&format!("{LABEL}=yes"));
+    // The informers the controller runs, from a factory shared with the counting below: in the
+    // label mode narrowed to the member's label, as the controller narrows them.
+    let cached = match &label_member {
+        Some(member) => member.scope(scope.clone()),
+        None => scope.clone(),
+    };
+    let factory = Arc::new(SharedInformerFactory::new(client.clone()));
+    let pods = factory.informer_for::<Pod>(&(), &cached, |b| b);
+    let replicasets = factory.informer_for::<ReplicaSet>(&(), &cached, |b| b);
     let mut controller = Controller::<ReplicaSet>::new(client, scope.clone())
         .name("bench-shard")
+        .with_factory(factory)
         .owns::<Pod>(scope.clone());
     if let Some(member) = &label_member {
         controller = controller.shard(member);
     }
-    let factory = controller.factory().clone();
-    let pods = factory.informer_for::<Pod>(&(), &scope, |b| b);
-    let replicasets = controller.primary_informer();
     let (on_add, on_update) = (counts.clone(), counts.clone());
     let delivered = |counts: &Counts, pod: &Pod| {
         let size = serde_json::to_vec(pod).map_or(0, |b| b.len());

@@ -14,7 +14,7 @@
 //! ```
 //!
 //! The reconciler keeps no `Client`: it writes only through the reconcile's [`Context`]
-//! (`ctx.api_for`, `ctx.api_here`, and the finalizer, status and `create_or_update` helpers
+//! (`ctx.api_for_object`, `ctx.api_in_primary_namespace`, and the finalizer, status and `create_or_update` helpers
 //! given those `Api`s), so every write is recorded and the next reconcile of the key waits until
 //! the caches show it. It reads its namespace through `ctx.cache`: no request to the server.
 //!
@@ -126,7 +126,7 @@ impl<S: BucketStore> Reconciler<Bucket> for BucketController<S> {
     type Error = BucketError;
 
     async fn reconcile(&self, bucket: Arc<Bucket>, ctx: Context) -> Result<Action, BucketError> {
-        let (api, ctx) = (ctx.api_for(bucket.as_ref()), &ctx);
+        let (api, ctx) = (ctx.api_for_object(bucket.as_ref()), &ctx);
         // Mutant CleanupOnDeleteEvent: no finalizer at all; the stored bucket is deleted in
         // `deleted` below, if the informer ever sees the Bucket go.
         if self.is(Mutant::CleanupOnDeleteEvent) {
@@ -195,7 +195,7 @@ impl<S: BucketStore> BucketController<S> {
 
         // 3. The child: where applications find it. Deleted or edited by hand, it comes back.
         let endpoint = format!("https://{region}.store.example/{stored_name}");
-        let configmaps = ctx.api_here::<ConfigMap>();
+        let configmaps = ctx.api_in_primary_namespace::<ConfigMap>();
         let child = |cm: &mut ConfigMap| {
             // Mutant NoOwnerReference: the child is made without its owner reference, so the
             // garbage collector never deletes it.
@@ -236,13 +236,15 @@ impl<S: BucketStore> BucketController<S> {
                 // a merge patch (no resourceVersion): it replaces whatever the server has,
                 // conditions of other writers the cache has not seen yet included.
                 let whole = Patch::Merge(json!({ "status": cached }));
-                let api = ctx.api_for(bucket.as_ref());
+                let api = ctx.api_for_object(bucket.as_ref());
                 api.patch_status(name, &PatchParams::default(), &whole)
                     .await?;
             } else {
-                update_status(&ctx.api_for(bucket.as_ref()), name, |fresh: &mut Bucket| {
-                    status_of(fresh.status.get_or_insert_default())
-                })
+                update_status(
+                    &ctx.api_for_object(bucket.as_ref()),
+                    name,
+                    |fresh: &mut Bucket| status_of(fresh.status.get_or_insert_default()),
+                )
                 .await?;
             }
         }
@@ -271,7 +273,7 @@ impl<S: BucketStore> BucketController<S> {
         mut child: impl FnMut(&mut ConfigMap) -> Result<(), OwnerError>,
     ) -> Result<(), BucketError> {
         let (namespace, name, _) = identity(bucket)?;
-        let configmaps = ctx.api_here::<ConfigMap>();
+        let configmaps = ctx.api_in_primary_namespace::<ConfigMap>();
         let annotations = bucket.metadata.annotations.as_ref();
         if let Some(known) = annotations.and_then(|a| a.get(CHILD_ANNOTATION)) {
             owner::create_or_update(&configmaps, known, child).await?;
@@ -285,7 +287,7 @@ impl<S: BucketStore> BucketController<S> {
         let generated = created.metadata.name.unwrap_or_default();
         let record =
             Patch::Merge(json!({"metadata": {"annotations": {CHILD_ANNOTATION: generated}}}));
-        ctx.api_for(bucket)
+        ctx.api_for_object(bucket)
             .patch(name, &PatchParams::default(), &record)
             .await?;
         Ok(())

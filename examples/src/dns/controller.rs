@@ -122,7 +122,7 @@ impl Reconciler<DnsRecord> for DnsController {
                 own.remove(&key);
             }
         }
-        let (api, ctx) = (&ctx.api_for(record.as_ref()), &ctx);
+        let (api, ctx) = (&ctx.api_for_object(record.as_ref()), &ctx);
         let done = finalize(
             api,
             FINALIZER,
@@ -156,7 +156,7 @@ impl DnsController {
 
         // 2. The owned ConfigMap: what the provider holds, for `kubectl get cm` (GC'd with it).
         owner::create_or_update(
-            &ctx.api_here::<ConfigMap>(),
+            &ctx.api_in_primary_namespace::<ConfigMap>(),
             &format!("{}-dns", ObjectKey::of(record.as_ref()).name()),
             |cm: &mut ConfigMap| {
                 owner::set_controller_reference(record.as_ref(), &mut cm.metadata)?;
@@ -185,7 +185,7 @@ impl DnsController {
         let wanted_fqdn = ready.as_ref().ok().map(|()| spec.fqdn.clone());
         let stamp_every_time = self.mutant == Some(Mutant::StatusTimestampEveryReconcile);
         let written = update_status_from(
-            &ctx.api_for(record.as_ref()),
+            &ctx.api_for_object(record.as_ref()),
             record.as_ref(),
             |record: &mut DnsRecord| {
                 let status = record.status.get_or_insert_default();

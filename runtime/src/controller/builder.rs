@@ -2,53 +2,58 @@
 //! [`Reconciler`](super::Reconciler).
 //!
 //! The controller, until it runs, only **records**: the primary kind and scope, owned and watched
-//! kinds, streams of keys, filters per kind, options. Nothing it records depends on the order of
-//! the calls. [`Controller::run`] then goes through a short sequence, written out in the
-//! controller's `run` module:
+//! kinds, streams of keys, filters per kind, options, and the shared parts the author made and
+//! hands in (an informer factory, a queue). No method makes or hands out a live object, so
+//! nothing it records depends on the order of the calls. [`Controller::run`] then makes
+//! everything live and goes through a short sequence, written out in the controller's `run`
+//! module:
 //!
-//! 1. **attach**: one handler per source on the factory's informers (shared with every other user
+//! 1. **make**: the factory (the one given to [`with_factory`](Controller::with_factory), else its
+//!    own, made from the client), the queue (the one given to
+//!    [`with_queue`](Controller::with_queue), else its own), the scopes as the controller's
+//!    [`Ownership`] narrows them (all of them, unless sharded), the
+//!    indexes of [`index_field`](Controller::index_field);
+//! 2. **attach**: one handler per source on the factory's informers (shared with every other user
 //!    of the factory: one watch and one cache per type and scope in the process); a guard takes
 //!    them off again however `run` ends;
-//! 2. **sync**: every informer of the factory starts (those already running are left as they are,
-//!    and one created only for a lister starts too) and the controller waits for their caches: a
-//!    reconcile never sees a half-listed world;
-//! 3. **gate**: the workers wait for what must come first (the member's Lease when sharded,
+//! 3. **sync**: every informer of the factory starts (those already running are left as they are,
+//!    and one the author created only for a lister starts too) and the controller waits for
+//!    their caches: a reconcile never sees a half-listed world;
+//! 4. **gate**: the workers wait for what must come first (the ownership's
+//!    [`ready`](super::ownership::Ownership::ready), the member's Lease when sharded;
 //!    [`start_workers_after`](Controller::start_workers_after));
-//! 4. **spawn**: the stream sources and `workers` workers start; before each reconcile a worker
+//! 5. **spawn**: the stream sources and `workers` workers start; before each reconcile a worker
 //!    asks the controller's [consistency store](crate::freshness::consistency) whether every cache the key's
 //!    own last writes went through shows them yet, and if not, skips the key for
-//!    [`stale_requeue`](Controller::stale_requeue);
-//! 5. **drain**: when `shutdown` resolves, the handlers come off and the streams stop (no new
+//!    [`stale_requeue`](Controller::stale_requeue), then asks the ownership whether the object is
+//!    this replica's to reconcile;
+//! 6. **drain**: when `shutdown` resolves, the handlers come off and the streams stop (no new
 //!    keys), workers finish the reconcile in hand and take no new key, and `run` returns once they
 //!    have, or after [`shutdown_timeout`](Controller::shutdown_timeout) (reconciles still running
-//!    are then dropped at their next await). A controller made by [`Controller::new`] owns its
-//!    informers and stops them; one made by [`Controller::with_factory`] leaves a shared factory
-//!    to its owner.
+//!    are then dropped at their next await). A controller with its own factory stops its
+//!    informers; a factory given with [`with_factory`](Controller::with_factory) is left to its
+//!    owner.
 //!
-//! Three things are made on first use and then fixed: the queue
-//! ([`queue_handle`](Controller::queue_handle), else `run`), and the controller's own factory
-//! ([`factory`](Controller::factory), [`primary_informer`](Controller::primary_informer), else
-//! `run`). A call that would change them afterwards ([`name`](Controller::name) or
-//! [`metrics`](Controller::metrics) after the queue or the factory was handed out) is not
-//! ignored: `run` refuses to start with [`ControllerError::Misconfigured`], naming the call.
+//! A reconciler reads the caches through its [`Context`](super::Context)
+//! ([`cache`](super::Context::cache)), or through listers of a factory the author made and gave
+//! to [`with_factory`](Controller::with_factory).
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use ferrokube_core::{ObjectKey, Scope};
-use ferrokube_informer::{SharedIndexInformer, SharedInformerFactory, StartError};
+use ferrokube_informer::{SharedInformerFactory, StartError};
 use ferrokube_workqueue::{WorkQueue, default_controller_rate_limiter};
 use futures_util::Stream;
 
 use super::filter::{Filter, KindFilter, SourceKind};
 use super::metrics::Metrics;
+use super::ownership::{AllMine, OwnedKind, Ownership, owned_kind};
 use super::source::{self, Enqueue, MapEvent, ObjectEvent};
 use super::wiring::{self, Attach, KeyStream, SourceName, Wiring};
 use crate::freshness::consistency::{ConsistencyStore, DEFAULT_STALE_REQUEUE};
-#[cfg(feature = "shard")]
-use crate::shard::{DependentKind, Dependents, ShardMember};
 use ferrokube_client::client::Client;
 use ferrokube_core::{ApiResource, Kind};
 
@@ -80,11 +85,6 @@ pub enum ControllerError {
 
 type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 
-/// Makes the [`DependentKind`] of one owned type from the factory, for a sharded controller.
-#[cfg(feature = "shard")]
-pub(super) type DependentMaker =
-    Box<dyn FnOnce(&SharedInformerFactory<Client>, &ShardMember) -> Arc<dyn DependentKind> + Send>;
-
 /// The name of a source made by the builder call `call` for the kind `dynamic` names, whose
 /// mapper is `mapper` (`watches::<Secret>`; a closure's type name says where it is written).
 fn source_name<O: Kind>(call: &str, dynamic: &O::DynamicType, mapper: &'static str) -> SourceName {
@@ -94,16 +94,43 @@ fn source_name<O: Kind>(call: &str, dynamic: &O::DynamicType, mapper: &'static s
     }
 }
 
-/// Where a controller's informers come from.
-pub(super) enum FactorySource {
-    /// Its own, made on first use from `client` (with the metrics recorded by then); the
-    /// controller stops its informers.
-    Own {
-        client: Client,
-        made: OnceLock<Arc<SharedInformerFactory<Client>>>,
-    },
-    /// Given to [`Controller::with_factory`]: its owner stops them.
-    Shared(Arc<SharedInformerFactory<Client>>),
+/// Which objects of the kind `O` a call is about: the kind at run time (`O::DynamicType`: `()`
+/// for a typed kind, the [`ApiResource`] of a `DynamicObject`) and the [`Scope`]. A typed kind
+/// needs only its scope (`Scope` converts: `owns::<Pod>(Scope::all())`); a kind known only at
+/// run time is named with [`Objects::dynamic`].
+#[must_use = "an Objects value says which objects a controller call is about; give it to one"]
+pub struct Objects<O: Kind> {
+    dynamic: O::DynamicType,
+    scope: Scope,
+}
+
+impl<O: Kind> Objects<O> {
+    /// The `O`s in `scope` of the kind `dynamic` names (for a `DynamicObject`, a custom
+    /// resource's [`ApiResource`]).
+    pub fn dynamic(dynamic: O::DynamicType, scope: Scope) -> Objects<O> {
+        Objects { dynamic, scope }
+    }
+}
+
+impl<O: Kind<DynamicType = ()>> From<Scope> for Objects<O> {
+    fn from(scope: Scope) -> Objects<O> {
+        Objects { dynamic: (), scope }
+    }
+}
+
+/// The queue a controller makes for itself when none is given ([`Controller::with_queue`]):
+/// named `name`, controller-runtime's rate limiter, `metrics`' workqueue families if any, on the
+/// runtime's clock when a virtual one is set (as ferrokube-explore sets it). Make one with this
+/// to keep a handle on a controller's queue (its depth, keys added from outside a source).
+pub fn controller_queue(name: &str, metrics: Option<&Metrics>) -> WorkQueue<ObjectKey> {
+    let mut queue = WorkQueue::builder()
+        .name(name)
+        .rate_limiter(default_controller_rate_limiter())
+        .virtual_time(ferrokube_core::time::thread_clock_is_set());
+    if let Some(metrics) = metrics {
+        queue = queue.metrics(metrics.queue(name));
+    }
+    queue.build()
 }
 
 /// An index recorded by [`Controller::index_field`]: `add` puts it on its informer at `run`, or
@@ -125,100 +152,61 @@ pub(super) struct InformerSource {
 /// A controller for the primary type `K`, not yet running: it records what it watches and its
 /// options (see the [module docs](self)), and [`run`](Self::run) runs it. Every option has a
 /// default, documented on its setter.
+#[must_use = "a Controller only records; call run(reconciler, shutdown) and await it"]
 pub struct Controller<K: Kind> {
     /// What names the primary kind at run time (`()` for a typed kind).
     pub(super) dynamic: K::DynamicType,
     /// The primary kind: where it is served, and what its children's ownerReferences name.
     pub(super) resource: ApiResource,
     pub(super) name: String,
-    pub(super) factory: FactorySource,
+    /// What reconciles write with (through their [`Context`](super::Context)), and what the
+    /// controller's own factory lists and watches with.
+    pub(super) client: Client,
+    /// A factory the author made and gave ([`with_factory`](Self::with_factory)); `None`: the
+    /// controller makes its own at `run` and stops it when it stops.
+    pub(super) factory: Option<Arc<SharedInformerFactory<Client>>>,
+    /// A queue the author made and gave ([`with_queue`](Self::with_queue)); `None`: the
+    /// controller makes its own at `run` ([`controller_queue`]).
+    pub(super) queue: Option<WorkQueue<ObjectKey>>,
+    /// The primary scope as recorded; the [`ownership`](Self::ownership) narrows it at `run`.
     pub(super) scope: Scope,
     pub(super) sources: Vec<InformerSource>,
+    /// The owned kinds (`owns`, `owns_with`), for the ownership.
+    pub(super) owned_kinds: Vec<OwnedKind>,
     pub(super) streams: Vec<KeyStream>,
     pub(super) filters: Vec<KindFilter>,
     pub(super) workers: usize,
     pub(super) resync: Option<Duration>,
     pub(super) shutdown_timeout: Duration,
     pub(super) metrics: Option<Metrics>,
-    /// The queue, made on first use from `name` and `metrics` as they were then.
-    pub(super) queue: OnceLock<WorkQueue<ObjectKey>>,
     /// The controller's own writes per key, checked before each reconcile. Its name and switch
     /// are set from `name` and `stale_protection` when `run` starts.
     pub(super) consistency: ConsistencyStore,
     pub(super) stale_protection: bool,
-    /// What reconciles write with (through their [`Context`](super::Context)); `None`: the
-    /// factory's client.
-    pub(super) client: Option<Client>,
     pub(super) stale_requeue: Duration,
     /// Awaited after the caches synced and before the workers start (the manager's "until this
     /// replica leads"); none: start at once.
     pub(super) workers_after: Option<BoxFuture<()>>,
-    /// Calls that came too late to take effect (see the [module docs](self)); `run` refuses.
-    pub(super) late_calls: Vec<String>,
     /// Indexes to add at `run` ([`index_field`](Self::index_field)).
     pub(super) index_fields: Vec<IndexField>,
     /// Per [`watches_by_index`](Self::watches_by_index) source, its call and the primary's
     /// index it looks keys up in: `run` refuses if the primary's informer lacks one.
     pub(super) index_lookups: Vec<(String, String)>,
-    /// Set by [`shard`](Self::shard): this replica's membership and the primary scope before it
-    /// was narrowed (the assigner's).
-    #[cfg(feature = "shard")]
-    pub(super) shard: Option<(ShardMember, Scope)>,
-    /// One per owned type, used only when sharded.
-    #[cfg(feature = "shard")]
-    pub(super) dependents: Vec<DependentMaker>,
-    pub(super) _kind: std::marker::PhantomData<fn() -> K>,
+    /// Which primaries this replica reconciles: [`AllMine`] unless sharded.
+    pub(super) ownership: Arc<dyn Ownership<K>>,
 }
 
-impl<K: Kind<DynamicType = ()>> Controller<K> {
-    /// A controller for the `K`s in `scope`, with informers of its own (made from `client`,
-    /// stopped when it stops). Reconciles write with `client` too.
-    pub fn new(client: Client, scope: Scope) -> Controller<K> {
-        Controller::new_dynamic(client, (), scope)
-    }
-
-    /// A controller for the `K`s in `scope` whose informers come from `factory`, shared with
-    /// everything else in the process that uses it (one watch and one cache per type and scope).
-    /// The factory's owner stops its informers. An informer created before keeps the settings
-    /// (transform, indexers) it was created with: create it first with `informer_with` to choose.
-    /// Reconciles write with the factory's client unless [`client`](Self::client) says otherwise.
-    pub fn with_factory(
-        factory: Arc<SharedInformerFactory<Client>>,
-        scope: Scope,
-    ) -> Controller<K> {
-        Controller::with_factory_dynamic(factory, (), scope)
-    }
-}
-
-/// Everything else, for any primary kind, typed or known only at run time: a controller of
+/// For any primary kind, typed or known only at run time: a controller of
 /// [`DynamicObject`](ferrokube_client::DynamicObject)s is made with the custom resource's
-/// [`ApiResource`] ([`new_dynamic`](Controller::new_dynamic)). Its sources may be of typed kinds
-/// ([`owns`](Controller::owns), [`watches`](Controller::watches)) or of kinds given at run time
-/// too (the `*_dynamic` sources).
+/// [`ApiResource`] (`Controller::new(client, Objects::dynamic(resource, scope))`). Its sources
+/// may be of typed kinds or of kinds given at run time too ([`Objects::dynamic`]).
 impl<K: Kind> Controller<K> {
-    /// [`new`](Controller::new) for the `K`s of the kind `dynamic` names (for a `DynamicObject`
-    /// controller, the custom resource's [`ApiResource`]).
-    pub fn new_dynamic(client: Client, dynamic: K::DynamicType, scope: Scope) -> Controller<K> {
-        Controller::recording(
-            FactorySource::Own {
-                client,
-                made: OnceLock::new(),
-            },
-            dynamic,
-            scope,
-        )
-    }
-
-    /// [`with_factory`](Controller::with_factory) for the `K`s of the kind `dynamic` names.
-    pub fn with_factory_dynamic(
-        factory: Arc<SharedInformerFactory<Client>>,
-        dynamic: K::DynamicType,
-        scope: Scope,
-    ) -> Controller<K> {
-        Controller::recording(FactorySource::Shared(factory), dynamic, scope)
-    }
-
-    fn recording(factory: FactorySource, dynamic: K::DynamicType, scope: Scope) -> Controller<K> {
+    /// A controller for the `objects` (a [`Scope`] for a typed kind; [`Objects::dynamic`]
+    /// otherwise). Reconciles write with `client`; unless [`with_factory`](Self::with_factory)
+    /// gives a factory, the controller's informers are its own, made from `client` when it runs
+    /// and stopped when it stops.
+    pub fn new(client: Client, objects: impl Into<Objects<K>>) -> Controller<K> {
+        let Objects { dynamic, scope } = objects.into();
         let resource = K::api_resource(&dynamic);
         let name = resource.kind.to_lowercase();
         Controller {
@@ -228,67 +216,58 @@ impl<K: Kind> Controller<K> {
             stale_protection: true,
             stale_requeue: DEFAULT_STALE_REQUEUE,
             name,
-            factory,
+            client,
+            factory: None,
+            queue: None,
             scope,
             sources: Vec::new(),
+            owned_kinds: Vec::new(),
             streams: Vec::new(),
             filters: Vec::new(),
             workers: DEFAULT_WORKERS,
             resync: Some(DEFAULT_RESYNC),
             shutdown_timeout: DEFAULT_SHUTDOWN_TIMEOUT,
             metrics: None,
-            queue: OnceLock::new(),
-            client: None,
             workers_after: None,
-            late_calls: Vec::new(),
             index_fields: Vec::new(),
             index_lookups: Vec::new(),
-            #[cfg(feature = "shard")]
-            shard: None,
-            #[cfg(feature = "shard")]
-            dependents: Vec::new(),
-            _kind: std::marker::PhantomData,
+            ownership: Arc::new(AllMine),
         }
     }
 
+    /// Takes the controller's informers from `factory`, shared with everything else in the
+    /// process that uses it (one watch and one cache per type and scope), and left running when
+    /// the controller stops: the factory's owner stops it. Make the informers you read through
+    /// listers from the same factory: `run` starts every informer of the factory and waits for
+    /// its cache before the first reconcile, so a lister is never read unsynced. An informer
+    /// created before keeps the settings (transform, indexers) it was created with: create it
+    /// first with `informer_with` to choose. Give the factory the metrics yourself
+    /// (`with_metrics(metrics.informers())`). Default: informers of the controller's own.
+    pub fn with_factory(mut self, factory: Arc<SharedInformerFactory<Client>>) -> Self {
+        self.factory = Some(factory);
+        self
+    }
+
+    /// Queues keys on `queue`, a queue the author made (best with [`controller_queue`], as the
+    /// controller would): to keep a handle on it (its depth; keys added from outside a source).
+    /// Its name and metrics are the ones it was made with. Default: a queue of the controller's
+    /// own, made at `run`.
+    pub fn with_queue(mut self, queue: WorkQueue<ObjectKey>) -> Self {
+        self.queue = Some(queue);
+        self
+    }
+
     /// The controller's name: the `controller` label of its metrics, its queue's name, its
-    /// handlers' names and its log spans. Default: `K`'s kind in lower case. Call it before
-    /// [`queue_handle`](Self::queue_handle) (else `run` refuses).
+    /// handlers' names and its log spans. Default: `K`'s kind in lower case.
     pub fn name(mut self, name: &str) -> Self {
-        if self.queue.get().is_some() {
-            self.late_calls.push(format!(
-                "name({name:?}) was called after queue_handle(), whose queue is named {:?}; \
-                 call name() first",
-                self.name
-            ));
-        }
         self.name = name.to_string();
         self
     }
 
     /// Reports reconcile and queue metrics to `metrics` (default: none). A controller with
-    /// informers of its own ([`new`](Self::new)) reports theirs too (`informer_*`,
-    /// `store_resource_version`); with a shared factory, give the factory the metrics
-    /// (`with_metrics(metrics.informers())`). Call it before [`queue_handle`](Self::queue_handle),
-    /// [`factory`](Self::factory) and [`primary_informer`](Self::primary_informer) (else `run`
-    /// refuses).
+    /// informers of its own reports theirs too (`informer_*`, `store_resource_version`); with a
+    /// shared factory, give the factory the metrics (`with_metrics(metrics.informers())`).
     pub fn metrics(mut self, metrics: &Metrics) -> Self {
-        if self.queue.get().is_some() {
-            self.late_calls.push(
-                "metrics() was called after queue_handle(): the queue was made without them; \
-                 call metrics() first"
-                    .into(),
-            );
-        }
-        if let FactorySource::Own { made, .. } = &self.factory {
-            if made.get().is_some() {
-                self.late_calls.push(
-                    "metrics() was called after factory() or primary_informer(): the informers \
-                     were made without them; call metrics() first"
-                        .into(),
-                );
-            }
-        }
         self.metrics = Some(metrics.clone());
         self
     }
@@ -298,26 +277,6 @@ impl<K: Kind> Controller<K> {
         &self.name
     }
 
-    /// The controller's queue, made now if it was not yet (named and measured as recorded so
-    /// far): to add keys from outside a source, or to watch its depth. Keys added before `run`
-    /// wait for the workers.
-    pub fn queue_handle(&self) -> WorkQueue<ObjectKey> {
-        self.queue
-            .get_or_init(|| {
-                // A run on virtual time (`ferrokube_core::time::set_thread_clock`, as
-                // ferrokube-explore sets it) waits for requeues on the runtime's clock too.
-                let mut queue = WorkQueue::builder()
-                    .name(&self.name)
-                    .rate_limiter(default_controller_rate_limiter())
-                    .virtual_time(ferrokube_core::time::thread_clock_is_set());
-                if let Some(metrics) = &self.metrics {
-                    queue = queue.metrics(metrics.queue(&self.name));
-                }
-                queue.build()
-            })
-            .clone()
-    }
-
     /// The controller's [consistency store](crate::freshness::consistency): every write a reconcile makes
     /// through its [`Context`](super::Context) is recorded there for the key, and the workers
     /// check it before each reconcile. It knows the controller's informers once `run` has
@@ -325,15 +284,6 @@ impl<K: Kind> Controller<K> {
     /// writes made outside a reconcile ([`ConsistencyStore::writes`]).
     pub fn consistency(&self) -> ConsistencyStore {
         self.consistency.clone()
-    }
-
-    /// The client reconciles write with, through their [`Context`](super::Context) (which
-    /// records each write for the key). Default: the client of the controller's informer factory
-    /// (the one given to [`new`](Self::new)); a [`Manager`](crate::manager::Manager) sets its
-    /// gated client, and `shard` (feature `shard`) the member's.
-    pub fn client(mut self, client: Client) -> Self {
-        self.client = Some(client);
-        self
     }
 
     /// Whether reconciles wait for the caches to show the controller's own writes (see
@@ -351,67 +301,76 @@ impl<K: Kind> Controller<K> {
         self
     }
 
-    /// The factory the controller's informers come from (its own is made now if it was not yet,
-    /// with the metrics recorded so far). Every informer taken from it starts when the controller
-    /// runs, and `run` waits for its cache, so a lister of one is never read unsynced.
-    pub fn factory(&self) -> &Arc<SharedInformerFactory<Client>> {
-        match &self.factory {
-            FactorySource::Shared(factory) => factory,
-            FactorySource::Own { client, made } => made.get_or_init(|| {
-                let factory = SharedInformerFactory::new(client.clone());
-                Arc::new(match &self.metrics {
-                    Some(metrics) => factory.with_metrics(metrics.informers()),
-                    None => factory,
-                })
-            }),
-        }
-    }
-
-    /// The informer of the primary type (created now if the factory has none yet): its lister is
-    /// how a reconciler reads other `K`s. Call it after `shard` (feature `shard`).
-    pub fn primary_informer(&self) -> SharedIndexInformer<K> {
-        self.factory()
-            .informer_for::<K>(&self.dynamic, &self.scope, |builder| builder)
-    }
-
-    /// Reconciles the `C`s in `scope` whose controller ownerReference points at a `K` (same kind
-    /// and API group), by the owner's key: a change to a child reconciles its owner. An update that
-    /// moves a child between owners reconciles both. Filtered by
-    /// [`filter_for::<C>`](Self::filter_for), else by the default for a kind that is not the
-    /// primary (see [`filter`](super::filter#which-filters-a-source-gets)).
+    /// Reconciles the `C`s of `children` (a [`Scope`] for a typed kind, [`Objects::dynamic`]
+    /// otherwise) whose controller ownerReference points at a `K` (same kind and API group), by
+    /// the owner's key: a change to a child reconciles its owner. An update that moves a child
+    /// between owners reconciles both. Filtered by [`filter_for::<C>`](Self::filter_for), else by
+    /// the default for a kind that is not the primary (see
+    /// [`filter`](super::filter#which-filters-a-source-gets)).
     ///
-    /// When the controller is sharded (`shard`, feature `shard`), the owned `C`s are narrowed to
-    /// this member's label too, and move with their owner.
-    pub fn owns<C: Kind<DynamicType = ()>>(self, scope: Scope) -> Self {
-        self.owns_dynamic::<C>((), scope)
+    /// The `C`s are the primaries' dependents: the controller's
+    /// [`Ownership`] narrows their scope as it narrows the
+    /// primary's, and is told of them (when sharded, they move with their owner).
+    pub fn owns<C: Kind>(self, children: impl Into<Objects<C>>) -> Self {
+        let Objects { dynamic, scope } = children.into();
+        let owner = self.resource.clone();
+        let map = source::mapped(move |child: &C| {
+            source::controller_key(&owner, child).into_iter().collect()
+        });
+        let name = source_name::<C>("owns", &dynamic, "the controller ownerReference");
+        self.owned::<C>(dynamic, scope, map, name)
     }
 
-    /// [`owns`](Self::owns) with a handler of your own (as [`watches_with`](Self::watches_with)):
-    /// for a controller that keeps books on its children (expectations) or adopts orphans. The
-    /// `C`s are its dependents: narrowed to this member's label and moved with their owner when
-    /// sharded.
-    pub fn owns_with<C: Kind<DynamicType = ()>>(
+    /// [`owns`](Self::owns) with a handler of your own (as [`watches_with`](Self::watches_with))
+    /// instead of the owner's key: for a controller that keeps books on its children
+    /// (expectations) or adopts orphans. The `C`s are its dependents, as with `owns`.
+    pub fn owns_with<C: Kind>(
         self,
-        scope: Scope,
+        children: impl Into<Objects<C>>,
         handle: impl Fn(&Enqueue, &ObjectEvent<'_, C>) + Send + Sync + 'static,
     ) -> Self {
-        let name = source_name::<C>("owns_with", &(), std::any::type_name_of_val(&handle));
-        self.owned::<C>((), scope, Box::new(handle), name)
+        let Objects { dynamic, scope } = children.into();
+        let name = source_name::<C>("owns_with", &dynamic, std::any::type_name_of_val(&handle));
+        self.owned::<C>(dynamic, scope, Box::new(handle), name)
     }
 
-    /// Reconciles the keys `map` returns for each changed `O` in `scope` (zero or more; both the
-    /// old and the new state of an update are mapped). Filtered as [`owns`](Self::owns) is.
+    /// Reconciles the keys `map` returns for each changed `O` of `objects` (a [`Scope`] for a
+    /// typed kind, [`Objects::dynamic`] otherwise; zero or more keys; both the old and the new
+    /// state of an update are mapped). Filtered as [`owns`](Self::owns) is.
     ///
     /// Each key must be able to name a `K`: with a namespace if `K` is namespaced, without one if
     /// it is cluster-scoped. Any other key is refused before the queue, counted in
     /// `controller_mapper_keys_refused_total{mapper="watches::<O>"}` and logged (the first one)
     /// at warn level: see [`source`](super::source#keys-that-name-no-primary).
-    pub fn watches<O: Kind<DynamicType = ()>>(
+    pub fn watches<O: Kind>(
         self,
-        scope: Scope,
+        objects: impl Into<Objects<O>>,
         map: impl Fn(&O) -> Vec<ObjectKey> + Send + Sync + 'static,
     ) -> Self {
-        self.watches_dynamic::<O>((), scope, map)
+        let Objects { dynamic, scope } = objects.into();
+        let name = source_name::<O>("watches", &dynamic, std::any::type_name_of_val(&map));
+        self.watched::<O>(dynamic, scope, source::mapped(map), name)
+    }
+
+    /// The most general informer source: `handle` gets every event of the `O`s of `objects`
+    /// that passed `O`'s filters, and adds keys itself (at the event's priority) through the
+    /// [`Enqueue`]. For sources that must also keep books, like expectations.
+    ///
+    /// Every source's handler (this one, `watches`' map and `owns`) is called by the informer's
+    /// processor itself ([`Delivery::Inline`](ferrokube_informer::Delivery::Inline)): it must be
+    /// quick and never block, since the informer applies no other change while it runs.
+    pub fn watches_with<O: Kind>(
+        self,
+        objects: impl Into<Objects<O>>,
+        handle: impl Fn(&Enqueue, &ObjectEvent<'_, O>) + Send + Sync + 'static,
+    ) -> Self {
+        let Objects { dynamic, scope } = objects.into();
+        let name = source_name::<O>(
+            "watches_with",
+            &dynamic,
+            std::any::type_name_of_val(&handle),
+        );
+        self.watched::<O>(dynamic, scope, Box::new(handle), name)
     }
 
     /// Indexes the `O`s of the controller's scope by `values` under the index `name`
@@ -523,39 +482,13 @@ impl<K: Kind> Controller<K> {
         self
     }
 
-    /// The most general informer source: `handle` gets every event of the `O`s in `scope` that
-    /// passed `O`'s filters, and adds keys itself (at the event's priority) through the
-    /// [`Enqueue`]. For sources that must also keep books, like expectations.
-    ///
-    /// Every source's handler (this one, `watches`' map and `owns`) is called by the informer's
-    /// processor itself ([`Delivery::Inline`](ferrokube_informer::Delivery::Inline)): it must be
-    /// quick and never block, since the informer applies no other change while it runs.
-    pub fn watches_with<O: Kind<DynamicType = ()>>(
-        self,
-        scope: Scope,
-        handle: impl Fn(&Enqueue, &ObjectEvent<'_, O>) + Send + Sync + 'static,
-    ) -> Self {
-        let name = source_name::<O>("watches_with", &(), std::any::type_name_of_val(&handle));
-        self.watched::<O>((), scope, Box::new(handle), name)
-    }
-
     /// Adds a filter every event of kind `O` must pass, whichever sources hear `O`s (all of its
     /// filters must). Replaces `O`'s default filter; see
     /// [`filter`](super::filter#which-filters-a-source-gets). `run` refuses a filter for a kind
-    /// the controller has no source of, and one that cannot work for `O`.
+    /// the controller has no source of, and one that cannot work for `O`. For a kind known only
+    /// at run time, [`filter_for_dynamic`](Self::filter_for_dynamic).
     pub fn filter_for<O: Kind<DynamicType = ()>>(self, filter: Filter) -> Self {
         self.filter_for_dynamic::<O>(&(), filter)
-    }
-
-    /// [`owns`](Controller::owns) for children of the kind `dynamic` names (`DynamicObject`s of
-    /// a custom resource: its [`ApiResource`]).
-    pub fn owns_dynamic<C: Kind>(self, dynamic: C::DynamicType, scope: Scope) -> Self {
-        let owner = self.resource.clone();
-        let map = source::mapped(move |child: &C| {
-            source::controller_key(&owner, child).into_iter().collect()
-        });
-        let name = source_name::<C>("owns", &dynamic, "the controller ownerReference");
-        self.owned::<C>(dynamic, scope, map, name)
     }
 
     fn owned<C: Kind>(
@@ -565,75 +498,42 @@ impl<K: Kind> Controller<K> {
         map: Box<MapEvent<C>>,
         name: SourceName,
     ) -> Self {
-        #[cfg(feature = "shard")]
-        self.record_dependent::<C>(dynamic.clone(), scope.clone());
+        self.owned_kinds.push(owned_kind::<C>(
+            self.resource.clone(),
+            dynamic.clone(),
+            scope.clone(),
+        ));
         self.sources.push(InformerSource {
             kind: SourceKind::of::<C>(&dynamic),
             attach: Box::new(move |wiring: &Wiring<'_>| {
-                wiring::attach::<C>(
-                    wiring,
-                    &dynamic,
-                    &wiring.owned_scope(&scope),
-                    map,
-                    None,
-                    name,
-                )
+                wiring::attach::<C>(wiring, &dynamic, &(wiring.narrow)(scope), map, None, name)
             }),
         });
         self
     }
 
-    /// Remembers how to find the `C`s in `scope` that a `K` controls, for the shard gate (used
-    /// only if the controller is sharded, whatever the order of `owns` and `shard`).
-    #[cfg(feature = "shard")]
-    fn record_dependent<C: Kind>(&mut self, dynamic: C::DynamicType, scope: Scope) {
-        let owner = self.resource.clone();
-        self.dependents.push(Box::new(move |factory, member| {
-            let informer =
-                factory.informer_for::<C>(&dynamic, &member.scope(scope), |builder| builder);
-            Dependents::kind(
-                informer,
-                dynamic,
-                Box::new(move |child: &C| {
-                    crate::toolkit::owner::controller_of(child.meta())
-                        .filter(|reference| {
-                            reference.kind == owner.kind
-                                && crate::toolkit::owner::group_of(&reference.api_version)
-                                    == owner.group
-                        })
-                        .map(|reference| reference.uid.clone())
-                }),
-            )
-        }));
+    /// Which primaries this replica reconciles, and what it does with the others: the workers
+    /// ask `ownership` before each reconcile (see [`ownership`](super::ownership) for every
+    /// point where the run asks it). Default [`AllMine`]: every
+    /// object the caches show. [`shard`](Self::shard) sets the sharded one.
+    pub fn ownership(mut self, ownership: impl Ownership<K>) -> Self {
+        self.ownership = Arc::new(ownership);
+        self
     }
 
     /// Shards this controller across replicas (see `crate::shard`): the primary and owned
     /// informers select only `member`'s objects; the workers start once `member` holds its Lease,
     /// hand objects over when the assigner asks, and wait for a moved object's children; and
-    /// this replica stands for the ring's assigner. Call it before
-    /// [`primary_informer`](Self::primary_informer). Reconciles write with
-    /// [`ShardMember::client`] (through their [`Context`](super::Context)) and must
-    /// [`mark_child`](super::Context::mark_child) the children they create. Sharding
-    /// relies on the consistency store, so stale protection stays on. Default: not sharded.
-    /// Needs the `shard` feature.
+    /// this replica stands for the ring's assigner. Reconciles write with
+    /// [`ShardMember::client`](crate::shard::ShardMember::client) (through their
+    /// [`Context`](super::Context)) and must
+    /// [`mark_child`](super::Context::mark_child) the children they create. Sharding relies on
+    /// the consistency store, so stale protection stays on. Default: not sharded. Needs the
+    /// `shard` feature; the controller sees it only as its
+    /// [`Ownership`].
     #[cfg(feature = "shard")]
-    pub fn shard(mut self, member: &ShardMember) -> Self {
-        let base = self.scope.clone();
-        self.scope = member.scope(base.clone());
-        self.client = Some(member.client());
-        self.shard = Some((member.clone(), base));
-        self
-    }
-
-    /// [`watches`](Controller::watches) for objects of the kind `dynamic` names.
-    pub fn watches_dynamic<O: Kind>(
-        self,
-        dynamic: O::DynamicType,
-        scope: Scope,
-        map: impl Fn(&O) -> Vec<ObjectKey> + Send + Sync + 'static,
-    ) -> Self {
-        let name = source_name::<O>("watches", &dynamic, std::any::type_name_of_val(&map));
-        self.watched::<O>(dynamic, scope, source::mapped(map), name)
+    pub fn shard(self, member: &crate::shard::ShardMember) -> Self {
+        self.ownership(super::sharded::Sharded::<K>::new(member))
     }
 
     fn watched<O: Kind>(
@@ -712,7 +612,7 @@ impl<K: Kind> Controller<K> {
     /// What `run` would refuse, if anything: calls that came too late, and filters that cannot
     /// work.
     pub(super) fn problems(&self) -> Vec<String> {
-        let mut problems = self.late_calls.clone();
+        let mut problems = Vec::new();
         let primary = SourceKind::of::<K>(&self.dynamic);
         for recorded in &self.filters {
             let kind = &recorded.kind;

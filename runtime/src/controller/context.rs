@@ -3,8 +3,10 @@
 //! A reconcile is called with the object as the cache holds it and a [`Context`]: the key being
 //! reconciled, how many times in a row it has failed, and the controller's client. That client
 //! is the reason the context exists. Every write made through it, through any [`Api`] built from
-//! it ([`api`](Context::api), [`api_in`](Context::api_in), [`api_for`](Context::api_for),
-//! [`dynamic_api`](Context::dynamic_api)) and by every toolkit helper given such an `Api`
+//! it ([`api_all`](Context::api_all), [`api_in_namespace`](Context::api_in_namespace),
+//! [`api_for_object`](Context::api_for_object),
+//! [`api_in_primary_namespace`](Context::api_in_primary_namespace),
+//! [`api_dynamic`](Context::api_dynamic)) and by every toolkit helper given such an `Api`
 //! ([`finalize`](crate::toolkit::finalizer::finalize), [`update_status`](crate::toolkit::conditions::update_status),
 //! [`create_or_update`](crate::toolkit::owner::create_or_update), the [`Claimer`](crate::toolkit::claim::Claimer)),
 //! is recorded in the controller's [consistency store](crate::freshness::consistency) for this key before
@@ -15,7 +17,7 @@
 //! ```text
 //!  worker takes key ─▶ Context { key, retries, client: controller's client + Writes(key) }
 //!                           │
-//!   reconcile(obj, ctx) ────┤ ctx.api::<Pod>().create(..) ─▶ server ─▶ committed at r
+//!   reconcile(obj, ctx) ────┤ ctx.api_all::<Pod>().create(..) ─▶ server ─▶ committed at r
 //!                           │                                              │
 //!                           │              client's write observer: store.wrote(key, Pod, r)
 //!                           ▼
@@ -32,7 +34,7 @@
 //! a child and then lists the children sees it.
 //!
 //! ```text
-//!  ctx.api_here::<ConfigMap>().create(..)  ─▶ committed at r, recorded for the key
+//!  ctx.api_in_primary_namespace::<ConfigMap>().create(..)  ─▶ committed at r, recorded for the key
 //!  ctx.cache::<ConfigMap>(&scope)?.list(..) ─▶ waits until the ConfigMap informer's store ≥ r
 //!                                              (woken by each move, ≤ 3 s), then reads it
 //! ```
@@ -47,8 +49,8 @@
 
 use std::sync::{Arc, OnceLock};
 
+use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use k8s_openapi::{ClusterResourceScope, NamespaceResourceScope};
 
 use crate::freshness::consistency::{ConsistencyStore, Writes};
 use crate::freshness::record::{DEFAULT_MAX_WAIT, ReadError};
@@ -70,8 +72,9 @@ pub(crate) struct Shared {
     /// The controller's client, as given (not observed).
     pub(crate) client: Client,
     pub(crate) consistency: ConsistencyStore,
-    /// `Some` for a sharded controller.
-    pub(crate) mark: Option<MarkChild>,
+    /// The controller's [`Ownership::mark_child`](super::ownership::Ownership::mark_child)
+    /// (nothing, unless sharded).
+    pub(crate) mark: MarkChild,
     /// Where [`Context::cache`] finds the controller's informers.
     pub(crate) factory: Option<Arc<SharedInformerFactory<Client>>>,
     /// The controller's queue, asked for a key's retries when [`Context::retries`] is called.
@@ -97,7 +100,6 @@ impl std::fmt::Debug for Context {
             .field("key", &self.key)
             .field("retries", &self.retries())
             .field("client", &self.shared.client)
-            .field("sharded", &self.shared.mark.is_some())
             .finish()
     }
 }
@@ -120,7 +122,7 @@ impl Context {
         let shared = Shared {
             client: client.clone(),
             consistency: writes.store().clone(),
-            mark: None,
+            mark: Arc::new(|_: &mut ObjectMeta| {}),
             factory: None,
             queue: None,
         };
@@ -150,8 +152,9 @@ impl Context {
 
     /// Cached reads of the `O`s in `scope`, from the controller's informer of them, that first
     /// wait (at most 3 s) until it shows every write recorded for this key. Fails with
-    /// [`ReadError::NotRunning`] when the controller does not run that informer (take it from
-    /// [`Controller::factory`](super::Controller::factory) before `run`, or make it a source).
+    /// [`ReadError::NotRunning`] when the controller does not run that informer (make it a
+    /// source, or take it from a factory you give with
+    /// [`Controller::with_factory`](super::Controller::with_factory) before `run`).
     pub fn cache<O: Object + k8s_openapi::Resource>(
         &self,
         scope: &Scope,
@@ -202,46 +205,50 @@ impl Context {
         self.shared.consistency.writes(self.key.clone())
     }
 
-    /// `O` across all namespaces (list, watch), or `O` if it is cluster-scoped; writes recorded.
-    pub fn api<O: Object + k8s_openapi::Resource>(&self) -> Api<O> {
+    // The `Api`s of a reconcile: one per question "where?", each named for its answer. All of
+    // them are built on `client()`, so every write through them is recorded for the key.
+
+    /// `O` in every namespace (to list or watch across them), or `O` itself if it is
+    /// cluster-scoped (a Namespace, a ClusterRole); writes recorded.
+    pub fn api_all<O: Object + k8s_openapi::Resource>(&self) -> Api<O> {
         Api::all(self.client().clone())
     }
 
-    /// `O` in `namespace` (ignored for a cluster-scoped kind); writes recorded.
-    pub fn api_in<O: Object + k8s_openapi::Resource>(&self, namespace: &str) -> Api<O> {
+    /// `O` in `namespace` (for a cluster-scoped kind, `namespace` is ignored); writes recorded.
+    pub fn api_in_namespace<O: Object + k8s_openapi::Resource>(&self, namespace: &str) -> Api<O> {
         Api::all(self.client().clone()).in_namespace(namespace)
     }
 
     /// `O` where `object` lives (its namespace; a cluster-scoped kind has none): the `Api` the
-    /// toolkit's helpers want for an object; writes recorded.
-    pub fn api_for<O: Object + k8s_openapi::Resource>(&self, object: &O) -> Api<O> {
+    /// toolkit's helpers want for an object they update; writes recorded.
+    pub fn api_for_object<O: Object + k8s_openapi::Resource>(&self, object: &O) -> Api<O> {
         match object
             .meta()
             .namespace
             .as_deref()
             .filter(|ns| !ns.is_empty())
         {
-            Some(namespace) => self.api_in(namespace),
-            None => self.api(),
+            Some(namespace) => self.api_in_namespace(namespace),
+            None => self.api_all(),
         }
     }
 
-    /// A namespaced `O` in the namespace of the key (the primary's namespace): where a
-    /// controller usually creates the children of a namespaced primary; writes recorded.
-    pub fn api_here<O: k8s_openapi::Resource<Scope = NamespaceResourceScope>>(&self) -> Api<O> {
+    /// A namespaced `O` in the namespace of the primary being reconciled (the key's): where a
+    /// controller usually creates the children of a namespaced primary. For a cluster-scoped
+    /// primary (no namespace), every namespace. Writes recorded.
+    pub fn api_in_primary_namespace<O>(&self) -> Api<O>
+    where
+        O: k8s_openapi::Resource<Scope = NamespaceResourceScope>,
+    {
         match self.key.namespace() {
             Some(namespace) => Api::namespaced(self.client().clone(), namespace),
             None => Api::all(self.client().clone()),
         }
     }
 
-    /// A cluster-scoped `O`; writes recorded.
-    pub fn api_cluster<O: k8s_openapi::Resource<Scope = ClusterResourceScope>>(&self) -> Api<O> {
-        Api::cluster(self.client().clone())
-    }
-
-    /// Any resource, described at run time; writes recorded.
-    pub fn dynamic_api(
+    /// Objects of a kind known only at run time (`resource`), in `namespace` (`None`: every
+    /// namespace, or the cluster for a cluster-scoped kind); writes recorded.
+    pub fn api_dynamic(
         &self,
         resource: ApiResource,
         namespace: Option<&str>,
@@ -254,14 +261,13 @@ impl Context {
     /// nothing for a controller that is not sharded. Call it on every new child (with
     /// [`set_controller_reference`](crate::toolkit::owner::set_controller_reference)).
     pub fn mark_child(&self, meta: &mut ObjectMeta) {
-        if let Some(mark) = &self.shared.mark {
-            mark(meta);
-        }
+        (self.shared.mark)(meta);
     }
 }
 
 /// Cached reads of one informer that include the writes of one reconcile's key: see
 /// [`Context::cache`].
+#[must_use = "cached reads do nothing until get() or list()"]
 pub struct CachedReads<O> {
     informer: SharedIndexInformer<O>,
     key: ObjectKey,

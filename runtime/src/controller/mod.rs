@@ -61,7 +61,7 @@
 //! impl Reconciler<Deployment> for Stamp {
 //!     type Error = ferrokube_client::Error;
 //!     async fn reconcile(&self, deployment: Arc<Deployment>, ctx: Context) -> Result<Action, Self::Error> {
-//!         // ... read caches, write what is missing (idempotently) through ctx.api_here::<ConfigMap>() ...
+//!         // ... read caches, write what is missing (idempotently) through ctx.api_in_primary_namespace::<ConfigMap>() ...
 //!         Ok(Action::await_change())
 //!     }
 //! }
@@ -87,13 +87,14 @@
 //! | module | holds | upstream counterpart |
 //! |---|---|---|
 //! | [`builder`] | [`Controller`]: records the primary, owned, watched and stream sources, filters per kind, options | controller-runtime's builder, kube-rs's `Controller` |
-//! | `run` | what `Controller::run` does: check, attach, sync, gate, spawn, drain | controller-runtime's `Controller.Start` |
+//! | `run` | what `Controller::run` does: check, make, attach, sync, gate, spawn, drain | controller-runtime's `Controller.Start` |
 //! | [`reconciler`] | [`Reconciler`]: reconcile, deletions, error policy; [`from_fn`] | `reconcile.Reconciler` |
 //! | [`context`] | [`Context`]: the key, the retries, and the client whose writes are recorded for the key | kube-rs's `Context`, controller-runtime's `reconcile.Request` |
 //! | [`action`] | [`Action`]: await change, requeue after, rate-limited | `reconcile.Result`, kube-rs `Action` |
 //! | [`source`] | how events become keys; priorities; deletions on their way to the worker | `handler.EnqueueRequestForOwner`, `source.Channel` |
 //! | [`filter`] | [`Filter`]: generation, labels, annotations, resourceVersion, any closure; per kind, with defaults | `predicate`, `builder.WithPredicates` |
 //! | `worker` | the workers' loop: span, metrics, panics, requeue | `controller.reconcileHandler` |
+//! | [`ownership`] | [`Ownership`](ownership::Ownership): which primaries this replica reconciles, asked by the run and the workers; the one interface to sharding (its impl, feature `shard`, in `sharded`) | kubernetes-controller-sharding's shard filter |
 //! | [`metrics`] | [`Metrics`]: `controller_runtime_*`, with the queue's and informers' | controller-runtime's metrics |
 //! | [`crate::freshness`] | the consistency store (the automatic skip), [`ReadYourWrites`], [`Expectations`]: never acting on a cache older than your own writes | KEP-5647; `pkg/controller` expectations |
 //! | [`crate::toolkit`] | what a reconcile calls: [`claim`], [`events`], [`finalizer`], [`conditions`], [`owner`], [`stabilization`] | `controllerutil`, `tools/record` |
@@ -103,14 +104,17 @@ pub mod builder;
 pub mod context;
 pub mod filter;
 pub mod metrics;
+pub mod ownership;
 pub mod reconciler;
 mod run;
+#[cfg(feature = "shard")]
+mod sharded;
 pub mod source;
 mod wiring;
 mod worker;
 
 pub use action::Action;
-pub use builder::{Controller, ControllerError};
+pub use builder::{Controller, ControllerError, Objects, controller_queue};
 pub use context::{CachedReads, Context};
 pub use filter::{Change, Filter};
 pub use metrics::Metrics;

@@ -1,11 +1,12 @@
 //! Running a [`Controller`]: the short sequence its `run` goes through, one function per step.
 //!
 //! ```text
-//!  check ─▶ attach ─▶ sync ─▶ gate ─▶ spawn ─▶ (shutdown) ─▶ drain
-//!  refuse   handlers   start the    member's   streams,       handlers off, streams stop,
-//!  what     on the     factory's    Lease,     workers        workers finish the key in hand
-//!  cannot   informers  informers,   start_                    (≤ shutdown_timeout); own
-//!  work     (guarded)  wait caches  workers_after             informers stop
+//!  check ─▶ make ─▶ attach ─▶ sync ─▶ gate ─▶ spawn ─▶ (shutdown) ─▶ drain
+//!  refuse   factory, handlers   start the    ownership   streams,      handlers off, streams
+//!  what     queue,   on the     factory's    ready,      workers,      stop, workers finish the
+//!  cannot   scopes,  informers  informers,   start_      tasks beside  key in hand (≤ shutdown_
+//!  work     indexes  (guarded)  wait caches  workers_    them          timeout); own informers
+//!                                            after                     stop
 //! ```
 //!
 //! The handlers are held by an [`Attachments`] guard from the moment they are on: whichever way
@@ -13,32 +14,33 @@
 //! off the informers, and stops the informers of a controller that owns its factory. A shared
 //! factory's informers belong to its owner and keep running.
 //!
-//! The [builder](super::builder) only records; everything live is made here, from what it
-//! recorded.
+//! The [builder](super::builder) only records; everything live is made here (`make`), from what it
+//! recorded. Which primaries this replica reconciles is the controller's
+//! [`Ownership`](super::ownership::Ownership)'s to say; the steps ask it at fixed points (see
+//! [`ownership`](super::ownership)).
 
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
+use ferrokube_core::{ObjectKey, Scope};
 use ferrokube_informer::SharedInformerFactory;
+use ferrokube_workqueue::WorkQueue;
 use futures_util::StreamExt;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
-use super::builder::{Controller, ControllerError, FactorySource};
-use super::context::{MarkChild, Shared as ContextShared};
+use super::builder::{Controller, ControllerError, controller_queue};
+use super::context::Shared as ContextShared;
 use super::filter::SourceKind;
+use super::ownership::Start;
 use super::reconciler::Reconciler;
 use super::source::{self, Enqueue, Tombstones};
 use super::wiring::{Attached, KeyStream, SourceName, Wiring, attach};
 use super::worker::Workers;
-#[cfg(feature = "shard")]
-use crate::shard::{DependentKind, ShardGate};
 use ferrokube_client::client::Client;
 use ferrokube_core::Kind;
-#[cfg(feature = "shard")]
-use ferrokube_core::Object;
 
 /// Every handler a running controller put on an informer. Dropped however `run` ends: takes
 /// them off, and stops the informers of a factory the controller owns.
@@ -71,6 +73,16 @@ impl<K: Kind> Controller<K> {
     }
 }
 
+/// What `make` made live from what the controller recorded.
+struct Live {
+    factory: Arc<SharedInformerFactory<Client>>,
+    /// Whether `factory` is the controller's own (stopped when it stops).
+    own_factory: bool,
+    queue: WorkQueue<ObjectKey>,
+    /// The primary scope, narrowed by the ownership.
+    scope: Scope,
+}
+
 /// Runs `controller` with `reconciler` until `shutdown`: the sequence in the [module docs](self),
 /// one call per step.
 async fn run<K, R>(
@@ -83,33 +95,28 @@ where
     R: Reconciler<K>,
 {
     check(&mut controller)?;
-    add_index_fields(&mut controller)?;
+    let live = make(&mut controller)?;
     let mut shutdown = std::pin::pin!(shutdown);
-    let queue = controller.queue_handle();
-    let enqueue = Enqueue::new(queue.clone());
+    let enqueue = Enqueue::new(live.queue.clone());
     let tombstones = Arc::new(Tombstones::<K>::default());
-    let attachments = attach_all(&mut controller, &enqueue, tombstones.clone())?;
-    let factory = controller.factory().clone();
-    #[cfg(feature = "shard")]
-    let shard_gate = shard_gate(&mut controller);
-    #[cfg(not(feature = "shard"))]
-    let shard_gate = NoShard;
-    if !sync(&controller.name, &factory, &mut shutdown).await? {
+    let attachments = attach_all(&mut controller, &live, &enqueue, tombstones.clone())?;
+    start_ownership(&mut controller, &live);
+    if !sync(&controller.name, &live.factory, &mut shutdown).await? {
         return Ok(());
     }
-    if !gate(&mut controller, &shard_gate, &mut shutdown).await {
+    if !gate(&mut controller, &mut shutdown).await {
         return Ok(());
     }
-    let workers = workers(&controller, &factory, tombstones, reconciler, &shard_gate);
+    let workers = workers(&controller, &live, tombstones, reconciler);
     let stopping = Stopping::new();
-    let running = spawn(&mut controller, &workers, &enqueue, &stopping, &shard_gate);
+    let running = spawn(&mut controller, &workers, &enqueue, &stopping);
     tracing::info!(controller = %controller.name, workers = controller.workers, "controller started");
 
     shutdown.await;
     tracing::info!(controller = %controller.name, "shutting down: no new keys; waiting for reconciles in flight");
     drop(attachments);
     stopping.set();
-    queue.shut_down();
+    live.queue.shut_down();
     stop(
         &controller.name,
         controller.shutdown_timeout,
@@ -121,42 +128,53 @@ where
     Ok(())
 }
 
-/// Without the `shard` feature, the place of the shard gate in [`run`]'s steps: nothing to wait
-/// for, nothing to report.
-#[cfg(not(feature = "shard"))]
-struct NoShard;
+/// Make: the factory (given, or the controller's own with its metrics), the queue (given, or
+/// the controller's own), the primary scope as the ownership narrows it, and the recorded
+/// indexes on their informers.
+fn make<K: Kind>(controller: &mut Controller<K>) -> Result<Live, ControllerError> {
+    let (factory, own_factory) = match controller.factory.clone() {
+        Some(shared) => (shared, false),
+        None => {
+            let own = SharedInformerFactory::new(controller.client.clone());
+            let own = match &controller.metrics {
+                Some(metrics) => own.with_metrics(metrics.informers()),
+                None => own,
+            };
+            (Arc::new(own), true)
+        }
+    };
+    let queue = controller
+        .queue
+        .clone()
+        .unwrap_or_else(|| controller_queue(&controller.name, controller.metrics.as_ref()));
+    let live = Live {
+        factory,
+        own_factory,
+        queue,
+        scope: controller.ownership.scope(controller.scope.clone()),
+    };
+    add_index_fields(controller, &live)?;
+    Ok(live)
+}
 
-/// The shard gate of [`run`]'s steps: `Some` for a sharded controller.
-#[cfg(feature = "shard")]
-type ShardGateOf = Option<Arc<ShardGate>>;
-#[cfg(not(feature = "shard"))]
-type ShardGateOf = NoShard;
-
-/// Gate: after the caches synced, the workers wait for ring membership (sharded) and for the
-/// recorded `workers_after` gate. `false`: `shutdown` came first, and no worker may start.
+/// Gate: after the caches synced, the workers wait for the ownership (ring membership, when
+/// sharded) and for the recorded `workers_after` gate. `false`: `shutdown` came first (or the
+/// ownership will never be ready), and no worker may start.
 async fn gate<K: Kind>(
     controller: &mut Controller<K>,
-    shard_gate: &ShardGateOf,
     shutdown: &mut Pin<&mut (impl Future<Output = ()> + Send)>,
 ) -> bool {
-    #[cfg(not(feature = "shard"))]
-    let _ = shard_gate; // without sharding: nothing to wait for or report
-    #[cfg(feature = "shard")]
-    if let Some(gate) = shard_gate {
-        tracing::debug!(controller = %controller.name, "caches synced; workers wait for ring membership");
-        let joined = gate.member().membership().acquired();
-        tokio::select! {
-            // Shutdown first: no worker starts once asked to stop.
-            biased;
-            () = &mut *shutdown => {
-                tracing::info!(controller = %controller.name, "shut down before joining the ring");
-                return false;
-            }
-            joined = joined => if joined.is_err() {
-                tracing::warn!(controller = %controller.name, "membership ended before it began");
-                return false;
-            },
+    tokio::select! {
+        // Shutdown first: no worker starts once asked to stop.
+        biased;
+        () = &mut *shutdown => {
+            tracing::info!(controller = %controller.name, "shut down before this replica's ownership was ready");
+            return false;
         }
+        ready = controller.ownership.ready() => if !ready {
+            tracing::warn!(controller = %controller.name, "ownership ended before it began");
+            return false;
+        },
     }
     if let Some(gate) = controller.workers_after.take() {
         tracing::debug!(controller = %controller.name, "caches synced; workers wait for their gate");
@@ -174,22 +192,20 @@ async fn gate<K: Kind>(
 }
 
 /// What every worker shares: the queue, the primary cache, the reconciler, the metrics, the
-/// consistency store and what each reconcile's `Context` is made of.
+/// consistency store, the ownership, and what each reconcile's `Context` is made of.
 fn workers<K: Kind, R: Reconciler<K>>(
     controller: &Controller<K>,
-    factory: &Arc<SharedInformerFactory<Client>>,
+    live: &Live,
     tombstones: Arc<Tombstones<K>>,
     reconciler: R,
-    shard_gate: &ShardGateOf,
 ) -> Arc<Workers<K, R>> {
-    #[cfg(not(feature = "shard"))]
-    let _ = shard_gate; // without sharding: nothing to wait for or report
-    let queue = controller.queue_handle();
+    let ownership = controller.ownership.clone();
     Arc::new(Workers {
         name: controller.name.clone(),
-        queue: queue.clone(),
-        cache: factory
-            .informer_for::<K>(&controller.dynamic, &controller.scope, |builder| builder)
+        queue: live.queue.clone(),
+        cache: live
+            .factory
+            .informer_for::<K>(&controller.dynamic, &live.scope, |builder| builder)
             .lister(),
         tombstones,
         reconciler,
@@ -199,41 +215,39 @@ fn workers<K: Kind, R: Reconciler<K>>(
             .map(|m| m.for_controller(&controller.name)),
         consistency: controller.consistency.clone(),
         context: Arc::new(ContextShared {
-            client: controller
-                .client
-                .clone()
-                .unwrap_or_else(|| factory.source().clone()),
+            client: ownership
+                .client()
+                .unwrap_or_else(|| controller.client.clone()),
             consistency: controller.consistency.clone(),
-            mark: mark_child(controller),
-            factory: Some(factory.clone()),
-            queue: Some(queue),
+            mark: {
+                let ownership = ownership.clone();
+                Arc::new(move |meta| ownership.mark_child(meta))
+            },
+            factory: Some(live.factory.clone()),
+            queue: Some(live.queue.clone()),
         }),
         stale_requeue: controller.stale_requeue,
-        #[cfg(feature = "shard")]
-        shard: shard_gate.clone(),
+        ownership,
     })
 }
 
 /// What [`spawn`] started, for [`stop`] to wait on.
 struct Running {
-    /// The streams' forwarders, the workers, and (sharded) the share reporter.
+    /// The streams' forwarders and the workers.
     tasks: JoinSet<()>,
-    /// Sharded: this replica's candidacy for the ring's assigner, until shutdown.
-    #[cfg(feature = "shard")]
-    assigner: Option<tokio::task::JoinHandle<Result<(), crate::shard::ShardError>>>,
+    /// The ownership's tasks beside the workers (sharded: the share reporter, the candidacy for
+    /// the ring's assigner), awaited after the workers.
+    beside: JoinSet<()>,
 }
 
-/// Spawn: the recorded streams' forwarders and the workers; sharded, the share reporter and the
-/// candidacy for the ring's assigner. Each stops when `stopping` is set.
+/// Spawn: the recorded streams' forwarders, the workers, and the ownership's tasks beside them.
+/// Each stops when `stopping` is set.
 fn spawn<K: Kind, R: Reconciler<K>>(
     controller: &mut Controller<K>,
     workers: &Arc<Workers<K, R>>,
     enqueue: &Enqueue,
     stopping: &Stopping,
-    shard_gate: &ShardGateOf,
 ) -> Running {
-    #[cfg(not(feature = "shard"))]
-    let _ = shard_gate; // without sharding: nothing to wait for or report
     let mut tasks = JoinSet::new();
     for keys in std::mem::take(&mut controller.streams) {
         tasks.spawn(forward(keys, enqueue.clone(), stopping.subscribe()));
@@ -244,42 +258,16 @@ fn spawn<K: Kind, R: Reconciler<K>>(
     for worker in 0..controller.workers {
         tasks.spawn(workers.clone().work(worker, stopping.subscribe()));
     }
-    #[cfg(feature = "shard")]
-    if let Some(gate) = shard_gate {
-        let store = controller
-            .factory()
-            .informer_for::<K>(&controller.dynamic, &controller.scope, |builder| builder)
-            .store()
-            .clone();
-        report_share(gate, store, stopping.subscribe(), &mut tasks);
+    let mut beside = JoinSet::new();
+    for task in controller.ownership.beside_workers(stopping.subscribe()) {
+        beside.spawn(task);
     }
-    #[cfg(feature = "shard")]
-    let assigner =
-        controller
-            .shard
-            .as_ref()
-            .zip(shard_gate.as_ref())
-            .map(|((member, base), gate)| {
-                let mut stop = stopping.subscribe();
-                tokio::spawn(crate::shard::assigner::run_candidacy::<K>(
-                    member.clone(),
-                    controller.dynamic.clone(),
-                    base.clone(),
-                    gate.dependents().to_vec(),
-                    async move {
-                        let _ = stop.wait_for(|stopping| *stopping).await;
-                    },
-                ))
-            });
-    Running {
-        tasks,
-        #[cfg(feature = "shard")]
-        assigner,
-    }
+    Running { tasks, beside }
 }
 
 /// Drain, once the handlers are off and `stopping` is set: the workers finish the key in hand
-/// (bounded by the shutdown timeout); sharded, the assigner candidacy releases its Lease.
+/// (bounded by the shutdown timeout); then the ownership's tasks end (sharded: the assigner
+/// candidacy releases its Lease), bounded by the same timeout.
 async fn stop<K: Kind, R: Reconciler<K>>(
     name: &str,
     timeout: Duration,
@@ -290,19 +278,7 @@ async fn stop<K: Kind, R: Reconciler<K>>(
     if let Some(metrics) = &workers.metrics {
         metrics.max_concurrent.set(0);
     }
-    #[cfg(feature = "shard")]
-    if let Some(assigner) = running.assigner {
-        // Its candidacy saw `stopping` and releases the assigner Lease if it held it.
-        match assigner.await {
-            Ok(Ok(())) => {}
-            Ok(Err(error)) => {
-                tracing::warn!(controller = %name, %error, "assigner candidacy failed")
-            }
-            Err(error) => {
-                tracing::warn!(controller = %name, %error, "assigner candidacy panicked")
-            }
-        }
-    }
+    drain(name, timeout, &mut running.beside).await;
 }
 
 /// Refuses what cannot work as recorded; applies the recorded settings to the consistency store.
@@ -315,9 +291,8 @@ fn check<K: Kind>(controller: &mut Controller<K>) -> Result<(), ControllerError>
         });
     }
     controller.consistency.set_controller(&controller.name);
-    #[cfg(feature = "shard")]
-    if controller.shard.is_some() && !controller.stale_protection {
-        tracing::warn!(controller = %controller.name, "sharding needs stale protection: keeping it on");
+    if controller.ownership.keeps_stale_protection() && !controller.stale_protection {
+        tracing::warn!(controller = %controller.name, "this controller's ownership (sharding) needs stale protection: keeping it on");
         controller.stale_protection = true;
     }
     controller
@@ -331,16 +306,19 @@ fn check<K: Kind>(controller: &mut Controller<K>) -> Result<(), ControllerError>
 /// [`watches_by_index`](Controller::watches_by_index) source looks up is on the primary's
 /// informer. Refuses, naming the call, an index whose name its informer has already, and a
 /// lookup of an index the primary lacks.
-fn add_index_fields<K: Kind>(controller: &mut Controller<K>) -> Result<(), ControllerError> {
-    let factory = controller.factory().clone();
+fn add_index_fields<K: Kind>(
+    controller: &mut Controller<K>,
+    live: &Live,
+) -> Result<(), ControllerError> {
     let mut problems = Vec::new();
     for field in std::mem::take(&mut controller.index_fields) {
-        if let Err(problem) = (field.add)(&factory, &controller.scope) {
+        if let Err(problem) = (field.add)(&live.factory, &live.scope) {
             problems.push(problem);
         }
     }
-    let primary =
-        factory.informer_for::<K>(&controller.dynamic, &controller.scope, |builder| builder);
+    let primary = live
+        .factory
+        .informer_for::<K>(&controller.dynamic, &live.scope, |builder| builder);
     for (call, index) in &controller.index_lookups {
         if !primary.store().has_index(index) {
             problems.push(format!(
@@ -364,40 +342,39 @@ fn add_index_fields<K: Kind>(controller: &mut Controller<K>) -> Result<(), Contr
 /// error, those already on come off again (the guard is dropped).
 fn attach_all<K: Kind>(
     controller: &mut Controller<K>,
+    live: &Live,
     enqueue: &Enqueue,
     tombstones: Arc<Tombstones<K>>,
 ) -> Result<Attachments, ControllerError> {
     let mut attachments = Attachments {
         handlers: Vec::with_capacity(1 + controller.sources.len()),
-        own_factory: match &controller.factory {
-            FactorySource::Own { .. } => Some(controller.factory().clone()),
-            FactorySource::Shared(_) => None,
-        },
+        own_factory: live.own_factory.then(|| live.factory.clone()),
     };
     let sources = std::mem::take(&mut controller.sources);
-    let factory = controller.factory().clone();
     let primary_kind = SourceKind::of::<K>(&controller.dynamic);
+    let ownership = controller.ownership.clone();
+    let narrow = move |scope: Scope| ownership.scope(scope);
     let wiring = Wiring {
-        factory: &factory,
+        factory: &live.factory,
         enqueue,
         filters: &controller.filters,
         primary: &primary_kind,
         name: &controller.name,
         consistency: &controller.consistency,
         primary_namespaced: controller.resource.namespaced,
-        primary_index: factory
-            .informer_for::<K>(&controller.dynamic, &controller.scope, |builder| builder)
+        primary_index: live
+            .factory
+            .informer_for::<K>(&controller.dynamic, &live.scope, |builder| builder)
             .store()
             .clone(),
         metrics: controller.metrics.as_ref(),
-        #[cfg(feature = "shard")]
-        shard: controller.shard.as_ref().map(|(member, _)| member),
+        narrow: &narrow,
     };
     let primary = source::primary(tombstones);
     attachments.handlers.push(attach::<K>(
         &wiring,
         &controller.dynamic,
-        &controller.scope,
+        &live.scope,
         primary,
         controller.resync,
         SourceName {
@@ -409,6 +386,29 @@ fn attach_all<K: Kind>(
         attachments.handlers.push((source.attach)(&wiring)?);
     }
     Ok(attachments)
+}
+
+/// Tells the ownership what it is made of: the factory, the primary's store, the caches of the
+/// owned kinds (over the scopes it narrowed).
+fn start_ownership<K: Kind>(controller: &mut Controller<K>, live: &Live) {
+    let ownership = controller.ownership.clone();
+    let narrow = |scope: Scope| ownership.scope(scope);
+    let owned = std::mem::take(&mut controller.owned_kinds)
+        .into_iter()
+        .map(|make| make(&live.factory, &narrow))
+        .collect();
+    controller.ownership.start(Start {
+        factory: &live.factory,
+        resource: &controller.resource,
+        dynamic: &controller.dynamic,
+        recorded_scope: &controller.scope,
+        primary: live
+            .factory
+            .informer_for::<K>(&controller.dynamic, &live.scope, |builder| builder)
+            .store()
+            .clone(),
+        owned,
+    });
 }
 
 /// Starts every informer of the factory (those of the sources, and any taken for a lister) and
@@ -452,64 +452,6 @@ async fn drain(name: &str, timeout: Duration, tasks: &mut JoinSet<()>) {
         );
         tasks.shutdown().await;
     }
-}
-
-/// Sharded: the gate the workers ask before each reconcile.
-#[cfg(feature = "shard")]
-fn shard_gate<K: Kind>(controller: &mut Controller<K>) -> Option<Arc<ShardGate>> {
-    let factory = controller.factory().clone();
-    let makers = std::mem::take(&mut controller.dependents);
-    controller.shard.as_ref().map(|(member, _)| {
-        let dependents: Vec<Arc<dyn DependentKind>> = makers
-            .into_iter()
-            .map(|make| make(&factory, member))
-            .collect();
-        Arc::new(ShardGate::new(
-            member.clone(),
-            controller.resource.clone(),
-            dependents,
-        ))
-    })
-}
-
-/// Sharded: `shard_objects`, this member's share, read from its primary cache each second.
-#[cfg(feature = "shard")]
-fn report_share<K: Object>(
-    gate: &ShardGate,
-    store: Arc<ferrokube_informer::Store<K>>,
-    mut stop: watch::Receiver<bool>,
-    tasks: &mut JoinSet<()>,
-) {
-    let Some(metrics) = gate.member().metrics().cloned() else {
-        return;
-    };
-    let member = gate.member().clone();
-    tasks.spawn(async move {
-        let mut every = tokio::time::interval(Duration::from_secs(1));
-        loop {
-            tokio::select! {
-                // Stop first: no report after the controller stopped.
-                biased;
-                _ = stop.wait_for(|stopping| *stopping) => return,
-                _ = every.tick() => metrics.set_objects(member.marks().ring(), member.identity(), store.len()),
-            }
-        }
-    });
-}
-
-/// Labels a new child for the member, when the controller is sharded.
-fn mark_child<K: Kind>(controller: &Controller<K>) -> Option<MarkChild> {
-    #[cfg(feature = "shard")]
-    if let Some((member, _)) = &controller.shard {
-        let member = member.clone();
-        return Some(Arc::new(
-            move |meta: &mut k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
-                member.mark(meta)
-            },
-        ));
-    }
-    let _ = controller;
-    None
 }
 
 /// The stop signal every task of a running controller watches.

@@ -25,8 +25,6 @@ use super::filter::{Filter, Filters, KindFilter, SourceKind};
 use super::metrics::Metrics;
 use super::source::{Enqueue, KeyCheck, MapEvent, SourceHandler};
 use crate::freshness::consistency::ConsistencyStore;
-#[cfg(feature = "shard")]
-use crate::shard::ShardMember;
 use ferrokube_client::client::Client;
 use ferrokube_core::{Kind, Object};
 
@@ -94,21 +92,12 @@ pub(super) struct Wiring<'a> {
     pub(super) metrics: Option<&'a Metrics>,
     /// The primary informer's store, for sources that map through its indexes.
     pub(super) primary_index: Arc<dyn PrimaryIndex>,
-    /// Set when the controller is sharded: owned types are narrowed to the member's label.
-    #[cfg(feature = "shard")]
-    pub(super) shard: Option<&'a ShardMember>,
+    /// The scope of an owned type: as recorded, narrowed by the controller's
+    /// [`Ownership`](super::ownership::Ownership) (to a member's objects when sharded).
+    pub(super) narrow: &'a (dyn Fn(Scope) -> Scope + Sync),
 }
 
 impl Wiring<'_> {
-    /// The scope of an owned type: `scope`, narrowed to this member's objects when sharded.
-    pub(super) fn owned_scope(&self, scope: &Scope) -> Scope {
-        #[cfg(feature = "shard")]
-        if let Some(member) = self.shard {
-            return member.scope(scope.clone());
-        }
-        scope.clone()
-    }
-
     /// The filters of `kind`: those recorded for it, else its default (none for the primary,
     /// [`Filter::resource_version_changed`] for any other kind).
     fn filters_for(&self, kind: &SourceKind) -> Filters {

@@ -17,11 +17,13 @@
 //! The freshness check is the [consistency store](crate::freshness::consistency)'s: a skipped key is not a
 //! reconcile (no result is counted, its backoff is untouched), only `stale_sync_skips_total`.
 //!
-//! A sharded controller asks its member's `ShardGate` about the object just
-//! before the reconcile: not this member's (a cache behind a move) is skipped; one the assigner
-//! asked for is handed over instead of reconciled (on this worker, so after any reconcile of it in
-//! flight); one that just arrived waits, like a stale key, until the cache of its children has
-//! caught up with the handover.
+//! Then the worker asks the controller's [`Ownership`] about the object, just before the
+//! reconcile ([`Claim`]): not this replica's (a cache behind a move) is skipped and forgotten;
+//! one another replica asked for is handed over instead of reconciled (on this worker, so after
+//! any reconcile of it in flight); one that is not yet ready (its children have not arrived)
+//! waits, like a stale key. A controller that is not sharded owns everything ([`AllMine`]).
+//!
+//! [`AllMine`]: super::ownership::AllMine
 //!
 //! Each reconcile runs in a `tracing` span `reconcile{controller, key}`, is timed and counted in the
 //! controller's [metrics](super::metrics), and is guarded against panics: a panic is logged,
@@ -41,13 +43,12 @@ use tracing::Instrument;
 use super::action::{Action, Next};
 use super::context::{Context, Shared as ContextShared};
 use super::metrics::{ControllerMetrics, Outcome};
+use super::ownership::{Claim, Ownership};
 use super::reconciler::Reconciler;
 use super::source::Tombstones;
 use crate::freshness::consistency::ConsistencyStore;
 use crate::freshness::record::Stale;
-#[cfg(feature = "shard")]
-use crate::shard::{ShardError, ShardGate, Turn};
-use ferrokube_core::Object;
+use ferrokube_core::Kind;
 use ferrokube_core::pipeline_event;
 
 /// What every worker of one controller shares.
@@ -63,9 +64,8 @@ pub(crate) struct Workers<K, R> {
     /// by `consistency`), the factory, the queue.
     pub(crate) context: Arc<ContextShared>,
     pub(crate) stale_requeue: Duration,
-    /// Set when the controller is sharded: asked before each reconcile (see `crate::shard::gate`).
-    #[cfg(feature = "shard")]
-    pub(crate) shard: Option<Arc<ShardGate>>,
+    /// Which primaries this replica reconciles: asked before each reconcile.
+    pub(crate) ownership: Arc<dyn Ownership<K>>,
 }
 
 /// What a worker did with a key.
@@ -73,16 +73,8 @@ enum Ran {
     Reconciled(Action),
     /// A cache was older than the key's own last write: nothing ran.
     Skipped(Stale),
-    /// Sharded: the object is not this member's (any more); nothing ran.
-    #[cfg(feature = "shard")]
-    NotMine(&'static str),
-    /// Sharded: the object just arrived from another member, whose children this member's cache
-    /// does not show yet; nothing ran.
-    #[cfg(feature = "shard")]
-    WaitingForChildren(String),
-    /// Sharded: the assigner asked for the object, and this member handed it over (or failed to).
-    #[cfg(feature = "shard")]
-    HandedOver(Result<(), ShardError>),
+    /// The ownership did not let the object be reconciled (never [`Claim::Mine`]); nothing ran.
+    Declined(Claim),
 }
 
 /// The deletions of one key that a worker took out of the tombstones and has not yet handed to
@@ -102,7 +94,7 @@ impl<K> Drop for Unfinished<'_, K> {
     }
 }
 
-impl<K: Object, R: Reconciler<K>> Workers<K, R> {
+impl<K: Kind, R: Reconciler<K>> Workers<K, R> {
     /// One worker: keys until the queue is empty and shut down, or `stop` turns true (then the
     /// reconcile in flight finishes and no new key is taken).
     /// `worker` numbers it among the controller's workers (from 0), for the pipeline's events.
@@ -146,30 +138,8 @@ impl<K: Object, R: Reconciler<K>> Workers<K, R> {
             .instrument(span)
             .await;
         let reconciled = match result {
-            #[cfg(feature = "shard")]
-            Ok(Ok(Ran::NotMine(why))) => {
-                pipeline_event!(stage = "reconcile", op = "end", instance = %self.name, key = %key, state = "skipped", worker = worker as u64, result = why, duration_ms = started.elapsed().as_millis() as u64);
-                self.queue.forget(&key);
-                None
-            }
-            #[cfg(feature = "shard")]
-            Ok(Ok(Ran::WaitingForChildren(why))) => {
-                pipeline_event!(stage = "reconcile", op = "end", instance = %self.name, key = %key, state = "skipped", worker = worker as u64, result = %why, duration_ms = started.elapsed().as_millis() as u64);
-                tracing::debug!(controller = %self.name, %key, %why, "moved here; waiting for its children");
-                self.queue.add_after(key.clone(), self.stale_requeue);
-                None
-            }
-            #[cfg(feature = "shard")]
-            Ok(Ok(Ran::HandedOver(Ok(())))) => {
-                pipeline_event!(stage = "reconcile", op = "end", instance = %self.name, key = %key, state = "ok", worker = worker as u64, result = "handed over", duration_ms = started.elapsed().as_millis() as u64);
-                self.queue.forget(&key);
-                None
-            }
-            #[cfg(feature = "shard")]
-            Ok(Ok(Ran::HandedOver(Err(error)))) => {
-                pipeline_event!(stage = "reconcile", op = "end", instance = %self.name, key = %key, state = "error", worker = worker as u64, result = %error, duration_ms = started.elapsed().as_millis() as u64);
-                tracing::warn!(controller = %self.name, %key, %error, "handover failed; retrying");
-                self.queue.add_rate_limited(key.clone());
+            Ok(Ok(Ran::Declined(claim))) => {
+                self.declined(&key, worker, started, claim);
                 None
             }
             Ok(Ok(Ran::Skipped(stale))) => {
@@ -237,35 +207,52 @@ impl<K: Object, R: Reconciler<K>> Workers<K, R> {
         }
         let action = match self.cache.get(key.namespace(), key.name()) {
             Some(object) => {
-                #[cfg(feature = "shard")]
-                if let Some(gate) = &self.shard {
-                    match gate.turn(key, object.as_ref()) {
-                        Turn::Reconcile => {}
-                        Turn::Skip(why) => return Ok(Ran::NotMine(why)),
-                        Turn::WaitForChildren { kind, needs, cache } => {
-                            return Ok(Ran::WaitingForChildren(format!(
-                                "{kind} cache at {cache:?}, needs {needs}"
-                            )));
-                        }
-                        Turn::HandOver(to) => {
-                            let result = gate.hand_over(key, object.as_ref(), &to).await;
-                            return Ok(Ran::HandedOver(result));
-                        }
-                    }
+                match self.ownership.claim(key, object.as_ref()).await {
+                    Claim::Mine => {}
+                    declined => return Ok(Ran::Declined(declined)),
                 }
                 self.reconciler
                     .reconcile(object, Context::new(key.clone(), shared.clone()))
                     .await?
             }
             None => {
-                #[cfg(feature = "shard")]
-                if let Some(gate) = &self.shard {
-                    gate.forget(key);
-                }
+                self.ownership.forget(key);
                 Action::await_change()
             }
         };
         Ok(Ran::Reconciled(action))
+    }
+
+    /// A key the ownership declined: forgotten, back shortly, or retried with backoff, as the
+    /// claim says.
+    fn declined(
+        &self,
+        key: &ObjectKey,
+        worker: usize,
+        started: tokio::time::Instant,
+        claim: Claim,
+    ) {
+        let duration_ms = started.elapsed().as_millis() as u64;
+        match claim {
+            Claim::Mine | Claim::HandedOver => {
+                pipeline_event!(stage = "reconcile", op = "end", instance = %self.name, key = %key, state = "ok", worker = worker as u64, result = "handed over", duration_ms = duration_ms);
+                self.queue.forget(key);
+            }
+            Claim::NotMine(why) => {
+                pipeline_event!(stage = "reconcile", op = "end", instance = %self.name, key = %key, state = "skipped", worker = worker as u64, result = why, duration_ms = duration_ms);
+                self.queue.forget(key);
+            }
+            Claim::NotYet(why) => {
+                pipeline_event!(stage = "reconcile", op = "end", instance = %self.name, key = %key, state = "skipped", worker = worker as u64, result = %why, duration_ms = duration_ms);
+                tracing::debug!(controller = %self.name, %key, %why, "not this replica's yet; waiting");
+                self.queue.add_after(key.clone(), self.stale_requeue);
+            }
+            Claim::HandOverFailed(error) => {
+                pipeline_event!(stage = "reconcile", op = "end", instance = %self.name, key = %key, state = "error", worker = worker as u64, result = %error, duration_ms = duration_ms);
+                tracing::warn!(controller = %self.name, %key, %error, "handover failed; retrying");
+                self.queue.add_rate_limited(key.clone());
+            }
+        }
     }
 
     /// A key whose caches were stale: counted, and back after `stale_requeue` (or an event).

@@ -180,12 +180,13 @@ pub enum ReadError {
     /// watch is slow or broken; requeue and try again, or read the server.
     #[error(transparent)]
     Stale(#[from] Stale),
-    /// A reconcile context's cached read of an informer the controller does not run (it was not
-    /// taken from the controller's factory before `run`, so nothing started it): it would read an
-    /// empty cache. Take it from `Controller::factory()` before `run`, or read the server.
+    /// A reconcile context's cached read of an informer the controller does not run (not made
+    /// from the factory the controller was given, so nothing started it): it would read an empty
+    /// cache. Make it from a shared factory passed to `Controller::with_factory` (whose informers
+    /// `run` starts and waits for), or read the server.
     #[error(
-        "informer {informer:?} is not synced: the controller does not run it (take it from \
-         Controller::factory() before run)"
+        "informer {informer:?} is not synced: the controller does not run it (make it from the \
+         factory given to Controller::with_factory)"
     )]
     NotRunning {
         /// The informer's name.

@@ -153,6 +153,7 @@ impl Settings {
 
 /// Builds a [`LeaderElector`](super::LeaderElector); every option has client-go's default. See
 /// [`LeaderElector::builder`](super::LeaderElector::builder).
+#[must_use = "a leader elector builder does nothing until build()"]
 pub struct LeaderElectorBuilder {
     client: Client,
     namespace: String,

@@ -179,6 +179,7 @@ const LONGEST_TIMEOUT: Duration = Duration::from_secs(365 * 24 * 60 * 60);
 ///
 /// [`ManagerBuilder::endpoint_options`]: crate::manager::ManagerBuilder::endpoint_options
 #[derive(Debug, Clone)]
+#[must_use]
 pub struct EndpointOptions {
     header_read_timeout: Option<Duration>,
     idle_timeout: Option<Duration>,

@@ -95,7 +95,10 @@
 //! [`Error::NotLeader`]: ferrokube_client::Error::NotLeader
 //! [`Controller::start_workers_after`]: crate::controller::Controller::start_workers_after
 
+mod campaign;
 mod endpoints;
+#[cfg(feature = "shard")]
+mod sharded;
 mod signal;
 
 use std::future::Future;
@@ -105,16 +108,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use ferrokube_core::Scope;
 use ferrokube_informer::SharedInformerFactory;
 use prometheus_client::registry::Registry;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
-use crate::controller::{Controller, Metrics, Reconciler};
+use crate::controller::{Controller, Metrics, Objects, Reconciler};
 use crate::leader::{LeaderElector, LeaderElectorBuilder, LeaderMetrics, LeaderState, Leadership};
-#[cfg(feature = "shard")]
-use crate::shard::ShardMember;
+use campaign::Campaign;
 pub use endpoints::{
     DEFAULT_ACCEPT_BACKOFF_INITIAL, DEFAULT_ACCEPT_BACKOFF_MAX, DEFAULT_HEADER_READ_TIMEOUT,
     DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, EndpointOptions,
@@ -157,9 +158,8 @@ pub enum ManagerError {
         #[source]
         source: BoxError,
     },
-    /// Leader election and sharding were both asked for: a replica either leads alone or takes
-    /// a share.
-    #[cfg(feature = "shard")]
+    /// Leader election and sharding (feature `shard`) were both asked for: a replica either
+    /// leads alone or takes a share.
     #[error("leader election and sharding cannot both be on")]
     ElectionAndSharding,
     /// The graceful shutdown did not finish within its timeout; what was still running was
@@ -169,12 +169,14 @@ pub enum ManagerError {
 }
 
 /// The settings of a [`Manager`]. Every option has a default, documented on its setter.
+#[must_use = "a manager builder does nothing until build()"]
 pub struct ManagerBuilder {
     client: Client,
     informer_client: Option<Client>,
     leader_election: Option<LeaderElectorBuilder>,
-    #[cfg(feature = "shard")]
-    shard: Option<ShardMember>,
+    /// A Lease campaign other than leader election: a shard ring's membership
+    /// ([`shard`](Self::shard), feature `shard`). At most one of it and `leader_election`.
+    membership: Option<Box<dyn Campaign>>,
     http_addr: Option<SocketAddr>,
     endpoint_options: EndpointOptions,
     warm_followers: bool,
@@ -212,8 +214,8 @@ impl ManagerBuilder {
     /// `Controller::shard(manager.shard_member())`. Default: off. Needs the `shard`
     /// feature.
     #[cfg(feature = "shard")]
-    pub fn shard(mut self, member: ShardMember) -> Self {
-        self.shard = Some(member);
+    pub fn shard(mut self, member: crate::shard::ShardMember) -> Self {
+        self.membership = Some(Box::new(member));
         self
     }
 
@@ -283,26 +285,17 @@ impl ManagerBuilder {
             SharedInformerFactory::new(self.informer_client.unwrap_or_else(|| self.client.clone()))
                 .with_metrics(metrics.informers()),
         );
-        #[cfg(feature = "shard")]
-        let sharded = self.shard.map(Campaign::Shard);
-        #[cfg(not(feature = "shard"))]
-        let sharded = None;
-        let elector = match self.leader_election {
-            Some(builder) => {
-                #[cfg(feature = "shard")]
-                if sharded.is_some() {
-                    return Err(ManagerError::ElectionAndSharding);
-                }
-                Some(Campaign::Leader(Box::new(
-                    builder
-                        .metrics(&LeaderMetrics::register(&mut self.registry))
-                        .build()
-                        .map_err(ManagerError::LeaderElectionConfig)?,
-                )))
-            }
-            None => sharded,
+        let elector: Option<Box<dyn Campaign>> = match (self.leader_election, self.membership) {
+            (Some(_), Some(_)) => return Err(ManagerError::ElectionAndSharding),
+            (Some(builder), None) => Some(Box::new(
+                builder
+                    .metrics(&LeaderMetrics::register(&mut self.registry))
+                    .build()
+                    .map_err(ManagerError::LeaderElectionConfig)?,
+            )),
+            (None, membership) => membership,
         };
-        let leadership = elector.as_ref().map(Campaign::leadership);
+        let leadership = elector.as_ref().map(|campaign| campaign.leadership());
         let gated = match &leadership {
             Some(leadership) => self.client.with_write_gate(leadership.clone()),
             None => self.client.clone(),
@@ -331,7 +324,7 @@ pub struct Manager {
     factory: Arc<SharedInformerFactory<Client>>,
     metrics: Metrics,
     registry: Registry,
-    elector: Option<Campaign>,
+    elector: Option<Box<dyn Campaign>>,
     /// `Some` exactly when `elector` is.
     leadership: Option<Leadership>,
     runnables: Vec<Runnable>,
@@ -340,32 +333,6 @@ pub struct Manager {
     endpoint_options: EndpointOptions,
     warm_followers: bool,
     graceful_shutdown_timeout: Duration,
-}
-
-/// What this replica holds a Lease for: leadership, or a share of a ring.
-enum Campaign {
-    Leader(Box<LeaderElector>),
-    #[cfg(feature = "shard")]
-    Shard(ShardMember),
-}
-
-impl Campaign {
-    fn leadership(&self) -> Leadership {
-        match self {
-            Campaign::Leader(elector) => elector.leadership(),
-            #[cfg(feature = "shard")]
-            Campaign::Shard(member) => member.membership(),
-        }
-    }
-
-    async fn run(&self, stopped: impl Future<Output = ()> + Send) -> Result<(), BoxError> {
-        match self {
-            Campaign::Leader(elector) => elector.run(stopped).await.map(drop)?,
-            #[cfg(feature = "shard")]
-            Campaign::Shard(member) => member.run(stopped).await.map(drop)?,
-        }
-        Ok(())
-    }
 }
 
 /// Something the manager runs until shutdown: a controller, or any task added with
@@ -422,8 +389,7 @@ impl Manager {
             client,
             informer_client: None,
             leader_election: None,
-            #[cfg(feature = "shard")]
-            shard: None,
+            membership: None,
             http_addr: None,
             endpoint_options: EndpointOptions::new(),
             warm_followers: true,
@@ -463,29 +429,19 @@ impl Manager {
 
     /// This replica's ring membership, when sharded ([`ManagerBuilder::shard`]).
     #[cfg(feature = "shard")]
-    pub fn shard_member(&self) -> Option<&ShardMember> {
-        match &self.elector {
-            Some(Campaign::Shard(member)) => Some(member),
-            _ => None,
-        }
+    pub fn shard_member(&self) -> Option<&crate::shard::ShardMember> {
+        let campaign: &dyn std::any::Any = self.elector.as_deref()?;
+        campaign.downcast_ref()
     }
 
-    /// A controller for the `K`s in `scope`, on the manager's factory and metrics: the one way to
-    /// start a controller that [`add_controller`](Self::add_controller) will run.
-    pub fn controller<K: Kind<DynamicType = ()>>(&self, scope: Scope) -> Controller<K> {
-        self.controller_dynamic((), scope)
-    }
-
-    /// [`controller`](Self::controller) for the `K`s of the kind `dynamic` names (a
-    /// `DynamicObject` controller: the custom resource's `ApiResource`).
-    pub fn controller_dynamic<K: Kind>(
-        &self,
-        dynamic: K::DynamicType,
-        scope: Scope,
-    ) -> Controller<K> {
-        Controller::with_factory_dynamic(self.factory.clone(), dynamic, scope)
+    /// A controller for the `objects` (a [`Scope`](ferrokube_core::Scope) for a typed kind, [`Objects::dynamic`] for
+    /// a kind known only at run time), on the manager's factory and metrics, writing with the
+    /// manager's gated [`client`](Self::client): the one way to start a controller that
+    /// [`add_controller`](Self::add_controller) will run.
+    pub fn controller<K: Kind>(&self, objects: impl Into<Objects<K>>) -> Controller<K> {
+        Controller::new(self.gated.clone(), objects)
+            .with_factory(self.factory.clone())
             .metrics(&self.metrics)
-            .client(self.gated.clone())
     }
 
     /// Runs `controller` with `reconciler` from [`run`](Self::run) until shutdown; its workers
@@ -619,13 +575,13 @@ fn serve_endpoints(
 /// follower stops campaigning as soon as the manager starts stopping (`stopping`; see
 /// [`elector_shutdown`]).
 fn spawn_elector(
-    elector: Option<Campaign>,
+    elector: Option<Box<dyn Campaign>>,
     stopping: watch::Receiver<bool>,
     stop: watch::Receiver<bool>,
 ) -> Option<tokio::task::JoinHandle<Result<(), BoxError>>> {
     elector.map(|elector| {
         let shutdown = elector_shutdown(elector.leadership(), stopping, stop);
-        tokio::spawn(async move { elector.run(shutdown).await })
+        tokio::spawn(async move { elector.run(Box::pin(shutdown)).await })
     })
 }
 

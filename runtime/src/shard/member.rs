@@ -143,6 +143,7 @@ impl ShardMember {
 }
 
 /// Builds a [`ShardMember`]; see [`ShardMember::builder`].
+#[must_use = "a member builder does nothing until build()"]
 pub struct ShardMemberBuilder {
     client: Client,
     namespace: String,

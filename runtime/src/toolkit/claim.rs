@@ -153,8 +153,8 @@ impl<O: Object> Claimer<O> {
     /// kind in its namespace: the recheck reads the owner through it, and the controller reference
     /// takes its apiVersion and kind from `owner_api.resource()` (so dynamic owners work too). Its
     /// client writes the children, so an `owner_api` from the reconcile context
-    /// ([`Context::api`](crate::controller::Context::api)) records every adoption and release in the
-    /// controller's consistency store. Refuses an owner without name or uid, and an `owner_api` for
+    /// ([`Context::api_for_object`](crate::controller::Context::api_for_object)) records every
+    /// adoption and release in the controller's consistency store. Refuses an owner without name or uid, and an `owner_api` for
     /// another namespace. Patches are [`PatchStyle::Strategic`] unless [`patch_style`](Self::patch_style)
     /// says otherwise.
     pub fn new(

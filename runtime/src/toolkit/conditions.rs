@@ -139,6 +139,7 @@ pub fn remove_condition(conditions: &mut Vec<Condition>, type_: &str) -> bool {
 /// `metav1.Condition`: set one), no `observedGeneration`, and an unset `lastTransitionTime`
 /// (chosen by [`set_condition`]).
 #[derive(Debug, Clone)]
+#[must_use]
 pub struct ConditionBuilder {
     condition: Condition,
 }

@@ -22,6 +22,7 @@ use ferrokube_informer::index;
 use ferrokube_runtime::controller::Action;
 use ferrokube_runtime::controller::Controller;
 use ferrokube_runtime::controller::Metrics;
+use ferrokube_runtime::controller::controller_queue;
 use ferrokube_runtime::controller::from_fn;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use tokio::sync::{mpsc, oneshot};
@@ -50,18 +51,20 @@ fn sorted(mut keys: Vec<ObjectKey>) -> Vec<String> {
     keys.iter().map(ToString::to_string).collect()
 }
 
-/// The primary informer taken first (for its lister, as the docs suggest), its indexers given
-/// afterwards through `informer_with`: they are on the informer the controller runs.
+/// The primary informer taken first from the author's factory (for its lister), its indexers
+/// given afterwards through `informer_with`: they are on the informer the controller runs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn author_trap_indexers_for_an_informer_that_exists_are_added_before_start() {
     let server = ApiServer::new().start().await.expect("server starts");
     let client = common::embedded_client(&server, true);
     create_cm(&client, &labelled("a", "web")).await;
-    let controller = Controller::<ConfigMap>::new(client, Scope::namespace(NS));
-    let primary = controller.primary_informer();
-    let again = controller
-        .factory()
-        .informer_with::<ConfigMap>(&Scope::namespace(NS), |b| b.indexers(by_app()));
+    let factory = Arc::new(ferrokube_informer::SharedInformerFactory::new(
+        client.clone(),
+    ));
+    let primary = factory.informer::<ConfigMap>(&Scope::namespace(NS));
+    let again = factory.informer_with::<ConfigMap>(&Scope::namespace(NS), |b| b.indexers(by_app()));
+    let controller =
+        Controller::<ConfigMap>::new(client, Scope::namespace(NS)).with_factory(factory.clone());
     assert!(
         again.store().index_values("app").is_ok(),
         "the index given for the existing informer was added to it"
@@ -84,6 +87,7 @@ async fn author_trap_indexers_for_an_informer_that_exists_are_added_before_start
     );
     let _ = stop.send(());
     running.await.expect("joins").expect("runs");
+    factory.shutdown();
 }
 
 /// After start: the index is built from what the cache holds, and follows later writes.
@@ -139,8 +143,11 @@ async fn author_trap_a_mapper_key_that_names_no_primary_is_refused_and_counted()
     let client = common::embedded_client(&server, true);
     let mut registry = prometheus_client::registry::Registry::default();
     let metrics = Metrics::register(&mut registry);
+    // The author's own queue, made as the controller would, to look at its depth.
+    let queue = controller_queue("configmap", Some(&metrics));
     let controller = Controller::<ConfigMap>::new(client.clone(), Scope::namespace(NS))
         .metrics(&metrics)
+        .with_queue(queue.clone())
         .watches::<Secret>(Scope::namespace(NS), |secret: &Secret| {
             // The author forgot the namespace: "web" alone names no ConfigMap.
             vec![
@@ -148,7 +155,6 @@ async fn author_trap_a_mapper_key_that_names_no_primary_is_refused_and_counted()
                 ObjectKey::new(Some(NS), "right"),
             ]
         });
-    let queue = controller.queue_handle();
     let (tx, mut seen) = mpsc::unbounded_channel();
     let reconciler = from_fn(move |_: Arc<ConfigMap>, ctx| {
         let _ = tx.send(ctx.key().to_string());
@@ -224,7 +230,12 @@ async fn author_trap_an_index_in_one_call_maps_watched_objects_to_their_primarie
     let client = common::embedded_client(&server, true);
     create_cm(&client, &following("m1", "s1")).await;
     create_cm(&client, &following("m2", "s2")).await;
+    let factory = Arc::new(ferrokube_informer::SharedInformerFactory::new(
+        client.clone(),
+    ));
+    let primary = factory.informer::<ConfigMap>(&Scope::namespace(NS));
     let controller = Controller::<ConfigMap>::new(client.clone(), Scope::namespace(NS))
+        .with_factory(factory.clone())
         .index_field::<ConfigMap>("source", |cm| {
             cm.data
                 .as_ref()
@@ -235,7 +246,6 @@ async fn author_trap_an_index_in_one_call_maps_watched_objects_to_their_primarie
         .watches_by_index::<Secret>(Scope::namespace(NS), "source", |secret| {
             vec![ObjectKey::of(secret).to_string()]
         });
-    let primary = controller.primary_informer();
     let (tx, mut seen) = mpsc::unbounded_channel();
     let reconciler = from_fn(move |_: Arc<ConfigMap>, ctx| {
         let _ = tx.send(ctx.key().to_string());
@@ -277,6 +287,7 @@ async fn author_trap_an_index_in_one_call_maps_watched_objects_to_their_primarie
     assert_eq!(key, "default/m2", "only the ConfigMap that names s2");
     let _ = stop.send(());
     running.await.expect("joins").expect("runs");
+    factory.shutdown();
     assert!(seen.try_recv().is_err(), "and nothing else");
 }
 

@@ -68,7 +68,7 @@ pub async fn cleanup_runs_once_per_deletion(client: Client, namespace: &str) {
     let reconciler = from_fn(move |cm: Arc<ConfigMap>, ctx| {
         let counted = counted.clone();
         async move {
-            let api = ctx.api_for(cm.as_ref());
+            let api = ctx.api_for_object(cm.as_ref());
             let done = finalize(
                 &api,
                 FINALIZER,

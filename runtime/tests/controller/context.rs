@@ -109,7 +109,7 @@ async fn context_writes_are_recorded_and_plain_writes_are_not() {
 
     let ctx = setup.context("web");
     assert!(!setup.held_back("web"));
-    ctx.api_here::<ConfigMap>()
+    ctx.api_in_primary_namespace::<ConfigMap>()
         .create(&PostParams::default(), &common::config_map("web", "v"))
         .await
         .expect("created");
@@ -117,7 +117,7 @@ async fn context_writes_are_recorded_and_plain_writes_are_not() {
 
     // A delete of an object the cache holds: the key waits until the cache has dropped it.
     let ctx = setup.context("other");
-    ctx.api_in::<ConfigMap>(NS)
+    ctx.api_in_namespace::<ConfigMap>(NS)
         .delete("victim", &DeleteParams::default())
         .await
         .expect("deleted");
@@ -128,7 +128,7 @@ async fn context_writes_are_recorded_and_plain_writes_are_not() {
         dry_run: true,
         ..PostParams::default()
     };
-    ctx.api_in::<ConfigMap>(NS)
+    ctx.api_in_namespace::<ConfigMap>(NS)
         .create(&dry, &common::config_map("dry", "v"))
         .await
         .expect("dry run");
@@ -140,13 +140,13 @@ async fn context_records_the_finalizer_helpers() {
     let setup = setup(&[]).await;
     let added = setup.config_map("add").await;
     let ctx = setup.context("add");
-    let with = add_finalizer(&ctx.api_for(&added), &added, "example.com/x")
+    let with = add_finalizer(&ctx.api_for_object(&added), &added, "example.com/x")
         .await
         .expect("added");
     assert!(setup.held_back("add"), "add_finalizer");
 
     let ctx = setup.context("remove");
-    remove_finalizer(&ctx.api_for(&with), &with, "example.com/x")
+    remove_finalizer(&ctx.api_for_object(&with), &with, "example.com/x")
         .await
         .expect("removed");
     assert!(setup.held_back("remove"), "remove_finalizer");
@@ -154,7 +154,7 @@ async fn context_records_the_finalizer_helpers() {
     let fresh = setup.config_map("finalize").await;
     let ctx = setup.context("finalize");
     finalize(
-        &ctx.api_for(&fresh),
+        &ctx.api_for_object(&fresh),
         "example.com/y",
         Arc::new(fresh.clone()),
         |_| async { Ok::<_, String>(()) },
@@ -170,7 +170,7 @@ async fn context_records_create_or_update_and_update_status() {
     let setup = setup(&[]).await;
     let ctx = setup.context("owner");
     create_or_update(
-        &ctx.api_here::<ConfigMap>(),
+        &ctx.api_in_primary_namespace::<ConfigMap>(),
         "child",
         |cm: &mut ConfigMap| {
             cm.data = Some([("k".to_string(), "v".to_string())].into());
@@ -186,7 +186,7 @@ async fn context_records_create_or_update_and_update_status() {
         .await
         .expect("rs");
     let ctx = setup.context("status");
-    let written = update_status(&ctx.api_for(&rs), "status", |rs: &mut ReplicaSet| {
+    let written = update_status(&ctx.api_for_object(&rs), "status", |rs: &mut ReplicaSet| {
         rs.status.get_or_insert_default().replicas = 7;
         true
     })
@@ -215,7 +215,7 @@ async fn context_records_claims() {
         .expect("pod");
     let ctx = setup.context("web");
     let selector = LabelSelector::parse("app=web").expect("selector");
-    let claimed = Claimer::new(ctx.api_for(&rs), Arc::new(rs.clone()), selector)
+    let claimed = Claimer::new(ctx.api_for_object(&rs), Arc::new(rs.clone()), selector)
         .expect("claimer")
         .claim(vec![Arc::new(orphan)])
         .await
@@ -260,7 +260,7 @@ async fn context_cached_reads_show_the_reconciles_own_writes() {
                 .map_err(|e| e.to_string())?
                 .is_none()
             {
-                ctx.api_here::<ConfigMap>()
+                ctx.api_in_primary_namespace::<ConfigMap>()
                     .create(&PostParams::default(), &common::config_map(&child, "v"))
                     .await
                     .map_err(|e| e.to_string())?;

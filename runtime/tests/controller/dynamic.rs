@@ -29,6 +29,7 @@ use ferrokube_runtime::controller::Context;
 use ferrokube_runtime::controller::Controller;
 use ferrokube_runtime::controller::ControllerError;
 use ferrokube_runtime::controller::Filter;
+use ferrokube_runtime::controller::Objects;
 use ferrokube_runtime::controller::from_fn;
 use ferrokube_runtime::controller::owner::create_or_update;
 use ferrokube_runtime::controller::owner::set_controller_reference;
@@ -117,7 +118,7 @@ async fn reconcile_widget(
     let name = widget.metadata.name.clone().unwrap_or_default();
     let size = widget.data["spec"]["size"].as_i64().unwrap_or(0);
     let pointing = ctx
-        .dynamic_api(gadgets, Some(NS))
+        .api_dynamic(gadgets, Some(NS))
         .list(&Default::default())
         .await?
         .items
@@ -125,7 +126,7 @@ async fn reconcile_widget(
         .filter(|g| g.data["spec"]["widget"].as_str() == Some(name.as_str()))
         .count();
     create_or_update(
-        &ctx.api_here::<ConfigMap>(),
+        &ctx.api_in_primary_namespace::<ConfigMap>(),
         &format!("{name}-size"),
         |cm: &mut ConfigMap| {
             set_controller_reference(&*widget, &mut cm.metadata)?;
@@ -151,17 +152,22 @@ async fn dynamic_object_controller_reconciles_a_kind_given_at_run_time() {
     served(&client, &[&widgets, &gadgets]).await;
     let scope = Scope::namespace(NS);
 
-    let controller =
-        Controller::<DynamicObject>::new_dynamic(client.clone(), widgets.clone(), scope.clone())
-            .filter(Filter::generation_changed())
-            .owns::<ConfigMap>(scope.clone())
-            .watches_dynamic::<DynamicObject>(gadgets.clone(), scope.clone(), |gadget| {
-                gadget.data["spec"]["widget"]
-                    .as_str()
-                    .map(|widget| ObjectKey::new(Some(NS), widget))
-                    .into_iter()
-                    .collect()
-            });
+    let controller = Controller::<DynamicObject>::new(
+        client.clone(),
+        Objects::dynamic(widgets.clone(), scope.clone()),
+    )
+    .filter(Filter::generation_changed())
+    .owns::<ConfigMap>(scope.clone())
+    .watches(
+        Objects::<DynamicObject>::dynamic(gadgets.clone(), scope.clone()),
+        |gadget| {
+            gadget.data["spec"]["widget"]
+                .as_str()
+                .map(|widget| ObjectKey::new(Some(NS), widget))
+                .into_iter()
+                .collect()
+        },
+    );
     assert_eq!(controller.controller_name(), "widget");
     let reconciler = {
         let gadgets = gadgets.clone();
@@ -242,18 +248,22 @@ async fn dynamic_controller_refuses_filters_for_kinds_it_does_not_hear() {
     let client = ferrokube_testkit::embedded_client(&server, true);
     let (widgets, gadgets) = (resource("Widget", "widgets"), resource("Gadget", "gadgets"));
     let scope = Scope::namespace(NS);
-    let refused = Controller::<DynamicObject>::new_dynamic(client.clone(), widgets, scope.clone())
-        .watches_dynamic::<DynamicObject>(gadgets, scope.clone(), |_| Vec::new())
-        .filter_for_dynamic::<DynamicObject>(
-            &resource("Doohickey", "doohickeys"),
-            Filter::labels_changed(),
-        )
-        .filter_for::<ConfigMap>(Filter::generation_changed())
-        .run(
-            from_fn(|_, _| async { Ok::<_, String>(Action::await_change()) }),
-            std::future::pending(),
-        )
-        .await;
+    let refused =
+        Controller::<DynamicObject>::new(client.clone(), Objects::dynamic(widgets, scope.clone()))
+            .watches(
+                Objects::<DynamicObject>::dynamic(gadgets, scope.clone()),
+                |_| Vec::new(),
+            )
+            .filter_for_dynamic::<DynamicObject>(
+                &resource("Doohickey", "doohickeys"),
+                Filter::labels_changed(),
+            )
+            .filter_for::<ConfigMap>(Filter::generation_changed())
+            .run(
+                from_fn(|_, _| async { Ok::<_, String>(Action::await_change()) }),
+                std::future::pending(),
+            )
+            .await;
     let Err(ControllerError::Misconfigured { problems, .. }) = refused else {
         panic!("expected a refusal, got {refused:?}");
     };

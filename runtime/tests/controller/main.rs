@@ -11,6 +11,7 @@ mod dynamic;
 #[cfg(feature = "e2e")]
 mod e2e;
 mod mirror;
+mod ownership;
 mod read_your_own_writes;
 mod runtime;
 mod stale;

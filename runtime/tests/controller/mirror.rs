@@ -110,7 +110,7 @@ impl Mirrors {
             None => Vec::new(),
         };
         for target in &wanted {
-            let api = ctx.api_in::<ConfigMap>(target);
+            let api = ctx.api_in_namespace::<ConfigMap>(target);
             create_or_update(&api, &mirror.spec.source, |copy: &mut ConfigMap| {
                 let labels = copy.metadata.labels.get_or_insert_default();
                 labels.insert(FROM.into(), from_label(&mirror));
@@ -131,7 +131,7 @@ impl Mirrors {
             .observed_generation(generation)
             .build();
         let copies = wanted.len() as i32;
-        let api = ctx.api_for(mirror.as_ref());
+        let api = ctx.api_for_object(mirror.as_ref());
         update_status_from(&api, mirror.as_ref(), |m: &mut Mirror| {
             let status = m.status.get_or_insert_default();
             let changed = set_condition(&mut status.conditions, ready.clone());
@@ -158,7 +158,7 @@ impl Mirrors {
             let at = copy.metadata.namespace.as_deref().unwrap_or_default();
             if !keep.iter().any(|k| k == at) {
                 let name = copy.metadata.name.as_deref().unwrap_or_default();
-                ctx.api_in::<ConfigMap>(at)
+                ctx.api_in_namespace::<ConfigMap>(at)
                     .delete_opt(name, &DeleteParams::default())
                     .await?;
             }
@@ -170,7 +170,7 @@ impl Mirrors {
 impl Reconciler<Mirror> for Mirrors {
     type Error = FinalizerError<MirrorError>;
     async fn reconcile(&self, mirror: Arc<Mirror>, ctx: Context) -> Result<Action, Self::Error> {
-        let (api, ctx) = (ctx.api_for(mirror.as_ref()), &ctx);
+        let (api, ctx) = (ctx.api_for_object(mirror.as_ref()), &ctx);
         let cleanup = async |m: Arc<Mirror>| {
             self.prune(&m, ctx, &[])
                 .await

@@ -303,13 +303,15 @@ async fn controller_informers_are_shared_two_controllers_one_pod_watch() {
         let _ = stopped.wait_for(|s| *s).await;
     };
     // Two controllers of different primaries that both own Pods.
-    let first = Controller::<ConfigMap>::with_factory(factory.clone(), Scope::all())
+    let first = Controller::<ConfigMap>::new(client.clone(), Scope::all())
+        .with_factory(factory.clone())
         .owns::<Pod>(Scope::all())
         .run(
             Count(config_map_reconciles.clone()),
             shutdown(stopped.clone()),
         );
-    let second = Controller::<Secret>::with_factory(factory.clone(), Scope::all())
+    let second = Controller::<Secret>::new(client.clone(), Scope::all())
+        .with_factory(factory.clone())
         .owns::<Pod>(Scope::all())
         .run(Count(secret_reconciles.clone()), shutdown(stopped.clone()));
     let (first, second) = (tokio::spawn(first), tokio::spawn(second));

@@ -63,7 +63,7 @@ impl Reconciler<ConfigMap> for Counter {
         let name = cm.metadata.name.as_deref().unwrap_or_default();
         self.writes.fetch_add(1, Ordering::SeqCst);
         match ctx
-            .api_for(cm.as_ref())
+            .api_for_object(cm.as_ref())
             .replace(name, &PostParams::default(), &next)
             .await
         {

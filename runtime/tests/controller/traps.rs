@@ -1,11 +1,13 @@
 //! No silent traps: what a controller author can get wrong is either made to work or refused
 //! with an error that says why, never left to fail quietly.
 //!
-//! - an informer taken from the controller's factory only for its lister is started and synced
-//!   by `run` (it used to stay empty and unsynced);
+//! - an informer taken from the factory given to the controller only for its lister is started
+//!   and synced by `run` (it used to stay empty and unsynced);
 //! - filters are per kind: the primary's do not silence its children;
-//! - a filter that cannot work, a filter for a kind the controller does not hear, and a call
-//!   that came too late to take effect make `run` refuse, naming the problem.
+//! - a filter that cannot work, and a filter for a kind the controller does not hear, make `run`
+//!   refuse, naming the problem;
+//! - the builder only records, so the order of its calls does not matter (a name or metrics
+//!   given after the rest used to be refused as too late).
 
 use ferrokube_testkit as common;
 
@@ -73,12 +75,14 @@ async fn controller_traps_an_informer_taken_only_for_a_lister_is_started_and_syn
         .create(&PostParams::default(), &common::config_map("web", "v"))
         .await
         .expect("cm");
-    let controller = Controller::<ConfigMap>::new(client, Scope::namespace(NS));
-    // Taken for its lister only: no source of Secrets.
-    let secrets = controller
-        .factory()
-        .informer::<Secret>(&Scope::namespace(NS))
-        .lister();
+    // The author's factory, shared with the controller; an informer taken from it only for its
+    // lister (no source of Secrets).
+    let factory = Arc::new(ferrokube_informer::SharedInformerFactory::new(
+        client.clone(),
+    ));
+    let secrets = factory.informer::<Secret>(&Scope::namespace(NS)).lister();
+    let controller =
+        Controller::<ConfigMap>::new(client, Scope::namespace(NS)).with_factory(factory.clone());
     let (reconciler, mut seen) = reporting(Some(secrets));
     let (stop, stopped) = oneshot::channel::<()>();
     let running = tokio::spawn(controller.run(reconciler, async {
@@ -92,6 +96,7 @@ async fn controller_traps_an_informer_taken_only_for_a_lister_is_started_and_syn
     );
     let _ = stop.send(());
     running.await.expect("task").expect("ran");
+    factory.shutdown();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -199,26 +204,47 @@ async fn controller_traps_filters_that_cannot_work_are_refused() {
     );
 }
 
-#[tokio::test]
-async fn controller_traps_calls_too_late_to_take_effect_are_refused() {
-    let client = unreachable_client();
-    let metrics = Metrics::register(&mut prometheus_client::registry::Registry::default());
-    let controller = Controller::<ConfigMap>::new(client.clone(), Scope::all());
-    let _lister = controller.primary_informer().lister();
-    let problems = refused(controller.metrics(&metrics)).await;
+/// The builder only records, so no call can come too late: the name and the metrics given last
+/// are the ones the queue, the informers and the reconcile metrics carry.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn controller_traps_the_order_of_the_calls_does_not_matter() {
+    let server = ApiServer::new().start().await.expect("server starts");
+    let client = common::embedded_client(&server, true);
+    Api::<ConfigMap>::namespaced(client.clone(), NS)
+        .create(&PostParams::default(), &common::config_map("web", "v"))
+        .await
+        .expect("cm");
+    let mut registry = prometheus_client::registry::Registry::default();
+    let metrics = Metrics::register(&mut registry);
+    let controller = Controller::<ConfigMap>::new(client, Scope::namespace(NS))
+        .workers(2)
+        .metrics(&metrics)
+        .name("late");
+    let (reconciler, mut seen) = reporting(None);
+    let (stop, stopped) = oneshot::channel::<()>();
+    let running = tokio::spawn(controller.run(reconciler, async {
+        let _ = stopped.await;
+    }));
+    let (key, _) = next(&mut seen).await;
+    assert_eq!(key, "default/web");
+    let _ = stop.send(());
+    running.await.expect("task").expect("ran");
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, &registry).expect("encodes");
+    let has = |prefix: &str, label: &str| {
+        text.lines()
+            .any(|line| line.starts_with(prefix) && line.contains(label))
+    };
     assert!(
-        problems
-            .iter()
-            .any(|p| p.contains("metrics() was called after factory() or primary_informer()")),
-        "{problems:?}"
+        has("controller_runtime_reconcile_total{", "controller=\"late\""),
+        "reconciles counted under the name given last: {text}"
     );
-    let controller = Controller::<ConfigMap>::new(client, Scope::all());
-    let _queue = controller.queue_handle();
-    let problems = refused(controller.name("late")).await;
     assert!(
-        problems
-            .iter()
-            .any(|p| p.contains("name(\"late\") was called after queue_handle()")),
-        "{problems:?}"
+        has("workqueue_adds_total{", "name=\"late\""),
+        "the queue named as given last: {text}"
+    );
+    assert!(
+        !text.contains("\"configmap\""),
+        "nothing carries the default name: {text}"
     );
 }

@@ -58,7 +58,7 @@ use ferrokube::controller::expectations::EXPECTATIONS_TIMEOUT;
 use ferrokube::controller::owner;
 use ferrokube::controller::{
     Action, ConsistencyStore, Context, Controller, Enqueue, EventRecorder, Expectations,
-    ObjectEvent, Reconciler, Stabilization,
+    ObjectEvent, Reconciler, Stabilization, controller_queue,
 };
 use ferrokube::core::{LabelSelector, ObjectKey, Scope, drop_managed_fields};
 use ferrokube::informer::{Lister, SharedIndexInformer};
@@ -310,9 +310,12 @@ impl ReplicaSetController {
             _ => pods.clone(),
         };
         let (events, post_events) = EventRecorder::new(client.clone(), COMPONENT);
+        // The controller's queue, made here (as the controller would make it) to show its depth.
+        let queue = controller_queue("replicaset", Some(manager.metrics()));
         let mut builder = manager
             .controller::<ReplicaSet>(Scope::all())
             .name("replicaset")
+            .with_queue(queue.clone())
             .workers(options.workers)
             .resync(Some(options.resync))
             .stale_protection(options.stale_protection);
@@ -345,7 +348,7 @@ impl ReplicaSetController {
                 replicaset_events.replicaset_event(event)
             });
         let controller = ReplicaSetController {
-            queue: builder.queue_handle(),
+            queue,
             shared,
             pods,
             replicasets,
@@ -486,7 +489,7 @@ impl Shared {
             .count();
         // Adopt matching orphans, release owned pods that no longer match (the ReplicaSet is
         // re-read from the server once before adopting); pods of other controllers are left alone.
-        let claimed = Claimer::new(ctx.api_for(rs.as_ref()), rs.clone(), selector)?
+        let claimed = Claimer::new(ctx.api_for_object(rs.as_ref()), rs.clone(), selector)?
             .claim(active)
             .await?;
 

@@ -31,7 +31,7 @@ impl PodControl {
         let mut pod = pod_from_template(rs)?;
         ctx.mark_child(&mut pod.metadata);
         match ctx
-            .api_here::<Pod>()
+            .api_in_primary_namespace::<Pod>()
             .create(&PostParams::default(), &pod)
             .await
         {
@@ -55,7 +55,7 @@ impl PodControl {
     /// Deletes pod `name` of `rs` (gracefully: the pod's own grace period).
     pub async fn delete(&self, ctx: &Context, rs: &ReplicaSet, name: &str) -> Result<(), Error> {
         match ctx
-            .api_here::<Pod>()
+            .api_in_primary_namespace::<Pod>()
             .delete(name, &DeleteParams::default())
             .await
         {

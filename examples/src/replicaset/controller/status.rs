@@ -154,7 +154,7 @@ pub async fn update(
     updated.status = Some(status);
     let name = rs.metadata.name.as_deref().unwrap_or_default();
     let written = ctx
-        .api_for(rs)
+        .api_for_object(rs)
         .replace_status(name, &PostParams::default(), &updated)
         .await?;
     Ok((written, true))

@@ -136,6 +136,7 @@ impl EventRecorder {
     /// A recorder whose events name `component` as their source, and the task that posts them
     /// through `client` in its background lane (spawn it; it ends when every recorder is dropped
     /// and the queue is empty).
+    #[must_use = "no event is posted unless the returned task is spawned"]
     pub fn new(
         client: Client,
         component: &str,
@@ -144,6 +145,7 @@ impl EventRecorder {
     }
 
     /// A recorder that posts to `sink`, and its posting task.
+    #[must_use = "no event is posted unless the returned task is spawned"]
     pub fn with_sink<S: EventSink>(
         sink: S,
         component: &str,
