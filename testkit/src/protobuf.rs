@@ -210,6 +210,11 @@ pub async fn check_protobuf_reads_equal_json(
         .await
         .expect("create deploy");
     nodes.create(&post, &node).await.expect("create node");
+    // The creates above went as protobuf bodies, and the server took them (a 415 would have
+    // switched the resource to JSON).
+    assert!(pods.writes_protobuf() && cms.writes_protobuf() && services.writes_protobuf());
+    assert!(deployments.writes_protobuf() && nodes.writes_protobuf());
+    assert!(!pods_json.writes_protobuf());
 
     let path = format!("/api/v1/namespaces/{namespace}/pods/rich-1");
     assert_eq!(
