@@ -2,9 +2,9 @@
 //! objects read through protobuf and through JSON decode to equal values (gets, lists, an
 //! informer's cache, a watch's events).
 //!
-//! kube-apiserver answers protobuf to `Accept: application/vnd.kubernetes.protobuf,
-//! application/json`; the embedded server answers JSON, so on it the check proves the fallback
-//! (the answer's Content-Type decides) and that nothing else changes.
+//! kube-apiserver and the embedded server answer protobuf to `Accept:
+//! application/vnd.kubernetes.protobuf, application/json`, and take the protobuf bodies the
+//! client's creates and updates send.
 
 use std::collections::BTreeMap;
 use std::time::Duration;

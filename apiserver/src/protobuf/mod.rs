@@ -1,5 +1,6 @@
 //! Request bodies in Kubernetes' protobuf encoding (`application/vnd.kubernetes.protobuf`), decoded
-//! into the JSON form the rest of the server works on.
+//! into the JSON form the rest of the server works on; and answers in it ([`answer`]), written by
+//! core's encoder.
 //!
 //! # Why
 //!
@@ -8,7 +9,8 @@
 //! controller-runtime for every built-in kind by default (Nodes, ServiceAccounts, Leases, Pods,
 //! ReplicaSets, a Scale, an Eviction...). None of them retries with JSON when a server answers 415.
 //! Kubernetes' own conformance suite (e2e.test 1.37) sends CustomResourceDefinitions the same way.
-//! Answers stay JSON: clients ask for `protobuf, json` and take either.
+//! Clients ask for `protobuf, json` and take either; answers are protobuf for built-in kinds when
+//! the client prefers it ([`answer`]).
 //!
 //! # How data flows
 //!
@@ -87,6 +89,8 @@
 //! holds, for every top-level kind, objects with every field set as client-go encodes them and as
 //! Go's JSON writes them, and the tests decode each and compare; `tests/fixtures/crd-protobuf/`
 //! holds a CRD that client-go 1.37 encoded.
+
+pub mod answer;
 
 use base64::Engine;
 use ferrokube_core::protobuf::wire::{Reader, WireError, WireType};
