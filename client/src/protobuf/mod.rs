@@ -10,6 +10,12 @@
 //! informer's first list of 50,000 Pods is where it shows. Custom resources have no protobuf
 //! form; they stay JSON, as do patches and `DynamicObject`.
 //!
+//! Writes go the other way with core's encoder (`ferrokube_core::protobuf::encode`, a serde
+//! `Serializer` driven by the same schema table): a create's or an update's body of a built-in
+//! kind is protobuf, sent again as JSON if the server answers 415 (and JSON from then on for that
+//! resource); see `Api::writes_protobuf`. The wire format itself (keys, varints, lengths) is
+//! core's too (`ferrokube_core::protobuf::wire`), shared with the embedded server.
+//!
 //! # How data flows
 //!
 //! ```text
