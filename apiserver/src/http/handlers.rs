@@ -97,7 +97,7 @@ pub async fn handle(
     let reply = dispatch(&shared, &catalog, route, request).await;
     let mut response = reply.unwrap_or_else(|e| error_response(&e));
     if protobuf {
-        response = crate::protobuf::answer::transcode(response);
+        response = super::body::transcode(response);
     }
     tracing::debug!(%method, %path, status = response.status().as_u16(), "request");
     if audited {

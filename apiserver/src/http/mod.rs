@@ -69,7 +69,6 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_rustls::TlsAcceptor;
 
-pub(crate) use body::Body;
 pub use body::MAX_BODY;
 pub use discovery::VERSION;
 pub use guard::HostPolicy;

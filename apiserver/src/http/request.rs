@@ -326,7 +326,7 @@ pub struct Answer {
     /// `includeObject`: what each Table row carries. Read only when `table` is `Some`, and then
     /// after the objects, so its 400 follows a 404.
     pub include_object: Deferred<IncludeObject>,
-    /// JSON or protobuf (see [`crate::protobuf::answer`]). Protobuf only for a resource with a
+    /// JSON or protobuf (see the `protobuf::answer` module). Protobuf only for a resource with a
     /// protobuf form, or with JSON accepted too (then its answers stay JSON).
     pub encoding: table::Encoding,
 }
@@ -382,7 +382,7 @@ impl ApiRequest {
             ferrokube_core::protobuf::top_level(&resource.api_version(), &resource.kind).is_some();
         if encoding == (table::Encoding::Protobuf { json_too: false }) && !protobuf_form {
             // kube-apiserver: a custom resource has no protobuf form, and nothing else is taken.
-            return Err(crate::protobuf::answer::not_acceptable());
+            return Err(table::not_acceptable());
         }
         let answer = Answer {
             table,

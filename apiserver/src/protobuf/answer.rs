@@ -6,12 +6,13 @@
 //!
 //! Every handler of this server builds its answer as JSON (the stored objects are JSON values and
 //! their bytes). Rather than teach each verb a second encoding, a whole answer is transcoded once
-//! it is built: its JSON is read back into a value and written by core's encoder (the one the
+//! it is built (by the HTTP layer, with [`encode_value`]): its JSON is read back into a value and
+//! written by core's encoder (the one the
 //! client writes its bodies with), by the `apiVersion` and `kind` the answer names. A watch is a
 //! stream, so its events are framed here one by one instead ([`watch_frame`]).
 //!
 //! ```text
-//!  verb handler ── JSON answer ──▶ transcode: kind in core's table? ── yes ─▶ "k8s\0" + Unknown{typeMeta, raw}
+//!  verb handler ── JSON answer ──▶ http's transcode: kind in core's table? ── yes ─▶ "k8s\0" + Unknown{typeMeta, raw}
 //!                                                                 └─ no ──▶ the JSON as it is (a custom
 //!                                                                            resource; JSON was accepted)
 //!  watch event ──▶ watch_frame: 4-byte big-endian length + WatchEvent {1 type, 2 RawExtension {1 enveloped object}}
@@ -26,25 +27,11 @@
 
 use bytes::Bytes;
 use ferrokube_core::protobuf::wire::{WireType, begin_len, end_len, put_bytes, put_key};
-use ferrokube_core::protobuf::{CONTENT_TYPE, EncodeError, encode};
-use http::{HeaderValue, Response, header};
+use ferrokube_core::protobuf::{EncodeError, encode};
 use serde_json::Value;
-
-use crate::http::Body;
-use crate::status::StatusError;
 
 /// The `Content-Type` of a protobuf watch.
 pub const WATCH_CONTENT_TYPE: &str = "application/vnd.kubernetes.protobuf;stream=watch";
-
-/// The 406 of a request that accepts protobuf only, for a resource without a protobuf form.
-pub fn not_acceptable() -> StatusError {
-    StatusError {
-        code: 406,
-        reason: "NotAcceptable",
-        message: "only the following media types are accepted: application/json, application/yaml, application/vnd.kubernetes.protobuf".to_string(),
-        details: None,
-    }
-}
 
 /// An object's (or list's, or `Status`'s) JSON value as a whole protobuf body, by the
 /// `apiVersion` and `kind` it names. A `Status` is named `v1` whatever group it came from, as
@@ -56,38 +43,6 @@ pub fn encode_value(value: &Value) -> Result<Vec<u8>, EncodeError> {
         kind => (text("apiVersion"), kind),
     };
     encode(value, api_version, kind)
-}
-
-/// The same answer in protobuf, if it is a whole JSON body of a kind with a protobuf form; else
-/// as it is (a custom resource's object, which the request accepted as JSON too).
-pub fn transcode(response: Response<Body>) -> Response<Body> {
-    let json = response
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .is_some_and(|value| value.as_bytes() == b"application/json");
-    if !json {
-        return response;
-    }
-    let (mut parts, body) = response.into_parts();
-    let Body::Full(Some(bytes)) = body else {
-        return Response::from_parts(parts, body);
-    };
-    let encoded = serde_json::from_slice::<Value>(&bytes)
-        .ok()
-        .map(|value| encode_value(&value));
-    match encoded {
-        Some(Ok(protobuf)) => {
-            parts
-                .headers
-                .insert(header::CONTENT_TYPE, HeaderValue::from_static(CONTENT_TYPE));
-            Response::from_parts(parts, Body::full(protobuf))
-        }
-        Some(Err(error)) => {
-            tracing::debug!(%error, "answer has no protobuf form: JSON");
-            Response::from_parts(parts, Body::full(bytes))
-        }
-        None => Response::from_parts(parts, Body::full(bytes)),
-    }
 }
 
 /// One watch event as a protobuf frame: its length (four bytes, big-endian) and

@@ -65,7 +65,7 @@ pub use custom::CustomColumns;
 pub use format::Instant;
 pub use negotiate::{
     Encoding, Endpoint, IncludeObject, MetadataShape, PartialMetadata, TableVersion, Wanted,
-    encoding, negotiate, wants_aggregated_discovery,
+    encoding, negotiate, not_acceptable, wants_aggregated_discovery,
 };
 pub use printers::{Column, Printer, Row, printer_for};
 

@@ -211,14 +211,19 @@ pub fn negotiate(accept: Option<&str>, endpoint: Endpoint) -> Result<Wanted, Sta
             _ => continue,
         }
     }
-    // kube-apiserver names the media types of its serializer, the same for every resource (custom
-    // resources included, though they cannot be written as protobuf).
-    Err(StatusError {
+    Err(not_acceptable())
+}
+
+/// The 406 of an Accept header no clause of which can be served. kube-apiserver names the media
+/// types of its serializer, the same for every resource (custom resources included, though they
+/// have no protobuf form: a request for a custom resource in protobuf only gets this too).
+pub fn not_acceptable() -> StatusError {
+    StatusError {
         code: 406,
         reason: "NotAcceptable",
         message: "only the following media types are accepted: application/json, application/yaml, application/vnd.kubernetes.protobuf".to_string(),
         details: None,
-    })
+    }
 }
 
 /// The encoding of an answer: what the chosen Accept clause names (kube-apiserver 1.37.2 answers
