@@ -52,6 +52,7 @@
 //! | [`protobuf_body`](fn@protobuf_body) | a protobuf request body | decodes to an object with apiVersion and kind, or a `DecodeError` |
 //! | [`cel_rules`](fn@cel_rules) | a CRD validation rule and an object | the rule is accepted or refused, the object admitted or refused, every answer in time, no 5xx, messages bounded |
 //! | [`protobuf_response`](fn@protobuf_response) | a protobuf object, list or watch body (the client's decoders) | dropping managedFields changes nothing else; chunking changes nothing; errors are typed |
+//! | [`protobuf_encode`](fn@protobuf_encode) | an object (decoded from protobuf, or any JSON) for core's encoder and the server's protobuf answers | a decoded object encodes and decodes back to itself; any JSON encodes or is refused with a typed error, and a second round changes nothing |
 //!
 //! Chunked targets take their chunking from the input: the first two bytes choose two chunk sizes
 //! that alternate over the rest ([`split_control`]), so the fuzzer explores chunk boundaries too.
@@ -86,6 +87,7 @@ pub mod client_protobuf;
 pub mod kubeconfig;
 pub mod list;
 pub mod protobuf;
+pub mod protobuf_encode;
 pub mod selectors;
 pub mod server;
 pub mod watch;
@@ -97,6 +99,7 @@ pub use client_protobuf::protobuf_response;
 pub use kubeconfig::kubeconfig;
 pub use list::list_body;
 pub use protobuf::protobuf_body;
+pub use protobuf_encode::protobuf_encode;
 pub use selectors::{field_selector, label_selector};
 pub use server::server_requests;
 pub use watch::watch_stream;

@@ -2,9 +2,9 @@
 //! objects read through protobuf and through JSON decode to equal values (gets, lists, an
 //! informer's cache, a watch's events).
 //!
-//! kube-apiserver answers protobuf to `Accept: application/vnd.kubernetes.protobuf,
-//! application/json`; the embedded server answers JSON, so on it the check proves the fallback
-//! (the answer's Content-Type decides) and that nothing else changes.
+//! kube-apiserver and the embedded server answer protobuf to `Accept:
+//! application/vnd.kubernetes.protobuf, application/json`, and take the protobuf bodies the
+//! client's creates and updates send.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -211,6 +211,11 @@ pub async fn check_protobuf_reads_equal_json(
         .await
         .expect("create deploy");
     nodes.create(&post, &node).await.expect("create node");
+    // The creates above went as protobuf bodies, and the server took them (a 415 would have
+    // switched the resource to JSON).
+    assert!(pods.writes_protobuf() && cms.writes_protobuf() && services.writes_protobuf());
+    assert!(deployments.writes_protobuf() && nodes.writes_protobuf());
+    assert!(!pods_json.writes_protobuf());
 
     let path = format!("/api/v1/namespaces/{namespace}/pods/rich-1");
     assert_eq!(

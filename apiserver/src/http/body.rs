@@ -193,3 +193,36 @@ pub fn error_response(error: &StatusError) -> Response<Body> {
     }
     response
 }
+
+/// The same answer in protobuf (see [`crate::protobuf::answer`]), if it is a whole JSON body of a kind with a protobuf form; else
+/// as it is (a custom resource's object, which the request accepted as JSON too).
+pub fn transcode(response: Response<Body>) -> Response<Body> {
+    let json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|value| value.as_bytes() == b"application/json");
+    if !json {
+        return response;
+    }
+    let (mut parts, body) = response.into_parts();
+    let Body::Full(Some(bytes)) = body else {
+        return Response::from_parts(parts, body);
+    };
+    let encoded = serde_json::from_slice::<Value>(&bytes)
+        .ok()
+        .map(|value| crate::protobuf::answer::encode_value(&value));
+    match encoded {
+        Some(Ok(protobuf)) => {
+            parts.headers.insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static(ferrokube_core::protobuf::CONTENT_TYPE),
+            );
+            Response::from_parts(parts, Body::full(protobuf))
+        }
+        Some(Err(error)) => {
+            tracing::debug!(%error, "answer has no protobuf form: JSON");
+            Response::from_parts(parts, Body::full(bytes))
+        }
+        None => Response::from_parts(parts, Body::full(bytes)),
+    }
+}

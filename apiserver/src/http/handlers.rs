@@ -9,7 +9,9 @@
 //! chooses between legacy and aggregated discovery (see [`discovery`]).
 //!
 //! Create and update bodies may be JSON or Kubernetes protobuf (decoded to JSON by
-//! [`crate::protobuf`]); answers are always JSON.
+//! [`crate::protobuf`]). Answers to resource requests are protobuf when the Accept header prefers
+//! it and the kind has a protobuf form (errors' `Status` included; transcoded at the end by
+//! [`crate::protobuf::answer`], a watch framed by its handler), else JSON.
 
 use std::sync::Arc;
 
@@ -79,8 +81,24 @@ pub async fn handle(
             return error_response(&error);
         }
     }
+    let protobuf = matches!(
+        route,
+        Route::Collection { .. } | Route::Object { .. } | Route::NotFound
+    ) && matches!(
+        crate::table::encoding(
+            request
+                .headers()
+                .get(header::ACCEPT)
+                .and_then(|v| v.to_str().ok()),
+            crate::table::Endpoint { tables: true }
+        ),
+        crate::table::Encoding::Protobuf { .. }
+    );
     let reply = dispatch(&shared, &catalog, route, request).await;
-    let response = reply.unwrap_or_else(|e| error_response(&e));
+    let mut response = reply.unwrap_or_else(|e| error_response(&e));
+    if protobuf {
+        response = super::body::transcode(response);
+    }
     tracing::debug!(%method, %path, status = response.status().as_u16(), "request");
     if audited {
         shared.audit.record(AuditEntry {

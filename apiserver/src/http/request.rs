@@ -326,6 +326,9 @@ pub struct Answer {
     /// `includeObject`: what each Table row carries. Read only when `table` is `Some`, and then
     /// after the objects, so its 400 follows a 404.
     pub include_object: Deferred<IncludeObject>,
+    /// JSON or protobuf (see the `protobuf::answer` module). Protobuf only for a resource with a
+    /// protobuf form, or with JSON accepted too (then its answers stay JSON).
+    pub encoding: table::Encoding,
 }
 
 /// A value parsed with the rest of the request whose error is reported later, at the step where
@@ -371,10 +374,21 @@ impl ApiRequest {
             Wanted::Table(version) => (Some(version), None),
             Wanted::Metadata(partial) => (None, Some(partial)),
         };
+        let encoding = table::encoding(
+            headers.text(header::ACCEPT),
+            table::Endpoint { tables: true },
+        );
+        let protobuf_form =
+            ferrokube_core::protobuf::top_level(&resource.api_version(), &resource.kind).is_some();
+        if encoding == (table::Encoding::Protobuf { json_too: false }) && !protobuf_form {
+            // kube-apiserver: a custom resource has no protobuf form, and nothing else is taken.
+            return Err(table::not_acceptable());
+        }
         let answer = Answer {
             table,
             metadata,
             include_object: Deferred(IncludeObject::parse(query.text("includeObject"))),
+            encoding,
         };
         Ok(ApiRequest {
             resource,

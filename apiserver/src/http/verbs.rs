@@ -265,6 +265,16 @@ impl Call<'_> {
         };
         let (tx, rx) = mpsc::channel(64);
         let timeout = options.timeout.unwrap_or(shared.default_watch_timeout);
+        // Protobuf frames for the objects themselves of a kind with a protobuf form; Tables and
+        // metadata-only watches stay JSON lines.
+        let protobuf = matches!(self.answer.encoding, table::Encoding::Protobuf { .. })
+            && table.is_none()
+            && self.answer.metadata.is_none()
+            && ferrokube_core::protobuf::top_level(
+                &self.resource.api_version(),
+                &self.resource.kind,
+            )
+            .is_some();
         tokio::spawn(stream_watch(
             feed,
             tx,
@@ -273,12 +283,17 @@ impl Call<'_> {
             timeout,
             table,
             self.answer.metadata,
+            protobuf,
         ));
         let mut response = Response::new(Body::Stream(rx));
         let headers = response.headers_mut();
         headers.insert(
             header::CONTENT_TYPE,
-            HeaderValue::from_static("application/json"),
+            HeaderValue::from_static(if protobuf {
+                crate::protobuf::answer::WATCH_CONTENT_TYPE
+            } else {
+                "application/json"
+            }),
         );
         headers.insert(
             header::CACHE_CONTROL,
@@ -763,6 +778,7 @@ async fn stream_watch(
     timeout: Duration,
     mut table: Option<TableWriter>,
     metadata: Option<PartialMetadata>,
+    protobuf: bool,
 ) {
     let mut headers_sent = false;
     // `None`: a timeout past what the clock can represent (`timeoutSeconds` near 2^64), which is
@@ -805,6 +821,15 @@ async fn stream_watch(
             (None, Some(wanted)) => match render_metadata(wanted, &resource, &item) {
                 Some(line) => line,
                 None => continue,
+            },
+            (None, None) if protobuf => match render_protobuf(&resource, &item) {
+                Ok(frame) => frame,
+                Err(error) => {
+                    // Not expected for a kind in the table; the watch ends rather than mix
+                    // encodings.
+                    tracing::warn!(%error, "a watch event has no protobuf form: watch ended");
+                    return;
+                }
             },
             (None, None) => render(&resource, &item),
         };
@@ -891,6 +916,25 @@ fn event_line(kind: &str, object: &Value) -> Bytes {
     let mut line = crate::wire::event(kind, object);
     line.push(b'\n');
     Bytes::from(line)
+}
+
+/// One watch event as a protobuf frame.
+fn render_protobuf(
+    resource: &ResourceType,
+    item: &WatchItem,
+) -> Result<Bytes, ferrokube_core::protobuf::EncodeError> {
+    use crate::protobuf::answer::watch_frame;
+    match item {
+        WatchItem::Event(event, stored) => watch_frame(event.as_str(), &stored.object),
+        WatchItem::Bookmark {
+            revision,
+            initial_events_end,
+        } => watch_frame(
+            "BOOKMARK",
+            &bookmark_object(resource, *revision, *initial_events_end),
+        ),
+        WatchItem::Error(error) => watch_frame("ERROR", &error.to_status()),
+    }
 }
 
 /// One watch event line.

@@ -1,5 +1,6 @@
 //! Request bodies in Kubernetes' protobuf encoding (`application/vnd.kubernetes.protobuf`), decoded
-//! into the JSON form the rest of the server works on.
+//! into the JSON form the rest of the server works on; and answers in it ([`answer`]), written by
+//! core's encoder.
 //!
 //! # Why
 //!
@@ -8,7 +9,8 @@
 //! controller-runtime for every built-in kind by default (Nodes, ServiceAccounts, Leases, Pods,
 //! ReplicaSets, a Scale, an Eviction...). None of them retries with JSON when a server answers 415.
 //! Kubernetes' own conformance suite (e2e.test 1.37) sends CustomResourceDefinitions the same way.
-//! Answers stay JSON: clients ask for `protobuf, json` and take either.
+//! Clients ask for `protobuf, json` and take either; answers are protobuf for built-in kinds when
+//! the client prefers it ([`answer`]).
 //!
 //! # How data flows
 //!
@@ -88,31 +90,16 @@
 //! Go's JSON writes them, and the tests decode each and compare; `tests/fixtures/crd-protobuf/`
 //! holds a CRD that client-go 1.37 encoded.
 
-mod wire;
+pub mod answer;
 
 use base64::Engine;
-use ferrokube_core::protobuf::{Fold, Label, Schema, Ty, top_level};
+use ferrokube_core::protobuf::wire::{Reader, WireError, WireType};
+use ferrokube_core::protobuf::{Fold, Label, MAGIC, Schema, Ty, top_level};
 use serde_json::{Map, Value};
 
-use wire::{Reader, WireType};
-
-/// The media type of Kubernetes' protobuf encoding.
-pub const CONTENT_TYPE: &str = "application/vnd.kubernetes.protobuf";
-
-/// The four bytes that start every Kubernetes protobuf body.
-const MAGIC: &[u8; 4] = b"k8s\0";
-
-/// How deeply messages may nest, the top-level object being depth 1. Only `JSONSchemaProps` (a
-/// CRD's schema) recurses; a CRD's own path to its schema takes five levels, and each level of a
-/// schema one more (its JSON form two: `properties` then the property). 64 leaves room for any
-/// schema a real CRD has while the JSON form stays within serde_json's 128 levels, which the rest
-/// of the server parses it with.
-pub const MAX_DEPTH: usize = 64;
-
-/// Whether a `Content-Type` header names the protobuf encoding (parameters ignored).
-pub fn is_protobuf(content_type: &str) -> bool {
-    content_type.split(';').next().map(str::trim) == Some(CONTENT_TYPE)
-}
+/// The media type, the nesting bound (the top-level object being depth 1; see core) and the
+/// media-type test: core's, shared with the client and the encoder.
+pub use ferrokube_core::protobuf::{CONTENT_TYPE, MAX_DEPTH, is_protobuf};
 
 /// Why a protobuf body could not be decoded.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -120,23 +107,10 @@ pub enum DecodeError {
     /// The body does not start with `k8s\0`.
     #[error("the body does not start with the Kubernetes protobuf magic bytes \"k8s\\0\"")]
     Magic,
-    /// The input ended inside a field.
-    #[error("truncated protobuf input in {message} at byte {at}")]
-    Truncated { message: &'static str, at: usize },
-    /// A varint longer than 10 bytes, or overflowing 64 bits.
-    #[error("malformed varint in {message} at byte {at}")]
-    Varint { message: &'static str, at: usize },
-    /// A field with a wire type this decoder does not read, or not the one its type needs.
-    #[error("{message} field {field} has wire type {found}, expected {expected}")]
-    WireType {
-        message: &'static str,
-        field: u32,
-        found: u8,
-        expected: u8,
-    },
-    /// Field number 0, or beyond 2^29 - 1.
-    #[error("invalid field number {field} in {message}")]
-    FieldNumber { message: &'static str, field: u64 },
+    /// Bytes that are not a well-formed message: truncated, a bad varint or field number, a
+    /// wire type Kubernetes never uses or the wrong one for the field's type (core's reader).
+    #[error(transparent)]
+    Wire(#[from] WireError),
     /// A string field that is not UTF-8.
     #[error("{message} field {field} is not valid UTF-8")]
     Utf8 { message: &'static str, field: u32 },
@@ -234,12 +208,12 @@ impl<'a> Envelope<'a> {
         };
         let mut reader = Reader::new(bytes, UNKNOWN);
         while let Some((field, wire)) = reader.key()? {
-            let value = reader.length_delimited(field, wire)?;
+            let value = reader.len_field(field, wire)?;
             match field {
                 1 => {
                     let mut type_meta = Reader::new(value, TYPE_META);
                     while let Some((field, wire)) = type_meta.key()? {
-                        let text = type_meta.length_delimited(field, wire)?;
+                        let text = type_meta.len_field(field, wire)?;
                         let text = utf8(text, TYPE_META, field)?;
                         match field {
                             1 => envelope.api_version = text,
@@ -339,13 +313,13 @@ fn decode_into(
             return Err(unknown());
         }
         if RETIRED.contains(&(schema.name, number)) {
-            reader.skip(number, wire)?;
+            reader.skip(wire)?;
             continue;
         }
         let field = schema.field(number).ok_or_else(unknown)?;
         match field.label {
             Label::Map => {
-                let entry = reader.length_delimited(number, wire)?;
+                let entry = reader.len_field(number, wire)?;
                 let (key, value) = decode_map_entry(schema.name, number, field.ty, entry, walk)?;
                 let map = object
                     .entry(field.json)
@@ -368,7 +342,7 @@ fn decode_into(
                     // The table inlines plain messages only (core's tests check it).
                     return Err(unknown());
                 };
-                let bytes = reader.length_delimited(number, wire)?;
+                let bytes = reader.len_field(number, wire)?;
                 decode_into(inner, bytes, walk.deeper(), object)?;
             }
             Label::One => {
@@ -413,7 +387,7 @@ fn decode_map_entry(
     let mut reader = Reader::new(entry, message);
     while let Some((number, wire)) = reader.key()? {
         match number {
-            1 => key = utf8(reader.length_delimited(field, wire)?, message, field)?,
+            1 => key = utf8(reader.len_field(field, wire)?, message, field)?,
             2 => value = decode_value(message, field, value_ty, &mut reader, wire, walk)?,
             _ => {
                 return Err(DecodeError::UnknownField { message, field });
@@ -448,11 +422,11 @@ fn decode_value(
 ) -> Result<Option<Value>, DecodeError> {
     let value = match ty {
         Ty::String => {
-            let bytes = reader.length_delimited(field, wire)?;
+            let bytes = reader.len_field(field, wire)?;
             Value::String(utf8(bytes, message, field)?)
         }
         Ty::Bytes => {
-            let bytes = reader.length_delimited(field, wire)?;
+            let bytes = reader.len_field(field, wire)?;
             Value::String(base64::engine::general_purpose::STANDARD.encode(bytes))
         }
         // int32 is sign-extended to 64 bits on the wire: the low 32 bits are the value.
@@ -460,21 +434,21 @@ fn decode_value(
         Ty::Int64 => Value::from(reader.varint_field(field, wire)? as i64),
         Ty::Bool => Value::Bool(reader.varint_field(field, wire)? != 0),
         Ty::Message(schema) => {
-            let bytes = reader.length_delimited(field, wire)?;
+            let bytes = reader.len_field(field, wire)?;
             Value::Object(decode_message(schema, bytes, walk.deeper())?)
         }
         Ty::Fold(schema, fold) => {
-            let bytes = reader.length_delimited(field, wire)?;
+            let bytes = reader.len_field(field, wire)?;
             folded(fold, decode_message(schema, bytes, walk.deeper())?)
         }
         Ty::Double => {
             let value = f64::from_bits(reader.fixed64_field(field, wire)?);
             double(value).ok_or(DecodeError::NotFinite { message, field })?
         }
-        Ty::Json => json(message, field, reader.length_delimited(field, wire)?)?,
-        Ty::IntOrString => return int_or_string(reader.length_delimited(field, wire)?).map(Some),
+        Ty::Json => json(message, field, reader.len_field(field, wire)?)?,
+        Ty::IntOrString => return int_or_string(reader.len_field(field, wire)?).map(Some),
         Ty::Quantity => {
-            let bytes = reader.length_delimited(field, wire)?;
+            let bytes = reader.len_field(field, wire)?;
             let mut text = String::new();
             let mut inner = Reader::new(bytes, "resource.Quantity");
             while let Some((number, wire)) = inner.key()? {
@@ -484,24 +458,17 @@ fn decode_value(
                         field: number,
                     });
                 }
-                text = utf8(
-                    inner.length_delimited(number, wire)?,
-                    "resource.Quantity",
-                    1,
-                )?;
+                text = utf8(inner.len_field(number, wire)?, "resource.Quantity", 1)?;
             }
             Value::String(text)
         }
-        Ty::Time => return time(reader.length_delimited(field, wire)?, Precision::Seconds),
+        Ty::Time => return time(reader.len_field(field, wire)?, Precision::Seconds),
         Ty::MicroTime => {
-            return time(
-                reader.length_delimited(field, wire)?,
-                Precision::Microseconds,
-            );
+            return time(reader.len_field(field, wire)?, Precision::Microseconds);
         }
         Ty::Wrapped(schema) => {
             // A Go named slice: the bare list; `null` for none, as Go writes a nil slice.
-            let bytes = reader.length_delimited(field, wire)?;
+            let bytes = reader.len_field(field, wire)?;
             let mut decoded = decode_message(schema, bytes, walk.deeper())?;
             decoded.remove("items").unwrap_or(Value::Null)
         }
@@ -534,7 +501,7 @@ fn json(message: &'static str, field: u32, bytes: &[u8]) -> Result<Value, Decode
                 field: number,
             });
         }
-        raw = reader.length_delimited(number, wire)?;
+        raw = reader.len_field(number, wire)?;
     }
     if raw.is_empty() {
         return Ok(Value::Null);
@@ -574,7 +541,7 @@ fn int_or_string(bytes: &[u8]) -> Result<Value, DecodeError> {
         match number {
             1 => kind = reader.varint_field(number, wire)?,
             2 => int = reader.varint_field(number, wire)? as i64 as i32,
-            3 => text = utf8(reader.length_delimited(number, wire)?, NAME, number)?,
+            3 => text = utf8(reader.len_field(number, wire)?, NAME, number)?,
             _ => {
                 return Err(DecodeError::UnknownField {
                     message: NAME,

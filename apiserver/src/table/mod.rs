@@ -64,8 +64,8 @@ use serde_json::{Map, Value, json};
 pub use custom::CustomColumns;
 pub use format::Instant;
 pub use negotiate::{
-    Endpoint, IncludeObject, MetadataShape, PartialMetadata, TableVersion, Wanted, negotiate,
-    wants_aggregated_discovery,
+    Encoding, Endpoint, IncludeObject, MetadataShape, PartialMetadata, TableVersion, Wanted,
+    encoding, negotiate, not_acceptable, wants_aggregated_discovery,
 };
 pub use printers::{Column, Printer, Row, printer_for};
 

@@ -211,14 +211,77 @@ pub fn negotiate(accept: Option<&str>, endpoint: Endpoint) -> Result<Wanted, Sta
             _ => continue,
         }
     }
-    // kube-apiserver names the media types of its serializer, the same for every resource (custom
-    // resources included, though they cannot be written as protobuf).
-    Err(StatusError {
+    Err(not_acceptable())
+}
+
+/// The 406 of an Accept header no clause of which can be served. kube-apiserver names the media
+/// types of its serializer, the same for every resource (custom resources included, though they
+/// have no protobuf form: a request for a custom resource in protobuf only gets this too).
+pub fn not_acceptable() -> StatusError {
+    StatusError {
         code: 406,
         reason: "NotAcceptable",
         message: "only the following media types are accepted: application/json, application/yaml, application/vnd.kubernetes.protobuf".to_string(),
         details: None,
-    })
+    }
+}
+
+/// The encoding of an answer: what the chosen Accept clause names (kube-apiserver 1.37.2 answers
+/// a built-in kind, a list of one, a watch and any error `Status` in protobuf when the clause it
+/// chose is `application/vnd.kubernetes.protobuf`), and whether a later clause takes JSON, which a
+/// custom resource (no protobuf form) is then answered in; without one, a custom resource's
+/// request is a 406.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Encoding {
+    Json,
+    Protobuf { json_too: bool },
+}
+
+/// The [`Encoding`] `accept` asks for, choosing the clause [`negotiate`] chooses.
+pub fn encoding(accept: Option<&str>, endpoint: Endpoint) -> Encoding {
+    let header = accept.map(str::trim).unwrap_or("");
+    let clauses = clauses(header);
+    let takes_json = |clause: &Clause<'_>| {
+        clause.conversion.is_none()
+            && matches!(
+                (clause.kind, clause.subtype),
+                ("application", "json" | "*") | ("*", "*")
+            )
+    };
+    let protobuf = |clause: &Clause<'_>| {
+        clause.kind.eq_ignore_ascii_case("application")
+            && clause
+                .subtype
+                .eq_ignore_ascii_case("vnd.kubernetes.protobuf")
+    };
+    for (at, clause) in clauses.iter().enumerate() {
+        let chosen = match clause.conversion {
+            None => true,
+            Some(conversion) => match conversion.kind {
+                "Table" => {
+                    endpoint.tables
+                        && takes_json(&Clause {
+                            conversion: None,
+                            ..*clause
+                        })
+                }
+                "PartialObjectMetadata" | "PartialObjectMetadataList" => {
+                    conversion.group == "meta.k8s.io"
+                        && matches!(conversion.version, "v1" | "v1beta1")
+                }
+                _ => false,
+            },
+        };
+        if !chosen {
+            continue;
+        }
+        if !protobuf(clause) {
+            return Encoding::Json;
+        }
+        let json_too = clauses.iter().skip(at + 1).any(takes_json);
+        return Encoding::Protobuf { json_too };
+    }
+    Encoding::Json
 }
 
 /// Whether a discovery request (`/api`, `/apis`) asks for aggregated discovery: its best clause
@@ -244,6 +307,34 @@ pub fn wants_aggregated_discovery(accept: Option<&str>) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn protobuf_answers_follow_the_chosen_accept_clause() {
+        let e = |accept| encoding(Some(accept), MAIN);
+        let client_go = "application/vnd.kubernetes.protobuf, application/json";
+        assert_eq!(e(client_go), Encoding::Protobuf { json_too: true });
+        assert_eq!(
+            e("application/vnd.kubernetes.protobuf"),
+            Encoding::Protobuf { json_too: false }
+        );
+        assert_eq!(
+            e("application/json, application/vnd.kubernetes.protobuf"),
+            Encoding::Json
+        );
+        assert_eq!(
+            e("application/vnd.kubernetes.protobuf;q=0.5, application/json"),
+            Encoding::Json
+        );
+        assert_eq!(encoding(None, MAIN), Encoding::Json);
+        assert_eq!(e("*/*"), Encoding::Json);
+        // A Table is JSON whatever comes after it.
+        assert_eq!(
+            e("application/json;as=Table;v=v1;g=meta.k8s.io, application/vnd.kubernetes.protobuf"),
+            Encoding::Json
+        );
+        let metadata = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json";
+        assert_eq!(e(metadata), Encoding::Protobuf { json_too: true });
+    }
 
     const MAIN: Endpoint = Endpoint { tables: true };
 

@@ -2418,5 +2418,6 @@ mod apply;
 mod cluster;
 
 mod fidelity;
+mod protobuf;
 mod shard;
 mod subresources;

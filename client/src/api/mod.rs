@@ -67,9 +67,9 @@ pub struct Api<K> {
     resource: ApiResource,
     /// `None`: all namespaces, or a cluster-scoped resource.
     namespace: Option<String>,
-    /// Reads ask for protobuf: a built-in kind (in core's protobuf schema), read through its
-    /// typed API, with a client that prefers protobuf ([`Config::content_type`]). Never for
-    /// [`DynamicObject`] or a custom resource.
+    /// Reads ask for protobuf and creates and updates send it: a built-in kind (in core's
+    /// protobuf schema), through its typed API, with a client that prefers protobuf
+    /// ([`Config::content_type`]). Never for [`DynamicObject`] or a custom resource, nor patches.
     ///
     /// [`Config::content_type`]: crate::Config::content_type
     protobuf: bool,
@@ -191,8 +191,20 @@ impl<K: Object> Api<K> {
         self.protobuf
     }
 
-    /// The same `Api`, reading JSON only (`false`) or, for a built-in kind through its typed
-    /// API with a client that prefers it, protobuf (`true`).
+    /// Whether creates and updates send protobuf bodies: a built-in kind through its typed API
+    /// with a client that prefers protobuf, unless the server refused a protobuf body for the
+    /// resource (415) before, after which they go as JSON.
+    pub fn writes_protobuf(&self) -> bool {
+        self.protobuf && !self.client.protobuf_body_refused(&self.refusal_key())
+    }
+
+    /// The key under which the client remembers a refused protobuf body: `apiVersion/plural`.
+    fn refusal_key(&self) -> String {
+        format!("{}/{}", self.resource.api_version(), self.resource.plural)
+    }
+
+    /// The same `Api`, reading and writing JSON only (`false`) or, for a built-in kind through
+    /// its typed API with a client that prefers it, protobuf (`true`).
     pub fn with_protobuf(mut self, on: bool) -> Api<K> {
         self.protobuf = on && speaks_protobuf(&self.client, &self.resource);
         self
@@ -402,12 +414,8 @@ impl<K: Object> Api<K> {
     pub async fn create(&self, params: &PostParams, object: &K) -> Result<K, Error> {
         let mut query = Query::default();
         params.write(&mut query);
-        let call = self.call(
-            Method::POST,
-            self.collection_path() + &query.finish(),
-            to_json(object)?,
-        )?;
-        let created = self.client.request(call).await?;
+        let path = self.collection_path() + &query.finish();
+        let created = self.write(Method::POST, path, object).await?;
         self.committed(&created, params.dry_run);
         Ok(created)
     }
@@ -439,10 +447,53 @@ impl<K: Object> Api<K> {
         let mut query = Query::default();
         params.write(&mut query);
         let path = self.object_path(name, sub)? + &query.finish();
-        let call = self.call(Method::PUT, path, to_json(object)?)?;
-        let replaced = self.client.request(call).await?;
+        let replaced = self.write(Method::PUT, path, object).await?;
         self.committed(&replaced, params.dry_run);
         Ok(replaced)
+    }
+
+    /// Sends `object` as the body of a create (POST) or an update (PUT) of `path`: as protobuf
+    /// when this `Api` speaks it, the encoder can write the object, and the server has not
+    /// refused a protobuf body for the resource before; else, or when the server answers 415 to
+    /// the protobuf body (remembered for the resource), as JSON. What client-go's clientsets do
+    /// for built-in kinds, but for the fallback, which client-go does not have.
+    async fn write(&self, method: Method, path: String, object: &K) -> Result<K, Error> {
+        let resource = self.refusal_key();
+        if self.protobuf && !self.client.protobuf_body_refused(&resource) {
+            let encoded = ferrokube_core::protobuf::encode(
+                object,
+                &self.resource.api_version(),
+                &self.resource.kind,
+            );
+            match encoded {
+                Ok(body) => {
+                    let mut call = self.call(method.clone(), path.clone(), Bytes::from(body))?;
+                    accept_protobuf(&mut call);
+                    call.request.headers_mut().insert(
+                        http::header::CONTENT_TYPE,
+                        http::HeaderValue::from_static(crate::protobuf::CONTENT_TYPE),
+                    );
+                    match self.client.request_typed_bytes(call).await {
+                        Ok((content_type, body)) => {
+                            return decode_object(&path, content_type.as_deref(), &body);
+                        }
+                        Err(Error::Api(status)) if status.code == 415 => {
+                            tracing::debug!(
+                                %resource,
+                                "the server refused a protobuf body (415): sending JSON from now on"
+                            );
+                            self.client.refuse_protobuf_bodies(&resource);
+                        }
+                        Err(error) => return Err(error),
+                    }
+                }
+                Err(error) => {
+                    tracing::debug!(%resource, %error, "no protobuf form for this object: sending JSON");
+                }
+            }
+        }
+        let call = self.call(method, path, to_json(object)?)?;
+        self.client.request(call).await
     }
 
     /// Patches the object named `name`.

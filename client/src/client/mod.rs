@@ -170,6 +170,11 @@ struct Inner {
     user_agent: HeaderValue,
     /// Ask for protobuf when reading built-in kinds ([`Config::content_type`]).
     protobuf: bool,
+    /// The resources (`apiVersion/plural`) whose server refused a protobuf body with 415: their
+    /// creates and updates go as JSON from then on, without first trying protobuf again. Only
+    /// grows, by one entry per refusing resource (a server, or an aggregated API behind it,
+    /// that does not take protobuf for them): bounded by the resources the client writes.
+    protobuf_bodies_refused: parking_lot::Mutex<std::collections::HashSet<String>>,
 }
 
 /// With [`Config::http2`], how long a ping may go unanswered before the connection is closed
@@ -319,6 +324,7 @@ impl Client {
                 default_namespace: config.default_namespace,
                 user_agent,
                 protobuf: config.content_type == crate::config::ContentType::Protobuf,
+                protobuf_bodies_refused: Default::default(),
             }),
             priority: Priority::default(),
             gate: None,
@@ -435,6 +441,19 @@ impl Client {
     /// Whether reads of built-in kinds ask for protobuf ([`Config::content_type`]).
     pub fn prefers_protobuf(&self) -> bool {
         self.inner.protobuf
+    }
+
+    /// Whether the server refused a protobuf body for `resource` (`apiVersion/plural`) before.
+    pub(crate) fn protobuf_body_refused(&self, resource: &str) -> bool {
+        self.inner.protobuf_bodies_refused.lock().contains(resource)
+    }
+
+    /// Remembers that the server refused a protobuf body for `resource`.
+    pub(crate) fn refuse_protobuf_bodies(&self, resource: &str) {
+        self.inner
+            .protobuf_bodies_refused
+            .lock()
+            .insert(resource.to_string());
     }
 
     /// The namespace of the config's context (or `default`).

@@ -150,7 +150,7 @@ impl std::fmt::Debug for Identity {
     }
 }
 
-/// The encoding a client asks for when it reads built-in kinds ([`Config::content_type`]).
+/// The encoding a client reads and writes built-in kinds in ([`Config::content_type`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum ContentType {
     /// Protobuf where the kind has a protobuf form, JSON where the server answers JSON.
@@ -245,12 +245,13 @@ pub struct Config {
     /// `ferrokube/<version>`. Give each replica or component its own to tell their requests apart
     /// in the API server's audit log and metrics.
     pub user_agent: Option<String>,
-    /// The encoding asked for when reading built-in kinds (client-go's `rest.Config.ContentType`).
+    /// The encoding of built-in kinds on the wire (client-go's `rest.Config.ContentType`).
     /// Default [`ContentType::Protobuf`]: gets, lists and watches of kinds in Kubernetes'
     /// protobuf schema send `Accept: application/vnd.kubernetes.protobuf, application/json`
-    /// and decode whichever the server answers (see [`crate::protobuf`]); custom resources,
-    /// `DynamicObject`, patches and write bodies are JSON either way. [`ContentType::Json`]
-    /// asks for JSON only.
+    /// and decode whichever the server answers, and creates and updates send their body as
+    /// protobuf (JSON once more, and from then on for that resource, when the server answers
+    /// 415; see [`crate::protobuf`]). Custom resources, `DynamicObject` and patches are JSON
+    /// either way. [`ContentType::Json`] sends and asks for JSON only.
     pub content_type: ContentType,
     /// How many idle keep-alive connections the pool keeps open for reuse. Default 25
     /// ([`DEFAULT_MAX_IDLE_CONNS_PER_HOST`], client-go's `MaxIdleConnsPerHost`). A client talks to

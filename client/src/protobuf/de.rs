@@ -38,12 +38,10 @@ use serde::de::{
 };
 
 use super::Error;
-use super::wire::{Raw, Reader, WireType};
+use ferrokube_core::protobuf::wire::{Raw, Reader, WireType};
 
-/// How deeply messages may nest, the top-level object being depth 1. Only a CRD's
-/// `JSONSchemaProps` recurses; its JSON form, two levels per schema level, stays within
-/// serde_json's 128 at this bound (the same the embedded server uses).
-pub const MAX_DEPTH: usize = 64;
+/// How deeply messages may nest: core's bound, the same for every decoder and the encoder.
+pub use ferrokube_core::protobuf::MAX_DEPTH;
 
 /// The error for a message nested deeper than [`MAX_DEPTH`].
 fn too_deep(message: &'static str) -> Error {
@@ -430,7 +428,7 @@ impl<'de> Gather<'de> {
         loop {
             if let Some(packed) = &mut self.packed {
                 if !packed.at_end() {
-                    return packed.value(packed_wire).map(Some);
+                    return Ok(Some(packed.value(packed_wire)?));
                 }
                 self.packed = None;
             }

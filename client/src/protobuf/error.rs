@@ -4,6 +4,8 @@
 //! [`crate::Error`] wraps it: were it defined in `protobuf/mod.rs`, which reaches the API layer
 //! through the list decoder, the two modules would import each other.
 
+use ferrokube_core::protobuf::wire::WireError;
+
 /// Why protobuf bytes could not be decoded. Every malformed input ends here; nothing panics.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Error {
@@ -52,4 +54,25 @@ pub enum Error {
     /// What the target type refused (a wrong `kind`, a missing field, ...).
     #[error("{0}")]
     Custom(String),
+}
+
+/// The wire format's errors (core's reader) are this decoder's, variant for variant.
+impl From<WireError> for Error {
+    fn from(error: WireError) -> Error {
+        match error {
+            WireError::Truncated { message, at } => Error::Truncated { message, at },
+            WireError::Varint { message, at } => Error::Varint { message, at },
+            WireError::FieldNumber { message, number } => Error::FieldNumber { message, number },
+            WireError::WireType {
+                message,
+                field,
+                wire,
+            } => Error::WireType {
+                message,
+                field,
+                wire,
+            },
+            WireError::WrongType { message, field } => Error::WrongType { message, field },
+        }
+    }
 }

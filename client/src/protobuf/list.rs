@@ -21,9 +21,9 @@ use ferrokube_core::protobuf::{Label, Schema, Ty, top_level};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ListMeta;
 use serde::de::DeserializeOwned;
 
-use super::wire::{Raw, Reader, varint_prefix};
 use super::{Error, MAGIC, UNKNOWN, from_message, read_type_meta};
 use crate::api::object_list::ObjectList;
+use ferrokube_core::protobuf::wire::{Raw, Reader, WireError, varint_prefix};
 
 /// Where the decoder is in the body.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -289,7 +289,7 @@ fn whole_field<'a>(
         Ok(Some((number, raw))) => Ok(Some((number, raw, reader.position()))),
         Ok(None) => Ok(None),
         // Cut short by the end of what arrived, not by the message's end: wait for more.
-        Err(Error::Truncated { .. }) if window.len() < limit => Ok(None),
-        Err(error) => Err(error),
+        Err(WireError::Truncated { .. }) if window.len() < limit => Ok(None),
+        Err(error) => Err(error.into()),
     }
 }

@@ -10,6 +10,12 @@
 //! informer's first list of 50,000 Pods is where it shows. Custom resources have no protobuf
 //! form; they stay JSON, as do patches and `DynamicObject`.
 //!
+//! Writes go the other way with core's encoder (`ferrokube_core::protobuf::encode`, a serde
+//! `Serializer` driven by the same schema table): a create's or an update's body of a built-in
+//! kind is protobuf, sent again as JSON if the server answers 415 (and JSON from then on for that
+//! resource); see `Api::writes_protobuf`. The wire format itself (keys, varints, lengths) is
+//! core's too (`ferrokube_core::protobuf::wire`), shared with the embedded server.
+//!
 //! # How data flows
 //!
 //! ```text
@@ -37,7 +43,6 @@ mod de;
 pub(crate) mod error;
 mod list;
 mod watch;
-mod wire;
 
 use ferrokube_core::ManagedFields;
 use ferrokube_core::protobuf::{Schema, Ty, top_level};
@@ -49,27 +54,16 @@ pub use list::ListDecoder;
 pub use watch::{FrameDecoder, decode_event};
 
 use de::{ValueDe, Walk};
-use wire::{Raw, Reader};
+use ferrokube_core::protobuf::wire::{Raw, Reader};
 
-/// The media type of Kubernetes' protobuf encoding.
-pub const CONTENT_TYPE: &str = "application/vnd.kubernetes.protobuf";
+pub use ferrokube_core::protobuf::{CONTENT_TYPE, is_protobuf};
 
 /// What a client that reads protobuf asks for: protobuf, and JSON from a server (or an
 /// aggregated API) that has no protobuf for the kind. client-go's generated clientsets send the
 /// same.
 pub const ACCEPT: &str = "application/vnd.kubernetes.protobuf, application/json";
 
-/// The four bytes that start every enveloped object.
-const MAGIC: &[u8; 4] = b"k8s\0";
-
-/// Whether a `Content-Type` names the protobuf encoding (parameters such as `;stream=watch`
-/// ignored).
-pub fn is_protobuf(content_type: &str) -> bool {
-    content_type
-        .split(';')
-        .next()
-        .is_some_and(|media| media.trim().eq_ignore_ascii_case(CONTENT_TYPE))
-}
+use ferrokube_core::protobuf::MAGIC;
 
 /// An enveloped object: `runtime.Unknown`'s type and the object's own message bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

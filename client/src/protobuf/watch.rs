@@ -18,9 +18,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Status;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
-use super::wire::{Raw, Reader};
 use super::{Error, from_slice};
 use crate::watch::event::{Bookmark, WatchEvent, error_event};
+use ferrokube_core::protobuf::wire::{Raw, Reader};
 
 /// Splits a byte stream into length-prefixed frames.
 #[derive(Debug)]

@@ -619,8 +619,8 @@ async fn abuse_error_body_longer_than_the_cap_keeps_its_status() {
     );
 }
 
-/// Reads of built-in kinds offer protobuf (and take the JSON this server answers), writes and
-/// `DynamicObject` stay JSON, and `Config::content_type = Json` offers JSON only.
+/// Reads of built-in kinds offer protobuf (and take the JSON this server answers), creates send
+/// protobuf bodies, `DynamicObject` stays JSON, and `Config::content_type = Json` offers JSON only.
 #[tokio::test]
 async fn protobuf_offered_for_built_in_reads_only_and_json_when_configured() {
     let (url, seen) = serve(|_, request| {
@@ -665,10 +665,73 @@ async fn protobuf_offered_for_built_in_reads_only_and_json_when_configured() {
         [
             protobuf,
             protobuf,
-            "application/json",
+            protobuf,
             "application/json",
             "application/json"
         ]
+    );
+    let create = &seen.lock().expect("lock").headers[2];
+    assert_eq!(
+        create["content-type"], "application/vnd.kubernetes.protobuf",
+        "a built-in kind's create body is protobuf"
+    );
+}
+
+/// A server that refuses a protobuf body (415) gets the same write once more in JSON, and every
+/// later write of that resource goes as JSON straight away; other resources still try protobuf.
+#[tokio::test]
+async fn protobuf_body_refused_with_415_is_sent_again_in_json_and_remembered() {
+    let (url, seen) = serve(|_, request| {
+        let content_type = request
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default();
+        if content_type.contains("protobuf") {
+            return respond(
+                415,
+                r#"{"kind":"Status","code":415,"reason":"UnsupportedMediaType"}"#,
+            );
+        }
+        if request.uri().path().contains("secrets") {
+            return respond(
+                201,
+                r#"{"kind":"Secret","apiVersion":"v1","metadata":{"name":"s","namespace":"ns"}}"#,
+            );
+        }
+        respond(201, CM)
+    })
+    .await;
+    let cms = api(config(&url));
+    let cm = ConfigMap {
+        metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+            name: Some("a".into()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let created = cms.create(&Default::default(), &cm).await.expect("create");
+    assert_eq!(created.metadata.resource_version.as_deref(), Some("5"));
+    cms.replace("a", &Default::default(), &cm)
+        .await
+        .expect("replace");
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> =
+        Api::namespaced(cms.client().clone(), "ns");
+    secrets
+        .create(&Default::default(), &Default::default())
+        .await
+        .expect("secret create");
+    let seen = seen.lock().expect("lock");
+    let types: Vec<&str> = seen
+        .headers
+        .iter()
+        .map(|h| h["content-type"].to_str().expect("ascii"))
+        .collect();
+    let (protobuf, json) = ("application/vnd.kubernetes.protobuf", "application/json");
+    assert_eq!(
+        types,
+        [protobuf, json, json, protobuf, json],
+        "configmaps: refused once, then JSON only; secrets: tried on their own"
     );
 }
 

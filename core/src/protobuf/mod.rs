@@ -1,6 +1,8 @@
 //! The schema of Kubernetes' protobuf encoding for every built-in kind of Kubernetes 1.37: per
-//! message, each field's number, JSON name, type, wire shape and presence rule. Plain static data,
-//! no decoder: each decoder (the embedded server's, `ferrokube-apiserver`'s `protobuf` module, into
+//! message, each field's number, JSON name, type, wire shape and presence rule; the wire format
+//! both ends share ([`wire`]: reading and writing keys, varints, lengths); and the one encoder
+//! ([`encode`], a serde `Serializer` driven by the table) both ends write with. No I/O and no
+//! decoder into a target: each decoder (the embedded server's, `ferrokube-apiserver`'s `protobuf` module, into
 //! JSON values; the client's, `ferrokube-client`'s `protobuf` module, a serde `Deserializer`
 //! straight into k8s-openapi's types) drives itself with it from the bytes to its own target.
 //!
@@ -39,9 +41,64 @@
 //!   non-pointer field, zero or not, so a decoder that wants Go's JSON form drops a zero scalar
 //!   exactly when the field is [`Presence::OmitEmpty`].
 
+mod encode;
 mod generated;
+pub mod wire;
 
+pub use encode::{EncodeError, encode_message};
 pub use generated::KINDS;
+
+/// The media type of Kubernetes' protobuf encoding.
+pub const CONTENT_TYPE: &str = "application/vnd.kubernetes.protobuf";
+
+/// The four bytes that start every enveloped object.
+pub const MAGIC: &[u8; 4] = b"k8s\0";
+
+/// How deeply messages may nest, the top-level object being depth 1. Only a CRD's
+/// `JSONSchemaProps` recurses; a CRD's own path to its schema takes five levels, and each level
+/// of a schema one more (its JSON form two: `properties` then the property). 64 leaves room for
+/// any schema a real CRD has while the JSON form stays within serde_json's 128 levels. Every
+/// decoder and the encoder refuse deeper input rather than recurse without bound.
+pub const MAX_DEPTH: usize = 64;
+
+/// Whether a `Content-Type` names the protobuf encoding (parameters such as `;stream=watch`
+/// ignored).
+pub fn is_protobuf(content_type: &str) -> bool {
+    content_type
+        .split(';')
+        .next()
+        .is_some_and(|media| media.trim().eq_ignore_ascii_case(CONTENT_TYPE))
+}
+
+/// Encodes `value`, which serializes to the JSON shape of an `api_version` `kind` (a k8s-openapi
+/// object, a `serde_json::Value`), as a whole protobuf body: `k8s\0` and the `runtime.Unknown`
+/// envelope `{1 typeMeta {1 apiVersion, 2 kind}, 2 raw}` around the object's message. What a
+/// client sends as a create's or an update's body, and a server answers a get with.
+///
+/// An [`EncodeError`] (a kind without a schema, a member the message has no field for) means
+/// the value has no faithful protobuf form here: send it as JSON.
+pub fn encode<T: serde::Serialize + ?Sized>(
+    value: &T,
+    api_version: &str,
+    kind: &str,
+) -> Result<Vec<u8>, EncodeError> {
+    let schema = top_level(api_version, kind).ok_or_else(|| EncodeError::UnknownKind {
+        api_version: api_version.to_string(),
+        kind: kind.to_string(),
+    })?;
+    let mut out = Vec::with_capacity(512);
+    out.extend_from_slice(MAGIC);
+    wire::put_key(&mut out, 1, wire::WireType::Len);
+    let type_meta = wire::begin_len(&mut out);
+    wire::put_bytes(&mut out, 1, api_version.as_bytes());
+    wire::put_bytes(&mut out, 2, kind.as_bytes());
+    wire::end_len(&mut out, type_meta);
+    wire::put_key(&mut out, 2, wire::WireType::Len);
+    let raw = wire::begin_len(&mut out);
+    encode_message(schema, value, &mut out)?;
+    wire::end_len(&mut out, raw);
+    Ok(out)
+}
 
 /// A field's value type.
 #[derive(Debug, Clone, Copy)]

@@ -27,14 +27,14 @@ use serde_json::{Value, json};
 use ferrokube_fuzzing::server::{Request, parse_requests, render_requests};
 use ferrokube_fuzzing::{
     cel_rules, field_selector, kubeconfig, label_selector, list_body, protobuf_body,
-    protobuf_response, server_requests, watch_stream,
+    protobuf_encode, protobuf_response, server_requests, watch_stream,
 };
 
 /// The default seed of the short run.
 const SEED: u64 = 0x6b75_6265_6675_7a7a;
 
 /// Cases per target in the short run: a few seconds each in a debug build on two cores.
-const CASES: [(&str, u32); 9] = [
+const CASES: [(&str, u32); 10] = [
     ("kubeconfig", 2000),
     ("watch_stream", 2000),
     ("list_body", 2000),
@@ -44,6 +44,7 @@ const CASES: [(&str, u32); 9] = [
     ("protobuf_body", 5000),
     ("cel_rules", 150),
     ("protobuf_response", 3000),
+    ("protobuf_encode", 3000),
 ];
 
 /// Bytes that print as text when a case fails.
@@ -1263,4 +1264,89 @@ fn protobuf_responses() -> BoxedStrategy<Input> {
 fn fuzz_protobuf_response() {
     replay("protobuf_response", protobuf_response);
     run("protobuf_response", protobuf_responses(), protobuf_response);
+}
+
+// ---- protobuf_encode: core's encoder and the server's protobuf answers ----
+
+/// A JSON value of object shapes with the member names real objects use, and scalars of every
+/// JSON type: what the encoder meets (and what it must refuse) when a value is not what the kind
+/// says.
+fn object_json() -> impl Strategy<Value = Value> {
+    let names = prop::sample::select(vec![
+        "metadata",
+        "name",
+        "namespace",
+        "labels",
+        "annotations",
+        "spec",
+        "status",
+        "data",
+        "binaryData",
+        "containers",
+        "ports",
+        "port",
+        "targetPort",
+        "image",
+        "resources",
+        "requests",
+        "replicas",
+        "selector",
+        "matchLabels",
+        "template",
+        "volumes",
+        "configMap",
+        "creationTimestamp",
+        "items",
+        "x",
+        "apiVersion",
+        "kind",
+    ]);
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::Bool),
+        any::<i64>().prop_map(Value::from),
+        any::<f64>().prop_map(Value::from),
+        text().prop_map(Value::String),
+        Just(Value::String("2026-11-29T07:00:00Z".into())),
+        Just(Value::String("AAEC".into())),
+    ];
+    leaf.prop_recursive(5, 48, 5, move |inner| {
+        prop_oneof![
+            vec(inner.clone(), 0..4).prop_map(Value::Array),
+            vec((names.clone(), inner), 0..5).prop_map(|members| {
+                Value::Object(
+                    members
+                        .into_iter()
+                        .map(|(k, v)| (k.to_string(), v))
+                        .collect(),
+                )
+            }),
+        ]
+    })
+}
+
+fn protobuf_encodings() -> BoxedStrategy<Input> {
+    let random = (prop::sample::select(pb_kinds()), pb_message())
+        .prop_map(|((api_version, kind), raw)| pb_body(api_version, kind, raw));
+    let bodies = prop_oneof![1 => random, 2 => prop::sample::select(go_bodies())]
+        .prop_map(|body| [vec![0u8], body].concat());
+    let go_json = prop::sample::select(go_bodies()).prop_map(|body| {
+        // Go's objects as JSON text, encoded as their own kind's (odd byte) or another's.
+        ferrokube::protobuf::from_slice::<Value>(&body, ferrokube::core::ManagedFields::Keep)
+            .ok()
+            .and_then(|v| serde_json::to_vec(&v).ok())
+            .unwrap_or_default()
+    });
+    let json = prop_oneof![
+        1 => go_json,
+        1 => object_json().prop_map(|v| serde_json::to_vec(&v).unwrap_or_default()),
+    ];
+    let as_json = (any::<u8>(), json).prop_map(|(pick, text)| [vec![pick | 1], text].concat());
+    family(prop_oneof![1 => bodies, 1 => as_json].boxed())
+}
+
+#[test]
+fn fuzz_protobuf_encode() {
+    replay("protobuf_encode", protobuf_encode);
+    run("protobuf_encode", protobuf_encodings(), protobuf_encode);
 }

@@ -351,12 +351,12 @@ async fn shard_selector_informers_partition_the_collection() {
     assert_eq!(total, all.len(), "every object cached once");
 }
 
-/// Reads of built-in kinds ask for protobuf by default; the embedded server answers JSON, which
-/// the client decodes (the answer's Content-Type decides): gets, lists, an informer and a watch
-/// equal to JSON-only reads (the same check runs on kube-apiserver, which answers protobuf, in
+/// Reads of built-in kinds ask for protobuf by default and the embedded server answers protobuf,
+/// as kube-apiserver does: gets, lists, an informer and a watch equal to JSON-only reads, the
+/// objects written with protobuf bodies (the same check runs on kube-apiserver in
 /// `informer/tests/informer/e2e.rs`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn protobuf_reads_fall_back_to_json_and_equal_json_reads() {
+async fn protobuf_reads_and_writes_equal_json_ones() {
     let (_server, client) = server().await;
-    common::protobuf::check_protobuf_reads_equal_json(&client, "default", false).await;
+    common::protobuf::check_protobuf_reads_equal_json(&client, "default", true).await;
 }
