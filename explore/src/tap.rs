@@ -26,7 +26,7 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use ferrokube_apiserver::RunningServer;
 use ferrokube_client::client::{Dial, DialedStream};
-use ferrokube_client::{Client, Config};
+use ferrokube_client::{Client, Config, ContentType};
 use http::{Request, Response};
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::{BodyExt, Full};
@@ -70,6 +70,10 @@ fn client_with(dial: Dial, actor: &str) -> Result<Client, ExploreError> {
     // `Client::new` read the system's (tens of milliseconds per client, from the filesystem).
     config.root_certs = Some(Vec::new());
     config.user_agent = Some(actor.to_string());
+    // JSON on the wire, not the protobuf a client prefers for built-in kinds: the tap reads every
+    // request, answer and watch line as JSON to know the world and to place its faults. (With
+    // protobuf answers it would see no watch event of a ConfigMap or a Pod, and find nothing.)
+    config.content_type = ContentType::Json;
     Ok(Client::new(config)?)
 }
 
