@@ -38,6 +38,9 @@ use std::time::Duration;
 use bytes::Bytes;
 use ferrokube::api::DynamicObject;
 use ferrokube::apiserver::{ApiServer, RunningServer};
+use ferrokube::core::ManagedFields;
+use ferrokube::k8s_openapi::apimachinery::pkg::apis::meta::v1::Status;
+use ferrokube::protobuf::{FrameDecoder, is_protobuf};
 use ferrokube::watch::{LineDecoder, decode_event};
 use futures_util::FutureExt;
 use http::header::{CACHE_CONTROL, CONTENT_TYPE, HOST};
@@ -223,31 +226,38 @@ async fn exchange(requests: &[Request]) {
             .headers()
             .get(CACHE_CONTROL)
             .is_some_and(|v| v == "no-cache, private");
+        // The answer's encoding: JSON, or protobuf where the request's Accept preferred it (as
+        // kube-apiserver answers built-in kinds and every error Status).
+        let content_type = response
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_string();
+        let protobuf = is_protobuf(&content_type);
         if streaming && status == 200 {
             // A watch: its body goes on until the server ends it. Read what is ready, then leave
             // it (and its connection).
-            read_watch(&what, response.into_body()).await;
+            read_watch(&what, response.into_body(), protobuf).await;
             continue;
         }
         connection = Some(sender);
-        let json = response
-            .headers()
-            .get(CONTENT_TYPE)
-            .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
+        let json = content_type.starts_with("application/json");
         let body = match tokio::time::timeout(LIMIT, response.into_body().collect()).await {
             Err(_) => panic!("hang: the body of the answer to {what} did not end"),
             Ok(Err(error)) => panic!("the answer to {what} broke off: {error}"),
             Ok(Ok(body)) => body.to_bytes(),
         };
-        check(&what, &request.method, status, json, &body);
+        check(&what, &request.method, status, (json, protobuf), &body);
     }
     drop(server);
 }
 
 /// Reads the frames of a watch body that are ready within a few turns of the runtime; every line
 /// must be an event the client decodes.
-async fn read_watch(what: &str, mut body: hyper::body::Incoming) {
+async fn read_watch(what: &str, mut body: hyper::body::Incoming, protobuf: bool) {
     let mut lines = LineDecoder::new();
+    let mut frames = FrameDecoder::new(ferrokube::watch::MAX_EVENT_BYTES);
     for _ in 0..16 {
         tokio::task::yield_now().await;
         let frame = match body.frame().now_or_never() {
@@ -256,6 +266,28 @@ async fn read_watch(what: &str, mut body: hyper::body::Incoming) {
             Some(Some(Err(error))) => panic!("the watch of {what} broke off: {error}"),
             Some(Some(Ok(frame))) => frame,
         };
+        if protobuf {
+            if let Some(data) = frame.data_ref() {
+                frames.push(data);
+            }
+            loop {
+                match frames.next_frame() {
+                    Ok(Some(frame)) => {
+                        if let Err(error) = ferrokube::protobuf::decode_event::<DynamicObject>(
+                            &frame,
+                            ManagedFields::Keep,
+                        ) {
+                            panic!(
+                                "{what}: the server wrote a watch frame the client cannot decode: {error}"
+                            );
+                        }
+                    }
+                    Ok(None) => break,
+                    Err(error) => panic!("{what}: a watch frame the client cannot split: {error}"),
+                }
+            }
+            continue;
+        }
         if let Some(data) = frame.data_ref() {
             lines.push(data);
         }
@@ -267,11 +299,33 @@ async fn read_watch(what: &str, mut body: hyper::body::Incoming) {
     }
 }
 
-fn check(what: &str, method: &str, status: u16, json: bool, body: &[u8]) {
+fn check(what: &str, method: &str, status: u16, (json, protobuf): (bool, bool), body: &[u8]) {
     if method == "HEAD" {
         return;
     }
-    let parsed = serde_json::from_slice::<Value>(body);
+    let parsed = match protobuf {
+        // A protobuf error Status, seen as its JSON form for the checks below.
+        true if status >= 400 => {
+            match ferrokube::protobuf::from_slice::<Status>(body, ManagedFields::Keep) {
+                Ok(decoded) => serde_json::to_value(decoded).map(|mut value| {
+                    value["kind"] = json!("Status");
+                    value
+                }),
+                Err(error) => panic!(
+                    "{what}: {status} with a protobuf body the client cannot decode: {error}"
+                ),
+            }
+        }
+        true => {
+            if !body.is_empty()
+                && let Err(error) = ferrokube::protobuf::Envelope::read(body)
+            {
+                panic!("{what}: {status} with a protobuf body that is no envelope: {error}");
+            }
+            return;
+        }
+        false => serde_json::from_slice::<Value>(body),
+    };
     if status >= 400 {
         let Ok(error) = parsed else {
             panic!("{what}: {status} without a JSON Status: {body:?}");
