@@ -470,4 +470,19 @@ mod tests {
         assert_eq!(set.options().scale_down_window, Duration::ZERO);
         assert!(Cli::try_parse_from(["replicaset", "--scale-down-window", "-1"]).is_err());
     }
+
+    #[test]
+    fn the_adaptive_window_is_on_by_default_and_off_at_max_zero() {
+        assert_eq!(
+            parse(&[]).options().scale_down_adaptive,
+            Some(controller::SCALE_DOWN_ADAPTIVE)
+        );
+        let longer = parse(&["--scale-down-window-max", "30"]).options();
+        assert_eq!(
+            longer.scale_down_adaptive.map(|adaptive| adaptive.max),
+            Some(Duration::from_secs(30))
+        );
+        let off = parse(&["--scale-down-window-max", "0"]).options();
+        assert_eq!(off.scale_down_adaptive, None);
+    }
 }
