@@ -48,7 +48,7 @@ K8S_VERSION=${K8S_VERSION:-1.20.2}
 FLAP=${FLAP:-0}
 FLIPS=${FLIPS:-20}
 FLAP_MS=${FLAP_MS:-300}
-OURS_METRICS=127.0.0.1:18089
+OURS_METRICS=${OURS_METRICS:-127.0.0.1:18089}
 KCM_SECURE_PORT=${KCM_SECURE_PORT:-10257}
 
 scripts/kube-apiserver.sh up
@@ -60,7 +60,11 @@ if [ "$(kubectl get --raw '/api/v1/pods?limit=1' | python3 -c 'import json,sys; 
   echo "bench-replicaset: the cluster already holds Pods; run scripts/kube-apiserver.sh down for a fresh one" >&2
   exit 1
 fi
-cargo build --release -q -p ferrokube-examples --bin replicaset --bin bench_replicaset
+# BIN_DIR=<dir>: run the replicaset (replicaset-before) and bench_replicaset binaries found there, without building (a
+# sweep builds once and copies them out of target/, so that a build while it runs cannot change the
+# controller between two of its runs).
+BIN_DIR=${BIN_DIR:-}
+[ -n "$BIN_DIR" ] || cargo build --release -q -p ferrokube-examples --bin replicaset --bin bench_replicaset
 if [ -n "$BEFORE" ]; then
   tree=$(mktemp -d)
   git worktree add -q --detach "$tree" "$BEFORE"
@@ -85,14 +89,14 @@ run_shards() {
   local who=$1 n=${1#shards-} pids=() i ring
   ring="bench-$(date +%s)"
   for i in $(seq 1 "$n"); do
-    RUST_LOG=error target/release/replicaset --kubeconfig "$KUBECONFIG" \
+    RUST_LOG=error "${BIN_DIR:-target/release}/replicaset" --kubeconfig "$KUBECONFIG" \
       --qps 20 --burst 30 --workers 5 --shard-ring "$ring" --identity "r$i" \
       --lease-namespace default 2>"/tmp/ferrokube-bench-replicaset-$who-$i.log" &
     pids+=($!)
   done
   # Every member holds its Lease and one of them assigns, well within this.
   sleep 8
-  target/release/bench_replicaset --label "$who" \
+  "${BIN_DIR:-target/release}/bench_replicaset" --label "$who" \
     --replicasets "$REPLICASETS" --replicas "$REPLICAS" | tee -a "$OUT"
   local rss=() max=0 sum=0 v
   for pid in "${pids[@]}"; do
@@ -118,8 +122,8 @@ run_one() {
       return
       ;;
     ours | before)
-      local binary=target/release/replicaset
-      [ "$who" = before ] && binary=target/release/replicaset-before
+      local binary=${BIN_DIR:-target/release}/replicaset
+      [ "$who" = before ] && binary=${BIN_DIR:-target/release}/replicaset-before
       RUST_LOG=error "$binary" --kubeconfig "$KUBECONFIG" \
         --qps 20 --burst 30 --workers 5 --http-addr "$OURS_METRICS" 2>"$log" &
       ;;
@@ -140,7 +144,7 @@ run_one() {
   esac
   pid=$!
   sleep 5 # both have synced their caches well within this
-  target/release/bench_replicaset --label "$who" \
+  "${BIN_DIR:-target/release}/bench_replicaset" --label "$who" \
     --replicasets "$REPLICASETS" --replicas "$REPLICAS" \
     --flap "$FLAP" --flips "$FLIPS" --flap-ms "$FLAP_MS" | tee -a "$OUT"
   echo "RESULT $who peak_rss_mib=$(awk '/VmHWM/ {printf "%.1f", $2 / 1024}' "/proc/$pid/status") stale_skips=$(stale_skips "$who")" |

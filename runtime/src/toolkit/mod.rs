@@ -35,4 +35,4 @@ pub mod owner;
 pub mod stabilization;
 
 pub use events::{EventRecorder, EventType};
-pub use stabilization::Stabilization;
+pub use stabilization::{Adaptive, Stabilization};

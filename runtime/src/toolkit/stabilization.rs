@@ -23,6 +23,19 @@
 //! (one entry per reconcile that saw a new value), so a value that came and went between two
 //! reconciles is not in it: the rule is conservative only about what was seen.
 //!
+//! **Adaptive window** ([`Stabilization::adaptive`]): a fixed window only absorbs flaps faster
+//! than itself. A value that flips every 2 s outlives a 1 s window, and each flip down deletes again
+//! (measured in the guide's performance chapter, "Flapping at any rate"). With [`Adaptive`], each
+//! key's window becomes `factor ×` the observed interval between its last two changes, at least
+//! the base window and at most [`Adaptive::max`]; an interval longer than `max` is not a flap, so
+//! a single change after a quiet spell gets the base window (a genuine scale-down is not delayed
+//! by the flapping that preceded it long ago).
+//!
+//! ```text
+//!  changes at  t-2P (up)   t-P (down)   t (up)   t+P (down) ──▶ interval P ──▶ window 2P (≤ max)
+//!  the last high value ended at t+P; the next one comes at t+2P < t+P+2P: held, no deletes
+//! ```
+//!
 //! The window is counted on the tokio runtime's clock (`tokio::time::Instant`), like
 //! [`expectations`](crate::freshness::expectations): real time in production, virtual time in a
 //! deterministic run. A key's history is kept until [`Stabilization::forget`] (call it when the
@@ -51,13 +64,36 @@ impl Floor {
     }
 }
 
+/// A window that follows how often a key changes; see the [module docs](self).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Adaptive {
+    /// The window is this many observed intervals (2: a value that comes back within twice the
+    /// interval it has been flipping at is still held).
+    pub factor: u32,
+    /// The longest window, and the longest interval taken for a flap: a change that comes more
+    /// than `max` after the one before it gets the base window.
+    pub max: Duration,
+}
+
 /// Per-key history of a wanted value, for the scale-down stabilization rule.
 #[derive(Debug)]
 pub struct Stabilization {
+    /// The base window (the whole rule when `adaptive` is `None`).
     window: Duration,
-    /// Invariant: every history is non-empty, ordered by `since`, with no two neighbours equal in
-    /// value; its last entry is the value the key wants now.
-    keys: Mutex<HashMap<String, VecDeque<Change>>>,
+    adaptive: Option<Adaptive>,
+    keys: Mutex<HashMap<String, History>>,
+}
+
+/// One key's observations.
+#[derive(Debug)]
+struct History {
+    /// Invariant: non-empty, ordered by `since`, with no two neighbours equal in value; the last
+    /// entry is the value the key wants now.
+    changes: VecDeque<Change>,
+    /// When the key last changed (`None` until its first change: the first observation is not one).
+    last_change: Option<Instant>,
+    /// The time between the key's last two changes (`None` until its second change).
+    interval: Option<Duration>,
 }
 
 /// `value` wanted from `since` until the next entry's `since` (or now, for the last entry).
@@ -73,13 +109,31 @@ impl Stabilization {
     pub fn new(window: Duration) -> Self {
         Stabilization {
             window,
+            adaptive: None,
             keys: Mutex::new(HashMap::new()),
         }
     }
 
-    /// The window given at construction.
+    /// The same rule with each key's window following the interval of its changes (`None`: a
+    /// fixed window). A zero base window stays off.
+    pub fn adaptive(mut self, adaptive: Option<Adaptive>) -> Self {
+        self.adaptive = adaptive;
+        self
+    }
+
+    /// The base window given at construction.
     pub fn window(&self) -> Duration {
         self.window
+    }
+
+    /// The window for a key whose last two changes were `interval` apart.
+    fn window_for(&self, interval: Option<Duration>) -> Duration {
+        match (self.adaptive, interval) {
+            (Some(adaptive), Some(interval)) if interval <= adaptive.max => self
+                .window
+                .max(interval.saturating_mul(adaptive.factor).min(adaptive.max)),
+            _ => self.window,
+        }
     }
 
     /// Records that `key` wants `wanted` now, and returns how far it may be lowered.
@@ -98,21 +152,39 @@ impl Stabilization {
         let mut keys = self.keys.lock();
         // The key is copied only the first time it is seen (this runs for every event).
         if !keys.contains_key(key) {
-            keys.insert(key.to_string(), VecDeque::new());
+            keys.insert(
+                key.to_string(),
+                History {
+                    changes: VecDeque::new(),
+                    last_change: None,
+                    interval: None,
+                },
+            );
         }
         let Some(history) = keys.get_mut(key) else {
             return nothing_held;
         };
-        if history.back().is_none_or(|last| last.value != wanted) {
-            history.push_back(Change {
-                since: now,
-                value: wanted,
-            });
+        match history.changes.back() {
+            Some(last) if last.value == wanted => {}
+            previous => {
+                if previous.is_some() {
+                    if let Some(before) = history.last_change {
+                        history.interval = Some(now.saturating_duration_since(before));
+                    }
+                    history.last_change = Some(now);
+                }
+                history.changes.push_back(Change {
+                    since: now,
+                    value: wanted,
+                });
+            }
         }
+        let window = self.window_for(history.interval);
+        let history = &mut history.changes;
         // An entry ended when the next began; it is out of the window once that end is a window
         // or more ago. The last entry has not ended.
         // A window too long for the clock (`Duration::MAX`) ends in the far future, not in a panic.
-        let end_of = |since: Instant| crate::deadline::saturating_deadline(since, self.window);
+        let end_of = |since: Instant| crate::deadline::saturating_deadline(since, window);
         while history.len() > 1 && end_of(history[1].since) <= now {
             history.pop_front();
         }
@@ -256,6 +328,65 @@ mod tests {
         rule.forget("b");
         assert_eq!(rule.len(), 1);
         assert_eq!(rule.observe_at("b", 0, t0 + ms(2)).floor, 0);
+    }
+
+    /// A value flipping every 2 s outlives a 1 s window: each flip down is let through.
+    fn flip_every_2s(rule: &Stabilization) -> Vec<Floor> {
+        let t0 = Instant::now();
+        rule.observe_at("a", 5, t0);
+        let mut floors = Vec::new();
+        for flip in 0..6u32 {
+            let at = t0 + Duration::from_secs(2) * (flip + 1);
+            let value = if flip % 2 == 0 { 0 } else { 10 };
+            floors.push(rule.observe_at("a", value, at));
+            // The recheck the rule asks for, if any, comes before the next flip.
+            if let Some(wait) = floors.last().and_then(|floor| floor.recheck_in)
+                && wait < Duration::from_secs(2)
+            {
+                floors.push(rule.observe_at("a", value, at + wait));
+            }
+        }
+        floors
+    }
+
+    #[test]
+    fn a_fixed_window_lets_slow_flaps_through_and_an_adaptive_one_holds_them() {
+        let fixed = flip_every_2s(&Stabilization::new(SECOND));
+        let let_through = |floors: &[Floor]| floors.iter().filter(|f| f.floor == 0).count();
+        // Fixed: every one of the three flips down reaches 0 one second later.
+        assert_eq!(let_through(&fixed), 3);
+
+        let adaptive = Stabilization::new(SECOND).adaptive(Some(Adaptive {
+            factor: 2,
+            max: Duration::from_secs(10),
+        }));
+        let floors = flip_every_2s(&adaptive);
+        // The first flip down follows a quiet spell (no interval yet): the base window lets it
+        // through. From then on the key flips every 2 s, the window is 4 s, and nothing drops.
+        assert_eq!(let_through(&floors), 1);
+        assert_eq!(floors.last().map(|f| f.floor), Some(10));
+    }
+
+    #[test]
+    fn an_adaptive_window_is_the_base_after_a_quiet_spell_and_never_above_max() {
+        let rule = Stabilization::new(SECOND).adaptive(Some(Adaptive {
+            factor: 2,
+            max: Duration::from_secs(10),
+        }));
+        let t0 = Instant::now();
+        let at = |seconds: u64| t0 + Duration::from_secs(seconds);
+        rule.observe_at("a", 10, at(0));
+        rule.observe_at("a", 0, at(6));
+        rule.observe_at("a", 10, at(12));
+        // Changes 6 s apart: the window would be 12 s, capped at 10 s (the base window would let
+        // the 0 through at 19 s, an uncapped one at 30 s).
+        assert_eq!(rule.observe_at("a", 0, at(18)).floor, 10);
+        assert_eq!(rule.observe_at("a", 0, at(27)).floor, 10);
+        assert_eq!(rule.observe_at("a", 0, at(28)).floor, 0);
+        // An hour later: a change 1 h after the one before is no flap; the base window.
+        rule.observe_at("a", 10, at(3600));
+        let single = rule.observe_at("a", 3, at(7200));
+        assert_eq!(single.recheck_in, Some(SECOND));
     }
 
     #[test]

@@ -29,7 +29,7 @@
 //!
 //! Options: `--workers N` (5), `--qps Q` / `--burst B` (20 / 30, kube-controller-manager's
 //! `--kube-api-qps` / `--kube-api-burst`), `--http2` (HTTP/2 instead of HTTP/1.1), `--http-addr HOST:PORT` (`/healthz`, `/readyz`, and
-//! Prometheus text at `/metrics`), `--resync SECONDS` (43200), `--scale-down-window S` (1; 0 deletes at once, as upstream), `--no-stale-protection` (sync even
+//! Prometheus text at `/metrics`), `--resync SECONDS` (43200), `--scale-down-window S` (1; 0 deletes at once, as upstream), `--scale-down-window-max S` (10: a ReplicaSet that keeps changing gets twice the interval of its changes, up to this; 0 keeps the window fixed), `--no-stale-protection` (sync even
 //! when a cache has not caught up with the controller's own last write for the key: only to see
 //! what the protection prevents; see `ferrokube::controller::consistency`). Logs go to stderr through `tracing`;
 //! set `RUST_LOG` (default `warn`, `error` under the live view). `--help` lists every option; bad
@@ -119,6 +119,10 @@ struct Cli {
     /// replicas seen within it (0: at once, as kube-controller-manager).
     #[arg(long, value_name = "S", default_value = "1", value_parser = seconds)]
     scale_down_window: Duration,
+    /// Longest adaptive scale-down window, in seconds: a ReplicaSet whose replicas keep changing
+    /// gets twice the interval between its last two changes, up to this (0: a fixed window).
+    #[arg(long, value_name = "S", default_value = "10", value_parser = seconds)]
+    scale_down_window_max: Duration,
     /// Serve /healthz, /readyz and Prometheus text at /metrics here.
     #[arg(long, value_name = "HOST:PORT")]
     http_addr: Option<SocketAddr>,
@@ -181,6 +185,7 @@ pub struct Args {
     identity: Option<String>,
     stale_protection: bool,
     scale_down_window: Duration,
+    scale_down_window_max: Duration,
     /// `--no-view` clears it; `--view-addr` sets it.
     view: ViewChoice,
 }
@@ -238,6 +243,7 @@ impl Args {
             identity: cli.identity,
             stale_protection: !cli.no_stale_protection,
             scale_down_window: cli.scale_down_window,
+            scale_down_window_max: cli.scale_down_window_max,
             view,
         }
     }
@@ -267,6 +273,12 @@ impl Args {
             resync: self.resync,
             stale_protection: self.stale_protection,
             scale_down_window: self.scale_down_window,
+            scale_down_adaptive: (!self.scale_down_window_max.is_zero()).then_some(
+                ferrokube::toolkit::Adaptive {
+                    max: self.scale_down_window_max,
+                    ..controller::SCALE_DOWN_ADAPTIVE
+                },
+            ),
             ..ControllerOptions::default()
         }
     }
@@ -457,5 +469,20 @@ mod tests {
         assert!(set.http2);
         assert_eq!(set.options().scale_down_window, Duration::ZERO);
         assert!(Cli::try_parse_from(["replicaset", "--scale-down-window", "-1"]).is_err());
+    }
+
+    #[test]
+    fn the_adaptive_window_is_on_by_default_and_off_at_max_zero() {
+        assert_eq!(
+            parse(&[]).options().scale_down_adaptive,
+            Some(controller::SCALE_DOWN_ADAPTIVE)
+        );
+        let longer = parse(&["--scale-down-window-max", "30"]).options();
+        assert_eq!(
+            longer.scale_down_adaptive.map(|adaptive| adaptive.max),
+            Some(Duration::from_secs(30))
+        );
+        let off = parse(&["--scale-down-window-max", "0"]).options();
+        assert_eq!(off.scale_down_adaptive, None);
     }
 }

@@ -29,6 +29,8 @@
 //! second ([`Stabilization`], the HPA's scale-down rule). A ReplicaSet whose replicas flap between
 //! 0 and N then keeps its pods instead of deleting and re-creating them on every flip; a single
 //! scale-down waits one second before its deletes (and before the status that goes with them).
+//! A ReplicaSet that keeps changing gets a longer window, twice the interval of its changes up to
+//! 10 s ([`ControllerOptions::scale_down_adaptive`]), so slower flaps cost no deletes either.
 //!
 //! Errors go back to the queue: a failed sync's key is re-added with per-key exponential backoff
 //! (5 ms doubling to 1000 s, and a 10 qps/100 burst overall bucket: client-go's default controller rate
@@ -63,6 +65,7 @@ use ferrokube::controller::{
 use ferrokube::core::{LabelSelector, ObjectKey, Scope, drop_managed_fields};
 use ferrokube::informer::{Lister, SharedIndexInformer};
 use ferrokube::manager::Manager;
+use ferrokube::toolkit::Adaptive;
 use ferrokube::workqueue::WorkQueue;
 use futures_util::future::join_all;
 use k8s_openapi::api::apps::v1::ReplicaSet;
@@ -80,6 +83,14 @@ pub const COMPONENT: &str = "replicaset-controller";
 
 /// Default [`ControllerOptions::scale_down_window`].
 pub const SCALE_DOWN_WINDOW: Duration = Duration::from_secs(1);
+
+/// Default [`ControllerOptions::scale_down_adaptive`]: a ReplicaSet whose replicas keep changing
+/// gets a window of twice the interval between its last two changes, up to 10 s (so flips up to
+/// 5 s apart cost no deletes; see the guide's "Flapping at any rate").
+pub const SCALE_DOWN_ADAPTIVE: Adaptive = Adaptive {
+    factor: 2,
+    max: Duration::from_secs(10),
+};
 
 /// The controller's settings; every field has a default equal to kube-controller-manager's.
 #[derive(Debug, Clone)]
@@ -102,6 +113,10 @@ pub struct ControllerOptions {
     /// between 0 and N then costs no deletes and re-creates, and a single scale-down waits one
     /// second. `Duration::ZERO` gives upstream's behaviour.
     pub scale_down_window: Duration,
+    /// Let each ReplicaSet's window follow the interval of its `spec.replicas` changes (see
+    /// [`Adaptive`]); `None` keeps it fixed. Default [`SCALE_DOWN_ADAPTIVE`]; ignored when
+    /// `scale_down_window` is zero.
+    pub scale_down_adaptive: Option<Adaptive>,
     /// Append one JSON line per sync to this file (`--reconcile-log`): which replica synced which
     /// key, from when to when (Unix nanoseconds). The sharding drills read it to check that no two
     /// replicas ever synced one ReplicaSet at once. Default: none.
@@ -162,6 +177,7 @@ impl Default for ControllerOptions {
             expectations_timeout: EXPECTATIONS_TIMEOUT,
             stale_protection: true,
             scale_down_window: SCALE_DOWN_WINDOW,
+            scale_down_adaptive: Some(SCALE_DOWN_ADAPTIVE),
             reconcile_log: None,
             mutant: None,
         }
@@ -328,7 +344,8 @@ impl ReplicaSetController {
             replicasets: replicasets.lister(),
             pods: counted_pods.lister(),
             expectations: Expectations::new(options.expectations_timeout),
-            scale_down: Stabilization::new(options.scale_down_window),
+            scale_down: Stabilization::new(options.scale_down_window)
+                .adaptive(options.scale_down_adaptive),
             events,
             stats,
             options,
