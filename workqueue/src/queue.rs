@@ -5,6 +5,8 @@
 //! ```text
 //!  add(k) ─▶ key_table: absent → Queued ─▶ ready_queue.push ─▶ wake one getter
 //!  get()  ─▶ ready_queue.pop ─▶ key_table: Queued → Processing ─▶ worker
+//!            (and prefetch the bucket of the key after it, so that the next get does not wait
+//!             for memory: `KeyTable::prefetch`)
 //!  done(k)─▶ key_table: Processing → absent, or ProcessingDirty → Queued ─▶ ready_queue.push
 //!  add_after(k, d) ─▶ delay: waits d ─▶ add(k)
 //!  add_rate_limited(k) ─▶ rate_limiter.when_at(k, clock.now()) = d ─▶ add_after(k, d)
