@@ -26,6 +26,8 @@
 
 use std::hash::{BuildHasher, Hash};
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+
 use parking_lot::Mutex;
 
 use crate::clock::Stamp;
@@ -132,9 +134,17 @@ struct ShardState<K> {
     processing: usize,
 }
 
-/// Cache-line aligned so that two shards never share a line and contend falsely.
+/// One shard. Cache-line aligned so that two shards never share a line and contend falsely.
 #[repr(align(128))]
-struct Shard<K>(Mutex<ShardState<K>>);
+struct Shard<K> {
+    state: Mutex<ShardState<K>>,
+    /// Where the shard's bucket array is, and its mask: copies of `state.slots.layout()`, updated
+    /// under the lock whenever the array moves, read without it by [`KeyTable::prefetch`]. They are
+    /// hints only: a stale or torn pair makes a prefetch fetch a useless line, nothing worse (a
+    /// prefetch reads nothing the program sees and cannot fault).
+    bucket_base: AtomicUsize,
+    bucket_mask: AtomicUsize,
+}
 
 /// The sharded map from key to [`KeyState`].
 pub(crate) struct KeyTable<K> {
@@ -146,13 +156,15 @@ impl<K: Hash + Eq + Clone> KeyTable<K> {
     /// `timed`: keep [`Timing`]s (queues with metrics).
     pub(crate) fn new(timed: bool) -> Self {
         let shards = (0..SHARDS)
-            .map(|_| {
-                Shard(Mutex::new(ShardState {
+            .map(|_| Shard {
+                state: Mutex::new(ShardState {
                     slots: ProbeTable::new(),
                     timings: timed.then(ProbeTable::new),
                     next_ticket: 0,
                     processing: 0,
-                }))
+                }),
+                bucket_base: AtomicUsize::new(0),
+                bucket_mask: AtomicUsize::new(0),
             })
             .collect();
         KeyTable {
@@ -166,17 +178,51 @@ impl<K: Hash + Eq + Clone> KeyTable<K> {
         self.hasher.hash_one(key)
     }
 
-    fn shard(&self, hash: u64) -> &Mutex<ShardState<K>> {
+    fn shard_of(&self, hash: u64) -> &Shard<K> {
         // The shard's table places keys by the low bits; take the shard from high bits so the two do
         // not correlate.
-        &self.shards[(hash >> 40) as usize & (SHARDS - 1)].0
+        &self.shards[(hash >> 40) as usize & (SHARDS - 1)]
+    }
+
+    fn shard(&self, hash: u64) -> &Mutex<ShardState<K>> {
+        &self.shard_of(hash).state
+    }
+
+    /// Asks the CPU to start loading the cache line of the bucket where the key with this hash
+    /// lives, without waiting for it. A getter calls it for the key after the one it takes, so that
+    /// the next claim finds its bucket in the cache instead of waiting for memory (in a table of a
+    /// million keys, that wait was a third of W1's time). No lock, no effect on the table.
+    pub(crate) fn prefetch(&self, hash: u64) {
+        if let Some(address) = self.home_bucket_address(hash) {
+            prefetch_line(address);
+        }
+    }
+
+    /// The address of the home bucket of a key with this hash, from the shard's published layout
+    /// (`None` while the shard has no array).
+    fn home_bucket_address(&self, hash: u64) -> Option<usize> {
+        let shard = self.shard_of(hash);
+        let base = shard.bucket_base.load(Ordering::Relaxed);
+        let mask = shard.bucket_mask.load(Ordering::Relaxed);
+        if base == 0 || mask == usize::MAX {
+            return None;
+        }
+        let offset =
+            (hash as usize & mask).wrapping_mul(ProbeTable::<K, PackedState>::BUCKET_BYTES);
+        Some(base.wrapping_add(offset))
     }
 
     /// Records an add of `key` at `priority`; `now` is the stamp to use if the key becomes dirty.
     pub(crate) fn add(&self, key: &K, hash: u64, priority: i32, now: Stamp) -> AddOutcome {
-        let mut shard = self.shard(hash).lock();
+        let home = self.shard_of(hash);
+        let mut shard = home.state.lock();
         let shard = &mut *shard;
         shard.slots.reserve_one();
+        let (base, mask) = shard.slots.layout();
+        if home.bucket_base.load(Ordering::Relaxed) != base {
+            home.bucket_base.store(base, Ordering::Relaxed);
+            home.bucket_mask.store(mask, Ordering::Relaxed);
+        }
         let outcome = match shard.slots.find(hash, |k| k == key) {
             Probe::Vacant(at) => {
                 let ticket = next(&mut shard.next_ticket);
@@ -325,14 +371,14 @@ impl<K: Hash + Eq + Clone> KeyTable<K> {
 
     /// Number of keys being processed, summed over shards (locks each shard in turn; not for hot paths).
     pub(crate) fn processing_count(&self) -> usize {
-        self.shards.iter().map(|s| s.0.lock().processing).sum()
+        self.shards.iter().map(|s| s.state.lock().processing).sum()
     }
 
     /// Calls `f` with the start stamp of every key being processed (for the unfinished-work metrics;
     /// nothing without metrics).
     pub(crate) fn for_each_processing(&self, mut f: impl FnMut(Stamp)) {
         for shard in self.shards.iter() {
-            let shard = shard.0.lock();
+            let shard = shard.state.lock();
             let Some(timings) = &shard.timings else {
                 return;
             };
@@ -369,6 +415,23 @@ fn timing_mut<'a, K: Hash + Eq + Clone>(
     timings.value_mut(at)
 }
 
+/// Prefetches the cache line at `address` into all cache levels (x86-64; elsewhere nothing). The
+/// address need not be valid: a prefetch is a hint, it reads nothing the program can observe and
+/// never faults.
+#[inline]
+fn prefetch_line(address: usize) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+        // SAFETY: SSE, which `_mm_prefetch` needs, is part of every x86-64 CPU (the baseline
+        // target enables it); a prefetch does not access memory in the program's sense, so any
+        // address is fine.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(address as *const i8) };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = address;
+}
+
 fn next(counter: &mut u32) -> u32 {
     *counter = counter.wrapping_add(1) & TICKET_MASK;
     *counter
@@ -392,6 +455,21 @@ mod tests {
             PackedState::from(KeyState::Processing).get(),
             KeyState::Processing
         );
+    }
+
+    /// The prefetch hint must follow the bucket array as it grows: after every add, the published
+    /// layout is the array's, and the hint is the key's home bucket in it.
+    #[test]
+    fn the_prefetch_hint_is_the_home_bucket_of_the_current_array() {
+        let table: KeyTable<u32> = KeyTable::new(false);
+        for key in 0..5_000u32 {
+            let hash = table.hash(&key);
+            table.add(&key, hash, 0, Stamp::NONE);
+            let shard = table.shard_of(hash).state.lock();
+            let (base, mask) = shard.slots.layout();
+            let home = base + (hash as usize & mask) * ProbeTable::<u32, PackedState>::BUCKET_BYTES;
+            assert_eq!(table.home_bucket_address(hash), Some(home), "key {key}");
+        }
     }
 
     #[test]

@@ -51,6 +51,15 @@ impl<K, V> ProbeTable<K, V> {
         self.buckets.len().wrapping_sub(1)
     }
 
+    /// Where the bucket array is and its mask: a key with hash `h` sits at or just after
+    /// `base + (h & mask) · size_of::<bucket>()`. For prefetching only (see `key_table`).
+    pub(crate) fn layout(&self) -> (usize, usize) {
+        (self.buckets.as_ptr() as usize, self.mask())
+    }
+
+    /// The size of one bucket in bytes.
+    pub(crate) const BUCKET_BYTES: usize = size_of::<Option<Bucket<K, V>>>();
+
     /// Makes room for one more entry, growing if needed. Call before a [`find`](Self::find) whose
     /// `Vacant` answer will be passed to [`insert`](Self::insert).
     pub(crate) fn reserve_one(&mut self) {

@@ -5,6 +5,8 @@
 //! ```text
 //!  add(k) ─▶ key_table: absent → Queued ─▶ ready_queue.push ─▶ wake one getter
 //!  get()  ─▶ ready_queue.pop ─▶ key_table: Queued → Processing ─▶ worker
+//!            (and prefetch the bucket of the key after it, so that the next get does not wait
+//!             for memory: `KeyTable::prefetch`)
 //!  done(k)─▶ key_table: Processing → absent, or ProcessingDirty → Queued ─▶ ready_queue.push
 //!  add_after(k, d) ─▶ delay: waits d ─▶ add(k)
 //!  add_rate_limited(k) ─▶ rate_limiter.when_at(k, clock.now()) = d ─▶ add_after(k, d)
@@ -391,6 +393,7 @@ impl<K: QueueKey> WorkQueue<K> {
             } => {
                 let entry = Entry {
                     key: key.clone(),
+                    hash,
                     ticket,
                 };
                 inner.ready.lock().push(entry, priority, false);
@@ -531,7 +534,7 @@ impl<K: QueueKey> Inner<K> {
         match self.keys.add(&key, hash, priority, self.stamps.now()) {
             AddOutcome::Enqueue { ticket, raised } => {
                 pipeline_event!(stage = "queue", op = "add", instance = %self.name, key = ?key, state = "queued", priority = priority as i64, depth = self.ready.lock().len() as u64 + u64::from(!raised));
-                let entry = Entry { key, ticket };
+                let entry = Entry { key, hash, ticket };
                 self.ready.lock().push(entry, priority, raised);
                 if !raised {
                     self.with_metrics(|m| m.added());
@@ -554,16 +557,22 @@ impl<K: QueueKey> Inner<K> {
     fn take(&self) -> Option<K> {
         let mut last_was_stale = false;
         loop {
-            let entry = {
+            let (entry, after) = {
                 let mut ready = self.ready.lock();
                 if last_was_stale {
                     ready.stale_popped();
                 }
-                ready.pop()
-            }?;
+                let entry = ready.pop();
+                (entry, ready.peek().map(|next| next.hash))
+            };
+            let entry = entry?;
+            // Start loading the next key's bucket now: by the time a getter claims it (after this
+            // key's `done`, typically), it is in the cache.
+            if let Some(after) = after {
+                self.keys.prefetch(after);
+            }
             let now = self.stamps.now();
-            let hash = self.keys.hash(&entry.key);
-            match self.keys.claim(&entry.key, hash, entry.ticket, now) {
+            match self.keys.claim(&entry.key, entry.hash, entry.ticket, now) {
                 Some(queued_at) => {
                     pipeline_event!(stage = "queue", op = "get", instance = %self.name, key = ?entry.key, state = "processing", depth = self.ready.lock().len() as u64);
                     self.with_metrics(|m| {

@@ -11,10 +11,12 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-/// One entry: the key and the ticket it was pushed with. (The key's hash is not kept: with it an
-/// `Arc<str>` entry is 32 bytes instead of 24, and the getter has to read the key to finish it anyway.)
+/// One entry: the key, its hash and the ticket it was pushed with. The hash (8 of an `Arc<str>`
+/// entry's 32 bytes) lets a getter find the key's bucket without reading the key's bytes, and
+/// prefetch the bucket of the key after it (see `Inner::take`).
 pub(crate) struct Entry<K> {
     pub(crate) key: K,
+    pub(crate) hash: u64,
     pub(crate) ticket: u32,
 }
 
@@ -69,6 +71,14 @@ impl<K> ReadyQueue<K> {
         Some(entry)
     }
 
+    /// The entry [`ReadyQueue::pop`] would remove next, left in place.
+    pub(crate) fn peek(&self) -> Option<&Entry<K>> {
+        match self.others.last_key_value() {
+            Some((priority, high)) if *priority > 0 || self.default.is_empty() => high.front(),
+            _ => self.default.front(),
+        }
+    }
+
     /// Records that a popped entry was stale.
     pub(crate) fn stale_popped(&mut self) {
         self.stale = self.stale.saturating_sub(1);
@@ -77,5 +87,41 @@ impl<K> ReadyQueue<K> {
     /// Number of keys waiting (live entries).
     pub(crate) fn len(&self) -> usize {
         self.entries.saturating_sub(self.stale)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `peek` names the entry `pop` removes next, across priorities and as queues empty.
+    #[test]
+    fn peek_agrees_with_pop() {
+        let mut ready = ReadyQueue::new();
+        let mut state = 7u64;
+        for i in 0..2_000u64 {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let priority = [0, 0, 0, 1, -1, 5][(state >> 33) as usize % 6];
+            let entry = Entry {
+                key: i,
+                hash: i,
+                ticket: 0,
+            };
+            ready.push(entry, priority, false);
+            if state % 3 == 0 {
+                let peeked = ready.peek().map(|e| e.hash);
+                assert_eq!(peeked, ready.pop().map(|e| e.hash));
+            }
+        }
+        loop {
+            let peeked = ready.peek().map(|e| e.hash);
+            let popped = ready.pop().map(|e| e.hash);
+            assert_eq!(peeked, popped);
+            if popped.is_none() {
+                break;
+            }
+        }
     }
 }
