@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Side-by-side informer benchmark on a real kube-apiserver (scripts/kube-apiserver.sh): ferrokube's
-# SharedIndexInformer (examples/src/bin/bench_informer.rs; caching `Pod` with list + watch, again with
-# a streaming list, and caching `Compact<Pod>`), client-go v0.37.2's SharedIndexInformer
+# SharedIndexInformer (examples/src/bin/bench_informer.rs; caching `Pod` with list + watch, again
+# without asking for gzip (ferrokube-nogzip: FERROKUBE_COMPRESSION=off), again with a streaming list,
+# and caching `Compact<Pod>`), client-go v0.37.2's SharedIndexInformer
 # (benches/peers/client-go-v0.37/informer; with its default WatchListClient on, i.e. a streaming
 # list, and again with KUBE_FEATURE_WatchListClient=false), client-go 1.20.2's (benches/peers/client-go/
 # informer, kept as history) and kube-rs 5.0's watcher + reflector
@@ -71,7 +72,7 @@ scripts/kube-apiserver.sh up >&2
 eval "$(scripts/kube-apiserver.sh env)"
 export KUBECONFIG
 
-ALL_IMPLS="ferrokube ferrokube-streaming ferrokube-compact client-go-v0.37.2 client-go-v0.37.2-list client-go-v1.20.2 kube-rs-5.0"
+ALL_IMPLS="ferrokube ferrokube-nogzip ferrokube-streaming ferrokube-compact client-go-v0.37.2 client-go-v0.37.2-list client-go-v1.20.2 kube-rs-5.0"
 IMPLS=${IMPLS:-$ALL_IMPLS}
 IMPLS=${IMPLS//,/ }
 for name in $IMPLS; do
@@ -98,6 +99,7 @@ fi
 
 every_impl=(
   "ferrokube|$ours run"
+  "ferrokube-nogzip|env FERROKUBE_COMPRESSION=off $ours run"
   "ferrokube-streaming|$ours run --streaming"
   "ferrokube-compact|$ours run --compact"
   "client-go-v0.37.2|$client_go_37 --watch-list true"

@@ -11,7 +11,7 @@
 #   scripts/fuzz.sh --merge-seeds [TARGET...]    add the inputs of fuzz/corpus that reach new code
 #                                                to fuzz/seeds (committed, replayed by cargo test)
 #
-# Targets: kubeconfig watch_stream list_body label_selector field_selector server_requests
+# Targets: kubeconfig watch_stream list_body gzip_body label_selector field_selector server_requests
 # protobuf_body, protobuf_response, cel_rules (all by default). Coverage-guided means cargo-fuzz (libFuzzer) on the stable toolchain with
 # `--sanitizer none` (ferrokube has no unsafe code outside one test; a sanitizer needs nightly);
 # cargo-fuzz is installed from crates.io if it is missing, and if it cannot be, the script falls
@@ -23,7 +23,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-ALL=(kubeconfig watch_stream list_body label_selector field_selector server_requests protobuf_body protobuf_response cel_rules)
+ALL=(kubeconfig watch_stream list_body gzip_body label_selector field_selector server_requests protobuf_body protobuf_response cel_rules)
 mode=time
 amount=60
 case "${1:-}" in

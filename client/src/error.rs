@@ -59,6 +59,14 @@ pub enum Error {
         #[source]
         source: serde_json::Error,
     },
+    /// A body the server sent gzip-compressed (`Content-Encoding: gzip`) is not a valid gzip
+    /// stream: a corrupt deflate block, a wrong CRC or length, or a member cut short.
+    #[error("the gzip-compressed body from {url} is corrupt: {source}")]
+    Decompress {
+        url: String,
+        #[source]
+        source: std::io::Error,
+    },
     /// A protobuf body (`application/vnd.kubernetes.protobuf`, see [`crate::protobuf`]) did not
     /// decode as what it should be.
     #[error("could not decode {what} (protobuf): {source}")]

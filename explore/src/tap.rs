@@ -74,6 +74,8 @@ fn client_with(dial: Dial, actor: &str) -> Result<Client, ExploreError> {
     // request, answer and watch line as JSON to know the world and to place its faults. (With
     // protobuf answers it would see no watch event of a ConfigMap or a Pod, and find nothing.)
     config.content_type = ContentType::Json;
+    // And uncompressed, for the same reason: the tap reads the bodies it forwards.
+    config.disable_compression = true;
     Ok(Client::new(config)?)
 }
 

@@ -46,6 +46,7 @@
 //! | [`kubeconfig`](fn@kubeconfig) | a kubeconfig | every context gives a `Config` and a `Client`, or a `ConfigError` |
 //! | [`watch_stream`](fn@watch_stream) | a watch body | its lines whatever the chunking; each an event or `Error::Decode` |
 //! | [`list_body`](fn@list_body) | a list body | chunking changes nothing; agrees with serde_json where it reads a list |
+//! | [`gzip_body`](fn@gzip_body) | a gzip-compressed list or watch body (`Content-Encoding: gzip`, one member or many) | chunking changes nothing; agrees with flate2's reader where it inflates; errors are typed |
 //! | [`label_selector`](fn@label_selector) | a `labelSelector` | what parses prints as text that parses to the same |
 //! | [`field_selector`](fn@field_selector) | a `fieldSelector` | a parsed selection matches any object; errors are 400s |
 //! | [`server_requests`](fn@server_requests) | HTTP requests | answered in time; errors are `Status` objects, 4xx |
@@ -84,6 +85,7 @@
 
 pub mod cel;
 pub mod client_protobuf;
+pub mod gzip;
 pub mod kubeconfig;
 pub mod list;
 pub mod protobuf;
@@ -96,6 +98,7 @@ pub mod watch;
 // the tests call.
 pub use cel::cel_rules;
 pub use client_protobuf::protobuf_response;
+pub use gzip::gzip_body;
 pub use kubeconfig::kubeconfig;
 pub use list::list_body;
 pub use protobuf::protobuf_body;

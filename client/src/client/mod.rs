@@ -9,7 +9,8 @@
 //!  rate limiter (governor; QPS 5, burst 10 by default; a watch takes one token to open; first
 //!  come, first served, or in the background lane: see `rate_limit`)
 //!        ▼
-//!  + base URL, User-Agent, Accept, Authorization (re-read from its source if it rotates)
+//!  + base URL, User-Agent, Accept, Accept-Encoding: gzip (unless `Config::disable_compression`),
+//!    Authorization (re-read from its source if it rotates)
 //!        ▼
 //!  write gate (only on a handle made by `with_write_gate`, only for writes): refused ──▶
 //!  Error::NotLeader, nothing sent
@@ -20,7 +21,8 @@
 //!  piece of it may take longer than that. An attempt left unanswered for 1 s or more retires
 //!  every connection pooled when it left.
 //!        ▼
-//!  2xx ──▶ response           error ──▶ RetryPolicy: 429 any verb, 5xx/transport idempotent only
+//!  2xx ──▶ response (its body inflated as it streams if the server gzipped it: see `gzip`)
+//!                              error ──▶ RetryPolicy: 429 any verb, 5xx/transport idempotent only
 //!                                        401 once more with fresh credentials
 //! ```
 //!
@@ -88,6 +90,7 @@
 //! reported to the gate ([`WritePermit::on_abandon`]): it may still land, and the elector then
 //! lets its lease run out instead of handing it over early.
 
+mod gzip;
 mod pool;
 mod proxy;
 mod rate_limit;
@@ -101,7 +104,10 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, RETRY_AFTER, USER_AGENT};
+use http::header::{
+    ACCEPT, ACCEPT_ENCODING, AUTHORIZATION, CONTENT_ENCODING, CONTENT_LENGTH, CONTENT_TYPE,
+    RETRY_AFTER, USER_AGENT,
+};
 use http::{HeaderValue, Request, Response, StatusCode};
 use http_body_util::BodyExt;
 use hyper::body::{Body, Frame, Incoming, SizeHint};
@@ -115,6 +121,7 @@ pub use crate::config::RetryPolicy;
 /// too, beside the client that dials.
 pub use crate::dial;
 pub use crate::dial::{Dial, DialFuture, DialIo, DialedStream};
+pub use gzip::{BodyError, ResponseBody, inflate_chunks};
 pub use rate_limit::Priority;
 
 use crate::config::{Auth, Config, ConfigError};
@@ -170,6 +177,9 @@ struct Inner {
     user_agent: HeaderValue,
     /// Ask for protobuf when reading built-in kinds ([`Config::content_type`]).
     protobuf: bool,
+    /// Ask for gzip-compressed answers (`Accept-Encoding: gzip`) and inflate them
+    /// ([`Config::disable_compression`] unset; see `gzip`).
+    gzip: bool,
     /// The resources (`apiVersion/plural`) whose server refused a protobuf body with 415: their
     /// creates and updates go as JSON from then on, without first trying protobuf again. Only
     /// grows, by one entry per refusing resource (a server, or an aggregated API behind it,
@@ -324,6 +334,7 @@ impl Client {
                 default_namespace: config.default_namespace,
                 user_agent,
                 protobuf: config.content_type == crate::config::ContentType::Protobuf,
+                gzip: !config.disable_compression,
                 protobuf_bodies_refused: Default::default(),
             }),
             priority: Priority::default(),
@@ -461,8 +472,10 @@ impl Client {
         &self.inner.default_namespace
     }
 
-    /// Sends `call`, retrying as [`RetryPolicy`] allows; returns a 2xx response with its body unread.
-    pub async fn send(&self, call: Call) -> Result<Response<Incoming>, Error> {
+    /// Sends `call`, retrying as [`RetryPolicy`] allows; returns a 2xx response with its body unread
+    /// (inflated as it is read when the server compressed it: the response then has no
+    /// `Content-Encoding` or `Content-Length` header any more, as Go's transport does).
+    pub async fn send(&self, call: Call) -> Result<Response<ResponseBody>, Error> {
         let mut attempt = 0;
         let mut refreshed_credentials = false;
         loop {
@@ -559,7 +572,7 @@ impl Client {
         read.map(|()| kind)
     }
 
-    async fn send_once(&self, call: &Call) -> Result<Response<Incoming>, Error> {
+    async fn send_once(&self, call: &Call) -> Result<Response<ResponseBody>, Error> {
         // Timings for the pipeline's events, on the runtime's clock like every wait here (virtual
         // in a deterministic run on a paused runtime).
         let asked = tokio::time::Instant::now();
@@ -631,7 +644,7 @@ impl Client {
                 }
             }
         }
-        let response = response?;
+        let response = inflated(response?);
         if response.status().is_success() {
             return Ok(response);
         }
@@ -665,6 +678,11 @@ impl Client {
             headers
                 .entry(ACCEPT)
                 .or_insert(HeaderValue::from_static("application/json"));
+            if self.inner.gzip {
+                headers
+                    .entry(ACCEPT_ENCODING)
+                    .or_insert(HeaderValue::from_static("gzip"));
+            }
             if !template.body().is_empty() {
                 headers
                     .entry(CONTENT_TYPE)
@@ -747,7 +765,7 @@ fn url_path(url: &str) -> &str {
 /// Reads `body` piece by piece into `each`; with `idle`, each piece must come within `idle` of
 /// the one before ([`Error::Idle`] otherwise), however long the whole takes.
 async fn read_chunks(
-    mut body: Incoming,
+    mut body: ResponseBody,
     url: &str,
     idle: Option<Duration>,
     mut each: impl FnMut(&[u8]) -> Result<(), Error>,
@@ -765,14 +783,42 @@ async fn read_chunks(
         let Some(frame) = frame else {
             return Ok(());
         };
-        let frame = frame.map_err(|source| Error::Transport {
-            url: url.to_string(),
-            source: Box::new(source),
-        })?;
+        let frame = frame.map_err(|source| body_error(source, url))?;
         if let Some(data) = frame.data_ref() {
             each(data)?;
         }
     }
+}
+
+/// The client's error for a body that could not be read.
+pub(crate) fn body_error(error: BodyError, url: &str) -> Error {
+    match error {
+        BodyError::Transport(source) => Error::Transport {
+            url: url.to_string(),
+            source: Box::new(source),
+        },
+        BodyError::Gzip(source) => Error::Decompress {
+            url: url.to_string(),
+            source,
+        },
+    }
+}
+
+/// `response` with a body that inflates itself if the server compressed it. The headers then
+/// describe the inflated body: no `Content-Encoding`, no `Content-Length` (Go's transport does
+/// the same). Any other encoding is left as it is (the client asks for none).
+fn inflated(response: Response<Incoming>) -> Response<ResponseBody> {
+    let (mut parts, body) = response.into_parts();
+    let gzip = parts
+        .headers
+        .get(CONTENT_ENCODING)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("gzip"));
+    if gzip {
+        parts.headers.remove(CONTENT_ENCODING);
+        parts.headers.remove(CONTENT_LENGTH);
+    }
+    Response::from_parts(parts, ResponseBody::new(body, gzip))
 }
 
 /// A response's `Content-Type`, if it has a readable one.
@@ -780,7 +826,7 @@ pub(crate) fn content_type(headers: &http::HeaderMap) -> Option<&str> {
     headers.get(CONTENT_TYPE).and_then(|v| v.to_str().ok())
 }
 
-async fn error_from_response(response: Response<Incoming>, url: &str) -> Error {
+async fn error_from_response(response: Response<ResponseBody>, url: &str) -> Error {
     let code = response.status().as_u16();
     // A server answers an error in the encoding it would have answered the request in: a
     // protobuf `Status` to a client that asked for protobuf.

@@ -253,6 +253,14 @@ pub struct Config {
     /// 415; see [`crate::protobuf`]). Custom resources, `DynamicObject` and patches are JSON
     /// either way. [`ContentType::Json`] sends and asks for JSON only.
     pub content_type: ContentType,
+    /// Do not ask for compressed answers (client-go's `rest.Config.DisableCompression`).
+    /// Default `false`: every request says `Accept-Encoding: gzip`, as client-go's do, and
+    /// kube-apiserver gzips what it judges worth it (a get or list answer over 128 KiB, a
+    /// streaming list), which the client inflates as it streams in (see the `client` module's
+    /// `gzip`). Set it where the network is fast and the CPU is not: on a localhost or a
+    /// datacenter link, gzip's CPU (level 1 on the server, inflating here) can cost more time
+    /// than the bytes it saves (docs/src/performance.md has the measurements).
+    pub disable_compression: bool,
     /// How many idle keep-alive connections the pool keeps open for reuse. Default 25
     /// ([`DEFAULT_MAX_IDLE_CONNS_PER_HOST`], client-go's `MaxIdleConnsPerHost`). A client talks to
     /// one server, so this caps the whole pool; `0` keeps none (every request opens a connection
@@ -310,6 +318,7 @@ impl fmt::Debug for Config {
             http2,
             user_agent,
             content_type,
+            disable_compression,
             max_idle_conns_per_host,
             idle_conn_timeout,
             idle_conn_stale_after,
@@ -343,6 +352,7 @@ impl fmt::Debug for Config {
             .field("http2", http2)
             .field("user_agent", user_agent)
             .field("content_type", content_type)
+            .field("disable_compression", disable_compression)
             .field("max_idle_conns_per_host", max_idle_conns_per_host)
             .field("idle_conn_timeout", idle_conn_timeout)
             .field("idle_conn_stale_after", idle_conn_stale_after)
@@ -397,6 +407,7 @@ impl Config {
             http2: false,
             user_agent: None,
             content_type: ContentType::default(),
+            disable_compression: false,
             max_idle_conns_per_host: DEFAULT_MAX_IDLE_CONNS_PER_HOST,
             idle_conn_timeout: Some(DEFAULT_IDLE_CONN_TIMEOUT),
             idle_conn_stale_after: DEFAULT_IDLE_CONN_STALE_AFTER,

@@ -344,6 +344,7 @@ impl<'de> Deserializer<'de> for GatherDe<'de> {
                 reader: self.reader,
                 walk: self.walk,
                 value: None,
+                remaining: occurrences(self.reader, self.field.number).ok(),
             }),
             Label::One => {
                 // An "or" message's chosen singular field: its last occurrence.
@@ -395,22 +396,57 @@ impl<'de> Deserializer<'de> for GatherDe<'de> {
 
 /// The elements of a repeated field: each occurrence one element, and a length-delimited
 /// occurrence of a scalar type a packed run of them.
+///
+/// Why it counts them first: serde's `Vec` visitor allocates what [`SeqAccess::size_hint`]
+/// promises and grows by doubling without one (0, 4, 8, …: three `EnvVar`s hold four slots, one
+/// `Toleration` four). A cache keeps every decoded object for its lifetime, so that slack is paid
+/// per object for as long as the informer runs. Counting is one more skim over the rest of the
+/// message (keys and lengths, no value is decoded), which the gathering does anyway.
 struct Gather<'de> {
     field: &'static Field,
     reader: Reader<'de>,
     /// Inside a packed run: its remaining bytes.
     packed: Option<Reader<'de>>,
     walk: Walk,
+    /// How many elements are still to come. Invariant: exact while the bytes are well formed
+    /// (each `next_element_seed` that returns one takes one off); `None` when the count met
+    /// malformed bytes, which the gathering then reports as an error of its own.
+    remaining: Option<usize>,
 }
 
 impl<'de> Gather<'de> {
     fn new(field: &'static Field, reader: Reader<'de>, walk: Walk) -> Gather<'de> {
-        Gather {
+        let mut gather = Gather {
             field,
             reader,
             packed: None,
             walk,
+            remaining: None,
+        };
+        gather.remaining = gather.count().ok();
+        gather
+    }
+
+    /// How many elements the field's occurrences from the reader's position hold: one per
+    /// occurrence, and every value of a packed run (a varint ends at each byte below 0x80, a
+    /// fixed64 is 8 bytes).
+    fn count(&self) -> Result<usize, Error> {
+        let mut reader = self.reader;
+        let mut count = 0usize;
+        while let Some((number, wire)) = reader.key()? {
+            let raw = reader.value(wire)?;
+            if number != self.field.number {
+                continue;
+            }
+            count += match (raw, self.packable()) {
+                (Raw::Len(bytes), Some(WireType::Varint)) => {
+                    bytes.iter().filter(|b| **b < 0x80).count()
+                }
+                (Raw::Len(bytes), Some(_)) => bytes.len() / 8,
+                _ => 1,
+            };
         }
+        Ok(count)
     }
 
     /// Whether the field's type travels as a varint or fixed64, so that a length-delimited
@@ -459,6 +495,7 @@ impl<'de> SeqAccess<'de> for Gather<'de> {
         let Some(raw) = self.next_raw()? else {
             return Ok(None);
         };
+        self.remaining = self.remaining.map(|n| n.saturating_sub(1));
         seed.deserialize(ValueDe {
             ty: self.field.ty,
             raw,
@@ -469,6 +506,10 @@ impl<'de> SeqAccess<'de> for Gather<'de> {
         })
         .map(Some)
     }
+
+    fn size_hint(&self) -> Option<usize> {
+        self.remaining
+    }
 }
 
 /// The entries of a `map<string, V>` field: each occurrence a message {1 key, 2 value}.
@@ -478,6 +519,21 @@ struct Entries<'de> {
     walk: Walk,
     /// The value of the entry whose key was just handed out.
     value: Option<Raw<'de>>,
+    /// How many entries are still to come, for maps that allocate up front (a `HashMap`; a
+    /// `BTreeMap` does not). Same invariant as [`Gather`]'s.
+    remaining: Option<usize>,
+}
+
+/// How many times field `number` occurs from the reader's position to the end of its message.
+fn occurrences(mut reader: Reader<'_>, number: u32) -> Result<usize, Error> {
+    let mut count = 0usize;
+    while let Some((found, wire)) = reader.key()? {
+        reader.skip(wire)?;
+        if found == number {
+            count += 1;
+        }
+    }
+    Ok(count)
 }
 
 impl<'de> MapAccess<'de> for Entries<'de> {
@@ -519,6 +575,7 @@ impl<'de> MapAccess<'de> for Entries<'de> {
                 }
             }
             self.value = Some(value);
+            self.remaining = self.remaining.map(|n| n.saturating_sub(1));
             let key = utf8(key, message, number)?;
             return seed
                 .deserialize(BorrowedStrDeserializer::<Error>::new(key))
@@ -536,6 +593,10 @@ impl<'de> MapAccess<'de> for Entries<'de> {
             walk: self.walk,
             type_meta: None,
         })
+    }
+
+    fn size_hint(&self) -> Option<usize> {
+        self.remaining
     }
 }
 

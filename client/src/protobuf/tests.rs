@@ -574,3 +574,181 @@ fn protobuf_encoder_refuses_what_it_cannot_write() {
         Err(EncodeError::TooDeep { .. })
     ));
 }
+
+/// `len == capacity` for a decoded vector, with its path for the failure message.
+fn exact<T>(path: &str, v: Option<&Vec<T>>, checked: &mut usize) {
+    if let Some(v) = v {
+        assert_eq!(
+            v.capacity(),
+            v.len(),
+            "{path}: {} elements in {} slots",
+            v.len(),
+            v.capacity()
+        );
+        *checked += 1;
+    }
+}
+
+#[test]
+fn protobuf_repeated_fields_decode_into_vectors_without_spare_capacity() {
+    use k8s_openapi::api::core::v1::Pod;
+    let vector = pod_vector();
+    let pod: Pod = from_slice(&vector.protobuf, ManagedFields::Drop).expect("decode");
+    let from_json: Pod = serde_json::from_value(vector.json.clone()).expect("json");
+    let mut expected = from_json;
+    expected.metadata.managed_fields = None;
+    assert_eq!(pod, expected, "the hint changes no value");
+
+    let mut checked = 0;
+    let spec = pod.spec.as_ref().expect("spec");
+    exact("spec.containers", Some(&spec.containers), &mut checked);
+    for c in spec
+        .containers
+        .iter()
+        .chain(spec.init_containers.iter().flatten())
+    {
+        exact("container.env", c.env.as_ref(), &mut checked);
+        exact("container.ports", c.ports.as_ref(), &mut checked);
+        exact("container.args", c.args.as_ref(), &mut checked);
+        exact("container.command", c.command.as_ref(), &mut checked);
+        exact(
+            "container.volumeMounts",
+            c.volume_mounts.as_ref(),
+            &mut checked,
+        );
+        exact("container.envFrom", c.env_from.as_ref(), &mut checked);
+    }
+    exact("spec.tolerations", spec.tolerations.as_ref(), &mut checked);
+    exact("spec.volumes", spec.volumes.as_ref(), &mut checked);
+    exact(
+        "spec.initContainers",
+        spec.init_containers.as_ref(),
+        &mut checked,
+    );
+    exact(
+        "metadata.ownerReferences",
+        pod.metadata.owner_references.as_ref(),
+        &mut checked,
+    );
+    exact(
+        "metadata.finalizers",
+        pod.metadata.finalizers.as_ref(),
+        &mut checked,
+    );
+    if let Some(status) = &pod.status {
+        exact(
+            "status.conditions",
+            status.conditions.as_ref(),
+            &mut checked,
+        );
+        exact(
+            "status.containerStatuses",
+            status.container_statuses.as_ref(),
+            &mut checked,
+        );
+    }
+    assert!(
+        checked >= 10,
+        "the full Pod sets these fields ({checked} checked)"
+    );
+}
+
+#[test]
+fn protobuf_packed_and_unpacked_runs_count_every_element() {
+    use k8s_openapi::api::core::v1::Pod;
+    // PodSecurityContext.supplementalGroups (4, repeated int64): a packed run of four (300 takes
+    // two bytes), then one unpacked occurrence, with another field between. Five: without the
+    // count, a Vec of 8-byte elements grows 4, 8 and keeps three slots spare.
+    let mut packed = Vec::new();
+    for v in [1u64, 300, 5, 9] {
+        varint(&mut packed, v);
+    }
+    let mut security = Vec::new();
+    len_field(&mut security, 4, &packed);
+    varint(&mut security, 2 << 3); // runAsUser
+    varint(&mut security, 1000);
+    varint(&mut security, 4 << 3);
+    varint(&mut security, 7);
+    let mut spec = Vec::new();
+    len_field(&mut spec, 14, &security);
+    let mut pod = Vec::new();
+    len_field(&mut pod, 2, &spec);
+    let body = envelope("v1", "Pod", &pod);
+    let pod: Pod = from_slice(&body, ManagedFields::Keep).expect("decode");
+    let groups = pod
+        .spec
+        .and_then(|s| s.security_context)
+        .and_then(|s| s.supplemental_groups)
+        .expect("supplementalGroups");
+    assert_eq!(groups, vec![1, 300, 5, 9, 7]);
+    assert_eq!(groups.capacity(), groups.len());
+}
+
+/// What a seq or map's access promised (`size_hint`) and what it then handed out.
+#[derive(Debug, PartialEq)]
+struct Hinted {
+    hint: Option<usize>,
+    count: usize,
+}
+
+impl<'de> serde::Deserialize<'de> for Hinted {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Hinted, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Hinted;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a map")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<Hinted, A::Error> {
+                let hint = map.size_hint();
+                let mut count = 0;
+                while map
+                    .next_entry::<serde::de::IgnoredAny, serde::de::IgnoredAny>()?
+                    .is_some()
+                {
+                    count += 1;
+                }
+                Ok(Hinted { hint, count })
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+#[test]
+fn protobuf_map_fields_promise_their_entry_count() {
+    #[derive(serde::Deserialize)]
+    struct Labels {
+        metadata: Meta,
+    }
+    #[derive(serde::Deserialize)]
+    struct Meta {
+        labels: Hinted,
+    }
+    // ObjectMeta.labels (11): three entries, the second apart from the others.
+    let entry = |k: &str, v: &str| {
+        let mut e = Vec::new();
+        len_field(&mut e, 1, k.as_bytes());
+        len_field(&mut e, 2, v.as_bytes());
+        e
+    };
+    let mut meta = Vec::new();
+    len_field(&mut meta, 11, &entry("app", "web"));
+    len_field(&mut meta, 1, b"web-0");
+    len_field(&mut meta, 11, &entry("tier", "front"));
+    len_field(&mut meta, 11, &entry("zone", "a"));
+    let mut raw = Vec::new();
+    len_field(&mut raw, 1, &meta);
+    let body = envelope("v1", "ConfigMap", &raw);
+    let decoded: Labels = from_slice(&body, ManagedFields::Keep).expect("decode");
+    assert_eq!(
+        decoded.metadata.labels,
+        Hinted {
+            hint: Some(3),
+            count: 3
+        }
+    );
+}

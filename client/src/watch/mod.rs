@@ -44,7 +44,6 @@ use std::time::Duration;
 use ferrokube_core::ManagedFields;
 use futures_util::Stream;
 use http_body_util::BodyExt;
-use hyper::body::Incoming;
 use serde::de::DeserializeOwned;
 
 pub use decoder::{LineDecoder, decode_event, decode_event_with};
@@ -88,7 +87,7 @@ enum Framing {
 }
 
 struct State {
-    body: Incoming,
+    body: crate::client::ResponseBody,
     decoder: Framing,
     url: String,
     /// The longest the body may stay silent; `None`: forever.
@@ -101,7 +100,7 @@ struct State {
 impl<K: DeserializeOwned + Send + 'static> WatchStream<K> {
     /// A watch over `body`, presumed dead after `idle` without a byte.
     pub(crate) fn new(
-        body: Incoming,
+        body: crate::client::ResponseBody,
         url: String,
         idle: Option<Duration>,
         managed_fields: ManagedFields,
@@ -200,10 +199,7 @@ async fn next_event<K: DeserializeOwned>(
                 }
             }
             Some(Err(source)) => {
-                return Some(Err(Error::Transport {
-                    url: state.url.clone(),
-                    source: Box::new(source),
-                }));
+                return Some(Err(crate::client::body_error(source, &state.url)));
             }
             None => {
                 state.finished = true;

@@ -784,3 +784,131 @@ async fn protobuf_refused_with_406_is_asked_again_in_json() {
         "each read twice: protobuf refused, then JSON"
     );
 }
+
+fn gzip(data: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    encoder.write_all(data).expect("to a Vec");
+    encoder.finish().expect("to a Vec")
+}
+
+/// A `Content-Encoding: gzip` answer whose compressed bytes come in pieces of `piece`.
+fn gzipped(compressed: Vec<u8>, piece: usize) -> Response<Body> {
+    let frames: Vec<Result<Frame<Bytes>, Infallible>> = compressed
+        .chunks(piece)
+        .map(|c| Ok(Frame::data(Bytes::copy_from_slice(c))))
+        .collect();
+    Response::builder()
+        .status(200)
+        .header("content-type", "application/json")
+        .header("content-encoding", "gzip")
+        .body(BodyExt::boxed(StreamBody::new(futures_util::stream::iter(
+            frames,
+        ))))
+        .expect("response")
+}
+
+fn big_list(items: usize) -> String {
+    let items: Vec<String> = (0..items)
+        .map(|i| {
+            format!(
+                r#"{{"metadata":{{"name":"cm-{i:05}","namespace":"ns","resourceVersion":"{i}"}},"data":{{"k":"v"}}}}"#
+            )
+        })
+        .collect();
+    format!(
+        r#"{{"kind":"ConfigMapList","apiVersion":"v1","metadata":{{"resourceVersion":"9"}},"items":[{}]}}"#,
+        items.join(",")
+    )
+}
+
+#[tokio::test]
+async fn gzip_list_and_watch_bodies_are_asked_for_and_inflated_as_they_stream() {
+    let (url, seen) = serve(|n, _| match n {
+        0 => gzipped(gzip(big_list(3_000).as_bytes()), 997),
+        // A streaming list's shape: one gzip member per flush, back to back.
+        _ => {
+            let mut body = gzip(
+                br#"{"type":"ADDED","object":{"metadata":{"name":"a","resourceVersion":"6"}}}
+{"type":"MODIFIED","object":{"metadata":{"name":"a","resourceVersion":"7"}}}
+"#,
+            );
+            body.extend(gzip(
+                br#"{"type":"DELETED","object":{"metadata":{"name":"a","resourceVersion":"8"}}}
+"#,
+            ));
+            gzipped(body, 7)
+        }
+    })
+    .await;
+    let api = api(config(&url));
+    let list = api.list(&ListParams::default()).await.expect("list");
+    assert_eq!(list.items.len(), 3_000);
+    assert_eq!(list.items[2_999].metadata.name.as_deref(), Some("cm-02999"));
+    let mut stream = api
+        .watch(&WatchParams::default(), "5")
+        .await
+        .expect("watch opens");
+    let mut versions = Vec::new();
+    while let Some(item) = stream.next().await {
+        let event = item.expect("a valid event");
+        versions.push(match event {
+            WatchEvent::Added(o) | WatchEvent::Modified(o) | WatchEvent::Deleted(o) => {
+                o.metadata.resource_version.unwrap_or_default()
+            }
+            _ => "other".to_string(),
+        });
+    }
+    assert_eq!(versions, ["6", "7", "8"]);
+    let seen = seen.lock().expect("lock");
+    for headers in &seen.headers {
+        assert_eq!(headers["accept-encoding"], "gzip", "as client-go asks");
+    }
+}
+
+#[tokio::test]
+async fn gzip_corrupt_or_truncated_body_is_a_decompress_error() {
+    let (url, _) = serve(|n, _| {
+        let whole = gzip(big_list(500).as_bytes());
+        let mut bad = whole.clone();
+        match n {
+            0 => bad.truncate(whole.len() - 5),
+            // The trailer's CRC-32: the JSON inflates whole, the check at the end fails.
+            1 => {
+                let at = bad.len() - 8;
+                bad[at] ^= 0xff;
+            }
+            // Bits flipped mid-stream: whichever notices first, the inflater or the JSON decoder.
+            _ => {
+                let at = bad.len() / 2;
+                bad[at] ^= 0x55;
+                bad[at + 1] ^= 0xaa;
+            }
+        }
+        gzipped(bad, 100)
+    })
+    .await;
+    let api = api(config(&url));
+    for case in ["truncated", "wrong CRC"] {
+        match api.list(&ListParams::default()).await {
+            Err(Error::Decompress { .. }) => {}
+            other => panic!("{case}: expected a decompress error, got {other:?}"),
+        }
+    }
+    match api.list(&ListParams::default()).await {
+        Err(Error::Decompress { .. } | Error::Decode { .. }) => {}
+        other => panic!("flipped bits: expected a typed error, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn gzip_not_asked_for_with_disable_compression() {
+    let (url, seen) = serve(|_, _| respond(200, LIST)).await;
+    let mut config = config(&url);
+    config.disable_compression = true;
+    api(config)
+        .list(&ListParams::default())
+        .await
+        .expect("list");
+    assert!(!seen.lock().expect("lock").headers[0].contains_key("accept-encoding"));
+}

@@ -52,7 +52,15 @@ fn client(qps: f32, burst: u32) -> Client {
     if std::env::var("FERROKUBE_CONTENT_TYPE").is_ok_and(|v| v.eq_ignore_ascii_case("json")) {
         config.content_type = ferrokube::config::ContentType::Json;
     }
+    // gzip is asked for by default (client-go's default too); FERROKUBE_COMPRESSION=off measures
+    // the client without it (`Config::disable_compression`).
+    config.disable_compression = !compression();
     Client::new(config).expect("client")
+}
+
+/// Whether the client asks for gzip (FERROKUBE_COMPRESSION, default on).
+fn compression() -> bool {
+    !std::env::var("FERROKUBE_COMPRESSION").is_ok_and(|v| v.eq_ignore_ascii_case("off"))
 }
 
 /// The informer benchmark's tools (scripts/bench-informer-peers.sh; protocol in
@@ -388,6 +396,7 @@ where
         ("hwm_kib", json!(hwm_kib)),
         ("list_mode", json!(list_mode)),
         ("streaming_refused", json!(streaming_refused)),
+        ("gzip", json!(compression())),
         ("updates_seen", json!(sorted.len())),
         ("lag_p50_ms", json!(percentile(&sorted, 50.0))),
         ("lag_p99_ms", json!(percentile(&sorted, 99.0))),

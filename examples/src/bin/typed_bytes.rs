@@ -28,7 +28,9 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicI64, Ordering};
 
+use ferrokube::core::ManagedFields;
 use ferrokube::informer::Compact;
+use ferrokube::protobuf;
 use k8s_openapi::api::core::v1::Pod;
 
 /// Sizes up to this are counted one by one; larger ones share the last slot.
@@ -221,6 +223,44 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             pod.metadata.managed_fields = None;
             Ok(pod)
         })?;
+        results.push(r);
+    }
+    // The same Pods as kube-apiserver sends them to a client that asks for protobuf (the
+    // informers' default for built-in kinds), decoded as the informers decode them.
+    let protobuf_items: Vec<Vec<u8>> = items
+        .iter()
+        .map(|json| {
+            let pod: serde_json::Value = serde_json::from_slice(json)?;
+            ferrokube::core::protobuf::encode(&pod, "v1", "Pod").map_err(|e| e.to_string().into())
+        })
+        .collect::<Result<_, Box<dyn std::error::Error>>>()?;
+    {
+        let (r, _kept) = measure("Pod from protobuf", &protobuf_items, copies, |bytes| {
+            protobuf::from_slice::<Pod>(bytes, ManagedFields::Keep).map_err(|e| e.to_string())
+        })?;
+        results.push(r);
+    }
+    {
+        let (r, _kept) = measure(
+            "Pod from protobuf, managedFields skipped (informer default)",
+            &protobuf_items,
+            copies,
+            |bytes| {
+                protobuf::from_slice::<Pod>(bytes, ManagedFields::Drop).map_err(|e| e.to_string())
+            },
+        )?;
+        results.push(r);
+    }
+    {
+        let (r, _kept) = measure(
+            "Pod from JSON, managedFields skipped (informer default)",
+            &items,
+            copies,
+            |bytes| {
+                ferrokube::api::decode::from_slice::<Pod>(bytes, ManagedFields::Drop)
+                    .map_err(|e| e.to_string())
+            },
+        )?;
         results.push(r);
     }
     {

@@ -26,7 +26,7 @@ use serde_json::{Value, json};
 
 use ferrokube_fuzzing::server::{Request, parse_requests, render_requests};
 use ferrokube_fuzzing::{
-    cel_rules, field_selector, kubeconfig, label_selector, list_body, protobuf_body,
+    cel_rules, field_selector, gzip_body, kubeconfig, label_selector, list_body, protobuf_body,
     protobuf_encode, protobuf_response, server_requests, watch_stream,
 };
 
@@ -34,10 +34,11 @@ use ferrokube_fuzzing::{
 const SEED: u64 = 0x6b75_6265_6675_7a7a;
 
 /// Cases per target in the short run: a few seconds each in a debug build on two cores.
-const CASES: [(&str, u32); 10] = [
+const CASES: [(&str, u32); 11] = [
     ("kubeconfig", 2000),
     ("watch_stream", 2000),
     ("list_body", 2000),
+    ("gzip_body", 1000),
     ("label_selector", 5000),
     ("field_selector", 5000),
     ("server_requests", 1000),
@@ -564,6 +565,43 @@ fn list_bodies() -> BoxedStrategy<Input> {
 fn fuzz_list_body() {
     replay("list_body", list_body);
     run("list_body", list_bodies(), list_body);
+}
+
+// ---- gzip ----
+
+/// `data` gzipped at level 1 (kube-apiserver's level).
+fn gzipped(data: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    let _ = encoder.write_all(data);
+    encoder.finish().unwrap_or_default()
+}
+
+/// List bodies as kube-apiserver compresses them: one gzip member, or (a streaming list, one
+/// member per flush) the body cut into several members; then mutated like every family.
+fn gzip_bodies() -> BoxedStrategy<Input> {
+    let body = (list_bodies(), any::<u16>(), any::<u16>()).prop_map(|(list, a, b)| {
+        let plain = list.0.get(2..).unwrap_or_default().to_vec();
+        let len = plain.len();
+        let (mut x, mut y) = (usize::from(a) % (len + 1), usize::from(b) % (len + 1));
+        if x > y {
+            std::mem::swap(&mut x, &mut y);
+        }
+        let mut out = Vec::new();
+        for part in [&plain[..x], &plain[x..y], &plain[y..]] {
+            if !part.is_empty() {
+                out.extend(gzipped(part));
+            }
+        }
+        out
+    });
+    family(chunked(body))
+}
+
+#[test]
+fn fuzz_gzip_body() {
+    replay("gzip_body", gzip_body);
+    run("gzip_body", gzip_bodies(), gzip_body);
 }
 
 // ---- selectors ----
