@@ -343,6 +343,11 @@ impl Epoch {
         }
     }
 
+    /// The member this epoch runs for.
+    pub fn member(&self) -> &ShardMember {
+        &self.member
+    }
+
     /// The member's client, gated by its membership: give it to the controller.
     pub fn client(&self) -> Client {
         self.member.client()
