@@ -423,7 +423,8 @@ enum Phase {
 }
 
 /// Runs `make`'s controller for `member`, sharded, until `shutdown` (or until the membership is
-/// lost): in the server-side mode when the server filters `primary` by `shardSelector`, one
+/// lost): in the server-side mode when the server filters `primary` by `shardSelector` (and the
+/// member may use it, [`ShardMemberBuilder::server_side`](super::ShardMemberBuilder::server_side)), one
 /// epoch per adopted ring (see the [module docs](self)); else one epoch in the label mode, for as
 /// long as it runs. Run the membership itself ([`ShardMember::run`]) beside it, as for the label
 /// mode, and stop this first.
@@ -468,21 +469,22 @@ pub async fn run<F, Fut>(
     let ring = member.marks().ring().to_string();
     let probe = Api::dynamic(member.base_client(), primary.clone(), None);
     // Asked until answered: a server that cannot be reached now says nothing about the mode.
-    let server_side = loop {
-        tokio::select! {
-            biased;
-            () = &mut shutdown => return,
-            supported = probe.supports_shard_selector() => match supported {
-                Ok(supported) => break supported,
-                Err(error) => {
-                    tracing::warn!(%ring, %error, "could not ask whether the server filters by shardSelector; asking again");
-                    tokio::time::sleep(member.timings().retry_period).await;
-                }
-            },
-        }
-    };
+    let server_side = member.server_side_allowed()
+        && loop {
+            tokio::select! {
+                biased;
+                () = &mut shutdown => return,
+                supported = probe.supports_shard_selector() => match supported {
+                    Ok(supported) => break supported,
+                    Err(error) => {
+                        tracing::warn!(%ring, %error, "could not ask whether the server filters by shardSelector; asking again");
+                        tokio::time::sleep(member.timings().retry_period).await;
+                    }
+                },
+            }
+        };
     if !server_side {
-        tracing::info!(%ring, member = %member.identity(), "the server has no shardSelector: sharding by labels");
+        tracing::info!(%ring, member = %member.identity(), allowed = member.server_side_allowed(), "no shardSelector (the server lacks it, or the member may not use it): sharding by labels");
         let epoch = RunningEpoch::start(member, Narrowing::Labels, None, &mut make);
         shutdown.await;
         epoch.stop().await;
