@@ -19,6 +19,11 @@
 #   eval "$(K8S_VERSION=1.37.2 STATE=/tmp/x ... scripts/kube-apiserver.sh env)"
 #   scripts/bench-shard.sh          # PARTS="rs members" ROUNDS=3 RS_ROUNDS=3 NAMESPACES=100 PODS=100 ...
 #
+# RS_CONFIGS (default "server-side labels") lists the ReplicaSet run's configurations, each a mode,
+# optionally `=DIR` for the sample's binary from another build (e.g. "server-side
+# server-side=/tmp/old-bin labels"), recorded as the line's `variant`; their order rotates by one
+# each round.
+#
 # One JSON line per process (members) or per run (ReplicaSet run) goes to MEMBERS_OUT / RS_OUT,
 # with the machine's load average (`uptime`) when it ended: the machine is shared. The Leases are
 # deleted between runs and each run has a ring of its own, so each starts from nothing. At the end,
@@ -41,7 +46,7 @@ LEASES=shard-bench
 
 [ "${BUILD:-1}" = 0 ] || nice -n 19 cargo build -q --release -p ferrokube-examples --bin bench_shard --bin replicaset
 bench=target/release/bench_shard
-sample=target/release/replicaset
+RS_CONFIGS=${RS_CONFIGS:-server-side labels}
 mkdir -p benches/shard
 kubectl create namespace "$LEASES" >/dev/null 2>&1 || true
 
@@ -49,9 +54,12 @@ load() { uptime | sed 's/.*load average: //'; }
 
 # --- 1. The sharded ReplicaSet run -----------------------------------------------------------------
 
-# One run: $1 mode (server-side | labels), $2 round. One line to RS_OUT.
+# One run: $1 configuration (mode[=DIR], mode server-side | labels), $2 round. One line to RS_OUT.
 rs_run() {
-  local mode=$1 round=$2 pids=() extra=() ring="rsrun-$1-$2" cold scale now
+  local variant=$1 round=$2 pids=() extra=() cold scale now
+  local mode=${variant%%=*} sample=target/release/replicaset ring
+  [ "$mode" != "$variant" ] && sample=${variant#*=}/replicaset
+  ring="rsrun-$mode-$round-$RANDOM"
   [ "$mode" = labels ] && extra=(--shard-labels)
   "$bench" rs-prepare --namespaces "$RS_NAMESPACES" --replicas "$RS_REPLICAS" 2>/dev/null
   kubectl -n "$LEASES" delete leases --all >/dev/null 2>&1 || true
@@ -66,15 +74,16 @@ rs_run() {
   now=$(load)
   kill -TERM "${pids[@]}" 2>/dev/null || true
   for pid in "${pids[@]}"; do wait "$pid" || true; done
-  printf '{"bench": "sharded-replicaset-run", "run": "round-%s", "mode": "%s", "members": 4, "namespaces": %s, "replicasets": %s, "pods_cold": %s, "pods_scaled": %s, "seconds_cold_start": %s, "seconds_scale_up": %s, "build": "release", "load_average": "%s"}\n' \
-    "$round" "$mode" "$RS_NAMESPACES" "$RS_NAMESPACES" $((RS_NAMESPACES * RS_REPLICAS)) $((RS_NAMESPACES * RS_REPLICAS * 2)) "$cold" "$scale" "$now" >>"$RS_OUT"
-  echo "[bench-shard] replicaset run round $round $mode: cold $cold s, scale up $scale s (load $now)" >&2
+  printf '{"bench": "sharded-replicaset-run", "run": "round-%s", "mode": "%s", "variant": "%s", "members": 4, "namespaces": %s, "replicasets": %s, "pods_cold": %s, "pods_scaled": %s, "seconds_cold_start": %s, "seconds_scale_up": %s, "build": "release", "load_average": "%s"}\n' \
+    "$round" "$mode" "$variant" "$RS_NAMESPACES" "$RS_NAMESPACES" $((RS_NAMESPACES * RS_REPLICAS)) $((RS_NAMESPACES * RS_REPLICAS * 2)) "$cold" "$scale" "$now" >>"$RS_OUT"
+  echo "[bench-shard] replicaset run round $round $variant: cold $cold s, scale up $scale s (load $now)" >&2
 }
 
 if [[ " $PARTS " == *" rs "* ]]; then
+  read -r -a configs <<<"$RS_CONFIGS"
   for round in $(seq 1 "$RS_ROUNDS"); do
-    if [ $((round % 2)) = 1 ]; then order="server-side labels"; else order="labels server-side"; fi
-    for mode in $order; do rs_run "$mode" "$round"; done
+    n=${#configs[@]}
+    for k in $(seq 0 $((n - 1))); do rs_run "${configs[$(((k + round - 1) % n))]}" "$round"; done
   done
   # Leave the run's ReplicaSets at 0 and no pods (no namespace controller to delete namespaces).
   "$bench" rs-prepare --namespaces "$RS_NAMESPACES" --replicas 0 2>/dev/null
@@ -155,10 +164,10 @@ if os.path.exists(members_out):
                   f"{wire/1e6:.1f} MB ({wire/b_wire:.2f}x) (medians over {len(runs)} rounds)")
 if os.path.exists(rs_out):
     rows = [json.loads(l) for l in open(rs_out) if l.strip()]
-    for mode in ("server-side", "labels"):
-        sel = [r for r in rows if r["mode"] == mode and r["seconds_cold_start"] is not None]
+    for variant in sorted({r.get("variant", r["mode"]) for r in rows}):
+        sel = [r for r in rows if r.get("variant", r["mode"]) == variant and r["seconds_cold_start"] is not None]
         if sel:
-            print(f"replicaset run, 4 members, {mode}: cold start {med(r['seconds_cold_start'] for r in sel):.1f} s, "
+            print(f"replicaset run, 4 members, {variant}: cold start {med(r['seconds_cold_start'] for r in sel):.1f} s, "
                   f"scale up {med(r['seconds_scale_up'] for r in sel if r['seconds_scale_up'] is not None):.1f} s "
                   f"(medians of {len(sel)})")
 PY
