@@ -51,8 +51,9 @@
 //! others have adopted a ring that no longer gives them its ranges.
 //!
 //! The price: during a ring change a member acts on nothing from the moment it stops its epoch
-//! until its fence clears (one retry period when every member is live and adopts the change;
-//! up to a lease duration when one died), and each epoch relists its share.
+//! until its fence clears (at once, by the read right after its own publish, when every peer has
+//! adopted the change already; one retry period when they adopt it at their next poll; up to a
+//! lease duration when one died), and each epoch relists its share.
 //!
 //! ## What it does not do
 //!
@@ -519,7 +520,14 @@ pub async fn run<F, Fut>(
             }
             _ = tick.tick() => {}
         }
+        let was_fencing = matches!(phase, Phase::Fencing(_));
         phase = driver.step(phase, &mut make).await;
+        if !was_fencing && matches!(phase, Phase::Fencing(_)) {
+            // Just published: the fence may be clear already (every peer adopted the same
+            // change). The next step's LIST comes after the write, as rule 2 asks, so it need
+            // not wait a retry period.
+            phase = driver.step(phase, &mut make).await;
+        }
     }
     if let Phase::Acting(_, epoch) = phase {
         epoch.stop().await;
