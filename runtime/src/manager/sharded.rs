@@ -72,7 +72,7 @@ enum Share {
     Epoch(Epoch),
 }
 
-/// What a sharded controller is built from, once per epoch (see the [module docs](self)): the
+/// What a sharded controller is built from, once per epoch of [`crate::shard::ranges`]: the
 /// epoch's informer factory, the manager's gated client and metrics, and the epoch's share.
 /// Build every controller and informer of the epoch from it, never from the [`Manager`]: the
 /// manager's factory outlives epochs and is not narrowed.
@@ -142,7 +142,7 @@ impl Manager {
     /// [`ShardedParts::controller`]. With [`ManagerBuilder::shard`](super::ManagerBuilder::shard)
     /// the manager asks the server whether it filters by `shardSelector`; if so, each member
     /// caches and reconciles only the objects whose `key` field hashes into its ranges, one epoch
-    /// per ring it adopts (see the [module docs](self)); if not, the controller shards by the
+    /// per ring it adopts behind the handover fence of [`crate::shard::ranges`]; if not, the controller shards by the
     /// assigner's labels. Without `shard`, `make` runs once and the controller is added as by
     /// [`add_controller`](Self::add_controller). A controller that fails ends the manager, as
     /// any runnable's failure does. Typed kinds (`K::DynamicType = ()`) only.
