@@ -75,9 +75,10 @@ fi
 #   informer (informer/tests/informer/e2e.rs)  the informer converges after closed watches, compaction
 #   derive (derive/tests/derive/e2e.rs)  the CustomResource derive (its CRD, objects, kubectl, validation)
 #   controller (runtime/tests/controller/e2e.rs)  the controller's author traps that hang on the server
-#   shard_selector (runtime/tests/shard_selector/e2e.rs)  the sharded runtime: server-side ranges when
-#                                    the server has ShardedListAndWatch (APISERVER_FLAGS=
-#                                    --feature-gates=ShardedListAndWatch=true), else its label fallback
+#   shard_selector (runtime/tests/shard_selector/e2e.rs)  the sharded runtime, by hand and through the
+#                                    Manager: server-side ranges when the server has ShardedListAndWatch
+#                                    (APISERVER_FLAGS=--feature-gates=ShardedListAndWatch=true), else
+#                                    its label fallback
 #   apiserver (apiserver/tests/)     the embedded server's conformance and Table suites compared with
 #                                    the real one (its other suites need no cluster: `cargo test`);
 #                                    cel: the CRD validation rules corpus against the real server

@@ -337,7 +337,10 @@ async fn run_with(
     let started = Instant::now();
     let result = drive(&driver, namespace, script).await;
     let millis = started.elapsed().as_millis();
-    let stale_skips = running.as_ref().map_or(0, |r| r.controller.stale_skips());
+    let stale_skips = running
+        .as_ref()
+        .and_then(|r| r.controller.as_ref())
+        .map_or(0, |c| c.stale_skips());
     if let Some(running) = running {
         running.stop().await?;
     }

@@ -240,7 +240,13 @@ async fn no_over_creation_and_bounded_convergence_under_faults() {
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
     let second = converge(&driver, Duration::from_secs(90)).await;
-    let controller_lists = running.controller.pods().reflector_status().lists();
+    let controller_lists = running
+        .controller
+        .as_ref()
+        .expect("an unsharded controller")
+        .pods()
+        .reflector_status()
+        .lists();
     chaos.abort();
     running.stop().await.expect("stop the controller");
     watcher.abort();

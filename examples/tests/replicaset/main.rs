@@ -5,6 +5,7 @@
 
 mod demo;
 mod faults;
+mod sharded;
 mod stale;
 
 #[cfg(feature = "e2e")]

@@ -536,6 +536,21 @@ impl<K: Kind> Controller<K> {
         self.ownership(super::sharded::Sharded::<K>::new(member))
     }
 
+    /// Shards this controller for one epoch of `crate::shard::ranges` (what
+    /// [`Manager::add_sharded_controller`](crate::manager::Manager::add_sharded_controller) does
+    /// for you): in the server-side mode every informer is narrowed to the epoch's hash ranges
+    /// and reconciles write with the member's gated client; in the label mode, as
+    /// [`shard`](Self::shard) with the epoch's member. Needs the `shard` feature.
+    #[cfg(feature = "shard")]
+    pub fn shard_epoch(self, epoch: &crate::shard::Epoch) -> Self {
+        match epoch.narrowing() {
+            crate::shard::Narrowing::Ranges(selector) => self.ownership(
+                super::sharded::Ranged::new(selector.clone(), epoch.client()),
+            ),
+            crate::shard::Narrowing::Labels => self.shard(epoch.member()),
+        }
+    }
+
     fn watched<O: Kind>(
         mut self,
         dynamic: O::DynamicType,

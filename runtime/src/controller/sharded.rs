@@ -16,6 +16,11 @@
 //!
 //! The owned kinds reach the gate as [`DependentKind`]s through [`AsDependent`], an adapter over
 //! the controller's [`OwnedCache`]s.
+//!
+//! In the server-side mode (`crate::shard::ranges`) there is no gate and no label: an epoch's
+//! controller records a [`Ranged`] (`Controller::shard_epoch`), which narrows every informer to
+//! the epoch's hash ranges (the server filters) and writes with the member's gated client. The
+//! handover is the epoch's business: the controller of an epoch runs only while the fence holds.
 
 use std::marker::PhantomData;
 use std::sync::{Arc, OnceLock};
@@ -28,6 +33,7 @@ use tokio::sync::watch;
 use super::ownership::{Child, Claim, OwnedCache, Ownership, Start};
 use crate::shard::{ChildRef, DependentKind, Marks, ShardGate, ShardMember, Turn};
 use ferrokube_client::{Client, Error};
+use ferrokube_core::shard::ShardSelector;
 use ferrokube_core::{ApiResource, Kind, ObjectKey, Scope};
 use ferrokube_informer::{Store, StoreRevision};
 
@@ -163,6 +169,44 @@ impl<K: Kind> Ownership<K> for Sharded<K> {
 
     fn mark_child(&self, meta: &mut ObjectMeta) {
         self.member.mark(meta);
+    }
+}
+
+/// The ownership of one epoch of the server-side mode: the objects whose field hashes into
+/// `selector`, which the server alone sends this member.
+pub(super) struct Ranged {
+    /// The epoch's share. Invariant: no other member acts on a point of it while this epoch
+    /// runs (the epoch's fence, `crate::shard::ranges`).
+    selector: ShardSelector,
+    /// The member's client, gated by its membership.
+    client: Client,
+}
+
+impl Ranged {
+    pub(super) fn new(selector: ShardSelector, client: Client) -> Ranged {
+        Ranged { selector, client }
+    }
+}
+
+impl<K: Kind> Ownership<K> for Ranged {
+    fn scope(&self, scope: Scope) -> Scope {
+        scope.shard(self.selector.clone())
+    }
+
+    fn client(&self) -> Option<Client> {
+        Some(self.client.clone())
+    }
+
+    fn claim<'a>(&'a self, _: &'a ObjectKey, object: &'a K) -> BoxFuture<'a, Claim> {
+        // The server sent only objects in the ranges; checked again so that a cache filled some
+        // other way (a scope the author narrowed by hand, a server that ignored the selector)
+        // can never make this member act outside its share.
+        let claim = if self.selector.matches(object.meta()) {
+            Claim::Mine
+        } else {
+            Claim::NotMine("outside this member's hash ranges")
+        };
+        Box::pin(std::future::ready(claim))
     }
 }
 

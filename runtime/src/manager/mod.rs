@@ -101,6 +101,9 @@ mod endpoints;
 mod sharded;
 mod signal;
 
+#[cfg(feature = "shard")]
+pub use sharded::ShardedParts;
+
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -210,9 +213,12 @@ impl ManagerBuilder {
     /// client's writes are gated by membership, controllers' workers start once this replica has
     /// joined, a lost membership ends [`Manager::run`] with
     /// [`ManagerError::LeadershipLost`], and shutdown stops the controllers before it releases the
-    /// Lease. Shard each controller with
-    /// `Controller::shard(manager.shard_member())`. Default: off. Needs the `shard`
-    /// feature.
+    /// Lease. Add each sharded controller with
+    /// [`Manager::add_sharded_controller`]: it shards by hash ranges the server filters when the
+    /// server has `shardSelector` (each member then caches only its share), by the assigner's
+    /// labels when not. (A controller built by hand with
+    /// `Controller::shard(manager.shard_member())` and [`Manager::add_controller`] always uses
+    /// the labels.) Default: off. Needs the `shard` feature.
     #[cfg(feature = "shard")]
     pub fn shard(mut self, member: crate::shard::ShardMember) -> Self {
         self.membership = Some(Box::new(member));
@@ -281,9 +287,9 @@ impl ManagerBuilder {
             None => None,
         };
         let metrics = Metrics::register(&mut self.registry);
+        let informer_client = self.informer_client.unwrap_or_else(|| self.client.clone());
         let factory = Arc::new(
-            SharedInformerFactory::new(self.informer_client.unwrap_or_else(|| self.client.clone()))
-                .with_metrics(metrics.informers()),
+            SharedInformerFactory::new(informer_client.clone()).with_metrics(metrics.informers()),
         );
         let elector: Option<Box<dyn Campaign>> = match (self.leader_election, self.membership) {
             (Some(_), Some(_)) => return Err(ManagerError::ElectionAndSharding),
@@ -302,6 +308,7 @@ impl ManagerBuilder {
         };
         Ok(Manager {
             gated,
+            informer_client,
             factory,
             metrics,
             registry: self.registry,
@@ -321,6 +328,10 @@ impl ManagerBuilder {
 pub struct Manager {
     /// The client controllers write with: gated by `leadership` when leader election is on.
     gated: Client,
+    /// The informers' client (the manager's own unless [`ManagerBuilder::informer_client`]):
+    /// sharded controllers make one factory per epoch on it.
+    #[cfg_attr(not(feature = "shard"), allow(dead_code))]
+    informer_client: Client,
     factory: Arc<SharedInformerFactory<Client>>,
     metrics: Metrics,
     registry: Registry,

@@ -49,6 +49,8 @@ struct MemberInner {
     elector: LeaderElector,
     timings: Timings,
     metrics: Option<ShardMetrics>,
+    /// Whether [`ranges::run`](super::ranges::run) may use the server's `shardSelector`.
+    server_side: bool,
 }
 
 impl std::fmt::Debug for ShardMember {
@@ -71,6 +73,7 @@ impl ShardMember {
             identity: None,
             timings: Timings::default(),
             metrics: None,
+            server_side: true,
         }
     }
 
@@ -95,6 +98,12 @@ impl ShardMember {
 
     pub fn metrics(&self) -> Option<&ShardMetrics> {
         self.inner.metrics.as_ref()
+    }
+
+    /// Whether [`ranges::run`](super::ranges::run) may shard by the server's `shardSelector`
+    /// when the server has it (see [`ShardMemberBuilder::server_side`]).
+    pub fn server_side_allowed(&self) -> bool {
+        self.inner.server_side
     }
 
     /// The write gate: open while this replica is a member (see the [module docs](self)).
@@ -151,6 +160,7 @@ pub struct ShardMemberBuilder {
     identity: Option<String>,
     timings: Timings,
     metrics: Option<ShardMetrics>,
+    server_side: bool,
 }
 
 impl ShardMemberBuilder {
@@ -171,6 +181,15 @@ impl ShardMemberBuilder {
     /// Reports the ring's metrics (see [`ShardMetrics`]). Default: none.
     pub fn metrics(mut self, metrics: &ShardMetrics) -> Self {
         self.metrics = Some(metrics.clone());
+        self
+    }
+
+    /// Whether to shard by hash ranges the server filters (`shardSelector`) when the server has
+    /// them (see [`ranges`](super::ranges)). Default: true. False keeps the label mode whatever
+    /// the server has: to compare the two modes on one server, or to keep a ring's members in one
+    /// mode while they are upgraded (members of one ring must all shard the same way).
+    pub fn server_side(mut self, server_side: bool) -> Self {
+        self.server_side = server_side;
         self
     }
 
@@ -198,6 +217,7 @@ impl ShardMemberBuilder {
                 elector,
                 timings: self.timings,
                 metrics: self.metrics,
+                server_side: self.server_side,
             }),
         })
     }

@@ -51,8 +51,9 @@
 //! others have adopted a ring that no longer gives them its ranges.
 //!
 //! The price: during a ring change a member acts on nothing from the moment it stops its epoch
-//! until its fence clears (one retry period when every member is live and adopts the change;
-//! up to a lease duration when one died), and each epoch relists its share.
+//! until its fence clears (at once, by the read right after its own publish, when every peer has
+//! adopted the change already; one retry period when they adopt it at their next poll; up to a
+//! lease duration when one died), and each epoch relists its share.
 //!
 //! ## What it does not do
 //!
@@ -343,6 +344,11 @@ impl Epoch {
         }
     }
 
+    /// The member this epoch runs for.
+    pub fn member(&self) -> &ShardMember {
+        &self.member
+    }
+
     /// The member's client, gated by its membership: give it to the controller.
     pub fn client(&self) -> Client {
         self.member.client()
@@ -418,7 +424,8 @@ enum Phase {
 }
 
 /// Runs `make`'s controller for `member`, sharded, until `shutdown` (or until the membership is
-/// lost): in the server-side mode when the server filters `primary` by `shardSelector`, one
+/// lost): in the server-side mode when the server filters `primary` by `shardSelector` (and the
+/// member may use it, [`ShardMemberBuilder::server_side`](super::ShardMemberBuilder::server_side)), one
 /// epoch per adopted ring (see the [module docs](self)); else one epoch in the label mode, for as
 /// long as it runs. Run the membership itself ([`ShardMember::run`]) beside it, as for the label
 /// mode, and stop this first.
@@ -463,21 +470,22 @@ pub async fn run<F, Fut>(
     let ring = member.marks().ring().to_string();
     let probe = Api::dynamic(member.base_client(), primary.clone(), None);
     // Asked until answered: a server that cannot be reached now says nothing about the mode.
-    let server_side = loop {
-        tokio::select! {
-            biased;
-            () = &mut shutdown => return,
-            supported = probe.supports_shard_selector() => match supported {
-                Ok(supported) => break supported,
-                Err(error) => {
-                    tracing::warn!(%ring, %error, "could not ask whether the server filters by shardSelector; asking again");
-                    tokio::time::sleep(member.timings().retry_period).await;
-                }
-            },
-        }
-    };
+    let server_side = member.server_side_allowed()
+        && loop {
+            tokio::select! {
+                biased;
+                () = &mut shutdown => return,
+                supported = probe.supports_shard_selector() => match supported {
+                    Ok(supported) => break supported,
+                    Err(error) => {
+                        tracing::warn!(%ring, %error, "could not ask whether the server filters by shardSelector; asking again");
+                        tokio::time::sleep(member.timings().retry_period).await;
+                    }
+                },
+            }
+        };
     if !server_side {
-        tracing::info!(%ring, member = %member.identity(), "the server has no shardSelector: sharding by labels");
+        tracing::info!(%ring, member = %member.identity(), allowed = member.server_side_allowed(), "no shardSelector (the server lacks it, or the member may not use it): sharding by labels");
         let epoch = RunningEpoch::start(member, Narrowing::Labels, None, &mut make);
         shutdown.await;
         epoch.stop().await;
@@ -512,7 +520,14 @@ pub async fn run<F, Fut>(
             }
             _ = tick.tick() => {}
         }
+        let was_fencing = matches!(phase, Phase::Fencing(_));
         phase = driver.step(phase, &mut make).await;
+        if !was_fencing && matches!(phase, Phase::Fencing(_)) {
+            // Just published: the fence may be clear already (every peer adopted the same
+            // change). The next step's LIST comes after the write, as rule 2 asks, so it need
+            // not wait a retry period.
+            phase = driver.step(phase, &mut make).await;
+        }
     }
     if let Phase::Acting(_, epoch) = phase {
         epoch.stop().await;

@@ -4,15 +4,16 @@
 //! the label mode when not (scripts/e2e.sh's default). Which one the server has is found out by
 //! the test, as the members find it out.
 
+use std::sync::Arc;
+
 use ferrokube_client::Api;
 use k8s_openapi::api::core::v1::ConfigMap;
 
-use super::story;
+use super::story::{self, Driver};
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn shard_selector_members_shard_on_kube_apiserver_in_the_mode_it_supports() {
-    let client = ferrokube_testkit::client(None);
-    let probe: Api<ConfigMap> = Api::all(client.clone());
+/// What the server has, as the members find out; with scripts/e2e.sh's gated pass, asserted on.
+async fn server_side() -> bool {
+    let probe: Api<ConfigMap> = Api::all(ferrokube_testkit::client(None));
     let server_side = probe.supports_shard_selector().await.expect("probe");
     eprintln!("kube-apiserver filters by shardSelector: {server_side}");
     // scripts/e2e.sh's pass with the gate on says so: the members must then find the server-side
@@ -23,5 +24,21 @@ async fn shard_selector_members_shard_on_kube_apiserver_in_the_mode_it_supports(
             "the server was started with ShardedListAndWatch, but the members did not detect it"
         );
     }
-    story::shard_selector_story(client, server_side).await;
+    server_side
+}
+
+fn clients() -> story::MakeClient {
+    Arc::new(|| ferrokube_testkit::client(None))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shard_selector_members_shard_on_kube_apiserver_in_the_mode_it_supports() {
+    let server_side = server_side().await;
+    story::shard_selector_story(clients(), server_side, Driver::Ranges).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shard_selector_manager_shards_on_kube_apiserver_in_the_mode_it_supports() {
+    let server_side = server_side().await;
+    story::shard_selector_story(clients(), server_side, Driver::Manager).await;
 }

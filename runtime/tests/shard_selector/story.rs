@@ -11,6 +11,11 @@
 //!
 //! Throughout, no object is ever reconciled by two members at once, and in the server-side mode
 //! every reconcile is of an object inside the member's ranges.
+//!
+//! A member runs either `ranges::run` by hand ([`Driver::Ranges`]) or a [`Manager`] built with
+//! `.shard(member)` and the controller added by `add_sharded_controller` ([`Driver::Manager`]),
+//! each manager in a runtime of its own on its own thread, so that killing it (dropping that
+//! runtime) stops everything of it at once, its Lease's renewals included, as a process dies.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -21,6 +26,7 @@ use ferrokube_client::{Api, Client};
 use ferrokube_core::{ApiResource, Scope};
 use ferrokube_runtime::controller::{Action, Controller, from_fn};
 use ferrokube_runtime::leader::Timings;
+use ferrokube_runtime::manager::{Manager, ShardedParts};
 use ferrokube_runtime::shard::ranges::{self, Narrowing, ShardKey};
 use ferrokube_runtime::shard::{HashRing, ShardMember};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
@@ -89,65 +95,156 @@ impl Record {
     }
 }
 
-/// One member's tasks: its driver (the epochs) and its membership.
-struct Running {
-    driver: JoinHandle<()>,
-    membership: JoinHandle<()>,
+/// How the members of a story run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Driver {
+    /// `ranges::run` and `ShardMember::run` as tasks, by hand.
+    Ranges,
+    /// A sharded [`Manager`] with the controller added by `add_sharded_controller`.
+    Manager,
+}
+
+/// Makes a member's client (a Manager member gets one of its own: its connections live and die
+/// with its runtime).
+pub type MakeClient = Arc<dyn Fn() -> Client + Send + Sync>;
+
+/// One member's tasks.
+enum Running {
+    /// Its driver (the epochs) and its membership.
+    Ranges {
+        driver: JoinHandle<()>,
+        membership: JoinHandle<()>,
+    },
+    /// Its manager's thread, and how to kill it.
+    Manager {
+        kill: tokio::sync::oneshot::Sender<()>,
+        thread: std::thread::JoinHandle<()>,
+    },
 }
 
 impl Running {
     /// The process dies: nothing of it runs any more, and its Lease is left as it was.
     fn kill(self) {
-        // The membership first: it ends gracefully (releasing the Lease, as a member leaving
-        // does) when the driver ends, so the driver must not end first.
-        self.membership.abort();
-        self.driver.abort();
+        match self {
+            Running::Ranges { driver, membership } => {
+                // The membership first: it ends gracefully (releasing the Lease, as a member
+                // leaving does) when the driver ends, so the driver must not end first.
+                membership.abort();
+                driver.abort();
+            }
+            Running::Manager { kill, thread } => {
+                let _ = kill.send(());
+                // The thread drops its runtime at once (no graceful stop): returns promptly.
+                let _ = thread.join();
+            }
+        }
     }
 }
 
-fn start(client: &Client, lease_namespace: &str, name: &str, record: &Arc<Record>) -> Running {
-    let member = ShardMember::builder(client.clone(), lease_namespace, RING)
+/// The story's reconciler for member `name`, of an epoch narrowed as `narrowing` says.
+fn reconciler(
+    record: &Arc<Record>,
+    name: &str,
+    narrowing: Option<Narrowing>,
+) -> impl ferrokube_runtime::controller::Reconciler<ConfigMap> + use<> {
+    if let Some(narrowing) = &narrowing {
+        record
+            .modes
+            .lock()
+            .push((name.to_string(), matches!(narrowing, Narrowing::Ranges(_))));
+    }
+    let (record, name) = (record.clone(), name.to_string());
+    from_fn(move |cm: Arc<ConfigMap>, ctx| {
+        let (record, name, narrowing) = (record.clone(), name.clone(), narrowing.clone());
+        async move {
+            let key = ctx.key().to_string();
+            let busy = record.enter(&key, &name);
+            if let Some(Narrowing::Ranges(selector)) = &narrowing
+                && !selector.matches(&cm.metadata)
+            {
+                record
+                    .violations
+                    .lock()
+                    .push(format!("{name} reconciled {key} outside its ranges"));
+            }
+            // Widens the window in which an overlap would be caught; nothing waits on it.
+            tokio::time::sleep(Duration::from_millis(2)).await;
+            drop(busy);
+            Ok::<_, ferrokube_client::Error>(Action::await_change())
+        }
+    })
+}
+
+fn story_scope() -> Scope {
+    Scope::all().labels(&format!("{STORY_LABEL}=shard-selector"))
+}
+
+fn member(client: Client, lease_namespace: &str, name: &str) -> ShardMember {
+    ShardMember::builder(client, lease_namespace, RING)
         .identity(name)
         .timings(TIMINGS)
         .build()
-        .expect("member");
+        .expect("member")
+}
+
+/// A member as a sharded [`Manager`] on a thread and runtime of its own.
+fn start_manager(
+    client: Client,
+    lease_namespace: &str,
+    name: &str,
+    record: &Arc<Record>,
+) -> Running {
+    let member = member(client.clone(), lease_namespace, name);
+    let (name, record) = (name.to_string(), record.clone());
+    let (kill, killed) = tokio::sync::oneshot::channel::<()>();
+    let thread = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .expect("a member's runtime");
+        runtime.block_on(async move {
+            let mut manager = Manager::builder(client)
+                .shard(member)
+                .build()
+                .expect("manager");
+            let controller_name = format!("{RING}-{name}");
+            manager.add_sharded_controller(ShardKey::Namespace, move |parts: &ShardedParts| {
+                let narrowing = parts.epoch().map(|epoch| epoch.narrowing().clone());
+                let controller = parts
+                    .controller::<ConfigMap>(story_scope())
+                    .name(&controller_name)
+                    .workers(2);
+                (controller, reconciler(&record, &name, narrowing))
+            });
+            tokio::select! {
+                result = manager.run_until(std::future::pending()) => {
+                    eprintln!("a manager member stopped by itself: {result:?}");
+                }
+                _ = killed => {}
+            }
+        });
+        // Killed: every task of the member is dropped where it stands.
+        runtime.shutdown_background();
+    });
+    Running::Manager { kill, thread }
+}
+
+fn start(client: &Client, lease_namespace: &str, name: &str, record: &Arc<Record>) -> Running {
+    let member = member(client.clone(), lease_namespace, name);
     let (driver_done, mut driver_stopped) = watch::channel(false);
     let (name, record, run_member) = (name.to_string(), record.clone(), member.clone());
     let driver_name = name.clone();
     let driver = tokio::spawn(async move {
         let make = |epoch: ranges::Epoch| {
-            let scope = epoch.scope(Scope::all().labels(&format!("{STORY_LABEL}=shard-selector")));
-            let mut controller = Controller::<ConfigMap>::new(epoch.client(), scope)
-                .name(&format!("{RING}-{name}"))
-                .workers(2);
+            let mut controller =
+                Controller::<ConfigMap>::new(epoch.client(), epoch.scope(story_scope()))
+                    .name(&format!("{RING}-{name}"))
+                    .workers(2);
             if let Some(member) = epoch.label_member() {
                 controller = controller.shard(member);
             }
-            let narrowing = epoch.narrowing().clone();
-            record
-                .modes
-                .lock()
-                .push((name.clone(), matches!(narrowing, Narrowing::Ranges(_))));
-            let (record, name) = (record.clone(), name.clone());
-            let reconciler = from_fn(move |cm: Arc<ConfigMap>, ctx| {
-                let (record, name, narrowing) = (record.clone(), name.clone(), narrowing.clone());
-                async move {
-                    let key = ctx.key().to_string();
-                    let busy = record.enter(&key, &name);
-                    if let Narrowing::Ranges(selector) = &narrowing
-                        && !selector.matches(&cm.metadata)
-                    {
-                        record
-                            .violations
-                            .lock()
-                            .push(format!("{name} reconciled {key} outside its ranges"));
-                    }
-                    // Widens the window in which an overlap would be caught; nothing waits on it.
-                    tokio::time::sleep(Duration::from_millis(2)).await;
-                    drop(busy);
-                    Ok::<_, ferrokube_client::Error>(Action::await_change())
-                }
-            });
+            let reconciler = reconciler(&record, &name, Some(epoch.narrowing().clone()));
             let stopped = epoch.stopped();
             async move {
                 let _ = controller.run(reconciler, stopped).await;
@@ -171,7 +268,7 @@ fn start(client: &Client, lease_namespace: &str, name: &str, record: &Arc<Record
             })
             .await;
     });
-    Running { driver, membership }
+    Running::Ranges { driver, membership }
 }
 
 /// Namespace names for this run such that, in every ring the story passes through, each member
@@ -240,7 +337,12 @@ async fn placed(record: &Record, keys: &[String], members: &[&str], server_side:
 
 /// The story (see the module docs). `server_side`: what the server supports, found out by the
 /// caller; the members must have found the same.
-pub async fn shard_selector_story(client: Client, server_side: bool) {
+pub async fn shard_selector_story(make_client: MakeClient, server_side: bool, driver: Driver) {
+    let client = make_client();
+    let start = |name: &str, record: &Arc<Record>, lease_namespace: &str| match driver {
+        Driver::Ranges => start(&client, lease_namespace, name, record),
+        Driver::Manager => start_manager(make_client(), lease_namespace, name, record),
+    };
     let run = format!("{:06x}", ferrokube_core::random::range_u64(0, 1 << 24));
     let names = namespaces(&run);
     let namespaces: Api<Namespace> = Api::all(client.clone());
@@ -271,11 +373,11 @@ pub async fn shard_selector_story(client: Client, server_side: bool) {
     let lease_namespace = names[0].clone();
     let record = Arc::new(Record::default());
 
-    let m1 = start(&client, &lease_namespace, "m1", &record);
-    let m2 = start(&client, &lease_namespace, "m2", &record);
+    let m1 = start("m1", &record, &lease_namespace);
+    let m2 = start("m2", &record, &lease_namespace);
     placed(&record, &keys, &["m1", "m2"], server_side).await;
 
-    let m3 = start(&client, &lease_namespace, "m3", &record);
+    let m3 = start("m3", &record, &lease_namespace);
     placed(&record, &keys, &["m1", "m2", "m3"], server_side).await;
 
     // m2 dies. Its objects may go to another member only once its Lease can have expired: its
@@ -304,7 +406,7 @@ pub async fn shard_selector_story(client: Client, server_side: bool) {
     );
 
     // m4 joins and m1 dies at once, in the middle of the handover to m4.
-    let m4 = start(&client, &lease_namespace, "m4", &record);
+    let m4 = start("m4", &record, &lease_namespace);
     m1.kill();
     placed(&record, &keys, &["m3", "m4"], server_side).await;
 

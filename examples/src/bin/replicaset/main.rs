@@ -46,10 +46,13 @@
 //!
 //! **Sharded** (`--shard-ring NAME`, see `ferrokube::shard`): each replica takes a share of the
 //! ReplicaSets instead of all of them. It holds its own Lease `NAME-shard-<ID>` in
-//! `--lease-namespace`, one replica assigns ReplicaSets to members by labelling them, and each
-//! caches and syncs only the ReplicaSets and pods with its label. A replica that loses its Lease
-//! exits 1; SIGTERM stops its syncs, then releases its Lease, and the assigner moves its share at
-//! once. `--reconcile-log PATH` appends
+//! `--lease-namespace`. When the server filters lists and watches by `shardSelector`
+//! (kube-apiserver 1.37 with `ShardedListAndWatch`, the embedded server) the members split the
+//! namespaces by hash ranges and each caches and syncs only its namespaces' ReplicaSets and pods,
+//! which the server alone sends it; otherwise (or with `--shard-labels`) one replica assigns
+//! ReplicaSets to members by labelling them, and each caches and syncs only the ReplicaSets and
+//! pods with its label. A replica that loses its Lease exits 1; SIGTERM stops its syncs, then
+//! releases its Lease, and its share moves at once. `--reconcile-log PATH` appends
 //! one JSON line per sync (the drills use it to check that no two replicas sync one ReplicaSet at
 //! once).
 //!
@@ -134,6 +137,9 @@ struct Cli {
     /// the --lease-* durations.
     #[arg(long, value_name = "NAME")]
     shard_ring: Option<String>,
+    /// With --shard-ring: shard by the assigner's labels even when the server has shardSelector.
+    #[arg(long, requires = "shard_ring")]
+    shard_labels: bool,
     /// Append one JSON line per sync (replica, key, start and end in Unix nanoseconds, ok) to
     /// this file.
     #[arg(long, value_name = "PATH")]
@@ -181,6 +187,8 @@ pub struct Args {
     leader_election: Option<LeaderElection>,
     /// `--shard-ring`: the ring to join, with the same Lease settings leader election would use.
     shard: Option<(String, LeaderElection)>,
+    /// `--shard-labels`: the label mode whatever the server has.
+    shard_labels: bool,
     reconcile_log: Option<PathBuf>,
     identity: Option<String>,
     stale_protection: bool,
@@ -239,6 +247,7 @@ impl Args {
             http_addr: cli.http_addr,
             leader_election,
             shard,
+            shard_labels: cli.shard_labels,
             reconcile_log: cli.reconcile_log,
             identity: cli.identity,
             stale_protection: !cli.no_stale_protection,
@@ -407,7 +416,8 @@ pub async fn start(
                 ring,
             )
             .timings(timings)
-            .metrics(&shard_metrics);
+            .metrics(&shard_metrics)
+            .server_side(!args.shard_labels);
             if let Some(identity) = &args.identity {
                 member = member.identity(identity);
             }

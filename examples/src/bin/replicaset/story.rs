@@ -54,7 +54,10 @@ pub async fn run(args: &Args, live: bool, page: Option<LiveView>) -> Result<bool
         qps: None,
         ..config
     })?;
-    let view = Arc::new(View::new(running.controller.clone(), live));
+    let Some(controller) = running.controller.clone() else {
+        return Err("the demo shows one controller: play it without --shard-ring".into());
+    };
+    let view = Arc::new(View::new(controller, live));
     view.say(&format!(
         "ferrokube ReplicaSet controller · embedded API server at {} · {} workers · Ctrl-C stops",
         server.url(),

@@ -54,7 +54,9 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
+use ferrokube::Client;
 use ferrokube::Error;
+use ferrokube::controller::Metrics;
 use ferrokube::controller::claim::{ClaimError, Claimer};
 use ferrokube::controller::expectations::EXPECTATIONS_TIMEOUT;
 use ferrokube::controller::owner;
@@ -63,8 +65,8 @@ use ferrokube::controller::{
     ObjectEvent, Reconciler, Stabilization, controller_queue,
 };
 use ferrokube::core::{LabelSelector, ObjectKey, Scope, drop_managed_fields};
-use ferrokube::informer::{Lister, SharedIndexInformer};
-use ferrokube::manager::Manager;
+use ferrokube::informer::{Lister, SharedIndexInformer, SharedInformerFactory};
+use ferrokube::manager::{Manager, ShardedParts};
 use ferrokube::toolkit::Adaptive;
 use ferrokube::workqueue::WorkQueue;
 use futures_util::future::join_all;
@@ -287,15 +289,64 @@ struct Shared {
     stats: Arc<Stats>,
 }
 
+/// Where the controller takes its informers, client, metrics and [`Controller`] from: the
+/// [`Manager`] (one controller for the process), or one shard epoch's [`ShardedParts`] (sharded:
+/// `Manager::add_sharded_controller` builds the controller again for each epoch, its informers
+/// narrowed to the epoch's share).
+pub trait Parts {
+    fn factory(&self) -> &Arc<SharedInformerFactory<Client>>;
+    fn client(&self) -> Client;
+    fn metrics(&self) -> &Metrics;
+    /// `base` narrowed as the controller's own informers are.
+    fn scope(&self, base: Scope) -> Scope;
+    /// The ReplicaSet controller, before the sample's settings.
+    fn controller(&self) -> Controller<ReplicaSet>;
+}
+
+impl Parts for Manager {
+    fn factory(&self) -> &Arc<SharedInformerFactory<Client>> {
+        Manager::factory(self)
+    }
+    fn client(&self) -> Client {
+        Manager::client(self)
+    }
+    fn metrics(&self) -> &Metrics {
+        Manager::metrics(self)
+    }
+    fn scope(&self, base: Scope) -> Scope {
+        base
+    }
+    fn controller(&self) -> Controller<ReplicaSet> {
+        Manager::controller(self, Scope::all())
+    }
+}
+
+impl Parts for ShardedParts {
+    fn factory(&self) -> &Arc<SharedInformerFactory<Client>> {
+        ShardedParts::factory(self)
+    }
+    fn client(&self) -> Client {
+        ShardedParts::client(self)
+    }
+    fn metrics(&self) -> &Metrics {
+        ShardedParts::metrics(self)
+    }
+    fn scope(&self, base: Scope) -> Scope {
+        ShardedParts::scope(self, base)
+    }
+    fn controller(&self) -> Controller<ReplicaSet> {
+        ShardedParts::controller(self, Scope::all())
+    }
+}
+
 impl ReplicaSetController {
-    /// Declares the controller on the manager's Pod and ReplicaSet informers (created without
-    /// managedFields if the factory has none yet), writing with the manager's client (gated by
-    /// leadership when leader election is on). Returns it, the
-    /// [`Controller`] to give
-    /// [`Manager::add_controller`] with [`reconciler`](Self::reconciler), and the task that posts
-    /// its events (spawn that).
+    /// Declares the controller on the Pod and ReplicaSet informers of `parts`' factory (created
+    /// without managedFields if the factory has none yet), writing with its client (gated by
+    /// leadership or membership). Returns it, the [`Controller`] to give
+    /// [`Manager::add_controller`] (or return from `add_sharded_controller`'s `make`) with
+    /// [`reconciler`](Self::reconciler), and the task that posts its events (spawn that).
     pub fn new(
-        manager: &Manager,
+        parts: &impl Parts,
         options: ControllerOptions,
         stats: Arc<Stats>,
     ) -> (
@@ -306,13 +357,10 @@ impl ReplicaSetController {
         // The controller never reads managedFields (informers skip them by default) nor kubectl's
         // last-applied annotation: the transform drops that too. (An informer the factory
         // already had keeps its own settings.)
-        let (factory, client) = (manager.factory(), manager.client());
-        // Sharded (`--shard-ring`): every cache holds only this member's share, selected on the
-        // server by its label.
-        let member = manager.shard_member().cloned();
-        let scope = member
-            .as_ref()
-            .map_or_else(Scope::all, |member| member.scope(Scope::all()));
+        let (factory, client) = (parts.factory(), parts.client());
+        // Sharded: every cache holds only this epoch's share, selected on the server (by hash
+        // ranges, or by the member's label), as the controller's own informers are.
+        let scope = parts.scope(Scope::all());
         let pods = factory.informer_with::<Pod>(&scope, |b| b.transform(drop_managed_fields));
         let replicasets =
             factory.informer_with::<ReplicaSet>(&scope, |b| b.transform(drop_managed_fields));
@@ -327,17 +375,14 @@ impl ReplicaSetController {
         };
         let (events, post_events) = EventRecorder::new(client.clone(), COMPONENT);
         // The controller's queue, made here (as the controller would make it) to show its depth.
-        let queue = controller_queue("replicaset", Some(manager.metrics()));
-        let mut builder = manager
-            .controller::<ReplicaSet>(Scope::all())
+        let queue = controller_queue("replicaset", Some(parts.metrics()));
+        let builder = parts
+            .controller()
             .name("replicaset")
             .with_queue(queue.clone())
             .workers(options.workers)
             .resync(Some(options.resync))
             .stale_protection(options.stale_protection);
-        if let Some(member) = &member {
-            builder = builder.shard(member);
-        }
         let shared = Arc::new(Shared {
             consistency: builder.consistency(),
             pod_control: PodControl::new(events.clone()),

@@ -4,7 +4,8 @@
 use std::sync::Arc;
 
 use ferrokube::informer::SharedInformerFactory;
-use ferrokube::manager::{Manager, ManagerBuilder, ManagerError};
+use ferrokube::manager::{Manager, ManagerBuilder, ManagerError, ShardedParts};
+use ferrokube::shard::ShardKey;
 use ferrokube::{Client, Config};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -17,7 +18,9 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 /// The controller, its informers and workers, running in a manager.
 pub struct Running {
     pub factory: Arc<SharedInformerFactory<Client>>,
-    pub controller: Arc<ReplicaSetController>,
+    /// The controller; `None` when sharded: each epoch has its own (built again on each ring
+    /// change, its informers on a factory of the epoch's, not `factory`).
+    pub controller: Option<Arc<ReplicaSetController>>,
     stop: oneshot::Sender<()>,
     manager: JoinHandle<Result<(), ManagerError>>,
 }
@@ -35,6 +38,11 @@ impl Running {
     /// synced (its workers may still wait to be elected). The controller's, the queue's, the
     /// informers' and the sample's own metrics are in the manager's registry. The manager stops
     /// gracefully when `shutdown` resolves or [`stop`](Self::stop) is called.
+    ///
+    /// A manager `configure` made sharded (`ManagerBuilder::shard`) runs the controller through
+    /// `Manager::add_sharded_controller`, keyed by namespace (a ReplicaSet and its pods stay on
+    /// one member): by hash ranges when the server filters by `shardSelector`, by the assigner's
+    /// labels when not. Then this returns at once, without a controller to show.
     pub async fn start_with(
         config: Config,
         options: ControllerOptions,
@@ -46,11 +54,23 @@ impl Running {
         let stats = super::Stats::register(builder.registry());
         let mut manager = configure(builder).build()?;
         let factory = manager.factory().clone();
-        let (controller, builder, post_events) =
-            ReplicaSetController::new(&manager, options, stats);
-        tokio::spawn(post_events);
-        let controller = Arc::new(controller);
-        manager.add_controller(builder, controller.reconciler());
+        let controller = if manager.shard_member().is_some() {
+            manager.add_sharded_controller(ShardKey::Namespace, move |parts: &ShardedParts| {
+                let (controller, builder, post_events) =
+                    ReplicaSetController::new(parts, options.clone(), stats.clone());
+                // Ends with the epoch: its senders go with the epoch's controller.
+                tokio::spawn(post_events);
+                (builder, controller.reconciler())
+            });
+            None
+        } else {
+            let (controller, builder, post_events) =
+                ReplicaSetController::new(&manager, options, stats);
+            tokio::spawn(post_events);
+            let controller = Arc::new(controller);
+            manager.add_controller(builder, controller.reconciler());
+            Some(controller)
+        };
         let (stop, stopped) = oneshot::channel::<()>();
         let manager = tokio::spawn(manager.run_until(async {
             tokio::select! {

@@ -112,7 +112,13 @@ fn shares(members: &BTreeMap<String, String>) -> BTreeMap<String, usize> {
 }
 
 fn start(cluster: &Cluster, namespace: &str, identity: &str) -> Replica {
-    Replica::start_with(cluster, namespace, identity, &["--shard-ring", namespace])
+    // The label mode's drills (assigner, labels, handovers): forced, whatever the server has.
+    Replica::start_with(
+        cluster,
+        namespace,
+        identity,
+        &["--shard-ring", namespace, "--shard-labels"],
+    )
 }
 
 /// Waits until every ReplicaSet has its pods and status, and is labelled for the member the hash
