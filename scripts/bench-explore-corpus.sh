@@ -9,7 +9,7 @@
 # prints one raw line prefixed `explore-bench ` (ferrokube_examples::mutants::bench); this script
 # keeps them and adds what only it knows: the round, the date, the build and the load.
 #
-#   round 1: join, bucket, rs_dns    round 2: join, bucket, rs_dns    round 3: …
+#   round 1: join, bucket, rs_dns, mirror    round 2: the same    round 3: …
 #      └─ each target: `cargo test … explore -- --nocapture --test-threads=1` (one search at a
 #         time; a search runs its runs two at a time on this 2-core machine)
 #
@@ -27,7 +27,7 @@ cd "$(dirname "$0")/.."
 rounds="${1:-3}"
 today="$(date -u +%F)"
 out="${2:-benches/explore/corpus-${today}.jsonl}"
-targets=(explore_mutants_join explore_mutants_bucket explore_mutants_rs_dns)
+targets=(explore_mutants_join explore_mutants_bucket explore_mutants_rs_dns explore_mirror)
 export CARGO_INCREMENTAL=0
 
 command -v jq >/dev/null || { echo "jq is needed (apt-get install jq)" >&2; exit 1; }
