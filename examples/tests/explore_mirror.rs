@@ -273,14 +273,11 @@ fn explore_mirror_deleted_leaves_nothing_behind_under_every_fault() {
 /// Mirror never gets its copies), where a search of it would otherwise pass.
 #[test]
 fn explore_mirror_oracles_catch_a_controller_that_does_nothing() {
-    let idle = Exploration::new(
-        |start: ControllerStart| async move { start.shutdown.await },
-        following,
-    )
-    .custom_resource::<Mirror>()
-    .seed(SEED)
-    .eventually("every mirror's copies follow", copies_follow)
-    .budget(Budget::runs(1));
+    let idle = Exploration::new(|start: ControllerStart| start.shutdown, following)
+        .custom_resource::<Mirror>()
+        .seed(SEED)
+        .eventually("every mirror's copies follow", copies_follow)
+        .budget(Budget::runs(1));
     match idle.explore() {
         Err(Searched::Found(found)) => {
             assert!(found.plan.is_empty(), "{found}");
@@ -294,7 +291,7 @@ fn explore_mirror_oracles_catch_a_controller_that_does_nothing() {
         Err(other) => panic!("{other}"),
     }
     let orphan = Exploration::new(
-        |start: ControllerStart| async move { start.shutdown.await },
+        |start: ControllerStart| start.shutdown,
         || {
             Scenario::new().step(Step::new("a copy nobody owns", |client| async move {
                 let mut copy = source("1")?;
