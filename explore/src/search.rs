@@ -616,8 +616,9 @@ fn candidates(points: &[PointSeen], trace: &crate::Trace, settle: Duration) -> V
 ///   under way), and shows neither the step nor the next one until both have settled;
 /// - the same two in seconds ([`Fault::PartitionFor`], [`Fault::LaggingReplicaFor`]), with a
 ///   window that straddles the next step and heals halfway through that step's settle (see
-///   [`straddling`]): the stale view meets the step, and the present comes back while the
-///   controller is still reacting to it, not at a step's boundary as a step window does.
+///   [`StepWindows::straddling`]): the stale view meets the step, and the present comes back
+///   while the controller is still reacting to it, not at a step's boundary as a step window
+///   does.
 ///
 /// A point in the last step's window has no next step to straddle; a timed window there would
 /// end with the steps, as `partition(1)` does, so it gets none.
