@@ -386,6 +386,31 @@ fn explore_mutant_join_missing_watch_is_found_under_the_default_budget() {
     );
 }
 
+/// The search's timed windows (`partition(Ts)`, seconds chosen so that the window straddles the
+/// next step and heals halfway through its settle) find the missing watch as the step windows
+/// do: replayed alone, in the search's order, one of them fails the same way.
+#[test]
+fn explore_mutant_join_missing_watch_is_found_by_a_timed_window_too() {
+    let search = search(false, Some(Mutant::MissingWatch), Budget::default());
+    let candidates = match search.candidates() {
+        Ok(candidates) => candidates,
+        Err(error) => panic!("{error}"),
+    };
+    let timed: Vec<&Fault> = candidates
+        .iter()
+        .filter(|fault| matches!(fault, Fault::PartitionFor { .. }))
+        .collect();
+    assert!(!timed.is_empty(), "no timed partition among {candidates:?}");
+    let finds = timed.iter().find(|fault| {
+        matches!(
+            search.replay(&fault.to_string()),
+            Ok((Some(Violation::Liveness { last, .. }), _)) if last.contains("red")
+        )
+    });
+    println!("the timed window that finds the missing watch: {finds:?}");
+    assert!(finds.is_some(), "no timed window finds it among {timed:?}");
+}
+
 #[test]
 fn explore_mutant_join_a_change_never_propagated_is_found() {
     // No fault needed: the liveness oracle fails the fault-free run (which the end-state

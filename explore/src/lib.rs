@@ -185,8 +185,12 @@
 //!   the step after it.
 //! - Lasting faults ([`stale`]) are measured in steps instead: `partition(S)` and
 //!   `lagging-replica(N,S)` hold until the step under way and S more have settled, across
-//!   resumes and relists; the end of the last step's settle ends them all, so the 60 s finish
-//!   sees the controller converge.
+//!   resumes and relists; or in seconds, `partition(Ts)` and `lagging-replica(N,Ts)`. The end of
+//!   the last step's settle ends them all, so the 60 s finish sees the controller converge. The
+//!   search places the step windows at a step's boundary and chooses the timed ones from the
+//!   reference run's step times: from the point, past the next step's start, to halfway
+//!   through its settle (a point 1 s before a step with a 5 s settle gets `partition(4s)`), so
+//!   the present comes back while the controller reacts to that step.
 //! - The points of a run are the controller's requests (not its re-watches: an informer resuming
 //!   a watch decides nothing), the watch events it reads and its outside calls. Point numbers
 //!   follow the fault-free run, so a plan names the same moment in every run up to its first

@@ -271,6 +271,11 @@ impl Explorer {
         self
     }
 
+    /// The settle after each step (see [`Explorer::settle`]).
+    pub(crate) fn settle_time(&self) -> Duration {
+        self.settle
+    }
+
     /// How long after the last step the controller has to converge (the fixed-point oracle's
     /// bound), before the quiet window begins. Default 60 s of virtual time.
     pub fn finish(mut self, finish: Duration) -> Explorer {

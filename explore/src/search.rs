@@ -6,7 +6,8 @@
 //!        ▼
 //!  systematic: each fault class at each point it fits, one fault per run, in class order
 //!        │                      (crashes around writes first: they find the most; the lasting
-//!        │                      faults of a join last: a partition, a lagging replica per step)
+//!        │                      faults of a join last: a partition at each event, a lagging
+//!        │                      replica per step, each in steps then in seconds)
 //!        │                      the default budget tries every one of these candidates
 //!        ▼
 //!  random: plans of 1–3 faults drawn from the same candidates with the seed
@@ -319,7 +320,11 @@ impl Exploration {
             })));
         }
         let normal = self.explorer.normalizer.normalize(&reference.world);
-        let candidates = candidates(&reference.points, &reference.trace);
+        let candidates = candidates(
+            &reference.points,
+            &reference.trace,
+            self.explorer.settle_time(),
+        );
         let mut random = SplitMix(self.explorer.seed() ^ 0x5eed_f00d_cafe_d00d);
         let mut systematic = candidates.iter();
         let total = self.budget.total_runs(candidates.len());
@@ -376,6 +381,18 @@ impl Exploration {
             return Err(Searched::Incomplete(report));
         }
         Ok(report)
+    }
+
+    /// The single-fault candidates the systematic phase would try, in its order, from one
+    /// fault-free run (which is not judged): to see what a search covers, or to replay one
+    /// candidate by hand.
+    pub fn candidates(&self) -> Result<Vec<Fault>, Searched> {
+        let reference = self.run(&FaultPlan::none())?;
+        Ok(candidates(
+            &reference.points,
+            &reference.trace,
+            self.explorer.settle_time(),
+        ))
     }
 
     /// Runs `plan` once (text as [`FaultPlan`] prints it) and judges it, end state included: the
@@ -520,7 +537,7 @@ impl Exploration {
 }
 
 /// Every single fault the systematic phase tries, in order: by class, then by point.
-fn candidates(points: &[PointSeen], trace: &crate::Trace) -> Vec<Fault> {
+fn candidates(points: &[PointSeen], trace: &crate::Trace, settle: Duration) -> Vec<Fault> {
     let writes: Vec<Point> = points
         .iter()
         .filter(|seen| match seen.point {
@@ -584,7 +601,7 @@ fn candidates(points: &[PointSeen], trace: &crate::Trace) -> Vec<Fault> {
     }));
     faults.extend(events.iter().map(|&at| Fault::Compact(at)));
     faults.extend(events.iter().map(|&at| Fault::DropWatches(at)));
-    faults.extend(lasting(points, trace));
+    faults.extend(lasting(points, trace, settle));
     faults
 }
 
@@ -596,8 +613,16 @@ fn candidates(points: &[PointSeen], trace: &crate::Trace) -> Vec<Fault> {
 ///   while the next step acts;
 /// - `lagging-replica(0,2)` at the controller's last point before each step: its replica stops
 ///   just before the step (the point is in the step before's window, which counts as the one
-///   under way), and shows neither the step nor the next one until both have settled.
-fn lasting(points: &[PointSeen], trace: &crate::Trace) -> Vec<Fault> {
+///   under way), and shows neither the step nor the next one until both have settled;
+/// - the same two in seconds ([`Fault::PartitionFor`], [`Fault::LaggingReplicaFor`]), with a
+///   window that straddles the next step and heals halfway through that step's settle (see
+///   [`StepWindows::straddling`]): the stale view meets the step, and the present comes back
+///   while the controller is still reacting to it, not at a step's boundary as a step window
+///   does.
+///
+/// A point in the last step's window has no next step to straddle; a timed window there would
+/// end with the steps, as `partition(1)` does, so it gets none.
+fn lasting(points: &[PointSeen], trace: &crate::Trace, settle: Duration) -> Vec<Fault> {
     let step_starts: Vec<usize> = trace
         .entries
         .iter()
@@ -607,10 +632,10 @@ fn lasting(points: &[PointSeen], trace: &crate::Trace) -> Vec<Fault> {
         .collect();
     // `event MODIFIED Group default/g rv=5`: the kind is the third word.
     let kind = |what: &str| what.split(' ').nth(2).map(str::to_string);
-    let events: Vec<(String, Point)> = points
+    let events: Vec<(String, &PointSeen)> = points
         .iter()
         .filter(|seen| matches!(seen.point, Point::Event(_)))
-        .filter_map(|seen| Some((kind(&seen.what)?, seen.point)))
+        .filter_map(|seen| Some((kind(&seen.what)?, seen)))
         .collect();
     let mut kinds: Vec<&String> = events.iter().map(|(kind, _)| kind).collect();
     kinds.sort();
@@ -618,10 +643,15 @@ fn lasting(points: &[PointSeen], trace: &crate::Trace) -> Vec<Fault> {
     if kinds.len() < 2 {
         return Vec::new();
     }
+    let windows = StepWindows::of(trace, &step_starts, settle);
     let mut faults: Vec<Fault> = events
         .iter()
-        .map(|&(_, at)| Fault::Partition { at, steps: 1 })
+        .map(|&(_, seen)| Fault::Partition {
+            at: seen.point,
+            steps: 1,
+        })
         .collect();
+    let mut before_steps: Vec<&PointSeen> = Vec::new();
     for &start in &step_starts {
         if let Some(before) = points.iter().rev().find(|seen| seen.at < start) {
             let fault = Fault::LaggingReplica {
@@ -631,10 +661,84 @@ fn lasting(points: &[PointSeen], trace: &crate::Trace) -> Vec<Fault> {
             };
             if !faults.contains(&fault) {
                 faults.push(fault);
+                before_steps.push(before);
             }
         }
     }
+    faults.extend(events.iter().filter_map(|&(_, seen)| {
+        let lasts = windows.straddling(seen.at)?;
+        Some(Fault::PartitionFor {
+            at: seen.point,
+            lasts,
+        })
+    }));
+    faults.extend(before_steps.iter().filter_map(|seen| {
+        let lasts = windows.straddling(seen.at)?;
+        Some(Fault::LaggingReplicaFor {
+            at: seen.point,
+            behind: 0,
+            lasts,
+        })
+    }));
     faults
+}
+
+/// When the reference run's steps began and settled, in virtual time since the run began: what
+/// a timed lasting fault's window is chosen from.
+struct StepWindows<'a> {
+    /// Virtual milliseconds of each trace entry (the reference trace's `times`).
+    times: &'a [u64],
+    /// Each step's position in the trace, when it began and when it settled (milliseconds): a
+    /// step has settled when the next one begins, the last one a settle after it began.
+    steps: Vec<StepWindow>,
+}
+
+/// One step of the reference run, as [`StepWindows`] keeps it.
+struct StepWindow {
+    /// The position of its `step` entry in the trace.
+    at: usize,
+    /// When it began (virtual milliseconds).
+    began: u64,
+    /// When it settled (virtual milliseconds; not before `began`).
+    settled: u64,
+}
+
+impl<'a> StepWindows<'a> {
+    fn of(trace: &'a crate::Trace, step_starts: &[usize], settle: Duration) -> StepWindows<'a> {
+        let times = trace.times.as_slice();
+        let began: Vec<(usize, u64)> = step_starts
+            .iter()
+            .filter_map(|&at| Some((at, *times.get(at)?)))
+            .collect();
+        let settle = u64::try_from(settle.as_millis()).unwrap_or(u64::MAX);
+        let steps = began
+            .iter()
+            .enumerate()
+            .map(|(i, &(at, began_at))| StepWindow {
+                at,
+                began: began_at,
+                settled: began
+                    .get(i + 1)
+                    .map_or(began_at.saturating_add(settle), |&(_, next)| next)
+                    .max(began_at),
+            })
+            .collect();
+        StepWindows { times, steps }
+    }
+
+    /// How long a window opened at trace position `at` lasts to straddle the next step (the first
+    /// to begin after `at`, as the step candidates count) and heal halfway through that step's
+    /// settle, in whole seconds rounded up, so that it always reaches past the step's start:
+    /// `None` when no step begins after `at`, or the trace has no times.
+    fn straddling(&self, at: usize) -> Option<Duration> {
+        // A point's position is the trace's length when it was passed: its time is that of the
+        // entry recorded there (or the last one, if none came after).
+        let now = self.times.get(at).or_else(|| self.times.last()).copied()?;
+        let next = self.steps.iter().find(|step| step.at > at)?;
+        let heals = next.began + (next.settled - next.began) / 2;
+        let millis = heals.saturating_sub(now).max(1);
+        Some(Duration::from_secs(millis.div_ceil(1000)))
+    }
 }
 
 /// A plan of 1 to `max` faults drawn from `candidates`, ordered by point.
@@ -800,5 +904,54 @@ impl fmt::Display for Found {
         )?;
         writeln!(f, "  the trace around it:")?;
         write!(f, "{}", self.excerpt())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trace::{Trace, TraceEntry};
+
+    fn step(index: usize) -> TraceEntry {
+        TraceEntry::Step {
+            index,
+            name: format!("step {index}"),
+        }
+    }
+
+    fn outside(call: &str) -> TraceEntry {
+        TraceEntry::Outside {
+            actor: "controller#1".into(),
+            call: call.into(),
+        }
+    }
+
+    #[test]
+    fn explore_a_timed_window_straddles_the_next_step_and_heals_in_its_settle() {
+        // Steps at 2 s and 7 s (a 5 s settle); points at 0.5 s, 3 s and 8 s.
+        let trace = Trace {
+            entries: vec![
+                outside("put a"),
+                step(0),
+                outside("put b"),
+                step(1),
+                outside("put c"),
+            ],
+            times: vec![500, 2000, 3000, 7000, 8000],
+        };
+        let windows = StepWindows::of(&trace, &[1, 3], Duration::from_secs(5));
+        // Before step 0: until halfway through step 0's settle (4.5 s), 4 s on.
+        assert_eq!(windows.straddling(0), Some(Duration::from_secs(4)));
+        // In step 0's window: past step 1 (7 s) to 9.5 s, rounded up to 7 s on.
+        assert_eq!(windows.straddling(2), Some(Duration::from_secs(7)));
+        // In the last step's window: no step left to straddle.
+        assert_eq!(windows.straddling(4), None);
+        // A trace without times (built by hand) gives no timed windows.
+        let untimed = Trace {
+            entries: trace.entries.clone(),
+            times: Vec::new(),
+        };
+        let windows = StepWindows::of(&untimed, &[1, 3], Duration::from_secs(5));
+        assert_eq!(windows.straddling(0), None);
     }
 }

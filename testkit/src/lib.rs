@@ -4,7 +4,8 @@
 //! into every test binary: a client for a kubeconfig context (the real kube-apiserver of
 //! `scripts/e2e.sh`) or for the embedded server, a namespace per test, object builders, etcd
 //! compaction, a TCP proxy that makes the network fail silently ([`fault_proxy`]), the informer
-//! convergence checks ([`informer`]) and the lease-window drill ([`lease_window`]).
+//! convergence checks ([`informer`]), the lease-window drill ([`lease_window`]) and the Mirror
+//! controller that a runtime test and an explorer search share ([`mirror`]).
 //!
 //! It stands on the layer crates (client, informer, runtime, the embedded API server), not on the
 //! front crate `ferrokube`: each crate's integration tests (`<crate>/tests/`) use it as a
@@ -24,6 +25,7 @@
 pub mod fault_proxy;
 pub mod informer;
 pub mod lease_window;
+pub mod mirror;
 pub mod protobuf;
 
 use std::collections::BTreeMap;

@@ -265,10 +265,13 @@ fn explore_generated_sequences_are_the_seeds() {
 
 #[test]
 fn explore_generated_the_correct_controller_passes_every_single_fault() {
-    // A shorter sequence, every single-fault candidate of it: no false alarm from any fault class.
+    // A shorter sequence at twice the default budget (every single-fault candidate of it, then
+    // twice the default's random plans): no false alarm from any fault class.
     let pools = Generator::custom_resource::<Pool>().expect("a schema");
     let report = exploration(None)
-        .budget(Budget::every_candidate(0))
+        .budget(Budget::every_candidate(
+            2 * ferrokube::explore::search::DEFAULT_RANDOM_PLANS,
+        ))
         .generated(pools, 6)
         .check();
     println!("{report}");

@@ -174,3 +174,16 @@ fn readme_explore_finds_the_finalizer_dropped_before_the_record() {
         "{found}"
     );
 }
+
+/// The correct controller of the guide's block at twice the default budget (every single-fault
+/// candidate, then twice its random plans): no false alarm, every candidate covered.
+#[test]
+fn readme_explore_the_correct_controller_is_clean_at_twice_the_default_budget() {
+    let report = explore(false)
+        .budget(Budget::every_candidate(
+            2 * ferrokube::explore::search::DEFAULT_RANDOM_PLANS,
+        ))
+        .check();
+    println!("{report}");
+    assert_eq!(report.covered, report.candidates, "{report:?}");
+}
