@@ -40,6 +40,9 @@
 //! - [`Handle::quiet_for`]: no byte moved for a while, whatever is in flight. The manager's
 //!   endpoint uses it: its answers are small, so a connection that moves nothing is stuck.
 //!
+//! The listeners' tests meet the same hostile clients too: the module `slow_client` (feature
+//! `test-support`, for tests only) is their one home.
+//!
 //! No `unwrap` here: every count is an atomic, every table a `parking_lot` mutex held for a few
 //! map operations, and every time a `tokio::time::Instant` (tests can pause the clock).
 
@@ -447,6 +450,9 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
         Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
     }
 }
+
+#[cfg(any(test, feature = "test-support"))]
+pub mod slow_client;
 
 #[cfg(test)]
 mod tests;

@@ -132,3 +132,57 @@ async fn an_answering_body_keeps_its_request_in_flight_until_dropped() {
     assert_eq!(collected, Bytes::from_static(b"ok"));
     assert!(!handle.busy(), "collected and dropped: no longer in flight");
 }
+
+/// The shared slow clients against a listener of the test's own: one connection is answered and
+/// closed, one is held open. `status_line` reads the answer's first line, `closes_within` tells the
+/// closed connection from the held one, `hold_partial_requests` delivers each partial request.
+#[tokio::test]
+async fn slow_client_helpers_tell_a_closed_connection_from_a_held_one() {
+    use super::slow_client::{closes_within, hold_partial_requests, status_line};
+    use tokio::net::TcpListener;
+
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("address");
+    let server = tokio::spawn(async move {
+        // First: a whole request, answered, then closed.
+        let (mut answered, _) = listener.accept().await.expect("accept");
+        let mut head = Vec::new();
+        let mut buffer = [0u8; 256];
+        while !head.ends_with(b"\r\n\r\n") {
+            let read = answered.read(&mut buffer).await.expect("read");
+            assert!(read > 0, "the request ended before its head did");
+            head.extend_from_slice(&buffer[..read]);
+        }
+        answered
+            .write_all(b"HTTP/1.1 204 No Content\r\n\r\n")
+            .await
+            .expect("answer");
+        drop(answered);
+        // Then two partial requests: the first closed once read, the second held.
+        let mut partials = Vec::new();
+        for _ in 0..2 {
+            let (mut stream, _) = listener.accept().await.expect("accept");
+            let mut got = [0u8; 4];
+            stream
+                .read_exact(&mut got)
+                .await
+                .expect("the partial request");
+            partials.push((stream, got));
+        }
+        let (closed, first) = partials.remove(0);
+        drop(closed);
+        (first, partials)
+    });
+
+    let status = status_line(addr, "/healthz").await.expect("asks");
+    assert_eq!(status, "HTTP/1.1 204 No Content");
+    let mut held = hold_partial_requests(addr, 2, b"GET ")
+        .await
+        .expect("holds");
+    let (first, still_held) = server.await.expect("the listener's task");
+    assert_eq!(&first, b"GET ");
+    assert!(closes_within(&mut held[0], Duration::from_secs(10)).await);
+    assert!(!closes_within(&mut held[1], Duration::from_millis(50)).await);
+    drop(still_held);
+    assert!(closes_within(&mut held[1], Duration::from_secs(10)).await);
+}

@@ -6,6 +6,9 @@
 use std::time::{Duration, Instant};
 
 use ferrokube_apiserver::ApiServer;
+use ferrokube_listen::slow_client::{
+    closes_within, hold_partial_requests, read_until_closed, status_line,
+};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -13,29 +16,9 @@ fn addr(url: &str) -> String {
     url.trim_start_matches("http://").to_string()
 }
 
-/// Reads until the server closes the connection (EOF or reset); the bytes read.
-async fn read_until_closed(stream: &mut TcpStream) -> Vec<u8> {
-    let mut all = Vec::new();
-    let mut buffer = [0u8; 1024];
-    loop {
-        match stream.read(&mut buffer).await {
-            Ok(0) | Err(_) => return all,
-            Ok(read) => all.extend_from_slice(&buffer[..read]),
-        }
-    }
-}
-
 /// A GET of `/version` on a fresh connection; its status line.
 async fn get_version(addr: &str) -> String {
-    let mut stream = TcpStream::connect(addr).await.expect("connect");
-    let request = format!("GET /version HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
-    stream.write_all(request.as_bytes()).await.expect("send");
-    let answer = read_until_closed(&mut stream).await;
-    String::from_utf8_lossy(&answer)
-        .lines()
-        .next()
-        .unwrap_or_default()
-        .to_string()
+    status_line(addr, "/version").await.expect("asks")
 }
 
 /// Half a request line, then nothing: closed once the header-read timeout has passed, not before
@@ -53,9 +36,7 @@ async fn connection_abuse_half_a_request_line_is_closed_after_the_header_read_ti
         let mut stream = TcpStream::connect(&addr).await.expect("connect");
         let started = Instant::now();
         stream.write_all(partial.as_bytes()).await.expect("send");
-        let closed = tokio::time::timeout(Duration::from_secs(10), read_until_closed(&mut stream))
-            .await
-            .is_ok();
+        let closed = closes_within(&mut stream, Duration::from_secs(10)).await;
         let after = started.elapsed();
         assert!(
             closed,
@@ -107,12 +88,9 @@ async fn connection_abuse_connections_past_the_cap_close_the_oldest_and_a_reques
         .await
         .expect("server starts");
     let addr = addr(server.url());
-    let mut flood = Vec::new();
-    for _ in 0..cap * 4 {
-        let mut stream = TcpStream::connect(&addr).await.expect("connect");
-        stream.write_all(b"GET /ver").await.expect("send");
-        flood.push(stream);
-    }
+    let mut flood = hold_partial_requests(addr.as_str(), cap * 4, b"GET /ver")
+        .await
+        .expect("the flood connects");
     // The newest connection gets its answer.
     let status = tokio::time::timeout(Duration::from_secs(10), get_version(&addr))
         .await
@@ -121,10 +99,7 @@ async fn connection_abuse_connections_past_the_cap_close_the_oldest_and_a_reques
     // All but the newest `cap - 1` of the flood were closed to make room.
     let mut closed = 0;
     for stream in flood.iter_mut().take(cap * 3) {
-        if tokio::time::timeout(Duration::from_secs(10), read_until_closed(stream))
-            .await
-            .is_ok()
-        {
+        if closes_within(stream, Duration::from_secs(10)).await {
             closed += 1;
         }
     }
@@ -173,8 +148,6 @@ async fn connection_abuse_at_the_cap_with_every_connection_busy_one_is_cut() {
     assert!(status.contains("200"), "answered at the cap: {status}");
     // One watch (the first: no byte moved since its head, like the others, and it is the oldest
     // to have stopped moving) was cut to make room.
-    let cut = tokio::time::timeout(Duration::from_secs(10), read_until_closed(&mut watches[0]))
-        .await
-        .is_ok();
+    let cut = closes_within(&mut watches[0], Duration::from_secs(10)).await;
     assert!(cut, "a busy connection was cut to admit the new one");
 }
