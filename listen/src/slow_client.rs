@@ -14,6 +14,7 @@
 //!  closes_within(&mut stream, limit) ─▶ reads to EOF or reset ─▶ true if the listener closed it
 //!  status_line(addr, "/version") ─▶ a whole GET with `Connection: close` on a fresh connection
 //!                                   ─▶ the answer's first line ("HTTP/1.1 200 OK")
+//!  read_response(&mut stream) ─▶ one whole response on a connection kept alive
 //! ```
 //!
 //! Every wait is on the socket (an answer, a close), bounded by the caller's limit: no sleeps.
@@ -62,6 +63,51 @@ pub async fn status_line(
         .next()
         .unwrap_or_default()
         .to_string())
+}
+
+/// Reads one whole HTTP/1.1 response from a connection kept alive (its head, then its body by
+/// `Content-Length` or to the last chunk); the response as text. An error if the connection ends
+/// first.
+pub async fn read_response(stream: &mut TcpStream) -> io::Result<String> {
+    let mut all = Vec::new();
+    let mut buffer = [0u8; 1024];
+    loop {
+        if let Some(length) = response_length(&all) {
+            if all.len() >= length {
+                return Ok(String::from_utf8_lossy(&all).into_owned());
+            }
+        }
+        let read = stream.read(&mut buffer).await?;
+        if read == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "the connection ended before its response did",
+            ));
+        }
+        all.extend_from_slice(&buffer[..read]);
+    }
+}
+
+/// The length of the whole response `bytes` begin with, once its head is in: head plus
+/// `Content-Length`, or, for a chunked body, up to the end of the last chunk once it is in.
+fn response_length(bytes: &[u8]) -> Option<usize> {
+    let head_end = bytes.windows(4).position(|w| w == b"\r\n\r\n")? + 4;
+    let head = String::from_utf8_lossy(&bytes[..head_end]).to_ascii_lowercase();
+    let header = |name: &str| {
+        head.lines()
+            .find_map(|line| line.strip_prefix(name).map(|v| v.trim().to_string()))
+    };
+    if let Some(length) = header("content-length:").and_then(|v| v.parse::<usize>().ok()) {
+        return Some(head_end + length);
+    }
+    if header("transfer-encoding:").is_some_and(|v| v.contains("chunked")) {
+        let body = &bytes[head_end..];
+        return body
+            .windows(5)
+            .position(|w| w == b"0\r\n\r\n")
+            .map(|at| head_end + at + 5);
+    }
+    Some(head_end)
 }
 
 /// Opens `count` connections, one after the other, and sends `partial` (a request cut short) on

@@ -99,6 +99,70 @@ async fn quiet_for_counts_from_the_last_byte_and_never_ends_without_a_timeout() 
     assert!(!ready_now(handle.quiet_for(None)));
 }
 
+/// Go's keep-alive timing: the idle timeout runs from the end of the last request until a next
+/// head's first byte; from that byte, the header-read timeout. A request in flight stops both.
+#[tokio::test(start_paused = true)]
+async fn next_request_late_is_idle_until_a_head_begins_then_slow_head() {
+    let (idle, head) = (Duration::from_secs(90), Duration::from_secs(32));
+    let connections = Connections::new("test", 8);
+    let handle = connections.admit();
+    let (mut near, far) = tokio::io::duplex(64);
+    let mut stream = handle.watch(far);
+    let mut read = [0u8; 4];
+
+    // A first request, answered: the idle timeout counts from its end, the whole of it.
+    let request = handle.start_request();
+    tokio::time::advance(Duration::from_secs(200)).await;
+    assert!(
+        !ready_now(handle.next_request_late(Some(idle), Some(head))),
+        "busy"
+    );
+    drop(request);
+    let ended = Instant::now();
+    assert_eq!(
+        handle.next_request_late(Some(idle), Some(head)).await,
+        Late::Idle
+    );
+    assert_eq!(
+        ended.elapsed(),
+        idle,
+        "idle for the idle timeout, not the header-read one"
+    );
+
+    // A head begins at 80 s of idleness: from its first byte, the header-read timeout.
+    let request = handle.start_request();
+    drop(request);
+    tokio::time::advance(Duration::from_secs(80)).await;
+    near.write_all(b"GET ").await.unwrap();
+    stream.read_exact(&mut read).await.unwrap();
+    let first_byte = Instant::now();
+    assert_eq!(
+        handle.next_request_late(Some(idle), Some(head)).await,
+        Late::SlowHead
+    );
+    assert_eq!(
+        first_byte.elapsed(),
+        head,
+        "32 s from the first byte, past the idle timeout"
+    );
+
+    // The head ends (the request starts) in time: neither fires until the next wait.
+    let request = handle.start_request();
+    let waited = tokio::time::timeout(
+        Duration::from_secs(300),
+        handle.next_request_late(Some(idle), Some(head)),
+    )
+    .await;
+    assert!(waited.is_err(), "a request in flight is never late");
+    drop(request);
+    let waited = tokio::time::timeout(
+        Duration::from_secs(300),
+        handle.next_request_late(None, None),
+    )
+    .await;
+    assert!(waited.is_err(), "never without timeouts");
+}
+
 #[tokio::test(start_paused = true)]
 async fn no_request_by_fires_only_when_no_request_started_before_the_deadline() {
     let connections = Connections::new("test", 8);

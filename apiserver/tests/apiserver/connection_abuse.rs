@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use ferrokube_apiserver::ApiServer;
 use ferrokube_listen::slow_client::{
-    closes_within, hold_partial_requests, read_until_closed, status_line,
+    closes_within, hold_partial_requests, read_response, status_line,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -51,27 +51,86 @@ async fn connection_abuse_half_a_request_line_is_closed_after_the_header_read_ti
     assert!(get_version(&addr).await.contains("200"));
 }
 
-/// Between requests on a kept-alive HTTP/1.1 connection the same timeout applies to the next
-/// request's head.
+/// Between requests on a kept-alive HTTP/1.1 connection, a next head that begins and then
+/// trickles is closed by the header-read timeout, counted from its first byte (Go's
+/// `ReadHeaderTimeout`), well before the idle timeout.
 #[tokio::test]
 async fn connection_abuse_a_kept_alive_connection_trickling_its_next_head_is_closed() {
     let timeout = Duration::from_millis(300);
     let server = ApiServer::new()
         .header_read_timeout(Some(timeout))
+        .idle_timeout(Some(Duration::from_secs(600)))
         .start()
         .await
         .expect("server starts");
     let addr = addr(server.url());
     let mut stream = TcpStream::connect(&addr).await.expect("connect");
-    let request = format!("GET /version HTTP/1.1\r\nHost: {addr}\r\n\r\nGET /vers");
+    let request = format!("GET /version HTTP/1.1\r\nHost: {addr}\r\n\r\n");
     stream.write_all(request.as_bytes()).await.expect("send");
-    let answer = tokio::time::timeout(Duration::from_secs(10), read_until_closed(&mut stream))
-        .await
-        .expect("closed within 10 s");
-    let answer = String::from_utf8_lossy(&answer);
+    let answer = read_response(&mut stream).await.expect("the first answer");
     assert!(
         answer.starts_with("HTTP/1.1 200"),
         "the first request is answered: {answer}"
+    );
+    stream.write_all(b"GET /vers").await.expect("send");
+    let started = Instant::now();
+    assert!(
+        closes_within(&mut stream, Duration::from_secs(10)).await,
+        "a trickling next head is still held 10 s later"
+    );
+    assert!(started.elapsed() >= timeout, "closed before the timeout");
+}
+
+/// An HTTP/1.1 keep-alive connection waiting for its next request is held for the idle timeout
+/// (kube-apiserver: `IdleTimeout`, 90 s), not the header-read timeout (32 s), which counts only
+/// once a next head has begun: open well past the header-read timeout, closed after the idle one.
+#[tokio::test]
+async fn connection_abuse_fidelity_an_idle_keep_alive_connection_lasts_the_idle_timeout() {
+    let (header_read, idle) = (Duration::from_millis(200), Duration::from_millis(1500));
+    let server = ApiServer::new()
+        .header_read_timeout(Some(header_read))
+        .idle_timeout(Some(idle))
+        .start()
+        .await
+        .expect("server starts");
+    let addr = addr(server.url());
+    let mut stream = TcpStream::connect(&addr).await.expect("connect");
+    let request = format!("GET /version HTTP/1.1\r\nHost: {addr}\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.expect("send");
+    read_response(&mut stream).await.expect("the answer");
+    assert!(
+        !closes_within(&mut stream, header_read * 4).await,
+        "closed at the header-read timeout, not the idle one"
+    );
+    // Still usable: a second request on the same connection is answered. The idle time counts
+    // from the server's end of the answer, a moment before the client has it: measured from the
+    // request's sending, a close before the idle timeout cannot pass unseen.
+    let sent = Instant::now();
+    stream.write_all(request.as_bytes()).await.expect("send");
+    let again = read_response(&mut stream).await.expect("a second answer");
+    assert!(again.starts_with("HTTP/1.1 200"), "{again}");
+    assert!(
+        closes_within(&mut stream, Duration::from_secs(10)).await,
+        "the idle connection is closed"
+    );
+    assert!(
+        sent.elapsed() >= idle,
+        "closed {:?} after the request, before the idle timeout ({idle:?})",
+        sent.elapsed()
+    );
+}
+
+/// The defaults are kube-apiserver's (k8s.io/apiserver 1.37.2 `pkg/server/secure_serving.go`:
+/// `IdleTimeout: 90 * time.Second`, `ReadHeaderTimeout: 32 * time.Second`).
+#[test]
+fn connection_abuse_fidelity_default_timeouts_are_kube_apiservers() {
+    assert_eq!(
+        ferrokube_apiserver::http::DEFAULT_IDLE_TIMEOUT,
+        Duration::from_secs(90)
+    );
+    assert_eq!(
+        ferrokube_apiserver::http::DEFAULT_HEADER_READ_TIMEOUT,
+        Duration::from_secs(32)
     );
 }
 
