@@ -51,15 +51,15 @@ async fn connection_abuse_half_a_request_line_is_closed_after_the_header_read_ti
     assert!(get_version(&addr).await.contains("200"));
 }
 
-/// Between requests on a kept-alive HTTP/1.1 connection, a next head that begins and then
-/// trickles is closed by the header-read timeout, counted from its first byte (Go's
-/// `ReadHeaderTimeout`), well before the idle timeout.
-#[tokio::test]
-async fn connection_abuse_a_kept_alive_connection_trickling_its_next_head_is_closed() {
-    let timeout = Duration::from_millis(300);
+/// A server with these timeouts, and a connection to it kept alive after one GET of `/version`
+/// (answered 200); the request, to send again.
+async fn kept_alive(
+    header_read: Duration,
+    idle: Duration,
+) -> (ferrokube_apiserver::RunningServer, TcpStream, String) {
     let server = ApiServer::new()
-        .header_read_timeout(Some(timeout))
-        .idle_timeout(Some(Duration::from_secs(600)))
+        .header_read_timeout(Some(header_read))
+        .idle_timeout(Some(idle))
         .start()
         .await
         .expect("server starts");
@@ -72,6 +72,16 @@ async fn connection_abuse_a_kept_alive_connection_trickling_its_next_head_is_clo
         answer.starts_with("HTTP/1.1 200"),
         "the first request is answered: {answer}"
     );
+    (server, stream, request)
+}
+
+/// Between requests on a kept-alive HTTP/1.1 connection, a next head that begins and then
+/// trickles is closed by the header-read timeout, counted from its first byte (Go's
+/// `ReadHeaderTimeout`), well before the idle timeout.
+#[tokio::test]
+async fn connection_abuse_a_kept_alive_connection_trickling_its_next_head_is_closed() {
+    let timeout = Duration::from_millis(300);
+    let (_server, mut stream, _) = kept_alive(timeout, Duration::from_secs(600)).await;
     stream.write_all(b"GET /vers").await.expect("send");
     let started = Instant::now();
     assert!(
@@ -87,17 +97,7 @@ async fn connection_abuse_a_kept_alive_connection_trickling_its_next_head_is_clo
 #[tokio::test]
 async fn connection_abuse_fidelity_an_idle_keep_alive_connection_lasts_the_idle_timeout() {
     let (header_read, idle) = (Duration::from_millis(200), Duration::from_millis(1500));
-    let server = ApiServer::new()
-        .header_read_timeout(Some(header_read))
-        .idle_timeout(Some(idle))
-        .start()
-        .await
-        .expect("server starts");
-    let addr = addr(server.url());
-    let mut stream = TcpStream::connect(&addr).await.expect("connect");
-    let request = format!("GET /version HTTP/1.1\r\nHost: {addr}\r\n\r\n");
-    stream.write_all(request.as_bytes()).await.expect("send");
-    read_response(&mut stream).await.expect("the answer");
+    let (_server, mut stream, request) = kept_alive(header_read, idle).await;
     assert!(
         !closes_within(&mut stream, header_read * 4).await,
         "closed at the header-read timeout, not the idle one"
