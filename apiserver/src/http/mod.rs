@@ -610,44 +610,15 @@ async fn serve<I>(
         Some(l) => (Some(l.handle.clone()), l.first_request_by),
         None => (None, None),
     };
-    let evicted = async {
-        match &close {
-            Some(handle) => handle.close_requested().await,
-            None => std::future::pending().await,
-        }
-    };
-    let slow_head = async {
-        match &close {
-            Some(handle) => handle.no_request_by(first_request_by).await,
-            None => std::future::pending().await,
-        }
-    };
-    let idle_timeout = limited.as_ref().and_then(|l| l.idle_timeout);
-    let header_read_timeout = limited.as_ref().and_then(|l| l.header_read_timeout);
-    let idle = async {
-        let Some(handle) = &close else {
-            return std::future::pending().await;
-        };
-        loop {
-            if http2.load(Ordering::Relaxed) {
-                return match idle_timeout {
-                    Some(timeout) => {
-                        handle.idle_for(timeout).await;
-                        Late::Idle
-                    }
-                    None => std::future::pending().await,
-                };
-            }
-            match handle
-                .next_request_late(idle_timeout, header_read_timeout)
-                .await
-            {
-                // HTTP/2 bytes between requests (a ping) are no head: timed as HTTP/2 above.
-                Late::SlowHead if http2.load(Ordering::Relaxed) => continue,
-                late => return late,
-            }
-        }
-    };
+    // Each limit, or never for a connection without limits (an in-process one).
+    let evicted = or_never(close.as_ref().map(Handle::close_requested));
+    let slow_head = or_never(close.as_ref().map(|h| h.no_request_by(first_request_by)));
+    let idle = or_never(
+        close
+            .as_ref()
+            .zip(limited.as_ref())
+            .map(|(handle, limits)| between_requests(handle, limits, &http2)),
+    );
     let served = tokio::select! {
         // A connection that ended is reported as such; only a live one is shut down gracefully.
         // The connection is ready once (when it ends), so it cannot starve the stop.
@@ -694,6 +665,40 @@ async fn serve<I>(
     };
     if let Err(e) = served {
         tracing::debug!(%peer, error = %e, "connection ended with an error");
+    }
+}
+
+/// `future`'s output, or never without one.
+async fn or_never<F: std::future::Future>(future: Option<F>) -> F::Output {
+    match future {
+        Some(future) => future.await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Resolves once a connection has waited too long between requests: on HTTP/1.1, the idle
+/// timeout for a next request's first byte, then the header-read timeout for its head (as Go's
+/// `http.Server` times it, see [`limits`]); on HTTP/2 (`http2`, set by its first request), the
+/// idle timeout with no request in flight, whatever frames move.
+async fn between_requests(handle: &Handle, limits: &Limited, http2: &AtomicBool) -> Late {
+    loop {
+        if http2.load(Ordering::Relaxed) {
+            return match limits.idle_timeout {
+                Some(timeout) => {
+                    handle.idle_for(timeout).await;
+                    Late::Idle
+                }
+                None => std::future::pending().await,
+            };
+        }
+        match handle
+            .next_request_late(limits.idle_timeout, limits.header_read_timeout)
+            .await
+        {
+            // HTTP/2 bytes between requests (a ping) are no head: timed as HTTP/2 above.
+            Late::SlowHead if http2.load(Ordering::Relaxed) => continue,
+            late => return late,
+        }
     }
 }
 
