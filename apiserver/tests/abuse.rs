@@ -934,13 +934,16 @@ async fn abuse_an_idle_http2_connection_is_closed_after_the_idle_timeout() {
     let mut watch_body = watch.into_body();
     // A connection that makes one request, then keeps quiet.
     let (mut quiet, quiet_connection) = http2_connection(&server).await;
+    // Measured from the request's sending: the server's idle time starts when it has sent the
+    // answer, which the client sees a moment later (a bound from the answer's arrival would be
+    // short by that moment).
+    let answered = std::time::Instant::now();
     let answer = quiet
         .send_request(http2_get(&server, "/api/v1/namespaces/default"))
         .await
         .expect("answered");
     assert_eq!(answer.status(), 200);
     answer.into_body().collect().await.expect("the body");
-    let answered = std::time::Instant::now();
     // The server closes it (GOAWAY): its task ends. A bound on a broken test, not a wait.
     let ended = tokio::time::timeout(Duration::from_secs(60), quiet_connection).await;
     let closed_after = answered.elapsed();

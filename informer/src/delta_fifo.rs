@@ -22,7 +22,8 @@
 //! entry holding a `Replaced` per listed object, and a `Deleted` with a
 //! [`DeletedObject::FinalStateUnknown`] tombstone for each object we knew (in the store, or still
 //! queued) that the list no longer has: it was deleted while we were not watching, and its last
-//! state is all we have. The processor applies that entry to the store in one step, so no reader
+//! state is all we have. Those tombstones come after the listed objects, in key order (client-go
+//! leaves them in Go's random map order; a fixed order makes runs repeatable). The processor applies that entry to the store in one step, so no reader
 //! ever sees half of a relist (see [`Store::apply`]).
 //!
 //! ## How far the store has caught up
@@ -41,7 +42,7 @@
 //! informer's transform as each object is decoded, so the fifo, the store and every handler share
 //! one immutable copy.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 
 use ferrokube_core::pipeline_event;
@@ -300,8 +301,10 @@ impl<K: Object> DeltaFifo<K> {
             }
         }
         // What we know of every key before this list: the store, then the lists still queued,
-        // then the deltas just taken in (each newer than the one before).
-        let mut known: HashMap<ObjectKey, Option<Arc<K>>> = HashMap::new();
+        // then the deltas just taken in (each newer than the one before). Ordered by key, so the
+        // deletions this list finds are queued (and handed to the handlers) in key order, the
+        // same on every run: neither the store's map nor a hash map's iteration decides it.
+        let mut known: BTreeMap<ObjectKey, Option<Arc<K>>> = BTreeMap::new();
         for key in self.known.list_keys() {
             let stored = self.known.get_by_key(&key);
             known.insert(key, stored);
@@ -627,6 +630,51 @@ mod tests {
                 ),
                 ("ns/stored".to_string(), vec!["Tombstone@1".to_string()]),
             ]
+        );
+    }
+
+    /// The deletions a relist finds are queued in key order, whatever order the store (a hash
+    /// map) holds them in; the keys queued before the list keep their arrival order. With 29
+    /// stored keys to delete, a random order passes this one time in 29! (the order used to come
+    /// from a `HashMap`).
+    #[tokio::test]
+    async fn replace_queues_the_deletions_it_finds_in_key_order() {
+        let store = Arc::new(Store::default());
+        for at in (0..30).rev() {
+            store.insert(Arc::new(cm(&format!("stored-{at:02}"), "1")));
+        }
+        let fifo = DeltaFifo::new(store.clone());
+        for at in (0..10).rev() {
+            fifo.add(cm(&format!("queued-{at:02}"), "2"));
+        }
+        fifo.replace(vec![cm("stored-15", "3")], "3");
+        let order = fifo
+            .pop(|p| match p.changes {
+                Changes::List(keys) => keys
+                    .iter()
+                    .map(|(key, deltas)| (key.to_string(), kinds(deltas)))
+                    .collect::<Vec<_>>(),
+                Changes::Key { .. } => Vec::new(),
+            })
+            .await
+            .unwrap_or_default();
+        let queued = (0..10).rev().map(|at| {
+            (
+                format!("ns/queued-{at:02}"),
+                vec!["Added@2".to_string(), "Tombstone@2".to_string()],
+            )
+        });
+        let listed = [("ns/stored-15".to_string(), vec!["Replaced@3".to_string()])];
+        let deleted = (0..30).filter(|at| *at != 15).map(|at| {
+            (
+                format!("ns/stored-{at:02}"),
+                vec!["Tombstone@1".to_string()],
+            )
+        });
+        let expected: Vec<_> = queued.chain(listed).chain(deleted).collect();
+        assert_eq!(
+            order, expected,
+            "the queued keys in arrival order, the listed object, then the deletions by key"
         );
     }
 

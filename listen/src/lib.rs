@@ -21,7 +21,8 @@
 //!                 │                            until the body is dropped ─▶ Activity
 //!                 ▼
 //!             the serving task selects on: the connection ending, handle.close_requested(),
-//!             handle.idle_for / handle.quiet_for (timeouts), handle.no_request_by (first request)
+//!             handle.idle_for / handle.quiet_for / handle.next_request_late (timeouts),
+//!             handle.no_request_by (first request)
 //!                 │
 //!                 ▼
 //!             Connections::forget(id) when the task ends
@@ -39,6 +40,12 @@
 //!   request in flight).
 //! - [`Handle::quiet_for`]: no byte moved for a while, whatever is in flight. The manager's
 //!   endpoint uses it: its answers are small, so a connection that moves nothing is stuck.
+//! - [`Handle::next_request_late`]: an HTTP/1.1 keep-alive connection between requests, timed as
+//!   Go's `http.Server` times it: the idle timeout until the next request's first byte, then the
+//!   header-read timeout until its head ends.
+//!
+//! The listeners' tests meet the same hostile clients too: the module `slow_client` (feature
+//! `test-support`, for tests only) is their one home.
 //!
 //! No `unwrap` here: every count is an atomic, every table a `parking_lot` mutex held for a few
 //! map operations, and every time a `tokio::time::Instant` (tests can pause the clock).
@@ -193,12 +200,13 @@ impl Handle {
         self.id
     }
 
-    /// Wraps the accepted stream so that every byte it moves is noted (for [`Handle::quiet_for`]
-    /// and for choosing whom to cut at the cap).
+    /// Wraps the accepted stream so that every byte it moves is noted (for [`Handle::quiet_for`],
+    /// [`Handle::next_request_late`] and for choosing whom to cut at the cap).
     pub fn watch<S>(&self, stream: S) -> Watched<S> {
         Watched {
             inner: stream,
             activity: self.activity.clone(),
+            in_flight: self.in_flight.clone(),
         }
     }
 
@@ -207,6 +215,7 @@ impl Handle {
     pub fn start_request(&self) -> InFlight {
         self.requested.store(true, Ordering::SeqCst);
         self.in_flight.fetch_add(1, Ordering::SeqCst);
+        self.activity.request_started();
         InFlight {
             count: self.in_flight.clone(),
             activity: self.activity.clone(),
@@ -268,6 +277,43 @@ impl Handle {
         }
     }
 
+    /// An HTTP/1.1 keep-alive connection's wait for its next request, as Go's `http.Server` (and
+    /// so kube-apiserver) times it: resolves with [`Late::Idle`] once no byte of a next request
+    /// has come for `idle` since the connection was admitted or its last request was answered in
+    /// full (`IdleTimeout`), or with [`Late::SlowHead`] once a request head has been arriving for
+    /// `head` (from its first byte) without the request starting (`ReadHeaderTimeout`). Never
+    /// while a request is in flight, nor for a timeout that is `None`.
+    ///
+    /// A head's first byte is the first byte read while no request is in flight. The bytes of a
+    /// request pipelined behind another (read while that one was in flight) are not seen as a
+    /// head arriving: such a connection is timed by `idle` alone. Not for HTTP/2, whose pings
+    /// and settings frames move bytes between requests: time those with [`Handle::idle_for`].
+    pub async fn next_request_late(&self, idle: Option<Duration>, head: Option<Duration>) -> Late {
+        loop {
+            // Armed before the state is read, so a change between the two is not missed.
+            let changed = self.activity.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            let due = match (self.busy(), self.activity.head_from()) {
+                (true, _) => None,
+                (false, Some(first_byte)) => head
+                    .and_then(|head| first_byte.checked_add(head))
+                    .map(|due| (due, Late::SlowHead)),
+                (false, None) => idle
+                    .and_then(|idle| self.activity.idle_since()?.checked_add(idle))
+                    .map(|due| (due, Late::Idle)),
+            };
+            match due {
+                Some((due, late)) if Instant::now() >= due => return late,
+                // Whichever comes first: the deadline, or a change that moves it.
+                Some((due, _)) => {
+                    let _ = tokio::time::timeout_at(due, changed).await;
+                }
+                None => changed.await,
+            }
+        }
+    }
+
     /// Resolves at `deadline` if no request has started by then; never otherwise (nor without a
     /// deadline).
     pub async fn no_request_by(&self, deadline: Option<Instant>) {
@@ -279,6 +325,15 @@ impl Handle {
         }
         std::future::pending().await
     }
+}
+
+/// Why [`Handle::next_request_late`] resolved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Late {
+    /// No byte of a next request came within the idle timeout.
+    Idle,
+    /// A request head began to arrive and did not end within the header-read timeout.
+    SlowHead,
 }
 
 /// A request in flight, while alive.
@@ -334,7 +389,8 @@ impl<B: http_body::Body + Unpin> http_body::Body for Answering<B> {
     }
 }
 
-/// When a connection last moved a byte, and when its last request ended.
+/// When a connection last moved a byte, when its last request ended, and when the head of its
+/// next request began to arrive.
 struct Activity {
     since: Instant,
     /// Milliseconds from `since` to the last byte read or written (0: none yet).
@@ -342,7 +398,15 @@ struct Activity {
     /// Milliseconds from `since` to the end of the last request answered in full (0: none yet,
     /// idle since the accept).
     idle_from: AtomicU64,
+    /// Milliseconds from `since` to the first byte read while no request was in flight, or
+    /// [`NO_HEAD`]. Invariant: set only while no request is in flight, cleared when one starts.
+    head_from: AtomicU64,
+    /// Woken when a request starts or ends, and when a next request's head begins to arrive.
+    changed: Notify,
 }
+
+/// `Activity::head_from` when no head is arriving.
+const NO_HEAD: u64 = u64::MAX;
 
 impl Activity {
     fn new() -> Activity {
@@ -350,16 +414,58 @@ impl Activity {
             since: Instant::now(),
             last: AtomicU64::new(0),
             idle_from: AtomicU64::new(0),
+            head_from: AtomicU64::new(NO_HEAD),
+            changed: Notify::new(),
         }
     }
 
     fn millis_since_start(&self) -> u64 {
-        u64::try_from(self.since.elapsed().as_millis()).unwrap_or(u64::MAX)
+        u64::try_from(self.since.elapsed().as_millis())
+            .unwrap_or(u64::MAX)
+            .min(NO_HEAD - 1)
+    }
+
+    fn request_started(&self) {
+        self.head_from.store(NO_HEAD, Ordering::SeqCst);
+        self.changed.notify_waiters();
     }
 
     fn request_ended(&self) {
-        self.idle_from
-            .store(self.millis_since_start(), Ordering::SeqCst);
+        // Rounded up: an idle timeout counted from here never ends before it has fully passed.
+        let ended = self.since.elapsed();
+        let millis = u64::try_from(ended.as_millis())
+            .unwrap_or(u64::MAX)
+            .saturating_add(u64::from(ended.subsec_nanos() % 1_000_000 != 0))
+            .min(NO_HEAD - 1);
+        self.idle_from.store(millis, Ordering::SeqCst);
+        self.changed.notify_waiters();
+    }
+
+    /// Bytes were read; `idle`: while no request was in flight, so they begin a next request's
+    /// head (the first such read after a request starts or ends counts).
+    fn bytes_read(&self, idle: bool) {
+        self.touch();
+        if idle
+            && self
+                .head_from
+                .compare_exchange(
+                    NO_HEAD,
+                    self.millis_since_start(),
+                    Ordering::SeqCst,
+                    Ordering::SeqCst,
+                )
+                .is_ok()
+        {
+            self.changed.notify_waiters();
+        }
+    }
+
+    /// When the head of the next request began to arrive, if it has.
+    fn head_from(&self) -> Option<Instant> {
+        match self.head_from.load(Ordering::SeqCst) {
+            NO_HEAD => None,
+            millis => self.since.checked_add(Duration::from_millis(millis)),
+        }
     }
 
     fn touch(&self) {
@@ -383,6 +489,8 @@ impl Activity {
 pub struct Watched<S> {
     inner: S,
     activity: Arc<Activity>,
+    /// The connection's requests in flight: a read while there are none begins a head.
+    in_flight: Arc<AtomicUsize>,
 }
 
 impl<S> Watched<S> {
@@ -402,7 +510,8 @@ impl<S: AsyncRead + Unpin> AsyncRead for Watched<S> {
         let before = buf.filled().len();
         let polled = Pin::new(&mut this.inner).poll_read(cx, buf);
         if matches!(polled, Poll::Ready(Ok(()))) && buf.filled().len() > before {
-            this.activity.touch();
+            let idle = this.in_flight.load(Ordering::SeqCst) == 0;
+            this.activity.bytes_read(idle);
         }
         polled
     }
@@ -447,6 +556,9 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
         Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
     }
 }
+
+#[cfg(any(test, feature = "test-support"))]
+pub mod slow_client;
 
 #[cfg(test)]
 mod tests;

@@ -57,10 +57,11 @@ use std::fmt;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
 use serde_json::json;
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -83,7 +84,7 @@ use crate::quota::QuotaController;
 use crate::resource::{Catalog, Registry, ResourceType};
 use crate::service_accounts::ServiceAccounts;
 use crate::store::Store;
-use ferrokube_listen::{Answering, Connections, Handle, LONGEST_TIMEOUT};
+use ferrokube_listen::{Answering, Connections, Handle, LONGEST_TIMEOUT, Late};
 use shared::Shared;
 
 /// Builder for an in-process API server; every option has a default. Its `Debug` does not show
@@ -290,8 +291,8 @@ impl ApiServer {
     }
 
     /// How long a client may take from its connection's accept to the end of its first request's
-    /// head (TLS handshake included), and on an HTTP/1.1 keep-alive connection from waiting for
-    /// the next request to the end of its head; then the connection is closed (see [`limits`]).
+    /// head (TLS handshake included), and on an HTTP/1.1 keep-alive connection from the first byte
+    /// of a next request to the end of its head; then the connection is closed (see [`limits`]).
     /// `None`: no limit. Default [`DEFAULT_HEADER_READ_TIMEOUT`] (32 s, kube-apiserver's
     /// `ReadHeaderTimeout`).
     pub fn header_read_timeout(mut self, timeout: Option<Duration>) -> ApiServer {
@@ -302,8 +303,9 @@ impl ApiServer {
     /// How long a connection from the listening socket may stay open with no request in flight
     /// (no stream open, on HTTP/2) before the server closes it (GOAWAY on HTTP/2, see [`limits`]).
     /// `None`: no limit. Default [`DEFAULT_IDLE_TIMEOUT`] (90 s, kube-apiserver's `IdleTimeout`).
-    /// An HTTP/1.1 keep-alive connection waiting for its next request is closed sooner, by the
-    /// [header-read timeout](ApiServer::header_read_timeout).
+    /// On an HTTP/1.1 keep-alive connection it runs until the next request's first byte, from
+    /// which the [header-read timeout](ApiServer::header_read_timeout) takes over, as in Go's
+    /// `http.Server`.
     pub fn idle_timeout(mut self, timeout: Option<Duration>) -> ApiServer {
         self.idle_timeout = timeout.map(|t| t.min(LONGEST_TIMEOUT));
         self
@@ -580,7 +582,14 @@ async fn serve<I>(
 {
     let from_socket = limited.is_some();
     let handle = limited.as_ref().map(|l| l.handle.clone());
-    let service = service_fn(move |request| {
+    // Set by the first HTTP/2 request: the connection's wait between requests is then timed by
+    // the idle timeout alone (its pings move bytes between requests).
+    let http2 = Arc::new(AtomicBool::new(false));
+    let seen_http2 = http2.clone();
+    let service = service_fn(move |request: http::Request<hyper::body::Incoming>| {
+        if request.version() == http::Version::HTTP_2 {
+            seen_http2.store(true, Ordering::Relaxed);
+        }
         let shared = shared.clone();
         let in_flight = handle.as_ref().map(Handle::start_request);
         async move {
@@ -589,12 +598,11 @@ async fn serve<I>(
         }
     });
     let mut builder = auto::Builder::new(TokioExecutor::new());
-    if let Some(limited) = &limited {
-        // The heads after the first on a keep-alive HTTP/1.1 connection: hyper's own timeout.
-        builder
-            .http1()
-            .timer(TokioTimer::new())
-            .header_read_timeout(limited.header_read_timeout);
+    if limited.is_some() {
+        // Not hyper's header-read timeout: it starts as soon as an answer is sent, so it would
+        // time the keep-alive wait and the next head as one (closing idle connections at 32 s).
+        // Both are timed below, as Go's `http.Server` times them (`next_request_late`).
+        builder.http1().header_read_timeout(None);
     }
     let connection = builder.serve_connection(TokioIo::new(io), service);
     tokio::pin!(connection);
@@ -602,25 +610,15 @@ async fn serve<I>(
         Some(l) => (Some(l.handle.clone()), l.first_request_by),
         None => (None, None),
     };
-    let evicted = async {
-        match &close {
-            Some(handle) => handle.close_requested().await,
-            None => std::future::pending().await,
-        }
-    };
-    let slow_head = async {
-        match &close {
-            Some(handle) => handle.no_request_by(first_request_by).await,
-            None => std::future::pending().await,
-        }
-    };
-    let idle_timeout = limited.as_ref().and_then(|l| l.idle_timeout);
-    let idle = async {
-        match (&close, idle_timeout) {
-            (Some(handle), Some(timeout)) => handle.idle_for(timeout).await,
-            _ => std::future::pending().await,
-        }
-    };
+    // Each limit, or never for a connection without limits (an in-process one).
+    let evicted = or_never(close.as_ref().map(Handle::close_requested));
+    let slow_head = or_never(close.as_ref().map(|h| h.no_request_by(first_request_by)));
+    let idle = or_never(
+        close
+            .as_ref()
+            .zip(limited.as_ref())
+            .map(|(handle, limits)| between_requests(handle, limits, &http2)),
+    );
     let served = tokio::select! {
         // A connection that ended is reported as such; only a live one is shut down gracefully.
         // The connection is ready once (when it ends), so it cannot starve the stop.
@@ -630,7 +628,11 @@ async fn serve<I>(
             tracing::debug!(%peer, "no request head within the header-read timeout: closed");
             return;
         }
-        () = idle => {
+        late = idle => {
+            if late == Late::SlowHead {
+                tracing::debug!(%peer, "the next request's head not read within the header-read timeout: closed");
+                return;
+            }
             // Nothing in flight: a GOAWAY (HTTP/2) or a close, and the connection ends.
             tracing::debug!(%peer, "idle for the idle timeout: closed");
             connection.as_mut().graceful_shutdown();
@@ -663,6 +665,40 @@ async fn serve<I>(
     };
     if let Err(e) = served {
         tracing::debug!(%peer, error = %e, "connection ended with an error");
+    }
+}
+
+/// `future`'s output, or never without one.
+async fn or_never<F: std::future::Future>(future: Option<F>) -> F::Output {
+    match future {
+        Some(future) => future.await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Resolves once a connection has waited too long between requests: on HTTP/1.1, the idle
+/// timeout for a next request's first byte, then the header-read timeout for its head (as Go's
+/// `http.Server` times it, see [`limits`]); on HTTP/2 (`http2`, set by its first request), the
+/// idle timeout with no request in flight, whatever frames move.
+async fn between_requests(handle: &Handle, limits: &Limited, http2: &AtomicBool) -> Late {
+    loop {
+        if http2.load(Ordering::Relaxed) {
+            return match limits.idle_timeout {
+                Some(timeout) => {
+                    handle.idle_for(timeout).await;
+                    Late::Idle
+                }
+                None => std::future::pending().await,
+            };
+        }
+        match handle
+            .next_request_late(limits.idle_timeout, limits.header_read_timeout)
+            .await
+        {
+            // HTTP/2 bytes between requests (a ping) are no head: timed as HTTP/2 above.
+            Late::SlowHead if http2.load(Ordering::Relaxed) => continue,
+            late => return late,
+        }
     }
 }
 

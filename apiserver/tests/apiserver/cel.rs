@@ -36,8 +36,6 @@ use http::{Method, Request};
 use http_body_util::BodyExt;
 use serde_json::{Value, json};
 
-use crate::common;
-
 const CORPUS: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
     "/tests/fixtures/cel_corpus.json"
@@ -131,6 +129,13 @@ impl Target {
 /// seconds in a debug build, longer on a loaded machine, and the client's default write deadline
 /// (10 s) is about dead connections, not about a busy server (it failed this suite twice under a
 /// load average of 20).
+/// The embedded server's client config, never retrying: each answer is the case's outcome.
+fn embedded_config(server: &ferrokube_apiserver::RunningServer) -> ferrokube_client::Config {
+    let mut config = ferrokube_testkit::embedded_config(server);
+    config.retry.max_retries = 0;
+    config
+}
+
 fn patient(mut config: ferrokube_client::Config) -> Client {
     config.timeout = Some(Duration::from_secs(180));
     config.write_timeout = Some(Duration::from_secs(180));
@@ -370,7 +375,7 @@ async fn cel_corpus_embedded() {
         .expect("embedded server starts");
     let target = Target {
         name: "embedded".into(),
-        client: patient(common::embedded_config(&server)),
+        client: patient(embedded_config(&server)),
         _embedded: Some(server),
     };
     let seen = run_all(&target, &corpus).await;
@@ -415,7 +420,7 @@ async fn cel_corpus_e2e() {
     let mut corpus = corpus();
     let target = Target {
         name: "kube-apiserver".into(),
-        client: patient(common::config(None)),
+        client: patient(ferrokube_testkit::config(None)),
         _embedded: None,
     };
     let (major, minor) = target.version().await;
@@ -536,7 +541,7 @@ async fn cel_long_and_chain_fidelity_embedded() {
         .expect("embedded server starts");
     let target = Target {
         name: "embedded".into(),
-        client: patient(common::embedded_config(&server)),
+        client: patient(embedded_config(&server)),
         _embedded: Some(server),
     };
     long_and_chain(&target).await;
@@ -547,7 +552,7 @@ async fn cel_long_and_chain_fidelity_embedded() {
 async fn cel_long_and_chain_fidelity_e2e() {
     let target = Target {
         name: "kube-apiserver".into(),
-        client: patient(common::config(None)),
+        client: patient(ferrokube_testkit::config(None)),
         _embedded: None,
     };
     if target.version().await >= (1, 25) {

@@ -16,8 +16,6 @@
 //! current release's, so the comparison with the embedded server still covers everything else. A
 //! real server of a release with no documented answer is compared as it is.
 
-use crate::common;
-
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -83,7 +81,7 @@ impl Target {
         Target {
             name: "embedded",
             minor: CURRENT_MINOR,
-            client: common::embedded_client(&server, false),
+            client: ferrokube_testkit::embedded_client(&server, false),
             embedded: Some(server),
         }
     }
@@ -91,7 +89,7 @@ impl Target {
     #[cfg(feature = "e2e")]
     fn real() -> Target {
         use ferrokube_client::client::RetryPolicy;
-        let mut config = common::config(None);
+        let mut config = ferrokube_testkit::config(None);
         config.retry = RetryPolicy {
             max_retries: 0,
             ..RetryPolicy::default()
@@ -232,7 +230,7 @@ impl Target {
         let seen = self
             .call(Method::GET, "/api/v1/namespaces?limit=1", None)
             .await;
-        common::compact_etcd(&seen.rv().to_string());
+        ferrokube_testkit::compact_etcd(&seen.rv().to_string());
     }
 
     #[cfg(not(feature = "e2e"))]

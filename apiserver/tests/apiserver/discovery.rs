@@ -12,8 +12,6 @@ use http::Request;
 use http_body_util::BodyExt;
 use serde_json::Value;
 
-use crate::common;
-
 const AGGREGATED: &str =
     "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json";
 
@@ -74,7 +72,7 @@ fn group_names(aggregated: &[u8]) -> Vec<String> {
 
 async fn server() -> (RunningServer, Client) {
     let server = ApiServer::new().start().await.expect("server");
-    let client = common::embedded_client(&server, false);
+    let client = ferrokube_testkit::embedded_client(&server, false);
     (server, client)
 }
 

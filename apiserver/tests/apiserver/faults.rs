@@ -13,10 +13,8 @@ use http::Request;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use serde_json::{Value, json};
 
-use crate::common;
-
 fn client(server: &RunningServer) -> Client {
-    common::embedded_client(server, false)
+    ferrokube_testkit::embedded_client(server, false)
 }
 
 async fn admin(client: &Client, method: &str, query: &str, body: Value) -> Value {

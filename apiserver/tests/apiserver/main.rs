@@ -16,7 +16,6 @@
 //! --test apiserver -- cel:: conformance:: tables::`).
 
 mod cel;
-mod common;
 mod conformance;
 mod connection_abuse;
 mod discovery;

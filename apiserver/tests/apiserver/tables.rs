@@ -15,8 +15,6 @@
 //!
 //! Differences that remain are listed in the `ferrokube-apiserver` crate docs.
 
-use crate::common;
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -67,7 +65,7 @@ impl Target {
             name: "embedded",
             minor: CURRENT_MINOR,
             kubeconfig,
-            client: common::embedded_client(&server, false),
+            client: ferrokube_testkit::embedded_client(&server, false),
             _embedded: Some(server),
             dir,
         }
@@ -83,7 +81,7 @@ impl Target {
             name: "kube-apiserver",
             minor: CURRENT_MINOR,
             kubeconfig,
-            client: common::client(None),
+            client: ferrokube_testkit::client(None),
             _embedded: None,
             dir: std::env::temp_dir().join(format!("ferrokube-tables-real-{run}")),
         }
@@ -1609,7 +1607,7 @@ async fn a_table_watch_gets_bookmarks_as_tables() {
         name: "embedded",
         minor: CURRENT_MINOR,
         kubeconfig: PathBuf::new(),
-        client: common::embedded_client(&server, false),
+        client: ferrokube_testkit::embedded_client(&server, false),
         _embedded: None,
         dir: std::env::temp_dir().join(format!("ferrokube-tables-bookmarks-{}", run_id())),
     };

@@ -45,7 +45,7 @@ use query::Query;
 
 use ferrokube_core::Object;
 
-use crate::client::{Call, Client};
+use crate::client::{Call, Client, ProtobufUse};
 use crate::error::Error;
 use crate::watch::WatchStream;
 use crate::write_observer::{DeleteNote, DeleteOutcome, WriteObserver};
@@ -186,19 +186,41 @@ impl<K: Object> Api<K> {
         &self.client
     }
 
-    /// Whether reads (get, list, watch) ask for protobuf: see [`crate::protobuf`].
+    /// Whether reads (get, list, watch) ask for protobuf (see [`crate::protobuf`]): a built-in
+    /// kind through its typed API with a client that prefers protobuf, unless the server refused
+    /// to answer a read of the resource in protobuf (406, or 415) before, after which they ask
+    /// for JSON only. Remembered by the client, for every `Api` of the resource.
     pub fn reads_protobuf(&self) -> bool {
-        self.protobuf
+        self.protobuf && !self.refused(ProtobufUse::Answers)
     }
 
     /// Whether creates and updates send protobuf bodies: a built-in kind through its typed API
     /// with a client that prefers protobuf, unless the server refused a protobuf body for the
-    /// resource (415) before, after which they go as JSON.
+    /// resource (415) before, after which they go as JSON. Remembered by the client, for every
+    /// `Api` of the resource.
     pub fn writes_protobuf(&self) -> bool {
-        self.protobuf && !self.client.protobuf_body_refused(&self.refusal_key())
+        self.protobuf && !self.refused(ProtobufUse::Bodies)
     }
 
-    /// The key under which the client remembers a refused protobuf body: `apiVersion/plural`.
+    /// Whether the client remembers the server refusing protobuf `what` for this resource.
+    fn refused(&self, what: ProtobufUse) -> bool {
+        self.client.protobuf_refused(what, &self.refusal_key())
+    }
+
+    /// A read of this resource was refused in protobuf: remembered, so that later reads (any
+    /// `Api` of the client's) ask for JSON at once rather than be refused again first.
+    fn note_read_refused(&self, error: &Error) {
+        let resource = self.refusal_key();
+        tracing::debug!(
+            %resource,
+            %error,
+            "the server will not answer in protobuf: reading JSON from now on"
+        );
+        self.client.refuse_protobuf(ProtobufUse::Answers, &resource);
+    }
+
+    /// The key under which the client remembers a refused protobuf body or answer:
+    /// `apiVersion/plural`.
     fn refusal_key(&self) -> String {
         format!("{}/{}", self.resource.api_version(), self.resource.plural)
     }
@@ -276,9 +298,11 @@ impl<K: Object> Api<K> {
 
     async fn get_subresource(&self, name: &str, sub: Option<&str>) -> Result<K, Error> {
         let path = self.object_path(name, sub)?;
-        let first = self.read(path.clone(), self.protobuf).await;
+        let protobuf = self.reads_protobuf();
+        let first = self.read(path.clone(), protobuf).await;
         let (content_type, body) = match first {
-            Err(error) if self.protobuf && refused_protobuf(&error) => {
+            Err(error) if protobuf && refused_protobuf(&error) => {
+                self.note_read_refused(&error);
                 self.read(path.clone(), false).await?
             }
             other => other?,
@@ -340,7 +364,7 @@ impl<K: Object> Api<K> {
         let path = self.collection_path() + &query.finish();
         let mut on_metadata = Some(on_metadata);
         let mut map = Some(map);
-        let mut protobuf = self.protobuf;
+        let mut protobuf = self.reads_protobuf();
         loop {
             let mut call = self.call(Method::GET, path.clone(), Bytes::new())?;
             if protobuf {
@@ -365,6 +389,7 @@ impl<K: Object> Api<K> {
             let content_type = match listed {
                 // A server (or an aggregated API) that will not send protobuf: once more in JSON.
                 Err(error) if protobuf && refused_protobuf(&error) && map.is_some() => {
+                    self.note_read_refused(&error);
                     protobuf = false;
                     continue;
                 }
@@ -455,11 +480,12 @@ impl<K: Object> Api<K> {
     /// Sends `object` as the body of a create (POST) or an update (PUT) of `path`: as protobuf
     /// when this `Api` speaks it, the encoder can write the object, and the server has not
     /// refused a protobuf body for the resource before; else, or when the server answers 415 to
-    /// the protobuf body (remembered for the resource), as JSON. What client-go's clientsets do
-    /// for built-in kinds, but for the fallback, which client-go does not have.
+    /// the protobuf body (remembered for the resource), as JSON. The answer is asked for in
+    /// protobuf as a read's is ([`reads_protobuf`](Self::reads_protobuf)). What client-go's
+    /// clientsets do for built-in kinds, but for the fallbacks, which client-go does not have.
     async fn write(&self, method: Method, path: String, object: &K) -> Result<K, Error> {
         let resource = self.refusal_key();
-        if self.protobuf && !self.client.protobuf_body_refused(&resource) {
+        if self.writes_protobuf() {
             let encoded = ferrokube_core::protobuf::encode(
                 object,
                 &self.resource.api_version(),
@@ -468,7 +494,9 @@ impl<K: Object> Api<K> {
             match encoded {
                 Ok(body) => {
                     let mut call = self.call(method.clone(), path.clone(), Bytes::from(body))?;
-                    accept_protobuf(&mut call);
+                    if self.reads_protobuf() {
+                        accept_protobuf(&mut call);
+                    }
                     call.request.headers_mut().insert(
                         http::header::CONTENT_TYPE,
                         http::HeaderValue::from_static(crate::protobuf::CONTENT_TYPE),
@@ -482,7 +510,7 @@ impl<K: Object> Api<K> {
                                 %resource,
                                 "the server refused a protobuf body (415): sending JSON from now on"
                             );
-                            self.client.refuse_protobuf_bodies(&resource);
+                            self.client.refuse_protobuf(ProtobufUse::Bodies, &resource);
                         }
                         Err(error) => return Err(error),
                     }
@@ -635,10 +663,12 @@ impl<K: Object> Api<K> {
             }
             Ok::<_, Error>(call)
         };
-        let call = open(self.protobuf)?;
+        let protobuf = self.reads_protobuf();
+        let call = open(protobuf)?;
         let url = call.request.uri().to_string();
         let response = match self.client.send(call).await {
-            Err(error) if self.protobuf && refused_protobuf(&error) => {
+            Err(error) if protobuf && refused_protobuf(&error) => {
+                self.note_read_refused(&error);
                 self.client.send(open(false)?).await?
             }
             other => other?,

@@ -180,11 +180,38 @@ struct Inner {
     /// Ask for gzip-compressed answers (`Accept-Encoding: gzip`) and inflate them
     /// ([`Config::disable_compression`] unset; see `gzip`).
     gzip: bool,
-    /// The resources (`apiVersion/plural`) whose server refused a protobuf body with 415: their
-    /// creates and updates go as JSON from then on, without first trying protobuf again. Only
-    /// grows, by one entry per refusing resource (a server, or an aggregated API behind it,
-    /// that does not take protobuf for them): bounded by the resources the client writes.
-    protobuf_bodies_refused: parking_lot::Mutex<std::collections::HashSet<String>>,
+    /// The resources whose server refused protobuf, by what it refused: see [`ProtobufRefusals`].
+    protobuf_refused: parking_lot::Mutex<ProtobufRefusals>,
+}
+
+/// What a server refused in protobuf for a resource: a body it was sent, or an answer it was
+/// asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ProtobufUse {
+    /// A create's or update's body (refused with 415): writes go as JSON from then on.
+    Bodies,
+    /// A get's, list's or watch's answer (refused with 406, or 415): reads ask for JSON only
+    /// from then on.
+    Answers,
+}
+
+/// The resources (`apiVersion/plural`) whose server refused protobuf, per [`ProtobufUse`]: their
+/// requests of that kind skip protobuf from then on, without trying it again first. Each set only
+/// grows, by one entry per refusing resource (a server, or an aggregated API behind it, that does
+/// not speak protobuf for it): bounded by the resources the client uses.
+#[derive(Debug, Default)]
+struct ProtobufRefusals {
+    bodies: std::collections::HashSet<String>,
+    answers: std::collections::HashSet<String>,
+}
+
+impl ProtobufRefusals {
+    fn of(&mut self, what: ProtobufUse) -> &mut std::collections::HashSet<String> {
+        match what {
+            ProtobufUse::Bodies => &mut self.bodies,
+            ProtobufUse::Answers => &mut self.answers,
+        }
+    }
 }
 
 /// With [`Config::http2`], how long a ping may go unanswered before the connection is closed
@@ -335,7 +362,7 @@ impl Client {
                 user_agent,
                 protobuf: config.content_type == crate::config::ContentType::Protobuf,
                 gzip: !config.disable_compression,
-                protobuf_bodies_refused: Default::default(),
+                protobuf_refused: Default::default(),
             }),
             priority: Priority::default(),
             gate: None,
@@ -454,17 +481,22 @@ impl Client {
         self.inner.protobuf
     }
 
-    /// Whether the server refused a protobuf body for `resource` (`apiVersion/plural`) before.
-    pub(crate) fn protobuf_body_refused(&self, resource: &str) -> bool {
-        self.inner.protobuf_bodies_refused.lock().contains(resource)
+    /// Whether the server refused protobuf `what` for `resource` (`apiVersion/plural`) before.
+    pub(crate) fn protobuf_refused(&self, what: ProtobufUse, resource: &str) -> bool {
+        self.inner
+            .protobuf_refused
+            .lock()
+            .of(what)
+            .contains(resource)
     }
 
-    /// Remembers that the server refused a protobuf body for `resource`.
-    pub(crate) fn refuse_protobuf_bodies(&self, resource: &str) {
-        self.inner
-            .protobuf_bodies_refused
-            .lock()
-            .insert(resource.to_string());
+    /// Remembers that the server refused protobuf `what` for `resource`.
+    pub(crate) fn refuse_protobuf(&self, what: ProtobufUse, resource: &str) {
+        let mut refused = self.inner.protobuf_refused.lock();
+        let set = refused.of(what);
+        if !set.contains(resource) {
+            set.insert(resource.to_string());
+        }
     }
 
     /// The namespace of the config's context (or `default`).

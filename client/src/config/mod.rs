@@ -248,7 +248,8 @@ pub struct Config {
     /// The encoding of built-in kinds on the wire (client-go's `rest.Config.ContentType`).
     /// Default [`ContentType::Protobuf`]: gets, lists and watches of kinds in Kubernetes'
     /// protobuf schema send `Accept: application/vnd.kubernetes.protobuf, application/json`
-    /// and decode whichever the server answers, and creates and updates send their body as
+    /// and decode whichever the server answers (JSON only from then on for a resource whose
+    /// server refuses, 406), and creates and updates send their body as
     /// protobuf (JSON once more, and from then on for that resource, when the server answers
     /// 415; see [`crate::protobuf`]). Custom resources, `DynamicObject` and patches are JSON
     /// either way. [`ContentType::Json`] sends and asks for JSON only.

@@ -8,7 +8,9 @@
 //! client decodes it with far less work: no quoting, no escapes, no field names, numbers as
 //! varints. client-go asks for it for every built-in kind by default (since v0.31), and an
 //! informer's first list of 50,000 Pods is where it shows. Custom resources have no protobuf
-//! form; they stay JSON, as do patches and `DynamicObject`.
+//! form; they stay JSON, as do patches and `DynamicObject`. A server that refuses to answer a
+//! read in protobuf (406, or 415) is asked again in JSON, and only JSON from then on for that
+//! resource; see `Api::reads_protobuf`.
 //!
 //! Writes go the other way with core's encoder (`ferrokube_core::protobuf::encode`, a serde
 //! `Serializer` driven by the same schema table): a create's or an update's body of a built-in

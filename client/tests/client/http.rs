@@ -735,16 +735,24 @@ async fn protobuf_body_refused_with_415_is_sent_again_in_json_and_remembered() {
     );
 }
 
-/// A server that will not answer protobuf (406) is asked again in JSON, for gets, lists and
-/// watches alike.
+/// A server that will not answer protobuf (406) for a resource is asked again in JSON, and the
+/// client remembers it: later gets, lists, watches (of any `Api` of the resource) and the answers
+/// of writes ask for JSON only at once; another resource still asks for protobuf.
 #[tokio::test]
-async fn protobuf_refused_with_406_is_asked_again_in_json() {
+async fn protobuf_refused_with_406_is_asked_again_in_json_and_remembered_per_resource() {
     let (url, seen) = serve(|_, request| {
         let accept = request
             .headers()
             .get("accept")
             .and_then(|v| v.to_str().ok())
             .unwrap_or_default();
+        let path = request.uri().path();
+        if path.contains("/secrets") {
+            return respond(
+                200,
+                r#"{"kind":"Secret","apiVersion":"v1","metadata":{"name":"s","namespace":"ns"}}"#,
+            );
+        }
         if accept.contains("protobuf") {
             return respond(
                 406,
@@ -756,7 +764,8 @@ async fn protobuf_refused_with_406_is_asked_again_in_json() {
                 respond(200, &format!(r#"{{"type":"ADDED","object":{CM}}}"#))
             }
             Some(_) => respond(200, LIST),
-            None if request.uri().path().ends_with("configmaps") => respond(200, LIST),
+            None if request.method() == "POST" => respond(201, CM),
+            None if path.ends_with("configmaps") => respond(200, LIST),
             None => respond(200, CM),
         }
     })
@@ -764,6 +773,7 @@ async fn protobuf_refused_with_406_is_asked_again_in_json() {
     let cms = api(config(&url));
     assert!(cms.reads_protobuf());
     cms.get("a").await.expect("get");
+    assert!(!cms.reads_protobuf(), "the refusal is remembered");
     assert_eq!(
         cms.list(&Default::default())
             .await
@@ -777,11 +787,213 @@ async fn protobuf_refused_with_406_is_asked_again_in_json() {
         event,
         ferrokube_client::watch::WatchEvent::Added(_)
     ));
+    let elsewhere: Api<ConfigMap> = Api::namespaced(cms.client().clone(), "other");
+    assert!(!elsewhere.reads_protobuf(), "remembered for the resource");
+    elsewhere.get("a").await.expect("get elsewhere");
+    cms.create(&Default::default(), &ConfigMap::default())
+        .await
+        .expect("create");
+    assert!(cms.writes_protobuf(), "the body is still protobuf");
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> =
+        Api::namespaced(cms.client().clone(), "ns");
+    secrets.get("s").await.expect("secret get");
+    assert!(secrets.reads_protobuf(), "another resource still asks");
     let seen = seen.lock().expect("lock");
+    let asked: Vec<(String, &str)> = seen
+        .requests
+        .iter()
+        .zip(&seen.headers)
+        .map(|((method, path), headers)| {
+            let accept = headers["accept"].to_str().expect("ascii");
+            let accept = if accept.contains("protobuf") {
+                "protobuf"
+            } else {
+                accept
+            };
+            let path = path.split('?').next().unwrap_or_default();
+            (format!("{method} {path}"), accept)
+        })
+        .collect();
+    let json = "application/json";
+    let expected: Vec<(String, &str)> = [
+        ("GET /api/v1/namespaces/ns/configmaps/a", "protobuf"),
+        ("GET /api/v1/namespaces/ns/configmaps/a", json),
+        ("GET /api/v1/namespaces/ns/configmaps", json),
+        ("GET /api/v1/namespaces/ns/configmaps", json),
+        ("GET /api/v1/namespaces/other/configmaps/a", json),
+        ("POST /api/v1/namespaces/ns/configmaps", json),
+        ("GET /api/v1/namespaces/ns/secrets/s", "protobuf"),
+    ]
+    .into_iter()
+    .map(|(request, accept)| (request.to_string(), accept))
+    .collect();
     assert_eq!(
-        seen.requests.len(),
-        6,
-        "each read twice: protobuf refused, then JSON"
+        asked, expected,
+        "one refused read, then JSON only for configmaps; secrets still protobuf"
+    );
+}
+
+/// A front for the embedded server that refuses protobuf answers for configmaps as
+/// kube-apiserver refuses them for a resource it has no protobuf form for (406, the same
+/// `Status`), and passes every other request through, answers streamed as they come. (The
+/// embedded server itself answers JSON to the client's `protobuf, json` Accept where it has no
+/// protobuf, as kube-apiserver does, so a refusal needs this front.) The Accept of every request
+/// it saw, by method and path.
+async fn refusing_front(upstream: String) -> (String, Arc<Mutex<Vec<(String, String)>>>) {
+    type Forwarded = http_body_util::combinators::BoxBody<Bytes, hyper::Error>;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let url = format!("http://{}", listener.local_addr().expect("addr"));
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let state = seen.clone();
+    let forward: hyper_util::client::legacy::Client<_, http_body_util::Full<Bytes>> =
+        hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+            .build_http();
+    tokio::spawn(async move {
+        while let Ok((socket, _)) = listener.accept().await {
+            let (forward, state, upstream) = (forward.clone(), state.clone(), upstream.clone());
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(move |request: Request<Incoming>| {
+                    let (forward, state, upstream) =
+                        (forward.clone(), state.clone(), upstream.clone());
+                    async move {
+                        let accept = request
+                            .headers()
+                            .get("accept")
+                            .and_then(|v| v.to_str().ok())
+                            .unwrap_or_default()
+                            .to_string();
+                        let path = request.uri().path().to_string();
+                        state
+                            .lock()
+                            .expect("lock")
+                            .push((format!("{} {path}", request.method()), accept.clone()));
+                        if path.contains("/configmaps") && accept.contains("protobuf") {
+                            let status = r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"only the following media types are accepted: application/json, application/yaml","reason":"NotAcceptable","code":406}"#;
+                            let refused: Forwarded = http_body_util::Full::new(Bytes::from(status))
+                                .map_err(|never| match never {})
+                                .boxed();
+                            return Ok::<_, hyper_util::client::legacy::Error>(
+                                Response::builder()
+                                    .status(406)
+                                    .header("content-type", "application/json")
+                                    .body(refused)
+                                    .expect("response"),
+                            );
+                        }
+                        let (mut parts, body) = request.into_parts();
+                        let body = body
+                            .collect()
+                            .await
+                            .map(|b| b.to_bytes())
+                            .unwrap_or_default();
+                        let target = format!(
+                            "{upstream}{}",
+                            parts
+                                .uri
+                                .path_and_query()
+                                .map(|p| p.as_str())
+                                .unwrap_or("/")
+                        );
+                        parts.uri = target.parse().expect("upstream uri");
+                        parts.headers.remove(http::header::HOST);
+                        let answer = forward
+                            .request(Request::from_parts(parts, http_body_util::Full::new(body)))
+                            .await?;
+                        Ok(answer.map(|body| body.boxed()))
+                    }
+                });
+                let _ = hyper_util::server::conn::auto::Builder::new(
+                    hyper_util::rt::TokioExecutor::new(),
+                )
+                .serve_connection(hyper_util::rt::TokioIo::new(socket), service)
+                .await;
+            });
+        }
+    });
+    (url, seen)
+}
+
+/// On the embedded server (behind a front that refuses protobuf answers for configmaps, see
+/// [`refusing_front`]): the first read is refused and asked again in JSON, and from then on the
+/// client reads configmaps in JSON at once (get, list, watch, another namespace's `Api`), decoding
+/// the server's real answers; pods, which the server answers in protobuf, still ask for it.
+#[tokio::test]
+async fn protobuf_refused_reads_are_remembered_against_the_embedded_server() {
+    let server = ferrokube_apiserver::ApiServer::new()
+        .start()
+        .await
+        .expect("server starts");
+    let (url, seen) = refusing_front(server.url().to_string()).await;
+    let client = Client::new(config(&url)).expect("client");
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let cm = ConfigMap {
+        metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+            name: Some("a".into()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    // Made straight on the server, not through the front.
+    let direct: Api<ConfigMap> = Api::namespaced(
+        Client::new(config(server.url())).expect("client"),
+        "default",
+    );
+    direct
+        .create(&PostParams::default(), &cm)
+        .await
+        .expect("create");
+    let got = cms.get("a").await.expect("get, refused then JSON");
+    assert_eq!(got.metadata.name.as_deref(), Some("a"));
+    assert!(!cms.reads_protobuf() && cms.writes_protobuf());
+    let listed = cms.list(&ListParams::default()).await.expect("list");
+    assert_eq!(listed.items.len(), 1);
+    let mut watch = cms
+        .watch(&WatchParams::default(), listed.resource_version())
+        .await
+        .expect("watch");
+    let other: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    other
+        .create(
+            &PostParams::default(),
+            &ConfigMap {
+                metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                    name: Some("b".into()),
+                    ..Default::default()
+                },
+                ..Default::default()
+            },
+        )
+        .await
+        .expect("a second create, its answer in JSON");
+    let event = watch.next().await.expect("an event").expect("decoded");
+    assert!(matches!(event, WatchEvent::Added(_)), "{event:?}");
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(client.clone(), "default");
+    assert!(pods.list(&ListParams::default()).await.is_ok());
+    let seen = seen.lock().expect("lock").clone();
+    let asked: Vec<(&str, &str)> = seen
+        .iter()
+        .map(|(request, accept)| {
+            let accept = if accept.contains("protobuf") {
+                "protobuf"
+            } else {
+                "json"
+            };
+            (request.as_str(), accept)
+        })
+        .collect();
+    let collection = "/api/v1/namespaces/default/configmaps";
+    assert_eq!(
+        asked,
+        [
+            (format!("GET {collection}/a").as_str(), "protobuf"),
+            (format!("GET {collection}/a").as_str(), "json"),
+            (format!("GET {collection}").as_str(), "json"),
+            (format!("GET {collection}").as_str(), "json"),
+            (format!("POST {collection}").as_str(), "json"),
+            ("GET /api/v1/namespaces/default/pods", "protobuf"),
+        ]
     );
 }
 

@@ -210,6 +210,97 @@ macro_rules! refuse {
     };
 }
 
+/// The serde data model methods that mean nothing of their own here, written once for the
+/// serializers that take them (each names the ones it does):
+/// - `some`, `newtype_struct`: the wrapper is invisible, the value inside is serialized;
+/// - `unit_variant`: an enum's unit variant is its name, a string (`"Always"`);
+/// - `tuple`: an array; `struct`: an object, member by member as a map's entries;
+/// - `compound_variants`: refuses the tuple struct and the tuple and struct variants, which no
+///   object's JSON shape has.
+macro_rules! transparent {
+    ($($what:ident),* $(,)?) => { $( transparent!(@ $what); )* };
+    (@ some) => {
+        fn serialize_some<T: Serialize + ?Sized>(self, value: &T) -> Result<(), EncodeError> {
+            value.serialize(self)
+        }
+    };
+    (@ newtype_struct) => {
+        fn serialize_newtype_struct<T: Serialize + ?Sized>(
+            self,
+            _: &'static str,
+            value: &T,
+        ) -> Result<(), EncodeError> {
+            value.serialize(self)
+        }
+    };
+    (@ unit_variant) => {
+        fn serialize_unit_variant(
+            self,
+            _: &'static str,
+            _: u32,
+            variant: &'static str,
+        ) -> Result<(), EncodeError> {
+            self.serialize_str(variant)
+        }
+    };
+    (@ tuple) => {
+        fn serialize_tuple(self, len: usize) -> Result<Self::SerializeTuple, EncodeError> {
+            self.serialize_seq(Some(len))
+        }
+    };
+    (@ struct) => {
+        fn serialize_struct(
+            self,
+            _: &'static str,
+            len: usize,
+        ) -> Result<Self::SerializeStruct, EncodeError> {
+            self.serialize_map(Some(len))
+        }
+    };
+    (@ compound_variants) => {
+        refuse! {
+            serialize_tuple_struct(&'static str, usize) -> ser::Impossible<(), EncodeError> = "a tuple struct";
+            serialize_tuple_variant(&'static str, u32, &'static str, usize) -> ser::Impossible<(), EncodeError> = "a tuple variant";
+            serialize_struct_variant(&'static str, u32, &'static str, usize) -> ser::Impossible<(), EncodeError> = "a struct variant";
+        }
+    };
+}
+
+/// `SerializeStruct` for an object writer with an inherent `member(key, value)` and a
+/// `SerializeMap::end`: a struct's fields are its members, its end the object's end. (A struct's
+/// field names are already strings, so they go to `member` without the map path's key capture.)
+macro_rules! struct_as_members {
+    ($ty:ty) => {
+        impl SerializeStruct for $ty {
+            type Ok = ();
+            type Error = EncodeError;
+
+            fn serialize_field<T: Serialize + ?Sized>(
+                &mut self,
+                key: &'static str,
+                value: &T,
+            ) -> Result<(), EncodeError> {
+                self.member(key, value)
+            }
+
+            fn end(self) -> Result<(), EncodeError> {
+                SerializeMap::end(self)
+            }
+        }
+    };
+}
+
+/// Serde's integer methods that fit an `i128` losslessly, each handed to `ValueSer::integer`.
+macro_rules! widen_integers {
+    ($($method:ident($int:ty)),* $(,)?) => {
+        $(
+            fn $method(self, v: $int) -> Result<(), EncodeError> {
+                self.integer(i128::from(v))
+            }
+        )*
+    };
+}
+
 // ---- one value of a field ----
 
 /// Writes one occurrence of a field: its key and its value, by the field's type.
@@ -297,32 +388,10 @@ impl<'o> Serializer for ValueSer<'o> {
         Ok(())
     }
 
-    fn serialize_i8(self, v: i8) -> Result<(), EncodeError> {
-        self.integer(i128::from(v))
-    }
-    fn serialize_i16(self, v: i16) -> Result<(), EncodeError> {
-        self.integer(i128::from(v))
-    }
-    fn serialize_i32(self, v: i32) -> Result<(), EncodeError> {
-        self.integer(i128::from(v))
-    }
-    fn serialize_i64(self, v: i64) -> Result<(), EncodeError> {
-        self.integer(i128::from(v))
-    }
-    fn serialize_i128(self, v: i128) -> Result<(), EncodeError> {
-        self.integer(v)
-    }
-    fn serialize_u8(self, v: u8) -> Result<(), EncodeError> {
-        self.integer(i128::from(v))
-    }
-    fn serialize_u16(self, v: u16) -> Result<(), EncodeError> {
-        self.integer(i128::from(v))
-    }
-    fn serialize_u32(self, v: u32) -> Result<(), EncodeError> {
-        self.integer(i128::from(v))
-    }
-    fn serialize_u64(self, v: u64) -> Result<(), EncodeError> {
-        self.integer(i128::from(v))
+    widen_integers! {
+        serialize_i8(i8), serialize_i16(i16), serialize_i32(i32), serialize_i64(i64),
+        serialize_i128(i128), serialize_u8(u8), serialize_u16(u16), serialize_u32(u32),
+        serialize_u64(u64),
     }
     fn serialize_u128(self, v: u128) -> Result<(), EncodeError> {
         let value = i128::try_from(v).map_err(|_| self.site.value_error("out of range"))?;
@@ -408,10 +477,6 @@ impl<'o> Serializer for ValueSer<'o> {
         self.serialize_unit()
     }
 
-    fn serialize_some<T: Serialize + ?Sized>(self, value: &T) -> Result<(), EncodeError> {
-        value.serialize(self)
-    }
-
     fn serialize_unit(self) -> Result<(), EncodeError> {
         if !self.in_list {
             return Ok(());
@@ -430,23 +495,6 @@ impl<'o> Serializer for ValueSer<'o> {
         self.serialize_unit()
     }
 
-    fn serialize_unit_variant(
-        self,
-        _: &'static str,
-        _: u32,
-        variant: &'static str,
-    ) -> Result<(), EncodeError> {
-        self.serialize_str(variant)
-    }
-
-    fn serialize_newtype_struct<T: Serialize + ?Sized>(
-        self,
-        _: &'static str,
-        value: &T,
-    ) -> Result<(), EncodeError> {
-        value.serialize(self)
-    }
-
     fn serialize_newtype_variant<T: Serialize + ?Sized>(
         self,
         _: &'static str,
@@ -456,6 +504,15 @@ impl<'o> Serializer for ValueSer<'o> {
     ) -> Result<(), EncodeError> {
         value.serialize(self)
     }
+
+    transparent!(
+        some,
+        newtype_struct,
+        unit_variant,
+        tuple,
+        struct,
+        compound_variants
+    );
 
     fn serialize_seq(self, _: Option<usize>) -> Result<SeqSer<'o>, EncodeError> {
         let (schema, number) = match self.site.ty {
@@ -479,10 +536,6 @@ impl<'o> Serializer for ValueSer<'o> {
             },
             close: Some(start),
         })
-    }
-
-    fn serialize_tuple(self, len: usize) -> Result<SeqSer<'o>, EncodeError> {
-        self.serialize_seq(Some(len))
     }
 
     fn serialize_map(self, _: Option<usize>) -> Result<MessageSer<'o>, EncodeError> {
@@ -512,16 +565,6 @@ impl<'o> Serializer for ValueSer<'o> {
             }
             _ => Err(self.site.shape("an object")),
         }
-    }
-
-    fn serialize_struct(self, _: &'static str, len: usize) -> Result<MessageSer<'o>, EncodeError> {
-        self.serialize_map(Some(len))
-    }
-
-    refuse! {
-        serialize_tuple_struct(&'static str, usize) -> ser::Impossible<(), EncodeError> = "a tuple struct";
-        serialize_tuple_variant(&'static str, u32, &'static str, usize) -> ser::Impossible<(), EncodeError> = "a tuple variant";
-        serialize_struct_variant(&'static str, u32, &'static str, usize) -> ser::Impossible<(), EncodeError> = "a struct variant";
     }
 }
 
@@ -615,16 +658,6 @@ impl<'o> Serializer for Shape<'o> {
     fn serialize_unit_struct(self, _: &'static str) -> Result<(), EncodeError> {
         Ok(())
     }
-    fn serialize_some<T: Serialize + ?Sized>(self, value: &T) -> Result<(), EncodeError> {
-        value.serialize(self)
-    }
-    fn serialize_newtype_struct<T: Serialize + ?Sized>(
-        self,
-        _: &'static str,
-        value: &T,
-    ) -> Result<(), EncodeError> {
-        value.serialize(self)
-    }
 
     fn serialize_seq(self, _: Option<usize>) -> Result<SeqSer<'o>, EncodeError> {
         match self.expect {
@@ -635,10 +668,6 @@ impl<'o> Serializer for Shape<'o> {
             }),
             _ => Err(self.site.shape("an array")),
         }
-    }
-
-    fn serialize_tuple(self, len: usize) -> Result<SeqSer<'o>, EncodeError> {
-        self.serialize_seq(Some(len))
     }
 
     fn serialize_map(self, _: Option<usize>) -> Result<MapOrMessage<'o>, EncodeError> {
@@ -655,13 +684,7 @@ impl<'o> Serializer for Shape<'o> {
         }
     }
 
-    fn serialize_struct(
-        self,
-        _: &'static str,
-        len: usize,
-    ) -> Result<MapOrMessage<'o>, EncodeError> {
-        self.serialize_map(Some(len))
-    }
+    transparent!(some, newtype_struct, tuple, struct, compound_variants);
 
     refuse! {
         serialize_bool(bool) -> () = "a boolean";
@@ -679,9 +702,6 @@ impl<'o> Serializer for Shape<'o> {
         serialize_str(&str) -> () = "a string";
         serialize_bytes(&[u8]) -> () = "bytes";
         serialize_unit_variant(&'static str, u32, &'static str) -> () = "a string";
-        serialize_tuple_struct(&'static str, usize) -> ser::Impossible<(), EncodeError> = "a tuple struct";
-        serialize_tuple_variant(&'static str, u32, &'static str, usize) -> ser::Impossible<(), EncodeError> = "a tuple variant";
-        serialize_struct_variant(&'static str, u32, &'static str, usize) -> ser::Impossible<(), EncodeError> = "a struct variant";
     }
 
     fn serialize_newtype_variant<T: Serialize + ?Sized>(
@@ -727,22 +747,17 @@ impl SerializeMap for MapOrMessage<'_> {
     }
 }
 
-impl SerializeStruct for MapOrMessage<'_> {
-    type Ok = ();
-    type Error = EncodeError;
-
-    fn serialize_field<T: Serialize + ?Sized>(
-        &mut self,
-        key: &'static str,
-        value: &T,
-    ) -> Result<(), EncodeError> {
-        SerializeMap::serialize_entry(self, key, value)
-    }
-
-    fn end(self) -> Result<(), EncodeError> {
-        SerializeMap::end(self)
+impl MapOrMessage<'_> {
+    /// One member named by a string: a map's entry, or a message's field.
+    fn member<T: Serialize + ?Sized>(&mut self, key: &str, value: &T) -> Result<(), EncodeError> {
+        match self {
+            MapOrMessage::Map(map) => map.serialize_entry(key, value),
+            MapOrMessage::Message(message) => message.member(key, value),
+        }
     }
 }
+
+struct_as_members!(MapOrMessage<'_>);
 
 /// The entries of a `map<string, V>` field: each member one occurrence of the field, a message
 /// `{1 key, 2 value}`. `entry` is the open entry's start between its key and its value.
@@ -979,23 +994,7 @@ impl SerializeMap for MessageSer<'_> {
     }
 }
 
-impl SerializeStruct for MessageSer<'_> {
-    type Ok = ();
-    type Error = EncodeError;
-
-    fn serialize_field<T: Serialize + ?Sized>(
-        &mut self,
-        key: &'static str,
-        value: &T,
-    ) -> Result<(), EncodeError> {
-        self.member(key, value)
-    }
-
-    fn end(self) -> Result<(), EncodeError> {
-        self.finish();
-        Ok(())
-    }
-}
+struct_as_members!(MessageSer<'_>);
 
 // ---- member names ----
 
@@ -1024,21 +1023,7 @@ impl Serializer for KeySer<'_> {
         self.text.push(v);
         Ok(())
     }
-    fn serialize_unit_variant(
-        self,
-        _: &'static str,
-        _: u32,
-        variant: &'static str,
-    ) -> Result<(), EncodeError> {
-        self.serialize_str(variant)
-    }
-    fn serialize_newtype_struct<T: Serialize + ?Sized>(
-        self,
-        _: &'static str,
-        value: &T,
-    ) -> Result<(), EncodeError> {
-        value.serialize(self)
-    }
+    transparent!(some, newtype_struct, unit_variant);
 
     refuse! {
         serialize_bool(bool) -> () = "a boolean key";
@@ -1063,10 +1048,6 @@ impl Serializer for KeySer<'_> {
         serialize_map(Option<usize>) -> ser::Impossible<(), EncodeError> = "an object key";
         serialize_struct(&'static str, usize) -> ser::Impossible<(), EncodeError> = "an object key";
         serialize_struct_variant(&'static str, u32, &'static str, usize) -> ser::Impossible<(), EncodeError> = "an object key";
-    }
-
-    fn serialize_some<T: Serialize + ?Sized>(self, value: &T) -> Result<(), EncodeError> {
-        value.serialize(self)
     }
 
     fn serialize_newtype_variant<T: Serialize + ?Sized>(

@@ -209,7 +209,7 @@ async fn cluster() -> Target {
     Target {
         name: "embedded",
         minor: CURRENT_MINOR,
-        client: common::embedded_client(&server, false),
+        client: ferrokube_testkit::embedded_client(&server, false),
         embedded: Some(server),
     }
 }
