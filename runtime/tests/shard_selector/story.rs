@@ -206,7 +206,11 @@ fn start_manager(
             .enable_all()
             .build()
             .expect("a member's runtime");
-        runtime.block_on(async move {
+        // The manager runs as a task; this thread only waits for the kill. Dropping the manager
+        // while its runtime still runs would be a graceful stop, not a death: its driver ending
+        // lets the membership task release the Lease (as a member leaving does), and peers would
+        // take m2's objects at once. Shutting the runtime down first drops every task unpolled.
+        let _manager = runtime.spawn(async move {
             let mut manager = Manager::builder(client)
                 .shard(member)
                 .build()
@@ -220,13 +224,10 @@ fn start_manager(
                     .workers(2);
                 (controller, reconciler(&record, &name, narrowing))
             });
-            tokio::select! {
-                result = manager.run_until(std::future::pending()) => {
-                    eprintln!("a manager member stopped by itself: {result:?}");
-                }
-                _ = killed => {}
-            }
+            let result = manager.run_until(std::future::pending()).await;
+            eprintln!("a manager member stopped by itself: {result:?}");
         });
+        let _ = killed.blocking_recv();
         // Killed: every task of the member is dropped where it stands.
         runtime.shutdown_background();
     });
