@@ -6,9 +6,11 @@
 //!
 //! ```text
 //!   member Leases (label shard.ferrokube.dev/ring) ──LIST every retry period──▶ peers, on this
-//!        │                                           replica's clock: live, unknown, dead
+//!        │                                  replica's clock: live, joining, unknown, dead
 //!        ▼
-//!   view = live members + me ──(changed)──▶ stop the epoch (reconciles in flight finish)
+//!   (first: settle one retry period, so that members starting together all appear)
+//!        ▼
+//!   view = live + joining members + me ──(changed)──▶ stop the epoch (reconciles in flight finish)
 //!                                           ─▶ publish the view in my Lease (annotation
 //!                                              shard.ferrokube.dev/<ring>-adopted = a,b,c)
 //!                                           ─▶ fence: wait until no peer that is not dead has
@@ -49,6 +51,25 @@
 //! leaves a Lease that claims its old ranges until it is dead; its peers wait for that, and no
 //! longer. A new member starts by adopting a ring of everyone it sees, and acts only once the
 //! others have adopted a ring that no longer gives them its ranges.
+//!
+//! Which peers a member puts into the ring it adopts (its *view*) is a matter of speed only: the
+//! fence above never asks whether a peer is in my ring, only what the peer claims. So a peer seen
+//! for the first time goes into the view at once when its Lease looks fresh (its `renewTime`
+//! within a lease duration of my own Lease's, both read in one LIST: *joining*), rather than
+//! after it was seen renewing; one that looks stale (a member that died long ago and left its
+//! Lease) stays out of it, and its claims still hold until it is dead. Either guess, if wrong,
+//! costs at most one more ring change, never an overlap.
+//!
+//! ## Cold start: settle before the first ring
+//!
+//! Members started together (a Deployment's pods, the benchmark's four processes) appear within
+//! a fraction of a second of each other. A member that adopted a ring the moment its own Lease
+//! was written would adopt one of only the members it happened to see, list a large share
+//! alone, and then stop and restart its epoch for each member that appears after it (as would
+//! they). So a member whose peers have adopted nothing yet *settles* first: it adopts its first
+//! ring one retry period after its first read, when every member started with it has a Lease,
+//! and all of them adopt the same full ring once. A member joining a ring already in use (some
+//! peer has adopted one) does not wait: its peers take it in at their next poll.
 //!
 //! The price: during a ring change a member acts on nothing from the moment it stops its epoch
 //! until its fence clears (at once, by the read right after its own publish, when every peer has
@@ -166,8 +187,12 @@ pub struct Peer {
 pub enum PeerState {
     /// Renewed within the lease duration: part of the ring, and its claims hold.
     Live,
-    /// Not seen renewing yet (first seen less than a lease duration ago): its claims hold, and no
-    /// ring is adopted until it is known.
+    /// Not seen renewing yet (first seen less than a lease duration ago), but its Lease's
+    /// `renewTime` is within a lease duration of this member's own: part of the ring at once (a
+    /// member that just started), and its claims hold.
+    Joining,
+    /// Not seen renewing yet, and its Lease looks stale (or this member's own Lease was not in
+    /// the read): left out of the ring until it renews or is dead; its claims hold.
     Unknown,
     /// Released, or not renewed for a lease duration: its write gate is shut; its claims lapse.
     Dead,
@@ -178,17 +203,22 @@ pub enum PeerState {
 pub struct Peers(pub BTreeMap<String, Peer>);
 
 impl Peers {
-    /// The ring `me` should adopt: the live peers and itself. `None` while a peer is unknown.
-    pub fn view(&self, me: &str) -> Option<Adoption> {
-        if self.0.values().any(|p| p.liveness == PeerState::Unknown) {
-            return None;
-        }
-        let live = self
+    /// The ring `me` should adopt: the live and joining peers, and itself.
+    pub fn view(&self, me: &str) -> Adoption {
+        let members = self
             .0
             .iter()
-            .filter(|(_, p)| p.liveness == PeerState::Live)
+            .filter(|(_, p)| matches!(p.liveness, PeerState::Live | PeerState::Joining))
             .map(|(name, _)| name.as_str());
-        Some(Adoption::new(live.chain([me])))
+        Adoption::new(members.chain([me]))
+    }
+
+    /// Whether a peer that is not dead has adopted a ring: the ring is in use, so a member
+    /// joining it need not [settle](self#cold-start-settle-before-the-first-ring).
+    pub fn ring_in_use(&self) -> bool {
+        self.0
+            .values()
+            .any(|p| p.liveness != PeerState::Dead && p.adopted.is_some())
     }
 
     /// The peers whose claims keep `me` from acting on `adopted` (rule 3 of the
@@ -248,15 +278,22 @@ impl Observer {
         leases: &[Lease],
         now: Instant,
     ) -> (Peers, Option<Adoption>) {
-        let mut peers = BTreeMap::new();
-        let mut mine = None;
-        for lease in leases {
-            let Some(member) = lease
+        fn member_of<'a>(marks: &super::Marks, lease: &'a Lease) -> Option<&'a str> {
+            lease
                 .metadata
                 .name
                 .as_deref()
                 .and_then(|name| marks.member_of_lease(name))
-            else {
+        }
+        // My own Lease's renewTime: what a joining peer's is compared with (see `fresh`).
+        let my_renewal = leases
+            .iter()
+            .find(|lease| member_of(marks, lease) == Some(self.me.as_str()))
+            .and_then(renew_time);
+        let mut peers = BTreeMap::new();
+        let mut mine = None;
+        for lease in leases {
+            let Some(member) = member_of(marks, lease) else {
                 continue;
             };
             let adopted = lease
@@ -286,6 +323,9 @@ impl Observer {
                 .and_then(|s| s.holder_identity.as_deref());
             let liveness = match liveness(member, Some(holder), seen, now, self.lease_duration) {
                 Liveness::Live => PeerState::Live,
+                Liveness::Unknown if fresh(renew_time(lease), my_renewal, self.lease_duration) => {
+                    PeerState::Joining
+                }
                 Liveness::Unknown => PeerState::Unknown,
                 // The label mode's fence holds no member: nothing of it acts.
                 Liveness::Dead | Liveness::Fenced => PeerState::Dead,
@@ -293,6 +333,27 @@ impl Observer {
             peers.insert(member.to_string(), Peer { liveness, adopted });
         }
         (Peers(peers), mine)
+    }
+}
+
+/// A Lease's `renewTime`, in nanoseconds since the Unix epoch.
+fn renew_time(lease: &Lease) -> Option<i128> {
+    lease
+        .spec
+        .as_ref()
+        .and_then(|spec| spec.renew_time.as_ref())
+        .map(|time| time.0.as_nanosecond())
+}
+
+/// Whether a peer's Lease looks fresh: renewed within `lease` of `mine`. Both times were written
+/// by members' own clocks, so this is a guess (clocks may drift apart); it only decides whether
+/// the peer is in this member's view, which the fence does not rely on.
+fn fresh(theirs: Option<i128>, mine: Option<i128>, lease: Duration) -> bool {
+    match (theirs, mine) {
+        (Some(theirs), Some(mine)) => {
+            (mine - theirs).abs() < i128::try_from(lease.as_nanos()).unwrap_or(i128::MAX)
+        }
+        _ => false,
     }
 }
 
@@ -415,7 +476,11 @@ impl Drop for RunningEpoch {
 /// made after that was written found no peer that was not dead claiming any of its ranges in `a`;
 /// in every other phase no epoch runs.
 enum Phase {
-    /// Nothing adopted, or the adoption could not be written: acting on nothing.
+    /// Just joined: acting on nothing, adopting nothing before this instant (one retry period
+    /// after the first read) unless a peer already has, so that members starting together adopt
+    /// one full ring (see [cold start](self#cold-start-settle-before-the-first-ring)).
+    Settling(Instant),
+    /// The adoption could not be written: acting on nothing.
     Idle,
     /// The adoption is published; acting on nothing until no peer blocks it.
     Fencing(Adoption),
@@ -507,7 +572,7 @@ pub async fn run<F, Fut>(
             seen: HashMap::new(),
         },
     };
-    let mut phase = Phase::Idle;
+    let mut phase = Phase::Settling(Instant::now() + member.timings().retry_period);
     let mut tick = tokio::time::interval(member.timings().retry_period);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -562,49 +627,48 @@ impl Driver<'_> {
         match phase {
             Phase::Acting(adopted, epoch) => {
                 let finished = epoch.task.is_finished();
-                let changed = view.as_ref().is_some_and(|v| *v != adopted);
-                if !changed && !finished && published.as_ref() == Some(&adopted) {
+                if view == adopted && !finished && published.as_ref() == Some(&adopted) {
                     return Phase::Acting(adopted, epoch);
                 }
                 // Rule 1: stop acting before anything else is published.
                 epoch.stop().await;
-                tracing::info!(%ring, member = %me, adopted = %adopted.text(), view = ?view.as_ref().map(Adoption::text), "epoch over");
-                match view {
-                    Some(view) if view != adopted || published.as_ref() != Some(&adopted) => {
-                        self.publish(view).await
-                    }
-                    _ => Phase::Fencing(adopted),
+                tracing::info!(%ring, member = %me, adopted = %adopted.text(), view = %view.text(), "epoch over");
+                if view != adopted || published.as_ref() != Some(&adopted) {
+                    self.publish(view).await
+                } else {
+                    Phase::Fencing(adopted)
                 }
             }
-            Phase::Idle => match view {
-                Some(view) => self.publish(view).await,
-                None => Phase::Idle,
-            },
-            Phase::Fencing(adopted) => match view {
-                Some(view) if view != adopted => self.publish(view).await,
-                _ if published.as_ref() != Some(&adopted) => self.publish(adopted).await,
-                _ => {
-                    // Rule 3: this read came after the adoption was written (rule 2).
-                    let blockers = peers.blockers(&me, &adopted);
-                    if !blockers.is_empty() {
-                        tracing::debug!(%ring, member = %me, ?blockers, "fence: peers still claim some of my ranges");
-                        return Phase::Fencing(adopted);
-                    }
-                    match adopted.ranges(&me, self.key.field()) {
-                        Some(selector) => {
-                            tracing::info!(%ring, member = %me, adopted = %adopted.text(), ranges = selector.ranges().len(), "fence clear: acting on my ranges");
-                            let epoch = RunningEpoch::start(
-                                self.member,
-                                Narrowing::Ranges(selector),
-                                Some(adopted.clone()),
-                                make,
-                            );
-                            Phase::Acting(adopted, epoch)
-                        }
-                        None => Phase::Fencing(adopted),
-                    }
+            Phase::Settling(until) if Instant::now() < until && !peers.ring_in_use() => {
+                tracing::debug!(%ring, member = %me, view = %view.text(), "settling: waiting for the members starting with me");
+                Phase::Settling(until)
+            }
+            Phase::Settling(_) | Phase::Idle => self.publish(view).await,
+            Phase::Fencing(adopted) if view != adopted => self.publish(view).await,
+            Phase::Fencing(adopted) if published.as_ref() != Some(&adopted) => {
+                self.publish(adopted).await
+            }
+            Phase::Fencing(adopted) => {
+                // Rule 3: this read came after the adoption was written (rule 2).
+                let blockers = peers.blockers(&me, &adopted);
+                if !blockers.is_empty() {
+                    tracing::debug!(%ring, member = %me, ?blockers, "fence: peers still claim some of my ranges");
+                    return Phase::Fencing(adopted);
                 }
-            },
+                match adopted.ranges(&me, self.key.field()) {
+                    Some(selector) => {
+                        tracing::info!(%ring, member = %me, adopted = %adopted.text(), ranges = selector.ranges().len(), "fence clear: acting on my ranges");
+                        let epoch = RunningEpoch::start(
+                            self.member,
+                            Narrowing::Ranges(selector),
+                            Some(adopted.clone()),
+                            make,
+                        );
+                        Phase::Acting(adopted, epoch)
+                    }
+                    None => Phase::Fencing(adopted),
+                }
+            }
         }
     }
 
@@ -661,15 +725,35 @@ mod tests {
     }
 
     #[test]
-    fn shard_selector_view_waits_for_unknown_peers_and_drops_dead_ones() {
+    fn shard_selector_view_takes_joining_peers_and_leaves_out_unknown_and_dead_ones() {
         let mut peers = Peers::default();
         peers.0.insert("b".into(), peer(PeerState::Live, None));
         peers
             .0
             .insert("c".into(), peer(PeerState::Dead, Some(&["a", "c"])));
-        assert_eq!(peers.view("a"), Some(Adoption::new(["a", "b"])));
+        assert_eq!(peers.view("a"), Adoption::new(["a", "b"]));
         peers.0.insert("d".into(), peer(PeerState::Unknown, None));
-        assert_eq!(peers.view("a"), None);
+        assert_eq!(peers.view("a"), Adoption::new(["a", "b"]));
+        peers.0.insert("e".into(), peer(PeerState::Joining, None));
+        assert_eq!(peers.view("a"), Adoption::new(["a", "b", "e"]));
+        // Nobody alive adopted anything (c's adoption is dead): a newcomer settles.
+        assert!(!peers.ring_in_use());
+        peers
+            .0
+            .insert("d".into(), peer(PeerState::Unknown, Some(&["d"])));
+        assert!(peers.ring_in_use());
+    }
+
+    #[test]
+    fn shard_selector_a_peer_is_fresh_within_a_lease_duration_of_me() {
+        let lease = Duration::from_secs(6);
+        let second = 1_000_000_000_i128;
+        let mine = 1_000 * second;
+        assert!(fresh(Some(mine - 5 * second), Some(mine), lease));
+        assert!(fresh(Some(mine + 5 * second), Some(mine), lease));
+        assert!(!fresh(Some(mine - 7 * second), Some(mine), lease));
+        assert!(!fresh(None, Some(mine), lease));
+        assert!(!fresh(Some(mine), None, lease));
     }
 
     #[test]

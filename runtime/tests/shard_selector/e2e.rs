@@ -42,3 +42,12 @@ async fn shard_selector_manager_shards_on_kube_apiserver_in_the_mode_it_supports
     let server_side = server_side().await;
     story::shard_selector_story(clients(), server_side, Driver::Manager).await;
 }
+
+/// The cold start on kube-apiserver (with `ShardedListAndWatch`; the label mode adopts no ring,
+/// so there is nothing to count without it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shard_selector_members_starting_together_adopt_one_full_ring_each_on_kube_apiserver() {
+    if server_side().await {
+        story::shard_selector_cold_start_story(clients()).await;
+    }
+}

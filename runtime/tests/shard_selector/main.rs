@@ -73,3 +73,10 @@ async fn shard_selector_manager_falls_back_to_labels_when_the_server_lacks_them(
     let server = server(false).await;
     story::shard_selector_story(clients(&server), false, Driver::Manager).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shard_selector_members_starting_together_adopt_one_full_ring_each() {
+    init_logs();
+    let server = server(true).await;
+    story::shard_selector_cold_start_story(clients(&server)).await;
+}

@@ -29,6 +29,7 @@ use ferrokube_runtime::leader::Timings;
 use ferrokube_runtime::manager::{Manager, ShardedParts};
 use ferrokube_runtime::shard::ranges::{self, Narrowing, ShardKey};
 use ferrokube_runtime::shard::{HashRing, ShardMember};
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use parking_lot::Mutex;
@@ -58,6 +59,8 @@ struct Record {
     violations: Mutex<Vec<String>>,
     /// The narrowing of every epoch started: the mode each member ran in.
     modes: Mutex<Vec<(String, bool)>>,
+    /// Every epoch a `ranges::run` member started (by hand): the member, and the ring it adopted.
+    adoptions: Mutex<Vec<(String, Option<String>)>>,
 }
 
 /// A reconcile in progress; it leaves `busy` however it ends (an aborted member's too).
@@ -203,7 +206,11 @@ fn start_manager(
             .enable_all()
             .build()
             .expect("a member's runtime");
-        runtime.block_on(async move {
+        // The manager runs as a task; this thread only waits for the kill. Dropping the manager
+        // while its runtime still runs would be a graceful stop, not a death: its driver ending
+        // lets the membership task release the Lease (as a member leaving does), and peers would
+        // take m2's objects at once. Shutting the runtime down first drops every task unpolled.
+        let _manager = runtime.spawn(async move {
             let mut manager = Manager::builder(client)
                 .shard(member)
                 .build()
@@ -217,13 +224,10 @@ fn start_manager(
                     .workers(2);
                 (controller, reconciler(&record, &name, narrowing))
             });
-            tokio::select! {
-                result = manager.run_until(std::future::pending()) => {
-                    eprintln!("a manager member stopped by itself: {result:?}");
-                }
-                _ = killed => {}
-            }
+            let result = manager.run_until(std::future::pending()).await;
+            eprintln!("a manager member stopped by itself: {result:?}");
         });
+        let _ = killed.blocking_recv();
         // Killed: every task of the member is dropped where it stands.
         runtime.shutdown_background();
     });
@@ -237,6 +241,10 @@ fn start(client: &Client, lease_namespace: &str, name: &str, record: &Arc<Record
     let driver_name = name.clone();
     let driver = tokio::spawn(async move {
         let make = |epoch: ranges::Epoch| {
+            record
+                .adoptions
+                .lock()
+                .push((name.clone(), epoch.adopted().map(|a| a.text())));
             let mut controller =
                 Controller::<ConfigMap>::new(epoch.client(), epoch.scope(story_scope()))
                     .name(&format!("{RING}-{name}"))
@@ -422,4 +430,77 @@ pub async fn shard_selector_story(make_client: MakeClient, server_side: bool, dr
     for ns in &names {
         let _ = namespaces.delete(ns, &Default::default()).await;
     }
+}
+
+/// Cold start: m1 starts, and as soon as its Lease is written (so it may read the Leases before
+/// the others have any) m2, m3 and m4 start, all within a fraction of a retry period. Each member
+/// must adopt the ring of all four as its first and only ring: no member acts alone first, and
+/// nobody's epoch is restarted as the others appear.
+pub async fn shard_selector_cold_start_story(make_client: MakeClient) {
+    let client = make_client();
+    let run = format!("{:06x}", ferrokube_core::random::range_u64(0, 1 << 24));
+    let lease_namespace = format!("cold-{run}");
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let namespace = Namespace {
+        metadata: ObjectMeta {
+            name: Some(lease_namespace.clone()),
+            ..ObjectMeta::default()
+        },
+        ..Namespace::default()
+    };
+    namespaces
+        .create(&PostParams::default(), &namespace)
+        .await
+        .expect("namespace");
+    let record = Arc::new(Record::default());
+    let leases: Api<Lease> = Api::namespaced(client.clone(), &lease_namespace);
+    let m1_lease = member(client.clone(), &lease_namespace, "m1")
+        .marks()
+        .member_lease("m1");
+    let mut running = vec![start(&client, &lease_namespace, "m1", &record)];
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while leases.get_opt(&m1_lease).await.expect("get").is_none() {
+        assert!(Instant::now() < deadline, "m1 never wrote its Lease");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    for name in ["m2", "m3", "m4"] {
+        running.push(start(&client, &lease_namespace, name, &record));
+    }
+    let all = "m1,m2,m3,m4";
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let adoptions = record.adoptions.lock().clone();
+        let settled = ["m1", "m2", "m3", "m4"].iter().all(|m| {
+            adoptions
+                .iter()
+                .any(|(who, ring)| who == m && ring.as_deref() == Some(all))
+        });
+        if settled {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "not every member adopted {all}: {adoptions:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let adoptions = record.adoptions.lock().clone();
+    for m in ["m1", "m2", "m3", "m4"] {
+        let epochs: Vec<&Option<String>> = adoptions
+            .iter()
+            .filter(|(who, _)| who == m)
+            .map(|(_, ring)| ring)
+            .collect();
+        assert_eq!(
+            epochs,
+            [&Some(all.to_string())],
+            "{m}: one epoch, on the full ring, at a simultaneous start (all: {adoptions:?})"
+        );
+    }
+    for member in running {
+        member.kill();
+    }
+    let _ = namespaces
+        .delete(&lease_namespace, &Default::default())
+        .await;
 }
